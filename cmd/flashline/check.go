@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/flashline/flashline/sql/dbsqlc"
+)
+
+// runCheck is `flashline check`: the invariant of every sale, as a table. It
+// only reads (the invariant job is what pauses a sale); the SQL is the
+// sale_invariant view, which a DBA can query directly.
+func runCheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	e := newFlags("check", getenv, stderr)
+	var dbURL string
+	e.databaseURL(&dbURL)
+	if err := e.fs.Parse(args); err != nil {
+		return err
+	}
+	pool, err := openAdmin(ctx, dbURL, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rows, err := dbsqlc.New(pool).SaleInvariantAll(ctx)
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "SALE\tSTATE\tINITIAL\tAVAILABLE\tPENDING\tCONFIRMED\tEXPIRED\tCANCELLED\tLEDGER\tOK\t")
+	bad := 0
+	for _, r := range rows {
+		ok := r.Ok != nil && *r.Ok
+		if !ok {
+			bad++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.SaleID, r.State, r.InitialStock,
+			r.Available, r.Pending, r.Confirmed, r.Expired, r.Cancelled, r.LedgerTotal, map[bool]string{true: "ok", false: "MISMATCH"}[ok])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d sales, %d mismatched\n", len(rows), bad)
+	if bad > 0 {
+		return errMismatch
+	}
+	return nil
+}

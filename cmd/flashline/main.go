@@ -1,0 +1,21 @@
+// Command flashline is the flash-sale service and its tools: serve, migrate,
+// sale, check, token and devdb. See run.go.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flashline:", err)
+		os.Exit(exitCode(err))
+	}
+}

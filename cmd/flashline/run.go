@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashline/flashline/devdb"
+	"github.com/flashline/flashline/postgres"
+)
+
+const usage = `flashline — flash sales on one PostgreSQL primary
+
+Usage:
+  flashline serve   [flags]          run the HTTP service (and its River workers)
+  flashline migrate up|down N|status apply, roll back or show schema migrations
+  flashline sale    create|open|pause|resume|close|show ...
+                                     administer sales from the shell
+  flashline check                    check every sale's invariant; exit 1 on a mismatch
+  flashline token   --customer ID    mint a customer JWT (demo and testing)
+  flashline devdb   up|down|url      the local development PostgreSQL
+
+Every flag also reads an environment variable (shown in each command's -h);
+the flag wins. DATABASE_URL is a libpq URL; when it is unset, flashline uses
+the development database in ./.devdb (started by 'make run' or 'flashline devdb up').
+`
+
+// errMismatch makes `flashline check` exit 1 without printing an error.
+var errMismatch = errors.New("invariant mismatch")
+
+// exitCode is the process exit code for err.
+func exitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 1
+}
+
+// run is the whole program, with its environment injected so that tests can
+// call it in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("a command is required")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return runServe(ctx, rest, getenv, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "sale":
+		return runSale(ctx, rest, getenv, stdout, stderr)
+	case "check":
+		return runCheck(ctx, rest, getenv, stdout, stderr)
+	case "token":
+		return runToken(rest, getenv, stdout, stderr)
+	case "devdb":
+		return runDevDB(ctx, rest, getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// env reads configuration: a flag's default comes from its environment
+// variable, so a flag given on the command line wins.
+type env struct {
+	getenv func(string) string
+	fs     *flag.FlagSet
+}
+
+func newFlags(name string, getenv func(string) string, stderr io.Writer) env {
+	fs := flag.NewFlagSet("flashline "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return env{getenv: getenv, fs: fs}
+}
+
+func (e env) string(p *string, name, envVar, def, help string) {
+	if v := e.getenv(envVar); v != "" {
+		def = v
+	}
+	e.fs.StringVar(p, name, def, help+" ($"+envVar+")")
+}
+
+func (e env) int(p *int, name, envVar string, def int, help string) {
+	if v, err := strconv.Atoi(e.getenv(envVar)); err == nil {
+		def = v
+	}
+	e.fs.IntVar(p, name, def, help+" ($"+envVar+")")
+}
+
+func (e env) duration(p *time.Duration, name, envVar string, def time.Duration, help string) {
+	if v, err := time.ParseDuration(e.getenv(envVar)); err == nil {
+		def = v
+	}
+	e.fs.DurationVar(p, name, def, help+" ($"+envVar+")")
+}
+
+func (e env) bool(p *bool, name, envVar string, help string) {
+	def, _ := strconv.ParseBool(e.getenv(envVar))
+	e.fs.BoolVar(p, name, def, help+" ($"+envVar+")")
+}
+
+// databaseURL registers --database-url.
+func (e env) databaseURL(p *string) {
+	e.string(p, "database-url", "DATABASE_URL", "", "PostgreSQL URL (libpq form)")
+}
+
+// devDBDir is where the development database lives.
+func devDBDir(getenv func(string) string) string {
+	if d := getenv("FLASHLINE_DEVDB_DIR"); d != "" {
+		return d
+	}
+	return ".devdb"
+}
+
+// resolveDatabaseURL returns url, or the development database's when url is
+// empty (saying so on stderr).
+func resolveDatabaseURL(url string, getenv func(string) string, stderr io.Writer) (string, error) {
+	if url != "" {
+		return url, nil
+	}
+	dir := devDBDir(getenv)
+	if dev, ok := devdb.URL(dir); ok {
+		fmt.Fprintf(stderr, "flashline: DATABASE_URL is unset; using the development database %s (in %s)\n", dev, dir)
+		return dev, nil
+	}
+	return "", fmt.Errorf("DATABASE_URL is unset and there is no development database in %s: set DATABASE_URL, or run 'make run' (or 'flashline devdb up') to start one", dir)
+}
+
+// openAdmin opens a small pool for command-line tools.
+func openAdmin(ctx context.Context, url string, getenv func(string) string, stderr io.Writer) (*pgxpool.Pool, error) {
+	url, err := resolveDatabaseURL(url, getenv, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return postgres.NewPool(ctx, url, "cli", postgres.PoolOptions{MaxConns: 4, AcquireTimeout: 10 * time.Second})
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"riverqueue.com/riverui"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/jobs"
+	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/migrations"
+	"github.com/flashline/flashline/postgres"
+)
+
+type serveConfig struct {
+	addr, databaseURL, adminToken, jwtSecret string
+	salePoolSize, adminPoolSize, riverPool   int
+	maxInFlight                              int
+	noMigrate, noWorkers, demo               bool
+	jobs                                     jobs.Config
+	shutdownTimeout                          time.Duration
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var cfg serveConfig
+	e := newFlags("serve", getenv, stderr)
+	e.string(&cfg.addr, "addr", "FLASHLINE_ADDR", ":8080", "address to listen on")
+	e.databaseURL(&cfg.databaseURL)
+	e.string(&cfg.adminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "bearer token of the admin API (required)")
+	e.string(&cfg.jwtSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret of customer JWTs (required)")
+	e.int(&cfg.salePoolSize, "sale-pool-size", "FLASHLINE_SALE_POOL_SIZE", 20, "connections the purchase path may hold")
+	e.int(&cfg.adminPoolSize, "admin-pool-size", "FLASHLINE_ADMIN_POOL_SIZE", 5, "connections for admin, reads, confirm and cancel")
+	e.int(&cfg.riverPool, "river-pool-size", "FLASHLINE_RIVER_POOL_SIZE", 5, "connections for River's job workers")
+	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "reservations inside the purchase path at once before shedding (0: 8 x sale-pool-size)")
+	e.bool(&cfg.noMigrate, "no-migrate", "FLASHLINE_NO_MIGRATE", "do not migrate the schema up on start")
+	e.bool(&cfg.noWorkers, "no-workers", "FLASHLINE_NO_WORKERS", "do not run River workers (sweeper, invariant, pruning)")
+	e.bool(&cfg.demo, "demo", "FLASHLINE_DEMO", "create a demo sale on start and print how to buy from it")
+	e.duration(&cfg.jobs.SweepInterval, "sweep-interval", "FLASHLINE_SWEEP_INTERVAL", time.Second, "how often expired reservations are swept")
+	e.duration(&cfg.jobs.InvariantInterval, "invariant-interval", "FLASHLINE_INVARIANT_INTERVAL", 2*time.Second, "how often every sale's invariant is checked")
+	e.duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long idempotency keys are kept (at least 24h in production)")
+	e.duration(&cfg.shutdownTimeout, "shutdown-timeout", "FLASHLINE_SHUTDOWN_TIMEOUT", 15*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
+	if err := e.fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.adminToken == "" || cfg.jwtSecret == "" {
+		return errors.New("serve: FLASHLINE_ADMIN_TOKEN and FLASHLINE_JWT_SECRET must be set ('make run' sets development values)")
+	}
+	if cfg.salePoolSize < 1 || cfg.adminPoolSize < 1 || cfg.riverPool < 1 {
+		return errors.New("serve: pool sizes must be at least 1")
+	}
+	if cfg.maxInFlight == 0 {
+		cfg.maxInFlight = 8 * cfg.salePoolSize
+	}
+	var err error
+	if cfg.databaseURL, err = resolveDatabaseURL(cfg.databaseURL, getenv, stderr); err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return serve(ctx, cfg, logger, stdout)
+}
+
+func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.Writer) error {
+	verifier, err := auth.NewVerifier(cfg.jwtSecret, cfg.adminToken)
+	if err != nil {
+		return err
+	}
+	limiter, err := loadshed.New(loadshed.Options{MaxInFlight: cfg.maxInFlight})
+	if err != nil {
+		return err
+	}
+
+	// Separate pools, each sized explicitly, so that one cannot starve
+	// another: a flood of buyers holds at most the sale pool.
+	const acquire = 3 * time.Second
+	adminPool, err := postgres.NewPool(ctx, cfg.databaseURL, "admin", postgres.PoolOptions{MaxConns: int32(cfg.adminPoolSize), MinConns: 1, AcquireTimeout: acquire})
+	if err != nil {
+		return err
+	}
+	defer adminPool.Close()
+	if !cfg.noMigrate {
+		if err := migrations.Up(ctx, adminPool); err != nil {
+			return err
+		}
+	}
+	// MinConns pre-warms the purchase path: the first buyers pay no handshake.
+	salePool, err := postgres.NewPool(ctx, cfg.databaseURL, "sale", postgres.PoolOptions{MaxConns: int32(cfg.salePoolSize), MinConns: int32(min(cfg.salePoolSize, 4)), AcquireTimeout: acquire})
+	if err != nil {
+		return err
+	}
+	defer salePool.Close()
+	riverPool, err := postgres.NewPool(ctx, cfg.databaseURL, "river", postgres.PoolOptions{MaxConns: int32(cfg.riverPool), AcquireTimeout: acquire})
+	if err != nil {
+		return err
+	}
+	defer riverPool.Close()
+
+	store := postgres.NewStore(salePool, adminPool)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "river": riverPool})
+
+	var riverClient *river.Client[pgx.Tx]
+	if cfg.noWorkers {
+		// An insert-only client: enough for River UI.
+		riverClient, err = river.NewClient(riverpgxv5.New(riverPool), &river.Config{Logger: logger})
+	} else {
+		cfg.jobs.Logger, cfg.jobs.Registry = logger, registry
+		riverClient, err = jobs.NewClient(riverPool, store, cfg.jobs)
+	}
+	if err != nil {
+		return fmt.Errorf("river client: %w", err)
+	}
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(riverClient, nil),
+		Logger:    logger,
+		Prefix:    "/admin/riverui",
+	})
+	if err != nil {
+		return fmt.Errorf("river ui: %w", err)
+	}
+
+	// Listen first, so that a bad address fails at once.
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	// River must not be stopped by the signal's cancellation (that is a hard
+	// stop); it is stopped below, after the HTTP server has drained.
+	runCtx := context.WithoutCancel(ctx)
+	if !cfg.noWorkers {
+		if err := riverClient.Start(runCtx); err != nil {
+			ln.Close()
+			return fmt.Errorf("start river: %w", err)
+		}
+	}
+	if err := ui.Start(runCtx); err != nil {
+		ln.Close()
+		return fmt.Errorf("start river ui: %w", err)
+	}
+
+	srv := &http.Server{
+		Handler: handlers.Routes(handlers.Deps{
+			Store:    store,
+			Verifier: verifier,
+			Limiter:  limiter,
+			Logger:   logger,
+			Ready:    readiness(adminPool),
+			Registry: registry,
+			RiverUI:  ui,
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	url := "http://" + ln.Addr().String()
+	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers)
+	if cfg.demo {
+		if err := printDemo(ctx, store, cfg, url, stdout); err != nil {
+			logger.Warn("flashline: demo sale", "err", err)
+		}
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("flashline: shutting down, draining in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	if !cfg.noWorkers {
+		if stopErr := riverClient.Stop(shutdownCtx); stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("stop river: %w", stopErr))
+		}
+	}
+	logger.Info("flashline: stopped")
+	return err
+}
+
+// readiness reports whether the database answers and the schema is the one
+// this binary expects. The schema check is cached briefly: it reads two tables
+// and need not run on every probe.
+func readiness(pool *pgxpool.Pool) func(context.Context) error {
+	var (
+		mu        sync.Mutex
+		checkedAt time.Time
+		current   bool
+	)
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := pool.Ping(ctx); err != nil {
+			return fmt.Errorf("database unreachable: %w", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(checkedAt) > 10*time.Second {
+			st, err := migrations.GetStatus(ctx, pool)
+			if err != nil {
+				return fmt.Errorf("migration status: %w", err)
+			}
+			current, checkedAt = st.Current(), time.Now()
+		}
+		if !current {
+			return errors.New("migrations are not current: run 'flashline migrate up'")
+		}
+		return nil
+	}
+}
+
+func registerPoolMetrics(reg prometheus.Registerer, pools map[string]*pgxpool.Pool) {
+	for name, pool := range pools {
+		labels := prometheus.Labels{"pool": name}
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flashline_pool_acquired_conns", Help: "Connections in use.", ConstLabels: labels},
+				func() float64 { return float64(pool.Stat().AcquiredConns()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flashline_pool_max_conns", Help: "Pool size.", ConstLabels: labels},
+				func() float64 { return float64(pool.Stat().MaxConns()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flashline_pool_empty_acquire_total", Help: "Acquires that had to wait for a connection.", ConstLabels: labels},
+				func() float64 { return float64(pool.Stat().EmptyAcquireCount()) }),
+		)
+	}
+}
+
+// printDemo creates a demo sale and prints how to buy from it.
+func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, url string, stdout io.Writer) error {
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "demo-sneaker", InitialStock: 200, PerCustomerLimit: 1, ReservationTTLSeconds: 600})
+	if err != nil {
+		return err
+	}
+	token, err := auth.Mint(cfg.jwtSecret, "demo-customer", 24*time.Hour, time.Time{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, `
+Flashline is up at %[1]s with a demo sale of 200 units: %[2]s
+
+Reserve one (repeat it: the same Idempotency-Key replays the same answer):
+
+  curl -i -X POST %[1]s/sales/%[2]s/reservations \
+    -H 'Authorization: Bearer %[3]s' \
+    -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \
+    -d '{"quantity": 1}'
+
+See the sale as the admin:
+
+  curl -s %[1]s/admin/sales/%[2]s -H 'Authorization: Bearer %[4]s'
+
+Mint tokens for other customers with: go run ./cmd/flashline token --customer alice
+`, url, sale.ID, token, cfg.adminToken)
+	return nil
+}

@@ -1,0 +1,217 @@
+// Package flashline is the domain of a flash-sale service for stores that run on
+// one PostgreSQL primary: sales, reservations, orders and the errors the rest of
+// the program speaks in. It imports no driver and no web framework; the postgres
+// package implements the Store below and the handlers package serves it.
+package flashline
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sale states. StateSoldOut is never stored: it is an open sale with nothing
+// available, derived when a sale is read.
+const (
+	StateScheduled = "scheduled"
+	StateOpen      = "open"
+	StateSoldOut   = "sold_out"
+	StatePaused    = "paused"
+	StateClosed    = "closed"
+)
+
+// Admission modes.
+const (
+	AdmissionDirect      = "direct"
+	AdmissionWaitingRoom = "waiting_room"
+)
+
+// Reservation states.
+const (
+	ReservationPending   = "pending"
+	ReservationConfirmed = "confirmed"
+	ReservationExpired   = "expired"
+	ReservationCancelled = "cancelled"
+)
+
+// Limits on what a sale may be created with.
+const (
+	MaxBuckets           = 64
+	MaxSKULength         = 128
+	MaxIdempotencyKeyLen = 255
+	MaxCustomerIDLen     = 128
+)
+
+// Domain errors. Each maps to one error code of the HTTP contract
+// (handlers/errors.go holds the table).
+var (
+	ErrNotFound               = errors.New("not found")
+	ErrSoldOut                = errors.New("sold out")
+	ErrLimitReached           = errors.New("per-customer limit reached")
+	ErrSaleNotOpen            = errors.New("sale is not open")
+	ErrRequestInProgress      = errors.New("a request with this idempotency key is in progress")
+	ErrIdempotencyKeyReused   = errors.New("idempotency key reused with a different request")
+	ErrReservationExpired     = errors.New("reservation expired")
+	ErrReservationCancelled   = errors.New("reservation cancelled")
+	ErrReservationConfirmed   = errors.New("reservation already confirmed")
+	ErrInvalidTransition      = errors.New("sale cannot make that state change")
+	ErrInvariantBroken        = errors.New("sale invariant does not hold")
+	ErrUnavailable            = errors.New("stock cannot be counted right now")
+	ErrOverloaded             = errors.New("overloaded")
+	ErrAdmissionRequired      = errors.New("admission token required")
+	ErrAdmissionInvalid       = errors.New("admission token invalid")
+	ErrForbidden              = errors.New("forbidden")
+	ErrIdempotencyKeyMissing  = errors.New("idempotency key missing")
+	ErrUnauthenticated        = errors.New("unauthenticated")
+	ErrQuantityAboveLimit     = errors.New("quantity above the per-customer limit")
+	ErrInvalidIdempotencyKey  = errors.New("idempotency key must be 1-255 printable ASCII characters")
+	ErrAdmissionNotConfigured = errors.New("waiting-room admission is not available yet")
+)
+
+// InvalidError is a request that is malformed or breaks a rule of the contract.
+type InvalidError struct{ Reason string }
+
+func (e *InvalidError) Error() string { return e.Reason }
+
+// Invalid returns an *InvalidError with the given reason.
+func Invalid(reason string) error { return &InvalidError{Reason: reason} }
+
+// NewSale is what an admin supplies to create a sale.
+type NewSale struct {
+	SKU                   string
+	InitialStock          int
+	PerCustomerLimit      int
+	ReservationTTLSeconds int
+	OpensAt               *time.Time
+	Admission             string
+	Buckets               int
+}
+
+// Validate checks a NewSale and fills in defaults.
+func (n *NewSale) Validate() error {
+	switch {
+	case n.SKU == "" || len(n.SKU) > MaxSKULength:
+		return Invalid("sku must be 1-128 characters")
+	case n.InitialStock < 1 || n.InitialStock > 100_000_000:
+		return Invalid("initialStock must be between 1 and 100000000")
+	}
+	if n.PerCustomerLimit == 0 {
+		n.PerCustomerLimit = 1
+	}
+	if n.ReservationTTLSeconds == 0 {
+		n.ReservationTTLSeconds = 600
+	}
+	if n.Admission == "" {
+		n.Admission = AdmissionDirect
+	}
+	if n.Buckets == 0 {
+		n.Buckets = 1
+	}
+	switch {
+	case n.PerCustomerLimit < 1 || n.PerCustomerLimit > 1000:
+		return Invalid("perCustomerLimit must be between 1 and 1000")
+	case n.ReservationTTLSeconds < 1 || n.ReservationTTLSeconds > 7*24*3600:
+		return Invalid("reservationTtlSeconds must be between 1 and 604800")
+	case n.Admission != AdmissionDirect && n.Admission != AdmissionWaitingRoom:
+		return Invalid(`admission must be "direct" or "waiting_room"`)
+	case n.Buckets < 1 || n.Buckets > MaxBuckets:
+		return Invalid("buckets must be between 1 and 64")
+	case n.Buckets > n.InitialStock:
+		return Invalid("buckets must not exceed initialStock")
+	}
+	return nil
+}
+
+// Invariant is the last verdict of the invariant check on a sale.
+type Invariant struct {
+	OK        bool
+	CheckedAt *time.Time
+	Detail    string
+}
+
+// Sale is a sale with its live counts, in units.
+type Sale struct {
+	ID                    string
+	SKU                   string
+	State                 string
+	InitialStock          int
+	Available             int
+	Pending               int
+	Confirmed             int
+	Expired               int
+	Cancelled             int
+	LedgerTotal           int
+	PerCustomerLimit      int
+	ReservationTTLSeconds int
+	Admission             string
+	Buckets               int
+	OpensAt               *time.Time
+	PauseReason           string
+	Invariant             Invariant
+	CreatedAt             time.Time
+}
+
+// Reservation is a hold on units of a sale.
+type Reservation struct {
+	ID          string
+	SaleID      string
+	CustomerID  string
+	Quantity    int
+	State       string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	ConfirmedAt *time.Time
+	OrderID     string
+}
+
+// ReserveRequest is one customer's attempt to reserve units.
+type ReserveRequest struct {
+	SaleID         string
+	CustomerID     string
+	IdempotencyKey string
+	Quantity       int
+	// Fingerprint identifies the request body: the same key with a different
+	// fingerprint is ErrIdempotencyKeyReused.
+	Fingerprint []byte
+	// Render turns the new reservation into the response body that is stored
+	// under the idempotency key and replayed byte for byte.
+	Render func(Reservation) ([]byte, error)
+}
+
+// ReserveResult is the outcome of a successful reserve: a new reservation, or
+// the stored answer to an earlier request with the same key.
+type ReserveResult struct {
+	Status   int
+	Body     []byte
+	Replayed bool
+}
+
+// Actor is who is acting on a reservation: a customer, or the admin.
+type Actor struct {
+	CustomerID string
+	Admin      bool
+}
+
+// CanAct reports whether the actor may act on a reservation owned by customerID.
+func (a Actor) CanAct(customerID string) bool { return a.Admin || a.CustomerID == customerID }
+
+// Store is the durable record of sales and reservations. Every method is safe
+// for concurrent use by any number of processes sharing one database.
+type Store interface {
+	CreateSale(ctx context.Context, n NewSale) (Sale, error)
+	Sale(ctx context.Context, saleID string) (Sale, error)
+	SaleIDs(ctx context.Context) ([]string, error)
+	SetSaleState(ctx context.Context, saleID, action string) (Sale, error)
+	Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error)
+	Reservation(ctx context.Context, reservationID string, by Actor) (Reservation, error)
+	Confirm(ctx context.Context, reservationID string, by Actor) (Reservation, error)
+	Cancel(ctx context.Context, reservationID string, by Actor) (Reservation, error)
+}
+
+// Sale actions accepted by Store.SetSaleState.
+const (
+	ActionOpen   = "open"
+	ActionPause  = "pause"
+	ActionResume = "resume"
+	ActionClose  = "close"
+)

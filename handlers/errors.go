@@ -1,0 +1,97 @@
+package handlers
+
+import (
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashline/flashline"
+)
+
+// apiError is one row of the contract's error table.
+type apiError struct {
+	status  int
+	code    string
+	message string
+	// retryAfter, when set, is sent as Retry-After (seconds).
+	retryAfter int
+}
+
+// errorTable maps each domain error to its HTTP status and code. It is the only
+// place that does.
+var errorTable = []struct {
+	err error
+	api apiError
+}{
+	{flashline.ErrNotFound, apiError{status: 404, code: "not_found", message: "not found"}},
+	{flashline.ErrSoldOut, apiError{status: 409, code: "sold_out", message: "the sale is sold out"}},
+	{flashline.ErrLimitReached, apiError{status: 409, code: "limit_reached", message: "you already hold a reservation in this sale"}},
+	{flashline.ErrSaleNotOpen, apiError{status: 409, code: "sale_not_open", message: "the sale is not open"}},
+	{flashline.ErrRequestInProgress, apiError{status: 409, code: "request_in_progress", message: "a request with this Idempotency-Key is still being processed; retry shortly", retryAfter: 1}},
+	{flashline.ErrIdempotencyKeyReused, apiError{status: 422, code: "idempotency_key_reused", message: "this Idempotency-Key was used with a different request"}},
+	{flashline.ErrIdempotencyKeyMissing, apiError{status: 400, code: "idempotency_key_missing", message: "the Idempotency-Key header is required"}},
+	{flashline.ErrInvalidIdempotencyKey, apiError{status: 400, code: "invalid_request", message: flashline.ErrInvalidIdempotencyKey.Error()}},
+	{flashline.ErrQuantityAboveLimit, apiError{status: 400, code: "invalid_request", message: "quantity is above the sale's per-customer limit"}},
+	{flashline.ErrReservationExpired, apiError{status: 409, code: "reservation_expired", message: "the reservation has expired"}},
+	{flashline.ErrReservationCancelled, apiError{status: 409, code: "reservation_cancelled", message: "the reservation was cancelled"}},
+	{flashline.ErrReservationConfirmed, apiError{status: 409, code: "reservation_confirmed", message: "the reservation is already confirmed"}},
+	{flashline.ErrInvalidTransition, apiError{status: 409, code: "invalid_transition", message: "the sale cannot make that change from its current state"}},
+	{flashline.ErrInvariantBroken, apiError{status: 409, code: "invariant_broken", message: "the sale's stock does not add up; it stays paused"}},
+	{flashline.ErrAdmissionRequired, apiError{status: 403, code: "admission_required", message: "this sale admits through its waiting room; an X-Admission-Token is required"}},
+	{flashline.ErrAdmissionInvalid, apiError{status: 403, code: "admission_invalid", message: "the admission token is not valid for this request"}},
+	{flashline.ErrUnauthenticated, apiError{status: 401, code: "unauthenticated", message: "missing or invalid credentials"}},
+	{flashline.ErrForbidden, apiError{status: 403, code: "forbidden", message: "not allowed for this caller"}},
+	{flashline.ErrOverloaded, apiError{status: 503, code: "overloaded", message: "too busy right now; retry shortly", retryAfter: 1}},
+	{flashline.ErrUnavailable, apiError{status: 503, code: "sale_paused_fail_closed", message: "stock cannot be counted right now; the sale is paused for this request", retryAfter: 2}},
+}
+
+var errInternal = apiError{status: 500, code: "internal", message: "internal error"}
+
+// lookupError finds the contract's answer for err.
+func lookupError(err error) apiError {
+	var invalid *flashline.InvalidError
+	if errors.As(err, &invalid) {
+		return apiError{status: 400, code: "invalid_request", message: invalid.Reason}
+	}
+	for _, row := range errorTable {
+		if errors.Is(err, row.err) {
+			return row.api
+		}
+	}
+	return errInternal
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeError answers with the contract's error for err. A 500 tells the client
+// "internal error" and logs the cause; nothing else logs at error level.
+func writeError(c *gin.Context, logger *slog.Logger, err error) {
+	e := lookupError(err)
+	if e.status == http.StatusInternalServerError {
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.ErrorContext(c.Request.Context(), "handlers: internal error",
+			"method", c.Request.Method, "path", c.FullPath(), "err", err)
+	}
+	if e.retryAfter > 0 {
+		// Jittered, so refused clients do not come back in step.
+		c.Header("Retry-After", strconv.Itoa(e.retryAfter+rand.IntN(e.retryAfter+1)))
+	}
+	c.Set(outcomeKey, e.code)
+	c.AbortWithStatusJSON(e.status, errorBody{Error: errorDetail{Code: e.code, Message: e.message}})
+}
+
+// outcomeKey is where handlers leave the outcome a request's metrics record.
+const outcomeKey = "flashline.outcome"

@@ -1,0 +1,126 @@
+package handlers
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashline/flashline"
+)
+
+type reserveRequest struct {
+	Quantity          *int   `json:"quantity"`
+	PaymentInstrument string `json:"paymentInstrument"`
+}
+
+// validIdempotencyKey: 1-255 printable ASCII characters.
+func validIdempotencyKey(k string) bool {
+	if len(k) < 1 || len(k) > flashline.MaxIdempotencyKeyLen {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// fingerprint identifies what a reserve request asks for, so that the same
+// Idempotency-Key with a different request can be told apart from a retry.
+func fingerprint(saleID string, quantity int, instrument string) []byte {
+	h := sha256.Sum256(fmt.Appendf(nil, "reserve\x00%s\x00%d\x00%s", saleID, quantity, instrument))
+	return h[:]
+}
+
+// handleReserve is POST /sales/{saleId}/reservations.
+func handleReserve(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		actor := actorOf(c)
+		key, present := c.Request.Header["Idempotency-Key"]
+		if !present || len(key) == 0 || key[0] == "" {
+			writeError(c, logger, flashline.ErrIdempotencyKeyMissing)
+			return
+		}
+		if len(key) > 1 || !validIdempotencyKey(key[0]) {
+			writeError(c, logger, flashline.ErrInvalidIdempotencyKey)
+			return
+		}
+		var body reserveRequest
+		if err := decodeJSON(c, &body); err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		quantity := 1
+		if body.Quantity != nil {
+			quantity = *body.Quantity
+		}
+		if quantity < 1 {
+			writeError(c, logger, flashline.Invalid("quantity must be at least 1"))
+			return
+		}
+		if len(body.PaymentInstrument) > 255 {
+			writeError(c, logger, flashline.Invalid("paymentInstrument must be at most 255 characters"))
+			return
+		}
+		saleID := c.Param("saleId")
+		res, err := store.Reserve(c.Request.Context(), flashline.ReserveRequest{
+			SaleID:         saleID,
+			CustomerID:     actor.CustomerID,
+			IdempotencyKey: key[0],
+			Quantity:       quantity,
+			Fingerprint:    fingerprint(saleID, quantity, body.PaymentInstrument),
+			Render: func(r flashline.Reservation) ([]byte, error) {
+				return json.Marshal(NewReservationView(r))
+			},
+		})
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		if res.Replayed {
+			c.Header("Idempotent-Replayed", "true")
+		}
+		writeRaw(c, res.Status, res.Body)
+	}
+}
+
+// handleGetReservation is GET /reservations/{reservationId}.
+func handleGetReservation(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		r, err := store.Reservation(c.Request.Context(), c.Param("reservationId"), actorOf(c))
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusOK, NewReservationView(r))
+	}
+}
+
+// handleConfirm is POST /reservations/{reservationId}/confirm.
+func handleConfirm(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		r, err := store.Confirm(c.Request.Context(), c.Param("reservationId"), actorOf(c))
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusOK, OrderView{OrderID: r.OrderID, ReservationID: r.ID})
+	}
+}
+
+// handleCancel is POST /reservations/{reservationId}/cancel.
+func handleCancel(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		r, err := store.Cancel(c.Request.Context(), c.Param("reservationId"), actorOf(c))
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusOK, NewReservationView(r))
+	}
+}

@@ -1,0 +1,88 @@
+// Package handlers is Flashline's HTTP layer (Gin): the whole API surface is
+// listed in Routes below; the JSON shapes are in views.go, decoding in json.go
+// and the one error table in errors.go.
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/loadshed"
+)
+
+// Deps is what the HTTP layer needs.
+type Deps struct {
+	Store    flashline.Store
+	Verifier *auth.Verifier
+	Limiter  *loadshed.Limiter
+	Logger   *slog.Logger
+	// Ready reports whether the service can serve (database reachable,
+	// migrations current).
+	Ready func(context.Context) error
+	// Registry holds the metrics served on /metrics.
+	Registry *prometheus.Registry
+	// RiverUI, when set, is served under /admin/riverui/ to the admin.
+	RiverUI http.Handler
+}
+
+// Routes returns the HTTP handler for the whole API.
+func Routes(d Deps) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
+		d.Logger.ErrorContext(c.Request.Context(), "handlers: panic", "err", err, "path", c.Request.URL.Path)
+		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: "internal", Message: "internal error"}})
+	}))
+	r.HandleMethodNotAllowed = true
+	r.NoRoute(func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrNotFound) })
+	r.NoMethod(func(c *gin.Context) {
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{Error: errorDetail{Code: "method_not_allowed", Message: "method not allowed"}})
+	})
+	metrics := NewMetrics(d.Registry, d.Limiter)
+	r.Use(metrics.middleware())
+
+	// Operations.
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", handleReady(d.Ready))
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
+
+	admin := authenticate(d.Verifier, true, false)
+	customer := authenticate(d.Verifier, false, true)
+	ownerOrAdmin := authenticate(d.Verifier, true, true)
+	shed := loadshed.Gin(d.Limiter, func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) })
+
+	// Admin.
+	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Logger))
+	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Logger))
+	for _, action := range []string{flashline.ActionOpen, flashline.ActionPause, flashline.ActionResume, flashline.ActionClose} {
+		r.POST("/admin/sales/:saleId/"+action, admin, handleSaleAction(d.Store, d.Logger, action))
+	}
+	if d.RiverUI != nil {
+		r.Any("/admin/riverui/*path", admin, gin.WrapH(d.RiverUI))
+	}
+
+	// Customers. The limiter sheds before authentication: a refused request
+	// costs no signature check either.
+	r.POST("/sales/:saleId/reservations", shed, customer, handleReserve(d.Store, d.Logger))
+	r.GET("/reservations/:reservationId", ownerOrAdmin, handleGetReservation(d.Store, d.Logger))
+	r.POST("/reservations/:reservationId/confirm", ownerOrAdmin, handleConfirm(d.Store, d.Logger))
+	r.POST("/reservations/:reservationId/cancel", ownerOrAdmin, handleCancel(d.Store, d.Logger))
+	return r
+}
+
+func handleReady(ready func(context.Context) error) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := ready(c.Request.Context()); err != nil {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "reason": err.Error()})
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	}
+}

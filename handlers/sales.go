@@ -1,0 +1,85 @@
+package handlers
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashline/flashline"
+)
+
+// CreateSaleRequest is the body of POST /admin/sales.
+type CreateSaleRequest struct {
+	SKU                   string     `json:"sku"`
+	InitialStock          *int       `json:"initialStock"`
+	PerCustomerLimit      int        `json:"perCustomerLimit"`
+	ReservationTTLSeconds int        `json:"reservationTtlSeconds"`
+	OpensAt               *time.Time `json:"opensAt"`
+	Admission             string     `json:"admission"`
+	Buckets               int        `json:"buckets"`
+}
+
+// NewSale turns the request into the domain's NewSale.
+func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
+	if r.InitialStock == nil {
+		return flashline.NewSale{}, flashline.Invalid("initialStock is required")
+	}
+	n := flashline.NewSale{
+		SKU:                   r.SKU,
+		InitialStock:          *r.InitialStock,
+		PerCustomerLimit:      r.PerCustomerLimit,
+		ReservationTTLSeconds: r.ReservationTTLSeconds,
+		OpensAt:               r.OpensAt,
+		Admission:             r.Admission,
+		Buckets:               r.Buckets,
+	}
+	return n, n.Validate()
+}
+
+// handleCreateSale is POST /admin/sales.
+func handleCreateSale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		var req CreateSaleRequest
+		if err := decodeJSON(c, &req); err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		n, err := req.NewSale()
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		sale, err := store.CreateSale(c.Request.Context(), n)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusCreated, NewSaleView(sale))
+	}
+}
+
+// handleGetSale is GET /admin/sales/{saleId}.
+func handleGetSale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		sale, err := store.Sale(c.Request.Context(), c.Param("saleId"))
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusOK, NewSaleView(sale))
+	}
+}
+
+// handleSaleAction is POST /admin/sales/{saleId}/{open|pause|resume|close}.
+func handleSaleAction(store flashline.Store, logger *slog.Logger, action string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		sale, err := store.SetSaleState(c.Request.Context(), c.Param("saleId"), action)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusOK, NewSaleView(sale))
+	}
+}

@@ -1,0 +1,132 @@
+// Package jobs holds Flashline's River jobs, one file per kind: the expiry
+// sweeper (sweep.go), the invariant check (invariant.go) and idempotency-key
+// pruning (prune.go), and the River client that runs them inside
+// `flashline serve`. Periodic jobs run on River's elected leader, so any
+// number of instances may run workers at once.
+package jobs
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/flashline/flashline/postgres"
+)
+
+// Config configures the River client and its jobs. Zero values take the
+// defaults shown.
+type Config struct {
+	SweepInterval     time.Duration // 1s
+	SweepBatchSize    int           // 500
+	InvariantInterval time.Duration // 2s
+	PruneInterval     time.Duration // 1m
+	// KeyRetention is how long idempotency keys are kept (the published
+	// minimum is 24h).
+	KeyRetention time.Duration // 24h
+	// CompletedJobRetention is how long River keeps finished jobs; a job every
+	// second would otherwise leave 86,400 rows a day per kind.
+	CompletedJobRetention time.Duration // 10m
+	Logger                *slog.Logger
+	Registry              prometheus.Registerer
+}
+
+func (c *Config) setDefaults() {
+	if c.SweepInterval == 0 {
+		c.SweepInterval = time.Second
+	}
+	if c.SweepBatchSize == 0 {
+		c.SweepBatchSize = 500
+	}
+	if c.InvariantInterval == 0 {
+		c.InvariantInterval = 2 * time.Second
+	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = time.Minute
+	}
+	if c.KeyRetention == 0 {
+		c.KeyRetention = 24 * time.Hour
+	}
+	if c.CompletedJobRetention == 0 {
+		c.CompletedJobRetention = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+}
+
+// NewClient returns a River client (not yet started) that runs the periodic
+// jobs on pool, acting on store.
+func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Client[pgx.Tx], error) {
+	cfg.setDefaults()
+	if cfg.SweepInterval < time.Second || cfg.InvariantInterval < time.Second {
+		// River asks for periodic intervals of at least a second.
+		return nil, errors.New("jobs: sweep and invariant intervals must be at least 1s")
+	}
+	m := newMetrics(cfg.Registry)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &SweepWorker{store: store, batchSize: cfg.SweepBatchSize, logger: cfg.Logger, metrics: m})
+	river.AddWorker(workers, &InvariantWorker{store: store, logger: cfg.Logger, metrics: m})
+	river.AddWorker(workers, &PruneWorker{store: store, retention: cfg.KeyRetention, logger: cfg.Logger})
+
+	periodic := func(interval time.Duration, args river.JobArgs) *river.PeriodicJob {
+		return river.NewPeriodicJob(river.PeriodicInterval(interval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				// One attempt: the next tick is the retry, and a job that
+				// outlived its tick must not pile up behind it.
+				return args, &river.InsertOpts{MaxAttempts: 1}
+			},
+			&river.PeriodicJobOpts{RunOnStart: true})
+	}
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+		PeriodicJobs: []*river.PeriodicJob{
+			periodic(cfg.SweepInterval, SweepArgs{}),
+			periodic(cfg.InvariantInterval, InvariantArgs{}),
+			periodic(cfg.PruneInterval, PruneArgs{}),
+		},
+		Workers:                     workers,
+		CompletedJobRetentionPeriod: cfg.CompletedJobRetention,
+		DiscardedJobRetentionPeriod: 24 * time.Hour,
+		JobTimeout:                  time.Minute,
+		Logger:                      cfg.Logger,
+	})
+}
+
+type metrics struct {
+	restocked   prometheus.Counter
+	invariantOK *prometheus.GaugeVec
+	incidents   prometheus.Counter
+	prunedKeys  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		restocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashline_restocked_units_total",
+			Help: "Units the expiry sweeper returned to stock.",
+		}),
+		invariantOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashline_invariant_ok",
+			Help: "1 when a sale's available + pending + confirmed == initial and the ledger agrees, else 0.",
+		}, []string{"sale_id"}),
+		incidents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashline_invariant_incidents_total",
+			Help: "Invariant mismatches found (each pauses its sale).",
+		}),
+		prunedKeys: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashline_idempotency_keys_pruned_total",
+			Help: "Idempotency keys deleted after their retention.",
+		}),
+	}
+	reg.MustRegister(m.restocked, m.invariantOK, m.incidents, m.prunedKeys)
+	return m
+}

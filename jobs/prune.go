@@ -1,0 +1,38 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/flashline/flashline/postgres"
+)
+
+// PruneArgs is the idempotency-key pruning job.
+type PruneArgs struct{}
+
+// Kind implements river.JobArgs.
+func (PruneArgs) Kind() string { return "flashline_prune_keys" }
+
+// PruneWorker deletes idempotency keys older than the retention, in small
+// batches.
+type PruneWorker struct {
+	river.WorkerDefaults[PruneArgs]
+	store     *postgres.Store
+	retention time.Duration
+	logger    *slog.Logger
+}
+
+// pruneBatchSize keeps each delete short.
+const pruneBatchSize = 1000
+
+// Work implements river.Worker.
+func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+	n, err := w.store.PruneIdempotencyKeys(ctx, int(w.retention.Seconds()), pruneBatchSize)
+	if n > 0 {
+		w.logger.InfoContext(ctx, "jobs: pruned idempotency keys", "deleted", n)
+	}
+	return err
+}

@@ -1,0 +1,54 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/riverqueue/river"
+
+	"github.com/flashline/flashline/postgres"
+)
+
+// SweepArgs is the expiry sweeper's job.
+type SweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SweepArgs) Kind() string { return "flashline_sweep" }
+
+// SweepWorker expires pending reservations whose time is up and returns their
+// units to stock, batch by batch. The restock's idempotency lives in the
+// database (postgres.Store.ExpireDue), not here: two sweepers, a retried job or
+// a process killed half way return nothing twice.
+type SweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	store     *postgres.Store
+	batchSize int
+	logger    *slog.Logger
+	metrics   *metrics
+}
+
+// maxBatchesPerRun bounds one run, so a backlog is worked off over several
+// ticks rather than by one job that never ends.
+const maxBatchesPerRun = 20
+
+// Work implements river.Worker.
+func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
+	for range maxBatchesPerRun {
+		expired, err := w.store.ExpireDue(ctx, w.batchSize)
+		if err != nil {
+			return err
+		}
+		units := 0
+		for _, e := range expired {
+			units += e.Quantity
+		}
+		if len(expired) > 0 {
+			w.metrics.restocked.Add(float64(units))
+			w.logger.InfoContext(ctx, "jobs: sweep", "expired", len(expired), "units", units)
+		}
+		if len(expired) < w.batchSize {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,9 @@
+DROP VIEW IF EXISTS sale_invariant;
+DROP TABLE IF EXISTS incidents;
+DROP TABLE IF EXISTS invariant_status;
+DROP TABLE IF EXISTS stock_ledger;
+DROP TABLE IF EXISTS orders;
+DROP TABLE IF EXISTS idempotency_keys;
+DROP TABLE IF EXISTS reservations;
+DROP TABLE IF EXISTS stock;
+DROP TABLE IF EXISTS sales;

@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flashline/flashline"
+)
+
+// constraintErrors maps named constraints to the domain error a violation of
+// each means. The names are part of the schema's contract (migrations/).
+var constraintErrors = map[string]error{
+	"reservations_one_active_per_customer": flashline.ErrLimitReached,
+	"reservations_admission_token_unique":  flashline.ErrAdmissionInvalid,
+	"stock_quantity_nonneg":                flashline.ErrSoldOut,
+	"sales_pkey":                           flashline.Invalid("sale already exists"),
+}
+
+// translate turns a database error into the domain error it means, and leaves
+// anything else wrapped as it is. It is the only place that looks inside
+// driver errors.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return flashline.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case pgerrcode.UniqueViolation, pgerrcode.CheckViolation:
+			if mapped, ok := constraintErrors[pgErr.ConstraintName]; ok {
+				return mapped
+			}
+		}
+		return err
+	}
+	if unreachable(err) {
+		return errors.Join(flashline.ErrUnavailable, err)
+	}
+	return err
+}
+
+// unreachable reports whether err means the database could not be reached or
+// stopped answering: no connection, a broken one, or a timeout waiting for
+// either. On the purchase path such an error pauses the sale for that request
+// (fail closed) rather than guessing.
+func unreachable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) ||
+		errors.As(err, &netErr) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		pgconn.Timeout(err) ||
+		pgconn.SafeToRetry(err) ||
+		errors.Is(err, net.ErrClosed)
+}

@@ -1,0 +1,137 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashline/flashline/sql/dbsqlc"
+)
+
+// Expired is one reservation the sweeper expired and restocked.
+type Expired struct {
+	ReservationID string
+	SaleID        string
+	Quantity      int
+}
+
+// ExpireDue expires up to batchSize pending reservations whose time is up and
+// returns their units to stock, once each (see ReservationsExpireDue). Any
+// number of callers may run it at once over the same rows.
+func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]Expired, error) {
+	rows, err := dbsqlc.New(s.admin).ReservationsExpireDue(ctx, int32(batchSize))
+	if err != nil {
+		return nil, fmt.Errorf("expire due reservations: %w", translate(err))
+	}
+	out := make([]Expired, len(rows))
+	for i, r := range rows {
+		out[i] = Expired{ReservationID: r.ReservationID, SaleID: r.SaleID, Quantity: int(r.Quantity)}
+	}
+	return out, nil
+}
+
+// InvariantResult is the invariant check of one sale.
+type InvariantResult struct {
+	SaleID       string
+	State        string
+	OK           bool
+	Detail       string
+	InitialStock int
+	Available    int
+	Pending      int
+	Confirmed    int
+	LedgerTotal  int
+	// NewIncident is set when this check found a mismatch the previous check
+	// had not: the sale was paused and an incident recorded.
+	NewIncident bool
+}
+
+// CheckInvariants checks available + pending + confirmed == initial (summed
+// over buckets) and ledger == available for every sale still selling or
+// holding reservations, or only saleID when it is not empty. A sale that fails
+// is paused and, the first time, gets an incident.
+//
+// The counts come from one statement (the sale_invariant view), so they are
+// one consistent snapshot: a reservation is in all of its tables or in none.
+func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]InvariantResult, error) {
+	var filter *string
+	if saleID != "" {
+		filter = &saleID
+	}
+	rows, err := dbsqlc.New(s.admin).InvariantCheck(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("check invariants: %w", translate(err))
+	}
+	results := make([]InvariantResult, 0, len(rows))
+	for _, r := range rows {
+		res := InvariantResult{
+			SaleID:       r.SaleID,
+			State:        r.State,
+			OK:           r.Ok != nil && *r.Ok,
+			InitialStock: int(r.InitialStock),
+			Available:    int(r.Available),
+			Pending:      int(r.Pending),
+			Confirmed:    int(r.Confirmed),
+			LedgerTotal:  int(r.LedgerTotal),
+		}
+		if !res.OK {
+			res.Detail = fmt.Sprintf("available %d + pending %d + confirmed %d = %d, initial stock %d; ledger total %d",
+				res.Available, res.Pending, res.Confirmed, res.Available+res.Pending+res.Confirmed, res.InitialStock, res.LedgerTotal)
+		}
+		if err := s.recordInvariant(ctx, &res); err != nil {
+			return results, err
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+func (s *Store) recordInvariant(ctx context.Context, res *InvariantResult) error {
+	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		prevOK, err := q.InvariantStatusUpsert(ctx, res.SaleID, res.OK, res.Detail)
+		if err != nil || res.OK {
+			return err
+		}
+		reason := "invariant mismatch: " + res.Detail
+		if err := q.SalePauseForIncident(ctx, &reason, res.SaleID); err != nil {
+			return err
+		}
+		if !prevOK {
+			return nil // already recorded and paused
+		}
+		res.NewIncident = true
+		return q.IncidentInsert(ctx, dbsqlc.IncidentInsertParams{
+			SaleID:       res.SaleID,
+			Kind:         "invariant_mismatch",
+			Detail:       res.Detail,
+			InitialStock: int32(res.InitialStock),
+			Available:    int64(res.Available),
+			Pending:      int64(res.Pending),
+			Confirmed:    int64(res.Confirmed),
+			LedgerTotal:  int64(res.LedgerTotal),
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("record invariant of sale %s: %w", res.SaleID, translate(err))
+	}
+	return nil
+}
+
+// PruneIdempotencyKeys deletes idempotency keys older than retentionSeconds,
+// batchSize at a time, and returns how many it deleted.
+func (s *Store) PruneIdempotencyKeys(ctx context.Context, retentionSeconds, batchSize int) (int64, error) {
+	var total int64
+	q := dbsqlc.New(s.admin)
+	for {
+		n, err := q.IdempotencyKeysPrune(ctx, int32(retentionSeconds), int32(batchSize))
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("prune idempotency keys: %w", translate(err))
+		}
+		if n < int64(batchSize) {
+			return total, nil
+		}
+	}
+}

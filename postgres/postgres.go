@@ -1,0 +1,76 @@
+// Package postgres implements flashline.Store on PostgreSQL with pgx/v5. Every
+// statement it runs is a named query in sql/queries; this package decides
+// which to run, in which transaction, and what the results mean.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/flashline/flashline/sql/dbsqlc"
+)
+
+// PoolOptions sizes one connection pool.
+type PoolOptions struct {
+	// MaxConns is the most connections the pool holds.
+	MaxConns int32
+	// MinConns are opened at start and kept open, so the first requests of a
+	// sale pay no connection handshake.
+	MinConns int32
+	// AcquireTimeout bounds how long a caller waits for a connection (and for
+	// a new connection to be made) before it gets an error.
+	AcquireTimeout time.Duration
+}
+
+// NewPool builds a pgx pool for databaseURL, sized by o, and pings it.
+func NewPool(ctx context.Context, databaseURL, name string, o PoolOptions) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	if o.MinConns > 0 {
+		cfg.MinConns = min(o.MinConns, cfg.MaxConns)
+	}
+	if o.AcquireTimeout > 0 {
+		cfg.ConnConfig.ConnectTimeout = o.AcquireTimeout
+	}
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "flashline-" + name
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s pool: %w", name, err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s pool: ping: %w", name, err)
+	}
+	return pool, nil
+}
+
+// newID returns a new opaque, time-ordered identifier such as "res_01J…".
+func newID(prefix string) string {
+	return prefix + "_" + ulid.Make().String()
+}
+
+// withTx runs fn in a transaction on pool (READ COMMITTED, the default: every
+// statement that needs more is written so that READ COMMITTED is enough, and
+// says why).
+func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(q *dbsqlc.Queries) error) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(dbsqlc.New(tx)) })
+}
+
+// errRetry asks reserve to run its transaction again (see Store.Reserve).
+var errRetry = errors.New("retry")

@@ -1,0 +1,399 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/sql/dbsqlc"
+)
+
+// Store implements flashline.Store.
+type Store struct {
+	// sale is the purchase path's pool: reserve only, so a flood of buyers
+	// can hold at most its connections.
+	sale *pgxpool.Pool
+	// admin serves everything else: sale administration, reads, confirm and
+	// cancel, so a saturated purchase path never delays them.
+	admin *pgxpool.Pool
+	// ReserveTimeout bounds one reserve transaction. The transaction runs to
+	// the end even if the client hangs up, so that its retry finds the stored
+	// answer rather than a half-done attempt.
+	ReserveTimeout time.Duration
+}
+
+var _ flashline.Store = (*Store)(nil)
+
+// NewStore returns a Store using salePool for reservations and adminPool for
+// everything else (they may be the same pool).
+func NewStore(salePool, adminPool *pgxpool.Pool) *Store {
+	return &Store{sale: salePool, admin: adminPool, ReserveTimeout: 5 * time.Second}
+}
+
+// CreateSale creates a sale, its stock rows and their opening ledger entries
+// in one transaction.
+func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.Sale, error) {
+	if err := n.Validate(); err != nil {
+		return flashline.Sale{}, err
+	}
+	id := newID("sale")
+	state := flashline.StateScheduled
+	if n.OpensAt == nil || !n.OpensAt.After(time.Now()) {
+		if n.Admission == flashline.AdmissionDirect {
+			state = flashline.StateOpen
+		}
+	}
+	buckets := make([]int32, n.Buckets)
+	quantities := make([]int32, n.Buckets)
+	for b := range buckets {
+		buckets[b] = int32(b)
+		quantities[b] = int32(n.InitialStock / n.Buckets)
+		if b < n.InitialStock%n.Buckets {
+			quantities[b]++
+		}
+	}
+	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
+		if _, err := q.SaleInsert(ctx, dbsqlc.SaleInsertParams{
+			SaleID:                id,
+			Sku:                   n.SKU,
+			State:                 state,
+			InitialStock:          int32(n.InitialStock),
+			PerCustomerLimit:      int32(n.PerCustomerLimit),
+			ReservationTtlSeconds: int32(n.ReservationTTLSeconds),
+			OpensAt:               n.OpensAt,
+			Admission:             n.Admission,
+			Buckets:               int32(n.Buckets),
+		}); err != nil {
+			return err
+		}
+		if err := q.StockInsert(ctx, id, buckets, quantities); err != nil {
+			return err
+		}
+		return q.StockLedgerInsertInitial(ctx, id)
+	})
+	if err != nil {
+		return flashline.Sale{}, fmt.Errorf("create sale: %w", translate(err))
+	}
+	return s.Sale(ctx, id)
+}
+
+// Sale reads a sale with its live counts.
+func (s *Store) Sale(ctx context.Context, saleID string) (flashline.Sale, error) {
+	row, err := dbsqlc.New(s.admin).SaleGet(ctx, saleID)
+	if err != nil {
+		return flashline.Sale{}, fmt.Errorf("sale %s: %w", saleID, translate(err))
+	}
+	return saleFromRow(row), nil
+}
+
+func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
+	sale := flashline.Sale{
+		ID:                    r.SaleID,
+		SKU:                   r.Sku,
+		InitialStock:          int(r.InitialStock),
+		Available:             int(r.Available),
+		Pending:               int(r.Pending),
+		Confirmed:             int(r.Confirmed),
+		Expired:               int(r.Expired),
+		Cancelled:             int(r.Cancelled),
+		LedgerTotal:           int(r.LedgerTotal),
+		PerCustomerLimit:      int(r.PerCustomerLimit),
+		ReservationTTLSeconds: int(r.ReservationTtlSeconds),
+		Admission:             r.Admission,
+		Buckets:               int(r.Buckets),
+		OpensAt:               r.OpensAt,
+		CreatedAt:             r.CreatedAt,
+		State:                 effectiveState(r.State, r.OpensAt, r.Now, int(r.Available)),
+	}
+	if r.PauseReason != nil {
+		sale.PauseReason = *r.PauseReason
+	}
+	// The view's counts are computed by this very read; a failed verdict of
+	// the invariant job stands until an admin resumes the sale.
+	now := r.Now
+	sale.Invariant = flashline.Invariant{OK: r.CountsOk != nil && *r.CountsOk, CheckedAt: &now}
+	if r.InvariantOk != nil && !*r.InvariantOk {
+		sale.Invariant = flashline.Invariant{OK: false, CheckedAt: r.InvariantCheckedAt}
+	}
+	if r.InvariantDetail != nil && !sale.Invariant.OK {
+		sale.Invariant.Detail = *r.InvariantDetail
+	}
+	if !sale.Invariant.OK && sale.Invariant.Detail == "" {
+		sale.Invariant.Detail = fmt.Sprintf("available %d + pending %d + confirmed %d != initial %d, or ledger %d != available",
+			sale.Available, sale.Pending, sale.Confirmed, sale.InitialStock, sale.LedgerTotal)
+	}
+	return sale
+}
+
+// effectiveState is the state a sale shows: a scheduled sale whose time has
+// come is open, and an open sale with nothing available is sold out.
+func effectiveState(stored string, opensAt *time.Time, now time.Time, available int) string {
+	state := stored
+	if state == flashline.StateScheduled && opensAt != nil && !opensAt.After(now) {
+		state = flashline.StateOpen
+	}
+	if state == flashline.StateOpen && available == 0 {
+		state = flashline.StateSoldOut
+	}
+	return state
+}
+
+// SaleIDs lists every sale, oldest first.
+func (s *Store) SaleIDs(ctx context.Context) ([]string, error) {
+	ids, err := dbsqlc.New(s.admin).SaleList(ctx)
+	return ids, translate(err)
+}
+
+// transitions lists, for each admin action, the stored state it leads to and
+// the states it may start from. The target is among its own sources, so
+// repeating an action is harmless.
+var transitions = map[string]struct {
+	to   string
+	from []string
+}{
+	flashline.ActionOpen:   {flashline.StateOpen, []string{flashline.StateScheduled, flashline.StateOpen}},
+	flashline.ActionPause:  {flashline.StatePaused, []string{flashline.StateScheduled, flashline.StateOpen, flashline.StatePaused}},
+	flashline.ActionResume: {flashline.StateOpen, []string{flashline.StatePaused, flashline.StateOpen}},
+	flashline.ActionClose:  {flashline.StateClosed, []string{flashline.StateScheduled, flashline.StateOpen, flashline.StatePaused, flashline.StateClosed}},
+}
+
+// SetSaleState applies an admin action (open, pause, resume, close).
+func (s *Store) SetSaleState(ctx context.Context, saleID, action string) (flashline.Sale, error) {
+	t, ok := transitions[action]
+	if !ok {
+		return flashline.Sale{}, flashline.Invalid("unknown action " + action)
+	}
+	if action == flashline.ActionResume {
+		// A sale paused because its stock did not add up opens again only if
+		// it adds up now.
+		results, err := s.CheckInvariants(ctx, saleID)
+		if err != nil {
+			return flashline.Sale{}, err
+		}
+		for _, r := range results {
+			if !r.OK {
+				return flashline.Sale{}, fmt.Errorf("resume sale %s: %s: %w", saleID, r.Detail, flashline.ErrInvariantBroken)
+			}
+		}
+	}
+	var reason *string
+	if action == flashline.ActionPause {
+		r := "paused by admin"
+		reason = &r
+	}
+	_, err := dbsqlc.New(s.admin).SaleSetState(ctx, dbsqlc.SaleSetStateParams{
+		State: t.to, PauseReason: reason, SaleID: saleID, FromStates: t.from,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Unknown sale, or a transition that is not allowed: tell which.
+		if _, err := s.Sale(ctx, saleID); err != nil {
+			return flashline.Sale{}, err
+		}
+		return flashline.Sale{}, fmt.Errorf("%s sale %s: %w", action, saleID, flashline.ErrInvalidTransition)
+	}
+	if err != nil {
+		return flashline.Sale{}, fmt.Errorf("%s sale %s: %w", action, saleID, translate(err))
+	}
+	return s.Sale(ctx, saleID)
+}
+
+// Reserve runs one reservation attempt. See sql/queries/reservations.sql for
+// the statements and why they are safe under concurrency.
+func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
+	// Detach from the client: a mobile client that gives up after a few
+	// milliseconds must not abort the transaction half way, or its retry would
+	// do the work again instead of replaying the answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ReserveTimeout)
+	defer cancel()
+	for range 2 {
+		res, err := s.reserveOnce(ctx, req)
+		if errors.Is(err, errRetry) {
+			// Another transaction stored this key between our read and our
+			// write; the next attempt sees its answer and replays it.
+			continue
+		}
+		return res, err
+	}
+	return flashline.ReserveResult{}, flashline.ErrRequestInProgress
+}
+
+func (s *Store) reserveOnce(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
+	var result flashline.ReserveResult
+	err := pgx.BeginFunc(ctx, s.sale, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		b, err := q.ReserveBegin(ctx, dbsqlc.ReserveBeginParams{
+			CustomerID:     req.CustomerID,
+			IdempotencyKey: req.IdempotencyKey,
+			Quantity:       int32(req.Quantity),
+			SaleID:         req.SaleID,
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case b.StatusCode != nil:
+			if !bytes.Equal(b.RequestHash, req.Fingerprint) {
+				return flashline.ErrIdempotencyKeyReused
+			}
+			result = flashline.ReserveResult{Status: int(*b.StatusCode), Body: b.ResponseBody, Replayed: true}
+			return nil
+		case !b.KeyLocked:
+			return flashline.ErrRequestInProgress
+		case !b.IsOpen:
+			return flashline.ErrSaleNotOpen
+		case req.Quantity > int(b.PerCustomerLimit):
+			return flashline.ErrQuantityAboveLimit
+		case b.Admission == flashline.AdmissionWaitingRoom:
+			return flashline.ErrAdmissionRequired
+		case b.HasActive:
+			return flashline.ErrLimitReached
+		}
+
+		r := flashline.Reservation{
+			ID:         newID("res"),
+			SaleID:     req.SaleID,
+			CustomerID: req.CustomerID,
+			Quantity:   req.Quantity,
+			State:      flashline.ReservationPending,
+			CreatedAt:  b.Now,
+			ExpiresAt:  b.Now.Add(time.Duration(b.ReservationTtlSeconds) * time.Second).Truncate(time.Second).UTC(),
+		}
+		body, err := req.Render(r)
+		if err != nil {
+			return err
+		}
+		// A bucket emptied by others since ReserveBegin read it costs one more
+		// statement per bucket at most; the answer is sold out only when a
+		// fresh read finds no bucket with enough stock.
+		bucket := b.Bucket
+		for range flashline.MaxBuckets + 1 {
+			if bucket < 0 {
+				return flashline.ErrSoldOut
+			}
+			c, err := q.ReserveCommit(ctx, dbsqlc.ReserveCommitParams{
+				Quantity:       int32(req.Quantity),
+				SaleID:         req.SaleID,
+				Bucket:         bucket,
+				ReservationID:  r.ID,
+				CustomerID:     req.CustomerID,
+				IdempotencyKey: req.IdempotencyKey,
+				ExpiresAt:      r.ExpiresAt,
+				RequestHash:    req.Fingerprint,
+				ResponseBody:   body,
+			})
+			switch {
+			case err != nil:
+				return err
+			case c.Decremented == 0:
+				if bucket, err = q.ReservePickBucket(ctx, req.SaleID, int32(req.Quantity)); err != nil {
+					return err
+				}
+				continue
+			case c.Reserved == 0:
+				return flashline.ErrLimitReached // rolls the decrement back
+			case c.KeyStored == 0:
+				return errRetry
+			}
+			result = flashline.ReserveResult{Status: 201, Body: body}
+			return nil
+		}
+		return flashline.ErrSoldOut
+	})
+	if err != nil {
+		return flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: %w", req.SaleID, translate(err))
+	}
+	return result, nil
+}
+
+// Reservation reads a reservation that by may see.
+func (s *Store) Reservation(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
+	row, err := dbsqlc.New(s.admin).ReservationGet(ctx, reservationID)
+	if err != nil {
+		return flashline.Reservation{}, fmt.Errorf("reservation %s: %w", reservationID, translate(err))
+	}
+	if !by.CanAct(row.CustomerID) {
+		// Someone else's reservation is not theirs to know about.
+		return flashline.Reservation{}, fmt.Errorf("reservation %s: %w", reservationID, flashline.ErrNotFound)
+	}
+	r := flashline.Reservation{
+		ID:          row.ReservationID,
+		SaleID:      row.SaleID,
+		CustomerID:  row.CustomerID,
+		Quantity:    int(row.Quantity),
+		State:       row.State,
+		CreatedAt:   row.CreatedAt,
+		ExpiresAt:   row.ExpiresAt.UTC(),
+		ConfirmedAt: row.ConfirmedAt,
+	}
+	if row.OrderID != nil {
+		r.OrderID = *row.OrderID
+	}
+	return r, nil
+}
+
+// stateError is the error for acting on a reservation that is no longer pending.
+func stateError(r flashline.Reservation) error {
+	switch r.State {
+	case flashline.ReservationExpired:
+		return flashline.ErrReservationExpired
+	case flashline.ReservationCancelled:
+		return flashline.ErrReservationCancelled
+	case flashline.ReservationConfirmed:
+		return flashline.ErrReservationConfirmed
+	}
+	return nil
+}
+
+// Confirm turns a pending reservation into an order, once: repeating it
+// returns the same order.
+func (s *Store) Confirm(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
+	r, err := s.Reservation(ctx, reservationID, by)
+	if err != nil {
+		return r, err
+	}
+	if r.State == flashline.ReservationPending {
+		_, err := dbsqlc.New(s.admin).ReservationConfirm(ctx, newID("ord"), reservationID)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return r, fmt.Errorf("confirm reservation %s: %w", reservationID, translate(err))
+		}
+		// Matched or not (a concurrent confirm or cancel won, or it expired),
+		// the reservation as it now stands is the answer.
+		if r, err = s.Reservation(ctx, reservationID, by); err != nil {
+			return r, err
+		}
+	}
+	switch {
+	case r.State == flashline.ReservationConfirmed:
+		return r, nil
+	case r.State == flashline.ReservationPending:
+		return r, flashline.ErrReservationExpired // past expires_at, not yet swept
+	}
+	return r, stateError(r)
+}
+
+// Cancel cancels a pending reservation and returns its units to stock exactly
+// once, however often and wherever it is called.
+func (s *Store) Cancel(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
+	r, err := s.Reservation(ctx, reservationID, by)
+	if err != nil {
+		return r, err
+	}
+	if r.State == flashline.ReservationPending {
+		if _, err := dbsqlc.New(s.admin).ReservationCancel(ctx, reservationID); err != nil {
+			return r, fmt.Errorf("cancel reservation %s: %w", reservationID, translate(err))
+		}
+		if r, err = s.Reservation(ctx, reservationID, by); err != nil {
+			return r, err
+		}
+	}
+	if r.State == flashline.ReservationCancelled {
+		return r, nil
+	}
+	return r, stateError(r)
+}

@@ -1,0 +1,54 @@
+-- Sales: created and administered by the admin API and `flashline sale`.
+
+-- name: SaleInsert :one
+INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
+                   reservation_ttl_seconds, opens_at, admission, buckets)
+VALUES (@sale_id, @sku, @state, @initial_stock, @per_customer_limit,
+        @reservation_ttl_seconds, sqlc.narg(opens_at), @admission, @buckets)
+RETURNING sale_id;
+
+-- name: StockInsert :exec
+-- One row per bucket; the caller spreads initial_stock over the buckets.
+INSERT INTO stock (sale_id, bucket, quantity)
+SELECT @sale_id::text, unnest(@buckets::int[]), unnest(@quantities::int[]);
+
+-- name: StockLedgerInsertInitial :exec
+-- Records each bucket's opening quantity, so sum(delta) equals the stock.
+INSERT INTO stock_ledger (sale_id, bucket, delta, reason)
+SELECT st.sale_id, st.bucket, st.quantity, 'initial'
+  FROM stock AS st
+ WHERE st.sale_id = @sale_id AND st.quantity > 0;
+
+-- name: SaleGet :one
+-- The sale with its live counts (units, from the sale_invariant view) and the
+-- invariant job's last verdict.
+SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
+       s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
+       s.pause_reason, s.created_at,
+       i.available, i.pending, i.confirmed, i.expired, i.cancelled,
+       i.ledger_total, i.ok AS counts_ok,
+       v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,
+       v.detail AS invariant_detail,
+       now()::timestamptz AS now
+  FROM sales s
+  JOIN sale_invariant i ON i.sale_id = s.sale_id
+  LEFT JOIN invariant_status v ON v.sale_id = s.sale_id
+ WHERE s.sale_id = @sale_id;
+
+-- name: SaleSetState :one
+-- Moves a sale to a new state if it is in one of the allowed source states.
+-- Returns no row when the transition is not allowed (or the sale is unknown).
+UPDATE sales
+   SET state = @state, pause_reason = sqlc.narg(pause_reason), updated_at = now()
+ WHERE sale_id = @sale_id AND state = ANY (@from_states::text[])
+RETURNING sale_id;
+
+-- name: SaleList :many
+SELECT sale_id FROM sales ORDER BY created_at, sale_id;
+
+-- name: SaleInvariantAll :many
+-- The invariant for every sale, as `flashline check` prints it.
+SELECT sale_id, sku, state, initial_stock, available, pending, confirmed,
+       expired, cancelled, ledger_total, accounted, ok
+  FROM sale_invariant
+ ORDER BY sale_id;
