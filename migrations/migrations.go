@@ -5,7 +5,10 @@ package migrations
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
+	"io/fs"
 	"errors"
 	"fmt"
 
@@ -36,6 +39,35 @@ type Status struct {
 // Current reports whether the schema is exactly what this binary expects.
 func (s Status) Current() bool {
 	return !s.Dirty && s.Version == s.Latest && s.RiverVersion == s.RiverLatest
+}
+
+// Fingerprint identifies the schema this binary migrates to: a hash of the
+// embedded migration files and River's newest migration. Tests use it to name
+// a migrated template database.
+func Fingerprint() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := files.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	rm, err := rivermigrate.New(riverpgxv5.New(nil), nil)
+	if err != nil {
+		return "", err
+	}
+	all := rm.AllVersions()
+	fmt.Fprintf(h, "river\x00%d", all[len(all)-1].Version)
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // Latest returns the number of the newest embedded migration.

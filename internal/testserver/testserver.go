@@ -1,0 +1,281 @@
+// Package testserver runs real `flashline serve` processes for tests, built
+// with the race detector, and talks to them over HTTP the way a client that
+// knows only the contract would.
+package testserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flashline/flashline/auth"
+)
+
+// Secrets every test server is started with.
+const (
+	AdminToken = "test-admin-token"
+	JWTSecret  = "test-jwt-secret"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	binDir    string
+)
+
+// Main wraps testing.M.Run and removes the binary built for the run.
+func Main(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// Binary builds ./cmd/flashline once per test process, with -race, and
+// returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := repoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binDir, err = os.MkdirTemp("", "flashline-test-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(binDir, "flashline")
+		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/flashline")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("testserver: %v", buildErr)
+	}
+	return binPath
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", os.ErrNotExist
+		}
+		dir = parent
+	}
+}
+
+// Server is one running `flashline serve` process.
+type Server struct {
+	URL  string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+var listening = regexp.MustCompile(`msg="flashline: listening" url=(http://\S+)`)
+
+// Start runs `flashline serve` on a free loopback port against databaseURL,
+// with extra flags, and waits until /healthz answers. The process is stopped
+// with SIGTERM when the test ends, and a data race it reports fails the test.
+func Start(t testing.TB, databaseURL string, flags ...string) *Server {
+	t.Helper()
+	bin := Binary(t)
+	args := append([]string{"serve", "--addr", "127.0.0.1:0"}, flags...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+databaseURL,
+		"FLASHLINE_ADMIN_TOKEN="+AdminToken,
+		"FLASHLINE_JWT_SECRET="+JWTSecret,
+		"GORACE=halt_on_error=1",
+	)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	s := &Server{cmd: cmd, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testserver: start: %v", err)
+	}
+	urlCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.logs.WriteString(line + "\n")
+			s.mu.Unlock()
+			if m := listening.FindStringSubmatch(line); m != nil {
+				select {
+				case urlCh <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		s.err = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() { s.stop(t) })
+	select {
+	case s.URL = <-urlCh:
+	case <-s.done:
+		t.Fatalf("testserver: flashline serve exited: %v\n%s", s.err, s.Logs())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("testserver: flashline serve did not start\n%s", s.Logs())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(s.URL + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testserver: /healthz never answered 200\n%s", s.Logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Logs is what the process has written to stderr so far.
+func (s *Server) Logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
+}
+
+// Kill ends the process with SIGKILL, as a crash would.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// Stop ends the process with SIGTERM and waits for it to drain and exit.
+func (s *Server) Stop(t testing.TB) { s.stop(t) }
+
+func (s *Server) stop(t testing.TB) {
+	select {
+	case <-s.done:
+	default:
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+			t.Errorf("testserver: flashline serve did not stop on SIGTERM\n%s", s.Logs())
+		}
+	}
+	if logs := s.Logs(); strings.Contains(logs, "WARNING: DATA RACE") {
+		t.Errorf("testserver: data race in flashline serve:\n%s", logs)
+	}
+}
+
+// Token mints a customer JWT valid for an hour.
+func Token(t testing.TB, customerID string) string {
+	t.Helper()
+	tok, err := auth.Mint(JWTSecret, customerID, time.Hour, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// Client speaks the HTTP contract.
+type Client struct {
+	HTTP *http.Client
+}
+
+// NewClient returns a client with a connection pool big enough for a crowd.
+func NewClient() *Client {
+	tr := &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 0, IdleConnTimeout: 30 * time.Second}
+	return &Client{HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+// Response is a status, headers and body.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends a request with a bearer token and optional headers (pairs) and body.
+func (c *Client) Do(ctx context.Context, method, url, token, body string, headers ...string) (Response, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return Response{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return Response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
+}
+
+// Reserve posts a reservation.
+func (c *Client) Reserve(ctx context.Context, base, saleID, token, key string, quantity int) (Response, error) {
+	return c.Do(ctx, http.MethodPost, base+"/sales/"+saleID+"/reservations", token,
+		fmt.Sprintf(`{"quantity": %d}`, quantity), "Idempotency-Key", key)
+}
+
+// CreateSale creates a sale through the admin API and returns its id.
+func (c *Client) CreateSale(t testing.TB, base, body string) string {
+	t.Helper()
+	r, err := c.Do(context.Background(), http.MethodPost, base+"/admin/sales", AdminToken, body)
+	if err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("create sale: %v %d %s", err, r.Status, r.Body)
+	}
+	m := regexp.MustCompile(`"saleId":"([^"]+)"`).FindSubmatch(r.Body)
+	if m == nil {
+		t.Fatalf("create sale: no saleId in %s", r.Body)
+	}
+	return string(m[1])
+}
