@@ -57,8 +57,10 @@ const DatabaseName = "flashline"
 
 // DefaultMaxConnections is the max_connections used when
 // Options.MaxConnections is 0: six flashline processes with 20+5+5
-// connections each (180) plus headroom for psql, migrations and tests.
-const DefaultMaxConnections = 300
+// connections each (180), the test servers of a second test package running
+// beside them (go test runs packages in parallel), plus headroom for psql and
+// migrations. Each idle connection costs the server a few MB at most.
+const DefaultMaxConnections = 500
 
 // BinDirEnv names the environment variable that, when set, points at the
 // folder holding initdb and pg_ctl. It is checked before anything else.
@@ -79,7 +81,7 @@ type Options struct {
 	// port is recorded in Dir/port. Dir is created if missing. Required.
 	Dir string
 	// MaxConnections is the server's max_connections. 0 means
-	// DefaultMaxConnections (300). It applies when Up starts the server; a
+	// DefaultMaxConnections (500). It applies when Up starts the server; a
 	// running cluster that Up reuses keeps the value it was started with.
 	MaxConnections int
 	// Log receives progress lines such as

@@ -78,11 +78,15 @@ type errorDetail struct {
 // "internal error" and logs the cause; nothing else logs at error level.
 func writeError(c *gin.Context, logger *slog.Logger, err error) {
 	e := lookupError(err)
-	if e.status == http.StatusInternalServerError {
-		if logger == nil {
-			logger = slog.Default()
-		}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	switch {
+	case e.status == http.StatusInternalServerError:
 		logger.ErrorContext(c.Request.Context(), "handlers: internal error",
+			"method", c.Request.Method, "path", c.FullPath(), "err", err)
+	case errors.Is(err, flashline.ErrUnavailable):
+		logger.WarnContext(c.Request.Context(), "handlers: failing closed",
 			"method", c.Request.Method, "path", c.FullPath(), "err", err)
 	}
 	if e.retryAfter > 0 {

@@ -214,8 +214,6 @@ func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flas
 	for range 2 {
 		res, err := s.reserveOnce(ctx, req)
 		if errors.Is(err, errRetry) {
-			// Another transaction stored this key between our read and our
-			// write; the next attempt sees its answer and replays it.
 			continue
 		}
 		return res, err
@@ -295,9 +293,12 @@ func (s *Store) reserveOnce(ctx context.Context, req flashline.ReserveRequest) (
 					return err
 				}
 				continue
-			case c.Reserved == 0:
-				return flashline.ErrLimitReached // rolls the decrement back
-			case c.KeyStored == 0:
+			case c.Reserved == 0 || c.KeyStored == 0:
+				// The customer's active reservation, or this key, was
+				// committed by another transaction after ReserveBegin's
+				// snapshot: possibly this very request's earlier attempt.
+				// Roll back (returning the units) and run again: the fresh
+				// read replays the stored answer or says limit reached.
 				return errRetry
 			}
 			result = flashline.ReserveResult{Status: 201, Body: body}

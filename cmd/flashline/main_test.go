@@ -1,0 +1,9 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/flashline/flashline/internal/testserver"
+)
+
+func TestMain(m *testing.M) { testserver.Main(m) }

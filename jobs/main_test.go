@@ -1,0 +1,10 @@
+package jobs_test
+
+import (
+	"testing"
+
+	"github.com/flashline/flashline/internal/testserver"
+)
+
+// TestMain removes the `flashline serve` binary the tests built.
+func TestMain(m *testing.M) { testserver.Main(m) }
