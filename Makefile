@@ -7,7 +7,9 @@ BIN     := bin/flashline
 # Development secrets for `make run`; set real ones in production.
 FLASHLINE_ADMIN_TOKEN ?= dev-admin-token
 FLASHLINE_JWT_SECRET  ?= dev-jwt-secret
-export FLASHLINE_ADMIN_TOKEN FLASHLINE_JWT_SECRET
+# make run listens on loopback only; `flashline serve` alone defaults to :8080.
+FLASHLINE_ADDR        ?= 127.0.0.1:8080
+export FLASHLINE_ADMIN_TOKEN FLASHLINE_JWT_SECRET FLASHLINE_ADDR
 
 # The database: $DATABASE_URL if set, else the development cluster (started or
 # reused). Evaluated by the shell in each recipe that needs it.

@@ -169,7 +169,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	url := "http://" + ln.Addr().String()
+	url := publicURL(ln.Addr())
 	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers)
 	if cfg.demo {
 		if err := printDemo(ctx, store, cfg, url, stdout); err != nil {
@@ -270,4 +270,17 @@ See the sale as the admin:
 Mint tokens for other customers with: go run ./cmd/flashline token --customer alice
 `, url, sale.ID, token, cfg.adminToken)
 	return nil
+}
+
+// publicURL is the URL to print for a listener: a wildcard address is shown
+// as localhost, which is what a user on the same machine types.
+func publicURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -1,0 +1,13 @@
+# The flashline binary in a small image. Used by docker-compose.yml.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -o /flashline ./cmd/flashline
+
+FROM gcr.io/distroless/static-debian12
+COPY --from=build /flashline /flashline
+EXPOSE 8080
+ENTRYPOINT ["/flashline"]
+CMD ["serve", "--demo"]
