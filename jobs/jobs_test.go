@@ -194,7 +194,9 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 		store, pool := newStore(t)
 		const n = 400
 		sale := createSale(t, store, flashline.NewSale{SKU: "race", InitialStock: n, Buckets: 4})
+		t0 := time.Now()
 		reserveMany(t, store, sale.ID, n, 1)
+		t.Logf("DEBUG reserved %s", time.Since(t0))
 
 		// Two River clients on their own pools, as two instances would run,
 		// with small batches so that their jobs interleave.
@@ -214,6 +216,7 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 			clients, registries = append(clients, client), append(registries, reg)
 		}
 
+		t.Logf("DEBUG started %s", time.Since(t0))
 		ageAll(t, pool, sale.ID)
 		// Besides the periodic sweep, eight sweep jobs enqueued on each
 		// client at the same moment run over the same rows.
@@ -234,6 +237,7 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 		waitUntil(t, 20*time.Second, 50*time.Millisecond, "every reservation swept", func() bool {
 			return count(t, pool, `SELECT count(*) FROM reservations WHERE sale_id = $1 AND state = 'pending'`, sale.ID) == 0
 		})
+		t.Logf("DEBUG swept %s", time.Since(t0))
 		// The counter is bumped after the commit; give it a sweep tick, then
 		// it must say n units, not more.
 		time.Sleep(1200 * time.Millisecond)
@@ -287,11 +291,14 @@ func TestSweepSurvivesSIGKILL(t *testing.T) {
 	ctx := t.Context()
 	pool, dbURL := testdb.NewPool(t)
 	store := postgres.NewStore(pool, pool)
+	t0 := time.Now()
 	a := testserver.Start(t, dbURL, "--sweep-interval", "1s")
+	t.Logf("DEBUG start a %s", time.Since(t0))
 
 	const n = 3000
 	sale := createSale(t, store, flashline.NewSale{SKU: "kill-9", InitialStock: n})
 	reserveMany(t, store, sale.ID, n, 1)
+	t.Logf("DEBUG reserved %s", time.Since(t0))
 
 	// Hold the sale's stock row, then let every reservation fall due: the
 	// sweeps of process A lock a batch of reservations each and then wait

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/internal/testdb"
+)
+
+// runCLI calls run in-process with DATABASE_URL set, as a user's shell would.
+func runCLI(t *testing.T, dbURL string, args ...string) (string, string, error) {
+	t.Helper()
+	env := map[string]string{"DATABASE_URL": dbURL, "FLASHLINE_JWT_SECRET": "cli-secret"}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, func(k string) string { return env[k] }, &stdout, &stderr)
+	return stdout.String(), stderr.String(), err
+}
+
+func TestCLI(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.New(t)
+
+	out, _, err := runCLI(t, dbURL, "migrate", "status")
+	require.NoError(t, err)
+	require.Contains(t, out, "current:          true")
+
+	out, _, err = runCLI(t, dbURL, "sale", "create", "--sku", "sku_cli", "--stock", "5", "--limit", "2")
+	require.NoError(t, err)
+	var sale struct {
+		SaleID    string
+		State     string
+		Available int
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &sale))
+	require.Equal(t, "open", sale.State)
+	require.Equal(t, 5, sale.Available)
+
+	out, _, err = runCLI(t, dbURL, "sale", "pause", sale.SaleID)
+	require.NoError(t, err)
+	require.Contains(t, out, `"state": "paused"`)
+
+	_, _, err = runCLI(t, dbURL, "sale", "open", sale.SaleID)
+	require.ErrorContains(t, err, "cannot make that state change")
+
+	out, _, err = runCLI(t, dbURL, "check")
+	require.NoError(t, err)
+	require.Contains(t, out, sale.SaleID)
+	require.Contains(t, out, "1 sales, 0 mismatched")
+
+	t.Run("CheckMismatchExits1", func(t *testing.T) {
+		pool, err := pgxpool.New(context.Background(), dbURL)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		_, err = pool.Exec(context.Background(), `UPDATE stock SET quantity = quantity + 1 WHERE sale_id = $1`, sale.SaleID)
+		require.NoError(t, err)
+		out, _, err := runCLI(t, dbURL, "check")
+		require.ErrorIs(t, err, errMismatch)
+		require.Equal(t, 1, exitCode(err))
+		require.Contains(t, out, "MISMATCH")
+	})
+
+	t.Run("BadInput", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"sale", "create", "--sku", "x"},   // no stock
+			{"sale", "create", "--stock", "5"}, // no sku
+			{"sale", "create", "--sku", "x", "--stock", "5", "--opens-at", "tomorrow"},
+			{"sale", "show"}, // no id
+			{"sale", "frobnicate", "x"},
+			{"migrate", "down", "zero"},
+			{"nonsense"},
+		} {
+			_, _, err := runCLI(t, dbURL, args...)
+			require.Error(t, err, strings.Join(args, " "))
+		}
+		_, _, err := runCLI(t, dbURL, "sale", "show", "sale_missing")
+		require.ErrorContains(t, err, "not found")
+	})
+
+	t.Run("Token", func(t *testing.T) {
+		out, _, err := runCLI(t, dbURL, "token", "--customer", "alice")
+		require.NoError(t, err)
+		require.Equal(t, 2, strings.Count(strings.TrimSpace(out), "."))
+	})
+}
