@@ -26,6 +26,7 @@ import (
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/migrations"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/salecache"
 )
 
 type serveConfig struct {
@@ -135,6 +136,18 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		return fmt.Errorf("river ui: %w", err)
 	}
 
+	// What this instance may answer without the database (sold out, not
+	// open), kept current by LISTEN/NOTIFY; loaded before serving, so a sale
+	// about to open is warm.
+	cache := salecache.New(adminPool, salecache.Options{Logger: logger, Registry: registry})
+	if err := cache.Load(ctx); err != nil {
+		return err
+	}
+	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
+	cacheDone := make(chan struct{})
+	go func() { _ = cache.Run(cacheCtx); close(cacheDone) }()
+	defer func() { stopCache(); <-cacheDone }()
+
 	// Listen first, so that a bad address fails at once.
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -156,7 +169,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 
 	srv := &http.Server{
 		Handler: handlers.Routes(handlers.Deps{
-			Store:    store,
+			Store:    cache.Wrap(store),
 			Verifier: verifier,
 			Limiter:  limiter,
 			Logger:   logger,

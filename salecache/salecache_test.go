@@ -1,0 +1,115 @@
+package salecache_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/salecache"
+)
+
+// startCache runs a cache that learns only through notifications (the
+// periodic refresh is pushed out of the way).
+func startCache(t *testing.T, pool *pgxpool.Pool) *salecache.Cache {
+	t.Helper()
+	c := salecache.New(pool, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+	require.NoError(t, c.Load(context.Background()))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(200 * time.Millisecond) // LISTEN registered
+	return c
+}
+
+func reserve(t *testing.T, s *postgres.Store, saleID, customer string) string {
+	t.Helper()
+	res, err := s.Reserve(context.Background(), flashline.ReserveRequest{
+		SaleID: saleID, CustomerID: customer, IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("f"),
+		Render: func(r flashline.Reservation) ([]byte, error) { return json.Marshal(map[string]string{"id": r.ID}) },
+	})
+	require.NoError(t, err)
+	var v struct{ ID string }
+	require.NoError(t, json.Unmarshal(res.Body, &v))
+	return v.ID
+}
+
+// waitFor polls until decide returns want and reports how long it took.
+func waitFor(t *testing.T, c *salecache.Cache, saleID, customer string, want error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		if err := c.Decide(saleID, customer); err == want {
+			return time.Since(start)
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("cache did not learn %v for %s within 5s", want, saleID)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestCacheFollowsTheDatabase(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(pool, pool)
+	ctx := context.Background()
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 3, PerCustomerLimit: 1, ReservationTTLSeconds: 600})
+	require.NoError(t, err)
+	a, b := startCache(t, pool), startCache(t, pool)
+	require.NoError(t, b.Decide(sale.ID, "newcomer"))
+
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, reserve(t, store, sale.ID, fmt.Sprintf("winner-%d", i)))
+	}
+	t.Run("SoldOutReachesEveryInstance", func(t *testing.T) {
+		ta := waitFor(t, a, sale.ID, "newcomer", flashline.ErrSoldOut)
+		tb := waitFor(t, b, sale.ID, "newcomer", flashline.ErrSoldOut)
+		t.Logf("sold out known %v / %v after the last unit's commit", ta, tb)
+	})
+	t.Run("WinnersStillReachTheDatabase", func(t *testing.T) {
+		// Their retries must replay, which only the database can do.
+		require.NoError(t, b.Decide(sale.ID, "winner-0"))
+	})
+	t.Run("RestockClearsIt", func(t *testing.T) {
+		_, err := store.Cancel(ctx, ids[0], flashline.Actor{Admin: true})
+		require.NoError(t, err)
+		t.Logf("restock known after %v", waitFor(t, b, sale.ID, "newcomer", nil))
+	})
+	t.Run("PauseAndResume", func(t *testing.T) {
+		_, err := store.SetSaleState(ctx, sale.ID, flashline.ActionPause)
+		require.NoError(t, err)
+		t.Logf("pause known after %v", waitFor(t, b, sale.ID, "newcomer", flashline.ErrSaleNotOpen))
+		_, err = store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+		require.NoError(t, err)
+		waitFor(t, b, sale.ID, "newcomer", nil)
+	})
+	t.Run("UnknownSaleGoesToTheDatabase", func(t *testing.T) {
+		require.NoError(t, b.Decide("sale_unknown", "x"))
+	})
+}
+
+func TestStaleEntriesAreNotTrusted(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(pool, pool)
+	sale, err := store.CreateSale(context.Background(), flashline.NewSale{SKU: "sku", InitialStock: 1})
+	require.NoError(t, err)
+	_, err = store.SetSaleState(context.Background(), sale.ID, flashline.ActionPause)
+	require.NoError(t, err)
+	now := time.Now()
+	c := salecache.New(pool, salecache.Options{StaleAfter: 5 * time.Second, Now: func() time.Time { return now }})
+	require.NoError(t, c.Load(context.Background()))
+	require.ErrorIs(t, c.Decide(sale.ID, "x"), flashline.ErrSaleNotOpen)
+	now = now.Add(6 * time.Second) // no refresh since: the database must decide
+	require.NoError(t, c.Decide(sale.ID, "x"))
+}
