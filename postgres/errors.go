@@ -31,6 +31,9 @@ func translate(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return flashline.ErrNotFound
 	}
+	if unreachable(err) {
+		return errors.Join(flashline.ErrUnavailable, err)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -40,9 +43,6 @@ func translate(err error) error {
 			}
 		}
 		return err
-	}
-	if unreachable(err) {
-		return errors.Join(flashline.ErrUnavailable, err)
 	}
 	return err
 }
@@ -54,6 +54,16 @@ func translate(err error) error {
 func unreachable(err error) bool {
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && !errors.As(err, &connectErr) {
+		// The server answered, but is going away or refusing sessions:
+		// connection exceptions, shutdown, "too many connections".
+		return pgerrcode.IsConnectionException(pgErr.Code) ||
+			pgErr.Code == pgerrcode.AdminShutdown ||
+			pgErr.Code == pgerrcode.CrashShutdown ||
+			pgErr.Code == pgerrcode.CannotConnectNow ||
+			pgErr.Code == pgerrcode.TooManyConnections
+	}
 	return errors.As(err, &connectErr) ||
 		errors.As(err, &netErr) ||
 		errors.Is(err, context.DeadlineExceeded) ||

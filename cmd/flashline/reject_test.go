@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/devdb"
+	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testserver"
+)
+
+// xacts is the number of transactions the database has run so far.
+func xacts(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	// Backends report their counts at most once a second and when idle.
+	time.Sleep(1500 * time.Millisecond)
+	var n int64
+	_, err := pool.Exec(context.Background(), "SELECT pg_stat_clear_snapshot()")
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n))
+	return n
+}
+
+// TestSoldOutCostsNoTransactions: once a sale is sold out, rejections across
+// three instances are answered from memory.
+func TestSoldOutCostsNoTransactions(t *testing.T) {
+	dbURL := testdb.New(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	servers := make([]*testserver.Server, 3)
+	var wg sync.WaitGroup
+	for i := range servers {
+		wg.Go(func() { servers[i] = testserver.Start(t, dbURL, "--no-workers", "--admin-pool-size", "3", "--river-pool-size", "2") })
+	}
+	wg.Wait()
+	c := testserver.NewClient()
+	sale := c.CreateSale(t, servers[0].URL, `{"sku":"sku_hot","initialStock":50,"perCustomerLimit":1}`)
+	for i := range 50 {
+		r, err := c.Reserve(context.Background(), servers[i%3].URL, sale, testserver.Token(t, fmt.Sprintf("w%02d", i)), "k", 1)
+		require.NoError(t, err)
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+	}
+	// Let every instance hear of it.
+	time.Sleep(500 * time.Millisecond)
+
+	const attempts = 20000
+	tokens := make([]string, 500)
+	for i := range tokens {
+		tokens[i] = testserver.Token(t, fmt.Sprintf("loser-%03d", i))
+	}
+	before := xacts(t, pool)
+	var soldOut, other atomic.Int64
+	next := atomic.Int64{}
+	start := time.Now()
+	for range 64 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= attempts {
+					return
+				}
+				r, err := c.Reserve(context.Background(), servers[i%3].URL, sale, tokens[i%500], fmt.Sprintf("k%d", i), 1)
+				if err == nil && r.Status == http.StatusConflict && errorCode(r.Body) == "sold_out" {
+					soldOut.Add(1)
+				} else {
+					other.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	after := xacts(t, pool)
+	perRejection := float64(after-before) / float64(soldOut.Load())
+	t.Logf("%d sold-out answers in %v (%.0f/s over 3 instances), %d database transactions meanwhile: %.4f per rejection",
+		soldOut.Load(), elapsed.Round(time.Millisecond), float64(soldOut.Load())/elapsed.Seconds(), after-before, perRejection)
+	require.Equal(t, int64(attempts), soldOut.Load())
+	require.Less(t, perRejection, 0.05)
+}
+
+// TestDatabaseDownFailsClosed stops the database under load: reservations get
+// quick 503s (never a 500, never a hang) and the service recovers by itself
+// when the database is back.
+func TestDatabaseDownFailsClosed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for d := filepath.Dir(dir); d != "/" && d != "."; d = filepath.Dir(d) {
+		_ = os.Chmod(d, 0o755) // the postgres user must reach the data folder
+		if d == os.TempDir() {
+			break
+		}
+	}
+	ctx := context.Background()
+	opts := devdb.Options{Dir: dir, MaxConnections: 100}
+	baseURL, err := devdb.Up(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = devdb.Down(context.Background(), opts) })
+
+	srv := testserver.Start(t, baseURL, "--no-workers")
+	c := testserver.NewClient()
+	c.HTTP.Timeout = 10 * time.Second
+	sale := c.CreateSale(t, srv.URL, `{"sku":"sku_down","initialStock":100000,"perCustomerLimit":1}`)
+
+	var mu sync.Mutex
+	statuses := map[string]int{}
+	var slowest time.Duration
+	var n atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := n.Add(1)
+				began := time.Now()
+				r, err := c.Reserve(ctx, srv.URL, sale, testserver.Token(t, fmt.Sprintf("c%d-%d", w, i)), "k", 1)
+				took := time.Since(began)
+				key := "client error"
+				if err == nil {
+					key = fmt.Sprint(r.Status, " ", errorCode(r.Body))
+				}
+				mu.Lock()
+				statuses[key]++
+				slowest = max(slowest, took)
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	require.NoError(t, devdb.Down(ctx, opts))
+	time.Sleep(3 * time.Second)
+	mu.Lock()
+	down := statuses
+	statuses = map[string]int{}
+	slowestDown := slowest
+	mu.Unlock()
+	_, err = devdb.Up(ctx, opts)
+	require.NoError(t, err)
+	// Recovered: reservations succeed again without a restart.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, err := c.Reserve(ctx, srv.URL, sale, testserver.Token(t, "after"), fmt.Sprint("k", time.Now().UnixNano()), 1)
+		if err == nil && r.Status == http.StatusCreated {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no recovery: %v %d %s", err, r.Status, r.Body)
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("while up then down: %v; slowest answer %v; after restart: %v", down, slowestDown, statuses)
+	if down["500 internal"] > 0 || statuses["500 internal"] > 0 {
+		t.Logf("server log:\n%s", srv.Logs())
+	}
+	for k := range down {
+		require.NotContains(t, k, "500")
+		require.NotEqual(t, "client error", k)
+	}
+	require.Positive(t, down["503 sale_paused_fail_closed"])
+	for k := range statuses {
+		require.NotContains(t, k, "500")
+	}
+}
