@@ -234,6 +234,14 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 			require.NoError(t, err)
 		}
 
+		t.Cleanup(func() {
+			rows, _ := pool.Query(context.Background(), `SELECT id, state, attempt, coalesce(errors::text,''), created_at, attempted_at, finalized_at FROM river_job ORDER BY id`)
+			for rows.Next() {
+				vals, _ := rows.Values()
+				t.Logf("DEBUG job %v", vals)
+			}
+			t.Logf("DEBUG pending %d", count(t, pool, `SELECT count(*) FROM reservations WHERE state = 'pending'`))
+		})
 		waitUntil(t, 20*time.Second, 50*time.Millisecond, "every reservation swept", func() bool {
 			return count(t, pool, `SELECT count(*) FROM reservations WHERE sale_id = $1 AND state = 'pending'`, sale.ID) == 0
 		})
@@ -557,7 +565,7 @@ func reserveMany(t *testing.T, store *postgres.Store, saleID string, n, maxQty i
 	for range 16 {
 		wg.Go(func() {
 			for i := range next {
-				res, err := store.Reserve(context.Background(), reserveReq(saleID, fmt.Sprintf("cust-%04d", i), "k", 1+i%maxQty))
+				res, err := store.Reserve(context.Background(), reserveReq(saleID, fmt.Sprintf("cust-%04d", i), "k-"+saleID, 1+i%maxQty))
 				if err == nil && res.Status != http.StatusCreated {
 					err = fmt.Errorf("status %d", res.Status)
 				}

@@ -42,7 +42,9 @@ func TestSoldOutCostsNoTransactions(t *testing.T) {
 	servers := make([]*testserver.Server, 3)
 	var wg sync.WaitGroup
 	for i := range servers {
-		wg.Go(func() { servers[i] = testserver.Start(t, dbURL, "--no-workers", "--admin-pool-size", "3", "--river-pool-size", "2") })
+		wg.Go(func() {
+			servers[i] = testserver.Start(t, dbURL, "--no-workers", "--admin-pool-size", "3", "--river-pool-size", "2")
+		})
 	}
 	wg.Wait()
 	c := testserver.NewClient()
