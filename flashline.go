@@ -170,6 +170,9 @@ type ReserveRequest struct {
 	CustomerID     string
 	IdempotencyKey string
 	Quantity       int
+	// AdmissionToken is the X-Admission-Token header, required by sales
+	// that admit through their waiting room.
+	AdmissionToken string
 	// Fingerprint identifies the request body: the same key with a different
 	// fingerprint is ErrIdempotencyKeyReused.
 	Fingerprint []byte

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -73,7 +74,7 @@ func (v *Verifier) Customer(token string) (Customer, error) {
 	}); err != nil {
 		return Customer{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
-	if c.Subject == "" || len(c.Subject) > MaxSubjectLen {
+	if n := utf8.RuneCountInString(c.Subject); n == 0 || n > MaxSubjectLen {
 		return Customer{}, fmt.Errorf("%w: sub must be 1-%d characters", ErrInvalidToken, MaxSubjectLen)
 	}
 	cust := Customer{ID: c.Subject}
@@ -86,10 +87,11 @@ func (v *Verifier) Customer(token string) (Customer, error) {
 // BearerToken returns the token of an "Authorization: Bearer <token>" header.
 func BearerToken(header string) (string, bool) {
 	scheme, token, ok := strings.Cut(header, " ")
+	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return "", false
 	}
-	return strings.TrimSpace(token), true
+	return token, true
 }
 
 // Mint signs a customer token: for the demo, the CLI and tests.

@@ -44,7 +44,9 @@ func newServer(t *testing.T) *server {
 	pool, _ := testdb.NewPool(t)
 	verifier, err := auth.NewVerifier(jwtSecret, adminToken)
 	require.NoError(t, err)
-	limiter, err := loadshed.New(loadshed.Options{MaxInFlight: 100})
+	// A fixed limit far above what any test sends at once: these tests are
+	// about the contract, not about shedding.
+	limiter, err := loadshed.New(loadshed.Options{InitialLimit: 200, MinLimit: 200, MaxLimit: 200})
 	require.NoError(t, err)
 	h := handlers.Routes(handlers.Deps{
 		Store:    postgres.NewStore(pool, pool),
@@ -331,6 +333,9 @@ func TestReserveRejectsBadInput(t *testing.T) {
 		code    string
 		// inProcess skips the HTTP client, for header values it will not send.
 		inProcess bool
+		// bug, when set, is why the service does not answer as the contract
+		// says yet; the case is skipped.
+		bug string
 	}{
 		{name: "MalformedJSON", body: `{"quantity":`},
 		{name: "NotJSON", body: `quantity=1`},
@@ -339,10 +344,12 @@ func TestReserveRejectsBadInput(t *testing.T) {
 		{name: "ArrayBody", body: `[{"quantity":1}]`},
 		{name: "StringBody", body: `"quantity"`},
 		{name: "NumberBody", body: `1`},
+		{name: "NullBody", body: `null`},
 		{name: "OversizedBody", body: `{"quantity":1,"paymentInstrument":"` + strings.Repeat("a", 5000) + `"}`},
 		{name: "OneByteOver4KiB", body: padTo(`{"quantity":1}`, handlers.MaxBodyBytes+1)},
 		{name: "UnknownField", body: `{"quantity":1,"colour":"red"}`},
 		{name: "UnknownFieldOnly", body: `{"admin":true}`},
+		{name: "FieldNameWrongCase", body: `{"QUANTITY":1}`},
 		{name: "TrailingGarbage", body: `{"quantity":1} x`},
 		{name: "TrailingObject", body: `{"quantity":1}{"quantity":1}`},
 		{name: "TrailingBracket", body: `{"quantity":1}]`},
@@ -379,6 +386,9 @@ func TestReserveRejectsBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			if tt.bug != "" {
+				t.Skip(tt.bug)
+			}
 			p := path
 			if tt.path != "" {
 				p = tt.path
@@ -646,22 +656,23 @@ func TestAuthRejectsBadCredentials(t *testing.T) {
 		{"GetSale", http.MethodGet, "/admin/sales/" + sale.SaleID, ""},
 		{"PauseSale", http.MethodPost, "/admin/sales/" + sale.SaleID + "/pause", ""},
 	}
-	for _, cred := range badCredentials(t) {
-		t.Run(cred.name, func(t *testing.T) {
-			t.Parallel()
-			for _, rt := range routes {
-				r := s.do(t, rt.method, rt.path, cred.header, rt.body, "Idempotency-Key", "auth-"+cred.name)
-				requireError(t, r, http.StatusUnauthorized, "unauthenticated")
-			}
-			require.Equal(t, before, counts(t, s.pool), "an unauthenticated request wrote something")
-		})
-	}
-	t.Run("SaleUnchanged", func(t *testing.T) {
-		t.Parallel()
-		// Only a sanity check that PauseSale above really was refused; it
-		// runs alongside, so it may also see the sale before those requests.
-		require.Equal(t, "open", s.sale(t, sale.SaleID).State)
+	// The group returns when all its parallel subtests have finished.
+	t.Run("Unauthenticated", func(t *testing.T) {
+		for _, cred := range badCredentials(t) {
+			t.Run(cred.name, func(t *testing.T) {
+				t.Parallel()
+				for _, rt := range routes {
+					r := s.do(t, rt.method, rt.path, cred.header, rt.body, "Idempotency-Key", "auth-"+cred.name)
+					requireError(t, r, http.StatusUnauthorized, "unauthenticated")
+				}
+				require.Equal(t, before, counts(t, s.pool), "an unauthenticated request wrote something")
+			})
+		}
 	})
+	require.Equal(t, before, counts(t, s.pool))
+	require.Equal(t, "open", s.sale(t, sale.SaleID).State, "an unauthenticated pause went through")
+	got := requireReservation(t, s.do(t, http.MethodGet, "/reservations/"+res.ReservationID, adminAuth, ""), 200)
+	require.Equal(t, "pending", got.State, "an unauthenticated confirm or cancel went through")
 }
 
 func TestAuthWrongRole(t *testing.T) {
@@ -905,6 +916,15 @@ func TestReserveRefusals(t *testing.T) {
 		require.Equal(t, "open", requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200).State)
 		requireCreated(t, s.reserve(t, sale.SaleID, alice, "k1", `{"quantity":1}`), sale.SaleID, 1)
 	})
+	t.Run("ScheduledPausedAndResumedStaysNotOpen", func(t *testing.T) {
+		t.Parallel()
+		opens := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		sale := s.createSale(t, `{"sku":"sku_9","initialStock":10,"opensAt":"`+opens+`"}`)
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/pause", adminAuth, ""), 200)
+		resumed := requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/resume", adminAuth, ""), 200)
+		require.Equal(t, "scheduled", resumed.State)
+		requireError(t, s.reserve(t, sale.SaleID, customer(t, "early"), "k1", `{"quantity":1}`), 409, "sale_not_open")
+	})
 	t.Run("WaitingRoomAdmissionRequired", func(t *testing.T) {
 		t.Parallel()
 		sale := s.createSale(t, `{"sku":"sku_6","initialStock":10,"admission":"waiting_room"}`)
@@ -914,14 +934,12 @@ func TestReserveRefusals(t *testing.T) {
 	})
 	t.Run("WaitingRoomScheduledWithoutOpensAtNotOpen", func(t *testing.T) {
 		t.Parallel()
-		t.Skip("BUG: ReserveBegin's is_open is NULL for a scheduled sale with opens_at NULL; the scan fails and the answer is 500, the contract says 409 sale_not_open (see report)")
 		sale := s.createSale(t, `{"sku":"sku_8","initialStock":10,"admission":"waiting_room"}`)
 		require.Equal(t, "scheduled", sale.State)
 		requireError(t, s.reserve(t, sale.SaleID, customer(t, "walter"), "k1", `{"quantity":1}`), 409, "sale_not_open")
 	})
 	t.Run("WaitingRoomForgedAdmissionInvalid", func(t *testing.T) {
 		t.Parallel()
-		t.Skip("BUG: X-Admission-Token is never read; a forged token gets 403 admission_required, the contract says 403 admission_invalid (see report)")
 		sale := s.createSale(t, `{"sku":"sku_7","initialStock":10,"admission":"waiting_room"}`)
 		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
 		r := s.do(t, http.MethodPost, "/sales/"+sale.SaleID+"/reservations", customer(t, "alice"), `{"quantity":1}`,

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -31,8 +34,11 @@ func decodeJSON(c *gin.Context, dst any) error {
 }
 
 func decodeBytes(body []byte, dst any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return flashline.Invalid("request body must be a JSON object")
+	}
+	if err := exactKeys(body, dst); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -71,4 +77,40 @@ func outcomeForStatus(status int) string {
 		return "ok"
 	}
 	return http.StatusText(status)
+}
+
+// exactKeys refuses what encoding/json would let through: object keys that
+// match a field only case-insensitively ({"QUANTITY": 2}) and keys given
+// twice. Unknown keys are left to DisallowUnknownFields.
+func exactKeys(body []byte, dst any) error {
+	known := map[string]bool{}
+	t := reflect.TypeOf(dst).Elem()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		known[name] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // the opening brace
+		return flashline.Invalid("malformed JSON: " + err.Error())
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return flashline.Invalid("malformed JSON: " + err.Error())
+		}
+		key, _ := tok.(string)
+		switch {
+		case seen[key]:
+			return flashline.Invalid("field " + key + " is given twice")
+		case !known[key]:
+			return flashline.Invalid("unknown field " + strconv.Quote(key))
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return flashline.Invalid("malformed JSON: " + err.Error())
+		}
+	}
+	return nil
 }

@@ -73,6 +73,7 @@ func handleReserve(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 			CustomerID:     actor.CustomerID,
 			IdempotencyKey: key[0],
 			Quantity:       quantity,
+			AdmissionToken: c.GetHeader("X-Admission-Token"),
 			Fingerprint:    fingerprint(saleID, quantity, body.PaymentInstrument),
 			Render: func(r flashline.Reservation) ([]byte, error) {
 				return json.Marshal(NewReservationView(r))

@@ -41,6 +41,8 @@ func Routes(d Deps) http.Handler {
 		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: "internal", Message: "internal error"}})
 	}))
 	r.HandleMethodNotAllowed = true
+	// A path with a trailing slash is not found (JSON), not redirected (HTML).
+	r.RedirectTrailingSlash = false
 	r.NoRoute(func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrNotFound) })
 	r.NoMethod(func(c *gin.Context) {
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{Error: errorDetail{Code: "method_not_allowed", Message: "method not allowed"}})
@@ -56,7 +58,11 @@ func Routes(d Deps) http.Handler {
 	admin := authenticate(d.Verifier, true, false)
 	customer := authenticate(d.Verifier, false, true)
 	ownerOrAdmin := authenticate(d.Verifier, true, true)
-	shed := loadshed.Gin(d.Limiter, func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) })
+	// The admission limiter, by priority: confirm and cancel (they finish
+	// sales and return stock) before new reservations.
+	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
+	reserveSlot := loadshed.Gin(d.Limiter, loadshed.PriorityReserve, onShed)
+	criticalSlot := loadshed.Gin(d.Limiter, loadshed.PriorityCritical, onShed)
 
 	// Admin.
 	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Logger))
@@ -70,10 +76,10 @@ func Routes(d Deps) http.Handler {
 
 	// Customers. The limiter sheds before authentication: a refused request
 	// costs no signature check either.
-	r.POST("/sales/:saleId/reservations", shed, customer, handleReserve(d.Store, d.Logger))
+	r.POST("/sales/:saleId/reservations", reserveSlot, customer, handleReserve(d.Store, d.Logger))
 	r.GET("/reservations/:reservationId", ownerOrAdmin, handleGetReservation(d.Store, d.Logger))
-	r.POST("/reservations/:reservationId/confirm", ownerOrAdmin, handleConfirm(d.Store, d.Logger))
-	r.POST("/reservations/:reservationId/cancel", ownerOrAdmin, handleCancel(d.Store, d.Logger))
+	r.POST("/reservations/:reservationId/confirm", criticalSlot, ownerOrAdmin, handleConfirm(d.Store, d.Logger))
+	r.POST("/reservations/:reservationId/cancel", criticalSlot, ownerOrAdmin, handleCancel(d.Store, d.Logger))
 	return r
 }
 

@@ -1,66 +1,548 @@
-// Package loadshed is Flashline's in-process admission limiter: it decides, in
-// microseconds and without touching the database, whether a request may enter
-// the purchase path or must be turned away with "overloaded". It depends on the
-// standard library only.
-//
-// This first version is a fixed concurrency limit with no queue: at most
-// Options.MaxInFlight requests are inside at once, and the rest are refused at
-// once, so a flood queues in no one's memory and the database sees a bounded
-// number of concurrent transactions.
 package loadshed
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// Options configure a Limiter.
-type Options struct {
-	// MaxInFlight is how many requests may be inside at once. Required, > 0.
-	MaxInFlight int
+// ErrShed is returned by Acquire when the request is refused: answer it with
+// "overloaded".
+var ErrShed = errors.New("loadshed: shed")
+
+// Priority orders requests for admission. Lower values are more important.
+type Priority int
+
+const (
+	// PriorityCritical is for requests that finish work already admitted,
+	// such as confirm and cancel. It may use Options.CriticalHeadroom slots
+	// above the limit and still queues when the queue is in CoDel shedding.
+	PriorityCritical Priority = iota
+	// PriorityReserve is for new reservations. It may fill the limit.
+	PriorityReserve
+	// PriorityPoll is for ticket and status polls. It may use only
+	// Options.PollShare of the limit and of the queue, so it is shed first.
+	PriorityPoll
+)
+
+const numPriorities = 3
+
+// String returns "critical", "reserve" or "poll", for logs and metric labels.
+func (p Priority) String() string {
+	switch p {
+	case PriorityCritical:
+		return "critical"
+	case PriorityReserve:
+		return "reserve"
+	case PriorityPoll:
+		return "poll"
+	}
+	return fmt.Sprintf("Priority(%d)", int(p))
 }
 
-// Validate reports whether o is usable.
+// Outcome tells Release how an admitted request ended.
+type Outcome int
+
+const (
+	// Success: the request was served; its latency is a sample for the limit.
+	Success Outcome = iota
+	// Dropped: the request failed or was cancelled. Its latency says nothing
+	// about congestion (a fast failure or an abandoned request would skew the
+	// baseline), so it is not sampled.
+	Dropped
+	// Timeout: the request hit its deadline, or the service answered "busy"
+	// (503/504). Its latency is not sampled either (constant timeouts would
+	// look like a stable latency and let the limit grow); it is a congestion
+	// signal that cuts the limit by 10%, at most once per Options.Interval.
+	Timeout
+)
+
+// Options configure a Limiter. The zero value of each field selects its
+// default; the defaults suit a purchase path in front of a 20-connection pool.
+type Options struct {
+	// InitialLimit is the concurrency limit to start from. Default 20,
+	// clamped into [MinLimit, MaxLimit].
+	InitialLimit int
+	// MinLimit is the lowest the limit can go. Default 4 (or less, if
+	// MaxLimit or InitialLimit is set lower).
+	MinLimit int
+	// MaxLimit is the highest the limit can go. Default 200 (or more, if
+	// MinLimit or InitialLimit is set higher).
+	MaxLimit int
+
+	// QueueSize is how many requests may wait for a slot at once, over all
+	// priorities. Default 50; -1 disables the queue, so that a request that
+	// finds no free slot is shed at once.
+	QueueSize int
+	// MaxWait is the longest a request waits in the queue before it is
+	// shed. Default 50ms.
+	MaxWait time.Duration
+	// Target is the queueing delay CoDel accepts: when no request got
+	// through the queue within Target during a whole Interval, the queue is
+	// standing, and Reserve and Poll arrivals are shed at once instead of
+	// queued until it has drained. Default 5ms. Keep it well below MaxWait,
+	// or the rule never fires.
+	Target time.Duration
+	// Interval is CoDel's observation interval, the shortest span of the
+	// latency windows the limit is recomputed from, and the shortest time
+	// between two cuts for Timeout outcomes. Default 100ms.
+	Interval time.Duration
+
+	// Tolerance is how many times the baseline latency still counts as not
+	// congested: the limit shrinks only when the recent latency exceeds
+	// Tolerance × baseline. Default 2.0; at least 1.
+	Tolerance float64
+	// CriticalHeadroom is how many requests of PriorityCritical may be in
+	// flight above the limit. Default 8.
+	CriticalHeadroom int
+	// PollShare is the fraction of the limit, and of the queue, that
+	// PriorityPoll may use (at least one slot of each). Default 0.5; in (0, 1].
+	PollShare float64
+
+	// Now tells the time; tests inject a fake clock. It is used for every
+	// measurement (latency, queue sojourn, windows, intervals). Waiting in
+	// the queue uses real timers for MaxWait. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults, documented on Options.
+const (
+	defaultInitialLimit     = 20
+	defaultMinLimit         = 4
+	defaultMaxLimit         = 200
+	defaultQueueSize        = 50
+	defaultMaxWait          = 50 * time.Millisecond
+	defaultTarget           = 5 * time.Millisecond
+	defaultInterval         = 100 * time.Millisecond
+	defaultTolerance        = 2.0
+	defaultCriticalHeadroom = 8
+	defaultPollShare        = 0.5
+)
+
+// Validate reports whether o is usable, naming every field that is not.
+// Zero fields are fine: they select the defaults.
 func (o Options) Validate() error {
-	if o.MaxInFlight < 1 {
-		return errors.New("loadshed: MaxInFlight must be at least 1")
+	var errs []error
+	for _, f := range []struct {
+		name  string
+		value int
+	}{
+		{"InitialLimit", o.InitialLimit},
+		{"MinLimit", o.MinLimit},
+		{"MaxLimit", o.MaxLimit},
+		{"CriticalHeadroom", o.CriticalHeadroom},
+	} {
+		if f.value < 0 {
+			errs = append(errs, fmt.Errorf("loadshed: %s must not be negative, got %d", f.name, f.value))
+		}
+	}
+	if o.QueueSize < -1 {
+		errs = append(errs, fmt.Errorf("loadshed: QueueSize must be -1 (no queue), 0 (default) or positive, got %d", o.QueueSize))
+	}
+	for _, f := range []struct {
+		name  string
+		value time.Duration
+	}{
+		{"MaxWait", o.MaxWait},
+		{"Target", o.Target},
+		{"Interval", o.Interval},
+	} {
+		if f.value < 0 {
+			errs = append(errs, fmt.Errorf("loadshed: %s must not be negative, got %s", f.name, f.value))
+		}
+	}
+	if t := o.Tolerance; math.IsNaN(t) || math.IsInf(t, 0) || t < 0 || (t > 0 && t < 1) {
+		errs = append(errs, fmt.Errorf("loadshed: Tolerance must be at least 1 (or 0 for the default), got %v", t))
+	}
+	if s := o.PollShare; math.IsNaN(s) || s < 0 || s > 1 {
+		errs = append(errs, fmt.Errorf("loadshed: PollShare must be in (0, 1] (or 0 for the default), got %v", s))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// Defaults never conflict with explicit values, so a conflict here is
+	// between values the caller set.
+	r := o.withDefaults()
+	if r.MinLimit > r.MaxLimit {
+		return fmt.Errorf("loadshed: MinLimit %d exceeds MaxLimit %d", r.MinLimit, r.MaxLimit)
+	}
+	if r.InitialLimit < r.MinLimit || r.InitialLimit > r.MaxLimit {
+		return fmt.Errorf("loadshed: InitialLimit %d is outside [MinLimit %d, MaxLimit %d]", r.InitialLimit, r.MinLimit, r.MaxLimit)
 	}
 	return nil
 }
 
-// Limiter admits or refuses requests. Safe for concurrent use.
-type Limiter struct {
-	max      int64
-	inFlight atomic.Int64
-	shed     atomic.Int64
+// withDefaults fills in the zero fields. QueueSize -1 becomes 0: no queue.
+func (o Options) withDefaults() Options {
+	if o.MaxLimit == 0 {
+		o.MaxLimit = max(defaultMaxLimit, o.MinLimit, o.InitialLimit)
+	}
+	if o.MinLimit == 0 {
+		o.MinLimit = min(defaultMinLimit, o.MaxLimit)
+		if o.InitialLimit > 0 {
+			o.MinLimit = min(o.MinLimit, o.InitialLimit)
+		}
+	}
+	if o.InitialLimit == 0 {
+		o.InitialLimit = min(max(defaultInitialLimit, o.MinLimit), o.MaxLimit)
+	}
+	switch o.QueueSize {
+	case 0:
+		o.QueueSize = defaultQueueSize
+	case -1:
+		o.QueueSize = 0
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = defaultMaxWait
+	}
+	if o.Target == 0 {
+		o.Target = defaultTarget
+	}
+	if o.Interval == 0 {
+		o.Interval = defaultInterval
+	}
+	if o.Tolerance == 0 {
+		o.Tolerance = defaultTolerance
+	}
+	if o.CriticalHeadroom == 0 {
+		o.CriticalHeadroom = defaultCriticalHeadroom
+	}
+	if o.PollShare == 0 {
+		o.PollShare = defaultPollShare
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
 }
 
-// New returns a Limiter.
+// Limiter admits, queues or sheds requests. Safe for concurrent use.
+//
+// One mutex guards all the bookkeeping; the critical sections are a few
+// comparisons long, and no goroutine is started: a waiting request waits in
+// its caller's goroutine on a channel, a timer and its context.
+type Limiter struct {
+	opts      Options // with defaults
+	pollQueue int     // queue slots PriorityPoll may hold
+
+	mu       sync.Mutex
+	inflight int
+	queues   [numPriorities][]*waiter // FIFO per priority
+	queued   int
+	codel    codel
+	grad     gradient
+
+	// Published copies for lock-free reads by metrics.
+	limitPub, inflightPub, queuedPub atomic.Int64
+	shed                             atomic.Int64
+	shedBy                           [numPriorities]atomic.Int64
+}
+
+// codel tracks the minimum queue sojourn over the current interval.
+type codel struct {
+	start      time.Time     // of the current interval
+	minSojourn time.Duration // over the current interval
+	samples    int           // sojourns seen in the current interval
+	shedding   bool          // a whole interval passed with no sojourn within Target, and none since
+}
+
+// waiter is a request in the queue. done and tok are written under
+// Limiter.mu before ready is closed.
+type waiter struct {
+	p        Priority
+	enqueued time.Time
+	ready    chan struct{} // closed when granted or evicted
+	done     bool          // left the queue by grant or eviction
+	tok      *Token        // nil if evicted
+}
+
+// Token is an admitted request's slot. Call Release when the request is done;
+// calls after the first do nothing.
+type Token struct {
+	l        *Limiter
+	start    time.Time
+	released atomic.Bool
+}
+
+// New returns a Limiter, or the error from o.Validate.
 func New(o Options) (*Limiter, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Limiter{max: int64(o.MaxInFlight)}, nil
-}
-
-// TryAcquire admits the caller if there is room, and returns a release func to
-// call when the request is done. ok=false means shed: answer "overloaded".
-func (l *Limiter) TryAcquire() (release func(), ok bool) {
-	if l.inFlight.Add(1) > l.max {
-		l.inFlight.Add(-1)
-		l.shed.Add(1)
-		return nil, false
+	o = o.withDefaults()
+	l := &Limiter{opts: o}
+	if o.QueueSize > 0 {
+		l.pollQueue = max(1, int(float64(o.QueueSize)*o.PollShare))
 	}
-	return l.release, true
+	now := o.Now()
+	l.codel.start = now
+	l.grad.init(o, now)
+	l.publish()
+	return l, nil
 }
 
-func (l *Limiter) release() { l.inFlight.Add(-1) }
+// Acquire admits the request, possibly after a wait in the queue, or refuses
+// it. It returns ErrShed when the request must be answered "overloaded", and
+// ctx.Err() when ctx ended first. An unknown priority is treated as
+// PriorityPoll. On success, the caller must Release the token.
+func (l *Limiter) Acquire(ctx context.Context, p Priority) (*Token, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p < PriorityCritical || p > PriorityPoll {
+		p = PriorityPoll
+	}
+	l.mu.Lock()
+	// No more important request can be waiting while there is room for this
+	// one: dispatch hands every freed slot to the queue first.
+	if l.inflight < l.capacity(p) {
+		if l.queued == 0 {
+			l.observeSojourn(0)
+		}
+		l.admit()
+		l.mu.Unlock()
+		return &Token{l: l, start: l.opts.Now()}, nil
+	}
+	// Refusing is the path a flood takes, thousands of times per admitted
+	// request: it reads no clock when the CoDel state, as of the last
+	// Release, already says no. Only a request about to queue moves it on.
+	if !l.queueable(p) {
+		l.shedLocked(p)
+		l.mu.Unlock()
+		return nil, ErrShed
+	}
+	now := l.opts.Now()
+	l.codelTick(now)
+	if !l.queueable(p) {
+		l.shedLocked(p)
+		l.mu.Unlock()
+		return nil, ErrShed
+	}
+	if l.queued >= l.opts.QueueSize {
+		l.evictBelow(p)
+	}
+	w := &waiter{p: p, enqueued: now, ready: make(chan struct{})}
+	l.queues[p] = append(l.queues[p], w)
+	l.queued++
+	l.publish()
+	l.mu.Unlock()
 
-// InFlight is the number of requests inside now.
-func (l *Limiter) InFlight() int64 { return l.inFlight.Load() }
+	return l.wait(ctx, w)
+}
 
-// Limit is the current concurrency limit.
-func (l *Limiter) Limit() int64 { return l.max }
+// wait blocks until w is granted a slot or evicted, MaxWait passes, or ctx
+// ends.
+func (l *Limiter) wait(ctx context.Context, w *waiter) (*Token, error) {
+	timer := time.NewTimer(l.opts.MaxWait)
+	defer timer.Stop()
+	timedOut := false
+	select {
+	case <-w.ready:
+		return w.result()
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+	}
 
-// Shed is how many requests have been refused so far.
+	now := l.opts.Now()
+	l.mu.Lock()
+	if w.done {
+		// Granted or evicted while we woke up.
+		l.mu.Unlock()
+		tok, err := w.result()
+		if tok != nil && !timedOut {
+			tok.Release(Dropped)
+			return nil, ctx.Err()
+		}
+		return tok, err
+	}
+	l.remove(w)
+	if timedOut {
+		l.observeSojourn(now.Sub(w.enqueued))
+		l.shedLocked(w.p)
+	}
+	l.publish()
+	l.mu.Unlock()
+	if timedOut {
+		return nil, ErrShed
+	}
+	return nil, ctx.Err()
+}
+
+func (w *waiter) result() (*Token, error) {
+	if w.tok == nil {
+		return nil, ErrShed
+	}
+	return w.tok, nil
+}
+
+// Release gives the slot back and reports how the request ended. It is safe
+// to call more than once and on a nil token; only the first call counts.
+func (t *Token) Release(o Outcome) {
+	if t == nil || !t.released.CompareAndSwap(false, true) {
+		return
+	}
+	l := t.l
+	now := l.opts.Now()
+	l.mu.Lock()
+	l.inflight--
+	l.codelTick(now)
+	switch o {
+	case Success:
+		l.grad.observe(now, now.Sub(t.start), l.inflight)
+	case Timeout:
+		l.grad.timeout(now)
+	}
+	l.dispatch(now)
+	l.publish()
+	l.mu.Unlock()
+}
+
+// Limit is the current concurrency limit (without the critical headroom).
+func (l *Limiter) Limit() int64 { return l.limitPub.Load() }
+
+// InFlight is the number of admitted requests not yet released.
+func (l *Limiter) InFlight() int64 { return l.inflightPub.Load() }
+
+// Queued is the number of requests waiting for a slot.
+func (l *Limiter) Queued() int64 { return l.queuedPub.Load() }
+
+// Shed is how many requests have been refused so far, at arrival or after
+// waiting.
 func (l *Limiter) Shed() int64 { return l.shed.Load() }
+
+// ShedBy is how many requests of priority p have been refused so far.
+func (l *Limiter) ShedBy(p Priority) int64 {
+	if p < PriorityCritical || p > PriorityPoll {
+		return 0
+	}
+	return l.shedBy[p].Load()
+}
+
+// capacity is how many requests may be in flight when one of priority p is
+// admitted.
+func (l *Limiter) capacity(p Priority) int {
+	n := l.grad.limitInt()
+	switch p {
+	case PriorityCritical:
+		return n + l.opts.CriticalHeadroom
+	case PriorityPoll:
+		return max(1, int(float64(n)*l.opts.PollShare))
+	}
+	return n
+}
+
+func (l *Limiter) admit() {
+	l.inflight++
+	l.grad.inflight(l.inflight)
+	l.inflightPub.Store(int64(l.inflight))
+}
+
+func (l *Limiter) shedLocked(p Priority) {
+	l.shed.Add(1)
+	l.shedBy[p].Add(1)
+}
+
+// queueable reports whether a request of priority p may join the queue,
+// possibly by evicting a less important waiter from a full queue.
+func (l *Limiter) queueable(p Priority) bool {
+	switch {
+	case l.opts.QueueSize == 0:
+		return false
+	case l.codel.shedding && p != PriorityCritical:
+		return false
+	case p == PriorityPoll && len(l.queues[PriorityPoll]) >= l.pollQueue:
+		return false
+	case l.queued < l.opts.QueueSize:
+		return true
+	}
+	for q := PriorityPoll; q > p; q-- {
+		if len(l.queues[q]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// evictBelow sheds the newest waiter of the least important priority below p,
+// to make room for a request of priority p in a full queue.
+func (l *Limiter) evictBelow(p Priority) {
+	for q := PriorityPoll; q > p; q-- {
+		if n := len(l.queues[q]); n > 0 {
+			w := l.queues[q][n-1]
+			l.queues[q][n-1] = nil
+			l.queues[q] = l.queues[q][:n-1]
+			l.queued--
+			w.done = true
+			l.shedLocked(q)
+			close(w.ready)
+			return
+		}
+	}
+}
+
+// remove takes w, which has not been granted, out of its queue.
+func (l *Limiter) remove(w *waiter) {
+	q := l.queues[w.p]
+	if i := slices.Index(q, w); i >= 0 {
+		l.queues[w.p] = slices.Delete(q, i, i+1)
+		l.queued--
+	}
+}
+
+// dispatch hands free slots to waiters, most important first, FIFO within a
+// priority. It runs after anything that may free a slot or raise the limit,
+// so that a waiter is never passed over by a later arrival.
+func (l *Limiter) dispatch(now time.Time) {
+	for p := PriorityCritical; p <= PriorityPoll; p++ {
+		for len(l.queues[p]) > 0 && l.inflight < l.capacity(p) {
+			w := l.queues[p][0]
+			l.queues[p] = slices.Delete(l.queues[p], 0, 1)
+			l.queued--
+			l.observeSojourn(now.Sub(w.enqueued))
+			l.admit()
+			w.tok = &Token{l: l, start: now}
+			w.done = true
+			close(w.ready)
+		}
+	}
+}
+
+// codelTick closes the CoDel interval if it is over: the queue is standing if
+// no request got through it within Target during the whole interval. It runs
+// on every Release and before a request joins the queue.
+func (l *Limiter) codelTick(now time.Time) {
+	c := &l.codel
+	if now.Sub(c.start) < l.opts.Interval {
+		return
+	}
+	c.shedding = c.samples > 0 && c.minSojourn > l.opts.Target
+	c.start = now
+	c.samples = 0
+}
+
+// observeSojourn records how long a request spent queued; zero for one
+// admitted while the queue is empty. As in CoDel, one request through within
+// Target ends the shedding at once.
+func (l *Limiter) observeSojourn(d time.Duration) {
+	c := &l.codel
+	if c.samples == 0 || d < c.minSojourn {
+		c.minSojourn = d
+	}
+	c.samples++
+	if d <= l.opts.Target {
+		c.shedding = false
+	}
+}
+
+// publish copies the state metrics read into atomics.
+func (l *Limiter) publish() {
+	l.limitPub.Store(int64(l.grad.limitInt()))
+	l.inflightPub.Store(int64(l.inflight))
+	l.queuedPub.Store(int64(l.queued))
+}

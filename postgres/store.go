@@ -188,7 +188,7 @@ func (s *Store) SetSaleState(ctx context.Context, saleID, action string) (flashl
 		reason = &r
 	}
 	_, err := dbsqlc.New(s.admin).SaleSetState(ctx, dbsqlc.SaleSetStateParams{
-		State: t.to, PauseReason: reason, SaleID: saleID, FromStates: t.from,
+		State: t.to, OpenNow: action == flashline.ActionOpen, PauseReason: reason, SaleID: saleID, FromStates: t.from,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Unknown sale, or a transition that is not allowed: tell which.
@@ -247,8 +247,11 @@ func (s *Store) reserveOnce(ctx context.Context, req flashline.ReserveRequest) (
 			return flashline.ErrSaleNotOpen
 		case req.Quantity > int(b.PerCustomerLimit):
 			return flashline.ErrQuantityAboveLimit
-		case b.Admission == flashline.AdmissionWaitingRoom:
+		case b.Admission == flashline.AdmissionWaitingRoom && req.AdmissionToken == "":
 			return flashline.ErrAdmissionRequired
+		case b.Admission == flashline.AdmissionWaitingRoom:
+			// The waiting room does not issue tokens yet, so none is valid.
+			return flashline.ErrAdmissionInvalid
 		case b.HasActive:
 			return flashline.ErrLimitReached
 		}

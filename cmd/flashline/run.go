@@ -24,6 +24,8 @@ Usage:
                                      administer sales from the shell
   flashline check                    check every sale's invariant; exit 1 on a mismatch
   flashline token   --customer ID    mint a customer JWT (demo and testing)
+  flashline loadtest --scenario northline|hot|overload --target URL[,URL...]
+                                     load generator; verifies nothing was oversold
   flashline devdb   up|down|url      the local development PostgreSQL
 
 Every flag also reads an environment variable (shown in each command's -h);
@@ -63,6 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runToken(rest, getenv, stdout, stderr)
 	case "devdb":
 		return runDevDB(ctx, rest, getenv, stdout, stderr)
+	case "loadtest":
+		return runLoadtest(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

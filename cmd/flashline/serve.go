@@ -33,7 +33,7 @@ type serveConfig struct {
 	addr, databaseURL, adminToken, jwtSecret string
 	salePoolSize, adminPoolSize, riverPool   int
 	maxInFlight                              int
-	noMigrate, noWorkers, demo               bool
+	noMigrate, noWorkers, demo, noShed       bool
 	jobs                                     jobs.Config
 	shutdownTimeout                          time.Duration
 }
@@ -48,7 +48,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.int(&cfg.salePoolSize, "sale-pool-size", "FLASHLINE_SALE_POOL_SIZE", 20, "connections the purchase path may hold")
 	e.int(&cfg.adminPoolSize, "admin-pool-size", "FLASHLINE_ADMIN_POOL_SIZE", 5, "connections for admin, reads, confirm and cancel")
 	e.int(&cfg.riverPool, "river-pool-size", "FLASHLINE_RIVER_POOL_SIZE", 5, "connections for River's job workers")
-	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "reservations inside the purchase path at once before shedding (0: 8 x sale-pool-size)")
+	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the adaptive limit may let into the purchase path at once (0: 8 x sale-pool-size)")
+	e.bool(&cfg.noShed, "no-shed", "FLASHLINE_NO_SHED", "turn the admission limiter off (only to measure what it is worth)")
 	e.bool(&cfg.noMigrate, "no-migrate", "FLASHLINE_NO_MIGRATE", "do not migrate the schema up on start")
 	e.bool(&cfg.noWorkers, "no-workers", "FLASHLINE_NO_WORKERS", "do not run River workers (sweeper, invariant, pruning)")
 	e.bool(&cfg.demo, "demo", "FLASHLINE_DEMO", "create a demo sale on start and print how to buy from it")
@@ -81,7 +82,12 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	if err != nil {
 		return err
 	}
-	limiter, err := loadshed.New(loadshed.Options{MaxInFlight: cfg.maxInFlight})
+	shed := loadshed.Options{InitialLimit: cfg.salePoolSize, MaxLimit: cfg.maxInFlight}
+	if cfg.noShed {
+		// For measuring what the limiter is worth; never in production.
+		shed = loadshed.Options{InitialLimit: 1 << 20, MinLimit: 1 << 20, MaxLimit: 1 << 20, QueueSize: -1}
+	}
+	limiter, err := loadshed.New(shed)
 	if err != nil {
 		return err
 	}

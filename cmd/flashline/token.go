@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flashline/flashline/auth"
 )
@@ -25,7 +26,7 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	if secret == "" || customer == "" {
 		return errors.New("token: --customer and FLASHLINE_JWT_SECRET (or --jwt-secret) are required")
 	}
-	if len(customer) > auth.MaxSubjectLen {
+	if utf8.RuneCountInString(customer) > auth.MaxSubjectLen {
 		return fmt.Errorf("token: --customer must be at most %d characters", auth.MaxSubjectLen)
 	}
 	var created time.Time

@@ -188,13 +188,18 @@ func (q *Queries) SaleList(ctx context.Context) ([]string, error) {
 
 const saleSetState = `-- name: SaleSetState :one
 UPDATE sales
-   SET state = $1, pause_reason = $2, updated_at = now()
- WHERE sale_id = $3 AND state = ANY ($4::text[])
+   SET state = CASE WHEN $1::text = 'open' AND NOT $2::boolean AND opens_at > now()
+                    THEN 'scheduled' ELSE $1::text END,
+       opens_at = CASE WHEN $2::boolean THEN least(coalesce(opens_at, now()), now())
+                       ELSE opens_at END,
+       pause_reason = $3, updated_at = now()
+ WHERE sale_id = $4 AND state = ANY ($5::text[])
 RETURNING sale_id
 `
 
 type SaleSetStateParams struct {
 	State       string
+	OpenNow     bool
 	PauseReason *string
 	SaleID      string
 	FromStates  []string
@@ -202,9 +207,13 @@ type SaleSetStateParams struct {
 
 // Moves a sale to a new state if it is in one of the allowed source states.
 // Returns no row when the transition is not allowed (or the sale is unknown).
+// Opening (@open_now) moves opens_at to now if it was later or unset. Any
+// other move to 'open' (resume) of a sale whose opening time is still ahead
+// goes back to 'scheduled': resuming a paused sale must not open it early.
 func (q *Queries) SaleSetState(ctx context.Context, arg SaleSetStateParams) (string, error) {
 	row := q.db.QueryRow(ctx, saleSetState,
 		arg.State,
+		arg.OpenNow,
 		arg.PauseReason,
 		arg.SaleID,
 		arg.FromStates,

@@ -24,7 +24,7 @@ SELECT k.request_hash, k.status_code, k.response_body,
        pg_try_advisory_xact_lock(
            hashtextextended(@customer_id::text || E'\n' || @idempotency_key::text, 0)) AS key_locked,
        s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
-       (s.state = 'open' OR (s.state = 'scheduled' AND s.opens_at <= now()))::boolean AS is_open,
+       (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,
        EXISTS (SELECT 1 FROM reservations r
                 WHERE r.sale_id = s.sale_id AND r.customer_id = @customer_id::text
                   AND r.state IN ('pending', 'confirmed'))::boolean AS has_active,

@@ -38,8 +38,15 @@ SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
 -- name: SaleSetState :one
 -- Moves a sale to a new state if it is in one of the allowed source states.
 -- Returns no row when the transition is not allowed (or the sale is unknown).
+-- Opening (@open_now) moves opens_at to now if it was later or unset. Any
+-- other move to 'open' (resume) of a sale whose opening time is still ahead
+-- goes back to 'scheduled': resuming a paused sale must not open it early.
 UPDATE sales
-   SET state = @state, pause_reason = sqlc.narg(pause_reason), updated_at = now()
+   SET state = CASE WHEN @state::text = 'open' AND NOT @open_now::boolean AND opens_at > now()
+                    THEN 'scheduled' ELSE @state::text END,
+       opens_at = CASE WHEN @open_now::boolean THEN least(coalesce(opens_at, now()), now())
+                       ELSE opens_at END,
+       pause_reason = sqlc.narg(pause_reason), updated_at = now()
  WHERE sale_id = @sale_id AND state = ANY (@from_states::text[])
 RETURNING sale_id;
 

@@ -1,0 +1,99 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/flashline/flashline"
+)
+
+// FuzzDecodeReserveBody: the reserve body parser never panics, refuses only
+// with an *flashline.InvalidError (a 400, never a 500), and accepts only a
+// single valid JSON object.
+func FuzzDecodeReserveBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"quantity":1}`,
+		`{"quantity":2,"paymentInstrument":"card_abc"}`,
+		`{}`,
+		` {"quantity":1} `,
+		``,
+		` `,
+		`{`,
+		`}`,
+		`[]`,
+		`"x"`,
+		`1`,
+		`{"quantity":0}`,
+		`{"quantity":-1}`,
+		`{"quantity":1.5}`,
+		`{"quantity":"1"}`,
+		`{"quantity":1e3}`,
+		`{"quantity":99999999999999999999}`,
+		`{"quantity":1,"colour":"red"}`,
+		`{"quantity":1} x`,
+		`{"quantity":1}{"quantity":1}`,
+		`{"quantity":1}]`,
+		`{"quantity":1,"quantity":2}`,
+		`{"Quantity":1}`,
+		`{"paymentInstrument":"\u0000\ud800"}`,
+		"{\"quantity\":1}\x00",
+		"\xef\xbb\xbf{\"quantity\":1}",
+		`{"quantity":[1]}`,
+		`{"quantity":{"n":1}}`,
+		`{"paymentInstrument":null,"quantity":null}`,
+		strings.Repeat("[", MaxBodyBytes),
+		strings.Repeat(`{"a":`, MaxBodyBytes/5),
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > MaxBodyBytes {
+			// decodeJSON refuses a longer body before it gets here.
+			return
+		}
+		var req reserveRequest
+		err := decodeBytes(body, &req)
+		if err != nil {
+			var invalid *flashline.InvalidError
+			if !errors.As(err, &invalid) {
+				t.Fatalf("decodeBytes(%q) = %T %v, want *flashline.InvalidError", body, err, err)
+			}
+			if invalid.Reason == "" {
+				t.Fatalf("decodeBytes(%q): InvalidError without a reason", body)
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("decodeBytes accepted invalid JSON %q", body)
+		}
+		trimmed := bytes.TrimSpace(body)
+		if len(trimmed) == 0 || trimmed[0] != '{' {
+			t.Fatalf("decodeBytes accepted %q, which is not a JSON object", body)
+		}
+	})
+}
+
+// printableASCII is the contract's Idempotency-Key, said as a regular
+// expression rather than a loop.
+var printableASCII = regexp.MustCompile(`^[\x20-\x7e]{1,255}$`)
+
+// FuzzIdempotencyKey: validIdempotencyKey is true exactly for 1-255 bytes of
+// printable ASCII (0x20-0x7e).
+func FuzzIdempotencyKey(f *testing.F) {
+	for _, seed := range []string{
+		"", "k", " ", "~", "order-123", "a\tb", "a\x00b", "a\x7fb", "a\x1fb", "clé",
+		"\xff", "\x80", strings.Repeat("k", 255), strings.Repeat("k", 256), strings.Repeat("é", 100),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		want := printableASCII.MatchString(key)
+		if got := validIdempotencyKey(key); got != want {
+			t.Fatalf("validIdempotencyKey(%q) = %v, want %v", key, got, want)
+		}
+	})
+}

@@ -1,0 +1,350 @@
+// Package loadtest is `flashline loadtest`: a load generator and scenario
+// runner that speaks only the HTTP contract, prints a summary table, and
+// verifies at the end, from the admin API, that nothing was oversold or
+// duplicated.
+//
+// Scenarios:
+//   - northline: 500 buyers at once for 200 units, then a retry storm in which
+//     about 15% of first attempts are abandoned after a few milliseconds and
+//     retried with the same key.
+//   - hot: closed loop; Clients concurrent buyers reserve one hot SKU as fast
+//     as they can for Duration: the most successful reservations per second.
+//   - overload: open loop at Rate requests/s for Duration (vegeta paces it),
+//     with /healthz probed alongside: does goodput hold and the store stay up?
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/flashline/flashline/auth"
+)
+
+// Config is one load test.
+type Config struct {
+	// Targets are base URLs of flashline instances; requests are spread over
+	// them round-robin.
+	Targets    []string
+	AdminToken string
+	JWTSecret  string
+	Scenario   string
+	Clients    int           // hot: concurrent buyers
+	Rate       int           // overload: requests per second
+	Duration   time.Duration // hot, overload
+	Checkouts  int           // northline: checkouts in the retry storm
+	Stock      int           // hot, overload: units on sale
+	Buckets    int
+	Progress   bool // draw a progress bar on Err
+	Out, Err   io.Writer
+}
+
+func (c *Config) setDefaults() error {
+	if len(c.Targets) == 0 {
+		return errors.New("loadtest: at least one target URL is required")
+	}
+	for i, t := range c.Targets {
+		c.Targets[i] = strings.TrimRight(t, "/")
+	}
+	if c.AdminToken == "" || c.JWTSecret == "" {
+		return errors.New("loadtest: the admin token and the JWT secret are required (to create the sale and mint customers)")
+	}
+	if c.Clients == 0 {
+		c.Clients = 128
+	}
+	if c.Rate == 0 {
+		c.Rate = 2000
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Checkouts == 0 {
+		c.Checkouts = 9000
+	}
+	if c.Stock == 0 {
+		c.Stock = 10_000_000
+	}
+	if c.Buckets == 0 {
+		c.Buckets = 1
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Err == nil {
+		c.Err = io.Discard
+	}
+	if c.Clients < 1 || c.Rate < 1 || c.Duration <= 0 || c.Checkouts < 1 || c.Stock < 1 {
+		return errors.New("loadtest: clients, rate, duration, checkouts and stock must be positive")
+	}
+	return nil
+}
+
+// Result is what a scenario measured.
+type Result struct {
+	Scenario   string
+	SaleID     string
+	Elapsed    time.Duration
+	Requests   int
+	Outcomes   map[string]int // "201", "409 sold_out", "503 overloaded", "error", ...
+	Latencies  []time.Duration
+	Reserved   int // distinct reservations the clients were given
+	Throughput float64
+	Goodput    float64 // successful reservations per second
+	Health     []time.Duration
+	Verified   string // what the final check found
+}
+
+// Run runs the configured scenario and prints its summary to cfg.Out.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, http: newHTTPClient(cfg.Clients)}
+	var res *Result
+	var err error
+	switch cfg.Scenario {
+	case "hot":
+		res, err = r.hot(ctx)
+	case "overload":
+		res, err = r.overload(ctx)
+	case "northline":
+		res, err = r.northline(ctx)
+	default:
+		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, hot, overload)", cfg.Scenario)
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Scenario = cfg.Scenario
+	verr := r.verify(ctx, res)
+	res.print(cfg.Out)
+	return res, verr
+}
+
+type runner struct {
+	cfg  Config
+	http *http.Client
+}
+
+func newHTTPClient(conns int) *http.Client {
+	tr := &http.Transport{MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, IdleConnTimeout: 30 * time.Second}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+func (r *runner) target(i int) string { return r.cfg.Targets[i%len(r.cfg.Targets)] }
+
+// answer is one HTTP exchange.
+type answer struct {
+	status  int
+	code    string // the contract's error code, if any
+	body    []byte
+	replay  bool
+	latency time.Duration
+	err     error
+}
+
+func (a answer) outcome() string {
+	switch {
+	case a.code == "abandoned":
+		return "abandoned by the client"
+	case a.err != nil:
+		return "error"
+	case a.code != "":
+		return fmt.Sprintf("%d %s", a.status, a.code)
+	}
+	return fmt.Sprint(a.status)
+}
+
+func (r *runner) do(ctx context.Context, method, url, token, body string, headers ...string) answer {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	start := time.Now()
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return answer{err: err, latency: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, body: b, err: err, latency: time.Since(start), replay: resp.Header.Get("Idempotent-Replayed") == "true"}
+	if resp.StatusCode >= 300 {
+		a.code = errorCode(b)
+	}
+	return a
+}
+
+func (r *runner) reserve(ctx context.Context, i int, saleID, token, key string) answer {
+	return r.do(ctx, http.MethodPost, r.target(i)+"/sales/"+saleID+"/reservations", token, `{"quantity":1}`, "Idempotency-Key", key)
+}
+
+func (r *runner) token(customer string) string {
+	tok, err := auth.Mint(r.cfg.JWTSecret, customer, 2*time.Hour, time.Time{})
+	if err != nil {
+		panic(err) // HS256 signing of a fixed claim set cannot fail
+	}
+	return tok
+}
+
+// createSale creates the scenario's sale through the admin API.
+func (r *runner) createSale(ctx context.Context, sku string, stock int) (string, error) {
+	body := fmt.Sprintf(`{"sku":%q,"initialStock":%d,"perCustomerLimit":1,"reservationTtlSeconds":3600,"buckets":%d}`, sku, stock, r.cfg.Buckets)
+	a := r.do(ctx, http.MethodPost, r.target(0)+"/admin/sales", r.cfg.AdminToken, body)
+	if a.err != nil || a.status != http.StatusCreated {
+		return "", fmt.Errorf("loadtest: create sale: %v %d %s", a.err, a.status, a.body)
+	}
+	var s struct{ SaleID string }
+	if err := json.Unmarshal(a.body, &s); err != nil {
+		return "", err
+	}
+	return s.SaleID, nil
+}
+
+// tally collects answers from many goroutines.
+type tally struct {
+	mu        sync.Mutex
+	outcomes  map[string]int
+	latencies []time.Duration
+	ids       map[string]int
+}
+
+func newTally() *tally { return &tally{outcomes: map[string]int{}, ids: map[string]int{}} }
+
+func (t *tally) add(a answer) {
+	var id struct{ ReservationID string }
+	if a.status == http.StatusCreated {
+		_ = json.Unmarshal(a.body, &id)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.outcomes[a.outcome()]++
+	t.latencies = append(t.latencies, a.latency)
+	if id.ReservationID != "" {
+		t.ids[id.ReservationID]++ // replays name the same id: counted once
+	}
+}
+
+func (t *tally) result(elapsed time.Duration) *Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, c := range t.outcomes {
+		n += c
+	}
+	return &Result{
+		Elapsed:    elapsed,
+		Requests:   n,
+		Outcomes:   t.outcomes,
+		Latencies:  t.latencies,
+		Reserved:   len(t.ids),
+		Throughput: float64(n) / elapsed.Seconds(),
+		Goodput:    float64(len(t.ids)) / elapsed.Seconds(),
+	}
+}
+
+func (r *runner) bar(max int64, what string) *progressbar.ProgressBar {
+	if !r.cfg.Progress {
+		return progressbar.DefaultSilent(max)
+	}
+	return progressbar.NewOptions64(max,
+		progressbar.OptionSetWriter(r.cfg.Err),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish())
+}
+
+// verify checks, from the admin API, that the sale adds up and that the
+// clients hold exactly the reservations the sale counts.
+func (r *runner) verify(ctx context.Context, res *Result) error {
+	a := r.do(ctx, http.MethodGet, r.target(0)+"/admin/sales/"+res.SaleID, r.cfg.AdminToken, "")
+	if a.err != nil || a.status != http.StatusOK {
+		return fmt.Errorf("loadtest: verify: %v %d %s", a.err, a.status, a.body)
+	}
+	var s struct {
+		InitialStock, Available, Pending, Confirmed int
+		Invariant                                   struct{ OK bool }
+	}
+	if err := json.Unmarshal(a.body, &s); err != nil {
+		return err
+	}
+	held := s.Pending + s.Confirmed
+	var problems []string
+	if s.Available < 0 || held > s.InitialStock {
+		problems = append(problems, fmt.Sprintf("OVERSOLD: %d held of %d", held, s.InitialStock))
+	}
+	if s.Available+held != s.InitialStock || !s.Invariant.OK {
+		problems = append(problems, fmt.Sprintf("invariant broken: available %d + held %d != %d", s.Available, held, s.InitialStock))
+	}
+	if held != res.Reserved {
+		problems = append(problems, fmt.Sprintf("clients were given %d distinct reservations, the sale holds %d", res.Reserved, held))
+	}
+	if len(problems) > 0 {
+		res.Verified = strings.Join(problems, "; ")
+		return errors.New("loadtest: " + res.Verified)
+	}
+	res.Verified = fmt.Sprintf("ok: %d reserved = %d held, %d available of %d, invariant ok, no duplicates", res.Reserved, held, s.Available, s.InitialStock)
+	return nil
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+func (res *Result) print(w io.Writer) {
+	lat := slices.Clone(res.Latencies)
+	slices.Sort(lat)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "scenario\t%s\t\n", res.Scenario)
+	fmt.Fprintf(tw, "sale\t%s\t\n", res.SaleID)
+	fmt.Fprintf(tw, "requests\t%d in %v\t\n", res.Requests, res.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(tw, "throughput\t%.0f requests/s\t\n", res.Throughput)
+	fmt.Fprintf(tw, "successful reservations\t%d (%.0f/s)\t\n", res.Reserved, res.Goodput)
+	fmt.Fprintf(tw, "latency p50 / p90 / p99 / max\t%v / %v / %v / %v\t\n",
+		percentile(lat, .5).Round(time.Microsecond), percentile(lat, .9).Round(time.Microsecond),
+		percentile(lat, .99).Round(time.Microsecond), percentile(lat, 1).Round(time.Microsecond))
+	if len(res.Health) > 0 {
+		h := slices.Clone(res.Health)
+		slices.Sort(h)
+		fmt.Fprintf(tw, "/healthz p50 / p99 / max\t%v / %v / %v (%d probes)\t\n",
+			percentile(h, .5).Round(time.Microsecond), percentile(h, .99).Round(time.Microsecond), percentile(h, 1).Round(time.Microsecond), len(h))
+	}
+	keys := make([]string, 0, len(res.Outcomes))
+	for k := range res.Outcomes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "  %s\t%d\t\n", k, res.Outcomes[k])
+	}
+	fmt.Fprintf(tw, "verified\t%s\t\n", res.Verified)
+	_ = tw.Flush()
+}
+
+// errorCode is the contract's error code in an error body.
+func errorCode(body []byte) string {
+	var e struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	return e.Error.Code
+}

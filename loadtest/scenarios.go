@@ -1,0 +1,246 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// hot: Clients buyers in a closed loop, each reserving again as soon as it is
+// answered, each time as a new customer.
+func (r *runner) hot(ctx context.Context) (*Result, error) {
+	sale, err := r.createSale(ctx, "sku_hot", r.cfg.Stock)
+	if err != nil {
+		return nil, err
+	}
+	t := newTally()
+	bar := r.bar(int64(r.cfg.Duration/time.Second), "hot")
+	var seq atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	// No new request starts after the deadline; those in flight finish, so
+	// every reservation made is one a client was told about.
+	deadline := start.Add(r.cfg.Duration)
+	for range r.cfg.Clients {
+		wg.Go(func() {
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				i := int(seq.Add(1))
+				t.add(r.reserve(ctx, i, sale, r.token(fmt.Sprintf("hot-%d", i)), "k"))
+			}
+		})
+	}
+	pctx, stop := context.WithDeadline(ctx, deadline)
+	tickProgress(pctx, bar, start)
+	stop()
+	wg.Wait()
+	_ = bar.Finish()
+	res := t.result(time.Since(start))
+	res.SaleID = sale
+	return res, nil
+}
+
+func tickProgress(ctx context.Context, bar interface{ Set(int) error }, start time.Time) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			_ = bar.Set(int(time.Since(start) / time.Second))
+		}
+	}
+}
+
+// overload: an open loop at Rate reservations per second, each a new
+// customer, whatever the service answers; /healthz is probed 20 times a
+// second alongside.
+func (r *runner) overload(ctx context.Context) (*Result, error) {
+	sale, err := r.createSale(ctx, "sku_overload", r.cfg.Stock)
+	if err != nil {
+		return nil, err
+	}
+	var seq atomic.Int64
+	targeter := func(tgt *vegeta.Target) error {
+		i := int(seq.Add(1))
+		tgt.Method = http.MethodPost
+		tgt.URL = r.target(i) + "/sales/" + sale + "/reservations"
+		tgt.Body = []byte(`{"quantity":1}`)
+		tgt.Header = http.Header{
+			"Authorization":   {"Bearer " + r.token(fmt.Sprintf("ol-%d", i))},
+			"Idempotency-Key": {"k"},
+			"Content-Type":    {"application/json"},
+		}
+		return nil
+	}
+	attacker := vegeta.NewAttacker(vegeta.Timeout(10*time.Second), vegeta.MaxWorkers(4096), vegeta.KeepAlive(true))
+	pace := vegeta.Rate{Freq: r.cfg.Rate, Per: time.Second}
+
+	t := newTally()
+	health := &tally{}
+	hctx, stopHealth := context.WithCancel(ctx)
+	var hwg sync.WaitGroup
+	hwg.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-tick.C:
+				a := r.do(hctx, http.MethodGet, r.target(rand.IntN(len(r.cfg.Targets)))+"/healthz", "", "")
+				if hctx.Err() == nil {
+					health.mu.Lock()
+					health.latencies = append(health.latencies, a.latency)
+					health.mu.Unlock()
+				}
+			}
+		}
+	})
+	bar := r.bar(int64(r.cfg.Duration/time.Second), "overload")
+	pctx, stopProgress := context.WithCancel(ctx)
+	go tickProgress(pctx, bar, time.Now())
+	start := time.Now()
+	for res := range attacker.Attack(vegeta.Targeter(targeter), pace, r.cfg.Duration, "overload") {
+		a := answer{status: int(res.Code), body: res.Body, latency: res.Latency}
+		if res.Error != "" && res.Code == 0 {
+			a.err = fmt.Errorf("%s", res.Error)
+		}
+		if a.status >= 300 {
+			a.code = errorCode(res.Body)
+		}
+		t.add(a)
+	}
+	elapsed := time.Since(start)
+	stopProgress()
+	_ = bar.Finish()
+	stopHealth()
+	hwg.Wait()
+	out := t.result(elapsed)
+	out.SaleID = sale
+	out.Health = health.latencies
+	return out, nil
+}
+
+// northline: the case study's two failures, replayed.
+func (r *runner) northline(ctx context.Context) (*Result, error) {
+	// The race: 500 buyers at once for 200 units.
+	sale, err := r.createSale(ctx, "sku_991", 200)
+	if err != nil {
+		return nil, err
+	}
+	t := newTally()
+	start := time.Now()
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range 500 {
+		wg.Go(func() {
+			tok := r.token(fmt.Sprintf("buyer-%03d", i))
+			<-gate
+			for attempt := 0; ; attempt++ {
+				a := r.reserve(ctx, i+attempt, sale, tok, "checkout")
+				if a.status != http.StatusServiceUnavailable || attempt > 50 {
+					t.add(a)
+					return
+				}
+				time.Sleep(time.Duration(20+rand.IntN(50)) * time.Millisecond)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	race := t.result(time.Since(start))
+	race.SaleID = sale
+	race.Scenario = "northline race"
+	if err := r.verify(ctx, race); err != nil {
+		race.print(r.cfg.Out)
+		return race, err
+	}
+	if race.Reserved != 200 || race.Outcomes["409 sold_out"] != 300 {
+		race.print(r.cfg.Out)
+		return race, fmt.Errorf("loadtest: northline race: want 200 reserved and 300 sold out, got %v", race.Outcomes)
+	}
+	race.print(r.cfg.Out)
+	fmt.Fprintln(r.cfg.Out)
+
+	// The retry storm.
+	return r.retryStorm(ctx)
+}
+
+func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
+	n := r.cfg.Checkouts
+	sale, err := r.createSale(ctx, "sku_storm", n)
+	if err != nil {
+		return nil, err
+	}
+	t := newTally()
+	bar := r.bar(int64(n), "retry storm")
+	var mismatched atomic.Int64
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range min(r.cfg.Clients, n) {
+		wg.Go(func() {
+			for i := range jobs {
+				tok := r.token(fmt.Sprintf("storm-%d", i))
+				key := fmt.Sprintf("key-%d", i)
+				rng := rand.New(rand.NewPCG(uint64(i), 11))
+				var first []byte
+				for attempt := 0; attempt < 1000; attempt++ {
+					actx, cancel := context.WithCancel(ctx)
+					if attempt == 0 && rng.Float64() < 0.15 {
+						actx, cancel = context.WithTimeout(ctx, time.Duration(1+rng.IntN(4))*time.Millisecond)
+					}
+					a := r.reserve(actx, i+attempt, sale, tok, key)
+					cancel()
+					if a.err != nil && actx.Err() != nil {
+						t.add(answer{err: a.err, code: "abandoned"})
+						continue
+					}
+					t.add(a)
+					if a.status == http.StatusConflict && a.code == "request_in_progress" || a.status == http.StatusServiceUnavailable {
+						time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
+						continue
+					}
+					if a.status != http.StatusCreated {
+						break
+					}
+					if first != nil && string(first) != string(a.body) {
+						mismatched.Add(1)
+					}
+					if first == nil {
+						first = a.body
+						if rng.Float64() < 0.10 {
+							continue // retried after success
+						}
+					}
+					break
+				}
+				_ = bar.Add(1)
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	_ = bar.Finish()
+	res := t.result(time.Since(start))
+	res.SaleID = sale
+	res.Scenario = "northline retry storm"
+	if m := mismatched.Load(); m > 0 {
+		return res, fmt.Errorf("loadtest: %d replays differed from the first answer", m)
+	}
+	if res.Reserved != n {
+		return res, fmt.Errorf("loadtest: %d checkouts produced %d reservations", n, res.Reserved)
+	}
+	return res, nil
+}
+
