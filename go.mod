@@ -16,6 +16,7 @@ require (
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/stretchr/testify v1.12.1
 	github.com/tsenart/vegeta/v12 v12.13.0
+	pgregory.net/rapid v1.1.0
 	riverqueue.com/riverui v0.22.0
 )
 

@@ -243,4 +243,3 @@ func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
 	}
 	return res, nil
 }
-
