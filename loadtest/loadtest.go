@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -109,7 +110,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, http: newHTTPClient(cfg.Clients)}
+	// Customers are new in every run: idempotency keys are scoped per
+	// customer, so a key reused across runs would be "reused" for real.
+	r := &runner{cfg: cfg, http: newHTTPClient(cfg.Clients), run: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	var res *Result
 	var err error
 	switch cfg.Scenario {
@@ -134,6 +137,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 type runner struct {
 	cfg  Config
 	http *http.Client
+	run  string
 }
 
 func newHTTPClient(conns int) *http.Client {
@@ -194,7 +198,7 @@ func (r *runner) reserve(ctx context.Context, i int, saleID, token, key string) 
 }
 
 func (r *runner) token(customer string) string {
-	tok, err := auth.Mint(r.cfg.JWTSecret, customer, 2*time.Hour, time.Time{})
+	tok, err := auth.Mint(r.cfg.JWTSecret, r.run+"-"+customer, 2*time.Hour, time.Time{})
 	if err != nil {
 		panic(err) // HS256 signing of a fixed claim set cannot fail
 	}
