@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +78,34 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return serve(ctx, cfg, logger, stdout)
 }
 
+// riverLogger passes on River's warnings and errors, and Flashline's own job
+// messages ("jobs: ...", logged through the same logger) at every level.
+func riverLogger(logger *slog.Logger) *slog.Logger {
+	return slog.New(minLevel{Handler: logger.Handler(), min: slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < h.min && !strings.HasPrefix(r.Message, "jobs: ") {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h minLevel) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(a), min: h.min}
+}
+
+func (h minLevel) WithGroup(g string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(g), min: h.min}
+}
+
 func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.Writer) error {
 	verifier, err := auth.NewVerifier(cfg.jwtSecret, cfg.adminToken)
 	if err != nil {
@@ -125,9 +154,11 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	var riverClient *river.Client[pgx.Tx]
 	if cfg.noWorkers {
 		// An insert-only client: enough for River UI.
-		riverClient, err = river.NewClient(riverpgxv5.New(riverPool), &river.Config{Logger: logger})
+		riverClient, err = river.NewClient(riverpgxv5.New(riverPool), &river.Config{Logger: riverLogger(logger)})
 	} else {
-		cfg.jobs.Logger, cfg.jobs.Registry = logger, registry
+		// River reports routine progress at info level every few seconds;
+		// its warnings and errors are what an operator needs.
+		cfg.jobs.Logger, cfg.jobs.Registry = riverLogger(logger), registry
 		riverClient, err = jobs.NewClient(riverPool, store, cfg.jobs)
 	}
 	if err != nil {
@@ -286,8 +317,10 @@ See the sale as the admin:
 
   curl -s %[1]s/admin/sales/%[2]s -H 'Authorization: Bearer %[4]s'
 
-Mint tokens for other customers with: go run ./cmd/flashline token --customer alice
-`, url, sale.ID, token, cfg.adminToken)
+Mint tokens for other customers with:
+
+  go run ./cmd/flashline token --customer alice --jwt-secret '%[5]s'
+`, url, sale.ID, token, cfg.adminToken, cfg.jwtSecret)
 	return nil
 }
 
