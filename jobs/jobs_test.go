@@ -112,7 +112,7 @@ func TestExpiryExactlyOnceThreeInstances(t *testing.T) {
 func TestConcurrentSweepsOverSameRows(t *testing.T) {
 	t.Parallel()
 
-	t.Run("ManySweepersAtOnce", func(t *testing.T) {
+	t.Run("SixteenSweepersEachRowOnce", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		store, pool := newStore(t)
@@ -131,7 +131,7 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 		require.Equal(t, n, requireInvariant(t, store, sale.ID).Available)
 	})
 
-	t.Run("SmallBatchesInterleaved", func(t *testing.T) {
+	t.Run("SmallBatchesEachRowOnce", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		store, pool := newStore(t)
@@ -157,7 +157,7 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 		require.Equal(t, 3*n, requireInvariant(t, store, sale.ID).Available)
 	})
 
-	t.Run("CancelRacesSweep", func(t *testing.T) {
+	t.Run("CancelOrSweepNeverBoth", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		store, pool := newStore(t)
@@ -196,7 +196,7 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 		t.Logf("%d swept, %d cancelled", len(swept), n-len(swept))
 	})
 
-	t.Run("SweepJobsOnTwoRiverClients", func(t *testing.T) {
+	t.Run("TwoRiverClientsRestockOnce", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		store, pool := newStore(t)
@@ -415,6 +415,13 @@ func TestSweepSurvivesSIGKILL(t *testing.T) {
 
 	b := testserver.Start(t, dbURL, "--sweep-interval", "1s")
 	startedAt := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			leaders := values(pool, `SELECT leader_id, elected_at, expires_at, now() FROM river_leader`)
+			recent := values(pool, `SELECT id, kind, state, attempted_by, coalesce(errors::text, '') FROM river_job ORDER BY id DESC LIMIT 10`)
+			t.Logf("river_leader: %v\nlast jobs: %v\nprocess A:\n%s\nprocess B:\n%s", leaders, recent, a.Logs(), b.Logs())
+		}
+	})
 	waitUntil(t, 45*time.Second, 50*time.Millisecond, "sweeping resumed", func() bool {
 		return count(t, pool, `SELECT count(*) FROM reservations WHERE sale_id = $1 AND state = 'pending'`, sale.ID) < pendingAfterKill
 	})
@@ -862,6 +869,19 @@ func int32s(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) []int32 {
 	require.NoError(t, err)
 	v, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	require.NoError(t, err)
+	return v
+}
+
+// values reads rows for a diagnostic message; errors are part of the message.
+func values(pool *pgxpool.Pool, sql string) any {
+	rows, err := pool.Query(context.Background(), sql)
+	if err != nil {
+		return err
+	}
+	v, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
+	if err != nil {
+		return err
+	}
 	return v
 }
 
