@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -262,17 +261,7 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 // TestConcurrentSweepsDoNotDeadlock: sweeps running at once over a sale with
 // several buckets (or over several sales) must not deadlock on the stock rows
 // they restock.
-//
-// Known bug: ReservationsExpireDue (sql/queries/jobs.sql) updates the stock
-// rows of a batch in whatever order the plan yields them, so two sweeps that
-// restock the same two stock rows can lock them in opposite orders; Postgres
-// aborts one with 40P01 after deadlock_timeout. Nothing is restocked twice
-// (the victim's whole batch rolls back) but that sweep job fails and its
-// batch waits for a later tick. Run with FLASHLINE_TEST_KNOWN_BUGS=1 to see
-// it; remove the skip with the fix (lock the stock rows in (sale_id, bucket)
-// order before updating them).
 func TestConcurrentSweepsDoNotDeadlock(t *testing.T) {
-	knownBug(t, "concurrent sweeps deadlock on the stock rows they restock")
 	t.Parallel()
 	ctx := t.Context()
 	store, pool := newStore(t)
@@ -298,15 +287,7 @@ func TestConcurrentSweepsDoNotDeadlock(t *testing.T) {
 // TestConcurrentChecksRecordOneIncident: invariant checks that find the same
 // mismatch at the same time (the job and an admin resume, or a job that
 // outlived its tick) record one incident between them.
-//
-// Known bug: InvariantStatusUpsert reads the previous verdict from the
-// statement's snapshot, so every check that started before the first one
-// committed sees "previously ok" and records its own incident, logs its own
-// error and bumps flashline_invariant_incidents_total. Fix: take the previous
-// verdict under a lock (e.g. lock the sales row first, or flip ok with a
-// conditional UPDATE ... WHERE ok RETURNING).
 func TestConcurrentChecksRecordOneIncident(t *testing.T) {
-	knownBug(t, "concurrent invariant checks record one incident each")
 	t.Parallel()
 	ctx := t.Context()
 	store, pool := newStore(t)
@@ -570,7 +551,7 @@ func TestCloseStopsAdmissionSweeperStillReturnsHolds(t *testing.T) {
 		// sale_not_open for a paused or closed sale before the store can
 		// replay, so a client whose 201 was lost learns "not open" about a
 		// hold it has.
-		knownBug(t, "salecache refuses a retry of a stored reservation once the sale is paused or closed")
+
 		r, err := c.Reserve(ctx, s.URL, saleID, testserver.Token(t, "cust-0"), "k", 1)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, r.Status)
@@ -610,15 +591,6 @@ func TestNewClientRejectsSubSecondIntervals(t *testing.T) {
 }
 
 // Helpers.
-
-// knownBug skips a test of a bug that is known and not fixed yet, unless
-// FLASHLINE_TEST_KNOWN_BUGS is set. Remove the call with the fix.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("FLASHLINE_TEST_KNOWN_BUGS") == "" {
-		t.Skip("known bug: " + what + "; set FLASHLINE_TEST_KNOWN_BUGS=1 to run")
-	}
-}
 
 func newStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()

@@ -19,8 +19,18 @@ type Expired struct {
 // ExpireDue expires up to batchSize pending reservations whose time is up and
 // returns their units to stock, once each (see ReservationsExpireDue). Any
 // number of callers may run it at once over the same rows.
+// Sweeps are serialised (SweepTryLock): a caller that finds another sweep
+// running returns nothing.
 func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]Expired, error) {
-	rows, err := dbsqlc.New(s.admin).ReservationsExpireDue(ctx, int32(batchSize))
+	var rows []dbsqlc.ReservationsExpireDueRow
+	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
+		locked, err := q.SweepTryLock(ctx)
+		if err != nil || !locked {
+			return err
+		}
+		rows, err = q.ReservationsExpireDue(ctx, int32(batchSize))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("expire due reservations: %w", translate(err))
 	}
@@ -90,6 +100,9 @@ func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]Invariant
 func (s *Store) recordInvariant(ctx context.Context, res *InvariantResult) error {
 	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
+		if err := q.SaleLockForVerdict(ctx, res.SaleID); err != nil {
+			return err
+		}
 		prevOK, err := q.InvariantStatusUpsert(ctx, res.SaleID, res.OK, res.Detail)
 		if err != nil || res.OK {
 			return err

@@ -12,9 +12,10 @@
 // next refresh; and an entry not refreshed for StaleAfter (database
 // unreachable) is not trusted at all, so the purchase path fails closed.
 //
-// A sold-out sale still sends to the database the requests of customers who
-// ever held a reservation in it: their retry must replay the stored answer (or
-// say "limit reached"), which only the database knows.
+// A sale that is sold out, paused or closed still sends to the database the
+// requests of customers who ever held a reservation in it: their retry must
+// replay the stored answer (or say "limit reached"), which only the database
+// knows.
 package salecache
 
 import (
@@ -74,7 +75,7 @@ type entry struct {
 	opensAt   *time.Time
 	soldOut   bool
 	refreshed time.Time
-	// customers who ever held a reservation; loaded while sold out.
+	// customers who ever held a reservation; loaded while the sale refuses.
 	customers       map[string]struct{}
 	customersLoaded time.Time
 }
@@ -219,8 +220,8 @@ func (c *Cache) reloadSale(ctx context.Context, saleID string) error {
 }
 
 // load re-reads the flags of one sale (saleID) or of all. freshCustomers forces
-// the customer list of a sold-out sale to be re-read: a notification means
-// its stock changed, and with it possibly its winners.
+// the customer list of a refusing sale to be re-read: a notification means
+// its stock or state changed, and with it possibly its holders.
 func (c *Cache) load(ctx context.Context, saleID *string, freshCustomers bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -235,8 +236,8 @@ func (c *Cache) load(ctx context.Context, saleID *string, freshCustomers bool) e
 		c.mu.RLock()
 		old := c.sales[r.SaleID]
 		c.mu.RUnlock()
-		if e.soldOut {
-			keep := old != nil && old.soldOut && old.customers != nil &&
+		if e.refuses() {
+			keep := old != nil && old.refuses() && old.customers != nil &&
 				!freshCustomers && now.Sub(old.customersLoaded) < c.opts.CustomersMaxAge
 			if keep {
 				e.customers, e.customersLoaded = old.customers, old.customersLoaded
@@ -269,23 +270,33 @@ func (c *Cache) Decide(saleID, customerID string) error {
 	if e == nil || now.Sub(e.refreshed) > c.opts.StaleAfter {
 		return nil
 	}
-	switch e.state {
-	case flashline.StatePaused, flashline.StateClosed:
-		return flashline.ErrSaleNotOpen
-	case flashline.StateScheduled:
+	var refusal error
+	switch {
+	case e.state == flashline.StatePaused || e.state == flashline.StateClosed:
+		refusal = flashline.ErrSaleNotOpen
+	case e.state == flashline.StateScheduled:
 		// The database's clock decides the opening; only refuse when even a
 		// generous skew between the two clocks could not make it open.
 		if e.opensAt == nil || e.opensAt.After(now.Add(time.Second)) {
-			return flashline.ErrSaleNotOpen
+			refusal = flashline.ErrSaleNotOpen
 		}
+	case e.soldOut:
+		refusal = flashline.ErrSoldOut
+	}
+	if refusal == nil || e.customers == nil {
 		return nil
 	}
-	if e.soldOut && e.customers != nil {
-		if _, held := e.customers[customerID]; !held {
-			return flashline.ErrSoldOut
-		}
+	if _, held := e.customers[customerID]; held {
+		// A retry of theirs must replay the stored answer.
+		return nil
 	}
-	return nil
+	return refusal
+}
+
+// refuses reports whether Decide may answer for the sale from memory, which
+// needs the list of customers who ever held a reservation in it.
+func (e *entry) refuses() bool {
+	return e.soldOut || e.state != flashline.StateOpen
 }
 
 // Wrap returns store with Reserve answering from the cache first.

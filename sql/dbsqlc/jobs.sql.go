@@ -187,7 +187,6 @@ func (q *Queries) InvariantStatusUpsert(ctx context.Context, saleID string, ok b
 }
 
 const reservationsExpireDue = `-- name: ReservationsExpireDue :many
-
 WITH due AS (
     SELECT d.reservation_id
       FROM reservations d
@@ -225,7 +224,6 @@ type ReservationsExpireDueRow struct {
 	Quantity      int32
 }
 
-// Statements run by the River jobs in jobs/.
 // The expiry sweeper. Takes up to @batch_size pending reservations past their
 // expires_at, skipping rows another sweeper (or a confirm/cancel) holds, marks
 // each expired with a conditional update on restocked_at IS NULL, and returns
@@ -254,6 +252,18 @@ func (q *Queries) ReservationsExpireDue(ctx context.Context, batchSize int32) ([
 	return items, nil
 }
 
+const saleLockForVerdict = `-- name: SaleLockForVerdict :exec
+SELECT 1 FROM sales WHERE sale_id = $1 FOR UPDATE
+`
+
+// Serialises verdicts on one sale (the job, an admin resume), so that the
+// previous verdict InvariantStatusUpsert reads is the latest one and a
+// mismatch is recorded once.
+func (q *Queries) SaleLockForVerdict(ctx context.Context, saleID string) error {
+	_, err := q.db.Exec(ctx, saleLockForVerdict, saleID)
+	return err
+}
+
 const salePauseForIncident = `-- name: SalePauseForIncident :exec
 UPDATE sales
    SET state = 'paused', pause_reason = $1, updated_at = now()
@@ -264,4 +274,21 @@ UPDATE sales
 func (q *Queries) SalePauseForIncident(ctx context.Context, pauseReason *string, saleID string) error {
 	_, err := q.db.Exec(ctx, salePauseForIncident, pauseReason, saleID)
 	return err
+}
+
+const sweepTryLock = `-- name: SweepTryLock :one
+
+SELECT pg_try_advisory_xact_lock(x'666c737765657031'::bigint) AS locked
+`
+
+// Statements run by the River jobs in jobs/.
+// Sweeps run one at a time: a sweep restocks several stock rows in one
+// statement, and two sweeps could lock them in opposite orders (deadlock).
+// A sweeper that finds the lock taken does nothing: the holder is sweeping
+// the same rows. Held until the end of the transaction.
+func (q *Queries) SweepTryLock(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, sweepTryLock)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
 }

@@ -1,5 +1,12 @@
 -- Statements run by the River jobs in jobs/.
 
+-- name: SweepTryLock :one
+-- Sweeps run one at a time: a sweep restocks several stock rows in one
+-- statement, and two sweeps could lock them in opposite orders (deadlock).
+-- A sweeper that finds the lock taken does nothing: the holder is sweeping
+-- the same rows. Held until the end of the transaction.
+SELECT pg_try_advisory_xact_lock(x'666c737765657031'::bigint) AS locked;
+
 -- name: ReservationsExpireDue :many
 -- The expiry sweeper. Takes up to @batch_size pending reservations past their
 -- expires_at, skipping rows another sweeper (or a confirm/cancel) holds, marks
@@ -48,6 +55,12 @@ SELECT i.sale_id, i.state, i.initial_stock, i.available, i.pending, i.confirmed,
  WHERE (i.state <> 'closed' OR i.pending > 0)
    AND (sqlc.narg(sale_id)::text IS NULL OR i.sale_id = sqlc.narg(sale_id)::text)
  ORDER BY i.sale_id;
+
+-- name: SaleLockForVerdict :exec
+-- Serialises verdicts on one sale (the job, an admin resume), so that the
+-- previous verdict InvariantStatusUpsert reads is the latest one and a
+-- mismatch is recorded once.
+SELECT 1 FROM sales WHERE sale_id = @sale_id FOR UPDATE;
 
 -- name: InvariantStatusUpsert :one
 -- Records a verdict; returns whether the previous verdict was ok (true when
