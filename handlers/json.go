@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -18,10 +19,15 @@ import (
 // MaxBodyBytes is the largest request body accepted.
 const MaxBodyBytes = 4 << 10
 
+// bodyReadTimeout is how long a request body may take to arrive.
+const bodyReadTimeout = 10 * time.Second
+
 // decodeJSON reads one JSON object from the request body into dst: at most
 // MaxBodyBytes, no unknown fields, nothing after it. Any failure is an
 // *flashline.InvalidError saying what was wrong.
 func decodeJSON(c *gin.Context, dst any) error {
+	// A client that trickles its body must not hold a slot for long.
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError

@@ -34,6 +34,11 @@ func translate(err error) error {
 	if unreachable(err) {
 		return errors.Join(flashline.ErrUnavailable, err)
 	}
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+		// The database answers but not in time (a queue for a connection
+		// or for the hot row): overload, to be retried, not an outage.
+		return errors.Join(flashline.ErrOverloaded, err)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -48,8 +53,8 @@ func translate(err error) error {
 }
 
 // unreachable reports whether err means the database could not be reached or
-// stopped answering: no connection, a broken one, or a timeout waiting for
-// either. On the purchase path such an error pauses the sale for that request
+// is going away: no connection (including a connect that timed out), a broken
+// one, or a server shutting down or refusing sessions. On the purchase path such an error pauses the sale for that request
 // (fail closed) rather than guessing.
 func unreachable(err error) bool {
 	var connectErr *pgconn.ConnectError
@@ -65,9 +70,7 @@ func unreachable(err error) bool {
 			pgErr.Code == pgerrcode.TooManyConnections
 	}
 	return errors.As(err, &connectErr) ||
-		errors.As(err, &netErr) ||
-		errors.Is(err, context.DeadlineExceeded) ||
-		pgconn.Timeout(err) ||
+		(errors.As(err, &netErr) && !netErr.Timeout()) ||
 		pgconn.SafeToRetry(err) ||
 		errors.Is(err, net.ErrClosed)
 }

@@ -214,9 +214,13 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 			Registry: registry,
 			RiverUI:  ui,
 		}),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		// Headers must arrive in time; bodies have their own deadline
+		// (handlers/json.go). Each expiry closes the connection with no
+		// answer at all, so they are generous: a client that is merely slow
+		// under a flood (seen: 5 s was not enough with a few hundred new
+		// connections at once) should get an answer it can act on. No
+		// Read/WriteTimeout, for the same reason.
+		ReadHeaderTimeout: 20 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
 	url := publicURL(ln.Addr())
