@@ -13,7 +13,7 @@ import (
 )
 
 // hot: Clients buyers in a closed loop, each reserving again as soon as it is
-// answered, each time as a new customer.
+// answered (20-50 ms later after a 503), each time as a new customer.
 func (r *runner) hot(ctx context.Context) (*Result, error) {
 	sale, err := r.createSale(ctx, "sku_hot", r.cfg.Stock)
 	if err != nil {
@@ -31,7 +31,13 @@ func (r *runner) hot(ctx context.Context) (*Result, error) {
 		wg.Go(func() {
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				i := int(seq.Add(1))
-				t.add(r.reserve(ctx, i, sale, r.token(fmt.Sprintf("hot-%d", i)), "k"))
+				a := r.reserve(ctx, i, sale, r.token(fmt.Sprintf("hot-%d", i)), "k")
+				t.add(a)
+				if a.status == http.StatusServiceUnavailable {
+					// Back off as a client told to retry later would
+					// (briefly: this measures capacity, not patience).
+					time.Sleep(time.Duration(20+rand.IntN(30)) * time.Millisecond)
+				}
 			}
 		})
 	}
