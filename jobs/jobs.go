@@ -75,7 +75,7 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &SweepWorker{store: store, batchSize: cfg.SweepBatchSize, logger: cfg.Logger, metrics: m})
 	river.AddWorker(workers, &InvariantWorker{store: store, logger: cfg.Logger, metrics: m})
-	river.AddWorker(workers, &PruneWorker{store: store, retention: cfg.KeyRetention, logger: cfg.Logger})
+	river.AddWorker(workers, &PruneWorker{store: store, retention: cfg.KeyRetention, logger: cfg.Logger, metrics: m})
 
 	periodic := func(interval time.Duration, args river.JobArgs) *river.PeriodicJob {
 		return river.NewPeriodicJob(river.PeriodicInterval(interval),

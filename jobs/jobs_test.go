@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
 	"github.com/flashline/flashline/jobs"
@@ -38,7 +39,7 @@ func TestExpiryExactlyOnceThreeInstances(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool, dbURL := testdb.NewPool(t)
-	servers := startServers(t, dbURL, 3, "--sweep-interval", "1s", "--invariant-interval", "1s")
+	servers := testserver.StartN(t, 3, dbURL, "--sweep-interval", "1s", "--invariant-interval", "1s")
 	c := testserver.NewClient()
 
 	const initial, customers = 100, 30
@@ -426,7 +427,7 @@ func TestSecondWritePathPausesSale(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool, dbURL := testdb.NewPool(t)
-	servers := startServers(t, dbURL, 2, "--invariant-interval", "1s")
+	servers := testserver.StartN(t, 2, dbURL, "--invariant-interval", "1s")
 	c := testserver.NewClient()
 	saleID := c.CreateSale(t, servers[0].URL, `{"sku":"tamper","initialStock":50}`)
 	for i, s := range servers {
@@ -897,30 +898,8 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 // HTTP helpers.
 
-func startServers(t *testing.T, dbURL string, n int, flags ...string) []*testserver.Server {
-	t.Helper()
-	servers := make([]*testserver.Server, n)
-	for i := range servers {
-		servers[i] = testserver.Start(t, dbURL, flags...)
-	}
-	return servers
-}
-
-type saleView struct {
-	SaleID       string `json:"saleId"`
-	State        string `json:"state"`
-	InitialStock int    `json:"initialStock"`
-	Available    int    `json:"available"`
-	Pending      int    `json:"pending"`
-	Confirmed    int    `json:"confirmed"`
-	Expired      int    `json:"expired"`
-	PauseReason  string `json:"pauseReason"`
-	Invariant    struct {
-		OK        bool    `json:"ok"`
-		CheckedAt *string `json:"checkedAt"`
-		Detail    string  `json:"detail"`
-	} `json:"invariant"`
-}
+// saleView is the sale object as the admin API sends it.
+type saleView = handlers.SaleView
 
 func getSale(t testing.TB, c *testserver.Client, base, saleID string) saleView {
 	t.Helper()

@@ -23,6 +23,7 @@ type PruneWorker struct {
 	store     *postgres.Store
 	retention time.Duration
 	logger    *slog.Logger
+	metrics   *metrics
 }
 
 // pruneBatchSize keeps each delete short.
@@ -31,6 +32,7 @@ const pruneBatchSize = 1000
 // Work implements river.Worker.
 func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
 	n, err := w.store.PruneIdempotencyKeys(ctx, int(w.retention.Seconds()), pruneBatchSize)
+	w.metrics.prunedKeys.Add(float64(n))
 	if n > 0 {
 		w.logger.InfoContext(ctx, "jobs: pruned idempotency keys", "deleted", n)
 	}

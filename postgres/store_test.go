@@ -148,3 +148,24 @@ func TestNorthlineRace(t *testing.T) {
 	require.Equal(t, 0, got.Available)
 	require.Equal(t, 200, got.Pending)
 }
+
+func TestPruneIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := newStore(t)
+	sale := createSale(t, s, 10, 1)
+	for i := range 5 {
+		_, err := s.Reserve(ctx, reserveReq(sale.ID, fmt.Sprintf("c%d", i), "k", 1))
+		require.NoError(t, err)
+	}
+	_, err := pool.Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE customer_id <> 'c0'`)
+	require.NoError(t, err)
+
+	deleted, err := s.PruneIdempotencyKeys(ctx, 24*3600, 2) // batches of 2: 2, 2, 0
+	require.NoError(t, err)
+	require.EqualValues(t, 4, deleted)
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&left))
+	require.Equal(t, 1, left, "the key younger than the retention stays")
+	requireInvariant(t, s, sale.ID)
+}

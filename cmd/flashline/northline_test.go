@@ -30,15 +30,7 @@ func TestNorthline(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
-	servers := make([]*testserver.Server, 6)
-	var wg sync.WaitGroup
-	for i := range servers {
-		wg.Go(func() {
-			servers[i] = testserver.Start(t, dbURL, "--sale-pool-size", "20",
-				"--admin-pool-size", "3", "--river-pool-size", "3")
-		})
-	}
-	wg.Wait()
+	servers := testserver.StartN(t, 6, dbURL, "--sale-pool-size", "20", "--admin-pool-size", "3", "--river-pool-size", "3")
 	c := testserver.NewClient()
 	instance := func(i int) string { return servers[i%len(servers)].URL }
 

@@ -39,14 +39,7 @@ func TestSoldOutCostsNoTransactions(t *testing.T) {
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	servers := make([]*testserver.Server, 3)
-	var wg sync.WaitGroup
-	for i := range servers {
-		wg.Go(func() {
-			servers[i] = testserver.Start(t, dbURL, "--no-workers", "--admin-pool-size", "3", "--river-pool-size", "2")
-		})
-	}
-	wg.Wait()
+	servers := testserver.StartN(t, 3, dbURL, "--no-workers", "--admin-pool-size", "3", "--river-pool-size", "2")
 	c := testserver.NewClient()
 	sale := c.CreateSale(t, servers[0].URL, `{"sku":"sku_hot","initialStock":50,"perCustomerLimit":1}`)
 	for i := range 50 {
@@ -63,6 +56,7 @@ func TestSoldOutCostsNoTransactions(t *testing.T) {
 		tokens[i] = testserver.Token(t, fmt.Sprintf("loser-%03d", i))
 	}
 	before := xacts(t, pool)
+	var wg sync.WaitGroup
 	var soldOut, other atomic.Int64
 	next := atomic.Int64{}
 	start := time.Now()

@@ -35,7 +35,7 @@ func BaseURL(t testing.TB) string {
 			return u
 		}
 	}
-	if root, err := repoRoot(); err == nil {
+	if root, err := RepoRoot(); err == nil {
 		if u, ok := devdb.URL(filepath.Join(root, ".devdb")); ok {
 			return u
 		}
@@ -44,7 +44,8 @@ func BaseURL(t testing.TB) string {
 	return ""
 }
 
-func repoRoot() (string, error) {
+// RepoRoot is the folder holding go.mod, found from the working directory up.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/internal/testdb"
 )
 
 // Secrets every test server is started with.
@@ -50,7 +51,7 @@ func Main(m *testing.M) {
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := repoRoot()
+		root, err := testdb.RepoRoot()
 		if err != nil {
 			buildErr = err
 			return
@@ -72,23 +73,6 @@ func Binary(t testing.TB) string {
 		t.Fatalf("testserver: %v", buildErr)
 	}
 	return binPath
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", os.ErrNotExist
-		}
-		dir = parent
-	}
 }
 
 // Server is one running `flashline serve` process.
@@ -168,6 +152,17 @@ func Start(t testing.TB, databaseURL string, flags ...string) *Server {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// StartN starts n servers against one database, one after the other (Start
+// may fail the test, which only the test's own goroutine may do).
+func StartN(t testing.TB, n int, databaseURL string, flags ...string) []*Server {
+	t.Helper()
+	servers := make([]*Server, n)
+	for i := range servers {
+		servers[i] = Start(t, databaseURL, flags...)
+	}
+	return servers
 }
 
 // Logs is what the process has written to stderr so far.
