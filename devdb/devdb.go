@@ -33,6 +33,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -259,7 +261,13 @@ func newCluster(opts Options, create bool) (*cluster, error) {
 		c.cred, c.home, c.runAs = cred, u.HomeDir, u.Username
 		if create {
 			if err := c.checkTraversable(); err != nil {
-				return nil, err
+				// A checkout under a folder the server's user cannot
+				// enter (a home folder of mode 0700, say): keep the
+				// cluster under /var/tmp instead, linked from Dir, so
+				// that everything else still finds it in Dir.
+				if c.dir, err = c.relocate(err); err != nil {
+					return nil, err
+				}
 			}
 		}
 	} else {
@@ -276,6 +284,37 @@ func (c *cluster) logFile() string  { return filepath.Join(c.dir, "postgres.log"
 
 func (c *cluster) logf(format string, args ...any) {
 	fmt.Fprintf(c.log, format+"\n", args...)
+}
+
+// relocate moves an empty cluster folder that the server's user cannot reach
+// to /var/tmp/flashline-devdb-<hash of its path>, leaves a symbolic link in
+// its place, and returns the new real folder. unreachable is the reason, and
+// the error returned when the folder is not empty or the move fails.
+func (c *cluster) relocate(unreachable error) (string, error) {
+	entries, err := os.ReadDir(c.dir)
+	if err != nil || len(entries) > 0 {
+		return "", unreachable
+	}
+	sum := sha256.Sum256([]byte(c.dir))
+	alt := filepath.Join("/var/tmp", "flashline-devdb-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(alt, 0o755); err != nil {
+		return "", errors.Join(unreachable, err)
+	}
+	if err := os.Chmod(alt, 0o755); err != nil {
+		return "", errors.Join(unreachable, err)
+	}
+	if err := os.Remove(c.dir); err != nil {
+		return "", errors.Join(unreachable, err)
+	}
+	if err := os.Symlink(alt, c.dir); err != nil {
+		return "", errors.Join(unreachable, err)
+	}
+	c.logf("devdb: the %s user cannot reach %s; keeping the cluster in %s (linked from there)", c.runAs, c.dir, alt)
+	moved := &cluster{dir: alt, cred: c.cred}
+	if err := moved.checkTraversable(); err != nil {
+		return "", err
+	}
+	return alt, nil
 }
 
 // checkTraversable verifies that the server's OS user can reach c.dir, i.e.
