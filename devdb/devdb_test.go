@@ -287,13 +287,45 @@ func TestUntraversableParent(t *testing.T) {
 		t.Skip(err)
 	}
 	tmp := t.TempDir() // 0700, not opened up
-	_, err := Up(t.Context(), Options{Dir: filepath.Join(tmp, "x", ".devdb")})
-	if err == nil {
-		t.Fatal("Up succeeded under a 0700 root-owned folder")
-	}
-	if !strings.Contains(err.Error(), tmp) || !strings.Contains(err.Error(), "cannot enter") {
-		t.Fatalf("error does not name the folder %s: %v", tmp, err)
-	}
+
+	t.Run("EmptyFolderMovesToVarTmp", func(t *testing.T) {
+		opts := Options{Dir: filepath.Join(tmp, "x", ".devdb")}
+		url, err := Up(t.Context(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		real, err := filepath.EvalSymlinks(opts.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = Down(context.Background(), opts)
+			_ = os.RemoveAll(real)
+		})
+		if !strings.HasPrefix(real, "/var/tmp/flashline-devdb-") {
+			t.Fatalf("cluster kept in %s, want under /var/tmp", real)
+		}
+		selectOne(t, url)
+		if got, ok := URL(opts.Dir); !ok || got != url {
+			t.Fatalf("URL(%s) = %q, %v; want %q", opts.Dir, got, ok, url)
+		}
+	})
+	t.Run("FolderWithFilesIsRefused", func(t *testing.T) {
+		dir := filepath.Join(tmp, "y", ".devdb")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "keep"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Up(t.Context(), Options{Dir: dir})
+		if err == nil {
+			t.Fatal("Up moved a folder that holds files")
+		}
+		if !strings.Contains(err.Error(), tmp) || !strings.Contains(err.Error(), "cannot enter") {
+			t.Fatalf("error does not name the folder %s: %v", tmp, err)
+		}
+	})
 }
 
 func TestNoBinaries(t *testing.T) {
