@@ -178,8 +178,12 @@ func (s *Server) Kill() {
 	<-s.done
 }
 
-// Stop ends the process with SIGTERM and waits for it to drain and exit.
-func (s *Server) Stop(t testing.TB) { s.stop(t) }
+// Stop ends the process with SIGTERM, waits for it to drain and exit, and
+// returns how it exited (nil: status 0).
+func (s *Server) Stop(t testing.TB) error {
+	s.stop(t)
+	return s.err
+}
 
 func (s *Server) stop(t testing.TB) {
 	select {
