@@ -404,7 +404,7 @@ func TestSweepSurvivesSIGKILL(t *testing.T) {
 			t.Logf("river_leader: %v\nlast jobs: %v\nprocess A:\n%s\nprocess B:\n%s", leaders, recent, a.Logs(), b.Logs())
 		}
 	})
-	waitUntil(t, 45*time.Second, 50*time.Millisecond, "sweeping resumed", func() bool {
+	waitUntil(t, 90*time.Second, 50*time.Millisecond, "sweeping resumed", func() bool {
 		return count(t, pool, `SELECT count(*) FROM reservations WHERE sale_id = $1 AND state = 'pending'`, sale.ID) < pendingAfterKill
 	})
 	resumedAt := time.Now()
