@@ -48,8 +48,10 @@ func newServer(t *testing.T) *server {
 	// about the contract, not about shedding.
 	limiter, err := loadshed.New(loadshed.Options{InitialLimit: 200, MinLimit: 200, MaxLimit: 200})
 	require.NoError(t, err)
+	store := postgres.NewStore(pool, pool)
+	store.ReserveTimeout = time.Minute // nor about timeouts on a loaded machine
 	h := handlers.Routes(handlers.Deps{
-		Store:    postgres.NewStore(pool, pool),
+		Store:    store,
 		Verifier: verifier,
 		Limiter:  limiter,
 		Logger:   testLogger(t),

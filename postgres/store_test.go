@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -123,6 +124,10 @@ func TestNorthlineRace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t)
+	// 500 transactions queue for 40 connections and one row; on a loaded
+	// machine that takes longer than the production timeout, which is not
+	// what this test is about.
+	s.ReserveTimeout = 2 * time.Minute
 	sale := createSale(t, s, 200, 1)
 	var mu sync.Mutex
 	outcomes := map[string]int{}
