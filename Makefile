@@ -24,10 +24,13 @@ build:
 run: build
 	@url="$(DB_URL)" && test -n "$$url" && DATABASE_URL="$$url" $(BIN) serve --demo
 
-## test: the whole suite against real PostgreSQL, with the race detector
+## test: the whole suite against real PostgreSQL, with the race detector.
+## A development cluster that this run had to start is stopped at the end.
 test: build vet check-generated
-	@url="$(DB_URL)" && test -n "$$url" && \
-	  FLASHLINE_TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...
+	@started=; if [ -z "$$DATABASE_URL" ] && ! $(BIN) devdb status >/dev/null 2>&1; then started=1; fi; \
+	url="$(DB_URL)" && test -n "$$url" || exit 1; \
+	FLASHLINE_TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...; rc=$$?; \
+	if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$rc
 
 devdb-up: build
 	@$(BIN) devdb up

@@ -178,6 +178,20 @@ func Down(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// Running reports whether a server is running for the cluster in dir (its
+// postmaster is alive; it may still be starting).
+func Running(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil {
+		return false
+	}
+	c, err := newCluster(Options{Dir: dir}, false)
+	if err != nil {
+		return false
+	}
+	pid, _, exists, err := c.readPidFile()
+	return err == nil && exists && c.postmasterAlive(pid)
+}
+
 // URL returns the URL of database "flashline" in the cluster in dir if one
 // was initialised there, reading the port recorded in dir/port. It starts
 // nothing and does not check that the server is running; ok is false if no

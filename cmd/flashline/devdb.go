@@ -8,11 +8,11 @@ import (
 	"github.com/flashline/flashline/devdb"
 )
 
-// runDevDB is `flashline devdb up|down|url`: the local development PostgreSQL
+// runDevDB is `flashline devdb up|down|status|url`: the local development PostgreSQL
 // that `make run` and `make test` use when DATABASE_URL is unset.
 func runDevDB(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
-		return fmt.Errorf("usage: flashline devdb up|down|url")
+		return fmt.Errorf("usage: flashline devdb up|down|status|url")
 	}
 	opts := devdb.Options{Dir: devDBDir(getenv), Log: stderr}
 	switch args[0] {
@@ -24,6 +24,12 @@ func runDevDB(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintln(stdout, url)
 	case "down":
 		return devdb.Down(ctx, opts)
+	case "status":
+		// Exit status 0 when running, 1 when not: for scripts.
+		if !devdb.Running(opts.Dir) {
+			return fmt.Errorf("no development database running in %s", opts.Dir)
+		}
+		fmt.Fprintln(stdout, "running")
 	case "url":
 		url, ok := devdb.URL(opts.Dir)
 		if !ok {
@@ -31,7 +37,7 @@ func runDevDB(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		fmt.Fprintln(stdout, url)
 	default:
-		return fmt.Errorf("usage: flashline devdb up|down|url")
+		return fmt.Errorf("usage: flashline devdb up|down|status|url")
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ Usage:
   flashline token   --customer ID    mint a customer JWT (demo and testing)
   flashline loadtest --scenario northline|hot|overload --target URL[,URL...]
                                      load generator; verifies nothing was oversold
-  flashline devdb   up|down|url      the local development PostgreSQL
+  flashline devdb   up|down|status|url  the local development PostgreSQL
 
 Every flag also reads an environment variable (shown in each command's -h);
 the flag wins. DATABASE_URL is a libpq URL; when it is unset, flashline uses
