@@ -15,7 +15,7 @@ export FLASHLINE_ADMIN_TOKEN FLASHLINE_JWT_SECRET FLASHLINE_ADDR
 # reused). Evaluated by the shell in each recipe that needs it.
 DB_URL = $${DATABASE_URL:-$$($(BIN) devdb up)}
 
-.PHONY: run test build devdb-up devdb-down generate check-generated vet clean
+.PHONY: run test bench build devdb-up devdb-down generate check-generated vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flashline
@@ -31,6 +31,10 @@ test: build vet check-generated
 	url="$(DB_URL)" && test -n "$$url" || exit 1; \
 	FLASHLINE_TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...; rc=$$?; \
 	if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$rc
+
+## bench: pgbench's per-request ceiling on one hot row vs flashline's hot scenario
+bench:
+	@scripts/bench.sh
 
 devdb-up: build
 	@$(BIN) devdb up

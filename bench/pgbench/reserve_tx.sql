@@ -1,0 +1,34 @@
+-- One reservation per transaction, as flashline's purchase path runs it today:
+-- BEGIN; the read of ReserveBegin (key lookup, advisory lock, sale rules);
+-- the ReserveCommit statement (conditional decrement + reservation +
+-- idempotency key + ledger); COMMIT. Run by scripts/bench.sh with
+-- -D sale=<sale id>; every transaction is a new customer.
+\set c random(1, 2000000000)
+BEGIN;
+SELECT k.status_code,
+       pg_try_advisory_xact_lock(hashtextextended('bench-' || :c || E'\n' || 'k', 0)),
+       s.state, s.per_customer_limit, s.reservation_ttl_seconds, now()
+  FROM sales s
+  LEFT JOIN idempotency_keys k ON k.customer_id = 'bench-' || :c AND k.key = 'k'
+ WHERE s.sale_id = :sale;
+WITH dec AS (
+    UPDATE stock SET quantity = quantity - 1
+     WHERE sale_id = :sale AND bucket = 0 AND quantity >= 1
+    RETURNING sale_id, bucket
+), res AS (
+    INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity, idempotency_key, expires_at)
+    SELECT 'res_bench_' || :c || '_' || txid_current(), dec.sale_id, 'bench-' || :c, dec.bucket, 1, 'k', now() + interval '10 minutes'
+      FROM dec
+    ON CONFLICT (sale_id, customer_id) WHERE state IN ('pending', 'confirmed') DO NOTHING
+    RETURNING reservation_id, sale_id, bucket, quantity
+), idem AS (
+    INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash, status_code, response_body, reservation_id)
+    SELECT 'bench-' || :c, 'k', res.sale_id, '\x00'::bytea, 201, '\x00'::bytea, res.reservation_id FROM res
+    ON CONFLICT (customer_id, key) DO NOTHING
+    RETURNING reservation_id
+), ledger AS (
+    INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_id)
+    SELECT res.sale_id, res.bucket, -res.quantity, 'reserve', res.reservation_id FROM res
+)
+SELECT (SELECT count(*) FROM dec), (SELECT count(*) FROM res), (SELECT count(*) FROM idem);
+COMMIT;
