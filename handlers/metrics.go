@@ -38,6 +38,9 @@ func NewMetrics(reg prometheus.Registerer, limiter *loadshed.Limiter) *Metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "flashline_loadshed_in_flight", Help: "Requests inside the admission limiter now.",
 			}, func() float64 { return float64(limiter.InFlight()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "flashline_loadshed_queued", Help: "Requests waiting in the admission limiter's queue now.",
+			}, func() float64 { return float64(limiter.Queued()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "flashline_loadshed_shed_total", Help: "Requests refused by the admission limiter.",
 			}, func() float64 { return float64(limiter.Shed()) }),
