@@ -70,6 +70,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if cfg.maxInFlight == 0 {
 		cfg.maxInFlight = 8 * cfg.salePoolSize
 	}
+	if cfg.maxInFlight < cfg.salePoolSize {
+		return fmt.Errorf("serve: --max-in-flight (%d) must be at least --sale-pool-size (%d), where the limit starts", cfg.maxInFlight, cfg.salePoolSize)
+	}
 	var err error
 	if cfg.databaseURL, err = resolveDatabaseURL(cfg.databaseURL, getenv, stderr); err != nil {
 		return err
