@@ -40,22 +40,20 @@ func translate(err error) error {
 		return errors.Join(flashline.ErrOverloaded, err)
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case pgerrcode.UniqueViolation, pgerrcode.CheckViolation:
-			if mapped, ok := constraintErrors[pgErr.ConstraintName]; ok {
-				return mapped
-			}
+	if errors.As(err, &pgErr) &&
+		(pgErr.Code == pgerrcode.UniqueViolation || pgErr.Code == pgerrcode.CheckViolation) {
+		if mapped, ok := constraintErrors[pgErr.ConstraintName]; ok {
+			return mapped
 		}
-		return err
 	}
 	return err
 }
 
 // unreachable reports whether err means the database could not be reached or
 // is going away: no connection (including a connect that timed out), a broken
-// one, or a server shutting down or refusing sessions. On the purchase path such an error pauses the sale for that request
-// (fail closed) rather than guessing.
+// one, or a server shutting down or refusing sessions. On the purchase path
+// such an error pauses the sale for that request (fail closed) rather than
+// guessing.
 func unreachable(err error) bool {
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error

@@ -86,8 +86,7 @@ func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]Invariant
 			LedgerTotal:  int(r.LedgerTotal),
 		}
 		if !res.OK {
-			res.Detail = fmt.Sprintf("available %d + pending %d + confirmed %d = %d, initial stock %d; ledger total %d",
-				res.Available, res.Pending, res.Confirmed, res.Available+res.Pending+res.Confirmed, res.InitialStock, res.LedgerTotal)
+			res.Detail = mismatchDetail(res.Available, res.Pending, res.Confirmed, res.InitialStock, res.LedgerTotal)
 		}
 		if err := s.recordInvariant(ctx, &res); err != nil {
 			return results, err
@@ -95,6 +94,12 @@ func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]Invariant
 		results = append(results, res)
 	}
 	return results, nil
+}
+
+// mismatchDetail says, for people, how a sale's stock fails to add up.
+func mismatchDetail(available, pending, confirmed, initial, ledger int) string {
+	return fmt.Sprintf("available %d + pending %d + confirmed %d = %d, initial stock %d; ledger total %d",
+		available, pending, confirmed, available+pending+confirmed, initial, ledger)
 }
 
 func (s *Store) recordInvariant(ctx context.Context, res *InvariantResult) error {

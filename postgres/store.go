@@ -119,14 +119,13 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 	now := r.Now
 	sale.Invariant = flashline.Invariant{OK: r.CountsOk != nil && *r.CountsOk, CheckedAt: &now}
 	if r.InvariantOk != nil && !*r.InvariantOk {
-		sale.Invariant = flashline.Invariant{OK: false, CheckedAt: r.InvariantCheckedAt}
-	}
-	if r.InvariantDetail != nil && !sale.Invariant.OK {
-		sale.Invariant.Detail = *r.InvariantDetail
+		sale.Invariant = flashline.Invariant{CheckedAt: r.InvariantCheckedAt}
+		if r.InvariantDetail != nil {
+			sale.Invariant.Detail = *r.InvariantDetail
+		}
 	}
 	if !sale.Invariant.OK && sale.Invariant.Detail == "" {
-		sale.Invariant.Detail = fmt.Sprintf("available %d + pending %d + confirmed %d != initial %d, or ledger %d != available",
-			sale.Available, sale.Pending, sale.Confirmed, sale.InitialStock, sale.LedgerTotal)
+		sale.Invariant.Detail = mismatchDetail(sale.Available, sale.Pending, sale.Confirmed, sale.InitialStock, sale.LedgerTotal)
 	}
 	return sale
 }

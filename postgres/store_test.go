@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -138,7 +139,7 @@ func TestNorthlineRace(t *testing.T) {
 			key := "reserved"
 			if err != nil {
 				key = err.Error()
-				if errorsIs(err, flashline.ErrSoldOut) {
+				if errors.Is(err, flashline.ErrSoldOut) {
 					key = "sold_out"
 				}
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"testing"
@@ -20,7 +21,7 @@ import (
 func TestOverloadSheds(t *testing.T) {
 	dbURL := testdb.New(t)
 	srv := testserver.Start(t, dbURL, "--sale-pool-size", "4", "--no-workers")
-	var out testWriter
+	var out bytes.Buffer
 	res, err := loadtest.Run(context.Background(), loadtest.Config{
 		Targets:    []string{srv.URL},
 		AdminToken: testserver.AdminToken,
@@ -40,8 +41,3 @@ func TestOverloadSheds(t *testing.T) {
 	require.Positive(t, res.Reserved)
 	require.NotEmpty(t, res.Health)
 }
-
-type testWriter struct{ b []byte }
-
-func (w *testWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
-func (w *testWriter) String() string              { return string(w.b) }
