@@ -26,6 +26,16 @@ const (
 	AdmissionWaitingRoom = "waiting_room"
 )
 
+// Fairness policies of a waiting room: how waiters are ordered.
+const (
+	// FairnessRandomizedAtOpen places everyone who arrived before the sale
+	// opened by a draw fixed per customer and sale, and later arrivals after
+	// them in arrival order.
+	FairnessRandomizedAtOpen = "randomized_at_open"
+	// FairnessArrivalOrder places everyone in order of arrival.
+	FairnessArrivalOrder = "arrival_order"
+)
+
 // Reservation states.
 const (
 	ReservationPending   = "pending"
@@ -40,6 +50,11 @@ const (
 	MaxSKULength         = 128
 	MaxIdempotencyKeyLen = 255
 	MaxCustomerIDLen     = 128
+	// MaxChallengeBits is the hardest waiting-room challenge a sale may ask
+	// (about 2^32 hashes: minutes in a browser).
+	MaxChallengeBits = 32
+	// MaxMinAccountAgeSeconds bounds the account-age rule (ten years).
+	MaxMinAccountAgeSeconds = 10 * 365 * 24 * 3600
 )
 
 // Domain errors. Each maps to one error code of the HTTP contract
@@ -65,6 +80,9 @@ var (
 	ErrUnauthenticated       = errors.New("unauthenticated")
 	ErrQuantityAboveLimit    = errors.New("quantity above the per-customer limit")
 	ErrInvalidIdempotencyKey = errors.New("idempotency key must be 1-255 printable ASCII characters")
+	ErrRateLimited           = errors.New("rate limited")
+	ErrAccountTooNew         = errors.New("account too new for this sale")
+	ErrNoWaitingRoom         = errors.New("sale has no waiting room")
 )
 
 // InvalidError is a request that is malformed or breaks a rule of the contract.
@@ -84,6 +102,18 @@ type NewSale struct {
 	OpensAt               *time.Time
 	Admission             string
 	Buckets               int
+	// Fairness is the waiting room's ordering policy (default
+	// FairnessRandomizedAtOpen).
+	Fairness string
+	// ChallengeBits is the difficulty of the proof of work asked before
+	// admission through the waiting room; 0 = none.
+	ChallengeBits int
+	// PerInstrumentLimit is the most units one payment instrument may hold
+	// in the sale; 0 = no limit.
+	PerInstrumentLimit int
+	// MinAccountAgeSeconds refuses accounts younger than this (the
+	// acct_created claim); 0 = no rule.
+	MinAccountAgeSeconds int
 }
 
 // Validate checks a NewSale and fills in defaults.
@@ -106,6 +136,9 @@ func (n *NewSale) Validate() error {
 	if n.Buckets == 0 {
 		n.Buckets = 1
 	}
+	if n.Fairness == "" {
+		n.Fairness = FairnessRandomizedAtOpen
+	}
 	switch {
 	case n.PerCustomerLimit < 1 || n.PerCustomerLimit > 1000:
 		return Invalid("perCustomerLimit must be between 1 and 1000")
@@ -117,6 +150,16 @@ func (n *NewSale) Validate() error {
 		return Invalid("buckets must be between 1 and 64")
 	case n.Buckets > n.InitialStock:
 		return Invalid("buckets must not exceed initialStock")
+	case n.Fairness != FairnessRandomizedAtOpen && n.Fairness != FairnessArrivalOrder:
+		return Invalid(`fairness must be "randomized_at_open" or "arrival_order"`)
+	case n.ChallengeBits < 0 || n.ChallengeBits > MaxChallengeBits:
+		return Invalid("challengeBits must be between 0 (no challenge) and 32")
+	case n.ChallengeBits > 0 && n.Admission != AdmissionWaitingRoom:
+		return Invalid(`challengeBits needs "admission": "waiting_room" (the challenge is asked in the waiting room)`)
+	case n.PerInstrumentLimit < 0 || n.PerInstrumentLimit > 1000:
+		return Invalid("perInstrumentLimit must be between 1 and 1000, or null for no limit")
+	case n.MinAccountAgeSeconds < 0 || n.MinAccountAgeSeconds > MaxMinAccountAgeSeconds:
+		return Invalid("minAccountAgeSeconds must be between 0 and 315360000 (ten years)")
 	}
 	return nil
 }
@@ -144,6 +187,10 @@ type Sale struct {
 	ReservationTTLSeconds int
 	Admission             string
 	Buckets               int
+	Fairness              string
+	ChallengeBits         int
+	PerInstrumentLimit    int // 0: no limit
+	MinAccountAgeSeconds  int
 	OpensAt               *time.Time
 	PauseReason           string
 	Invariant             Invariant
@@ -172,6 +219,13 @@ type ReserveRequest struct {
 	// AdmissionToken is the X-Admission-Token header, required by sales
 	// that admit through their waiting room.
 	AdmissionToken string
+	// AdmissionID is the single-use id of AdmissionToken once its signature,
+	// expiry, sale and customer have been checked; "" when the token is
+	// absent or not valid for this request.
+	AdmissionID string
+	// PaymentInstrument is the body's paymentInstrument fingerprint ("" when
+	// absent); sales with a per-instrument limit count units against it.
+	PaymentInstrument string
 	// Fingerprint identifies the request body: the same key with a different
 	// fingerprint is ErrIdempotencyKeyReused.
 	Fingerprint []byte
@@ -192,6 +246,9 @@ type ReserveResult struct {
 type Actor struct {
 	CustomerID string
 	Admin      bool
+	// AccountCreated is when the customer's account was made, from the
+	// token's acct_created claim; zero when the token did not say.
+	AccountCreated time.Time
 }
 
 // CanAct reports whether the actor may act on a reservation owned by customerID.
@@ -217,3 +274,13 @@ const (
 	ActionResume = "resume"
 	ActionClose  = "close"
 )
+
+// AccountOldEnough reports whether an account created at created is at least
+// minSeconds old at now. With a rule in force, an account whose creation time
+// is unknown (zero: the token did not say) is refused: the rule fails closed.
+func AccountOldEnough(created time.Time, minSeconds int, now time.Time) bool {
+	if minSeconds <= 0 {
+		return true
+	}
+	return !created.IsZero() && !now.Before(created.Add(time.Duration(minSeconds)*time.Second))
+}

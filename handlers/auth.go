@@ -23,7 +23,7 @@ func authenticate(v *auth.Verifier, allowAdmin, allowCustomer bool) gin.HandlerF
 		if v.IsAdmin(token) {
 			actor.Admin = true
 		} else if cust, err := v.Customer(token); err == nil {
-			actor.CustomerID = cust.ID
+			actor.CustomerID, actor.AccountCreated = cust.ID, cust.AccountCreated
 		} else {
 			writeError(c, nil, flashline.ErrUnauthenticated)
 			return

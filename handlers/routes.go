@@ -15,6 +15,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/waitpage"
 )
 
 // Deps is what the HTTP layer needs.
@@ -80,6 +81,9 @@ func Routes(d Deps) http.Handler {
 	r.GET("/reservations/:reservationId", ownerOrAdmin, handleGetReservation(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/confirm", criticalSlot, ownerOrAdmin, handleConfirm(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/cancel", criticalSlot, ownerOrAdmin, handleCancel(d.Store, d.Logger))
+	// The waiting-room page and its assets (no auth: the page calls the API
+	// with the customer's token).
+	waitpage.Register(r)
 	return r
 }
 

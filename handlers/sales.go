@@ -19,12 +19,23 @@ type CreateSaleRequest struct {
 	OpensAt               *time.Time `json:"opensAt"`
 	Admission             string     `json:"admission"`
 	Buckets               int        `json:"buckets"`
+	Fairness              string     `json:"fairness"`
+	ChallengeBits         int        `json:"challengeBits"`
+	PerInstrumentLimit    *int       `json:"perInstrumentLimit"` // null or absent: no limit
+	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds"`
 }
 
 // NewSale turns the request into the domain's NewSale.
 func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 	if r.InitialStock == nil {
 		return flashline.NewSale{}, flashline.Invalid("initialStock is required")
+	}
+	perInstrument := 0
+	if r.PerInstrumentLimit != nil {
+		if *r.PerInstrumentLimit < 1 {
+			return flashline.NewSale{}, flashline.Invalid("perInstrumentLimit must be between 1 and 1000, or null for no limit")
+		}
+		perInstrument = *r.PerInstrumentLimit
 	}
 	n := flashline.NewSale{
 		SKU:                   r.SKU,
@@ -34,6 +45,10 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 		OpensAt:               r.OpensAt,
 		Admission:             r.Admission,
 		Buckets:               r.Buckets,
+		Fairness:              r.Fairness,
+		ChallengeBits:         r.ChallengeBits,
+		PerInstrumentLimit:    perInstrument,
+		MinAccountAgeSeconds:  r.MinAccountAgeSeconds,
 	}
 	return n, n.Validate()
 }

@@ -23,6 +23,10 @@ type SaleView struct {
 	ReservationTTLSeconds int           `json:"reservationTtlSeconds"`
 	Admission             string        `json:"admission"`
 	Buckets               int           `json:"buckets"`
+	Fairness              string        `json:"fairness"`
+	ChallengeBits         int           `json:"challengeBits"`
+	PerInstrumentLimit    *int          `json:"perInstrumentLimit"` // null: no limit
+	MinAccountAgeSeconds  int           `json:"minAccountAgeSeconds"`
 	OpensAt               *string       `json:"opensAt"`
 	PauseReason           string        `json:"pauseReason,omitempty"`
 	Invariant             InvariantView `json:"invariant"`
@@ -37,6 +41,11 @@ type InvariantView struct {
 
 // NewSaleView renders a sale.
 func NewSaleView(s flashline.Sale) SaleView {
+	var perInstrument *int
+	if s.PerInstrumentLimit > 0 {
+		l := s.PerInstrumentLimit
+		perInstrument = &l
+	}
 	return SaleView{
 		SaleID:                s.ID,
 		SKU:                   s.SKU,
@@ -51,6 +60,10 @@ func NewSaleView(s flashline.Sale) SaleView {
 		ReservationTTLSeconds: s.ReservationTTLSeconds,
 		Admission:             s.Admission,
 		Buckets:               s.Buckets,
+		Fairness:              s.Fairness,
+		ChallengeBits:         s.ChallengeBits,
+		PerInstrumentLimit:    perInstrument,
+		MinAccountAgeSeconds:  s.MinAccountAgeSeconds,
 		OpensAt:               timeString(s.OpensAt),
 		PauseReason:           s.PauseReason,
 		Invariant: InvariantView{

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -16,8 +17,8 @@ type PruneArgs struct{}
 // Kind implements river.JobArgs.
 func (PruneArgs) Kind() string { return "flashline_prune_keys" }
 
-// PruneWorker deletes idempotency keys older than the retention, in small
-// batches.
+// PruneWorker deletes idempotency keys older than the retention, and
+// rate-limit windows that ended over an hour ago, in small batches.
 type PruneWorker struct {
 	river.WorkerDefaults[PruneArgs]
 	store     *postgres.Store
@@ -36,5 +37,10 @@ func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
 	if n > 0 {
 		w.logger.InfoContext(ctx, "jobs: pruned idempotency keys", "deleted", n)
 	}
-	return err
+	// Rate-limit windows that ended over an hour ago count nothing any more.
+	windows, rlErr := w.store.PruneRateLimits(ctx, pruneBatchSize)
+	if windows > 0 {
+		w.logger.InfoContext(ctx, "jobs: pruned rate-limit windows", "deleted", windows)
+	}
+	return errors.Join(err, rlErr)
 }

@@ -72,5 +72,9 @@ func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(q *dbsqlc.Queries) 
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(dbsqlc.New(tx)) })
 }
 
-// errRetry asks reserve to run its transaction again (see Store.Reserve).
-var errRetry = errors.New("retry")
+// errRetry marks a request to try again in a later batch, and errRollback a
+// batch to roll back and run again (see batch.go).
+var (
+	errRetry    = errors.New("retry")
+	errRollback = errors.New("roll back the batch")
+)

@@ -1,8 +1,8 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -22,10 +22,22 @@ type Store struct {
 	// admin serves everything else: sale administration, reads, confirm and
 	// cancel, so a saturated purchase path never delays them.
 	admin *pgxpool.Pool
-	// ReserveTimeout bounds one reserve transaction. The transaction runs to
-	// the end even if the client hangs up, so that its retry finds the stored
-	// answer rather than a half-done attempt.
+	// ReserveTimeout bounds one reserve attempt, its wait for a batch
+	// included. The transaction runs to the end even if the client hangs up,
+	// so that its retry finds the stored answer rather than a half-done
+	// attempt.
 	ReserveTimeout time.Duration
+	// MaxBatch is the most reservations of one sale coalesced into one
+	// transaction (1: one transaction per reservation), and BatchesInFlight
+	// how many such transactions one sale may have running on this instance.
+	MaxBatch        int
+	BatchesInFlight int
+	// OnBatch, when set, is told the size of every batch (for metrics).
+	OnBatch func(size int)
+
+	batches coalescer
+
+	testHookAfterBegin func() // tests only: runs after a batch's first read
 }
 
 var _ flashline.Store = (*Store)(nil)
@@ -33,7 +45,9 @@ var _ flashline.Store = (*Store)(nil)
 // NewStore returns a Store using salePool for reservations and adminPool for
 // everything else (they may be the same pool).
 func NewStore(salePool, adminPool *pgxpool.Pool) *Store {
-	return &Store{sale: salePool, admin: adminPool, ReserveTimeout: 5 * time.Second}
+	s := &Store{sale: salePool, admin: adminPool, ReserveTimeout: 5 * time.Second, MaxBatch: 64, BatchesInFlight: 1}
+	s.batches = coalescer{store: s, sales: make(map[string]*saleQueue)}
+	return s
 }
 
 // CreateSale creates a sale, its stock rows and their opening ledger entries
@@ -58,6 +72,17 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			quantities[b]++
 		}
 	}
+	// The seed of the waiting room's pre-open draw: secret, so nobody can
+	// compute a draw before the sale exists.
+	seed := make([]byte, 16)
+	if _, err := rand.Read(seed); err != nil {
+		return flashline.Sale{}, fmt.Errorf("create sale: draw seed: %w", err)
+	}
+	var perInstrument *int32
+	if n.PerInstrumentLimit > 0 {
+		l := int32(n.PerInstrumentLimit)
+		perInstrument = &l
+	}
 	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
 		if _, err := q.SaleInsert(ctx, dbsqlc.SaleInsertParams{
 			SaleID:                id,
@@ -69,8 +94,18 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			OpensAt:               n.OpensAt,
 			Admission:             n.Admission,
 			Buckets:               int32(n.Buckets),
+			Fairness:              n.Fairness,
+			ChallengeBits:         int32(n.ChallengeBits),
+			PerInstrumentLimit:    perInstrument,
+			MinAccountAgeSeconds:  int32(n.MinAccountAgeSeconds),
+			DrawSeed:              seed,
 		}); err != nil {
 			return err
+		}
+		if n.Admission == flashline.AdmissionWaitingRoom {
+			if err := q.WaitroomCreate(ctx, id); err != nil {
+				return err
+			}
 		}
 		if err := q.StockInsert(ctx, id, buckets, quantities); err != nil {
 			return err
@@ -107,12 +142,18 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 		ReservationTTLSeconds: int(r.ReservationTtlSeconds),
 		Admission:             r.Admission,
 		Buckets:               int(r.Buckets),
+		Fairness:              r.Fairness,
+		ChallengeBits:         int(r.ChallengeBits),
+		MinAccountAgeSeconds:  int(r.MinAccountAgeSeconds),
 		OpensAt:               r.OpensAt,
 		CreatedAt:             r.CreatedAt,
 		State:                 effectiveState(r.State, r.OpensAt, r.Now, int(r.Available)),
 	}
 	if r.PauseReason != nil {
 		sale.PauseReason = *r.PauseReason
+	}
+	if r.PerInstrumentLimit != nil {
+		sale.PerInstrumentLimit = int(*r.PerInstrumentLimit)
 	}
 	// The view's counts are computed by this very read; a failed verdict of
 	// the invariant job stands until an admin resumes the sale.
@@ -202,116 +243,16 @@ func (s *Store) SetSaleState(ctx context.Context, saleID, action string) (flashl
 	return s.Sale(ctx, saleID)
 }
 
-// Reserve runs one reservation attempt. See sql/queries/reservations.sql for
-// the statements and why they are safe under concurrency.
+// Reserve runs one reservation attempt, coalesced with concurrent attempts
+// for the same sale (see batch.go and sql/queries/reserve.sql for the
+// statements and why they are safe under concurrency).
 func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
-	// Detach from the client: a mobile client that gives up after a few
-	// milliseconds must not abort the transaction half way, or its retry would
-	// do the work again instead of replaying the answer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ReserveTimeout)
-	defer cancel()
-	for range 2 {
-		res, err := s.reserveOnce(ctx, req)
-		if errors.Is(err, errRetry) {
-			continue
-		}
-		return res, err
-	}
-	return flashline.ReserveResult{}, flashline.ErrRequestInProgress
-}
-
-func (s *Store) reserveOnce(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
-	var result flashline.ReserveResult
-	err := pgx.BeginFunc(ctx, s.sale, func(tx pgx.Tx) error {
-		q := dbsqlc.New(tx)
-		b, err := q.ReserveBegin(ctx, dbsqlc.ReserveBeginParams{
-			CustomerID:     req.CustomerID,
-			IdempotencyKey: req.IdempotencyKey,
-			Quantity:       int32(req.Quantity),
-			SaleID:         req.SaleID,
-		})
-		if err != nil {
-			return err
-		}
-		switch {
-		case b.StatusCode != nil:
-			if !bytes.Equal(b.RequestHash, req.Fingerprint) {
-				return flashline.ErrIdempotencyKeyReused
-			}
-			result = flashline.ReserveResult{Status: int(*b.StatusCode), Body: b.ResponseBody, Replayed: true}
-			return nil
-		case !b.KeyLocked:
-			return flashline.ErrRequestInProgress
-		case !b.IsOpen:
-			return flashline.ErrSaleNotOpen
-		case req.Quantity > int(b.PerCustomerLimit):
-			return flashline.ErrQuantityAboveLimit
-		case b.Admission == flashline.AdmissionWaitingRoom && req.AdmissionToken == "":
-			return flashline.ErrAdmissionRequired
-		case b.Admission == flashline.AdmissionWaitingRoom:
-			// The waiting room does not issue tokens yet, so none is valid.
-			return flashline.ErrAdmissionInvalid
-		case b.HasActive:
-			return flashline.ErrLimitReached
-		}
-
-		r := flashline.Reservation{
-			ID:         newID("res"),
-			SaleID:     req.SaleID,
-			CustomerID: req.CustomerID,
-			Quantity:   req.Quantity,
-			State:      flashline.ReservationPending,
-			CreatedAt:  b.Now,
-			ExpiresAt:  b.Now.Add(time.Duration(b.ReservationTtlSeconds) * time.Second).Truncate(time.Second).UTC(),
-		}
-		body, err := req.Render(r)
-		if err != nil {
-			return err
-		}
-		// A bucket emptied by others since ReserveBegin read it costs one more
-		// statement per bucket at most; the answer is sold out only when a
-		// fresh read finds no bucket with enough stock.
-		bucket := b.Bucket
-		for range flashline.MaxBuckets + 1 {
-			if bucket < 0 {
-				return flashline.ErrSoldOut
-			}
-			c, err := q.ReserveCommit(ctx, dbsqlc.ReserveCommitParams{
-				Quantity:       int32(req.Quantity),
-				SaleID:         req.SaleID,
-				Bucket:         bucket,
-				ReservationID:  r.ID,
-				CustomerID:     req.CustomerID,
-				IdempotencyKey: req.IdempotencyKey,
-				ExpiresAt:      r.ExpiresAt,
-				RequestHash:    req.Fingerprint,
-				ResponseBody:   body,
-			})
-			switch {
-			case err != nil:
-				return err
-			case c.Decremented == 0:
-				if bucket, err = q.ReservePickBucket(ctx, req.SaleID, int32(req.Quantity)); err != nil {
-					return err
-				}
-				continue
-			case c.Reserved == 0 || c.KeyStored == 0:
-				// The customer's active reservation, or this key, was
-				// committed by another transaction after ReserveBegin's
-				// snapshot: possibly this very request's earlier attempt.
-				// Roll back (returning the units) and run again: the fresh
-				// read replays the stored answer or says limit reached.
-				return errRetry
-			}
-			result = flashline.ReserveResult{Status: 201, Body: body}
-			return nil
-		}
-		return flashline.ErrSoldOut
-	})
-	if err != nil {
-		return flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: %w", req.SaleID, translate(err))
-	}
-	return result, nil
+	// The attempt is detached from the client: a mobile client that gives up
+	// after a few milliseconds must not abort the transaction half way, or
+	// its retry would do the work again instead of replaying the answer.
+	c := &call{req: req, deadline: time.Now().Add(s.ReserveTimeout), done: make(chan struct{})}
+	s.batches.submit(c)
+	return c.res, c.err
 }
 
 // Reservation reads a reservation that by may see.

@@ -45,6 +45,13 @@ type Order struct {
 	CreatedAt     time.Time
 }
 
+type RateLimit struct {
+	Scope       string
+	Subject     string
+	WindowStart time.Time
+	Hits        int32
+}
+
 type Reservation struct {
 	ReservationID    string
 	SaleID           string
@@ -75,6 +82,11 @@ type Sale struct {
 	PauseReason           *string
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
+	Fairness              string
+	ChallengeBits         int32
+	PerInstrumentLimit    *int32
+	MinAccountAgeSeconds  int32
+	DrawSeed              []byte
 }
 
 type SaleInvariant struct {
@@ -106,4 +118,13 @@ type StockLedger struct {
 	Reason        string
 	ReservationID *string
 	CreatedAt     time.Time
+}
+
+type WaitingRoom struct {
+	SaleID          string
+	NextPosition    int64
+	PreopenCount    *int64
+	AdmittedThrough int64
+	PacePerSecond   float64
+	UpdatedAt       time.Time
 }

@@ -13,7 +13,8 @@ import (
 const saleGet = `-- name: SaleGet :one
 SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
-       s.pause_reason, s.created_at,
+       s.pause_reason, s.created_at, s.fairness, s.challenge_bits,
+       s.per_instrument_limit, s.min_account_age_seconds,
        i.available, i.pending, i.confirmed, i.expired, i.cancelled,
        i.ledger_total, i.ok AS counts_ok,
        v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,
@@ -37,6 +38,10 @@ type SaleGetRow struct {
 	Buckets               int32
 	PauseReason           *string
 	CreatedAt             time.Time
+	Fairness              string
+	ChallengeBits         int32
+	PerInstrumentLimit    *int32
+	MinAccountAgeSeconds  int32
 	Available             int64
 	Pending               int64
 	Confirmed             int64
@@ -67,6 +72,10 @@ func (q *Queries) SaleGet(ctx context.Context, saleID string) (SaleGetRow, error
 		&i.Buckets,
 		&i.PauseReason,
 		&i.CreatedAt,
+		&i.Fairness,
+		&i.ChallengeBits,
+		&i.PerInstrumentLimit,
+		&i.MinAccountAgeSeconds,
 		&i.Available,
 		&i.Pending,
 		&i.Confirmed,
@@ -85,9 +94,13 @@ func (q *Queries) SaleGet(ctx context.Context, saleID string) (SaleGetRow, error
 const saleInsert = `-- name: SaleInsert :one
 
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
-                   reservation_ttl_seconds, opens_at, admission, buckets)
+                   reservation_ttl_seconds, opens_at, admission, buckets,
+                   fairness, challenge_bits, per_instrument_limit,
+                   min_account_age_seconds, draw_seed)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9)
+        $6, $7, $8, $9,
+        $10, $11, $12,
+        $13, $14)
 RETURNING sale_id
 `
 
@@ -101,6 +114,11 @@ type SaleInsertParams struct {
 	OpensAt               *time.Time
 	Admission             string
 	Buckets               int32
+	Fairness              string
+	ChallengeBits         int32
+	PerInstrumentLimit    *int32
+	MinAccountAgeSeconds  int32
+	DrawSeed              []byte
 }
 
 // Sales: created and administered by the admin API and `flashline sale`.
@@ -115,6 +133,11 @@ func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string,
 		arg.OpensAt,
 		arg.Admission,
 		arg.Buckets,
+		arg.Fairness,
+		arg.ChallengeBits,
+		arg.PerInstrumentLimit,
+		arg.MinAccountAgeSeconds,
+		arg.DrawSeed,
 	)
 	var sale_id string
 	err := row.Scan(&sale_id)

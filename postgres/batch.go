@@ -1,0 +1,422 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/sql/dbsqlc"
+)
+
+// The coalescer gathers concurrent reservations for one sale on this
+// instance into batches, and runs each batch as one transaction that takes
+// the stock of the whole batch with one conditional decrement. One hot stock
+// row then costs one lock, one commit and one fsync per batch instead of per
+// reservation.
+//
+// It is group commit: a request that finds no batch of its sale running
+// starts one at once, alone, so an uncontended request waits for nothing.
+// Requests arriving while batches are running queue up, and the next batch
+// takes up to MaxBatch of them in arrival order. The window is therefore the
+// time a batch takes, no timer involved, and it only exists under contention.
+//
+// Each caller gets the answer it would have had alone. Decisions that depend
+// on one request (replay, idempotency key reused, sale not open, limit
+// reached, admission refused) are taken per request from one read; the stock
+// is allocated in arrival order; a customer appears at most once per batch
+// (a second request of the same customer waits for the next batch, where it
+// sees the first one's outcome); and a batch that fails as a whole is run
+// again one request at a time, so that one bad request fails alone.
+
+// maxAttempts bounds how often one request is carried over to a later batch
+// (its customer was busy in another transaction, or its bucket ran short
+// while another bucket still had stock).
+const maxAttempts = flashline.MaxBuckets + 4
+
+type call struct {
+	req      flashline.ReserveRequest
+	deadline time.Time
+	attempts int
+	done     chan struct{}
+	res      flashline.ReserveResult
+	err      error
+}
+
+func (c *call) finish(res flashline.ReserveResult, err error) {
+	c.res, c.err = res, err
+	close(c.done)
+}
+
+// saleQueue holds the requests waiting for a batch of one sale.
+type saleQueue struct {
+	waiting []*call
+	running int
+}
+
+type coalescer struct {
+	store *Store
+	mu    sync.Mutex
+	sales map[string]*saleQueue
+}
+
+// submit queues c and returns when it has its answer.
+func (co *coalescer) submit(c *call) {
+	co.mu.Lock()
+	q := co.sales[c.req.SaleID]
+	if q == nil {
+		q = &saleQueue{}
+		co.sales[c.req.SaleID] = q
+	}
+	q.waiting = append(q.waiting, c)
+	batch := co.take(c.req.SaleID, q)
+	co.mu.Unlock()
+	if batch != nil {
+		co.run(c.req.SaleID, batch)
+	}
+	<-c.done
+}
+
+// take returns the next batch for a sale, or nil when the sale already has
+// as many batches running as allowed or nothing waits. co.mu is held.
+func (co *coalescer) take(saleID string, q *saleQueue) []*call {
+	if q.running >= co.store.BatchesInFlight || len(q.waiting) == 0 {
+		if q.running == 0 && len(q.waiting) == 0 {
+			delete(co.sales, saleID)
+		}
+		return nil
+	}
+	max := co.store.MaxBatch
+	batch := make([]*call, 0, min(max, len(q.waiting)))
+	customers := make(map[string]bool, cap(batch))
+	rest := q.waiting[:0]
+	now := time.Now()
+	for _, c := range q.waiting {
+		switch {
+		case len(batch) == max || customers[c.req.CustomerID]:
+			rest = append(rest, c) // next batch
+		case now.After(c.deadline):
+			c.finish(flashline.ReserveResult{}, flashline.ErrOverloaded)
+		default:
+			customers[c.req.CustomerID] = true
+			batch = append(batch, c)
+		}
+	}
+	clear(q.waiting[len(rest):])
+	q.waiting = rest
+	if len(batch) == 0 {
+		return nil
+	}
+	q.running++
+	return batch
+}
+
+// run executes batch, then starts the sale's next batch if requests wait.
+func (co *coalescer) run(saleID string, batch []*call) {
+	again := co.store.reserveBatch(batch)
+	co.mu.Lock()
+	q := co.sales[saleID]
+	q.running--
+	// Carried-over requests go first: they arrived before the rest.
+	q.waiting = append(again, q.waiting...)
+	next := co.take(saleID, q)
+	co.mu.Unlock()
+	if next != nil {
+		// The next batch runs on its own goroutine, so that this one's
+		// caller, answered by now, is not held up by others.
+		go co.run(saleID, next)
+	}
+}
+
+// reserveBatch runs one batch and answers its calls, except those it returns:
+// requests to carry over to a later batch.
+func (s *Store) reserveBatch(batch []*call) (again []*call) {
+	if s.OnBatch != nil {
+		s.OnBatch(len(batch))
+	}
+	deadline := batch[0].deadline
+	for _, c := range batch[1:] {
+		if c.deadline.After(deadline) {
+			deadline = c.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+
+	var b batchRun
+	err := pgx.BeginFunc(ctx, s.sale, func(tx pgx.Tx) error {
+		b = batchRun{q: dbsqlc.New(tx), calls: batch, afterBegin: s.testHookAfterBegin}
+		return b.execute(ctx)
+	})
+	if errors.Is(err, errRollback) {
+		err = nil // b.again holds every call
+	}
+	if err != nil {
+		err = fmt.Errorf("reserve sale %s: %w", batch[0].req.SaleID, translate(err))
+		if len(batch) > 1 && !errors.Is(err, flashline.ErrUnavailable) && !errors.Is(err, flashline.ErrOverloaded) {
+			// Something in the batch made a statement fail: run each request
+			// on its own, so that only the one at fault fails.
+			for _, c := range batch {
+				again = append(again, s.reserveBatch([]*call{c})...)
+			}
+			return again
+		}
+		for _, c := range batch {
+			c.finish(flashline.ReserveResult{}, err)
+		}
+		return nil
+	}
+	for i, c := range batch {
+		switch {
+		case b.again[i]:
+			c.attempts++
+			if c.attempts >= maxAttempts {
+				c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: %w", c.req.SaleID, flashline.ErrRequestInProgress))
+				continue
+			}
+			again = append(again, c)
+		case b.errs[i] != nil:
+			c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: %w", c.req.SaleID, b.errs[i]))
+		default:
+			c.finish(b.results[i], nil)
+		}
+	}
+	return again
+}
+
+// batchRun is one batch's transaction.
+type batchRun struct {
+	q     *dbsqlc.Queries
+	calls []*call
+	// Per call: its answer, its error, or whether to carry it over.
+	results []flashline.ReserveResult
+	errs    []error
+	again   []bool
+
+	afterBegin func() // tests only
+}
+
+func (b *batchRun) execute(ctx context.Context) error {
+	n := len(b.calls)
+	b.results, b.errs, b.again = make([]flashline.ReserveResult, n), make([]error, n), make([]bool, n)
+	customers, keys, admissions := make([]string, n), make([]string, n), make([]string, n)
+	for i, c := range b.calls {
+		customers[i], keys[i], admissions[i] = c.req.CustomerID, c.req.IdempotencyKey, c.req.AdmissionID
+	}
+	rows, err := b.q.ReserveBatchBegin(ctx, dbsqlc.ReserveBatchBeginParams{
+		CustomerIds: customers, IdempotencyKeys: keys, AdmissionIds: admissions, SaleID: b.calls[0].req.SaleID,
+	})
+	if err != nil {
+		return err
+	}
+	if b.afterBegin != nil {
+		b.afterBegin()
+	}
+	if len(rows) != n {
+		// No such sale (no row at all), or a broken statement.
+		if len(rows) == 0 {
+			for i := range b.errs {
+				b.errs[i] = flashline.ErrNotFound
+			}
+			return nil
+		}
+		return fmt.Errorf("reserve batch: %d rows for %d requests", len(rows), n)
+	}
+
+	var pending []int // calls that may take stock, in arrival order
+	for i, row := range rows {
+		switch err := decide(b.calls[i].req, row); {
+		case errors.Is(err, errRetry):
+			b.again[i] = true
+		case err != nil:
+			b.errs[i] = err
+		case row.StatusCode != nil:
+			b.results[i] = flashline.ReserveResult{Status: int(*row.StatusCode), Body: row.ResponseBody, Replayed: true}
+		default:
+			pending = append(pending, i)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	return b.allocate(ctx, rows[0], pending)
+}
+
+// decide answers one request from what ReserveBatchBegin read, in the order
+// the checks would run for a request on its own. nil with no stored status
+// means the request may take stock; errRetry means try it in a later batch.
+func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error {
+	switch {
+	case row.StatusCode != nil:
+		if !bytes.Equal(row.RequestHash, req.Fingerprint) {
+			return flashline.ErrIdempotencyKeyReused
+		}
+		return nil
+	case !row.Locked:
+		// Another transaction is reserving for this customer right now:
+		// perhaps this very key on another instance. Its outcome decides
+		// this one's (replay or limit reached).
+		return errRetry
+	case !row.IsOpen:
+		return flashline.ErrSaleNotOpen
+	case req.Quantity > int(row.PerCustomerLimit):
+		return flashline.ErrQuantityAboveLimit
+	case row.Admission == flashline.AdmissionWaitingRoom && req.AdmissionToken == "":
+		return flashline.ErrAdmissionRequired
+	case row.Admission == flashline.AdmissionWaitingRoom && (req.AdmissionID == "" || row.AdmissionUsed):
+		return flashline.ErrAdmissionInvalid
+	case row.HasActive:
+		return flashline.ErrLimitReached
+	}
+	return nil
+}
+
+// allocate gives stock to the pending calls in arrival order, from one bucket
+// per transaction: buckets are locked one at a time, so two batches never
+// wait for each other's buckets (no deadlock). Calls the bucket cannot serve
+// are carried over while another bucket showed enough stock, and are sold
+// out otherwise.
+func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRow, pending []int) error {
+	now := sale.Now
+	expiresAt := now.Add(time.Duration(sale.ReservationTtlSeconds) * time.Second).Truncate(time.Second).UTC()
+	bodies := make(map[int][]byte, len(pending))
+	reservationIDs := make(map[int]string, len(pending))
+	for _, i := range pending {
+		c := b.calls[i]
+		r := flashline.Reservation{
+			ID:         newID("res"),
+			SaleID:     c.req.SaleID,
+			CustomerID: c.req.CustomerID,
+			Quantity:   c.req.Quantity,
+			State:      flashline.ReservationPending,
+			CreatedAt:  now,
+			ExpiresAt:  expiresAt,
+		}
+		body, err := c.req.Render(r)
+		if err != nil {
+			return err
+		}
+		bodies[i], reservationIDs[i] = body, r.ID
+	}
+
+	quantities := sale.Quantities
+	bucket := pickBucket(sale.Buckets, quantities, b.calls[pending[0]].req.Quantity)
+	if bucket < 0 {
+		b.soldOut(pending, quantities)
+		return nil
+	}
+	available := int(quantities[bucket]) // as read, without a lock
+	locked := false
+	for {
+		var granted, short []int
+		total := 0
+		for _, i := range pending {
+			if q := b.calls[i].req.Quantity; total+q <= available {
+				total += q
+				granted = append(granted, i)
+			} else {
+				short = append(short, i)
+			}
+		}
+		if len(granted) == 0 {
+			b.soldOut(short, otherBuckets(quantities, bucket))
+			return nil
+		}
+		p := dbsqlc.ReserveBatchCommitParams{
+			SaleID:    b.calls[0].req.SaleID,
+			Bucket:    sale.Buckets[bucket],
+			Total:     int32(total),
+			ExpiresAt: expiresAt,
+		}
+		for _, i := range granted {
+			c := b.calls[i]
+			p.ReservationIds = append(p.ReservationIds, reservationIDs[i])
+			p.CustomerIds = append(p.CustomerIds, c.req.CustomerID)
+			p.IdempotencyKeys = append(p.IdempotencyKeys, c.req.IdempotencyKey)
+			p.Quantities = append(p.Quantities, int32(c.req.Quantity))
+			p.RequestHashes = append(p.RequestHashes, c.req.Fingerprint)
+			p.ResponseBodies = append(p.ResponseBodies, bodies[i])
+			p.AdmissionIds = append(p.AdmissionIds, c.req.AdmissionID)
+		}
+		res, err := b.q.ReserveBatchCommit(ctx, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case res.Decremented == 0 && locked:
+			return fmt.Errorf("reserve batch: decrement of %d missed bucket %d while locked", total, p.Bucket)
+		case res.Decremented == 0:
+			// Others took stock since the read: allocate against the
+			// quantity as it stands, under the row lock.
+			q, err := b.q.ReserveLockBucket(ctx, p.SaleID, p.Bucket)
+			if err != nil {
+				return err
+			}
+			available, locked = int(q), true
+			continue
+		case int(res.Reserved) != len(granted) || int(res.KeyStored) != len(granted):
+			// A reservation or key of one of these customers was committed
+			// between the read and the customer's lock. Undo the batch
+			// (the units go back with the rollback) and run every request
+			// again, where a fresh read answers the one concerned.
+			clear(b.errs)
+			clear(b.results)
+			for i := range b.again {
+				b.again[i] = true
+			}
+			return errRollback
+		}
+		for _, i := range granted {
+			b.results[i] = flashline.ReserveResult{Status: 201, Body: bodies[i]}
+		}
+		b.soldOut(short, otherBuckets(quantities, bucket))
+		return nil
+	}
+}
+
+// soldOut answers calls that their bucket could not serve: sold out when no
+// other bucket showed enough stock, else carried over to a later batch.
+func (b *batchRun) soldOut(calls []int, others []int32) {
+	for _, i := range calls {
+		q := int32(b.calls[i].req.Quantity)
+		b.errs[i] = flashline.ErrSoldOut
+		for _, o := range others {
+			if o >= q {
+				b.errs[i], b.again[i] = nil, true
+				break
+			}
+		}
+	}
+}
+
+// pickBucket picks a bucket index holding at least quantity units, at random
+// so that batches of several instances spread over the rows; -1 if none.
+func pickBucket(buckets, quantities []int32, quantity int) int {
+	pick, seen := -1, 0
+	for i := range buckets {
+		if int(quantities[i]) >= quantity {
+			seen++
+			if rand.IntN(seen) == 0 {
+				pick = i
+			}
+		}
+	}
+	return pick
+}
+
+// otherBuckets returns the quantities read for every bucket but one.
+func otherBuckets(quantities []int32, except int) []int32 {
+	others := make([]int32, 0, len(quantities))
+	for i, q := range quantities {
+		if i != except {
+			others = append(others, q)
+		}
+	}
+	return others
+}

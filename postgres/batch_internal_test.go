@@ -1,0 +1,222 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/testdb"
+)
+
+// These tests hand one batch to reserveBatch directly, so that what shares a
+// transaction is decided by the test, not by timing.
+
+func batchStore(t *testing.T, n flashline.NewSale) (*Store, flashline.Sale) {
+	t.Helper()
+	pool, _ := testdb.NewPool(t)
+	s := NewStore(pool, pool)
+	if n.SKU == "" {
+		n.SKU = "sku_batch"
+	}
+	if n.ReservationTTLSeconds == 0 {
+		n.ReservationTTLSeconds = 600
+	}
+	sale, err := s.CreateSale(context.Background(), n)
+	require.NoError(t, err)
+	return s, sale
+}
+
+func newCall(saleID, customer, key string, qty int) *call {
+	return &call{
+		req: flashline.ReserveRequest{
+			SaleID: saleID, CustomerID: customer, IdempotencyKey: key, Quantity: qty,
+			Fingerprint: fmt.Appendf(nil, "%s/%d", saleID, qty),
+			Render: func(r flashline.Reservation) ([]byte, error) {
+				return json.Marshal(map[string]any{"reservationId": r.ID, "quantity": r.Quantity})
+			},
+		},
+		deadline: time.Now().Add(10 * time.Second),
+		done:     make(chan struct{}),
+	}
+}
+
+// runBatch runs calls as one batch and returns what reserveBatch carried over.
+func runBatch(t *testing.T, s *Store, calls ...*call) []*call {
+	t.Helper()
+	again := s.reserveBatch(calls)
+	for _, c := range calls {
+		carried := false
+		for _, a := range again {
+			carried = carried || a == c
+		}
+		if !carried {
+			select {
+			case <-c.done:
+			default:
+				t.Fatalf("call %s/%s neither answered nor carried over", c.req.CustomerID, c.req.IdempotencyKey)
+			}
+		}
+	}
+	return again
+}
+
+func checkInvariant(t *testing.T, s *Store, saleID string) flashline.Sale {
+	t.Helper()
+	sale, err := s.Sale(context.Background(), saleID)
+	require.NoError(t, err)
+	require.True(t, sale.Invariant.OK, "invariant: %+v", sale)
+	require.Equal(t, sale.InitialStock, sale.Available+sale.Pending+sale.Confirmed)
+	return sale
+}
+
+func TestBatchSoldOutBoundaryInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 3, PerCustomerLimit: 2})
+	// 3 units; asks of 2, 2, 1, 1 in that order: the first and third fit,
+	// exactly as if each had come alone in that order.
+	a, b, c, d := newCall(sale.ID, "a", "k", 2), newCall(sale.ID, "b", "k", 2), newCall(sale.ID, "c", "k", 1), newCall(sale.ID, "d", "k", 1)
+	require.Empty(t, runBatch(t, s, a, b, c, d))
+	require.NoError(t, a.err)
+	require.Equal(t, 201, a.res.Status)
+	require.ErrorIs(t, b.err, flashline.ErrSoldOut)
+	require.NoError(t, c.err)
+	require.ErrorIs(t, d.err, flashline.ErrSoldOut)
+	got := checkInvariant(t, s, sale.ID)
+	require.Equal(t, 0, got.Available)
+	require.Equal(t, 3, got.Pending)
+}
+
+func TestBatchStaleReadAllocatesUnderLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 5, PerCustomerLimit: 1})
+	// Another transaction takes 3 units after the batch's read but before
+	// its decrement: the decrement of 5 misses, and the batch allocates the
+	// 2 that are left, in arrival order, under the row lock.
+	calls := make([]*call, 5)
+	for i := range calls {
+		calls[i] = newCall(sale.ID, fmt.Sprintf("c%d", i), "k", 1)
+	}
+	s.testHookAfterBegin = func() {
+		_, err := s.admin.Exec(ctx, "UPDATE stock SET quantity = quantity - 3 WHERE sale_id = $1", sale.ID)
+		require.NoError(t, err)
+		_, err = s.admin.Exec(ctx, "INSERT INTO stock_ledger (sale_id, bucket, delta, reason) VALUES ($1, 0, -3, 'reserve')", sale.ID)
+		require.NoError(t, err)
+		_, err = s.admin.Exec(ctx, "UPDATE sales SET initial_stock = initial_stock - 3 WHERE sale_id = $1", sale.ID)
+		require.NoError(t, err)
+	}
+	require.Empty(t, runBatch(t, s, calls...))
+	for i, c := range calls {
+		if i < 2 {
+			require.NoError(t, c.err, "call %d", i)
+		} else {
+			require.ErrorIs(t, c.err, flashline.ErrSoldOut, "call %d", i)
+		}
+	}
+	require.Equal(t, 0, checkInvariant(t, s, sale.ID).Available)
+}
+
+func TestBatchDuplicatesAndLimitsDoNotFailOthers(t *testing.T) {
+	t.Parallel()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 10, PerCustomerLimit: 1})
+	first := newCall(sale.ID, "alice", "k1", 1)
+	require.Empty(t, runBatch(t, s, first))
+	require.NoError(t, first.err)
+
+	// One batch: alice's retry (replay), alice's key with another body,
+	// bob new, and carol new.
+	replay := newCall(sale.ID, "alice", "k1", 1)
+	bob := newCall(sale.ID, "bob", "k1", 1)
+	carol := newCall(sale.ID, "carol", "k9", 1)
+	require.Empty(t, runBatch(t, s, replay, bob, carol))
+	require.NoError(t, replay.err)
+	require.True(t, replay.res.Replayed)
+	require.Equal(t, first.res.Body, replay.res.Body)
+	require.NoError(t, bob.err)
+	require.NoError(t, carol.err)
+
+	// Another: alice with a new key (limit reached), bob's key reused with
+	// another quantity, dave new.
+	limit := newCall(sale.ID, "alice", "k2", 1)
+	reused := newCall(sale.ID, "bob", "k1", 2)
+	dave := newCall(sale.ID, "dave", "k1", 1)
+	require.Empty(t, runBatch(t, s, limit, reused, dave))
+	require.ErrorIs(t, limit.err, flashline.ErrLimitReached)
+	require.ErrorIs(t, reused.err, flashline.ErrIdempotencyKeyReused)
+	require.NoError(t, dave.err)
+	require.Equal(t, 4, checkInvariant(t, s, sale.ID).Pending)
+}
+
+func TestBatchConflictCommittedAfterReadIsSkippedNotFatal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 10, PerCustomerLimit: 1})
+	// erin's reservation is committed by someone else after the batch's
+	// read (a session that skipped her lock). The batch must not abort for
+	// the others: it is rolled back and carried over, and the next run
+	// answers erin limit_reached and the others 201.
+	erin, frank, gina := newCall(sale.ID, "erin", "k", 1), newCall(sale.ID, "frank", "k", 1), newCall(sale.ID, "gina", "k", 1)
+	s.testHookAfterBegin = func() {
+		s.testHookAfterBegin = nil
+		_, err := s.admin.Exec(ctx, `
+			WITH d AS (UPDATE stock SET quantity = quantity - 1 WHERE sale_id = $1 RETURNING sale_id),
+			     r AS (INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity, idempotency_key, expires_at)
+			           SELECT 'res_other', sale_id, 'erin', 0, 1, 'other-key', now() + interval '10 minutes' FROM d)
+			INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_id) SELECT sale_id, 0, -1, 'reserve', 'res_other' FROM d`, sale.ID)
+		require.NoError(t, err)
+	}
+	again := runBatch(t, s, erin, frank, gina)
+	require.Len(t, again, 3)
+	require.Empty(t, runBatch(t, s, again...))
+	require.ErrorIs(t, erin.err, flashline.ErrLimitReached)
+	require.NoError(t, frank.err)
+	require.NoError(t, gina.err)
+	require.Equal(t, 3, checkInvariant(t, s, sale.ID).Pending)
+}
+
+func TestBatchFailingStatementFailsOnlyItsRequest(t *testing.T) {
+	t.Parallel()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 10, PerCustomerLimit: 1})
+	// A NUL byte cannot be stored in a text column: the batch's statement
+	// fails, the batch is run again one request at a time, and only the
+	// request at fault fails.
+	bad := newCall(sale.ID, "bad\x00customer", "k", 1)
+	ok1, ok2 := newCall(sale.ID, "henry", "k", 1), newCall(sale.ID, "iris", "k", 1)
+	require.Empty(t, runBatch(t, s, ok1, bad, ok2))
+	require.NoError(t, ok1.err)
+	require.NoError(t, ok2.err)
+	require.Error(t, bad.err)
+	require.Equal(t, 2, checkInvariant(t, s, sale.ID).Pending)
+}
+
+func TestBatchBucketsCarryOverUntilAllEmpty(t *testing.T) {
+	t.Parallel()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 4, PerCustomerLimit: 1, Buckets: 4})
+	// One unit per bucket: a batch of 6 takes one bucket's unit, carries
+	// over the rest while other buckets hold stock, and answers sold out
+	// only when every bucket is empty.
+	calls := make([]*call, 6)
+	for i := range calls {
+		calls[i] = newCall(sale.ID, fmt.Sprintf("b%d", i), "k", 1)
+	}
+	pending := calls
+	for round := 0; len(pending) > 0; round++ {
+		require.Less(t, round, 10)
+		pending = runBatch(t, s, pending...)
+	}
+	won := 0
+	for _, c := range calls {
+		if c.err == nil {
+			won++
+		} else {
+			require.ErrorIs(t, c.err, flashline.ErrSoldOut)
+		}
+	}
+	require.Equal(t, 4, won)
+	require.Equal(t, 0, checkInvariant(t, s, sale.ID).Available)
+}

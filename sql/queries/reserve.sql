@@ -1,0 +1,119 @@
+-- The purchase path. Concurrent reservations for one sale on one instance are
+-- coalesced into a batch (postgres/batch.go), and a batch is one transaction:
+--
+--   BEGIN; ReserveBatchBegin; ReserveBatchCommit [; ReserveLockBucket;
+--   ReserveBatchCommit]; COMMIT
+--
+-- A request on its own is a batch of one: there is one purchase path. The
+-- conditional decrement in ReserveBatchCommit is the only statement that takes
+-- stock away; it takes the units of the whole batch at once, so the hot stock
+-- row is locked once per batch instead of once per reservation.
+
+-- name: ReserveBatchBegin :many
+-- Reads everything the reserve decisions need, one row per request in the
+-- order given, each with the sale's state and rules:
+--  * a stored answer for the (customer, idempotency key), to replay;
+--  * the customer's lock: pg_try_advisory_xact_lock never waits. Held until
+--    COMMIT/ROLLBACK, it means no other transaction, on any instance, is
+--    reserving for this customer, so what the next statement reads about the
+--    customer's keys and reservations cannot change under it. A request whose
+--    lock is taken is tried again in a later batch;
+--  * whether the customer already holds an active reservation for the sale
+--    (the unique index reservations_one_active_per_customer enforces it);
+--  * whether the admission token was used already
+--    (reservations_admission_token_unique enforces it);
+--  * the stock of every bucket, read without a lock.
+-- now() is the transaction's start time, used for created_at and expires_at.
+-- The batch never holds two requests of one customer (batch.go defers them).
+WITH input AS (
+    -- Set-returning functions in a select list run in step: one row per
+    -- request, in order.
+    SELECT unnest(@customer_ids::text[])     AS customer_id,
+           unnest(@idempotency_keys::text[]) AS idempotency_key,
+           unnest(@admission_ids::text[])    AS admission_id,
+           generate_series(1, cardinality(@customer_ids::text[])) AS ord
+), sale AS (
+    SELECT s.sale_id, s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
+           (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,
+           (SELECT array_agg(st.bucket ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS buckets,
+           (SELECT array_agg(st.quantity ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS quantities
+      FROM sales s
+     WHERE s.sale_id = @sale_id::text
+)
+SELECT i.ord::int AS ord,
+       k.request_hash, k.status_code, k.response_body,
+       pg_try_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || i.customer_id, 0)) AS locked,
+       EXISTS (SELECT 1 FROM reservations r
+                WHERE r.sale_id = sale.sale_id AND r.customer_id = i.customer_id
+                  AND r.state IN ('pending', 'confirmed'))::boolean AS has_active,
+       (i.admission_id <> '' AND EXISTS (SELECT 1 FROM reservations r
+                                          WHERE r.admission_token_id = i.admission_id))::boolean AS admission_used,
+       sale.state, sale.per_customer_limit, sale.reservation_ttl_seconds, sale.admission, sale.is_open,
+       sale.buckets, sale.quantities,
+       now()::timestamptz AS now
+  FROM input i
+ CROSS JOIN sale
+  LEFT JOIN idempotency_keys k ON k.customer_id = i.customer_id AND k.key = i.idempotency_key
+ ORDER BY i.ord;
+
+-- name: ReserveLockBucket :one
+-- Locks one bucket's stock row and reads its quantity, for allocating a batch
+-- that ReserveBatchCommit could not take whole. The lock is held to COMMIT.
+SELECT quantity FROM stock WHERE sale_id = @sale_id::text AND bucket = @bucket::int FOR UPDATE;
+
+-- name: ReserveBatchCommit :one
+-- The conditional decrement of the whole batch and everything that depends on
+-- it, as one statement. The UPDATE re-checks quantity >= total while holding
+-- the row lock (READ COMMITTED re-evaluates the WHERE clause on the latest row
+-- version), so concurrent batches can never take more than there is. If it
+-- matches no row, nothing else is written and the caller allocates against the
+-- locked quantity (ReserveLockBucket). The reservations and idempotency keys
+-- are checked again against this statement's snapshot, which is newer than the
+-- customers' locks; ON CONFLICT DO NOTHING is the backstop that lets one
+-- conflicting row be skipped instead of aborting the batch. The caller commits
+-- only when reserved and key_stored both equal the batch size.
+WITH input AS (
+    SELECT unnest(@reservation_ids::text[])  AS reservation_id,
+           unnest(@customer_ids::text[])     AS customer_id,
+           unnest(@idempotency_keys::text[]) AS idempotency_key,
+           unnest(@quantities::int[])        AS quantity,
+           unnest(@request_hashes::bytea[])  AS request_hash,
+           unnest(@response_bodies::bytea[]) AS response_body,
+           unnest(@admission_ids::text[])    AS admission_id
+), dec AS (
+    UPDATE stock
+       SET quantity = stock.quantity - @total::int
+     WHERE stock.sale_id = @sale_id::text AND stock.bucket = @bucket::int AND stock.quantity >= @total::int
+    RETURNING stock.sale_id, stock.bucket
+), res AS (
+    INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity,
+                              idempotency_key, admission_token_id, created_at, expires_at)
+    SELECT i.reservation_id, dec.sale_id, i.customer_id, dec.bucket, i.quantity,
+           i.idempotency_key, nullif(i.admission_id, ''), now(), @expires_at::timestamptz
+      FROM input i
+     CROSS JOIN dec
+     WHERE NOT EXISTS (SELECT 1 FROM reservations r
+                        WHERE r.sale_id = dec.sale_id AND r.customer_id = i.customer_id
+                          AND r.state IN ('pending', 'confirmed'))
+       AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
+                        WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key)
+    ON CONFLICT DO NOTHING
+    RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
+              reservations.idempotency_key, reservations.bucket, reservations.quantity
+), idem AS (
+    INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash, status_code,
+                                  response_body, reservation_id)
+    SELECT res.customer_id, res.idempotency_key, res.sale_id, i.request_hash, 201,
+           i.response_body, res.reservation_id
+      FROM res
+      JOIN input i ON i.reservation_id = res.reservation_id
+    ON CONFLICT DO NOTHING
+    RETURNING idempotency_keys.reservation_id
+), ledger AS (
+    INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_id)
+    SELECT res.sale_id, res.bucket, -res.quantity, 'reserve', res.reservation_id
+      FROM res
+)
+SELECT (SELECT count(*) FROM dec)::int  AS decremented,
+       (SELECT count(*) FROM res)::int  AS reserved,
+       (SELECT count(*) FROM idem)::int AS key_stored;

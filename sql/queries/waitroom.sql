@@ -1,0 +1,85 @@
+-- The waiting room (waitroom/). No row per waiter: a waiter's place is a
+-- signed ticket. Per sale, waiting_rooms holds where the next position starts,
+-- how many positions were handed out before the open, and the watermark.
+
+-- name: WaitroomCreate :exec
+-- The waiting room of a new waiting_room sale, in CreateSale's transaction.
+INSERT INTO waiting_rooms (sale_id) VALUES (@sale_id);
+
+-- name: WaitroomSales :many
+-- What each instance keeps in memory to answer ticket and status requests
+-- without a round trip: every waiting-room sale that is not closed (closed
+-- ones for a day), or just @sale_id when given, whatever its admission (a
+-- direct sale is remembered as such, so asking again costs nothing).
+-- Re-read on flashline_waitroom and flashline_sale_changed notifications and
+-- once a second. has_stock is false when every bucket is empty.
+SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
+       s.min_account_age_seconds, s.draw_seed,
+       coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int > 0 AS has_stock,
+       coalesce(w.next_position, 1)::bigint AS next_position,
+       w.preopen_count,
+       coalesce(w.admitted_through, 0)::bigint AS admitted_through,
+       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
+       now()::timestamptz AS now
+  FROM sales s
+  LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
+ WHERE (sqlc.narg(sale_id)::text IS NULL
+        AND s.admission = 'waiting_room'
+        AND (s.state <> 'closed' OR s.updated_at > now() - interval '1 day'))
+    OR s.sale_id = sqlc.narg(sale_id)::text;
+
+-- name: WaitroomLease :one
+-- Leases the next @block positions to one instance: it hands them out from
+-- memory and comes back when they are used up (or too old to keep arrival
+-- order across instances). The row lock serialises leases, so no two leases
+-- overlap. The first lease taken once the sale has opened (by the database's
+-- clock: opens_at set and passed) freezes preopen_count at the positions
+-- handed out before, so every later lease starts after the pre-open crowd;
+-- preopen_count IS NULL in the answer means this lease is pre-open.
+UPDATE waiting_rooms w
+   SET next_position = w.next_position + @block::bigint,
+       preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now()
+                            THEN w.next_position - 1 ELSE w.preopen_count END,
+       updated_at = now()
+  FROM sales s
+ WHERE w.sale_id = @sale_id::text AND s.sale_id = w.sale_id
+RETURNING (w.next_position - @block::bigint)::bigint AS first_position, w.preopen_count;
+
+-- name: WaitroomLeaderTryLock :one
+-- The pacer's leadership: a session-level advisory lock held on one
+-- connection for as long as the instance leads. It never waits; it goes with
+-- the session if the connection or the process dies.
+SELECT pg_try_advisory_lock(x'666c77616974726d'::bigint) AS locked;
+
+-- name: WaitroomLeaderUnlock :exec
+SELECT pg_advisory_unlock(x'666c77616974726d'::bigint);
+
+-- name: WaitroomPaceInputs :many
+-- What the pacer needs each tick, for every waiting-room sale that has opened
+-- (opens_at passed, by the database's clock) and is not closed: its state,
+-- units left, the room's counters, and how many reservations were made with
+-- an admission token (reservations_admitted makes that count an index scan).
+SELECT s.sale_id, s.state,
+       coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
+       w.next_position, w.preopen_count, w.admitted_through, w.pace_per_second,
+       (SELECT count(*) FROM reservations r
+         WHERE r.sale_id = s.sale_id AND r.admission_token_id IS NOT NULL)::bigint AS admitted_reserved
+  FROM sales s
+  JOIN waiting_rooms w ON w.sale_id = s.sale_id
+ WHERE s.admission = 'waiting_room' AND s.state <> 'closed' AND s.opens_at <= now()
+ ORDER BY s.sale_id;
+
+-- name: WaitroomAdvance :one
+-- Moves the watermark forward to @target (never back: greatest() and the
+-- WHERE clause both say so, so even two pacers by accident cannot lower it),
+-- freezes preopen_count at the first tick after the open if no lease did, and
+-- records the pace. Returns no row when there was nothing to change.
+UPDATE waiting_rooms
+   SET admitted_through = greatest(admitted_through, @target::bigint),
+       preopen_count = coalesce(preopen_count, next_position - 1),
+       pace_per_second = CASE WHEN admitted_through < @target::bigint
+                              THEN @pace_per_second::float8 ELSE pace_per_second END,
+       updated_at = now()
+ WHERE sale_id = @sale_id::text
+   AND (admitted_through < @target::bigint OR preopen_count IS NULL)
+RETURNING admitted_through, preopen_count;

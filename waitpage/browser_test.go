@@ -1,0 +1,448 @@
+package waitpage_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"math/bits"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testserver"
+)
+
+// The browser test drives the real page in headless Chromium on a phone-sized
+// viewport against a real `flashline serve`, through the whole funnel:
+// waiting → admitted → reserved → (reload) → paid.
+
+const (
+	viewportWidth  = 390
+	viewportHeight = 844
+	screenshotDir  = "testdata/screenshots"
+)
+
+// chromiumNames are the binaries looked for on PATH, in order.
+var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+
+func lookChromium() string {
+	for _, name := range chromiumNames {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// chromium returns the path of a Chromium or Chrome binary. When there is
+// none and the test runs as root on a machine with apt-get, it installs
+// Debian's chromium; otherwise it skips, except in CI (CI=true), where a
+// missing browser fails the run.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := lookChromium(); p != "" {
+		return p
+	}
+	const howto = "install it with: apt-get update && apt-get install -y chromium"
+	_, aptErr := exec.LookPath("apt-get")
+	if os.Geteuid() != 0 || aptErr != nil {
+		msg := "waitpage: no " + strings.Join(chromiumNames, ", ") + " on PATH, and this test can install one only as root with apt-get; " + howto
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	t.Log("waitpage: no Chromium found; installing Debian's chromium with apt-get")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	for _, args := range [][]string{{"update"}, {"install", "-y", "chromium"}} {
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		w := &logWriter{t: t, prefix: "apt-get: "}
+		cmd.Stdout, cmd.Stderr = w, w
+		err := cmd.Run()
+		w.flush()
+		if err != nil {
+			t.Fatalf("waitpage: apt-get %s: %v (%s)", strings.Join(args, " "), err, howto)
+		}
+	}
+	p := lookChromium()
+	if p == "" {
+		t.Fatalf("waitpage: apt-get installed chromium but none of %v is on PATH", chromiumNames)
+	}
+	return p
+}
+
+// logWriter sends a command's output to the test log, a line at a time.
+type logWriter struct {
+	t      *testing.T
+	prefix string
+	buf    []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.t.Log(w.prefix + string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+}
+
+func (w *logWriter) flush() {
+	if len(w.buf) > 0 {
+		w.t.Log(w.prefix + string(w.buf))
+		w.buf = nil
+	}
+}
+
+// browser is one headless Chromium tab with its console collected.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+
+	mu      sync.Mutex
+	console []chromedp.ConsoleMessage
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.WindowSize(viewportWidth, viewportHeight),
+		chromedp.DisableGPU,
+	)
+	if os.Geteuid() == 0 {
+		// Chromium refuses to run its sandbox as root.
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancel)
+	b := &browser{t: t, ctx: ctx}
+
+	// The first action starts the browser, which lives as long as the
+	// context of that action: it must be ctx itself, not one with a timeout.
+	// A watchdog bounds the start instead.
+	started := make(chan struct{})
+	watchdog := time.AfterFunc(60*time.Second, func() {
+		select {
+		case <-started:
+		default:
+			cancel()
+		}
+	})
+	err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(viewportWidth, viewportHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait),
+	)
+	close(started)
+	watchdog.Stop()
+	if err != nil {
+		t.Fatalf("waitpage: start chromium (within 60 s): %v", err)
+	}
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.console = append(b.console, m)
+			b.mu.Unlock()
+		}
+	}()
+	return b
+}
+
+// do runs actions with a timeout.
+func (b *browser) do(what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.fail("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression with a timeout.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.fail("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+const stateJS = `(function () { var a = document.getElementById("app"); return a ? a.dataset.state || "" : ""; })()`
+
+// dump is what the page shows and keeps, for a failure message.
+func (b *browser) dump() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	var s strings.Builder
+	state, err := chromedp.Run(ctx, chromedp.Evaluate[string](stateJS))
+	fmt.Fprintf(&s, "data-state: %q (err %v)\n", state, err)
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	fmt.Fprintf(&s, "location: %s\n", loc)
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	fmt.Fprintf(&s, "page text (err %v):\n%s\n", err, text)
+	storage, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify(Object.assign({}, localStorage), null, 1)`))
+	fmt.Fprintf(&s, "localStorage: %s\n", storage)
+	b.mu.Lock()
+	fmt.Fprintf(&s, "console (%d messages):\n", len(b.console))
+	for _, m := range b.console {
+		fmt.Fprintf(&s, "  %s\n", m)
+	}
+	b.mu.Unlock()
+	return s.String()
+}
+
+func (b *browser) fail(format string, args ...any) {
+	b.t.Helper()
+	b.t.Fatalf("waitpage: "+format+"\n%s", append(args, b.dump())...)
+}
+
+// waitState waits until the page's data-state is one of want. The page's
+// "error" state, when not wanted, fails at once.
+func (b *browser) waitState(timeout time.Duration, want ...string) string {
+	b.t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		st, err := chromedp.Run(ctx, chromedp.Evaluate[string](stateJS))
+		cancel()
+		if err == nil {
+			last = st
+			if slices.Contains(want, st) {
+				return st
+			}
+			if st == "error" && !slices.Contains(want, "error") {
+				b.fail("page is in state error while waiting for %v", want)
+			}
+		}
+		if time.Now().After(deadline) {
+			b.fail("no state %v within %s (last %q, last err %v)", want, timeout, last, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// screenshot saves a full-page PNG under testdata/screenshots.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		b.fail("screenshot %s: %v", name, err)
+	}
+	require.NoError(b.t, os.MkdirAll(screenshotDir, 0o755))
+	path := filepath.Join(screenshotDir, name)
+	require.NoError(b.t, os.WriteFile(path, png, 0o644))
+	b.t.Logf("waitpage: screenshot %s (%d bytes)", path, len(png))
+}
+
+// noHorizontalScroll checks that the page fits the viewport's width.
+func (b *browser) noHorizontalScroll(where string) {
+	b.t.Helper()
+	w := eval[[]int](b, `[document.documentElement.scrollWidth, window.innerWidth]`)
+	if len(w) != 2 || w[0] > w[1] {
+		b.fail("%s: page is wider than the viewport (scrollWidth, innerWidth) = %v", where, w)
+	}
+}
+
+// policyViolations are console messages that say the page broke its
+// Content-Security-Policy, or threw.
+func (b *browser) policyViolations() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var bad []string
+	for _, m := range b.console {
+		if m.IsException() || strings.Contains(m.Text, "Content Security Policy") || strings.Contains(m.Text, "Refused to") {
+			bad = append(bad, m.String())
+		}
+	}
+	return bad
+}
+
+// storedJS reads the localStorage value whose key ends with suffix.
+func storedJS(suffix string) string {
+	return fmt.Sprintf(`(function () { for (var i = 0; i < localStorage.length; i++) { var k = localStorage.key(i); if (k.endsWith(%q)) return localStorage.getItem(k); } return ""; })()`, suffix)
+}
+
+// checkSmallestSolution checks the page's proof of work: SHA-256 of
+// nonce:solution has at least bits leading zero bits and no smaller number
+// has.
+func checkSmallestSolution(t *testing.T, nonce, solution string, want int) {
+	t.Helper()
+	n, err := strconv.ParseUint(solution, 10, 64)
+	require.NoError(t, err, "solution %q", solution)
+	require.Equal(t, strconv.FormatUint(n, 10), solution, "solution is not canonical decimal")
+	zeros := func(s string) int {
+		sum := sha256.Sum256([]byte(nonce + ":" + s))
+		z := 0
+		for _, c := range sum {
+			if c != 0 {
+				return z + bits.LeadingZeros8(c)
+			}
+			z += 8
+		}
+		return z
+	}
+	require.GreaterOrEqual(t, zeros(solution), want, "solution %s for nonce %s", solution, nonce)
+	for i := uint64(0); i < n; i++ {
+		require.Less(t, zeros(strconv.FormatUint(i, 10)), want, "%d is a smaller solution than %d", i, n)
+	}
+}
+
+// funnel is what the page is driven through and what it is checked against.
+type funnel struct {
+	base, saleID, jwt string
+	challengeBits     int
+	// reservation reads GET /reservations/{id} as the customer.
+	reservation func(t *testing.T, id string) (state, orderID string)
+}
+
+// drive opens the waiting-room page with the customer's token in the fragment
+// and buys one unit: waiting (screenshot), admitted, reserved, a reload that
+// must show the same reservation with the same Idempotency-Key, pay, paid
+// (screenshot). It returns the reservation and order the page showed.
+func drive(t *testing.T, b *browser, f funnel) (reservationID, orderID string) {
+	t.Helper()
+	b.do("open the waiting room", 30*time.Second,
+		chromedp.Navigate(f.base+"/sales/"+f.saleID+"/wait#token="+f.jwt))
+
+	// Waiting: the sale opens a few seconds from now.
+	b.waitState(30*time.Second, "waiting")
+	loc := eval[string](b, `location.href`)
+	if strings.Contains(loc, "token=") {
+		b.fail("the token is still in the address bar: %s", loc)
+	}
+	position := eval[string](b, `document.getElementById("position").textContent`)
+	if !regexp.MustCompile(`^\d[\d,.\s]*$`).MatchString(position) {
+		b.fail("waiting without a position: %q", position)
+	}
+	b.noHorizontalScroll("waiting")
+	b.screenshot("waiting.png")
+
+	// Admitted, then reserved.
+	b.waitState(90*time.Second, "reserved")
+	reservationID = eval[string](b, `document.getElementById("reservation-id").textContent`)
+	idemKey := eval[string](b, storedJS(".idempotencyKey"))
+	if reservationID == "" || idemKey == "" {
+		b.fail("reserved without a reservation id (%q) or idempotency key (%q)", reservationID, idemKey)
+	}
+	countdown := eval[string](b, `document.getElementById("countdown").textContent`)
+	if !regexp.MustCompile(`^\d+(:\d\d)+$`).MatchString(countdown) {
+		b.fail("countdown shows %q", countdown)
+	}
+	if f.challengeBits > 0 {
+		var pow struct{ Nonce, Solution string }
+		if err := json.Unmarshal([]byte(eval[string](b, storedJS(".pow"))), &pow); err != nil {
+			b.fail("no proof-of-work solution kept by the page: %v", err)
+		}
+		checkSmallestSolution(t, pow.Nonce, pow.Solution, f.challengeBits)
+	}
+	state, _ := f.reservation(t, reservationID)
+	require.Equal(t, "pending", state, "reservation %s before paying", reservationID)
+	b.noHorizontalScroll("reserved")
+	b.screenshot("reserved.png")
+
+	// A reload in the reserved state shows the same reservation, and the
+	// page still holds the same Idempotency-Key.
+	b.do("reload", 30*time.Second, chromedp.Reload())
+	b.waitState(30*time.Second, "reserved")
+	if got := eval[string](b, `document.getElementById("reservation-id").textContent`); got != reservationID {
+		b.fail("after reload the page shows reservation %q, want %q", got, reservationID)
+	}
+	if got := eval[string](b, storedJS(".idempotencyKey")); got != idemKey {
+		b.fail("after reload the Idempotency-Key is %q, want %q", got, idemKey)
+	}
+
+	// Pay.
+	b.do("click #pay", 10*time.Second, chromedp.Click(chromedp.ID("pay")))
+	b.waitState(30*time.Second, "paid")
+	orderID = eval[string](b, `document.getElementById("order-id").textContent`)
+	if orderID == "" {
+		b.fail("paid without an order id")
+	}
+	b.noHorizontalScroll("paid")
+	b.screenshot("paid.png")
+
+	state, apiOrder := f.reservation(t, reservationID)
+	require.Equal(t, "confirmed", state, "reservation %s after paying", reservationID)
+	if apiOrder != "" {
+		require.Equal(t, apiOrder, orderID, "order id: API vs page")
+	}
+
+	// Still one column at 360 px.
+	b.do("narrow the viewport", 10*time.Second,
+		chromedp.EmulateViewport(360, 740, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+	b.noHorizontalScroll("paid at 360 px")
+
+	if bad := b.policyViolations(); len(bad) > 0 {
+		t.Errorf("waitpage: the page threw or broke its Content-Security-Policy:\n%s", strings.Join(bad, "\n"))
+	}
+	return reservationID, orderID
+}
+
+// ---- against a real `flashline serve` ----
+
+func TestMain(m *testing.M) { testserver.Main(m) }
+
+func TestWaitPageBuysThroughWaitingRoom(t *testing.T) {
+	b := newBrowser(t) // first: skips or installs before a server is built
+	srv := testserver.Start(t, testdb.New(t))
+	c := testserver.NewClient()
+	const bitsAsked = 8
+	opensAt := time.Now().Add(4 * time.Second).UTC().Format(time.RFC3339)
+	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_wait","initialStock":3,"perCustomerLimit":1,`+
+		`"reservationTtlSeconds":600,"opensAt":%q,"admission":"waiting_room","fairness":"randomized_at_open",`+
+		`"challengeBits":%d}`, opensAt, bitsAsked))
+	jwt := testserver.Token(t, "browser-customer")
+
+	reservationID, orderID := drive(t, b, funnel{
+		base: srv.URL, saleID: saleID, jwt: jwt, challengeBits: bitsAsked,
+		reservation: func(t *testing.T, id string) (string, string) {
+			t.Helper()
+			r, err := c.Do(context.Background(), http.MethodGet, srv.URL+"/reservations/"+id, jwt, "")
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, r.Status, "GET /reservations/%s: %s", id, r.Body)
+			var v struct{ State, OrderID string }
+			require.NoError(t, json.Unmarshal(r.Body, &v))
+			return v.State, v.OrderID
+		},
+	})
+	t.Logf("waitpage: reservation %s paid as order %s", reservationID, orderID)
+
+	// The sale counts it.
+	r, err := c.Do(context.Background(), http.MethodGet, srv.URL+"/admin/sales/"+saleID, testserver.AdminToken, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var sale struct{ Confirmed, Pending int }
+	require.NoError(t, json.Unmarshal(r.Body, &sale))
+	require.Equal(t, 1, sale.Confirmed, "sale %s", r.Body)
+	require.Equal(t, 0, sale.Pending, "sale %s", r.Body)
+}
