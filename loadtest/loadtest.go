@@ -14,6 +14,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,7 +103,84 @@ type Result struct {
 	Throughput float64
 	Goodput    float64 // successful reservations per second
 	Health     []time.Duration
-	Verified   string // what the final check found
+	Batches    BatchStats // the targets' purchase-path batches during the run
+	Verified   string     // what the final check found
+}
+
+// BatchStats sums the targets' flashline_reserve_batch_size histograms.
+type BatchStats struct {
+	Count, Sum float64
+	Buckets    map[string]float64 // cumulative count by upper bound ("le")
+}
+
+func (b BatchStats) minus(o BatchStats) BatchStats {
+	d := BatchStats{Count: b.Count - o.Count, Sum: b.Sum - o.Sum, Buckets: map[string]float64{}}
+	for le, n := range b.Buckets {
+		d.Buckets[le] = n - o.Buckets[le]
+	}
+	return d
+}
+
+// String is the mean batch size and the histogram, e.g.
+// "mean 41.3 over 120 batches; <=1: 3, <=2: 0, ...".
+func (b BatchStats) String() string {
+	if b.Count == 0 {
+		return "none seen (the targets' /metrics has no flashline_reserve_batch_size)"
+	}
+	les := make([]string, 0, len(b.Buckets))
+	for le := range b.Buckets {
+		les = append(les, le)
+	}
+	slices.SortFunc(les, func(x, y string) int {
+		fx, _ := strconv.ParseFloat(x, 64)
+		fy, _ := strconv.ParseFloat(y, 64)
+		return cmp.Compare(fx, fy)
+	})
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "mean %.1f over %.0f batches;", b.Sum/b.Count, b.Count)
+	prev := 0.0
+	for _, le := range les {
+		if le == "+Inf" {
+			continue
+		}
+		fmt.Fprintf(&sb, " <=%s: %.0f", le, b.Buckets[le]-prev)
+		prev = b.Buckets[le]
+	}
+	return sb.String()
+}
+
+// batchStats reads the batch-size histogram from every target's /metrics;
+// a target that does not answer counts as zero.
+func (r *runner) batchStats(ctx context.Context) BatchStats {
+	st := BatchStats{Buckets: map[string]float64{}}
+	for _, t := range r.cfg.Targets {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, t+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := r.http.Do(req)
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for line := range strings.Lines(string(body)) {
+			name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+			v, err := strconv.ParseFloat(value, 64)
+			if !ok || err != nil {
+				continue
+			}
+			switch {
+			case name == "flashline_reserve_batch_size_count":
+				st.Count += v
+			case name == "flashline_reserve_batch_size_sum":
+				st.Sum += v
+			case strings.HasPrefix(name, `flashline_reserve_batch_size_bucket{le="`):
+				st.Buckets[strings.TrimSuffix(strings.TrimPrefix(name, `flashline_reserve_batch_size_bucket{le="`), `"}`)] += v
+			}
+		}
+	}
+	return st
 }
 
 // Run runs the configured scenario and prints its summary to cfg.Out.
@@ -115,6 +193,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r := &runner{cfg: cfg, http: newHTTPClient(cfg.Clients), run: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	var res *Result
 	var err error
+	before := r.batchStats(ctx)
 	switch cfg.Scenario {
 	case "hot":
 		res, err = r.hot(ctx)
@@ -129,6 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	res.Scenario = cfg.Scenario
+	res.Batches = r.batchStats(ctx).minus(before)
 	verr := r.verify(ctx, res)
 	res.print(cfg.Out)
 	return res, verr
@@ -346,6 +426,7 @@ func (res *Result) print(w io.Writer) {
 	for _, k := range keys {
 		fmt.Fprintf(tw, "  %s\t%d\t\n", k, res.Outcomes[k])
 	}
+	fmt.Fprintf(tw, "reserve batches\t%s\t\n", res.Batches)
 	fmt.Fprintf(tw, "verified\t%s\t\n", res.Verified)
 	_ = tw.Flush()
 }

@@ -39,26 +39,45 @@ for c in "${clients[@]}"; do
   done
 done
 
+# flashline through HTTP, twice: coalescing (the default) and --max-batch 1
+# (one transaction per reservation, the per-request design) for its p99.
 addr=127.0.0.1:18190
-bin/flashline serve --addr "$addr" --no-workers 2>/tmp/flashline-bench-serve.log &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-for c in "${clients[@]}"; do
-  out=$(bin/flashline loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s")
-  http[$c]=$(sed -n 's/^successful reservations.*(\([0-9]*\)\/s).*/\1/p' <<<"$out")
+declare -A p99 p99one one batches
+hot() { # mode clients
+  bin/flashline loadtest --quiet --target "http://$addr" --scenario hot --clients "$2" --duration "${duration}s"
+}
+for mode in coalesced one; do
+  flags=()
+  [ "$mode" = one ] && flags=(--max-batch 1)
+  bin/flashline serve --addr "$addr" --no-workers "${flags[@]}" 2>>/tmp/flashline-bench-serve.log &
+  pid=$!
+  trap 'kill $pid 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+  for c in "${clients[@]}"; do
+    out=$(hot "$mode" "$c")
+    rate=$(sed -n 's/^successful reservations.*(\([0-9]*\)\/s).*/\1/p' <<<"$out")
+    lat=$(awk -F/ '/^latency p50/ {gsub(/ /, "", $6); print $6}' <<<"$out")
+    grep -q '^verified *ok' <<<"$out" || { echo "bench: the $mode run at $c clients did not verify:" >&2; echo "$out" >&2; exit 1; }
+    if [ "$mode" = coalesced ]; then
+      http[$c]=$rate p99[$c]=$lat
+      batches[$c]=$(sed -n 's/^reserve batches *\(mean [0-9.]*\).*/\1/p' <<<"$out")
+    else
+      one[$c]=$rate p99one[$c]=$lat
+    fi
+  done
+  kill $pid; wait $pid 2>/dev/null || true; trap - EXIT
 done
-kill $pid; wait $pid 2>/dev/null || true; trap - EXIT
 
 best_any=0
 for c in "${clients[@]}"; do
   for v in "${tx[$c]}" "${cte[$c]}"; do [ "$v" -gt "$best_any" ] && best_any=$v; done
 done
-printf '\n%-8s %16s %16s %18s %10s\n' clients "pgbench tx/s" "pgbench cte/s" "flashline http/s" ratio
+printf '\n%-8s %13s %14s %16s %8s %12s %18s %16s %12s\n' clients "pgbench tx/s" "pgbench cte/s" "flashline http/s" ratio "p99" "one-per-tx http/s" "one-per-tx p99" "batch size"
 for c in "${clients[@]}"; do
   best=$(( tx[$c] > cte[$c] ? tx[$c] : cte[$c] ))
-  printf '%-8s %16s %16s %18s %9.2fx\n' "$c" "${tx[$c]}" "${cte[$c]}" "${http[$c]}" "$(awk "BEGIN{print ${http[$c]}/$best}")"
+  printf '%-8s %13s %14s %16s %7.2fx %12s %18s %16s %12s\n' "$c" "${tx[$c]}" "${cte[$c]}" "${http[$c]}" \
+    "$(awk "BEGIN{print ${http[$c]}/$best}")" "${p99[$c]}" "${one[$c]}" "${p99one[$c]}" "${batches[$c]}"
 done
 printf 'best per-request rate pgbench reached at any client count: %s/s\n\n' "$best_any"
 
-go test -run '^$' -bench . -benchmem ./loadshed/
+go test -run '^$' -bench . -benchmem ./loadshed/ ./waitroom/

@@ -28,15 +28,19 @@ import (
 	"github.com/flashline/flashline/migrations"
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/salecache"
+	"github.com/flashline/flashline/waitroom"
 )
 
 type serveConfig struct {
 	addr, databaseURL, adminToken, jwtSecret string
 	salePoolSize, adminPoolSize, riverPool   int
-	maxInFlight                              int
+	maxInFlight, maxBatch, batchesInFlight   int
 	noMigrate, noWorkers, demo, noShed       bool
 	jobs                                     jobs.Config
 	shutdownTimeout                          time.Duration
+	// waitroomKeys signs waiting-room tickets and admission tokens
+	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret.
+	waitroomKeys string
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -50,10 +54,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.int(&cfg.adminPoolSize, "admin-pool-size", "FLASHLINE_ADMIN_POOL_SIZE", 5, "connections for admin, reads, confirm and cancel")
 	e.int(&cfg.riverPool, "river-pool-size", "FLASHLINE_RIVER_POOL_SIZE", 5, "connections for River's job workers")
 	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the adaptive limit may let into the purchase path at once (0: 8 x sale-pool-size)")
+	e.int(&cfg.maxBatch, "max-batch", "FLASHLINE_MAX_BATCH", 64, "the most concurrent reservations of one sale coalesced into one transaction (1: one transaction each)")
+	e.int(&cfg.batchesInFlight, "batches-in-flight", "FLASHLINE_BATCHES_IN_FLIGHT", 1, "reserve transactions one sale may have running at once on this instance")
 	e.bool(&cfg.noShed, "no-shed", "FLASHLINE_NO_SHED", "turn the admission limiter off (only to measure what it is worth)")
 	e.bool(&cfg.noMigrate, "no-migrate", "FLASHLINE_NO_MIGRATE", "do not migrate the schema up on start")
 	e.bool(&cfg.noWorkers, "no-workers", "FLASHLINE_NO_WORKERS", "do not run River workers (sweeper, invariant, pruning)")
 	e.bool(&cfg.demo, "demo", "FLASHLINE_DEMO", "create a demo sale on start and print how to buy from it")
+	e.string(&cfg.waitroomKeys, "waitroom-keys", "FLASHLINE_WAITROOM_KEYS", "", `keys of waiting-room tokens, "kid:secret[,kid:secret...]", the first signs (empty: derived from the JWT secret)`)
 	e.duration(&cfg.jobs.SweepInterval, "sweep-interval", "FLASHLINE_SWEEP_INTERVAL", time.Second, "how often expired reservations are swept")
 	e.duration(&cfg.jobs.InvariantInterval, "invariant-interval", "FLASHLINE_INVARIANT_INTERVAL", 2*time.Second, "how often every sale's invariant is checked")
 	e.duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long idempotency keys are kept (at least 24h in production)")
@@ -66,6 +73,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if cfg.salePoolSize < 1 || cfg.adminPoolSize < 1 || cfg.riverPool < 1 {
 		return errors.New("serve: pool sizes must be at least 1")
+	}
+	if cfg.maxBatch < 1 || cfg.batchesInFlight < 1 {
+		return errors.New("serve: --max-batch and --batches-in-flight must be at least 1")
 	}
 	if cfg.maxInFlight == 0 {
 		cfg.maxInFlight = 8 * cfg.salePoolSize
@@ -114,7 +124,19 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	if err != nil {
 		return err
 	}
-	shed := loadshed.Options{InitialLimit: cfg.salePoolSize, MaxLimit: cfg.maxInFlight}
+	// Every instance must hold the same keys: a ticket taken on one is
+	// checked on another.
+	keyring := waitroom.DeriveKeyring(cfg.jwtSecret)
+	if cfg.waitroomKeys != "" {
+		if keyring, err = waitroom.ParseKeyring(cfg.waitroomKeys); err != nil {
+			return fmt.Errorf("serve: --waitroom-keys: %w", err)
+		}
+	}
+	// Coalescing needs a batch's worth of requests in flight: below that the
+	// limiter would shrink the batches, the very thing that makes one hot row
+	// go fast. The requests waiting for a batch hold no connection.
+	floor := min(cfg.maxBatch, cfg.maxInFlight)
+	shed := loadshed.Options{InitialLimit: max(cfg.salePoolSize, floor), MinLimit: floor, MaxLimit: cfg.maxInFlight}
 	if cfg.noShed {
 		// For measuring what the limiter is worth; never in production.
 		shed = loadshed.Options{InitialLimit: 1 << 20, MinLimit: 1 << 20, MaxLimit: 1 << 20, QueueSize: -1}
@@ -150,7 +172,15 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	defer riverPool.Close()
 
 	store := postgres.NewStore(salePool, adminPool)
+	store.MaxBatch, store.BatchesInFlight = cfg.maxBatch, cfg.batchesInFlight
 	registry := prometheus.NewRegistry()
+	batchSizes := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "flashline_reserve_batch_size",
+		Help:    "Reservations coalesced into one purchase-path transaction.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+	})
+	registry.MustRegister(batchSizes)
+	store.OnBatch = func(n int) { batchSizes.Observe(float64(n)) }
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "river": riverPool})
 
@@ -188,6 +218,19 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	go func() { _ = cache.Run(cacheCtx); close(cacheDone) }()
 	defer func() { stopCache(); <-cacheDone }()
 
+	// The waiting room: what each room's waiters see, kept current like the
+	// sale cache, and the pacer (one instance leads it at a time). Stopped
+	// before the pools close; the pacer's leader hands its lock over.
+	room := waitroom.NewRoom(adminPool, keyring, limiter, waitroom.Options{RateLimiter: store, Logger: logger, Registry: registry})
+	if err := room.Load(ctx); err != nil {
+		return err
+	}
+	roomCtx, stopRoom := context.WithCancel(context.WithoutCancel(ctx))
+	var roomWG sync.WaitGroup
+	roomWG.Go(func() { _ = room.Run(roomCtx) })
+	roomWG.Go(func() { _ = room.RunPacer(roomCtx) })
+	defer func() { stopRoom(); roomWG.Wait() }()
+
 	// Listen first, so that a bad address fails at once.
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -216,6 +259,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 			Ready:    readiness(adminPool),
 			Registry: registry,
 			RiverUI:  ui,
+			Room:     room,
+			Keyring:  keyring,
 		}),
 		// Headers must arrive in time; bodies have their own deadline
 		// (handlers/json.go). Each expiry closes the connection with no
@@ -300,9 +345,15 @@ func registerPoolMetrics(reg prometheus.Registerer, pools map[string]*pgxpool.Po
 	}
 }
 
-// printDemo creates a demo sale and prints how to buy from it.
+// printDemo creates a demo sale and prints how to buy from it: a waiting-room
+// sale that opens 20 s after start, so there is time to join before the open.
 func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, url string, stdout io.Writer) error {
-	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "demo-sneaker", InitialStock: 200, PerCustomerLimit: 1, ReservationTTLSeconds: 600})
+	opensAt := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
+	sale, err := store.CreateSale(ctx, flashline.NewSale{
+		SKU: "demo-sneaker", InitialStock: 200, PerCustomerLimit: 1, ReservationTTLSeconds: 600,
+		OpensAt: &opensAt, Admission: flashline.AdmissionWaitingRoom,
+		Fairness: flashline.FairnessRandomizedAtOpen, ChallengeBits: 12,
+	})
 	if err != nil {
 		return err
 	}
@@ -312,13 +363,25 @@ func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, url 
 	}
 	fmt.Fprintf(stdout, `
 Flashline is up at %[1]s with a demo sale of 200 units: %[2]s
+It admits through its waiting room and opens at %[6]s (randomized at open,
+a 12-bit challenge). Join before it opens, in a browser:
 
-Reserve one (repeat it: the same Idempotency-Key replays the same answer):
+  %[1]s/sales/%[2]s/wait#token=%[3]s
 
+Or by hand: take a ticket, ask where it stands until it says "admitted" (the
+page solves the challenge for you; by hand, send &solution=...), then reserve
+with the admission token (repeat it: the same Idempotency-Key replays):
+
+  curl -s '%[1]s/sales/%[2]s/ticket' -H 'Authorization: Bearer %[3]s'
+  curl -s '%[1]s/sales/%[2]s/status?token=TICKET' -H 'Authorization: Bearer %[3]s'
   curl -i -X POST %[1]s/sales/%[2]s/reservations \
-    -H 'Authorization: Bearer %[3]s' \
+    -H 'Authorization: Bearer %[3]s' -H 'X-Admission-Token: ADMISSION_TOKEN' \
     -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \
     -d '{"quantity": 1}'
+
+The fairness policy, as customers read it:
+
+  curl -s %[1]s/sales/%[2]s/policy
 
 See the sale as the admin:
 
@@ -327,7 +390,7 @@ See the sale as the admin:
 Mint tokens for other customers with:
 
   go run ./cmd/flashline token --customer alice --jwt-secret '%[5]s'
-`, url, sale.ID, token, cfg.adminToken, cfg.jwtSecret)
+`, url, sale.ID, token, cfg.adminToken, cfg.jwtSecret, opensAt.Format(time.RFC3339))
 	return nil
 }
 
