@@ -82,7 +82,10 @@ var (
 	ErrInvalidIdempotencyKey = errors.New("idempotency key must be 1-255 printable ASCII characters")
 	ErrRateLimited           = errors.New("rate limited")
 	ErrAccountTooNew         = errors.New("account too new for this sale")
-	ErrNoWaitingRoom         = errors.New("sale has no waiting room")
+	// ErrInstrumentLimitReached: the payment instrument holds the most units
+	// the sale allows one instrument.
+	ErrInstrumentLimitReached = errors.New("payment instrument limit reached")
+	ErrNoWaitingRoom          = errors.New("sale has no waiting room")
 )
 
 // InvalidError is a request that is malformed or breaks a rule of the contract.
@@ -226,6 +229,9 @@ type ReserveRequest struct {
 	// PaymentInstrument is the body's paymentInstrument fingerprint ("" when
 	// absent); sales with a per-instrument limit count units against it.
 	PaymentInstrument string
+	// AccountCreated is when the customer's account was made (zero when the
+	// token does not say), checked against the sale's minimum account age.
+	AccountCreated time.Time
 	// Fingerprint identifies the request body: the same key with a different
 	// fingerprint is ErrIdempotencyKeyReused.
 	Fingerprint []byte

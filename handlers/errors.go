@@ -43,6 +43,7 @@ var errorTable = []struct {
 	{flashline.ErrInvariantBroken, apiError{status: 409, code: "invariant_broken", message: "the sale's stock does not add up; it stays paused"}},
 	{flashline.ErrAdmissionRequired, apiError{status: 403, code: "admission_required", message: "this sale admits through its waiting room; an X-Admission-Token is required"}},
 	{flashline.ErrAdmissionInvalid, apiError{status: 403, code: "admission_invalid", message: "the admission token is not valid for this request"}},
+	{flashline.ErrInstrumentLimitReached, apiError{status: 409, code: "limit_reached", message: "this payment instrument holds the most units the sale allows one instrument"}},
 	{flashline.ErrAccountTooNew, apiError{status: 403, code: "account_too_new", message: "your account is too new to take part in this sale"}},
 	{flashline.ErrNoWaitingRoom, apiError{status: 409, code: "no_waiting_room", message: "this sale has no waiting room; reserve directly"}},
 	{flashline.ErrRateLimited, apiError{status: 429, code: "rate_limited", message: "too many requests from this account; retry later", retryAfter: 5}},

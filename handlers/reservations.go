@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/waitroom"
 )
 
 type reserveRequest struct {
@@ -37,8 +39,19 @@ func fingerprint(saleID string, quantity int, instrument string) []byte {
 	return h[:]
 }
 
-// handleReserve is POST /sales/{saleId}/reservations.
-func handleReserve(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+// Reserve attempts that carry a valid admission token (waiting-room sales)
+// are rate limited per account and per payment instrument, across instances.
+const (
+	reserveWindow            = 10 * time.Second
+	reservesPerAccount       = 10
+	reservesPerInstrument    = 20
+	maxPaymentInstrumentSize = 255
+)
+
+// handleReserve is POST /sales/{saleId}/reservations. keyring verifies
+// admission tokens (signature, expiry, sale, customer) without a database
+// round trip; single use is the database's part. limits may be nil.
+func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limits waitroom.RateLimiter, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		actor := actorOf(c)
 		key, present := c.Request.Header["Idempotency-Key"]
@@ -63,18 +76,39 @@ func handleReserve(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 			writeError(c, logger, flashline.Invalid("quantity must be at least 1"))
 			return
 		}
-		if len(body.PaymentInstrument) > 255 {
+		if len(body.PaymentInstrument) > maxPaymentInstrumentSize {
 			writeError(c, logger, flashline.Invalid("paymentInstrument must be at most 255 characters"))
 			return
 		}
 		saleID := c.Param("saleId")
+		token := c.GetHeader("X-Admission-Token")
+		var admissionID string
+		if token != "" && keyring != nil {
+			a, err := keyring.ParseAdmission(token)
+			if err == nil && a.Check(saleID, actor.CustomerID, time.Now()) == nil {
+				admissionID = a.ID
+			}
+		}
+		if admissionID != "" && limits != nil {
+			err := limits.RateLimit(c.Request.Context(), "reserve", saleID+"\n"+actor.CustomerID, reserveWindow, reservesPerAccount)
+			if err == nil && body.PaymentInstrument != "" {
+				err = limits.RateLimit(c.Request.Context(), "reserve-instrument", saleID+"\n"+body.PaymentInstrument, reserveWindow, reservesPerInstrument)
+			}
+			if err != nil {
+				writeError(c, logger, err)
+				return
+			}
+		}
 		res, err := store.Reserve(c.Request.Context(), flashline.ReserveRequest{
-			SaleID:         saleID,
-			CustomerID:     actor.CustomerID,
-			IdempotencyKey: key[0],
-			Quantity:       quantity,
-			AdmissionToken: c.GetHeader("X-Admission-Token"),
-			Fingerprint:    fingerprint(saleID, quantity, body.PaymentInstrument),
+			SaleID:            saleID,
+			CustomerID:        actor.CustomerID,
+			IdempotencyKey:    key[0],
+			Quantity:          quantity,
+			AdmissionToken:    token,
+			AdmissionID:       admissionID,
+			PaymentInstrument: body.PaymentInstrument,
+			AccountCreated:    actor.AccountCreated,
+			Fingerprint:       fingerprint(saleID, quantity, body.PaymentInstrument),
 			Render: func(r flashline.Reservation) ([]byte, error) {
 				return json.Marshal(NewReservationView(r))
 			},

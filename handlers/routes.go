@@ -16,6 +16,7 @@ import (
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/waitpage"
+	"github.com/flashline/flashline/waitroom"
 )
 
 // Deps is what the HTTP layer needs.
@@ -31,6 +32,15 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// RiverUI, when set, is served under /admin/riverui/ to the admin.
 	RiverUI http.Handler
+	// Room serves the waiting room's ticket, status and policy; without it
+	// those routes are not there.
+	Room *waitroom.Room
+	// Keyring signs and verifies waiting-room tickets and admission tokens
+	// (the reserve path checks X-Admission-Token with it).
+	Keyring *waitroom.Keyring
+	// RateLimiter counts reserve attempts with an admission token per
+	// account and payment instrument across instances; nil: no limit.
+	RateLimiter waitroom.RateLimiter
 }
 
 // Routes returns the HTTP handler for the whole API.
@@ -64,6 +74,9 @@ func Routes(d Deps) http.Handler {
 	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
 	reserveSlot := loadshed.Gin(d.Limiter, loadshed.PriorityReserve, onShed)
 	criticalSlot := loadshed.Gin(d.Limiter, loadshed.PriorityCritical, onShed)
+	// Waiting-room polls may use only part of the limit, so a crowd polling
+	// its place never crowds out the buyers it was let in for.
+	pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 
 	// Admin.
 	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Logger))
@@ -77,10 +90,17 @@ func Routes(d Deps) http.Handler {
 
 	// Customers. The limiter sheds before authentication: a refused request
 	// costs no signature check either.
-	r.POST("/sales/:saleId/reservations", reserveSlot, customer, handleReserve(d.Store, d.Logger))
+	r.POST("/sales/:saleId/reservations", reserveSlot, customer, handleReserve(d.Store, d.Keyring, d.RateLimiter, d.Logger))
 	r.GET("/reservations/:reservationId", ownerOrAdmin, handleGetReservation(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/confirm", criticalSlot, ownerOrAdmin, handleConfirm(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/cancel", criticalSlot, ownerOrAdmin, handleCancel(d.Store, d.Logger))
+	// The waiting room (waitroom/): a place in line, where it stands, and
+	// the sale's published fairness policy (public).
+	if d.Room != nil {
+		r.GET("/sales/:saleId/ticket", pollSlot, customer, handleTicket(d.Room, d.Logger))
+		r.GET("/sales/:saleId/status", pollSlot, customer, handleStatus(d.Room, d.Logger))
+		r.GET("/sales/:saleId/policy", handlePolicy(d.Room, d.Logger))
+	}
 	// The waiting-room page and its assets (no auth: the page calls the API
 	// with the customer's token).
 	waitpage.Register(r)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/waitroom"
 )
 
 // The contract's JSON shapes. Field order is the order clients see.
@@ -109,4 +110,77 @@ func timeString(t *time.Time) *string {
 	}
 	s := t.UTC().Format(time.RFC3339)
 	return &s
+}
+
+// ChallengeView is the waiting room's proof of work: find a decimal solution
+// such that SHA-256(nonce + ":" + solution) has bits leading zero bits.
+type ChallengeView struct {
+	Nonce string `json:"nonce"`
+	Bits  int    `json:"bits"`
+}
+
+func newChallengeView(c *waitroom.Challenge) *ChallengeView {
+	if c == nil {
+		return nil
+	}
+	return &ChallengeView{Nonce: c.Nonce, Bits: c.Bits}
+}
+
+// TicketView is the answer to GET /sales/{saleId}/ticket. challenge is null
+// when the sale asks none.
+type TicketView struct {
+	Token                string         `json:"token"`
+	Position             int64          `json:"position"`
+	EstimatedWaitSeconds int64          `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64          `json:"pollAfterMs"`
+	Policy               string         `json:"policy"`
+	Challenge            *ChallengeView `json:"challenge"`
+}
+
+// NewTicketView renders a ticket.
+func NewTicketView(t waitroom.TicketResult) TicketView {
+	return TicketView{
+		Token:                t.Token,
+		Position:             t.Position,
+		EstimatedWaitSeconds: t.EstimatedWaitSeconds,
+		PollAfterMs:          t.PollAfter.Milliseconds(),
+		Policy:               t.Policy,
+		Challenge:            newChallengeView(t.Challenge),
+	}
+}
+
+// StatusView is the answer to GET /sales/{saleId}/status: exactly the fields
+// of its state.
+type StatusView struct {
+	State                string         `json:"state"`
+	Position             *int64         `json:"position,omitempty"`
+	EstimatedWaitSeconds *int64         `json:"estimatedWaitSeconds,omitempty"`
+	PollAfterMs          *int64         `json:"pollAfterMs,omitempty"`
+	Paused               bool           `json:"paused,omitempty"`
+	Challenge            *ChallengeView `json:"challenge,omitempty"`
+	AdmissionToken       string         `json:"admissionToken,omitempty"`
+	ExpiresIn            *int64         `json:"expiresIn,omitempty"`
+}
+
+// NewStatusView renders a status.
+func NewStatusView(s waitroom.StatusResult) StatusView {
+	v := StatusView{State: s.State}
+	switch s.State {
+	case waitroom.StatusWaiting:
+		poll := s.PollAfter.Milliseconds()
+		v.Position, v.EstimatedWaitSeconds, v.PollAfterMs = &s.Position, &s.EstimatedWaitSeconds, &poll
+		v.Paused = s.Paused
+	case waitroom.StatusChallengeRequired:
+		v.Challenge = newChallengeView(s.Challenge)
+	case waitroom.StatusAdmitted:
+		secs := int64(s.ExpiresIn / time.Second)
+		v.AdmissionToken, v.ExpiresIn = s.AdmissionToken, &secs
+	}
+	return v
+}
+
+// PolicyView is a sale's published fairness policy.
+type PolicyView struct {
+	Policy      string `json:"policy"`
+	Description string `json:"description"`
 }

@@ -31,8 +31,9 @@ import (
 // on one request (replay, idempotency key reused, sale not open, limit
 // reached, admission refused) are taken per request from one read; the stock
 // is allocated in arrival order; a customer appears at most once per batch
-// (a second request of the same customer waits for the next batch, where it
-// sees the first one's outcome); and a batch that fails as a whole is run
+// (a second request of the same customer, or of the same payment
+// instrument, waits for the next batch, where it sees the first one's
+// outcome); and a batch that fails as a whole is run
 // again one request at a time, so that one bad request fails alone.
 
 // maxAttempts bounds how often one request is carried over to a later batch
@@ -95,16 +96,21 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 	max := co.store.MaxBatch
 	batch := make([]*call, 0, min(max, len(q.waiting)))
 	customers := make(map[string]bool, cap(batch))
+	instruments := make(map[string]bool)
 	rest := q.waiting[:0]
 	now := time.Now()
 	for _, c := range q.waiting {
+		instrument := c.req.PaymentInstrument
 		switch {
-		case len(batch) == max || customers[c.req.CustomerID]:
+		case len(batch) == max || customers[c.req.CustomerID] || (instrument != "" && instruments[instrument]):
 			rest = append(rest, c) // next batch
 		case now.After(c.deadline):
 			c.finish(flashline.ReserveResult{}, flashline.ErrOverloaded)
 		default:
 			customers[c.req.CustomerID] = true
+			if instrument != "" {
+				instruments[instrument] = true
+			}
 			batch = append(batch, c)
 		}
 	}
@@ -205,13 +211,18 @@ type batchRun struct {
 func (b *batchRun) execute(ctx context.Context) error {
 	n := len(b.calls)
 	b.results, b.errs, b.again = make([]flashline.ReserveResult, n), make([]error, n), make([]bool, n)
-	customers, keys, admissions := make([]string, n), make([]string, n), make([]string, n)
-	for i, c := range b.calls {
-		customers[i], keys[i], admissions[i] = c.req.CustomerID, c.req.IdempotencyKey, c.req.AdmissionID
+	p := dbsqlc.ReserveBatchBeginParams{
+		CustomerIds:     make([]string, n),
+		IdempotencyKeys: make([]string, n),
+		AdmissionIds:    make([]string, n),
+		Instruments:     make([]string, n),
+		SaleID:          b.calls[0].req.SaleID,
 	}
-	rows, err := b.q.ReserveBatchBegin(ctx, dbsqlc.ReserveBatchBeginParams{
-		CustomerIds: customers, IdempotencyKeys: keys, AdmissionIds: admissions, SaleID: b.calls[0].req.SaleID,
-	})
+	for i, c := range b.calls {
+		p.CustomerIds[i], p.IdempotencyKeys[i] = c.req.CustomerID, c.req.IdempotencyKey
+		p.AdmissionIds[i], p.Instruments[i] = c.req.AdmissionID, c.req.PaymentInstrument
+	}
+	rows, err := b.q.ReserveBatchBegin(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -271,8 +282,17 @@ func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error
 		return flashline.ErrAdmissionRequired
 	case row.Admission == flashline.AdmissionWaitingRoom && (req.AdmissionID == "" || row.AdmissionUsed):
 		return flashline.ErrAdmissionInvalid
+	case row.MinAccountAgeSeconds > 0 && (req.AccountCreated.IsZero() ||
+		row.Now.Sub(req.AccountCreated) < time.Duration(row.MinAccountAgeSeconds)*time.Second):
+		return flashline.ErrAccountTooNew
 	case row.HasActive:
 		return flashline.ErrLimitReached
+	case row.PerInstrumentLimit > 0 && req.PaymentInstrument == "":
+		return flashline.Invalid("this sale limits units per payment instrument: paymentInstrument is required")
+	case !row.InstrumentLocked:
+		return errRetry // another transaction is reserving on this instrument
+	case row.PerInstrumentLimit > 0 && int(row.InstrumentUnits)+req.Quantity > int(row.PerInstrumentLimit):
+		return flashline.ErrInstrumentLimitReached
 	}
 	return nil
 }
@@ -333,6 +353,8 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			Bucket:    sale.Buckets[bucket],
 			Total:     int32(total),
 			ExpiresAt: expiresAt,
+
+			PerInstrumentLimit: sale.PerInstrumentLimit,
 		}
 		for _, i := range granted {
 			c := b.calls[i]
@@ -343,6 +365,7 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			p.RequestHashes = append(p.RequestHashes, c.req.Fingerprint)
 			p.ResponseBodies = append(p.ResponseBodies, bodies[i])
 			p.AdmissionIds = append(p.AdmissionIds, c.req.AdmissionID)
+			p.Instruments = append(p.Instruments, c.req.PaymentInstrument)
 		}
 		res, err := b.q.ReserveBatchCommit(ctx, p)
 		if err != nil {

@@ -15,6 +15,8 @@ import (
 const saleUsage = `usage:
   flashline sale create --sku SKU --stock N [--limit 1] [--ttl 600] [--opens-at RFC3339]
                         [--admission direct|waiting_room] [--buckets 1]
+                        [--fairness randomized_at_open|arrival_order] [--challenge-bits 0]
+                        [--per-instrument-limit 0] [--min-account-age-seconds 0]
   flashline sale open|pause|resume|close|show SALE_ID
 Prints the sale object of the admin API as JSON.
 `
@@ -30,7 +32,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	var dbURL, opensAt string
 	e.databaseURL(&dbURL)
 	var req handlers.CreateSaleRequest
-	var stock int
+	var stock, perInstrument int
 	if sub == "create" {
 		e.fs.StringVar(&req.SKU, "sku", "", "the SKU on sale (required)")
 		e.fs.IntVar(&stock, "stock", 0, "units on sale (required)")
@@ -39,6 +41,10 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		e.fs.StringVar(&opensAt, "opens-at", "", "when the sale opens (RFC 3339); empty: now")
 		e.fs.StringVar(&req.Admission, "admission", flashline.AdmissionDirect, "direct or waiting_room")
 		e.fs.IntVar(&req.Buckets, "buckets", 1, "rows the stock is spread over")
+		e.fs.StringVar(&req.Fairness, "fairness", flashline.FairnessRandomizedAtOpen, "waiting-room order: randomized_at_open or arrival_order")
+		e.fs.IntVar(&req.ChallengeBits, "challenge-bits", 0, "proof of work asked before admission through the waiting room, 0-32 bits (0: none)")
+		e.fs.IntVar(&perInstrument, "per-instrument-limit", 0, "most units one payment instrument may hold (0: no limit)")
+		e.fs.IntVar(&req.MinAccountAgeSeconds, "min-account-age-seconds", 0, "refuse accounts younger than this (the token's acct_created claim)")
 	}
 	if err := e.fs.Parse(args[1:]); err != nil {
 		return err
@@ -50,6 +56,9 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 			return fmt.Errorf("sale create: unexpected argument %q", e.fs.Arg(0))
 		}
 		req.InitialStock = &stock
+		if perInstrument != 0 {
+			req.PerInstrumentLimit = &perInstrument
+		}
 		if opensAt != "" {
 			t, err := time.Parse(time.RFC3339, opensAt)
 			if err != nil {

@@ -252,15 +252,16 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 
 	srv := &http.Server{
 		Handler: handlers.Routes(handlers.Deps{
-			Store:    cache.Wrap(store),
-			Verifier: verifier,
-			Limiter:  limiter,
-			Logger:   logger,
-			Ready:    readiness(adminPool),
-			Registry: registry,
-			RiverUI:  ui,
-			Room:     room,
-			Keyring:  keyring,
+			Store:       cache.Wrap(store),
+			Verifier:    verifier,
+			Limiter:     limiter,
+			Logger:      logger,
+			Ready:       readiness(adminPool),
+			Registry:    registry,
+			RiverUI:     ui,
+			Room:        room,
+			Keyring:     keyring,
+			RateLimiter: store,
 		}),
 		// Headers must arrive in time; bodies have their own deadline
 		// (handlers/json.go). Each expiry closes the connection with no

@@ -53,20 +53,21 @@ type RateLimit struct {
 }
 
 type Reservation struct {
-	ReservationID    string
-	SaleID           string
-	CustomerID       string
-	Bucket           int32
-	Quantity         int32
-	State            string
-	IdempotencyKey   string
-	AdmissionTokenID *string
-	CreatedAt        time.Time
-	ExpiresAt        time.Time
-	ConfirmedAt      *time.Time
-	CancelledAt      *time.Time
-	ExpiredAt        *time.Time
-	RestockedAt      *time.Time
+	ReservationID     string
+	SaleID            string
+	CustomerID        string
+	Bucket            int32
+	Quantity          int32
+	State             string
+	IdempotencyKey    string
+	AdmissionTokenID  *string
+	CreatedAt         time.Time
+	ExpiresAt         time.Time
+	ConfirmedAt       *time.Time
+	CancelledAt       *time.Time
+	ExpiredAt         *time.Time
+	RestockedAt       *time.Time
+	PaymentInstrument *string
 }
 
 type Sale struct {

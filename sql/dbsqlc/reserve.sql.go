@@ -18,14 +18,16 @@ WITH input AS (
     SELECT unnest($1::text[])     AS customer_id,
            unnest($2::text[]) AS idempotency_key,
            unnest($3::text[])    AS admission_id,
+           unnest($4::text[])      AS instrument,
            generate_series(1, cardinality($1::text[])) AS ord
 ), sale AS (
     SELECT s.sale_id, s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
+           s.per_instrument_limit, s.min_account_age_seconds,
            (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,
            (SELECT array_agg(st.bucket ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS buckets,
            (SELECT array_agg(st.quantity ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS quantities
       FROM sales s
-     WHERE s.sale_id = $4::text
+     WHERE s.sale_id = $5::text
 )
 SELECT i.ord::int AS ord,
        k.request_hash, k.status_code, k.response_body,
@@ -35,7 +37,14 @@ SELECT i.ord::int AS ord,
                   AND r.state IN ('pending', 'confirmed'))::boolean AS has_active,
        (i.admission_id <> '' AND EXISTS (SELECT 1 FROM reservations r
                                           WHERE r.admission_token_id = i.admission_id))::boolean AS admission_used,
+       (i.instrument = '' OR sale.per_instrument_limit IS NULL OR pg_try_advisory_xact_lock(hashtextextended(
+           'flashline instrument' || E'\n' || sale.sale_id || E'\n' || i.instrument, 0)))::boolean AS instrument_locked,
+       (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
+         WHERE sale.per_instrument_limit IS NOT NULL AND i.instrument <> ''
+           AND r.sale_id = sale.sale_id AND r.payment_instrument = i.instrument
+           AND r.state IN ('pending', 'confirmed'))::int AS instrument_units,
        sale.state, sale.per_customer_limit, sale.reservation_ttl_seconds, sale.admission, sale.is_open,
+       coalesce(sale.per_instrument_limit, 0)::int AS per_instrument_limit, sale.min_account_age_seconds,
        sale.buckets, sale.quantities,
        now()::timestamptz AS now
   FROM input i
@@ -48,6 +57,7 @@ type ReserveBatchBeginParams struct {
 	CustomerIds     []string
 	IdempotencyKeys []string
 	AdmissionIds    []string
+	Instruments     []string
 	SaleID          string
 }
 
@@ -59,11 +69,15 @@ type ReserveBatchBeginRow struct {
 	Locked                bool
 	HasActive             bool
 	AdmissionUsed         bool
+	InstrumentLocked      bool
+	InstrumentUnits       int32
 	State                 string
 	PerCustomerLimit      int32
 	ReservationTtlSeconds int32
 	Admission             string
 	IsOpen                bool
+	PerInstrumentLimit    int32
+	MinAccountAgeSeconds  int32
 	Buckets               []int32
 	Quantities            []int32
 	Now                   time.Time
@@ -91,15 +105,20 @@ type ReserveBatchBeginRow struct {
 //     (the unique index reservations_one_active_per_customer enforces it);
 //   - whether the admission token was used already
 //     (reservations_admission_token_unique enforces it);
+//   - for sales with a per-instrument limit, the payment instrument's lock
+//     (same rule as the customer's: no other transaction reserves on it while
+//     this one runs) and the units it holds in the sale;
 //   - the stock of every bucket, read without a lock.
 //
 // now() is the transaction's start time, used for created_at and expires_at.
-// The batch never holds two requests of one customer (batch.go defers them).
+// The batch never holds two requests of one customer, or of one payment
+// instrument (batch.go defers them).
 func (q *Queries) ReserveBatchBegin(ctx context.Context, arg ReserveBatchBeginParams) ([]ReserveBatchBeginRow, error) {
 	rows, err := q.db.Query(ctx, reserveBatchBegin,
 		arg.CustomerIds,
 		arg.IdempotencyKeys,
 		arg.AdmissionIds,
+		arg.Instruments,
 		arg.SaleID,
 	)
 	if err != nil {
@@ -117,11 +136,15 @@ func (q *Queries) ReserveBatchBegin(ctx context.Context, arg ReserveBatchBeginPa
 			&i.Locked,
 			&i.HasActive,
 			&i.AdmissionUsed,
+			&i.InstrumentLocked,
+			&i.InstrumentUnits,
 			&i.State,
 			&i.PerCustomerLimit,
 			&i.ReservationTtlSeconds,
 			&i.Admission,
 			&i.IsOpen,
+			&i.PerInstrumentLimit,
+			&i.MinAccountAgeSeconds,
 			&i.Buckets,
 			&i.Quantities,
 			&i.Now,
@@ -144,17 +167,20 @@ WITH input AS (
            unnest($4::int[])        AS quantity,
            unnest($5::bytea[])  AS request_hash,
            unnest($6::bytea[]) AS response_body,
-           unnest($7::text[])    AS admission_id
+           unnest($7::text[])    AS admission_id,
+           unnest($8::text[])      AS instrument
 ), dec AS (
     UPDATE stock
-       SET quantity = stock.quantity - $8::int
-     WHERE stock.sale_id = $9::text AND stock.bucket = $10::int AND stock.quantity >= $8::int
+       SET quantity = stock.quantity - $9::int
+     WHERE stock.sale_id = $10::text AND stock.bucket = $11::int AND stock.quantity >= $9::int
     RETURNING stock.sale_id, stock.bucket
 ), res AS (
     INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity,
-                              idempotency_key, admission_token_id, created_at, expires_at)
+                              idempotency_key, admission_token_id, payment_instrument,
+                              created_at, expires_at)
     SELECT i.reservation_id, dec.sale_id, i.customer_id, dec.bucket, i.quantity,
-           i.idempotency_key, nullif(i.admission_id, ''), now(), $11::timestamptz
+           i.idempotency_key, nullif(i.admission_id, ''), nullif(i.instrument, ''),
+           now(), $12::timestamptz
       FROM input i
      CROSS JOIN dec
      WHERE NOT EXISTS (SELECT 1 FROM reservations r
@@ -162,6 +188,10 @@ WITH input AS (
                           AND r.state IN ('pending', 'confirmed'))
        AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
                         WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key)
+       AND ($13::int = 0 OR i.instrument = '' OR
+            (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
+              WHERE r.sale_id = dec.sale_id AND r.payment_instrument = i.instrument
+                AND r.state IN ('pending', 'confirmed')) + i.quantity <= $13::int)
     ON CONFLICT DO NOTHING
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity
@@ -185,17 +215,19 @@ SELECT (SELECT count(*) FROM dec)::int  AS decremented,
 `
 
 type ReserveBatchCommitParams struct {
-	ReservationIds  []string
-	CustomerIds     []string
-	IdempotencyKeys []string
-	Quantities      []int32
-	RequestHashes   [][]byte
-	ResponseBodies  [][]byte
-	AdmissionIds    []string
-	Total           int32
-	SaleID          string
-	Bucket          int32
-	ExpiresAt       time.Time
+	ReservationIds     []string
+	CustomerIds        []string
+	IdempotencyKeys    []string
+	Quantities         []int32
+	RequestHashes      [][]byte
+	ResponseBodies     [][]byte
+	AdmissionIds       []string
+	Instruments        []string
+	Total              int32
+	SaleID             string
+	Bucket             int32
+	ExpiresAt          time.Time
+	PerInstrumentLimit int32
 }
 
 type ReserveBatchCommitRow struct {
@@ -212,7 +244,8 @@ type ReserveBatchCommitRow struct {
 // locked quantity (ReserveLockBucket). The reservations and idempotency keys
 // are checked again against this statement's snapshot, which is newer than the
 // customers' locks; ON CONFLICT DO NOTHING is the backstop that lets one
-// conflicting row be skipped instead of aborting the batch. The caller commits
+// conflicting row be skipped instead of aborting the batch; a payment
+// instrument's units are counted again the same way. The caller commits
 // only when reserved and key_stored both equal the batch size.
 func (q *Queries) ReserveBatchCommit(ctx context.Context, arg ReserveBatchCommitParams) (ReserveBatchCommitRow, error) {
 	row := q.db.QueryRow(ctx, reserveBatchCommit,
@@ -223,10 +256,12 @@ func (q *Queries) ReserveBatchCommit(ctx context.Context, arg ReserveBatchCommit
 		arg.RequestHashes,
 		arg.ResponseBodies,
 		arg.AdmissionIds,
+		arg.Instruments,
 		arg.Total,
 		arg.SaleID,
 		arg.Bucket,
 		arg.ExpiresAt,
+		arg.PerInstrumentLimit,
 	)
 	var i ReserveBatchCommitRow
 	err := row.Scan(&i.Decremented, &i.Reserved, &i.KeyStored)

