@@ -11,6 +11,10 @@
 //     as they can for Duration: the most successful reservations per second.
 //   - overload: open loop at Rate requests/s for Duration (vegeta paces it),
 //     with /healthz probed alongside: does goodput hold and the store stay up?
+//   - crowd: Clients customers through a waiting-room sale of Stock units that
+//     opens OpenIn after the start (half arrive before): tickets, polls at the
+//     server's pace, the challenge, reserve once admitted. How is admission
+//     paced, and what did the crowd cost?
 package loadtest
 
 import (
@@ -47,8 +51,12 @@ type Config struct {
 	Checkouts  int           // northline: checkouts in the retry storm
 	Stock      int           // hot, overload: units on sale
 	Buckets    int
-	Progress   bool // draw a progress bar on Err
-	Out, Err   io.Writer
+	// crowd: when the sale opens, its fairness policy and challenge.
+	OpenIn        time.Duration
+	Fairness      string
+	ChallengeBits int
+	Progress      bool // draw a progress bar on Err
+	Out, Err      io.Writer
 }
 
 func (c *Config) setDefaults() error {
@@ -63,18 +71,33 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Clients == 0 {
 		c.Clients = 128
+		if c.Scenario == "crowd" {
+			c.Clients = 2000
+		}
 	}
 	if c.Rate == 0 {
 		c.Rate = 2000
 	}
 	if c.Duration == 0 {
 		c.Duration = 10 * time.Second
+		if c.Scenario == "crowd" {
+			c.Duration = time.Minute
+		}
+	}
+	if c.OpenIn <= 0 {
+		c.OpenIn = 3 * time.Second
+	}
+	if c.Fairness == "" {
+		c.Fairness = "randomized_at_open"
 	}
 	if c.Checkouts == 0 {
 		c.Checkouts = 9000
 	}
 	if c.Stock == 0 {
 		c.Stock = 10_000_000
+		if c.Scenario == "crowd" {
+			c.Stock = 200
+		}
 	}
 	if c.Buckets == 0 {
 		c.Buckets = 1
@@ -104,6 +127,7 @@ type Result struct {
 	Goodput    float64 // successful reservations per second
 	Health     []time.Duration
 	Batches    BatchStats // the targets' purchase-path batches during the run
+	Notes      []string   // scenario-specific lines of the summary ("name\tvalue")
 	Verified   string     // what the final check found
 }
 
@@ -201,8 +225,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res, err = r.overload(ctx)
 	case "northline":
 		res, err = r.northline(ctx)
+	case "crowd":
+		res, err = r.crowd(ctx)
 	default:
-		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, hot, overload)", cfg.Scenario)
+		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, hot, overload, crowd)", cfg.Scenario)
 	}
 	if err != nil {
 		return res, err
@@ -425,6 +451,9 @@ func (res *Result) print(w io.Writer) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		fmt.Fprintf(tw, "  %s\t%d\t\n", k, res.Outcomes[k])
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(tw, "%s\t\n", n)
 	}
 	fmt.Fprintf(tw, "reserve batches\t%s\t\n", res.Batches)
 	fmt.Fprintf(tw, "verified\t%s\t\n", res.Verified)

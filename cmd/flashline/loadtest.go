@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/flashline/flashline/loadtest"
 )
@@ -17,12 +18,15 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	e.string(&targets, "target", "FLASHLINE_LOADTEST_TARGETS", "http://127.0.0.1:8080", "comma-separated base URLs of flashline instances")
 	e.string(&cfg.AdminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "the service's admin token (creates the sale)")
 	e.string(&cfg.JWTSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "the service's JWT secret (mints customers)")
-	e.fs.StringVar(&cfg.Scenario, "scenario", "hot", "northline, hot or overload")
-	e.fs.IntVar(&cfg.Clients, "clients", 128, "hot: concurrent buyers; northline: retry-storm clients")
+	e.fs.StringVar(&cfg.Scenario, "scenario", "hot", "northline, hot, overload or crowd")
+	e.fs.IntVar(&cfg.Clients, "clients", 0, "hot: concurrent buyers (default 128); northline: retry-storm clients (128); crowd: customers (2000)")
 	e.fs.IntVar(&cfg.Rate, "rate", 2000, "overload: reservations per second, open loop")
-	e.fs.DurationVar(&cfg.Duration, "duration", 0, "hot, overload: how long (default 10s)")
+	e.fs.DurationVar(&cfg.Duration, "duration", 0, "hot, overload: how long (default 10s); crowd: the most to wait after the open (60s)")
 	e.fs.IntVar(&cfg.Checkouts, "checkouts", 9000, "northline: checkouts in the retry storm")
-	e.fs.IntVar(&cfg.Stock, "stock", 10_000_000, "hot, overload: units on sale")
+	e.fs.IntVar(&cfg.Stock, "stock", 0, "units on sale (hot, overload: 10000000; crowd: 200)")
+	e.fs.DurationVar(&cfg.OpenIn, "open-in", 3*time.Second, "crowd: the sale opens this long after the start; half the crowd comes before")
+	e.fs.StringVar(&cfg.Fairness, "fairness", "randomized_at_open", "crowd: the waiting room's policy (randomized_at_open or arrival_order)")
+	e.fs.IntVar(&cfg.ChallengeBits, "challenge-bits", 8, "crowd: proof-of-work difficulty")
 	e.fs.IntVar(&cfg.Buckets, "buckets", 1, "rows the sale's stock is spread over")
 	e.fs.BoolVar(&quiet, "quiet", false, "no progress bar")
 	if err := e.fs.Parse(args); err != nil {

@@ -1,0 +1,214 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/flashline/flashline/waitroom"
+)
+
+// crowd: Clients customers come to a waiting-room sale of Stock units, half
+// before it opens (OpenIn after the start) and half in the seconds after;
+// each takes a ticket, polls its status at the pace the server asks for,
+// solves the challenge, and reserves once admitted. It measures how
+// admission is paced: when the first and last customers are admitted, how
+// many per second, and how many polls the crowd cost.
+func (r *runner) crowd(ctx context.Context) (*Result, error) {
+	saleID, opensAt, err := r.createWaitingRoomSale(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := newTally()
+	c := &crowdStats{states: map[string]int{}}
+	bar := r.bar(int64(r.cfg.Clients), "admitted or turned away")
+	start := time.Now()
+	deadline := opensAt.Add(r.cfg.Duration)
+	arrivals := 2 * time.Until(opensAt) // half before the open, half after
+	var wg sync.WaitGroup
+	for i := range r.cfg.Clients {
+		wg.Go(func() {
+			defer func() { _ = bar.Add(1) }()
+			select {
+			case <-time.After(time.Duration(rand.Int64N(int64(arrivals) + 1))):
+			case <-ctx.Done():
+				return
+			}
+			r.waiter(ctx, i, saleID, opensAt, deadline, t, c)
+		})
+	}
+	wg.Wait()
+	_ = bar.Finish()
+	res := t.result(time.Since(start))
+	res.SaleID = saleID
+	res.Notes = c.notes(opensAt, r.cfg.Clients)
+	return res, nil
+}
+
+// crowdStats is what the waiters saw.
+type crowdStats struct {
+	mu       sync.Mutex
+	tickets  int
+	polls    int
+	states   map[string]int // status answers by state (or HTTP error)
+	admitted []time.Time
+	lastSold time.Time
+}
+
+func (c *crowdStats) count(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f()
+}
+
+// waiter is one customer's way through the waiting room.
+func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, deadline time.Time, t *tally, c *crowdStats) {
+	token := r.token(fmt.Sprintf("crowd-%d", i))
+	base := r.target(i) + "/sales/" + saleID
+	var ticket struct {
+		Token       string
+		PollAfterMs int
+		Challenge   *struct {
+			Nonce string
+			Bits  int
+		}
+	}
+	for {
+		a := r.do(ctx, http.MethodGet, base+"/ticket", token, "")
+		if a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &ticket) == nil {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) || !retryLater(a) {
+			c.count(func() { c.states[fmt.Sprintf("ticket %s", a.outcome())]++ })
+			return
+		}
+	}
+	c.count(func() { c.tickets++ })
+	solution := ""
+	if ticket.Challenge != nil {
+		solution = waitroom.Solve(ticket.Challenge.Nonce, ticket.Challenge.Bits)
+	}
+	wait := time.Duration(ticket.PollAfterMs) * time.Millisecond
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(wait)
+		q := url.Values{"token": {ticket.Token}}
+		if solution != "" {
+			q.Set("solution", solution)
+		}
+		a := r.do(ctx, http.MethodGet, base+"/status?"+q.Encode(), token, "")
+		var st struct {
+			State          string
+			PollAfterMs    int
+			AdmissionToken string
+			Challenge      *struct {
+				Nonce string
+				Bits  int
+			}
+		}
+		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &st) != nil {
+			c.count(func() { c.polls++; c.states[a.outcome()]++ })
+			if !retryLater(a) {
+				return
+			}
+			wait = time.Second
+			continue
+		}
+		c.count(func() { c.polls++; c.states[st.State]++ })
+		switch st.State {
+		case "waiting":
+			wait = time.Duration(st.PollAfterMs) * time.Millisecond
+		case "challenge_required":
+			solution, wait = waitroom.Solve(st.Challenge.Nonce, st.Challenge.Bits), 0
+		case "admitted":
+			now := time.Now()
+			c.count(func() { c.admitted = append(c.admitted, now) })
+			key := fmt.Sprintf("crowd-%d", i)
+			for {
+				ra := r.do(ctx, http.MethodPost, base+"/reservations", token, `{"quantity":1}`,
+					"Idempotency-Key", key, "X-Admission-Token", st.AdmissionToken)
+				t.add(ra)
+				if ra.status == http.StatusCreated {
+					done := time.Now()
+					c.count(func() {
+						if done.After(c.lastSold) {
+							c.lastSold = done
+						}
+					})
+				}
+				if !retryLater(ra) || time.Now().After(deadline) {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		default: // sold_out
+			return
+		}
+	}
+}
+
+// retryLater: an answer a client retries (no answer, 429, 503).
+func retryLater(a answer) bool {
+	return a.err != nil || a.status == http.StatusTooManyRequests || a.status == http.StatusServiceUnavailable
+}
+
+func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	slices.SortFunc(c.admitted, func(a, b time.Time) int { return a.Compare(b) })
+	notes := []string{fmt.Sprintf("crowd\t%d customers, %d tickets, %d status polls", crowd, c.tickets, c.polls)}
+	states := make([]string, 0, len(c.states))
+	for s := range c.states {
+		states = append(states, s)
+	}
+	slices.Sort(states)
+	for _, s := range states {
+		notes = append(notes, fmt.Sprintf("  status %s\t%d", s, c.states[s]))
+	}
+	if len(c.admitted) == 0 {
+		return append(notes, "admitted\tnobody")
+	}
+	first, last := c.admitted[0].Sub(opensAt), c.admitted[len(c.admitted)-1].Sub(opensAt)
+	notes = append(notes, fmt.Sprintf("admitted\t%d, the first %v and the last %v after the open", len(c.admitted), first.Round(time.Millisecond), last.Round(time.Millisecond)))
+	if !c.lastSold.IsZero() {
+		notes = append(notes, fmt.Sprintf("last unit sold\t%v after the open", c.lastSold.Sub(opensAt).Round(time.Millisecond)))
+	}
+	// Admissions per second after the open, as seen by the clients (they see
+	// an admission at their next poll).
+	perSecond := map[int]int{}
+	maxSecond := 0
+	for _, a := range c.admitted {
+		s := max(0, int(a.Sub(opensAt)/time.Second))
+		perSecond[s]++
+		maxSecond = max(maxSecond, s)
+	}
+	line := ""
+	for s := 0; s <= maxSecond && s < 30; s++ {
+		line += " " + strconv.Itoa(perSecond[s])
+	}
+	return append(notes, "admitted per second\t"+line[1:])
+}
+
+// createWaitingRoomSale creates the crowd's sale: a waiting room that opens
+// OpenIn from now, with the configured challenge difficulty.
+func (r *runner) createWaitingRoomSale(ctx context.Context) (string, time.Time, error) {
+	opensAt := time.Now().Add(r.cfg.OpenIn).Truncate(time.Second).Add(time.Second)
+	body := fmt.Sprintf(`{"sku":"sku_crowd","initialStock":%d,"perCustomerLimit":1,"reservationTtlSeconds":3600,"buckets":%d,`+
+		`"admission":"waiting_room","opensAt":%q,"fairness":%q,"challengeBits":%d}`,
+		r.cfg.Stock, r.cfg.Buckets, opensAt.UTC().Format(time.RFC3339), r.cfg.Fairness, r.cfg.ChallengeBits)
+	a := r.do(ctx, http.MethodPost, r.target(0)+"/admin/sales", r.cfg.AdminToken, body)
+	if a.err != nil || a.status != http.StatusCreated {
+		return "", time.Time{}, fmt.Errorf("loadtest: create sale: %v %d %s", a.err, a.status, a.body)
+	}
+	var s struct{ SaleID string }
+	if err := json.Unmarshal(a.body, &s); err != nil {
+		return "", time.Time{}, err
+	}
+	return s.SaleID, opensAt, nil
+}
