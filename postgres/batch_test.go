@@ -102,3 +102,38 @@ func TestCoalescedReserveUnderContention(t *testing.T) {
 	require.Greater(t, maxBatch.Load(), int64(1), "no batch ever held more than one request")
 	t.Logf("largest batch: %d", maxBatch.Load())
 }
+
+// BenchmarkReserveHotRow: reservations on one hot stock row from many
+// goroutines through one store, coalesced (the default) and one transaction
+// per reservation (MaxBatch 1). Reports reservations/s and the mean batch.
+//
+//	go test -run '^$' -bench ReserveHotRow -benchtime 3s ./postgres/
+func BenchmarkReserveHotRow(b *testing.B) {
+	for _, maxBatch := range []int{64, 1} {
+		b.Run(fmt.Sprintf("max-batch=%d", maxBatch), func(b *testing.B) {
+			ctx := context.Background()
+			pool, _ := testdb.NewPool(b)
+			s := postgres.NewStore(pool, pool)
+			s.MaxBatch = maxBatch
+			var batches, requests atomic.Int64
+			s.OnBatch = func(n int) { batches.Add(1); requests.Add(int64(n)) }
+			sale, err := s.CreateSale(ctx, flashline.NewSale{SKU: "sku_bench", InitialStock: 100_000_000, PerCustomerLimit: 1, ReservationTTLSeconds: 3600})
+			require.NoError(b, err)
+			var seq atomic.Int64
+			b.SetParallelism(64) // 64 × GOMAXPROCS concurrent buyers
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := s.Reserve(ctx, reserveReq(sale.ID, fmt.Sprintf("b-%d", seq.Add(1)), "k", 1)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reservations/s")
+			if n := batches.Load(); n > 0 {
+				b.ReportMetric(float64(requests.Load())/float64(n), "batch")
+			}
+		})
+	}
+}

@@ -81,3 +81,4 @@ done
 printf 'best per-request rate pgbench reached at any client count: %s/s\n\n' "$best_any"
 
 go test -run '^$' -bench . -benchmem ./loadshed/ ./waitroom/
+go test -run '^$' -bench ReserveHotRow -benchtime 3s ./postgres/
