@@ -326,7 +326,11 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 	}
 
 	quantities := sale.Quantities
-	bucket := pickBucket(sale.Buckets, quantities, b.calls[pending[0]].req.Quantity)
+	smallest := b.calls[pending[0]].req.Quantity
+	for _, i := range pending {
+		smallest = min(smallest, b.calls[i].req.Quantity)
+	}
+	bucket := pickBucket(sale.Buckets, quantities, smallest)
 	if bucket < 0 {
 		b.soldOut(pending, quantities)
 		return nil

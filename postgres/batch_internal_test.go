@@ -220,3 +220,20 @@ func TestBatchBucketsCarryOverUntilAllEmpty(t *testing.T) {
 	require.Equal(t, 4, won)
 	require.Equal(t, 0, checkInvariant(t, s, sale.ID).Available)
 }
+
+func TestBatchBucketServesTheAsksItCan(t *testing.T) {
+	t.Parallel()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 2, PerCustomerLimit: 2, Buckets: 2})
+	// One unit in each bucket: an ask of 2 first cannot be served by any
+	// bucket (sold out), and must not hold up the asks of 1 behind it.
+	big, one, two := newCall(sale.ID, "big", "k", 2), newCall(sale.ID, "one", "k", 1), newCall(sale.ID, "two", "k", 1)
+	pending := []*call{big, one, two}
+	for round := 0; len(pending) > 0; round++ {
+		require.Less(t, round, 4)
+		pending = runBatch(t, s, pending...)
+	}
+	require.ErrorIs(t, big.err, flashline.ErrSoldOut)
+	require.NoError(t, one.err)
+	require.NoError(t, two.err)
+	require.Equal(t, 0, checkInvariant(t, s, sale.ID).Available)
+}
