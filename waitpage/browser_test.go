@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -33,7 +34,9 @@ import (
 const (
 	viewportWidth  = 390
 	viewportHeight = 844
-	screenshotDir  = "testdata/screenshots"
+	// screenshotDir is under the repository's /screenshots/, which git
+	// ignores: every run writes new ones.
+	screenshotDir = "../screenshots/waitpage"
 )
 
 // chromiumNames are the binaries looked for on PATH, in order.
@@ -249,7 +252,7 @@ func (b *browser) waitState(timeout time.Duration, want ...string) string {
 	}
 }
 
-// screenshot saves a full-page PNG under testdata/screenshots.
+// screenshot saves a full-page PNG under screenshotDir.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
@@ -317,6 +320,74 @@ func checkSmallestSolution(t *testing.T, nonce, solution string, want int) {
 	}
 }
 
+// fetchRecorder runs in the page before its own script (injected through
+// the DevTools protocol, which the page's Content-Security-Policy does not
+// govern) and records every fetch: when it started, when its answer arrived,
+// its status, Retry-After and pollAfterMs.
+const fetchRecorder = `(function () {
+  var log = window.__flashlineFetches = [];
+  var orig = window.fetch;
+  window.fetch = function (input) {
+    var e = { url: typeof input === "string" ? input : input.url, start: performance.now(), end: 0, status: 0, retryAfter: "", pollAfterMs: 0 };
+    log.push(e);
+    return orig.apply(this, arguments).then(function (resp) {
+      e.end = performance.now();
+      e.status = resp.status;
+      e.retryAfter = resp.headers.get("Retry-After") || "";
+      resp.clone().json().then(function (b) { if (b && typeof b.pollAfterMs === "number") e.pollAfterMs = b.pollAfterMs; }, function () {});
+      return resp;
+    }, function (err) { e.end = performance.now(); throw err; });
+  };
+})();`
+
+type fetchEntry struct {
+	URL         string  `json:"url"`
+	Start       float64 `json:"start"`
+	End         float64 `json:"end"`
+	Status      int     `json:"status"`
+	RetryAfter  string  `json:"retryAfter"`
+	PollAfterMs float64 `json:"pollAfterMs"`
+}
+
+// checkPolling checks that the page asked for its ticket and status no
+// faster than the server said: after an answer with pollAfterMs, the next
+// request starts at least that long after the answer arrived; after a 429 or
+// 503, at least Retry-After later. It returns how many status polls it saw.
+func checkPolling(b *browser) int {
+	b.t.Helper()
+	var polls []fetchEntry
+	for _, e := range eval[[]fetchEntry](b, `window.__flashlineFetches || []`) {
+		if strings.Contains(e.URL, "/ticket") || strings.Contains(e.URL, "/status") {
+			polls = append(polls, e)
+		}
+	}
+	status := 0
+	for i, e := range polls {
+		if strings.Contains(e.URL, "/status") {
+			status++
+		}
+		if i == 0 {
+			continue
+		}
+		prev := polls[i-1]
+		gap := e.Start - prev.End
+		floor := 0.0
+		switch {
+		case prev.Status == http.StatusOK:
+			floor = prev.PollAfterMs
+		case prev.Status == http.StatusTooManyRequests || prev.Status == http.StatusServiceUnavailable:
+			if s, err := strconv.Atoi(prev.RetryAfter); err == nil {
+				floor = float64(s) * 1000
+			}
+		}
+		if gap < floor-1 {
+			b.fail("request %d (%s) came %.0f ms after the answer to the one before (status %d, pollAfterMs %.0f, Retry-After %q): faster than allowed",
+				i, e.URL, gap, prev.Status, prev.PollAfterMs, prev.RetryAfter)
+		}
+	}
+	return status
+}
+
 // funnel is what the page is driven through and what it is checked against.
 type funnel struct {
 	base, saleID, jwt string
@@ -331,6 +402,10 @@ type funnel struct {
 // (screenshot). It returns the reservation and order the page showed.
 func drive(t *testing.T, b *browser, f funnel) (reservationID, orderID string) {
 	t.Helper()
+	b.do("record fetches", 10*time.Second, func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: fetchRecorder})
+		return chromedp.Void{}, err
+	})
 	b.do("open the waiting room", 30*time.Second,
 		chromedp.Navigate(f.base+"/sales/"+f.saleID+"/wait#token="+f.jwt))
 
@@ -345,6 +420,13 @@ func drive(t *testing.T, b *browser, f funnel) (reservationID, orderID string) {
 		b.fail("waiting without a position: %q", position)
 	}
 	b.noHorizontalScroll("waiting")
+	// Let a quick proof of work finish so the picture shows the settled
+	// waiting state (best effort: the page may be admitted first).
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if eval[bool](b, `document.getElementById("challenge").hidden`) {
+			break
+		}
+	}
 	b.screenshot("waiting.png")
 
 	// Admitted, then reserved.
@@ -369,6 +451,9 @@ func drive(t *testing.T, b *browser, f funnel) (reservationID, orderID string) {
 	require.Equal(t, "pending", state, "reservation %s before paying", reservationID)
 	b.noHorizontalScroll("reserved")
 	b.screenshot("reserved.png")
+	if n := checkPolling(b); n == 0 {
+		b.fail("reserved without a single status poll")
+	}
 
 	// A reload in the reserved state shows the same reservation, and the
 	// page still holds the same Idempotency-Key.

@@ -196,7 +196,7 @@
   // ---- formatting ----
   function formatWait(s) {
     if (typeof s !== "number" || s < 0) return "—";
-    if (s < 60) return "under a minute";
+    if (s < 60) return "under 1 min";
     var m = Math.round(s / 60);
     if (m < 60) return "about " + m + " min";
     return "about " + Math.floor(m / 60) + " h " + (m % 60) + " min";
