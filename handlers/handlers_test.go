@@ -24,6 +24,7 @@ import (
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/waitroom"
 )
 
 const (
@@ -57,6 +58,7 @@ func newServer(t *testing.T) *server {
 		Logger:   testLogger(t),
 		Ready:    func(context.Context) error { return nil },
 		Registry: prometheus.NewRegistry(),
+		Keyring:  waitroom.DeriveKeyring(jwtSecret),
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -610,10 +610,8 @@ func (r *Room) wait(s *saleInfo, t Ticket, now time.Time) estimate {
 		pace = r.opts.AssumedPace
 	}
 	secs := math.Ceil(float64(distance)/pace) * 1.5
-	if s.opensAt == nil || s.opensAt.After(now) {
-		if s.opensAt != nil {
-			secs += math.Ceil(s.opensAt.Sub(now).Seconds())
-		}
+	if s.opensAt != nil && s.opensAt.After(now) {
+		secs += math.Ceil(s.opensAt.Sub(now).Seconds())
 	}
 	e := estimate{position: distance, seconds: int64(math.Ceil(secs))}
 	base := min(max(time.Duration(secs*float64(time.Second))/5, time.Second), 15*time.Second)

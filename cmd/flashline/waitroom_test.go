@@ -42,12 +42,14 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 		"fairness":"randomized_at_open","challengeBits":%d,"opensAt":%q}`, stock, bits, opensAt.Format(time.RFC3339)))
 
 	type customer struct {
-		id, jwt  string
-		token    string
-		ticket   waitroom.Ticket
-		rank     int64
-		admitted int // poll round in which it was first admitted; -1: not yet
-		final    string
+		id, jwt   string
+		token     string
+		ticket    waitroom.Ticket
+		rank      int64
+		admitted  int // poll round in which it was first admitted; -1: not yet
+		decided   int // poll round in which it was first admitted or told sold out
+		admission string
+		final     string
 	}
 	get := func(base, path, jwt string) (testserver.Response, map[string]json.RawMessage) {
 		r, err := c.Do(ctx, http.MethodGet, base+path, jwt, "")
@@ -67,7 +69,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	all := make([]*customer, customers)
 	var wg sync.WaitGroup
 	for i := range all {
-		all[i] = &customer{id: fmt.Sprintf("wr-%02d", i), jwt: testserver.Token(t, fmt.Sprintf("wr-%02d", i)), admitted: -1}
+		all[i] = &customer{id: fmt.Sprintf("wr-%02d", i), jwt: testserver.Token(t, fmt.Sprintf("wr-%02d", i)), admitted: -1, decided: 1 << 30}
 		wg.Go(func() {
 			r, err := c.Do(ctx, http.MethodGet, servers[i%2].URL+"/sales/"+sale+"/ticket", all[i].jwt, "")
 			if err != nil || r.Status != http.StatusOK {
@@ -122,12 +124,14 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	// same instance, sees the same watermark or a newer one.
 	sort.Slice(all, func(i, j int) bool { return all[i].rank > all[j].rank })
 
-	reserveWorks := true
+	// Each round: ask every customer still waiting where they stand (on one
+	// instance, alternating), then let those admitted reserve, lowest rank
+	// first, as a crowd let in together would race for the units.
 	bought, soldOut := 0, 0
-	lastProgress := time.Now()
 	for round := 0; ; round++ {
 		base := servers[round%2].URL
 		pending := 0
+		var admittedNow []*customer
 		for _, cu := range all {
 			if cu.final != "" {
 				continue
@@ -147,24 +151,23 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 			}
 			switch state {
 			case waitroom.StatusSoldOut:
-				cu.final = state
+				cu.final, cu.decided = state, min(cu.decided, round)
 				soldOut++
-				lastProgress = time.Now()
-				continue
 			case waitroom.StatusWaiting:
 				pending++
-				continue
+			default:
+				require.Equal(t, waitroom.StatusAdmitted, state, "%v", st)
+				if cu.admitted < 0 {
+					cu.admitted, cu.decided = round, min(cu.decided, round)
+				}
+				cu.admission = str(st, "admissionToken")
+				admittedNow = append(admittedNow, cu)
 			}
-			require.Equal(t, waitroom.StatusAdmitted, state, "%v", st)
-			if cu.admitted < 0 {
-				cu.admitted = round
-				lastProgress = time.Now()
-			}
-			if !reserveWorks {
-				continue
-			}
+		}
+		for i := len(admittedNow) - 1; i >= 0; i-- {
+			cu := admittedNow[i]
 			r, err := c.Do(ctx, http.MethodPost, base+"/sales/"+sale+"/reservations", cu.jwt, `{"quantity": 1}`,
-				"Idempotency-Key", "checkout-"+cu.id, "X-Admission-Token", str(st, "admissionToken"))
+				"Idempotency-Key", "checkout-"+cu.id, "X-Admission-Token", cu.admission)
 			require.NoError(t, err)
 			switch {
 			case r.Status == http.StatusCreated:
@@ -173,26 +176,19 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 			case r.Status == http.StatusConflict && errorCode(r.Body) == "sold_out":
 				cu.final = "sold_out"
 				soldOut++
-			case r.Status == http.StatusForbidden && errorCode(r.Body) == "admission_invalid" && bought == 0:
-				// The reserve path does not take admission tokens yet: see
-				// the skip below.
-				reserveWorks = false
 			default:
 				t.Fatalf("reserve with an admission token: %d %s", r.Status, r.Body)
 			}
 		}
-		if pending == 0 && (!reserveWorks || bought+soldOut == customers) {
+		if pending == 0 && bought+soldOut == customers {
 			break
-		}
-		if !reserveWorks && time.Since(lastProgress) > 3*time.Second {
-			break // nobody uses their admission: the pacer holds the rest back
 		}
 		require.Less(t, round, 2000, "the waiting room never emptied")
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	// Admission followed the draw: nobody was let in before anyone ranked
-	// ahead of them.
+	// Admission followed the draw: nobody was let in while someone ranked
+	// ahead of them was still told to wait.
 	admitted := 0
 	for _, a := range all {
 		if a.admitted < 0 {
@@ -201,24 +197,44 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 		admitted++
 		for _, b := range all {
 			if b.rank < a.rank {
-				require.True(t, b.admitted >= 0 && b.admitted <= a.admitted,
-					"rank %d admitted in round %d, rank %d in round %d", a.rank, a.admitted, b.rank, b.admitted)
+				require.LessOrEqual(t, b.decided, a.admitted,
+					"rank %d admitted in round %d, rank %d still waiting then", a.rank, a.admitted, b.rank)
 			}
 		}
 	}
 	require.GreaterOrEqual(t, admitted, stock)
 	t.Logf("%d customers, pre-open count %d, %d admitted, %d bought, %d sold out", customers, *preopen, admitted, bought, soldOut)
 
-	if !reserveWorks {
-		// The reserve path (the lead's part) does not accept admission
-		// tokens yet. Remove this skip once it does: the rest of the test
-		// checks that exactly the stock is sold and everyone else hears
-		// "sold out".
-		t.Skip("reserve does not accept admission tokens yet")
-	}
 	require.Equal(t, stock, bought)
 	require.Equal(t, customers-stock, soldOut)
 	var available int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(sum(quantity), 0) FROM stock WHERE sale_id = $1`, sale).Scan(&available))
 	require.Zero(t, available)
+}
+
+func TestSaleCreateWaitingRoomFlags(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.New(t)
+	out, _, err := runCLI(t, dbURL, "sale", "create", "--sku", "sku_cli_wr", "--stock", "5",
+		"--admission", "waiting_room", "--fairness", "arrival_order", "--challenge-bits", "10",
+		"--per-instrument-limit", "2", "--min-account-age-seconds", "3600")
+	require.NoError(t, err)
+	var sale struct {
+		Admission            string
+		Fairness             string
+		ChallengeBits        int
+		PerInstrumentLimit   *int
+		MinAccountAgeSeconds int
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &sale))
+	require.Equal(t, "waiting_room", sale.Admission)
+	require.Equal(t, "arrival_order", sale.Fairness)
+	require.Equal(t, 10, sale.ChallengeBits)
+	require.Equal(t, 2, *sale.PerInstrumentLimit)
+	require.Equal(t, 3600, sale.MinAccountAgeSeconds)
+
+	_, _, err = runCLI(t, dbURL, "sale", "create", "--sku", "s", "--stock", "5", "--fairness", "fastest")
+	require.ErrorContains(t, err, "fairness must be")
+	_, _, err = runCLI(t, dbURL, "sale", "create", "--sku", "s", "--stock", "5", "--challenge-bits", "8")
+	require.ErrorContains(t, err, "waiting_room")
 }
