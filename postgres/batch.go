@@ -116,7 +116,10 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 	}
 	clear(q.waiting[len(rest):])
 	q.waiting = rest
-	if len(batch) == 0 {
+	if len(batch) == 0 { // every one of them had waited too long
+		if q.running == 0 && len(q.waiting) == 0 {
+			delete(co.sales, saleID)
+		}
 		return nil
 	}
 	q.running++
