@@ -57,7 +57,7 @@ type crowdStats struct {
 	mu       sync.Mutex
 	tickets  int
 	polls    int
-	states   map[string]int // status answers by state (or HTTP error)
+	states   map[string]int // "status <state>", "ticket <HTTP outcome>", ...
 	admitted []time.Time
 	lastSold time.Time
 }
@@ -113,14 +113,14 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 			}
 		}
 		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &st) != nil {
-			c.count(func() { c.polls++; c.states[a.outcome()]++ })
+			c.count(func() { c.polls++; c.states["status "+a.outcome()]++ })
 			if !retryLater(a) {
 				return
 			}
 			wait = time.Second
 			continue
 		}
-		c.count(func() { c.polls++; c.states[st.State]++ })
+		c.count(func() { c.polls++; c.states["status "+st.State]++ })
 		switch st.State {
 		case "waiting":
 			wait = time.Duration(st.PollAfterMs) * time.Millisecond
@@ -169,7 +169,7 @@ func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
 	}
 	slices.Sort(states)
 	for _, s := range states {
-		notes = append(notes, fmt.Sprintf("  status %s\t%d", s, c.states[s]))
+		notes = append(notes, fmt.Sprintf("  %s\t%d", s, c.states[s]))
 	}
 	if len(c.admitted) == 0 {
 		return append(notes, "admitted\tnobody")
