@@ -250,8 +250,8 @@ func (b *batchRun) execute(ctx context.Context) error {
 			b.again[i] = true
 		case err != nil:
 			b.errs[i] = err
-		case row.StatusCode != nil:
-			b.results[i] = flashline.ReserveResult{Status: int(*row.StatusCode), Body: row.ResponseBody, Replayed: true}
+		case row.StatusCode != 0:
+			b.results[i] = flashline.ReserveResult{Status: int(row.StatusCode), Body: row.ResponseBody, Replayed: true}
 		default:
 			pending = append(pending, i)
 		}
@@ -267,7 +267,7 @@ func (b *batchRun) execute(ctx context.Context) error {
 // means the request may take stock; errRetry means try it in a later batch.
 func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error {
 	switch {
-	case row.StatusCode != nil:
+	case row.StatusCode != 0:
 		if !bytes.Equal(row.RequestHash, req.Fingerprint) {
 			return flashline.ErrIdempotencyKeyReused
 		}

@@ -30,13 +30,16 @@ WITH input AS (
      WHERE s.sale_id = $5::text
 )
 SELECT i.ord::int AS ord,
-       k.request_hash, k.status_code, k.response_body,
+       -- status_code 0: no stored answer.
+       k.request_hash, coalesce(k.status_code, 0)::int AS status_code, k.response_body,
        pg_try_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || i.customer_id, 0)) AS locked,
-       EXISTS (SELECT 1 FROM reservations r
-                WHERE r.sale_id = sale.sale_id AND r.customer_id = i.customer_id
-                  AND r.state IN ('pending', 'confirmed'))::boolean AS has_active,
-       (i.admission_id <> '' AND EXISTS (SELECT 1 FROM reservations r
-                                          WHERE r.admission_token_id = i.admission_id))::boolean AS admission_used,
+       ((SELECT true FROM reservations r
+          WHERE r.sale_id = sale.sale_id AND r.customer_id = i.customer_id
+            AND r.state IN ('pending', 'confirmed')
+          LIMIT 1) IS NOT NULL)::boolean AS has_active,
+       (i.admission_id <> '' AND (SELECT true FROM reservations r
+                                   WHERE r.admission_token_id = i.admission_id
+                                   LIMIT 1) IS NOT NULL)::boolean AS admission_used,
        (i.instrument = '' OR sale.per_instrument_limit IS NULL OR pg_try_advisory_xact_lock(hashtextextended(
            'flashline instrument' || E'\n' || sale.sale_id || E'\n' || i.instrument, 0)))::boolean AS instrument_locked,
        (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
@@ -49,7 +52,10 @@ SELECT i.ord::int AS ord,
        now()::timestamptz AS now
   FROM input i
  CROSS JOIN sale
-  LEFT JOIN idempotency_keys k ON k.customer_id = i.customer_id AND k.key = i.idempotency_key
+  LEFT JOIN LATERAL (SELECT k.request_hash, k.status_code, k.response_body
+                       FROM idempotency_keys k
+                      WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key
+                      LIMIT 1) k ON true
  ORDER BY i.ord
 `
 
@@ -64,7 +70,7 @@ type ReserveBatchBeginParams struct {
 type ReserveBatchBeginRow struct {
 	Ord                   int32
 	RequestHash           []byte
-	StatusCode            *int32
+	StatusCode            int32
 	ResponseBody          []byte
 	Locked                bool
 	HasActive             bool
@@ -94,7 +100,12 @@ type ReserveBatchBeginRow struct {
 // stock away; it takes the units of the whole batch at once, so the hot stock
 // row is locked once per batch instead of once per reservation.
 // Reads everything the reserve decisions need, one row per request in the
-// order given, each with the sale's state and rules:
+// order given, each with the sale's state and rules. Every lookup per request
+// is a correlated subquery with LIMIT (a LATERAL, or a scalar subquery), never
+// a join or an EXISTS: PostgreSQL runs those as one index probe per request.
+// A flash sale grows its tables faster than autovacuum analyzes them, and
+// with joins or EXISTS the planner, believing them small, hashed every active
+// reservation of the sale once per batch.
 //   - a stored answer for the (customer, idempotency key), to replay;
 //   - the customer's lock: pg_try_advisory_xact_lock never waits. Held until
 //     COMMIT/ROLLBACK, it means no other transaction, on any instance, is
@@ -183,12 +194,7 @@ WITH input AS (
            now(), $12::timestamptz
       FROM input i
      CROSS JOIN dec
-     WHERE NOT EXISTS (SELECT 1 FROM reservations r
-                        WHERE r.sale_id = dec.sale_id AND r.customer_id = i.customer_id
-                          AND r.state IN ('pending', 'confirmed'))
-       AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
-                        WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key)
-       AND ($13::int = 0 OR i.instrument = '' OR
+     WHERE ($13::int = 0 OR i.instrument = '' OR
             (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
               WHERE r.sale_id = dec.sale_id AND r.payment_instrument = i.instrument
                 AND r.state IN ('pending', 'confirmed')) + i.quantity <= $13::int)
@@ -241,11 +247,13 @@ type ReserveBatchCommitRow struct {
 // the row lock (READ COMMITTED re-evaluates the WHERE clause on the latest row
 // version), so concurrent batches can never take more than there is. If it
 // matches no row, nothing else is written and the caller allocates against the
-// locked quantity (ReserveLockBucket). The reservations and idempotency keys
-// are checked again against this statement's snapshot, which is newer than the
-// customers' locks; ON CONFLICT DO NOTHING is the backstop that lets one
-// conflicting row be skipped instead of aborting the batch; a payment
-// instrument's units are counted again the same way. The caller commits
+// locked quantity (ReserveLockBucket). A reservation or idempotency key of
+// one of these customers committed since ReserveBatchBegin read (between its
+// snapshot and the customer's lock) is caught by ON CONFLICT DO NOTHING, which
+// checks the unique indexes against every committed row whatever the snapshot,
+// and skips that row instead of aborting the batch; a payment instrument's
+// units are counted again against this statement's snapshot, which is newer
+// than the instrument's lock. The caller commits
 // only when reserved and key_stored both equal the batch size.
 func (q *Queries) ReserveBatchCommit(ctx context.Context, arg ReserveBatchCommitParams) (ReserveBatchCommitRow, error) {
 	row := q.db.QueryRow(ctx, reserveBatchCommit,
