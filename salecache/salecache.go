@@ -26,13 +26,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgxlisten"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/reload"
 	"github.com/flashline/flashline/sql/dbsqlc"
 )
 
@@ -63,9 +61,7 @@ type Cache struct {
 	mu    sync.RWMutex
 	sales map[string]*entry
 
-	reloadMu sync.Mutex
-	pending  map[string]bool // sale ids to re-read; "" means all
-	wake     chan struct{}
+	reloader *reload.Reloader
 
 	fastRejects *prometheus.CounterVec
 }
@@ -101,15 +97,22 @@ func New(pool *pgxpool.Pool, opts Options) *Cache {
 		opts.Now = time.Now
 	}
 	c := &Cache{
-		pool:    pool,
-		opts:    opts,
-		sales:   map[string]*entry{},
-		pending: map[string]bool{},
-		wake:    make(chan struct{}, 1),
+		pool:  pool,
+		opts:  opts,
+		sales: map[string]*entry{},
 		fastRejects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashline_fast_rejections_total",
 			Help: "Reservations answered from memory, without the database, by outcome.",
 		}, []string{"outcome"}),
+	}
+	c.reloader = &reload.Reloader{
+		Name: "salecache", Pool: pool, Channels: []string{Channel}, Interval: opts.RefreshInterval, Logger: opts.Logger,
+		Load: func(ctx context.Context, saleID string) error {
+			if saleID == reload.All {
+				return c.Load(ctx)
+			}
+			return c.reloadSale(ctx, saleID)
+		},
 	}
 	opts.Registry.MustRegister(c.fastRejects, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "flashline_sales_sold_out",
@@ -130,85 +133,10 @@ func New(pool *pgxpool.Pool, opts Options) *Cache {
 
 // Run keeps the cache current until ctx is done: it listens for
 // notifications and refreshes periodically. Call Load first to start warm.
-func (c *Cache) Run(ctx context.Context) error {
-	listener := &pgxlisten.Listener{
-		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			return pgx.ConnectConfig(ctx, c.pool.Config().ConnConfig.Copy())
-		},
-		LogError: func(ctx context.Context, err error) {
-			if ctx.Err() == nil {
-				c.opts.Logger.WarnContext(ctx, "salecache: listener", "err", err)
-			}
-		},
-		ReconnectDelay: time.Second,
-	}
-	listener.Handle(Channel, handler{c})
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = listener.Listen(ctx) })
-	wg.Go(func() { c.reloader(ctx) })
-	ticker := time.NewTicker(c.opts.RefreshInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return nil
-		case <-ticker.C:
-			c.request("")
-		}
-	}
-}
+func (c *Cache) Run(ctx context.Context) error { return c.reloader.Run(ctx) }
 
-// handler receives notifications; a (re)connect counts as "anything may have
-// changed".
-type handler struct{ c *Cache }
-
-func (h handler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
-	h.c.request(n.Payload)
-	return nil
-}
-
-func (h handler) HandleBacklog(context.Context, string, *pgx.Conn) error {
-	h.c.request("")
-	return nil
-}
-
-// request asks the reloader to re-read saleID ("" for every sale). Requests
-// made while a reload is pending are coalesced.
-func (c *Cache) request(saleID string) {
-	c.reloadMu.Lock()
-	c.pending[saleID] = true
-	c.reloadMu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (c *Cache) reloader(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.wake:
-		}
-		c.reloadMu.Lock()
-		pending := c.pending
-		c.pending = map[string]bool{}
-		c.reloadMu.Unlock()
-		var err error
-		if pending[""] {
-			err = c.Load(ctx)
-		} else {
-			for id := range pending {
-				err = errors.Join(err, c.reloadSale(ctx, id))
-			}
-		}
-		if err != nil && ctx.Err() == nil {
-			c.opts.Logger.WarnContext(ctx, "salecache: reload", "err", err)
-		}
-	}
-}
+// request asks for saleID (reload.All: every sale) to be read again soon.
+func (c *Cache) request(saleID string) { c.reloader.Request(saleID) }
 
 // Load reads every sale now: the pre-warm before serving.
 func (c *Cache) Load(ctx context.Context) error {

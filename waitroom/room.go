@@ -13,12 +13,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgxlisten"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/reload"
 	"github.com/flashline/flashline/sql/dbsqlc"
 )
 
@@ -150,9 +149,7 @@ type Room struct {
 	leaseMu sync.Mutex
 	leases  map[string]*lease
 
-	reloadMu sync.Mutex
-	pending  map[string]bool // sale ids to re-read; "" means all
-	wake     chan struct{}
+	reloader *reload.Reloader
 
 	leader  atomic.Bool
 	metrics roomMetrics
@@ -198,8 +195,31 @@ func NewRoom(pool *pgxpool.Pool, keys *Keyring, capacity Capacity, opts Options)
 		sales:    map[string]*saleInfo{},
 		flights:  map[string]chan struct{}{},
 		leases:   map[string]*lease{},
-		pending:  map[string]bool{},
-		wake:     make(chan struct{}, 1),
+	}
+	r.reloader = &reload.Reloader{
+		Name: "waitroom", Pool: pool, Channels: []string{Channel, SaleChangedChannel},
+		Interval: opts.RefreshInterval, Logger: opts.Logger,
+		Load: func(ctx context.Context, saleID string) error {
+			if saleID == reload.All {
+				return r.load(ctx, nil)
+			}
+			return r.load(ctx, &saleID)
+		},
+		Wants: func(channel, saleID string) bool {
+			switch {
+			case saleID == reload.All:
+				// Nothing in memory, nothing to refresh: a deployment
+				// without waiting rooms pays no query. A new room
+				// announces itself (waiting_rooms_created), and a sale
+				// asked about is read then.
+				r.mu.RLock()
+				defer r.mu.RUnlock()
+				return len(r.sales) > 0
+			case channel == SaleChangedChannel:
+				return r.cached(saleID) != nil // a sale this instance was asked about
+			}
+			return true
+		},
 	}
 	r.metrics = roomMetrics{
 		tickets: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -370,96 +390,11 @@ func (s *saleInfo) opened(now time.Time) bool {
 
 // Run keeps the Room current until ctx is done: it listens for
 // notifications and re-reads the sales in memory every RefreshInterval.
-func (r *Room) Run(ctx context.Context) error {
-	listener := &pgxlisten.Listener{
-		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			return pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
-		},
-		LogError: func(ctx context.Context, err error) {
-			if ctx.Err() == nil {
-				r.opts.Logger.WarnContext(ctx, "waitroom: listener", "err", err)
-			}
-		},
-		ReconnectDelay: time.Second,
-	}
-	listener.Handle(Channel, notified{r})
-	listener.Handle(SaleChangedChannel, notified{r})
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = listener.Listen(ctx) })
-	wg.Go(func() { r.reloader(ctx) })
-	ticker := time.NewTicker(r.opts.RefreshInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return nil
-		case <-ticker.C:
-			// Nothing in memory, nothing to refresh: a deployment without
-			// waiting rooms pays no query. A new room announces itself
-			// (waiting_rooms_created), and a sale asked about is read then.
-			r.mu.RLock()
-			known := len(r.sales) > 0
-			r.mu.RUnlock()
-			if known {
-				r.request("")
-			}
-		}
-	}
-}
+func (r *Room) Run(ctx context.Context) error { return r.reloader.Run(ctx) }
 
-type notified struct{ r *Room }
-
-func (n notified) HandleNotification(_ context.Context, msg *pgconn.Notification, _ *pgx.Conn) error {
-	if msg.Channel == SaleChangedChannel && n.r.cached(msg.Payload) == nil {
-		return nil // a sale this instance has not been asked about
-	}
-	n.r.request(msg.Payload)
-	return nil
-}
-
-// HandleBacklog: a (re)connect means anything may have changed meanwhile.
-func (n notified) HandleBacklog(context.Context, string, *pgx.Conn) error {
-	n.r.request("")
-	return nil
-}
-
-// request asks the reloader to re-read saleID ("" for all); requests made
-// while one is pending are coalesced.
-func (r *Room) request(saleID string) {
-	r.reloadMu.Lock()
-	r.pending[saleID] = true
-	r.reloadMu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (r *Room) reloader(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		}
-		r.reloadMu.Lock()
-		pending := r.pending
-		r.pending = map[string]bool{}
-		r.reloadMu.Unlock()
-		var err error
-		if pending[""] {
-			err = r.load(ctx, nil)
-		} else {
-			for id := range pending {
-				err = errors.Join(err, r.load(ctx, &id))
-			}
-		}
-		if err != nil && ctx.Err() == nil {
-			r.opts.Logger.WarnContext(ctx, "waitroom: reload", "err", err)
-		}
-	}
-}
+// request asks for saleID (reload.All: every sale in memory) to be read
+// again soon.
+func (r *Room) request(saleID string) { r.reloader.Request(saleID) }
 
 // ----- Tickets -----
 

@@ -1,6 +1,7 @@
--- One reservation per transaction, as flashline's purchase path runs it today:
--- BEGIN; the read of ReserveBegin (key lookup, advisory lock, sale rules);
--- the ReserveCommit statement (conditional decrement + reservation +
+-- One reservation per transaction, as flashline ran it before coalescing
+-- (and runs it with --max-batch 1):
+-- BEGIN; the read of the per-request design (key lookup, advisory lock, sale rules);
+-- the conditional decrement + reservation +
 -- idempotency key + ledger); COMMIT. Run by scripts/bench.sh with
 -- -D sale=<sale id>; every transaction is a new customer.
 \set c random(1, 2000000000)
