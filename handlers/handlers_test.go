@@ -40,7 +40,11 @@ type server struct {
 	client  *http.Client
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t *testing.T) *server { return startServer(t, nil) }
+
+// startServer serves the API on a fresh database; with roomOpts, the waiting
+// room is wired in, kept current and paced until the test ends.
+func startServer(t *testing.T, roomOpts *waitroom.Options) *server {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
 	verifier, err := auth.NewVerifier(jwtSecret, adminToken)
@@ -51,7 +55,7 @@ func newServer(t *testing.T) *server {
 	require.NoError(t, err)
 	store := postgres.NewStore(pool, pool)
 	store.ReserveTimeout = time.Minute // nor about timeouts on a loaded machine
-	h := handlers.Routes(handlers.Deps{
+	deps := handlers.Deps{
 		Store:    store,
 		Verifier: verifier,
 		Limiter:  limiter,
@@ -59,7 +63,23 @@ func newServer(t *testing.T) *server {
 		Ready:    func(context.Context) error { return nil },
 		Registry: prometheus.NewRegistry(),
 		Keyring:  waitroom.DeriveKeyring(jwtSecret),
-	})
+	}
+	if roomOpts != nil {
+		opts := *roomOpts
+		opts.RateLimiter = store
+		opts.Logger = testLogger(t)
+		if opts.Tick == 0 {
+			opts.Tick = 20 * time.Millisecond
+		}
+		opts.LeaderRetry = 50 * time.Millisecond
+		deps.Room = waitroom.NewRoom(pool, deps.Keyring, limiter, opts)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = deps.Room.Run(ctx) })
+		wg.Go(func() { _ = deps.Room.RunPacer(ctx) })
+		t.Cleanup(func() { cancel(); wg.Wait() })
+	}
+	h := handlers.Routes(deps)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &server{url: srv.URL, handler: h, pool: pool, client: srv.Client()}

@@ -1,65 +1,23 @@
 package handlers_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"sort"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/waitroom"
 )
 
-// newWaitroomServer is newServer with the waiting room wired in, kept current
-// and paced (quickly) until the test ends.
-func newWaitroomServer(t *testing.T, opts waitroom.Options) *server {
-	t.Helper()
-	pool, _ := testdb.NewPool(t)
-	verifier, err := auth.NewVerifier(jwtSecret, adminToken)
-	require.NoError(t, err)
-	limiter, err := loadshed.New(loadshed.Options{InitialLimit: 200, MinLimit: 200, MaxLimit: 200})
-	require.NoError(t, err)
-	store := postgres.NewStore(pool, pool)
-	store.ReserveTimeout = time.Minute
-	keyring := waitroom.DeriveKeyring(jwtSecret)
-	opts.RateLimiter = store
-	opts.Logger = testLogger(t)
-	if opts.Tick == 0 {
-		opts.Tick = 20 * time.Millisecond
-	}
-	opts.LeaderRetry = 50 * time.Millisecond
-	room := waitroom.NewRoom(pool, keyring, limiter, opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { _ = room.Run(ctx); done <- struct{}{} }()
-	go func() { _ = room.RunPacer(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
-	h := handlers.Routes(handlers.Deps{
-		Store:    store,
-		Verifier: verifier,
-		Limiter:  limiter,
-		Logger:   testLogger(t),
-		Ready:    func(context.Context) error { return nil },
-		Registry: prometheus.NewRegistry(),
-		Room:     room,
-		Keyring:  keyring,
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &server{url: srv.URL, handler: h, pool: pool, client: srv.Client()}
-}
+// newWaitroomServer is newServer with the waiting room wired in.
+func newWaitroomServer(t *testing.T, opts waitroom.Options) *server { return startServer(t, &opts) }
 
 // keysOf decodes a JSON object and returns its keys, sorted.
 func keysOf(t *testing.T, body []byte) []string {
