@@ -29,6 +29,7 @@ type gradient struct {
 
 	limit    float64
 	baseline float64 // nanoseconds; 0 until the first window closes
+	recent   float64 // the last window's mean latency, nanoseconds
 	win      struct {
 		start       time.Time
 		samples     int
@@ -89,6 +90,7 @@ func (g *gradient) timeout(now time.Time) {
 // update closes the window and recomputes the limit and the baseline.
 func (g *gradient) update(now time.Time, inflight int) {
 	s := float64(g.win.sum) / float64(g.win.samples)
+	g.recent = s
 	if g.baseline == 0 {
 		g.baseline = s
 	}

@@ -239,6 +239,7 @@ type Limiter struct {
 
 	// Published copies for lock-free reads by metrics.
 	limitPub, inflightPub, queuedPub atomic.Int64
+	latencyPub                       atomic.Int64 // nanoseconds
 	shed                             atomic.Int64
 	shedBy                           [numPriorities]atomic.Int64
 }
@@ -409,6 +410,10 @@ func (l *Limiter) Limit() int64 { return l.limitPub.Load() }
 // InFlight is the number of admitted requests not yet released.
 func (l *Limiter) InFlight() int64 { return l.inflightPub.Load() }
 
+// Latency is the mean latency of the requests let through in the last
+// window the limit was computed from (0 before the first).
+func (l *Limiter) Latency() time.Duration { return time.Duration(l.latencyPub.Load()) }
+
 // Queued is the number of requests waiting for a slot.
 func (l *Limiter) Queued() int64 { return l.queuedPub.Load() }
 
@@ -545,4 +550,5 @@ func (l *Limiter) publish() {
 	l.limitPub.Store(int64(l.grad.limitInt()))
 	l.inflightPub.Store(int64(l.inflight))
 	l.queuedPub.Store(int64(l.queued))
+	l.latencyPub.Store(int64(l.grad.recent))
 }

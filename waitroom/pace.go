@@ -26,9 +26,12 @@ import (
 // Pacing constants (see Step).
 const (
 	// ServiceTime is the time one slot of the purchase path's limiter is
-	// assumed to take per request: a free slot absorbs Tick/ServiceTime
-	// admissions per tick.
+	// assumed to take per request until the limiter has measured one: a
+	// free slot absorbs Tick/latency admissions per tick.
 	ServiceTime = 100 * time.Millisecond
+	// minLatency keeps a lucky window of very fast requests from opening the
+	// gates wide.
+	minLatency = 5 * time.Millisecond
 	// OutstandingFactor and OutstandingFloor bound the admissions given out
 	// but not yet used: at most OutstandingFactor × the units left +
 	// OutstandingFloor. Admitting more would only make people wait at the
@@ -44,6 +47,9 @@ type PaceInput struct {
 	Headroom int64
 	// Available is the units left in the sale.
 	Available int64
+	// Latency is the purchase path's recent latency as the leader's limiter
+	// measured it (0: not yet measured, ServiceTime is assumed).
+	Latency time.Duration
 	// Outstanding estimates the admissions not yet used for a reservation.
 	Outstanding int64
 	// Waiting is the ranks handed out and not yet admitted: there is no point
@@ -55,7 +61,7 @@ type PaceInput struct {
 
 // Step is how far the watermark moves this tick:
 //
-//	min(ceil(max(Headroom, 0) × Tick / ServiceTime),
+//	min(ceil(max(Headroom, 0) × Tick / Latency),
 //	    OutstandingFactor × Available + OutstandingFloor − Outstanding,
 //	    Waiting)
 //
@@ -71,7 +77,12 @@ func Step(in PaceInput) int64 {
 	if room <= 0 {
 		return 0
 	}
-	capacity := int64(math.Ceil(float64(max(in.Headroom, 0)) * float64(in.Tick) / float64(ServiceTime)))
+	latency := in.Latency
+	if latency <= 0 {
+		latency = ServiceTime
+	}
+	latency = max(latency, minLatency)
+	capacity := int64(math.Ceil(float64(max(in.Headroom, 0)) * float64(in.Tick) / float64(latency)))
 	if outstanding == 0 {
 		capacity = max(capacity, 1)
 	}
@@ -285,9 +296,9 @@ func (r *Room) tick(ctx context.Context, q *dbsqlc.Queries, p *pacerState) error
 		p.started = now
 	}
 	window := r.opts.AdmissionTTL + 15*time.Second // + the longest poll interval
-	headroom := int64(0)
+	headroom, latency := int64(0), time.Duration(0)
 	if r.capacity != nil {
-		headroom = r.capacity.Limit() - r.capacity.InFlight()
+		headroom, latency = r.capacity.Limit()-r.capacity.InFlight(), r.capacity.Latency()
 	}
 	var errs error
 	for _, row := range rows {
@@ -301,6 +312,7 @@ func (r *Room) tick(ctx context.Context, q *dbsqlc.Queries, p *pacerState) error
 		}
 		step := Step(PaceInput{
 			Headroom:    headroom,
+			Latency:     latency,
 			Available:   row.Available,
 			Outstanding: h.outstanding(now, p.started, row.AdmittedThrough, row.AdmittedReserved, window),
 			Waiting:     row.NextPosition - 1 - row.AdmittedThrough,

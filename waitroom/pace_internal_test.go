@@ -24,6 +24,8 @@ type fixedCapacity int64
 func (c fixedCapacity) Limit() int64  { return int64(c) }
 func (fixedCapacity) InFlight() int64 { return 0 }
 
+func (fixedCapacity) Latency() time.Duration { return 0 }
+
 // TestWatermarkMonotonicWithTwoPacers runs two pacers at once, as if two
 // instances both believed they led (no advisory lock), each on its own
 // connection with its own memory, plus a third writer trying to set the

@@ -44,6 +44,7 @@ const (
 type Capacity interface {
 	Limit() int64
 	InFlight() int64
+	Latency() time.Duration
 }
 
 // RateLimiter counts hits across instances (*postgres.Store): nil or

@@ -24,6 +24,8 @@ type capacity struct{ limit, inFlight int64 }
 func (c capacity) Limit() int64    { return c.limit }
 func (c capacity) InFlight() int64 { return c.inFlight }
 
+func (c capacity) Latency() time.Duration { return 0 }
+
 type env struct {
 	pool  *pgxpool.Pool
 	store *postgres.Store
