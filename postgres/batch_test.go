@@ -137,3 +137,37 @@ func BenchmarkReserveHotRow(b *testing.B) {
 		})
 	}
 }
+
+// TestBucketsNeverSoldOutWhileStockRemains: as many customers as units,
+// spread over 8 buckets, all at once through three stores. Any sold_out
+// answered while some bucket still held a unit would leave that unit unsold.
+func TestBucketsNeverSoldOutWhileStockRemains(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	stores := []*postgres.Store{postgres.NewStore(pool, pool), postgres.NewStore(pool, pool), postgres.NewStore(pool, pool)}
+	const units = 90
+	sale, err := stores[0].CreateSale(ctx, flashline.NewSale{SKU: "sku_buckets", InitialStock: units, PerCustomerLimit: 1, ReservationTTLSeconds: 600, Buckets: 8})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, units)
+	for i := range units {
+		wg.Go(func() {
+			for {
+				_, err := stores[i%len(stores)].Reserve(ctx, reserveReq(sale.ID, fmt.Sprintf("bucket-buyer-%d", i), "k", 1))
+				if !errors.Is(err, flashline.ErrRequestInProgress) {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	got := requireInvariant(t, stores[0], sale.ID)
+	require.Equal(t, 0, got.Available)
+	require.Equal(t, units, got.Pending)
+}
