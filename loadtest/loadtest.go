@@ -129,6 +129,11 @@ type Result struct {
 	Batches    BatchStats // the targets' purchase-path batches during the run
 	Notes      []string   // scenario-specific lines of the summary ("name\tvalue")
 	Verified   string     // what the final check found
+	// Timeline is the run over time, by when each answer arrived.
+	Timeline []Bucket
+	// Phases are earlier parts of the run, summarised before this one
+	// (northline's race before its retry storm).
+	Phases []*Result
 }
 
 // BatchStats sums the targets' flashline_reserve_batch_size histograms.
@@ -260,6 +265,7 @@ type answer struct {
 	body    []byte
 	replay  bool
 	latency time.Duration
+	done    time.Time // when the answer (or the error) arrived
 	err     error
 }
 
@@ -288,11 +294,13 @@ func (r *runner) do(ctx context.Context, method, url, token, body string, header
 	start := time.Now()
 	resp, err := r.http.Do(req)
 	if err != nil {
-		return answer{err: err, latency: time.Since(start)}
+		done := time.Now()
+		return answer{err: err, latency: done.Sub(start), done: done}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode, body: b, err: err, latency: time.Since(start), replay: resp.Header.Get("Idempotent-Replayed") == "true"}
+	done := time.Now()
+	a := answer{status: resp.StatusCode, body: b, err: err, latency: done.Sub(start), done: done, replay: resp.Header.Get("Idempotent-Replayed") == "true"}
 	if resp.StatusCode >= 300 {
 		a.code = errorCode(b)
 	}
@@ -328,23 +336,38 @@ func (r *runner) createSale(ctx context.Context, sku string, stock int) (string,
 // tally collects answers from many goroutines.
 type tally struct {
 	mu        sync.Mutex
+	start     time.Time // the run's start: answers are placed in time from here
 	outcomes  map[string]int
 	latencies []time.Duration
-	ids       map[string]int
+	at        []time.Duration // when each answer arrived, after start; parallel to latencies
+	// reservedAt is when each distinct reservation was first given, after start.
+	reservedAt []time.Duration
+	ids        map[string]int
 }
 
-func newTally() *tally { return &tally{outcomes: map[string]int{}, ids: map[string]int{}} }
+func newTally() *tally {
+	return &tally{start: time.Now(), outcomes: map[string]int{}, ids: map[string]int{}}
+}
 
 func (t *tally) add(a answer) {
 	var id struct{ ReservationID string }
 	if a.status == http.StatusCreated {
 		_ = json.Unmarshal(a.body, &id)
 	}
+	done := a.done
+	if done.IsZero() {
+		done = time.Now()
+	}
+	at := max(0, done.Sub(t.start))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.outcomes[a.outcome()]++
 	t.latencies = append(t.latencies, a.latency)
+	t.at = append(t.at, at)
 	if id.ReservationID != "" {
+		if t.ids[id.ReservationID] == 0 {
+			t.reservedAt = append(t.reservedAt, at)
+		}
 		t.ids[id.ReservationID]++ // replays name the same id: counted once
 	}
 }
@@ -364,6 +387,7 @@ func (t *tally) result(elapsed time.Duration) *Result {
 		Reserved:   len(t.ids),
 		Throughput: float64(n) / elapsed.Seconds(),
 		Goodput:    float64(len(t.ids)) / elapsed.Seconds(),
+		Timeline:   timeline(elapsed, t.at, t.latencies, t.reservedAt),
 	}
 }
 
@@ -426,23 +450,30 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[i]
 }
 
-func (res *Result) print(w io.Writer) {
+// row is one line of the summary: a name and its value.
+type row struct {
+	Name, Value string
+}
+
+// summary is the summary's lines, for the text table and the HTML report.
+func (res *Result) summary() []row {
 	lat := slices.Clone(res.Latencies)
 	slices.Sort(lat)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "scenario\t%s\t\n", res.Scenario)
-	fmt.Fprintf(tw, "sale\t%s\t\n", res.SaleID)
-	fmt.Fprintf(tw, "requests\t%d in %v\t\n", res.Requests, res.Elapsed.Round(time.Millisecond))
-	fmt.Fprintf(tw, "throughput\t%.0f requests/s\t\n", res.Throughput)
-	fmt.Fprintf(tw, "successful reservations\t%d (%.0f/s)\t\n", res.Reserved, res.Goodput)
-	fmt.Fprintf(tw, "latency p50 / p90 / p99 / max\t%v / %v / %v / %v\t\n",
-		percentile(lat, .5).Round(time.Microsecond), percentile(lat, .9).Round(time.Microsecond),
-		percentile(lat, .99).Round(time.Microsecond), percentile(lat, 1).Round(time.Microsecond))
+	rows := []row{
+		{"scenario", res.Scenario},
+		{"sale", res.SaleID},
+		{"requests", fmt.Sprintf("%d in %v", res.Requests, res.Elapsed.Round(time.Millisecond))},
+		{"throughput", fmt.Sprintf("%.0f requests/s", res.Throughput)},
+		{"successful reservations", fmt.Sprintf("%d (%.0f/s)", res.Reserved, res.Goodput)},
+		{"latency p50 / p90 / p99 / max", fmt.Sprintf("%v / %v / %v / %v",
+			percentile(lat, .5).Round(time.Microsecond), percentile(lat, .9).Round(time.Microsecond),
+			percentile(lat, .99).Round(time.Microsecond), percentile(lat, 1).Round(time.Microsecond))},
+	}
 	if len(res.Health) > 0 {
 		h := slices.Clone(res.Health)
 		slices.Sort(h)
-		fmt.Fprintf(tw, "/healthz p50 / p99 / max\t%v / %v / %v (%d probes)\t\n",
-			percentile(h, .5).Round(time.Microsecond), percentile(h, .99).Round(time.Microsecond), percentile(h, 1).Round(time.Microsecond), len(h))
+		rows = append(rows, row{"/healthz p50 / p99 / max", fmt.Sprintf("%v / %v / %v (%d probes)",
+			percentile(h, .5).Round(time.Microsecond), percentile(h, .99).Round(time.Microsecond), percentile(h, 1).Round(time.Microsecond), len(h))})
 	}
 	keys := make([]string, 0, len(res.Outcomes))
 	for k := range res.Outcomes {
@@ -450,13 +481,22 @@ func (res *Result) print(w io.Writer) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(tw, "  %s\t%d\t\n", k, res.Outcomes[k])
+		rows = append(rows, row{"  " + k, strconv.Itoa(res.Outcomes[k])})
 	}
 	for _, n := range res.Notes {
-		fmt.Fprintf(tw, "%s\t\n", n)
+		name, value, _ := strings.Cut(n, "\t")
+		rows = append(rows, row{name, value})
 	}
-	fmt.Fprintf(tw, "reserve batches\t%s\t\n", res.Batches)
-	fmt.Fprintf(tw, "verified\t%s\t\n", res.Verified)
+	return append(rows,
+		row{"reserve batches", res.Batches.String()},
+		row{"verified", res.Verified})
+}
+
+func (res *Result) print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range res.summary() {
+		fmt.Fprintf(tw, "%s\t%s\t\n", r.Name, r.Value)
+	}
 	_ = tw.Flush()
 }
 

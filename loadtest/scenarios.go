@@ -114,7 +114,7 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 	go tickProgress(pctx, bar, time.Now())
 	start := time.Now()
 	for res := range attacker.Attack(vegeta.Targeter(targeter), pace, r.cfg.Duration, "overload") {
-		a := answer{status: int(res.Code), body: res.Body, latency: res.Latency}
+		a := answer{status: int(res.Code), body: res.Body, latency: res.Latency, done: res.End()}
 		if res.Error != "" && res.Code == 0 {
 			a.err = fmt.Errorf("%s", res.Error)
 		}
@@ -176,7 +176,11 @@ func (r *runner) northline(ctx context.Context) (*Result, error) {
 	fmt.Fprintln(r.cfg.Out)
 
 	// The retry storm.
-	return r.retryStorm(ctx)
+	res, err := r.retryStorm(ctx)
+	if res != nil {
+		res.Phases = []*Result{race}
+	}
+	return res, err
 }
 
 func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
@@ -206,7 +210,7 @@ func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
 					a := r.reserve(actx, i+attempt, sale, tok, key)
 					cancel()
 					if a.err != nil && actx.Err() != nil {
-						t.add(answer{err: a.err, code: "abandoned"})
+						t.add(answer{err: a.err, code: "abandoned", done: a.done})
 						continue
 					}
 					t.add(a)

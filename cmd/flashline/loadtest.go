@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -15,6 +18,7 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	var cfg loadtest.Config
 	var targets string
 	var quiet bool
+	var report string
 	e.string(&targets, "target", "FLASHLINE_LOADTEST_TARGETS", "http://127.0.0.1:8080", "comma-separated base URLs of flashline instances")
 	e.string(&cfg.AdminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "the service's admin token (creates the sale)")
 	e.string(&cfg.JWTSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "the service's JWT secret (mints customers)")
@@ -29,12 +33,33 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	e.fs.IntVar(&cfg.ChallengeBits, "challenge-bits", 8, "crowd: proof-of-work difficulty")
 	e.fs.IntVar(&cfg.Buckets, "buckets", 1, "rows the sale's stock is spread over")
 	e.fs.BoolVar(&quiet, "quiet", false, "no progress bar")
+	e.fs.StringVar(&report, "report", "", "also write an HTML report (the summary, throughput and latency over time) to this file")
 	if err := e.fs.Parse(args); err != nil {
 		return err
 	}
 	cfg.Targets = strings.Split(targets, ",")
 	cfg.Progress = !quiet
 	cfg.Out, cfg.Err = stdout, stderr
-	_, err := loadtest.Run(ctx, cfg)
+	var f *os.File
+	if report != "" {
+		// Created before the run, so that a bad path fails now, not after it.
+		var err error
+		if f, err = os.Create(report); err != nil {
+			return fmt.Errorf("loadtest: report: %w", err)
+		}
+	}
+	res, err := loadtest.Run(ctx, cfg)
+	if f == nil {
+		return err
+	}
+	if res == nil { // nothing ran: no report
+		return errors.Join(err, f.Close(), os.Remove(report))
+	}
+	// A run that failed its checks is reported too: that is when the
+	// charts matter most.
+	if werr := errors.Join(res.WriteReport(f), f.Close()); werr != nil {
+		return errors.Join(err, fmt.Errorf("loadtest: report: %w", werr))
+	}
+	fmt.Fprintf(stdout, "report: %s\n", report)
 	return err
 }
