@@ -95,11 +95,12 @@ func Routes(d Deps) http.Handler {
 	r.POST("/reservations/:reservationId/confirm", criticalSlot, ownerOrAdmin, handleConfirm(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/cancel", criticalSlot, ownerOrAdmin, handleCancel(d.Store, d.Logger))
 	// The waiting room (waitroom/): a place in line, where it stands, and
-	// the sale's published fairness policy (public).
+	// the sale's published fairness policy (public, but behind the limiter
+	// too: a sale it has not seen costs a database read).
 	if d.Room != nil {
 		r.GET("/sales/:saleId/ticket", pollSlot, customer, handleTicket(d.Room, d.Logger))
 		r.GET("/sales/:saleId/status", pollSlot, customer, handleStatus(d.Room, d.Logger))
-		r.GET("/sales/:saleId/policy", handlePolicy(d.Room, d.Logger))
+		r.GET("/sales/:saleId/policy", pollSlot, handlePolicy(d.Room, d.Logger))
 	}
 	// The waiting-room page and its assets (no auth: the page calls the API
 	// with the customer's token).
