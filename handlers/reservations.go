@@ -39,19 +39,13 @@ func fingerprint(saleID string, quantity int, instrument string) []byte {
 	return h[:]
 }
 
-// Reserve attempts that carry a valid admission token (waiting-room sales)
-// are rate limited per account and per payment instrument, across instances.
-const (
-	reserveWindow            = 10 * time.Second
-	reservesPerAccount       = 10
-	reservesPerInstrument    = 20
-	maxPaymentInstrumentSize = 255
-)
+// maxPaymentInstrumentSize bounds the body's paymentInstrument.
+const maxPaymentInstrumentSize = 255
 
 // handleReserve is POST /sales/{saleId}/reservations. keyring verifies
 // admission tokens (signature, expiry, sale, customer) without a database
-// round trip; single use is the database's part. limits may be nil.
-func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limits waitroom.RateLimiter, logger *slog.Logger) gin.HandlerFunc {
+// round trip; single use is the database's part.
+func handleReserve(store flashline.Store, keyring *waitroom.Keyring, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		actor := actorOf(c)
 		key, present := c.Request.Header["Idempotency-Key"]
@@ -87,16 +81,6 @@ func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limits wait
 			a, err := keyring.ParseAdmission(token)
 			if err == nil && a.Check(saleID, actor.CustomerID, time.Now()) == nil {
 				admissionID = a.ID
-			}
-		}
-		if admissionID != "" && limits != nil {
-			err := limits.RateLimit(c.Request.Context(), "reserve", saleID+"\n"+actor.CustomerID, reserveWindow, reservesPerAccount)
-			if err == nil && body.PaymentInstrument != "" {
-				err = limits.RateLimit(c.Request.Context(), "reserve-instrument", saleID+"\n"+body.PaymentInstrument, reserveWindow, reservesPerInstrument)
-			}
-			if err != nil {
-				writeError(c, logger, err)
-				return
 			}
 		}
 		res, err := store.Reserve(c.Request.Context(), flashline.ReserveRequest{

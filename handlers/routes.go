@@ -38,9 +38,6 @@ type Deps struct {
 	// Keyring signs and verifies waiting-room tickets and admission tokens
 	// (the reserve path checks X-Admission-Token with it).
 	Keyring *waitroom.Keyring
-	// RateLimiter counts reserve attempts with an admission token per
-	// account and payment instrument across instances; nil: no limit.
-	RateLimiter waitroom.RateLimiter
 }
 
 // Routes returns the HTTP handler for the whole API.
@@ -90,7 +87,7 @@ func Routes(d Deps) http.Handler {
 
 	// Customers. The limiter sheds before authentication: a refused request
 	// costs no signature check either.
-	r.POST("/sales/:saleId/reservations", reserveSlot, customer, handleReserve(d.Store, d.Keyring, d.RateLimiter, d.Logger))
+	r.POST("/sales/:saleId/reservations", reserveSlot, customer, handleReserve(d.Store, d.Keyring, d.Logger))
 	r.GET("/reservations/:reservationId", ownerOrAdmin, handleGetReservation(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/confirm", criticalSlot, ownerOrAdmin, handleConfirm(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/cancel", criticalSlot, ownerOrAdmin, handleCancel(d.Store, d.Logger))

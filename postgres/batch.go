@@ -285,8 +285,7 @@ func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error
 		return flashline.ErrAdmissionRequired
 	case row.Admission == flashline.AdmissionWaitingRoom && (req.AdmissionID == "" || row.AdmissionUsed):
 		return flashline.ErrAdmissionInvalid
-	case row.MinAccountAgeSeconds > 0 && (req.AccountCreated.IsZero() ||
-		row.Now.Sub(req.AccountCreated) < time.Duration(row.MinAccountAgeSeconds)*time.Second):
+	case !flashline.AccountOldEnough(req.AccountCreated, int(row.MinAccountAgeSeconds), row.Now):
 		return flashline.ErrAccountTooNew
 	case row.HasActive:
 		return flashline.ErrLimitReached
@@ -308,8 +307,8 @@ func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error
 func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRow, pending []int) error {
 	now := sale.Now
 	expiresAt := now.Add(time.Duration(sale.ReservationTtlSeconds) * time.Second).Truncate(time.Second).UTC()
-	bodies := make(map[int][]byte, len(pending))
-	reservationIDs := make(map[int]string, len(pending))
+	// Per call index, for the calls that may take stock.
+	bodies, reservationIDs := make([][]byte, len(b.calls)), make([]string, len(b.calls))
 	for _, i := range pending {
 		c := b.calls[i]
 		r := flashline.Reservation{
@@ -335,7 +334,7 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 	}
 	bucket := pickBucket(sale.Buckets, quantities, smallest)
 	if bucket < 0 {
-		b.soldOut(pending, quantities)
+		b.shortOfStock(pending, quantities)
 		return nil
 	}
 	available := int(quantities[bucket]) // as read, without a lock
@@ -352,7 +351,7 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			}
 		}
 		if len(granted) == 0 {
-			b.soldOut(short, otherBuckets(quantities, bucket))
+			b.shortOfStock(short, otherBuckets(quantities, bucket))
 			return nil
 		}
 		p := dbsqlc.ReserveBatchCommitParams{
@@ -405,14 +404,14 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 		for _, i := range granted {
 			b.results[i] = flashline.ReserveResult{Status: 201, Body: bodies[i]}
 		}
-		b.soldOut(short, otherBuckets(quantities, bucket))
+		b.shortOfStock(short, otherBuckets(quantities, bucket))
 		return nil
 	}
 }
 
-// soldOut answers calls that their bucket could not serve: sold out when no
-// other bucket showed enough stock, else carried over to a later batch.
-func (b *batchRun) soldOut(calls []int, others []int32) {
+// shortOfStock answers calls that their bucket could not serve: sold out when
+// no other bucket showed enough stock, else carried over to a later batch.
+func (b *batchRun) shortOfStock(calls []int, others []int32) {
 	for _, i := range calls {
 		q := int32(b.calls[i].req.Quantity)
 		b.errs[i] = flashline.ErrSoldOut

@@ -247,12 +247,37 @@ func (s *Store) SetSaleState(ctx context.Context, saleID, action string) (flashl
 // for the same sale (see batch.go and sql/queries/reserve.sql for the
 // statements and why they are safe under concurrency).
 func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
+	if req.AdmissionID != "" {
+		if err := s.limitAdmitted(ctx, req); err != nil {
+			return flashline.ReserveResult{}, err
+		}
+	}
 	// The attempt is detached from the client: a mobile client that gives up
 	// after a few milliseconds must not abort the transaction half way, or
 	// its retry would do the work again instead of replaying the answer.
 	c := &call{req: req, deadline: time.Now().Add(s.ReserveTimeout), done: make(chan struct{})}
 	s.batches.submit(c)
 	return c.res, c.err
+}
+
+// Reserve attempts with a valid admission token (waiting-room sales) are
+// rate limited per account and per payment instrument, across instances.
+// The check sits here, behind the sale cache (salecache.Wrap), so that a
+// sold-out or closed sale refuses from memory without this write.
+const (
+	reserveWindow         = 10 * time.Second
+	reservesPerAccount    = 10
+	reservesPerInstrument = 20
+)
+
+func (s *Store) limitAdmitted(ctx context.Context, req flashline.ReserveRequest) error {
+	if err := s.RateLimit(ctx, "reserve", req.SaleID+"\n"+req.CustomerID, reserveWindow, reservesPerAccount); err != nil {
+		return err
+	}
+	if req.PaymentInstrument == "" {
+		return nil
+	}
+	return s.RateLimit(ctx, "reserve-instrument", req.SaleID+"\n"+req.PaymentInstrument, reserveWindow, reservesPerInstrument)
 }
 
 // Reservation reads a reservation that by may see.

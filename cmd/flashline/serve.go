@@ -209,27 +209,26 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	// What this instance may answer without the database (sold out, not
 	// open), kept current by LISTEN/NOTIFY; loaded before serving, so a sale
 	// about to open is warm.
+	//
+	// The waiting room: what each room's waiters see, kept current like the
+	// sale cache, and the pacer (one instance leads it at a time).
+	//
+	// Both run until serve returns, and are stopped before the pools close
+	// (the pacer's leader hands its lock over).
 	cache := salecache.New(adminPool, salecache.Options{Logger: logger, Registry: registry})
+	room := waitroom.NewRoom(adminPool, keyring, limiter, waitroom.Options{RateLimiter: store, Logger: logger, Registry: registry})
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
-	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
-	cacheDone := make(chan struct{})
-	go func() { _ = cache.Run(cacheCtx); close(cacheDone) }()
-	defer func() { stopCache(); <-cacheDone }()
-
-	// The waiting room: what each room's waiters see, kept current like the
-	// sale cache, and the pacer (one instance leads it at a time). Stopped
-	// before the pools close; the pacer's leader hands its lock over.
-	room := waitroom.NewRoom(adminPool, keyring, limiter, waitroom.Options{RateLimiter: store, Logger: logger, Registry: registry})
 	if err := room.Load(ctx); err != nil {
 		return err
 	}
-	roomCtx, stopRoom := context.WithCancel(context.WithoutCancel(ctx))
-	var roomWG sync.WaitGroup
-	roomWG.Go(func() { _ = room.Run(roomCtx) })
-	roomWG.Go(func() { _ = room.RunPacer(roomCtx) })
-	defer func() { stopRoom(); roomWG.Wait() }()
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var background sync.WaitGroup
+	for _, run := range []func(context.Context) error{cache.Run, room.Run, room.RunPacer} {
+		background.Go(func() { _ = run(bgCtx) })
+	}
+	defer func() { stopBackground(); background.Wait() }()
 
 	// Listen first, so that a bad address fails at once.
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -252,16 +251,15 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 
 	srv := &http.Server{
 		Handler: handlers.Routes(handlers.Deps{
-			Store:       cache.Wrap(store),
-			Verifier:    verifier,
-			Limiter:     limiter,
-			Logger:      logger,
-			Ready:       readiness(adminPool),
-			Registry:    registry,
-			RiverUI:     ui,
-			Room:        room,
-			Keyring:     keyring,
-			RateLimiter: store,
+			Store:    cache.Wrap(store),
+			Verifier: verifier,
+			Limiter:  limiter,
+			Logger:   logger,
+			Ready:    readiness(adminPool),
+			Registry: registry,
+			RiverUI:  ui,
+			Room:     room,
+			Keyring:  keyring,
 		}),
 		// Headers must arrive in time; bodies have their own deadline
 		// (handlers/json.go). Each expiry closes the connection with no

@@ -20,7 +20,7 @@ WITH input AS (
            unnest($3::text[])    AS admission_id,
            unnest($4::text[])      AS instrument,
            generate_series(1, cardinality($1::text[])) AS ord
-), sale AS (
+), sale AS MATERIALIZED ( -- read once, not once per request
     SELECT s.sale_id, s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
            s.per_instrument_limit, s.min_account_age_seconds,
            (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,

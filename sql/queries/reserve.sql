@@ -42,7 +42,7 @@ WITH input AS (
            unnest(@admission_ids::text[])    AS admission_id,
            unnest(@instruments::text[])      AS instrument,
            generate_series(1, cardinality(@customer_ids::text[])) AS ord
-), sale AS (
+), sale AS MATERIALIZED ( -- read once, not once per request
     SELECT s.sale_id, s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
            s.per_instrument_limit, s.min_account_age_seconds,
            (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,
