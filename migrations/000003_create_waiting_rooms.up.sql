@@ -60,7 +60,8 @@ SELECT sale_id FROM sales WHERE admission = 'waiting_room';
 
 -- Tells every instance (LISTEN flashline_waitroom, payload: the sale id) when
 -- what its waiters see changes: the watermark moves, the pre-open count is
--- frozen, or a waiting room is created. Leasing positions sends nothing.
+-- frozen, or a waiting room is created. Leasing positions sends nothing,
+-- except the one lease that freezes the pre-open count.
 CREATE FUNCTION flashline_notify_waitroom() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN

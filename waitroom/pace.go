@@ -331,7 +331,7 @@ func (r *Room) tick(ctx context.Context, q *dbsqlc.Queries, p *pacerState) error
 				errs = errors.Join(errs, fmt.Errorf("advance sale %s: %w", row.SaleID, err))
 				continue
 			default:
-				watermark = adv.AdmittedThrough
+				watermark = adv
 			}
 		}
 		h.record(now, watermark, window)

@@ -18,17 +18,15 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/reload"
+	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/sql/dbsqlc"
 )
 
-// Channels the Room listens on: its own (migration 000003: the watermark
-// moved, the pre-open count was frozen, a room was made) and the sale cache's
-// (migration 000002: a sale's state or opening time changed, or it ran out of
-// stock or got some back).
-const (
-	Channel            = "flashline_waitroom"
-	SaleChangedChannel = "flashline_sale_changed"
-)
+// Channel is the Room's own notification channel (migration 000003: the
+// watermark moved, the pre-open count was frozen, a room was made). The Room
+// also listens on salecache.Channel (migration 000002: a sale's state or
+// opening time changed, or it ran out of stock or got some back).
+const Channel = "flashline_waitroom"
 
 // Answers to a status request.
 const (
@@ -198,7 +196,7 @@ func NewRoom(pool *pgxpool.Pool, keys *Keyring, capacity Capacity, opts Options)
 		leases:   map[string]*lease{},
 	}
 	r.reloader = &reload.Reloader{
-		Name: "waitroom", Pool: pool, Channels: []string{Channel, SaleChangedChannel},
+		Name: "waitroom", Pool: pool, Channels: []string{Channel, salecache.Channel},
 		Interval: opts.RefreshInterval, Logger: opts.Logger,
 		Load: func(ctx context.Context, saleID string) error {
 			if saleID == reload.All {
@@ -216,7 +214,7 @@ func NewRoom(pool *pgxpool.Pool, keys *Keyring, capacity Capacity, opts Options)
 				r.mu.RLock()
 				defer r.mu.RUnlock()
 				return len(r.sales) > 0
-			case channel == SaleChangedChannel:
+			case channel == salecache.Channel:
 				return r.cached(saleID) != nil // a sale this instance was asked about
 			}
 			return true
@@ -392,10 +390,6 @@ func (s *saleInfo) opened(now time.Time) bool {
 // Run keeps the Room current until ctx is done: it listens for
 // notifications and re-reads the sales in memory every RefreshInterval.
 func (r *Room) Run(ctx context.Context) error { return r.reloader.Run(ctx) }
-
-// request asks for saleID (reload.All: every sale in memory) to be read
-// again soon.
-func (r *Room) request(saleID string) { r.reloader.Request(saleID) }
 
 // ----- Tickets -----
 

@@ -19,23 +19,18 @@ UPDATE waiting_rooms
        updated_at = now()
  WHERE sale_id = $3::text
    AND (admitted_through < $1::bigint OR preopen_count IS NULL)
-RETURNING admitted_through, preopen_count
+RETURNING admitted_through
 `
-
-type WaitroomAdvanceRow struct {
-	AdmittedThrough int64
-	PreopenCount    *int64
-}
 
 // Moves the watermark forward to @target (never back: greatest() and the
 // WHERE clause both say so, so even two pacers by accident cannot lower it),
 // freezes preopen_count at the first tick after the open if no lease did, and
 // records the pace. Returns no row when there was nothing to change.
-func (q *Queries) WaitroomAdvance(ctx context.Context, target int64, pacePerSecond float64, saleID string) (WaitroomAdvanceRow, error) {
+func (q *Queries) WaitroomAdvance(ctx context.Context, target int64, pacePerSecond float64, saleID string) (int64, error) {
 	row := q.db.QueryRow(ctx, waitroomAdvance, target, pacePerSecond, saleID)
-	var i WaitroomAdvanceRow
-	err := row.Scan(&i.AdmittedThrough, &i.PreopenCount)
-	return i, err
+	var admitted_through int64
+	err := row.Scan(&admitted_through)
+	return admitted_through, err
 }
 
 const waitroomCreate = `-- name: WaitroomCreate :exec
@@ -168,8 +163,7 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        coalesce(w.next_position, 1)::bigint AS next_position,
        w.preopen_count,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
-       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
-       now()::timestamptz AS now
+       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second
   FROM sales s
   LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE ($1::text IS NULL
@@ -192,13 +186,13 @@ type WaitroomSalesRow struct {
 	PreopenCount         *int64
 	AdmittedThrough      int64
 	PacePerSecond        float64
-	Now                  time.Time
 }
 
 // What each instance keeps in memory to answer ticket and status requests
 // without a round trip: every waiting-room sale that is not closed (closed
 // ones for a day), or just @sale_id when given, whatever its admission (a
-// direct sale is remembered as such, so asking again costs nothing).
+// direct sale is remembered as such, so asking again within StaleAfter costs
+// nothing).
 // Re-read on flashline_waitroom and flashline_sale_changed notifications and
 // once a second. has_stock is false when every bucket is empty.
 func (q *Queries) WaitroomSales(ctx context.Context, saleID *string) ([]WaitroomSalesRow, error) {
@@ -224,7 +218,6 @@ func (q *Queries) WaitroomSales(ctx context.Context, saleID *string) ([]Waitroom
 			&i.PreopenCount,
 			&i.AdmittedThrough,
 			&i.PacePerSecond,
-			&i.Now,
 		); err != nil {
 			return nil, err
 		}

@@ -10,7 +10,8 @@ INSERT INTO waiting_rooms (sale_id) VALUES (@sale_id);
 -- What each instance keeps in memory to answer ticket and status requests
 -- without a round trip: every waiting-room sale that is not closed (closed
 -- ones for a day), or just @sale_id when given, whatever its admission (a
--- direct sale is remembered as such, so asking again costs nothing).
+-- direct sale is remembered as such, so asking again within StaleAfter costs
+-- nothing).
 -- Re-read on flashline_waitroom and flashline_sale_changed notifications and
 -- once a second. has_stock is false when every bucket is empty.
 SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
@@ -19,8 +20,7 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        coalesce(w.next_position, 1)::bigint AS next_position,
        w.preopen_count,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
-       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
-       now()::timestamptz AS now
+       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second
   FROM sales s
   LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE (sqlc.narg(sale_id)::text IS NULL
@@ -82,4 +82,4 @@ UPDATE waiting_rooms
        updated_at = now()
  WHERE sale_id = @sale_id::text
    AND (admitted_through < @target::bigint OR preopen_count IS NULL)
-RETURNING admitted_through, preopen_count;
+RETURNING admitted_through;

@@ -300,13 +300,7 @@
         if (r.code === "sale_paused_fail_closed") showPaused();
         return schedule(getTicket, retryAfterMs(r, backoffMs()));
       }
-      // A previous ticket the server will not take back (another sale,
-      // another customer, tampered, too old): ask for a new one once.
-      if (sentTicket && r.status >= 400 && r.status < 500 && r.code !== "not_found" && r.code !== "sold_out" && r.code !== "sale_not_open" && ticketResets < 3) {
-        ticketResets++;
-        dropTicket();
-        return getTicket();
-      }
+      if (sentTicket && renewTicket(r)) return;
       handleError(r, getTicket);
     });
   }
@@ -314,6 +308,18 @@
   function dropTicket() {
     ticket = null;
     store.del(keys.ticket);
+  }
+
+  // renewTicket handles a 4xx that means the server will not take our ticket
+  // (another sale or customer, tampered, expired): it drops the ticket and asks
+  // for a new one, a few times at most. False when r is some other answer.
+  function renewTicket(r) {
+    if (r.status < 400 || r.status >= 500 || r.code === "not_found" || r.code === "sold_out" ||
+        r.code === "sale_not_open" || ticketResets >= 3) return false;
+    ticketResets++;
+    dropTicket();
+    getTicket();
+    return true;
   }
 
   function poll() {
@@ -365,12 +371,7 @@
         if (r.code === "sale_paused_fail_closed") showPaused();
         return schedule(poll, retryAfterMs(r, Math.max(pollAfterMs, backoffMs())));
       }
-      if (r.status >= 400 && r.status < 500 && r.code !== "not_found" && r.code !== "sold_out" && r.code !== "sale_not_open" && ticketResets < 3) {
-        // The ticket is no longer good (expired, tampered): ask for one.
-        ticketResets++;
-        dropTicket();
-        return getTicket();
-      }
+      if (renewTicket(r)) return;
       handleError(r, poll);
     });
   }
@@ -608,9 +609,7 @@
       if (r.network || r.status === 503 || r.status === 429) {
         // Confirming twice gives the same order, so retrying is safe.
         btn.textContent = "Paying… (retrying)";
-        window.clearTimeout(timer);
-        timer = window.setTimeout(pay, r.network ? backoffMs() : retryAfterMs(r, backoffMs()));
-        return;
+        return schedule(pay, r.network ? backoffMs() : retryAfterMs(r, backoffMs()));
       }
       if (r.code === "reservation_expired") return showExpired();
       if (r.code === "reservation_cancelled") return showCancelled();
