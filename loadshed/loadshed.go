@@ -240,7 +240,6 @@ type Limiter struct {
 	// Published copies for lock-free reads by metrics.
 	limitPub, inflightPub, queuedPub atomic.Int64
 	latencyPub                       atomic.Int64 // nanoseconds
-	shed                             atomic.Int64
 	shedBy                           [numPriorities]atomic.Int64
 }
 
@@ -419,7 +418,13 @@ func (l *Limiter) Queued() int64 { return l.queuedPub.Load() }
 
 // Shed is how many requests have been refused so far, at arrival or after
 // waiting.
-func (l *Limiter) Shed() int64 { return l.shed.Load() }
+func (l *Limiter) Shed() int64 {
+	var n int64
+	for p := range l.shedBy {
+		n += l.shedBy[p].Load()
+	}
+	return n
+}
 
 // ShedBy is how many requests of priority p have been refused so far.
 func (l *Limiter) ShedBy(p Priority) int64 {
@@ -449,7 +454,6 @@ func (l *Limiter) admit() {
 }
 
 func (l *Limiter) shedLocked(p Priority) {
-	l.shed.Add(1)
 	l.shedBy[p].Add(1)
 }
 
@@ -466,29 +470,36 @@ func (l *Limiter) queueable(p Priority) bool {
 	case l.queued < l.opts.QueueSize:
 		return true
 	}
+	_, ok := l.evictable(p)
+	return ok
+}
+
+// evictable is the least important priority below p that has a waiter: the
+// one a full queue sheds to make room for a request of priority p.
+func (l *Limiter) evictable(p Priority) (Priority, bool) {
 	for q := PriorityPoll; q > p; q-- {
 		if len(l.queues[q]) > 0 {
-			return true
+			return q, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // evictBelow sheds the newest waiter of the least important priority below p,
 // to make room for a request of priority p in a full queue.
 func (l *Limiter) evictBelow(p Priority) {
-	for q := PriorityPoll; q > p; q-- {
-		if n := len(l.queues[q]); n > 0 {
-			w := l.queues[q][n-1]
-			l.queues[q][n-1] = nil
-			l.queues[q] = l.queues[q][:n-1]
-			l.queued--
-			w.done = true
-			l.shedLocked(q)
-			close(w.ready)
-			return
-		}
+	q, ok := l.evictable(p)
+	if !ok {
+		return
 	}
+	n := len(l.queues[q])
+	w := l.queues[q][n-1]
+	l.queues[q][n-1] = nil
+	l.queues[q] = l.queues[q][:n-1]
+	l.queued--
+	w.done = true
+	l.shedLocked(q)
+	close(w.ready)
 }
 
 // remove takes w, which has not been granted, out of its queue.

@@ -2,8 +2,8 @@ package loadtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -75,14 +75,11 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 	var ticket struct {
 		Token       string
 		PollAfterMs int
-		Challenge   *struct {
-			Nonce string
-			Bits  int
-		}
+		Challenge   *waitroom.Challenge
 	}
 	for {
 		a := r.do(ctx, http.MethodGet, base+"/ticket", token, "")
-		if a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &ticket) == nil {
+		if a.decode(http.StatusOK, &ticket) == nil {
 			break
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) || !retryLater(a) {
@@ -107,12 +104,9 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 			State          string
 			PollAfterMs    int
 			AdmissionToken string
-			Challenge      *struct {
-				Nonce string
-				Bits  int
-			}
+			Challenge      *waitroom.Challenge
 		}
-		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &st) != nil {
+		if a.decode(http.StatusOK, &st) != nil {
 			c.count(func() { c.polls++; c.states["status "+a.outcome()]++ })
 			if !retryLater(a) {
 				return
@@ -163,12 +157,7 @@ func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
 	defer c.mu.Unlock()
 	slices.SortFunc(c.admitted, func(a, b time.Time) int { return a.Compare(b) })
 	notes := []string{fmt.Sprintf("crowd\t%d customers, %d tickets, %d status polls", crowd, c.tickets, c.polls)}
-	states := make([]string, 0, len(c.states))
-	for s := range c.states {
-		states = append(states, s)
-	}
-	slices.Sort(states)
-	for _, s := range states {
+	for _, s := range slices.Sorted(maps.Keys(c.states)) {
 		notes = append(notes, fmt.Sprintf("  %s\t%d", s, c.states[s]))
 	}
 	if len(c.admitted) == 0 {
@@ -199,16 +188,7 @@ func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
 // OpenIn from now, with the configured challenge difficulty.
 func (r *runner) createWaitingRoomSale(ctx context.Context) (string, time.Time, error) {
 	opensAt := time.Now().Add(r.cfg.OpenIn).Truncate(time.Second).Add(time.Second)
-	body := fmt.Sprintf(`{"sku":"sku_crowd","initialStock":%d,"perCustomerLimit":1,"reservationTtlSeconds":3600,"buckets":%d,`+
-		`"admission":"waiting_room","opensAt":%q,"fairness":%q,"challengeBits":%d}`,
-		r.cfg.Stock, r.cfg.Buckets, opensAt.UTC().Format(time.RFC3339), r.cfg.Fairness, r.cfg.ChallengeBits)
-	a := r.do(ctx, http.MethodPost, r.target(0)+"/admin/sales", r.cfg.AdminToken, body)
-	if a.err != nil || a.status != http.StatusCreated {
-		return "", time.Time{}, fmt.Errorf("loadtest: create sale: %v %d %s", a.err, a.status, a.body)
-	}
-	var s struct{ SaleID string }
-	if err := json.Unmarshal(a.body, &s); err != nil {
-		return "", time.Time{}, err
-	}
-	return s.SaleID, opensAt, nil
+	id, err := r.createSale(ctx, "sku_crowd", r.cfg.Stock, fmt.Sprintf(`,"admission":"waiting_room","opensAt":%q,"fairness":%q,"challengeBits":%d`,
+		opensAt.UTC().Format(time.RFC3339), r.cfg.Fairness, r.cfg.ChallengeBits))
+	return id, opensAt, err
 }

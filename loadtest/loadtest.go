@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -116,25 +117,29 @@ func (c *Config) setDefaults() error {
 
 // Result is what a scenario measured.
 type Result struct {
-	Scenario   string
-	SaleID     string
-	Elapsed    time.Duration
-	Requests   int
-	Outcomes   map[string]int // "201", "409 sold_out", "503 overloaded", "error", ...
-	Latencies  []time.Duration
-	Reserved   int // distinct reservations the clients were given
-	Throughput float64
-	Goodput    float64 // successful reservations per second
-	Health     []time.Duration
-	Batches    BatchStats // the targets' purchase-path batches during the run
-	Notes      []string   // scenario-specific lines of the summary ("name\tvalue")
-	Verified   string     // what the final check found
+	Scenario  string
+	SaleID    string
+	Elapsed   time.Duration
+	Requests  int
+	Outcomes  map[string]int // "201", "409 sold_out", "503 overloaded", "error", ...
+	Latencies []time.Duration
+	Reserved  int // distinct reservations the clients were given
+	Health    []time.Duration
+	Batches   BatchStats // the targets' purchase-path batches during the run
+	Notes     []string   // scenario-specific lines of the summary ("name\tvalue")
+	Verified  string     // what the final check found
 	// Timeline is the run over time, by when each answer arrived.
 	Timeline []Bucket
 	// Phases are earlier parts of the run, summarised before this one
 	// (northline's race before its retry storm).
 	Phases []*Result
 }
+
+// Throughput is the answers per second.
+func (res *Result) Throughput() float64 { return float64(res.Requests) / res.Elapsed.Seconds() }
+
+// Goodput is the successful reservations per second.
+func (res *Result) Goodput() float64 { return float64(res.Reserved) / res.Elapsed.Seconds() }
 
 // BatchStats sums the targets' flashline_reserve_batch_size histograms.
 type BatchStats struct {
@@ -156,11 +161,7 @@ func (b BatchStats) String() string {
 	if b.Count == 0 {
 		return "none seen (the targets' /metrics has no flashline_reserve_batch_size)"
 	}
-	les := make([]string, 0, len(b.Buckets))
-	for le := range b.Buckets {
-		les = append(les, le)
-	}
-	slices.SortFunc(les, func(x, y string) int {
+	les := slices.SortedFunc(maps.Keys(b.Buckets), func(x, y string) int {
 		fx, _ := strconv.ParseFloat(x, 64)
 		fy, _ := strconv.ParseFloat(y, 64)
 		return cmp.Compare(fx, fy)
@@ -263,7 +264,6 @@ type answer struct {
 	status  int
 	code    string // the contract's error code, if any
 	body    []byte
-	replay  bool
 	latency time.Duration
 	done    time.Time // when the answer (or the error) arrived
 	err     error
@@ -300,11 +300,20 @@ func (r *runner) do(ctx context.Context, method, url, token, body string, header
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	done := time.Now()
-	a := answer{status: resp.StatusCode, body: b, err: err, latency: done.Sub(start), done: done, replay: resp.Header.Get("Idempotent-Replayed") == "true"}
+	a := answer{status: resp.StatusCode, body: b, err: err, latency: done.Sub(start), done: done}
 	if resp.StatusCode >= 300 {
 		a.code = errorCode(b)
 	}
 	return a
+}
+
+// decode unmarshals a's body into v if a is an answer with the given status,
+// and says what went wrong otherwise.
+func (a answer) decode(status int, v any) error {
+	if a.err != nil || a.status != status {
+		return fmt.Errorf("%v %d %s", a.err, a.status, a.body)
+	}
+	return json.Unmarshal(a.body, v)
 }
 
 func (r *runner) reserve(ctx context.Context, i int, saleID, token, key string) answer {
@@ -319,16 +328,14 @@ func (r *runner) token(customer string) string {
 	return tok
 }
 
-// createSale creates the scenario's sale through the admin API.
-func (r *runner) createSale(ctx context.Context, sku string, stock int) (string, error) {
-	body := fmt.Sprintf(`{"sku":%q,"initialStock":%d,"perCustomerLimit":1,"reservationTtlSeconds":3600,"buckets":%d}`, sku, stock, r.cfg.Buckets)
+// createSale creates the scenario's sale through the admin API. extra is
+// more fields of the sale's JSON, each after a comma, or "".
+func (r *runner) createSale(ctx context.Context, sku string, stock int, extra string) (string, error) {
+	body := fmt.Sprintf(`{"sku":%q,"initialStock":%d,"perCustomerLimit":1,"reservationTtlSeconds":3600,"buckets":%d%s}`, sku, stock, r.cfg.Buckets, extra)
 	a := r.do(ctx, http.MethodPost, r.target(0)+"/admin/sales", r.cfg.AdminToken, body)
-	if a.err != nil || a.status != http.StatusCreated {
-		return "", fmt.Errorf("loadtest: create sale: %v %d %s", a.err, a.status, a.body)
-	}
 	var s struct{ SaleID string }
-	if err := json.Unmarshal(a.body, &s); err != nil {
-		return "", err
+	if err := a.decode(http.StatusCreated, &s); err != nil {
+		return "", fmt.Errorf("loadtest: create sale: %w", err)
 	}
 	return s.SaleID, nil
 }
@@ -375,19 +382,13 @@ func (t *tally) add(a answer) {
 func (t *tally) result(elapsed time.Duration) *Result {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
-	for _, c := range t.outcomes {
-		n += c
-	}
 	return &Result{
-		Elapsed:    elapsed,
-		Requests:   n,
-		Outcomes:   t.outcomes,
-		Latencies:  t.latencies,
-		Reserved:   len(t.ids),
-		Throughput: float64(n) / elapsed.Seconds(),
-		Goodput:    float64(len(t.ids)) / elapsed.Seconds(),
-		Timeline:   timeline(elapsed, t.at, t.latencies, t.reservedAt),
+		Elapsed:   elapsed,
+		Requests:  len(t.latencies), // each answer adds one latency and one outcome
+		Outcomes:  t.outcomes,
+		Latencies: t.latencies,
+		Reserved:  len(t.ids),
+		Timeline:  timeline(elapsed, t.at, t.latencies, t.reservedAt),
 	}
 }
 
@@ -407,15 +408,12 @@ func (r *runner) bar(max int64, what string) *progressbar.ProgressBar {
 // clients hold exactly the reservations the sale counts.
 func (r *runner) verify(ctx context.Context, res *Result) error {
 	a := r.do(ctx, http.MethodGet, r.target(0)+"/admin/sales/"+res.SaleID, r.cfg.AdminToken, "")
-	if a.err != nil || a.status != http.StatusOK {
-		return fmt.Errorf("loadtest: verify: %v %d %s", a.err, a.status, a.body)
-	}
 	var s struct {
 		InitialStock, Available, Pending, Confirmed int
 		Invariant                                   struct{ OK bool }
 	}
-	if err := json.Unmarshal(a.body, &s); err != nil {
-		return err
+	if err := a.decode(http.StatusOK, &s); err != nil {
+		return fmt.Errorf("loadtest: verify: %w", err)
 	}
 	held := s.Pending + s.Confirmed
 	// A request the client gave up on (timeout, no answer) may still have
@@ -463,8 +461,8 @@ func (res *Result) summary() []row {
 		{"scenario", res.Scenario},
 		{"sale", res.SaleID},
 		{"requests", fmt.Sprintf("%d in %v", res.Requests, res.Elapsed.Round(time.Millisecond))},
-		{"throughput", fmt.Sprintf("%.0f requests/s", res.Throughput)},
-		{"successful reservations", fmt.Sprintf("%d (%.0f/s)", res.Reserved, res.Goodput)},
+		{"throughput", fmt.Sprintf("%.0f requests/s", res.Throughput())},
+		{"successful reservations", fmt.Sprintf("%d (%.0f/s)", res.Reserved, res.Goodput())},
 		{"latency p50 / p90 / p99 / max", fmt.Sprintf("%v / %v / %v / %v",
 			percentile(lat, .5).Round(time.Microsecond), percentile(lat, .9).Round(time.Microsecond),
 			percentile(lat, .99).Round(time.Microsecond), percentile(lat, 1).Round(time.Microsecond))},
@@ -475,12 +473,7 @@ func (res *Result) summary() []row {
 		rows = append(rows, row{"/healthz p50 / p99 / max", fmt.Sprintf("%v / %v / %v (%d probes)",
 			percentile(h, .5).Round(time.Microsecond), percentile(h, .99).Round(time.Microsecond), percentile(h, 1).Round(time.Microsecond), len(h))})
 	}
-	keys := make([]string, 0, len(res.Outcomes))
-	for k := range res.Outcomes {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(res.Outcomes)) {
 		rows = append(rows, row{"  " + k, strconv.Itoa(res.Outcomes[k])})
 	}
 	for _, n := range res.Notes {

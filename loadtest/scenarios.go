@@ -15,7 +15,7 @@ import (
 // hot: Clients buyers in a closed loop, each reserving again as soon as it is
 // answered (20-50 ms later after a 503), each time as a new customer.
 func (r *runner) hot(ctx context.Context) (*Result, error) {
-	sale, err := r.createSale(ctx, "sku_hot", r.cfg.Stock)
+	sale, err := r.createSale(ctx, "sku_hot", r.cfg.Stock, "")
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func tickProgress(ctx context.Context, bar interface{ Set(int) error }, start ti
 // customer, whatever the service answers; /healthz is probed 20 times a
 // second alongside.
 func (r *runner) overload(ctx context.Context) (*Result, error) {
-	sale, err := r.createSale(ctx, "sku_overload", r.cfg.Stock)
+	sale, err := r.createSale(ctx, "sku_overload", r.cfg.Stock, "")
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 	pace := vegeta.Rate{Freq: r.cfg.Rate, Per: time.Second}
 
 	t := newTally()
-	health := &tally{}
+	var health []time.Duration // written by the prober alone, read after hwg.Wait
 	hctx, stopHealth := context.WithCancel(ctx)
 	var hwg sync.WaitGroup
 	hwg.Go(func() {
@@ -102,9 +102,7 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 			case <-tick.C:
 				a := r.do(hctx, http.MethodGet, r.target(rand.IntN(len(r.cfg.Targets)))+"/healthz", "", "")
 				if hctx.Err() == nil {
-					health.mu.Lock()
-					health.latencies = append(health.latencies, a.latency)
-					health.mu.Unlock()
+					health = append(health, a.latency)
 				}
 			}
 		}
@@ -130,14 +128,14 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 	hwg.Wait()
 	out := t.result(elapsed)
 	out.SaleID = sale
-	out.Health = health.latencies
+	out.Health = health
 	return out, nil
 }
 
 // northline: the case study's two failures, replayed.
 func (r *runner) northline(ctx context.Context) (*Result, error) {
 	// The race: 500 buyers at once for 200 units.
-	sale, err := r.createSale(ctx, "sku_991", 200)
+	sale, err := r.createSale(ctx, "sku_991", 200, "")
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +183,7 @@ func (r *runner) northline(ctx context.Context) (*Result, error) {
 
 func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
 	n := r.cfg.Checkouts
-	sale, err := r.createSale(ctx, "sku_storm", n)
+	sale, err := r.createSale(ctx, "sku_storm", n, "")
 	if err != nil {
 		return nil, err
 	}

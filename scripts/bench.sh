@@ -43,8 +43,8 @@ done
 # (one transaction per reservation, the per-request design) for its p99.
 addr=127.0.0.1:18190
 declare -A p99 p99one one batches
-hot() { # mode clients
-  bin/flashline loadtest --quiet --target "http://$addr" --scenario hot --clients "$2" --duration "${duration}s"
+hot() { # clients
+  bin/flashline loadtest --quiet --target "http://$addr" --scenario hot --clients "$1" --duration "${duration}s"
 }
 for mode in coalesced one; do
   flags=()
@@ -54,7 +54,7 @@ for mode in coalesced one; do
   trap 'kill $pid 2>/dev/null || true' EXIT
   for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
   for c in "${clients[@]}"; do
-    out=$(hot "$mode" "$c")
+    out=$(hot "$c")
     rate=$(sed -n 's/^successful reservations.*(\([0-9]*\)\/s).*/\1/p' <<<"$out")
     lat=$(awk -F/ '/^latency p50/ {gsub(/ /, "", $6); print $6}' <<<"$out")
     grep -q '^verified *ok' <<<"$out" || { echo "bench: the $mode run at $c clients did not verify:" >&2; echo "$out" >&2; exit 1; }
