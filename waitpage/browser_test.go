@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
 )
@@ -530,4 +531,103 @@ func TestWaitPageBuysThroughWaitingRoom(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &sale))
 	require.Equal(t, 1, sale.Confirmed, "sale %s", r.Body)
 	require.Equal(t, 0, sale.Pending, "sale %s", r.Body)
+}
+
+// TestWaitPageAsksBeforeSwitchingAccount: a link carrying another token
+// (#token=…) does not silently replace the one the browser keeps: the page
+// asks, and only "switch" stores the link's token. With nothing usable
+// stored, or the same token, the link's token is taken silently.
+func TestWaitPageAsksBeforeSwitchingAccount(t *testing.T) {
+	b := newBrowser(t) // first: skips or installs before a server is built
+	srv := testserver.Start(t, testdb.New(t))
+	c := testserver.NewClient()
+	// Open in an hour: every customer just waits, with no proof of work.
+	opensAt := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_switch","initialStock":3,"perCustomerLimit":1,`+
+		`"reservationTtlSeconds":600,"opensAt":%q,"admission":"waiting_room","fairness":"randomized_at_open"}`, opensAt))
+	alice := testserver.Token(t, "alice")
+	mallory := testserver.Token(t, "mallory")
+	waitURL := srv.URL + "/sales/" + saleID + "/wait"
+	jwtJS := fmt.Sprintf(`localStorage.getItem(%q) || ""`, "flashline.jwt."+saleID)
+	text := func(id string) string {
+		t.Helper()
+		return eval[string](b, fmt.Sprintf(`document.getElementById(%q).textContent`, id))
+	}
+
+	// open loads the page with token in the fragment. It goes through
+	// about:blank: from the page itself, only the fragment would change,
+	// which is no new load.
+	open := func(token string) {
+		t.Helper()
+		b.do("open the waiting room with a token", 30*time.Second,
+			chromedp.Navigate("about:blank"),
+			chromedp.Navigate(waitURL+"#token="+token))
+		if loc := eval[string](b, `location.href`); loc != waitURL {
+			b.fail("the address bar shows %s, want %s (no token)", loc, waitURL)
+		}
+	}
+	// waitingAs checks that the page went on, as sub, with jwt stored.
+	waitingAs := func(sub, jwt string) {
+		t.Helper()
+		b.waitState(30*time.Second, "waiting")
+		if got := eval[string](b, jwtJS); got != jwt {
+			b.fail("the stored token is not %s's", sub)
+		}
+		if got := text("account-id"); got != sub {
+			b.fail("the page shows account %q, want %q", got, sub)
+		}
+	}
+	// asked checks the choice the page offers while alice's token is kept.
+	asked := func() {
+		t.Helper()
+		b.waitState(30*time.Second, "choose_account")
+		if got := eval[string](b, jwtJS); got != alice {
+			b.fail("the link's token replaced the stored one before the customer chose")
+		}
+		if cur, link := text("account-current"), text("account-link"); cur != "alice" || link != "mallory" {
+			b.fail("the choice shows current %q and link %q, want alice and mallory", cur, link)
+		}
+		if n := eval[int](b, `document.querySelectorAll("#state-choose_account:not([hidden]) button").length`); n != 2 {
+			b.fail("the choice has %d visible buttons, want 2", n)
+		}
+	}
+
+	// Nothing stored: the link's token is taken silently.
+	open(alice)
+	waitingAs("alice", alice)
+
+	// Another account's token: the page asks; "keep" keeps alice.
+	open(mallory)
+	asked()
+	b.noHorizontalScroll("choose account")
+	b.screenshot("choose-account.png")
+	b.do("keep the current account", 10*time.Second, chromedp.Click(chromedp.ID("account-keep")))
+	waitingAs("alice", alice)
+	if got := eval[string](b, storedJS(".mallory.ticket")); got != "" {
+		b.fail("kept alice, but a ticket was taken for mallory")
+	}
+
+	// The same token again: nothing to ask.
+	open(alice)
+	waitingAs("alice", alice)
+
+	// Another account's token again: "switch" stores it.
+	open(mallory)
+	asked()
+	b.do("switch to the link's account", 10*time.Second, chromedp.Click(chromedp.ID("account-switch")))
+	waitingAs("mallory", mallory)
+	if got := eval[string](b, storedJS(".mallory.ticket")); got == "" {
+		b.fail("switched to mallory, but no ticket was taken for mallory")
+	}
+
+	// An expired stored token is replaced without asking.
+	expired, err := auth.Mint(testserver.JWTSecret, "mallory", -time.Hour, time.Time{})
+	require.NoError(t, err)
+	eval[bool](b, fmt.Sprintf(`localStorage.setItem(%q, %q), true`, "flashline.jwt."+saleID, expired))
+	open(alice)
+	waitingAs("alice", alice)
+
+	if bad := b.policyViolations(); len(bad) > 0 {
+		t.Errorf("waitpage: the page threw or broke its Content-Security-Policy:\n%s", strings.Join(bad, "\n"))
+	}
 }

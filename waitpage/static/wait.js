@@ -9,8 +9,13 @@
 // order.
 //
 // The root element #app carries the state in data-state: loading, signin,
-// waiting, paused, admitted, reserving, reserved, paid, sold_out,
-// limit_reached, expired, cancelled, error.
+// choose_account, waiting, paused, admitted, reserving, reserved, paid,
+// sold_out, limit_reached, expired, cancelled, error.
+//
+// A token in the link (#token=...) is stored only when no usable token is
+// stored yet or it is the same one; when it differs from a usable stored
+// token, the page asks (choose_account) before replacing it, so that a link
+// someone else sent cannot silently make the customer queue and buy as them.
 (function () {
   "use strict";
 
@@ -58,6 +63,7 @@
   var attempts = 0;    // consecutive retries of the current step
   var ticketResets = 0;
   var policyShown = false;
+  var linkToken = null; // the link's token while the customer chooses
 
   function keysFor(sub) {
     var p = "flashline." + saleId + "." + sub + ".";
@@ -193,6 +199,15 @@
     }
   }
 
+  function hasSubject(c) { return !!c && typeof c.sub === "string" && c.sub !== ""; }
+  function isExpired(c) { return typeof c.exp === "number" && c.exp * 1000 < Date.now(); }
+
+  // usable is whether token is one begin() would go on with.
+  function usable(token) {
+    var c = token ? claims(token) : null;
+    return hasSubject(c) && !isExpired(c);
+  }
+
   // ---- formatting ----
   function formatWait(s) {
     if (typeof s !== "number" || s < 0) return "—";
@@ -217,6 +232,7 @@
   // ---- sign in ----
   function showSignin(reason) {
     stopAll();
+    $("account-line").hidden = true;
     if (reason) $("signin-reason").textContent = reason;
     setState("signin", reason || "Sign in to join the line.");
   }
@@ -227,6 +243,44 @@
     if (!v) return;
     $("jwt-input").value = "";
     store.set(jwtKey, v);
+    begin();
+  });
+
+  // ---- a link with another account's token ----
+  // tokenNote says what is wrong with a token, or (withExpiry: to tell two
+  // tokens of one account apart) until when it is valid.
+  function tokenNote(c, withExpiry) {
+    if (!hasSubject(c)) return "This token cannot be read.";
+    if (typeof c.exp !== "number") return "";
+    if (isExpired(c)) return "This token has expired.";
+    return withExpiry ? "Valid until " + new Date(c.exp * 1000).toLocaleString() + "." : "";
+  }
+
+  // askAccount shows the choice between the stored token (usable) and the
+  // link's (whatever it is); nothing is stored until the customer chooses.
+  function askAccount(stored, offered) {
+    stopAll();
+    linkToken = offered;
+    var cur = claims(stored), off = claims(offered);
+    var same = hasSubject(off) && off.sub === cur.sub;
+    $("account-current").textContent = cur.sub;
+    $("account-current-note").textContent = tokenNote(cur, same);
+    $("account-link").textContent = hasSubject(off) ? off.sub : "(unknown account)";
+    $("account-link-note").textContent = tokenNote(off, same);
+    $("account-text").textContent = same
+      ? "The link you opened carries another access token for the same account."
+      : "The link you opened carries the access token of a different account. If someone sent you this link, the account may be theirs: with it, you would wait in line and buy as them.";
+    setState("choose_account", "This link carries a different access token. Choose which account to use.");
+    $("account-title").focus();
+  }
+
+  $("account-keep").addEventListener("click", function () {
+    linkToken = null;
+    begin();
+  });
+  $("account-switch").addEventListener("click", function () {
+    if (linkToken) store.set(jwtKey, linkToken);
+    linkToken = null;
     begin();
   });
 
@@ -253,16 +307,18 @@
     if (!policyShown) loadPolicy();
     if (!jwt) return showSignin();
     var c = claims(jwt);
-    if (!c || typeof c.sub !== "string" || !c.sub) {
+    if (!hasSubject(c)) {
       store.del(jwtKey);
       jwt = null;
       return showSignin("That token could not be read. Paste the access token your store gave you.");
     }
-    if (typeof c.exp === "number" && c.exp * 1000 < Date.now()) {
+    if (isExpired(c)) {
       store.del(jwtKey);
       jwt = null;
       return showSignin("Your access token has expired. Get a new one from the store.");
     }
+    $("account-id").textContent = c.sub;
+    $("account-line").hidden = false;
     keys = keysFor(c.sub);
     ticket = store.get(keys.ticket);
     var pow = store.getJSON(keys.pow);
@@ -676,10 +732,12 @@
   var frag = new URLSearchParams(window.location.hash.replace(/^#/, ""));
   var fromURL = frag.get("token");
   if (fromURL) {
-    store.set(jwtKey, fromURL);
     // Take the token out of the address bar (and so out of history and
-    // anything the customer copies from it).
+    // anything the customer copies from it), whichever token is kept.
     window.history.replaceState(null, "", window.location.pathname + window.location.search);
+    var stored = store.get(jwtKey);
+    if (stored && stored !== fromURL && usable(stored)) return askAccount(stored, fromURL);
+    store.set(jwtKey, fromURL);
   }
   begin();
 })();
