@@ -81,7 +81,10 @@ var (
 	ErrQuantityAboveLimit    = errors.New("quantity above the per-customer limit")
 	ErrInvalidIdempotencyKey = errors.New("idempotency key must be 1-255 printable ASCII characters")
 	ErrRateLimited           = errors.New("rate limited")
-	ErrAccountTooNew         = errors.New("account too new for this sale")
+	// ErrTooManyInFlight: the customer already has as many requests in
+	// flight as one customer may.
+	ErrTooManyInFlight = errors.New("too many requests in flight for this account")
+	ErrAccountTooNew   = errors.New("account too new for this sale")
 	// ErrInstrumentLimitReached: the payment instrument holds the most units
 	// the sale allows one instrument.
 	ErrInstrumentLimitReached = errors.New("payment instrument limit reached")
@@ -124,6 +127,8 @@ func (n *NewSale) Validate() error {
 	switch {
 	case n.SKU == "" || len(n.SKU) > MaxSKULength:
 		return Invalid("sku must be 1-128 characters")
+	case !ValidText(n.SKU):
+		return Invalid("sku must be text without control or format characters")
 	case n.InitialStock < 1 || n.InitialStock > 100_000_000:
 		return Invalid("initialStock must be between 1 and 100000000")
 	}

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashline/flashline"
 )
 
 // ErrInvalidToken is any token that does not prove who the caller is.
@@ -76,6 +78,11 @@ func (v *Verifier) Customer(token string) (Customer, error) {
 	}
 	if n := utf8.RuneCountInString(c.Subject); n == 0 || n > MaxSubjectLen {
 		return Customer{}, fmt.Errorf("%w: sub must be 1-%d characters", ErrInvalidToken, MaxSubjectLen)
+	}
+	if !flashline.ValidText(c.Subject) {
+		// A customer id is stored and compared: NUL, control and format
+		// characters would fail a statement or make one customer two.
+		return Customer{}, fmt.Errorf("%w: sub must be text without control or format characters", ErrInvalidToken)
 	}
 	cust := Customer{ID: c.Subject}
 	if c.AcctCreated != nil {

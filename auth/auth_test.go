@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 )
 
@@ -301,11 +302,12 @@ func FuzzCustomerToken(f *testing.F) {
 }
 
 // FuzzCustomerSubject: any subject the right secret signs is accepted iff it
-// is 1-128 characters once JSON has carried it, and comes back as sent.
+// is 1-128 characters of text without control or format characters once JSON
+// has carried it, and comes back as sent.
 func FuzzCustomerSubject(f *testing.F) {
 	v := newVerifier(f)
 	for _, s := range []string{"", "c", "cust_42", strings.Repeat("s", 128), strings.Repeat("s", 129),
-		strings.Repeat("é", 64), strings.Repeat("é", 128), strings.Repeat("é", 129), "\x00", "\xff", "a\"b", "<script>"} {
+		strings.Repeat("é", 64), strings.Repeat("é", 128), strings.Repeat("é", 129), "\x00", "a\x00b", "\x1b[2J", "a\u200bb", "\u202egnp.exe", "\ufeffc", "\xff", "a\"b", "<script>"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, sub string) {
@@ -322,7 +324,7 @@ func FuzzCustomerSubject(f *testing.F) {
 			_ = json.Unmarshal(b, &sent)
 		}
 		n := utf8.RuneCountInString(sent)
-		want := n >= 1 && n <= auth.MaxSubjectLen
+		want := n >= 1 && n <= auth.MaxSubjectLen && flashline.ValidText(sent)
 		if (err == nil) != want {
 			t.Fatalf("Customer(sub %q, %d characters) error = %v, want accepted=%v", sent, n, err, want)
 		}

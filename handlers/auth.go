@@ -1,6 +1,9 @@
 package handlers
 
 import (
+	"log/slog"
+	"sync"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
@@ -41,4 +44,46 @@ func actorOf(c *gin.Context) flashline.Actor {
 	a, _ := c.Get(actorKey)
 	actor, _ := a.(flashline.Actor)
 	return actor
+}
+
+// capPerCustomer lets one customer have at most max requests in flight at
+// once on the routes it guards; one more is answered 429 at once. The admin
+// is not capped. The count is kept per customer only while they have a
+// request in flight, so its memory is bounded by the requests being served.
+// max <= 0: no cap.
+func capPerCustomer(max int, logger *slog.Logger) gin.HandlerFunc {
+	if max <= 0 {
+		return func(c *gin.Context) { c.Next() }
+	}
+	var (
+		mu       sync.Mutex
+		inFlight = map[string]int{}
+	)
+	return func(c *gin.Context) {
+		actor := actorOf(c)
+		if actor.Admin {
+			c.Next()
+			return
+		}
+		id := actor.CustomerID
+		mu.Lock()
+		n := inFlight[id]
+		if n >= max {
+			mu.Unlock()
+			writeError(c, logger, flashline.ErrTooManyInFlight)
+			return
+		}
+		inFlight[id] = n + 1
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			if inFlight[id] <= 1 {
+				delete(inFlight, id)
+			} else {
+				inFlight[id]--
+			}
+			mu.Unlock()
+		}()
+		c.Next()
+	}
 }

@@ -47,6 +47,7 @@ var errorTable = []struct {
 	{flashline.ErrAccountTooNew, apiError{status: 403, code: "account_too_new", message: "your account is too new to take part in this sale"}},
 	{flashline.ErrNoWaitingRoom, apiError{status: 409, code: "no_waiting_room", message: "this sale has no waiting room; reserve directly"}},
 	{flashline.ErrRateLimited, apiError{status: 429, code: "rate_limited", message: "too many requests from this account; retry later", retryAfter: 5}},
+	{flashline.ErrTooManyInFlight, apiError{status: 429, code: "rate_limited", message: "this account has too many requests in flight; wait for their answers", retryAfter: 1}},
 	{flashline.ErrUnauthenticated, apiError{status: 401, code: "unauthenticated", message: "missing or invalid credentials"}},
 	{flashline.ErrForbidden, apiError{status: 403, code: "forbidden", message: "not allowed for this caller"}},
 	{flashline.ErrOverloaded, apiError{status: 503, code: "overloaded", message: "too busy right now; retry shortly", retryAfter: 1}},

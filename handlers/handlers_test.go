@@ -404,8 +404,11 @@ func TestReserveRejectsBadInput(t *testing.T) {
 		{name: "IdempotencyKeyDEL", body: `{"quantity":1}`, headers: []string{"Idempotency-Key", "a\x7fb"}, inProcess: true},
 		{name: "IdempotencyKeyNUL", body: `{"quantity":1}`, headers: []string{"Idempotency-Key", "a\x00b"}, inProcess: true},
 		{name: "IdempotencyKeyTwice", body: `{"quantity":1}`, headers: []string{"Idempotency-Key", "k1", "Idempotency-Key", "k2"}},
-		{name: "UnknownSale", path: "/sales/sale_doesnotexist/reservations", body: `{"quantity":1}`, status: 404, code: "not_found"},
-		{name: "UnknownSaleBadQuantity", path: "/sales/sale_doesnotexist/reservations", body: `{"quantity":0}`},
+		{name: "UnknownSale", path: "/sales/sale_00000000000000000000000000/reservations", body: `{"quantity":1}`, status: 404, code: "not_found"},
+		{name: "UnknownSaleBadQuantity", path: "/sales/sale_00000000000000000000000000/reservations", body: `{"quantity":0}`},
+		// An id the service cannot have made names nothing: 404 before the
+		// body is even read.
+		{name: "MalformedSaleIDBadQuantity", path: "/sales/sale_doesnotexist/reservations", body: `{"quantity":0}`, status: 404, code: "not_found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1156,7 +1159,9 @@ func TestOperations(t *testing.T) {
 	})
 	t.Run("MetricsCountRequests", func(t *testing.T) {
 		s.do(t, http.MethodGet, "/healthz", "", "")
-		r := s.do(t, http.MethodGet, "/metrics", "", "")
+		requireError(t, s.do(t, http.MethodGet, "/metrics", "", ""), http.StatusUnauthorized, "unauthenticated")
+		requireError(t, s.do(t, http.MethodGet, "/metrics", customer(t, "alice"), ""), http.StatusForbidden, "forbidden")
+		r := s.do(t, http.MethodGet, "/metrics", bearer(adminToken), "")
 		require.Equal(t, http.StatusOK, r.Status)
 		require.Contains(t, string(r.Body), "flashline_http_requests_total")
 		require.Contains(t, string(r.Body), `route="/healthz"`)

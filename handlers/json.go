@@ -19,14 +19,17 @@ import (
 // MaxBodyBytes is the largest request body accepted.
 const MaxBodyBytes = 4 << 10
 
-// bodyReadTimeout is how long a request body may take to arrive.
-const bodyReadTimeout = 10 * time.Second
+// bodyReadTimeout is how long a request body may take to arrive once the
+// headers have: a few KiB that a phone on a poor network still sends in well
+// under a second. No purchase slot is held meanwhile.
+const bodyReadTimeout = 3 * time.Second
 
 // decodeJSON reads one JSON object from the request body into dst: at most
 // MaxBodyBytes, no unknown fields, nothing after it. Any failure is an
 // *flashline.InvalidError saying what was wrong.
 func decodeJSON(c *gin.Context, dst any) error {
-	// A client that trickles its body must not hold a slot for long.
+	// A client that trickles its body must not hold a goroutine, and its
+	// customer's in-flight allowance, for long.
 	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
 	if err != nil {

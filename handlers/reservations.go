@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -39,13 +41,13 @@ func fingerprint(saleID string, quantity int, instrument string) []byte {
 	return h[:]
 }
 
-// maxPaymentInstrumentSize bounds the body's paymentInstrument.
-const maxPaymentInstrumentSize = 255
-
-// handleReserve is POST /sales/{saleId}/reservations. keyring verifies
+// handleReserve is POST /sales/{saleId}/reservations. Everything a client
+// controls is read and checked before the request takes a slot of the
+// admission limiter (the body with a short deadline, the headers, the
+// instrument); only then does it wait for the purchase path. keyring verifies
 // admission tokens (signature, expiry, sale, customer) without a database
 // round trip; single use is the database's part.
-func handleReserve(store flashline.Store, keyring *waitroom.Keyring, logger *slog.Logger) gin.HandlerFunc {
+func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limiter *loadshed.Limiter, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		actor := actorOf(c)
 		key, present := c.Request.Header["Idempotency-Key"]
@@ -70,8 +72,9 @@ func handleReserve(store flashline.Store, keyring *waitroom.Keyring, logger *slo
 			writeError(c, logger, flashline.Invalid("quantity must be at least 1"))
 			return
 		}
-		if len(body.PaymentInstrument) > maxPaymentInstrumentSize {
-			writeError(c, logger, flashline.Invalid("paymentInstrument must be at most 255 characters"))
+		instrument, err := flashline.NormalizeInstrument(body.PaymentInstrument)
+		if err != nil {
+			writeError(c, logger, err)
 			return
 		}
 		saleID := c.Param("saleId")
@@ -83,20 +86,33 @@ func handleReserve(store flashline.Store, keyring *waitroom.Keyring, logger *slo
 				admissionID = a.ID
 			}
 		}
-		res, err := store.Reserve(c.Request.Context(), flashline.ReserveRequest{
+
+		ctx := c.Request.Context()
+		slot, err := limiter.Acquire(ctx, loadshed.PriorityReserve)
+		if err != nil {
+			writeError(c, logger, flashline.ErrOverloaded)
+			return
+		}
+		res, err := store.Reserve(ctx, flashline.ReserveRequest{
 			SaleID:            saleID,
 			CustomerID:        actor.CustomerID,
 			IdempotencyKey:    key[0],
 			Quantity:          quantity,
 			AdmissionToken:    token,
 			AdmissionID:       admissionID,
-			PaymentInstrument: body.PaymentInstrument,
+			PaymentInstrument: instrument,
 			AccountCreated:    actor.AccountCreated,
-			Fingerprint:       fingerprint(saleID, quantity, body.PaymentInstrument),
+			Fingerprint:       fingerprint(saleID, quantity, instrument),
 			Render: func(r flashline.Reservation) ([]byte, error) {
 				return json.Marshal(NewReservationView(r))
 			},
 		})
+		// The limit follows what the purchase path reports of its own
+		// queues (the store's OnConnWait), not the outcome of each request:
+		// every answer is Success, but for a failure that says nothing about
+		// the path's speed (unreachable database, internal error, a client
+		// that went away).
+		slot.Release(reserveOutcome(ctx, err))
 		if err != nil {
 			writeError(c, logger, err)
 			return
@@ -106,6 +122,13 @@ func handleReserve(store flashline.Store, keyring *waitroom.Keyring, logger *slo
 		}
 		writeRaw(c, res.Status, res.Body)
 	}
+}
+
+func reserveOutcome(ctx context.Context, err error) loadshed.Outcome {
+	if ctx.Err() != nil || (err != nil && lookupError(err).status >= 500) {
+		return loadshed.Dropped
+	}
+	return loadshed.Success
 }
 
 // handleGetReservation is GET /reservations/{reservationId}.

@@ -28,7 +28,8 @@ type Deps struct {
 	// Ready reports whether the service can serve (database reachable,
 	// migrations current).
 	Ready func(context.Context) error
-	// Registry holds the metrics served on /metrics.
+	// Registry holds the metrics served on /metrics (to the admin; serve
+	// can also serve them on a listener of their own, see MetricsHandler).
 	Registry *prometheus.Registry
 	// RiverUI, when set, is served under /admin/riverui/ to the admin.
 	RiverUI http.Handler
@@ -38,6 +39,10 @@ type Deps struct {
 	// Keyring signs and verifies waiting-room tickets and admission tokens
 	// (the reserve path checks X-Admission-Token with it).
 	Keyring *waitroom.Keyring
+	// CustomerInFlight is how many requests one customer may have in flight
+	// at once on the customer routes; more are answered 429 at once. 0: no
+	// cap.
+	CustomerInFlight int
 }
 
 // Routes returns the HTTP handler for the whole API.
@@ -57,23 +62,23 @@ func Routes(d Deps) http.Handler {
 	})
 	metrics := NewMetrics(d.Registry, d.Limiter)
 	r.Use(metrics.middleware())
-
-	// Operations.
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", handleReady(d.Ready))
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
+	// An id the service cannot have made names nothing: 404 before any
+	// lookup, cache or log line keyed by it.
+	r.Use(checkIDs(d.Logger))
 
 	admin := authenticate(d.Verifier, true, false)
 	customer := authenticate(d.Verifier, false, true)
 	ownerOrAdmin := authenticate(d.Verifier, true, true)
-	// The admission limiter, by priority: confirm and cancel (they finish
-	// sales and return stock) before new reservations.
-	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
-	reserveSlot := loadshed.Gin(d.Limiter, loadshed.PriorityReserve, onShed)
-	criticalSlot := loadshed.Gin(d.Limiter, loadshed.PriorityCritical, onShed)
-	// Waiting-room polls may use only part of the limit, so a crowd polling
-	// its place never crowds out the buyers it was let in for.
-	pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
+	// One customer holds at most CustomerInFlight requests at once, so that
+	// one token cannot fill a shared resource (the limiter's slots, a pool,
+	// goroutines reading bodies) that other buyers need.
+	oneCustomer := capPerCustomer(d.CustomerInFlight, d.Logger)
+
+	// Operations.
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", handleReady(d.Ready, d.Logger))
+	// The metrics name sales and show the limiter's state: the admin's.
+	r.GET("/metrics", admin, gin.WrapH(MetricsHandler(d.Registry)))
 
 	// Admin.
 	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Logger))
@@ -85,18 +90,26 @@ func Routes(d Deps) http.Handler {
 		r.Any("/admin/riverui/*path", admin, gin.WrapH(d.RiverUI))
 	}
 
-	// Customers. The limiter sheds before authentication: a refused request
-	// costs no signature check either.
-	r.POST("/sales/:saleId/reservations", reserveSlot, customer, handleReserve(d.Store, d.Keyring, d.Logger))
-	r.GET("/reservations/:reservationId", ownerOrAdmin, handleGetReservation(d.Store, d.Logger))
-	r.POST("/reservations/:reservationId/confirm", criticalSlot, ownerOrAdmin, handleConfirm(d.Store, d.Logger))
-	r.POST("/reservations/:reservationId/cancel", criticalSlot, ownerOrAdmin, handleCancel(d.Store, d.Logger))
+	// Customers. A reservation takes a slot of the admission limiter only
+	// once its caller is known and its body has arrived and is valid
+	// (handleReserve): a client that sends headers and never the body holds
+	// nothing another buyer needs. Confirm and cancel finish sales and
+	// return stock: they are never shed, and a burst of them queues for the
+	// pool they use.
+	r.POST("/sales/:saleId/reservations", customer, oneCustomer, handleReserve(d.Store, d.Keyring, d.Limiter, d.Logger))
+	r.GET("/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
+	r.POST("/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
+	r.POST("/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))
 	// The waiting room (waitroom/): a place in line, where it stands, and
 	// the sale's published fairness policy (public, but behind the limiter
-	// too: a sale it has not seen costs a database read).
+	// too: a sale it has not seen costs a database read). Polls may use only
+	// part of the limit, so a crowd polling its place never crowds out the
+	// buyers it was let in for.
 	if d.Room != nil {
-		r.GET("/sales/:saleId/ticket", pollSlot, customer, handleTicket(d.Room, d.Logger))
-		r.GET("/sales/:saleId/status", pollSlot, customer, handleStatus(d.Room, d.Logger))
+		onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
+		pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
+		r.GET("/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
+		r.GET("/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
 		r.GET("/sales/:saleId/policy", pollSlot, handlePolicy(d.Room, d.Logger))
 	}
 	// The waiting-room page and its assets (no auth: the page calls the API
@@ -105,12 +118,43 @@ func Routes(d Deps) http.Handler {
 	return r
 }
 
-func handleReady(ready func(context.Context) error) gin.HandlerFunc {
+// handleReady is GET /readyz. The reason it gives is generic: the detail
+// (a connect error names the user, database, host and port) is for the log.
+func handleReady(ready func(context.Context) error, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if err := ready(c.Request.Context()); err != nil {
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "reason": err.Error()})
+			logger.WarnContext(c.Request.Context(), "handlers: not ready", "err", err)
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "reason": "the database is unreachable or its schema is not current"})
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	}
+}
+
+// MetricsHandler serves the registry in Prometheus's format.
+func MetricsHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// checkIDs answers 404 for a sale or reservation id of a shape the service
+// never makes, before any handler sees it.
+func checkIDs(logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		for _, p := range c.Params {
+			var prefix string
+			switch p.Key {
+			case "saleId":
+				prefix = flashline.SaleIDPrefix
+			case "reservationId":
+				prefix = flashline.ReservationIDPrefix
+			default:
+				continue
+			}
+			if !flashline.ValidID(prefix, p.Value) {
+				writeError(c, logger, flashline.ErrNotFound)
+				return
+			}
+		}
+		c.Next()
 	}
 }

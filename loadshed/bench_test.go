@@ -80,10 +80,7 @@ func BenchmarkShedParallel(b *testing.B) {
 func fullLimiter(b *testing.B, o Options, fill int) *Limiter {
 	b.Helper()
 	l := newLimiter(b, o)
-	hold := mustAcquire(b, l, PriorityCritical)
-	for range o.CriticalHeadroom {
-		mustAcquire(b, l, PriorityCritical) // released with hold below
-	}
+	hold := mustAcquire(b, l, PriorityReserve)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan acquired, fill)
 	for range fill {

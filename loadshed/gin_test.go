@@ -91,7 +91,7 @@ func TestGinOutcome(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			clk := newFakeClock()
-			l := newLimiter(t, Options{Now: clk.Now})
+			l := newLimiter(t, Options{InitialLimit: 20, Now: clk.Now})
 			r := gin.New()
 			r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
 			r.GET("/", Gin(l, PriorityReserve, overloaded), func(c *gin.Context) {
@@ -103,7 +103,7 @@ func TestGinOutcome(t *testing.T) {
 
 			require.Zero(t, l.InFlight())
 			l.mu.Lock()
-			samples, timeouts := l.grad.win.samples, l.grad.win.timeouts
+			samples, timeouts := l.credits.win.latN, l.credits.win.timeouts
 			l.mu.Unlock()
 			switch tt.want {
 			case Success:

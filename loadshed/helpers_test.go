@@ -51,48 +51,40 @@ func mustAcquire(tb testing.TB, l *Limiter, p Priority) *Token {
 	return tok
 }
 
-// windowsClosed is how many latency windows the limiter has evaluated.
-func windowsClosed(l *Limiter) int {
+// intervals is how many intervals the limiter has closed.
+func intervals(l *Limiter) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.grad.windows
+	return l.credits.intervals
 }
 
-func baseline(l *Limiter) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return time.Duration(l.grad.baseline)
-}
-
-// runWindow drives l through one latency window on the fake clock: batches of
-// n requests admitted together, each taking rtt, until a window closes. The
-// window closes at the first release of a batch that meets its conditions;
-// the rest of that batch is released as Dropped, so that every window holds
-// samples of its own regime only. (They still count as in flight when the
-// next window opens, as they would in production.)
-func runWindow(tb testing.TB, l *Limiter, clk *fakeClock, n int, rtt time.Duration) {
+// runInterval drives l through one interval on the fake clock: n requests in
+// flight, each reported waiting wait (none when wait < 0) and released as
+// outcome after rtt, then the clock moves to the end of the interval and one
+// more report closes it.
+func runInterval(tb testing.TB, l *Limiter, clk *fakeClock, n int, wait, rtt time.Duration, outcome Outcome) {
 	tb.Helper()
-	start := windowsClosed(l)
+	start := intervals(l)
 	toks := make([]*Token, n)
-	for windowsClosed(l) == start {
-		for i := range toks {
-			toks[i] = mustAcquire(tb, l, PriorityReserve)
-		}
-		clk.Advance(rtt)
-		for _, tok := range toks {
-			if windowsClosed(l) == start {
-				tok.Release(Success)
-			} else {
-				tok.Release(Dropped)
-			}
+	for i := range toks {
+		toks[i] = mustAcquire(tb, l, PriorityReserve)
+	}
+	for range n {
+		if wait >= 0 {
+			l.ObserveWait(wait)
 		}
 	}
-}
-
-// busyWindow runs a window with the limit full.
-func busyWindow(tb testing.TB, l *Limiter, clk *fakeClock, rtt time.Duration) {
-	tb.Helper()
-	runWindow(tb, l, clk, int(l.Limit()), rtt)
+	clk.Advance(rtt)
+	for _, tok := range toks {
+		tok.Release(outcome)
+	}
+	clk.Advance(l.opts.Interval)
+	if wait >= 0 {
+		l.ObserveWait(wait)
+	} else {
+		mustAcquire(tb, l, PriorityReserve).Release(Dropped)
+	}
+	require.Equal(tb, start+1, intervals(l), "one interval closed")
 }
 
 // waitQueued waits until n requests are queued: goroutines that call

@@ -19,24 +19,18 @@ var ErrShed = errors.New("loadshed: shed")
 type Priority int
 
 const (
-	// PriorityCritical is for requests that finish work already admitted,
-	// such as confirm and cancel. It may use Options.CriticalHeadroom slots
-	// above the limit and still queues when the queue is in CoDel shedding.
-	PriorityCritical Priority = iota
 	// PriorityReserve is for new reservations. It may fill the limit.
-	PriorityReserve
+	PriorityReserve Priority = iota
 	// PriorityPoll is for ticket and status polls. It may use only
 	// Options.PollShare of the limit and of the queue, so it is shed first.
 	PriorityPoll
 )
 
-const numPriorities = 3
+const numPriorities = 2
 
-// String returns "critical", "reserve" or "poll", for logs and metric labels.
+// String returns "reserve" or "poll", for logs and metric labels.
 func (p Priority) String() string {
 	switch p {
-	case PriorityCritical:
-		return "critical"
 	case PriorityReserve:
 		return "reserve"
 	case PriorityPoll:
@@ -49,24 +43,24 @@ func (p Priority) String() string {
 type Outcome int
 
 const (
-	// Success: the request was served; its latency is a sample for the limit.
+	// Success: the request was served; its latency goes into the mean that
+	// Latency publishes.
 	Success Outcome = iota
-	// Dropped: the request failed or was cancelled. Its latency says nothing
-	// about congestion (a fast failure or an abandoned request would skew the
-	// baseline), so it is not sampled.
+	// Dropped: the request failed or was cancelled; its latency says nothing
+	// about the service and is not sampled.
 	Dropped
 	// Timeout: the request hit its deadline, or the service answered "busy"
-	// (503/504). Its latency is not sampled either (constant timeouts would
-	// look like a stable latency and let the limit grow); it is a congestion
-	// signal that cuts the limit by 10%, at most once per Options.Interval.
+	// (503/504). It is a congestion signal that cuts the limit by 10%, at
+	// most once per Options.Interval, and is not sampled either.
 	Timeout
 )
 
 // Options configure a Limiter. The zero value of each field selects its
-// default; the defaults suit a purchase path in front of a 20-connection pool.
+// default.
 type Options struct {
-	// InitialLimit is the concurrency limit to start from. Default 20,
-	// clamped into [MinLimit, MaxLimit].
+	// InitialLimit is the concurrency limit to start from. Default MaxLimit:
+	// a flash sale is a cold start into a spike, and a limit that has to
+	// climb spends the spike below what the service can take.
 	InitialLimit int
 	// MinLimit is the lowest the limit can go. Default 4 (or less, if
 	// MaxLimit or InitialLimit is set lower).
@@ -74,6 +68,10 @@ type Options struct {
 	// MaxLimit is the highest the limit can go. Default 200 (or more, if
 	// MinLimit or InitialLimit is set higher).
 	MaxLimit int
+	// Step is how much the limit grows after an Interval in which the
+	// limiter was busy and nothing behind it queued beyond WaitTarget.
+	// Default MinLimit.
+	Step int
 
 	// QueueSize is how many requests may wait for a slot at once, over all
 	// priorities. Default 50; -1 disables the queue, so that a request that
@@ -82,46 +80,42 @@ type Options struct {
 	// MaxWait is the longest a request waits in the queue before it is
 	// shed. Default 50ms.
 	MaxWait time.Duration
-	// Target is the queueing delay CoDel accepts: when no request got
-	// through the queue within Target during a whole Interval, the queue is
-	// standing, and Reserve and Poll arrivals are shed at once instead of
-	// queued until it has drained. Default 5ms. Keep it well below MaxWait,
-	// or the rule never fires.
+	// Target is the queueing delay CoDel accepts in the limiter's own queue:
+	// when no request got through it within Target during a whole Interval,
+	// the queue is standing, and arrivals that find no free slot are shed at
+	// once instead of queued until it has drained. Default 5ms. Keep it well
+	// below MaxWait, or the rule never fires.
 	Target time.Duration
-	// Interval is CoDel's observation interval, the shortest span of the
-	// latency windows the limit is recomputed from, and the shortest time
-	// between two cuts for Timeout outcomes. Default 100ms.
+	// Interval is the span over which the limit is recomputed, CoDel's
+	// observation interval, and the shortest time between two cuts for
+	// Timeout outcomes. Default 100ms.
 	Interval time.Duration
 
-	// Tolerance is how many times the baseline latency still counts as not
-	// congested: the limit shrinks only when the recent latency exceeds
-	// Tolerance × baseline. Default 2.0; at least 1.
-	Tolerance float64
-	// CriticalHeadroom is how many requests of PriorityCritical may be in
-	// flight above the limit. Default 8.
-	CriticalHeadroom int
+	// WaitTarget is the wait for the scarce resource behind the limiter
+	// (reported with ObserveWait) that still counts as no queue: when every
+	// wait reported over an Interval exceeds it, the resource has a standing
+	// queue and the limit shrinks. Default 5ms.
+	WaitTarget time.Duration
 	// PollShare is the fraction of the limit, and of the queue, that
 	// PriorityPoll may use (at least one slot of each). Default 0.5; in (0, 1].
 	PollShare float64
 
 	// Now tells the time; tests inject a fake clock. It is used for every
-	// measurement (latency, queue sojourn, windows, intervals). Waiting in
-	// the queue uses real timers for MaxWait. Default time.Now.
+	// measurement (latency, queue sojourn, intervals). Waiting in the queue
+	// uses real timers for MaxWait. Default time.Now.
 	Now func() time.Time
 }
 
 // Defaults, documented on Options.
 const (
-	defaultInitialLimit     = 20
-	defaultMinLimit         = 4
-	defaultMaxLimit         = 200
-	defaultQueueSize        = 50
-	defaultMaxWait          = 50 * time.Millisecond
-	defaultTarget           = 5 * time.Millisecond
-	defaultInterval         = 100 * time.Millisecond
-	defaultTolerance        = 2.0
-	defaultCriticalHeadroom = 8
-	defaultPollShare        = 0.5
+	defaultMinLimit   = 4
+	defaultMaxLimit   = 200
+	defaultQueueSize  = 50
+	defaultMaxWait    = 50 * time.Millisecond
+	defaultTarget     = 5 * time.Millisecond
+	defaultInterval   = 100 * time.Millisecond
+	defaultWaitTarget = 5 * time.Millisecond
+	defaultPollShare  = 0.5
 )
 
 // Validate reports whether o is usable, naming every field that is not.
@@ -135,7 +129,7 @@ func (o Options) Validate() error {
 		{"InitialLimit", o.InitialLimit},
 		{"MinLimit", o.MinLimit},
 		{"MaxLimit", o.MaxLimit},
-		{"CriticalHeadroom", o.CriticalHeadroom},
+		{"Step", o.Step},
 	} {
 		if f.value < 0 {
 			errs = append(errs, fmt.Errorf("loadshed: %s must not be negative, got %d", f.name, f.value))
@@ -151,13 +145,11 @@ func (o Options) Validate() error {
 		{"MaxWait", o.MaxWait},
 		{"Target", o.Target},
 		{"Interval", o.Interval},
+		{"WaitTarget", o.WaitTarget},
 	} {
 		if f.value < 0 {
 			errs = append(errs, fmt.Errorf("loadshed: %s must not be negative, got %s", f.name, f.value))
 		}
-	}
-	if t := o.Tolerance; math.IsNaN(t) || math.IsInf(t, 0) || t < 0 || (t > 0 && t < 1) {
-		errs = append(errs, fmt.Errorf("loadshed: Tolerance must be at least 1 (or 0 for the default), got %v", t))
 	}
 	if s := o.PollShare; math.IsNaN(s) || s < 0 || s > 1 {
 		errs = append(errs, fmt.Errorf("loadshed: PollShare must be in (0, 1] (or 0 for the default), got %v", s))
@@ -189,7 +181,10 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.InitialLimit == 0 {
-		o.InitialLimit = min(max(defaultInitialLimit, o.MinLimit), o.MaxLimit)
+		o.InitialLimit = o.MaxLimit
+	}
+	if o.Step == 0 {
+		o.Step = max(1, o.MinLimit)
 	}
 	switch o.QueueSize {
 	case 0:
@@ -206,11 +201,8 @@ func (o Options) withDefaults() Options {
 	if o.Interval == 0 {
 		o.Interval = defaultInterval
 	}
-	if o.Tolerance == 0 {
-		o.Tolerance = defaultTolerance
-	}
-	if o.CriticalHeadroom == 0 {
-		o.CriticalHeadroom = defaultCriticalHeadroom
+	if o.WaitTarget == 0 {
+		o.WaitTarget = defaultWaitTarget
 	}
 	if o.PollShare == 0 {
 		o.PollShare = defaultPollShare
@@ -235,7 +227,7 @@ type Limiter struct {
 	queues   [numPriorities][]*waiter // FIFO per priority
 	queued   int
 	codel    codel
-	grad     gradient
+	credits  credits
 
 	// Published copies for lock-free reads by metrics.
 	limitPub, inflightPub, queuedPub atomic.Int64
@@ -281,7 +273,7 @@ func New(o Options) (*Limiter, error) {
 	}
 	now := o.Now()
 	l.codel.start = now
-	l.grad.init(o, now)
+	l.credits.init(o, now)
 	l.publish()
 	return l, nil
 }
@@ -294,7 +286,7 @@ func (l *Limiter) Acquire(ctx context.Context, p Priority) (*Token, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if p < PriorityCritical || p > PriorityPoll {
+	if p < PriorityReserve || p > PriorityPoll {
 		p = PriorityPoll
 	}
 	l.mu.Lock()
@@ -394,23 +386,40 @@ func (t *Token) Release(o Outcome) {
 	l.codelTick(now)
 	switch o {
 	case Success:
-		l.grad.observe(now, now.Sub(t.start), l.inflight)
+		l.credits.observeLatency(now.Sub(t.start))
 	case Timeout:
-		l.grad.timeout(now)
+		l.credits.timeout(now)
 	}
+	l.credits.tick(now, l.inflight)
 	l.dispatch(now)
 	l.publish()
 	l.mu.Unlock()
 }
 
-// Limit is the current concurrency limit (without the critical headroom).
+// ObserveWait reports that one unit of work behind the limiter (for the
+// purchase path: a batch of reservations) waited d for its scarce resource
+// (a database connection). A standing wait shrinks the limit; see the
+// package documentation.
+func (l *Limiter) ObserveWait(d time.Duration) {
+	now := l.opts.Now()
+	l.mu.Lock()
+	if l.credits.observeWait(now, d, l.inflight) {
+		// A grown limit may admit waiters.
+		l.dispatch(now)
+	}
+	l.publish()
+	l.mu.Unlock()
+}
+
+// Limit is the current concurrency limit.
 func (l *Limiter) Limit() int64 { return l.limitPub.Load() }
 
 // InFlight is the number of admitted requests not yet released.
 func (l *Limiter) InFlight() int64 { return l.inflightPub.Load() }
 
-// Latency is the mean latency of the requests let through in the last
-// window the limit was computed from (0 before the first).
+// Latency is the mean latency, from admission to release, of the requests
+// served in the last Interval that saw any (0 before the first); answers
+// under 100µs, which never reached anything slow, are left out.
 func (l *Limiter) Latency() time.Duration { return time.Duration(l.latencyPub.Load()) }
 
 // Queued is the number of requests waiting for a slot.
@@ -428,7 +437,7 @@ func (l *Limiter) Shed() int64 {
 
 // ShedBy is how many requests of priority p have been refused so far.
 func (l *Limiter) ShedBy(p Priority) int64 {
-	if p < PriorityCritical || p > PriorityPoll {
+	if p < PriorityReserve || p > PriorityPoll {
 		return 0
 	}
 	return l.shedBy[p].Load()
@@ -437,11 +446,8 @@ func (l *Limiter) ShedBy(p Priority) int64 {
 // capacity is how many requests may be in flight when one of priority p is
 // admitted.
 func (l *Limiter) capacity(p Priority) int {
-	n := l.grad.limitInt()
-	switch p {
-	case PriorityCritical:
-		return n + l.opts.CriticalHeadroom
-	case PriorityPoll:
+	n := l.credits.limitInt()
+	if p == PriorityPoll {
 		return max(1, int(float64(n)*l.opts.PollShare))
 	}
 	return n
@@ -449,7 +455,7 @@ func (l *Limiter) capacity(p Priority) int {
 
 func (l *Limiter) admit() {
 	l.inflight++
-	l.grad.inflight(l.inflight)
+	l.credits.inflight(l.inflight)
 	l.inflightPub.Store(int64(l.inflight))
 }
 
@@ -463,7 +469,7 @@ func (l *Limiter) queueable(p Priority) bool {
 	switch {
 	case l.opts.QueueSize == 0:
 		return false
-	case l.codel.shedding && p != PriorityCritical:
+	case l.codel.shedding:
 		return false
 	case p == PriorityPoll && len(l.queues[PriorityPoll]) >= l.pollQueue:
 		return false
@@ -515,7 +521,7 @@ func (l *Limiter) remove(w *waiter) {
 // priority. It runs after anything that may free a slot or raise the limit,
 // so that a waiter is never passed over by a later arrival.
 func (l *Limiter) dispatch(now time.Time) {
-	for p := PriorityCritical; p <= PriorityPoll; p++ {
+	for p := PriorityReserve; p <= PriorityPoll; p++ {
 		for len(l.queues[p]) > 0 && l.inflight < l.capacity(p) {
 			w := l.queues[p][0]
 			l.queues[p] = slices.Delete(l.queues[p], 0, 1)
@@ -558,8 +564,8 @@ func (l *Limiter) observeSojourn(d time.Duration) {
 
 // publish copies the state metrics read into atomics.
 func (l *Limiter) publish() {
-	l.limitPub.Store(int64(l.grad.limitInt()))
+	l.limitPub.Store(int64(l.credits.limitInt()))
 	l.inflightPub.Store(int64(l.inflight))
 	l.queuedPub.Store(int64(l.queued))
-	l.latencyPub.Store(int64(l.grad.recent))
+	l.latencyPub.Store(int64(l.credits.recent))
 }

@@ -21,21 +21,20 @@ func TestValidate(t *testing.T) {
 		wantErr string // substring; "" means valid
 	}{
 		{"ZeroIsDefaults", Options{}, ""},
-		{"Explicit", Options{InitialLimit: 10, MinLimit: 2, MaxLimit: 50, QueueSize: 5, MaxWait: time.Second, Target: time.Millisecond, Interval: time.Second, Tolerance: 1.5, CriticalHeadroom: 2, PollShare: 1}, ""},
+		{"Explicit", Options{InitialLimit: 10, MinLimit: 2, MaxLimit: 50, Step: 3, QueueSize: 5, MaxWait: time.Second, Target: time.Millisecond, Interval: time.Second, WaitTarget: time.Millisecond, PollShare: 1}, ""},
 		{"NoQueue", Options{QueueSize: -1}, ""},
 		{"SmallMaxLimitPullsDefaults", Options{MaxLimit: 2}, ""},
 		{"LargeMinLimitPushesDefaults", Options{MinLimit: 300}, ""},
 		{"NegativeInitialLimit", Options{InitialLimit: -1}, "InitialLimit must not be negative"},
 		{"NegativeMinLimit", Options{MinLimit: -1}, "MinLimit must not be negative"},
 		{"NegativeMaxLimit", Options{MaxLimit: -5}, "MaxLimit must not be negative"},
-		{"NegativeHeadroom", Options{CriticalHeadroom: -1}, "CriticalHeadroom must not be negative"},
+		{"NegativeStep", Options{Step: -1}, "Step must not be negative"},
 		{"QueueSizeBelowMinusOne", Options{QueueSize: -2}, "QueueSize must be -1"},
 		{"NegativeMaxWait", Options{MaxWait: -time.Millisecond}, "MaxWait must not be negative"},
 		{"NegativeTarget", Options{Target: -time.Millisecond}, "Target must not be negative"},
 		{"NegativeInterval", Options{Interval: -time.Second}, "Interval must not be negative"},
-		{"ToleranceBelowOne", Options{Tolerance: 0.5}, "Tolerance must be at least 1"},
-		{"ToleranceNaN", Options{Tolerance: math.NaN()}, "Tolerance must be at least 1"},
-		{"ToleranceInf", Options{Tolerance: math.Inf(1)}, "Tolerance must be at least 1"},
+		{"NegativeWaitTarget", Options{WaitTarget: -time.Millisecond}, "WaitTarget must not be negative"},
+		{"PollShareNaN", Options{PollShare: math.NaN()}, "PollShare must be in (0, 1]"},
 		{"PollShareAboveOne", Options{PollShare: 1.5}, "PollShare must be in (0, 1]"},
 		{"PollShareNegative", Options{PollShare: -0.1}, "PollShare must be in (0, 1]"},
 		{"MinAboveMax", Options{MinLimit: 10, MaxLimit: 5}, "MinLimit 10 exceeds MaxLimit 5"},
@@ -68,7 +67,7 @@ func TestValidate(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(t, Options{})
-	require.Equal(t, int64(20), l.Limit())
+	require.Equal(t, int64(200), l.Limit(), "the limit starts open")
 	o := l.opts
 	require.Equal(t, 4, o.MinLimit)
 	require.Equal(t, 200, o.MaxLimit)
@@ -76,13 +75,14 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 50*time.Millisecond, o.MaxWait)
 	require.Equal(t, 5*time.Millisecond, o.Target)
 	require.Equal(t, 100*time.Millisecond, o.Interval)
-	require.InDelta(t, 2.0, o.Tolerance, 0)
-	require.Equal(t, 8, o.CriticalHeadroom)
+	require.Equal(t, 4, o.Step)
+	require.Equal(t, 5*time.Millisecond, o.WaitTarget)
 	require.InDelta(t, 0.5, o.PollShare, 0)
 	require.Equal(t, 25, l.pollQueue)
 
 	require.Equal(t, int64(2), newLimiter(t, Options{MaxLimit: 2}).Limit())
 	require.Equal(t, int64(300), newLimiter(t, Options{MinLimit: 300}).Limit())
+	require.Equal(t, int64(20), newLimiter(t, Options{InitialLimit: 20}).Limit())
 	require.Equal(t, 0, newLimiter(t, Options{QueueSize: -1}).opts.QueueSize)
 }
 
@@ -94,22 +94,20 @@ func TestAdmission(t *testing.T) {
 		p     Priority
 		admit bool
 	}
-	R, C, P := PriorityReserve, PriorityCritical, PriorityPoll
+	R, P := PriorityReserve, PriorityPoll
 	tests := []struct {
 		name     string
 		arrivals []arrival
 	}{
 		{"ReserveFillsLimitThenSheds", []arrival{{R, true}, {R, true}, {R, true}, {R, true}, {R, false}}},
-		{"CriticalUsesHeadroomWhenReservesFillLimit", []arrival{{R, true}, {R, true}, {R, true}, {R, true}, {R, false}, {C, true}, {C, true}, {C, false}, {R, false}}},
-		{"CriticalHeadroomIsAboveLimitNotReserved", []arrival{{C, true}, {C, true}, {C, true}, {C, true}, {R, false}, {C, true}, {C, true}, {C, false}}},
-		{"PollShedFirst", []arrival{{P, true}, {P, true}, {P, false}, {R, true}, {R, true}, {R, false}, {P, false}, {C, true}}},
+		{"PollShedFirst", []arrival{{P, true}, {P, true}, {P, false}, {R, true}, {R, true}, {R, false}, {P, false}}},
 		{"PollShedWhenReservesFillHalf", []arrival{{R, true}, {R, true}, {P, false}, {R, true}}},
 		{"UnknownPriorityIsPoll", []arrival{{Priority(7), true}, {Priority(-1), true}, {Priority(9), false}, {R, true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			l := newLimiter(t, fixed(4, Options{CriticalHeadroom: 2, QueueSize: -1, PollShare: 0.5}))
+			l := newLimiter(t, fixed(4, Options{QueueSize: -1, PollShare: 0.5}))
 			var wantShed [numPriorities]int64
 			var toks []*Token
 			for i, a := range tt.arrivals {
@@ -122,13 +120,13 @@ func TestAdmission(t *testing.T) {
 				require.ErrorIs(t, err, ErrShed, "arrival %d (%s)", i, a.p)
 				require.Nil(t, tok)
 				p := a.p
-				if p < PriorityCritical || p > PriorityPoll {
+				if p < PriorityReserve || p > PriorityPoll {
 					p = PriorityPoll
 				}
 				wantShed[p]++
 			}
 			require.Equal(t, int64(len(toks)), l.InFlight())
-			require.Equal(t, wantShed[0]+wantShed[1]+wantShed[2], l.Shed())
+			require.Equal(t, wantShed[0]+wantShed[1], l.Shed())
 			for p := range numPriorities {
 				require.Equal(t, wantShed[p], l.ShedBy(Priority(p)), Priority(p).String())
 			}
@@ -145,7 +143,7 @@ func TestAcquireWithDoneContext(t *testing.T) {
 	l := newLimiter(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	tok, err := l.Acquire(ctx, PriorityCritical)
+	tok, err := l.Acquire(ctx, PriorityReserve)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Nil(t, tok)
 	require.Zero(t, l.InFlight())
@@ -282,13 +280,13 @@ func TestQueue(t *testing.T) {
 	})
 }
 
-// TestHandoffOrder queues requests of every priority behind a full limiter
-// and frees one slot at a time: the most important waiter goes first, first
-// come first served within a priority.
+// TestHandoffOrder queues requests of both priorities behind a full limiter
+// and frees one slot at a time: Reserve waiters go first, first come first
+// served within a priority.
 func TestHandoffOrder(t *testing.T) {
 	t.Parallel()
-	l := newLimiter(t, fixed(1, Options{CriticalHeadroom: 1, MaxWait: time.Hour}))
-	held := []*Token{mustAcquire(t, l, PriorityCritical), mustAcquire(t, l, PriorityCritical)}
+	l := newLimiter(t, fixed(1, Options{MaxWait: time.Hour}))
+	held := []*Token{mustAcquire(t, l, PriorityReserve)}
 
 	ch := make(chan acquired, 8)
 	order := []struct {
@@ -297,10 +295,9 @@ func TestHandoffOrder(t *testing.T) {
 	}{
 		{"poll1", PriorityPoll},
 		{"reserve1", PriorityReserve},
-		{"critical1", PriorityCritical},
 		{"reserve2", PriorityReserve},
 		{"poll2", PriorityPoll},
-		{"critical2", PriorityCritical},
+		{"reserve3", PriorityReserve},
 	}
 	for i, w := range order {
 		acquireAsync(context.Background(), l, w.p, w.name, ch)
@@ -319,16 +316,16 @@ func TestHandoffOrder(t *testing.T) {
 			held = append(held, a.tok)
 		}
 	}
-	require.Equal(t, []string{"critical1", "critical2", "reserve1", "reserve2", "poll1", "poll2"}, got)
+	require.Equal(t, []string{"reserve1", "reserve2", "reserve3", "poll1", "poll2"}, got)
 	require.Zero(t, l.InFlight())
 }
 
-// TestQueueEviction: a full queue makes room for a more important arrival by
-// shedding its newest, least important waiter.
+// TestQueueEviction: a full queue makes room for a Reserve arrival by
+// shedding its newest Poll waiter.
 func TestQueueEviction(t *testing.T) {
 	t.Parallel()
-	l := newLimiter(t, fixed(1, Options{CriticalHeadroom: 1, QueueSize: 3, PollShare: 1, MaxWait: time.Hour}))
-	held := []*Token{mustAcquire(t, l, PriorityCritical), mustAcquire(t, l, PriorityCritical)}
+	l := newLimiter(t, fixed(1, Options{QueueSize: 3, PollShare: 1, MaxWait: time.Hour}))
+	held := []*Token{mustAcquire(t, l, PriorityReserve)}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 
@@ -347,25 +344,23 @@ func TestQueueEviction(t *testing.T) {
 		require.ErrorIs(t, a.err, ErrShed)
 	}
 
-	// A Reserve arrival evicts the newest Poll waiter.
+	// A Reserve arrival evicts the newest Poll waiter, then the last one.
 	acquireAsync(ctx, l, PriorityReserve, "reserve2", ch)
 	evicted("poll2")
 	waitQueued(t, l, 3)
 	// A Poll arrival cannot evict anyone.
 	_, err := l.Acquire(ctx, PriorityPoll)
 	require.ErrorIs(t, err, ErrShed)
-	// Critical arrivals evict the last Poll, then the newest Reserve.
-	acquireAsync(ctx, l, PriorityCritical, "critical1", ch)
+	acquireAsync(ctx, l, PriorityReserve, "reserve3", ch)
 	evicted("poll1")
 	waitQueued(t, l, 3)
-	acquireAsync(ctx, l, PriorityCritical, "critical2", ch)
-	evicted("reserve2")
-	waitQueued(t, l, 3)
+	// A Reserve arrival cannot evict a Reserve waiter.
+	_, err = l.Acquire(ctx, PriorityReserve)
+	require.ErrorIs(t, err, ErrShed)
 	require.Equal(t, int64(3), l.ShedBy(PriorityPoll))
 	require.Equal(t, int64(1), l.ShedBy(PriorityReserve))
-	require.Zero(t, l.ShedBy(PriorityCritical))
 
-	// The survivors are served in priority order.
+	// The survivors are served in order.
 	var got []string
 	for len(held) > 0 {
 		before := l.Queued()
@@ -378,17 +373,18 @@ func TestQueueEviction(t *testing.T) {
 			held = append(held, a.tok)
 		}
 	}
-	require.Equal(t, []string{"critical1", "critical2", "reserve1"}, got)
+	require.Equal(t, []string{"reserve1", "reserve2", "reserve3"}, got)
+	require.Zero(t, l.InFlight())
 }
 
 // TestCoDel: once no request got through the queue within Target for a
-// whole interval, Reserve and Poll arrivals are shed at once instead of
-// queued, until one gets through within Target again.
+// whole interval, arrivals are shed at once instead of queued, until one gets
+// through within Target again.
 func TestCoDel(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()
 	l := newLimiter(t, fixed(1, Options{
-		CriticalHeadroom: 1, QueueSize: 10, MaxWait: time.Hour,
+		QueueSize: 10, MaxWait: time.Hour,
 		Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond, Now: clk.Now,
 	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -419,28 +415,27 @@ func TestCoDel(t *testing.T) {
 	w1.Release(Success) // closes the interval: minimum sojourn 20ms > 5ms
 	w2 := next("w2")
 
-	// The queue stands: Reserve and Poll arrivals are shed without waiting,
-	// though it has room.
+	// The queue stands: arrivals are shed without waiting, though it has room.
 	for _, p := range []Priority{PriorityReserve, PriorityPoll} {
 		_, err := l.Acquire(ctx, p)
 		require.ErrorIs(t, err, ErrShed, p.String())
 	}
 	require.Equal(t, int64(1), l.Queued())
-	// Critical arrivals use their headroom, then still queue, ahead of w3.
-	c1 := mustAcquire(t, l, PriorityCritical)
-	acquireAsync(ctx, l, PriorityCritical, "c2", ch)
-	waitQueued(t, l, 2)
 	w2.Release(Success)
-	c2 := next("c2") // through the queue within Target: the shedding ends
+	w3 := next("w3") // waited 90ms: still shedding
+	_, err := l.Acquire(ctx, PriorityReserve)
+	require.ErrorIs(t, err, ErrShed)
+	w3.Release(Success)
 
-	acquireAsync(ctx, l, PriorityReserve, "w4", ch)
-	waitQueued(t, l, 2)
-	c1.Release(Success)
-	c2.Release(Success)
-	next("w3").Release(Success)
-	next("w4").Release(Success)
+	// Admitted while the queue is empty: the shedding ends, and the next
+	// arrival queues again.
+	w4 := mustAcquire(t, l, PriorityReserve)
+	acquireAsync(ctx, l, PriorityReserve, "w5", ch)
+	waitQueued(t, l, 1)
+	w4.Release(Success)
+	next("w5").Release(Success)
 	require.Zero(t, l.InFlight())
-	require.Equal(t, int64(2), l.Shed())
+	require.Equal(t, int64(3), l.Shed())
 }
 
 func TestReleaseIdempotent(t *testing.T) {
@@ -481,12 +476,12 @@ func TestConcurrency(t *testing.T) {
 		// bound returns the most requests that may be in flight at once.
 		bound func(l *Limiter) int64
 	}{
-		{"FixedLimit", fixed(16, Options{CriticalHeadroom: 4, QueueSize: 8, MaxWait: time.Millisecond}),
-			func(l *Limiter) int64 { return l.Limit() + 4 }},
+		{"FixedLimit", fixed(16, Options{QueueSize: 8, MaxWait: time.Millisecond}),
+			func(l *Limiter) int64 { return l.Limit() }},
 		// An adaptive limit may shrink under requests already in flight, so
-		// the bound is the largest limit plus the headroom.
-		{"AdaptiveLimit", Options{InitialLimit: 16, MinLimit: 2, MaxLimit: 32, CriticalHeadroom: 4, QueueSize: 8, MaxWait: time.Millisecond, Interval: 5 * time.Millisecond},
-			func(*Limiter) int64 { return 32 + 4 }},
+		// the bound is the largest limit.
+		{"AdaptiveLimit", Options{InitialLimit: 16, MinLimit: 2, MaxLimit: 32, QueueSize: 8, MaxWait: time.Millisecond, Interval: 5 * time.Millisecond, WaitTarget: 100 * time.Microsecond},
+			func(*Limiter) int64 { return 32 }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -513,7 +508,9 @@ func TestConcurrency(t *testing.T) {
 						if l.InFlight() > tt.bound(l) {
 							violations.Add(1)
 						}
-						time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+						wait := time.Duration(rng.IntN(300)) * time.Microsecond
+						l.ObserveWait(wait)
+						time.Sleep(wait)
 						tok.Release(Outcome(rng.IntN(3)))
 						if rng.IntN(4) == 0 {
 							tok.Release(Success)
@@ -537,7 +534,6 @@ func TestConcurrency(t *testing.T) {
 
 func TestPriorityString(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "critical", PriorityCritical.String())
 	require.Equal(t, "reserve", PriorityReserve.String())
 	require.Equal(t, "poll", PriorityPoll.String())
 	require.Equal(t, "Priority(7)", Priority(7).String())

@@ -179,8 +179,8 @@ func (b BatchStats) String() string {
 	return sb.String()
 }
 
-// batchStats reads the batch-size histogram from every target's /metrics;
-// a target that does not answer counts as zero.
+// batchStats reads the batch-size histogram from every target's /metrics (the
+// admin's); a target that does not answer counts as zero.
 func (r *runner) batchStats(ctx context.Context) BatchStats {
 	st := BatchStats{Buckets: map[string]float64{}}
 	for _, t := range r.cfg.Targets {
@@ -188,6 +188,7 @@ func (r *runner) batchStats(ctx context.Context) BatchStats {
 		if err != nil {
 			continue
 		}
+		req.Header.Set("Authorization", "Bearer "+r.cfg.AdminToken)
 		resp, err := r.http.Do(req)
 		if err != nil {
 			continue

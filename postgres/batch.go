@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/sql/dbsqlc"
@@ -67,13 +68,25 @@ type coalescer struct {
 	sales map[string]*saleQueue
 }
 
-// submit queues c and returns when it has its answer.
+// submit queues c and returns when it has its answer. A sale whose queue
+// already holds Store.MaxQueued requests refuses c at once with ErrOverloaded: c
+// would wait for more rounds of batches than the bound allows, and more
+// waiting would add latency without selling one unit more (the batches are
+// full already).
 func (co *coalescer) submit(c *call) {
 	co.mu.Lock()
 	q := co.sales[c.req.SaleID]
 	if q == nil {
 		q = &saleQueue{}
 		co.sales[c.req.SaleID] = q
+	}
+	if co.store.MaxQueued > 0 && len(q.waiting) >= co.store.MaxQueued {
+		co.mu.Unlock()
+		if co.store.OnQueueFull != nil {
+			co.store.OnQueueFull()
+		}
+		c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: its batches are full: %w", c.req.SaleID, flashline.ErrOverloaded))
+		return
 	}
 	q.waiting = append(q.waiting, c)
 	batch := co.take(c.req.SaleID, q)
@@ -159,9 +172,11 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 	defer cancel()
 
 	var b batchRun
-	err := pgx.BeginFunc(ctx, s.sale, func(tx pgx.Tx) error {
-		b = batchRun{q: dbsqlc.New(tx), calls: batch, afterBegin: s.testHookAfterBegin}
-		return b.execute(ctx)
+	err := s.withSaleConn(ctx, func(conn *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			b = batchRun{q: dbsqlc.New(tx), calls: batch, afterBegin: s.testHookAfterBegin}
+			return b.execute(ctx)
+		})
 	})
 	if errors.Is(err, errRollback) {
 		err = nil // b.again holds every call
@@ -197,6 +212,22 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 		}
 	}
 	return again
+}
+
+// withSaleConn runs fn on a connection of the purchase path's pool, and
+// reports how long the batch waited for it (OnConnWait): the one queue behind
+// the coalescer that the admission limiter must keep from standing.
+func (s *Store) withSaleConn(ctx context.Context, fn func(*pgxpool.Conn) error) error {
+	start := time.Now()
+	conn, err := s.sale.Acquire(ctx)
+	if s.OnConnWait != nil {
+		s.OnConnWait(time.Since(start))
+	}
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	return fn(conn)
 }
 
 // batchRun is one batch's transaction.
@@ -312,7 +343,7 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 	for _, i := range pending {
 		c := b.calls[i]
 		r := flashline.Reservation{
-			ID:         newID("res"),
+			ID:         flashline.NewID(flashline.ReservationIDPrefix),
 			SaleID:     c.req.SaleID,
 			CustomerID: c.req.CustomerID,
 			Quantity:   c.req.Quantity,

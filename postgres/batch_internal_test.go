@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,4 +238,57 @@ func TestBatchBucketServesTheAsksItCan(t *testing.T) {
 	require.NoError(t, one.err)
 	require.NoError(t, two.err)
 	require.Equal(t, 0, checkInvariant(t, s, sale.ID).Available)
+}
+
+// TestSaleQueueIsBounded: with one batch running and MaxQueued requests
+// waiting for the next, one more request of the sale is refused at once with
+// ErrOverloaded, and takes nothing from the others; every batch reports how
+// long it waited for a connection.
+func TestSaleQueueIsBounded(t *testing.T) {
+	t.Parallel()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 10, PerCustomerLimit: 1})
+	s.MaxBatch, s.MaxQueued = 1, 2
+	var waits, full atomic.Int64
+	s.OnConnWait = func(time.Duration) { waits.Add(1) }
+	s.OnQueueFull = func() { full.Add(1) }
+	running, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.testHookAfterBegin = func() {
+		once.Do(func() {
+			close(running)
+			<-release
+		})
+	}
+	ctx := context.Background()
+	results := make(chan error, 3)
+	reserve := func(customer string) {
+		_, err := s.Reserve(ctx, flashline.ReserveRequest{
+			SaleID: sale.ID, CustomerID: customer, IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("f"),
+			Render: func(flashline.Reservation) ([]byte, error) { return []byte("{}"), nil },
+		})
+		results <- err
+	}
+	go reserve("first")
+	<-running // the first batch holds the sale; the next two wait
+	go reserve("second")
+	go reserve("third")
+	require.Eventually(t, func() bool {
+		s.batches.mu.Lock()
+		defer s.batches.mu.Unlock()
+		return len(s.batches.sales[sale.ID].waiting) == 2
+	}, 5*time.Second, time.Millisecond)
+
+	start := time.Now()
+	_, err := s.Reserve(ctx, flashline.ReserveRequest{SaleID: sale.ID, CustomerID: "fourth", IdempotencyKey: "k", Quantity: 1})
+	require.ErrorIs(t, err, flashline.ErrOverloaded)
+	require.Less(t, time.Since(start), time.Second, "refused at once, not after a wait")
+	require.Equal(t, int64(1), full.Load())
+
+	close(release)
+	for range 3 {
+		require.NoError(t, <-results)
+	}
+	require.Equal(t, int64(3), waits.Load(), "one connection wait per batch")
+	got := checkInvariant(t, s, sale.ID)
+	require.Equal(t, 3, got.Pending)
 }

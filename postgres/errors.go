@@ -46,6 +46,13 @@ func translate(err error) error {
 			return mapped
 		}
 	}
+	if errors.As(err, &pgErr) && pgerrcode.IsDataException(pgErr.Code) {
+		// Class 22: a value the database refuses (a NUL byte in text is
+		// 22021, a number out of range 22003). The handlers check what
+		// clients send before any statement, so this is the backstop: the
+		// request is refused, it is not an internal error.
+		return errors.Join(flashline.Invalid("a value in the request cannot be stored"), err)
+	}
 	return err
 }
 

@@ -43,8 +43,10 @@ func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]Expired, error)
 
 // InvariantResult is the invariant check of one sale.
 type InvariantResult struct {
-	SaleID       string
-	State        string
+	SaleID string
+	State  string
+	// Opened: the sale has opened (it is not scheduled, or its time came).
+	Opened       bool
 	OK           bool
 	Detail       string
 	InitialStock int
@@ -78,6 +80,7 @@ func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]Invariant
 		res := InvariantResult{
 			SaleID:       r.SaleID,
 			State:        r.State,
+			Opened:       r.Opened,
 			OK:           r.Ok != nil && *r.Ok,
 			InitialStock: int(r.InitialStock),
 			Available:    int(r.Available),

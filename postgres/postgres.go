@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/flashline/flashline/sql/dbsqlc"
 )
@@ -58,11 +57,6 @@ func NewPool(ctx context.Context, databaseURL, name string, o PoolOptions) (*pgx
 		return nil, fmt.Errorf("%s pool: ping: %w", name, err)
 	}
 	return pool, nil
-}
-
-// newID returns a new opaque, time-ordered identifier such as "res_01J…".
-func newID(prefix string) string {
-	return prefix + "_" + ulid.Make().String()
 }
 
 // withTx runs fn in a transaction on pool (READ COMMITTED, the default: every

@@ -32,8 +32,21 @@ type Store struct {
 	// how many such transactions one sale may have running on this instance.
 	MaxBatch        int
 	BatchesInFlight int
+	// MaxQueued is the most reservations of one sale that may wait for a
+	// batch on this instance; one more is refused at once with
+	// ErrOverloaded. 0: no bound. serve sets QueueRounds × MaxBatch ×
+	// BatchesInFlight, so that a waiting request is in one of the next
+	// QueueRounds rounds of batches.
+	MaxQueued int
 	// OnBatch, when set, is told the size of every batch (for metrics).
 	OnBatch func(size int)
+	// OnConnWait, when set, is told how long every batch waited for a
+	// connection of the purchase path's pool (the admission limiter's
+	// signal: loadshed.Limiter.ObserveWait).
+	OnConnWait func(time.Duration)
+	// OnQueueFull, when set, is told of every request refused because its
+	// sale's queue was full (for metrics).
+	OnQueueFull func()
 
 	batches coalescer
 
@@ -41,6 +54,11 @@ type Store struct {
 }
 
 var _ flashline.Store = (*Store)(nil)
+
+// QueueRounds is how many rounds of batches serve lets a sale's queue hold
+// (Store.MaxQueued): two rounds absorb the jitter of batch times, and a
+// request waits at most about QueueRounds+1 batch times.
+const QueueRounds = 2
 
 // NewStore returns a Store using salePool for reservations and adminPool for
 // everything else (they may be the same pool).
@@ -56,7 +74,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 	if err := n.Validate(); err != nil {
 		return flashline.Sale{}, err
 	}
-	id := newID("sale")
+	id := flashline.NewID(flashline.SaleIDPrefix)
 	state := flashline.StateScheduled
 	if n.OpensAt == nil || !n.OpensAt.After(time.Now()) {
 		if n.Admission == flashline.AdmissionDirect {
@@ -327,7 +345,7 @@ func (s *Store) Confirm(ctx context.Context, reservationID string, by flashline.
 		return r, err
 	}
 	if r.State == flashline.ReservationPending {
-		_, err := dbsqlc.New(s.admin).ReservationConfirm(ctx, newID("ord"), reservationID)
+		_, err := dbsqlc.New(s.admin).ReservationConfirm(ctx, flashline.NewID(flashline.OrderIDPrefix), reservationID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return r, fmt.Errorf("confirm reservation %s: %w", reservationID, translate(err))
 		}

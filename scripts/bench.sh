@@ -23,7 +23,8 @@ base=${DATABASE_URL:-$(bin/flashline devdb up 2>/dev/null)}
 admin_url=$(sed -E 's#/[^/?]*(\?|$)#/postgres\1#' <<<"$base")
 bench_url=$(sed -E 's#/[^/?]*(\?|$)#/flashline_bench\1#' <<<"$base")
 "$bindir/psql" -q "$admin_url" -c "DROP DATABASE IF EXISTS flashline_bench WITH (FORCE)" -c "CREATE DATABASE flashline_bench"
-export DATABASE_URL=$bench_url FLASHLINE_ADMIN_TOKEN=bench-admin FLASHLINE_JWT_SECRET=bench-secret
+export DATABASE_URL=$bench_url FLASHLINE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef FLASHLINE_JWT_SECRET=bench-jwt-secret-0123456789abcdef \
+  FLASHLINE_WAITROOM_KEYS=b1:bench-waitroom-key-0123456789abcdef
 bin/flashline migrate up >/dev/null
 
 new_sale() { bin/flashline sale create --sku "$1" --stock 100000000 2>/dev/null | sed -n 's/.*"saleId": "\([^"]*\)".*/\1/p'; }

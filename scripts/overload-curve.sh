@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 rates=("$@"); [ ${#rates[@]} -gt 0 ] || rates=(250 500 1000 2000 4000)
 make -s build
 export DATABASE_URL="${DATABASE_URL:-$(bin/flashline devdb up)}"
-export FLASHLINE_ADMIN_TOKEN=curve-admin FLASHLINE_JWT_SECRET=curve-secret
+export FLASHLINE_ADMIN_TOKEN=curve-admin-token-0123456789abcdef FLASHLINE_JWT_SECRET=curve-jwt-secret-0123456789abcdef \
+  FLASHLINE_WAITROOM_KEYS=c1:curve-waitroom-key-0123456789abcdef
 addr=127.0.0.1:18181
 pool=${POOL:-4}
 duration=${DURATION:-8s}

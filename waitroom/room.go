@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/reload"
@@ -142,8 +143,7 @@ type Room struct {
 	mu    sync.RWMutex
 	sales map[string]*saleInfo // replaced whole on every read, never changed
 
-	flightMu sync.Mutex
-	flights  map[string]chan struct{} // on-demand reads under way, by sale
+	flights singleflight.Group // on-demand reads under way, by sale
 
 	leaseMu sync.Mutex
 	leases  map[string]*lease
@@ -192,7 +192,6 @@ func NewRoom(pool *pgxpool.Pool, keys *Keyring, capacity Capacity, opts Options)
 		capacity: capacity,
 		opts:     opts,
 		sales:    map[string]*saleInfo{},
-		flights:  map[string]chan struct{}{},
 		leases:   map[string]*lease{},
 	}
 	r.reloader = &reload.Reloader{
@@ -292,16 +291,15 @@ func (r *Room) load(ctx context.Context, saleID *string) error {
 			s.admittedThrough, s.preopenCount = old.admittedThrough, old.preopenCount
 		}
 		r.sales[s.id] = s
-		if s.admission == flashline.AdmissionWaitingRoom {
+		// The id of a sale not yet open is not announced in metrics: a bot
+		// that reads it early takes the front of an arrival-order line.
+		if s.admission == flashline.AdmissionWaitingRoom && (s.state != flashline.StateScheduled || s.opened(now)) {
 			r.metrics.watermark.WithLabelValues(s.id).Set(float64(s.admittedThrough))
 		}
 	}
-	if saleID != nil && len(rows) == 0 {
-		r.sales[*saleID] = &saleInfo{id: *saleID, loaded: now}
-	}
 	if saleID == nil {
 		// Entries the periodic read no longer covers (direct sales asked
-		// about, unknown ids, rooms closed long ago) are forgotten after a
+		// about, rooms closed long ago) are forgotten after a
 		// minute; asking again reads them again.
 		for id, s := range r.sales {
 			if now.Sub(s.loaded) > time.Minute {
@@ -326,41 +324,38 @@ func (r *Room) trusted(s *saleInfo) bool {
 // sale returns what the Room knows of saleID, reading it first when it is
 // missing or stale (one read per sale at a time, however many ask). trusted
 // is false when the read failed and only a stale entry is left; s is nil
-// (and err set) when there is nothing at all.
+// (and err set) when there is nothing at all. A sale the database does not
+// have comes back with found false and is not kept: ids are the client's to
+// choose, and a cache of what does not exist would be theirs to fill.
 func (r *Room) sale(ctx context.Context, saleID string) (s *saleInfo, trusted bool, err error) {
 	if s = r.cached(saleID); r.trusted(s) {
 		return s, true, nil
 	}
-	r.flightMu.Lock()
-	done, busy := r.flights[saleID]
-	if !busy {
-		done = make(chan struct{})
-		r.flights[saleID] = done
-	}
-	r.flightMu.Unlock()
-	if busy {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return nil, false, errors.Join(flashline.ErrUnavailable, ctx.Err())
-		}
-	} else {
-		err = r.load(ctx, &saleID)
-		r.flightMu.Lock()
-		delete(r.flights, saleID)
-		r.flightMu.Unlock()
-		close(done)
-		if err != nil && ctx.Err() == nil {
+	read := r.flights.DoChan(saleID, func() (any, error) {
+		// Detached from the first caller, whom others may be waiting
+		// behind; load bounds itself.
+		err := r.load(context.WithoutCancel(ctx), &saleID)
+		if err != nil {
 			r.opts.Logger.WarnContext(ctx, "waitroom: read sale", "sale_id", saleID, "err", err)
 		}
-	}
-	if s = r.cached(saleID); s == nil {
-		if err == nil {
-			err = errors.New("waitroom: sale read by another request failed")
+		if s := r.cached(saleID); s != nil {
+			return s, nil // fresh, or stale when the read failed
 		}
-		return nil, false, errors.Join(flashline.ErrUnavailable, err)
+		if err != nil {
+			return nil, err
+		}
+		return &saleInfo{id: saleID, loaded: r.opts.Now()}, nil
+	})
+	select {
+	case res := <-read:
+		if res.Err != nil {
+			return nil, false, errors.Join(flashline.ErrUnavailable, res.Err)
+		}
+		s = res.Val.(*saleInfo)
+		return s, r.trusted(s), nil
+	case <-ctx.Done():
+		return nil, false, errors.Join(flashline.ErrUnavailable, ctx.Err())
 	}
-	return s, r.trusted(s), nil
 }
 
 // room returns the sale if it has a waiting room: ErrNotFound, or

@@ -40,7 +40,7 @@ const (
 	// longest valid ticket or admission is known to fit in MaxTokenLen.
 	MaxIDLen = 128
 	// MinSecretLen is the shortest key secret ParseKeyring accepts, in bytes.
-	MinSecretLen = 16
+	MinSecretLen = 32
 	// MaxKeyIDLen is the longest key id.
 	MaxKeyIDLen = 16
 )
@@ -82,7 +82,7 @@ type key struct {
 
 // ParseKeyring parses "kid:secret[,kid:secret...]". A kid is 1-16 characters
 // of [A-Za-z0-9_-]; a secret is everything after the kid's colon (it may
-// contain colons but no comma), used as bytes as given, at least 16 bytes.
+// contain colons but no comma), used as bytes as given, at least MinSecretLen (32) bytes.
 // Whitespace around entries is trimmed. Errors name the entry and never quote
 // a secret.
 func ParseKeyring(spec string) (*Keyring, error) {

@@ -70,7 +70,7 @@ func TestParseKeyring(t *testing.T) {
 		{"One", "k1:" + secret1, []string{"k1"}, ""},
 		{"TwoSignsWithFirst", "new:" + secret2 + ",old:" + secret1, []string{"new", "old"}, ""},
 		{"WhitespaceTrimmed", " \tk2:" + secret2 + " ,\n k1:" + secret1 + "\n", []string{"k2", "k1"}, ""},
-		{"SecretWithColons", "k1:a:b:c:d:e:f:g:h:i", []string{"k1"}, ""},
+		{"SecretWithColons", "k1:a:b:c:d:e:f:g:h:i:j:k:l:m:n:o:p:", []string{"k1"}, ""},
 		{"SecretOfMinLength", "k1:" + strings.Repeat("x", MinSecretLen), []string{"k1"}, ""},
 		{"LongestKeyID", strings.Repeat("K", MaxKeyIDLen) + ":" + secret1, []string{strings.Repeat("K", MaxKeyIDLen)}, ""},
 		{"KeyIDAlphabet", "Az09_-:" + secret1, []string{"Az09_-"}, ""},
@@ -84,9 +84,9 @@ func TestParseKeyring(t *testing.T) {
 		{"KeyIDWithDot", "k.1:" + secret1, nil, "key id must be"},
 		{"KeyIDWithSpace", "k 1:" + secret1, nil, "key id must be"},
 		{"KeyIDNotASCII", "ké:" + secret1, nil, "key id must be"},
-		{"ShortSecret", "k1:" + secret1[:MinSecretLen-1], nil, `entry 1 (key "k1"): secret is 15 bytes, want at least 16`},
+		{"ShortSecret", "k1:" + secret1[:MinSecretLen-1], nil, `entry 1 (key "k1"): secret is 31 bytes, want at least 32`},
 		{"EmptySecret", "k1:", nil, "secret is 0 bytes"},
-		{"ShortSecretAfterTrim", "k1:" + secret1[:MinSecretLen-1] + "  ", nil, "secret is 15 bytes"},
+		{"ShortSecretAfterTrim", "k1:" + secret1[:MinSecretLen-1] + "  ", nil, "secret is 31 bytes"},
 		{"DuplicateKeyID", "k1:" + secret1 + ",k2:" + secret2 + ",k1:" + secret2, nil, `entry 3: key id "k1" appears twice`},
 	}
 	for _, tt := range tests {
@@ -112,9 +112,9 @@ func TestParseKeyring(t *testing.T) {
 
 	t.Run("SecretUsedAsGiven", func(t *testing.T) {
 		t.Parallel()
-		k := testRing(t, "k1:"+secret1+", k2:a:b:c:d:e:f:g:h:i")
+		k := testRing(t, "k1:"+secret1+", k2:a:b:c:d:e:f:g:h:i:j:k:l:m:n:o:p:")
 		require.Equal(t, []byte(secret1), k.keys[0].secret)
-		require.Equal(t, []byte("a:b:c:d:e:f:g:h:i"), k.keys[1].secret)
+		require.Equal(t, []byte("a:b:c:d:e:f:g:h:i:j:k:l:m:n:o:p:"), k.keys[1].secret)
 	})
 
 	t.Run("StringHidesSecrets", func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestDeriveKeyring(t *testing.T) {
 
 	t.Run("NotTheSecretItself", func(t *testing.T) {
 		t.Parallel()
-		secret := "a-jwt-secret-of-some-length"
+		secret := "a-jwt-secret-of-some-length-0123456789"
 		_, err := testRing(t, "d1:"+secret).ParseTicket(DeriveKeyring(secret).SignTicket(goldenTicket()))
 		requireSentinel(t, err, ErrBadSignature)
 	})

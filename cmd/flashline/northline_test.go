@@ -168,7 +168,8 @@ func TestNorthline(t *testing.T) {
 
 	t.Run("SameKeyBurst", func(t *testing.T) {
 		// 30 identical requests at once, spread over the six instances: one
-		// reservation; the others replay it or are told to retry.
+		// reservation; the others replay it or are told to retry (too many
+		// in flight for one customer, or still in progress).
 		sale := c.CreateSale(t, instance(0), `{"sku":"sku_burst","initialStock":10,"perCustomerLimit":1}`)
 		tok := testserver.Token(t, "bursty")
 		start := make(chan struct{})
@@ -273,13 +274,15 @@ func TestNorthline(t *testing.T) {
 }
 
 // retryShed sends a request again, as a mobile client would, while the
-// answer is a 503 (shed or failed closed), and returns the first other answer.
+// answer says "later" and changed nothing (503: shed or failed closed; 429:
+// the customer has too many requests in flight), and returns the first other
+// answer.
 func retryShed(t *testing.T, send func(attempt int) (testserver.Response, error)) testserver.Response {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
 		r, err := send(attempt)
 		require.NoError(t, err)
-		if r.Status != http.StatusServiceUnavailable || attempt == 200 {
+		if (r.Status != http.StatusServiceUnavailable && r.Status != http.StatusTooManyRequests) || attempt == 200 {
 			return r
 		}
 		require.NotEmpty(t, r.Header.Get("Retry-After"))

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"golang.org/x/net/netutil"
 	"riverqueue.com/riverui"
 
 	"github.com/flashline/flashline"
@@ -32,35 +33,46 @@ import (
 )
 
 type serveConfig struct {
-	addr, databaseURL, adminToken, jwtSecret string
-	salePoolSize, adminPoolSize, riverPool   int
-	maxInFlight, maxBatch, batchesInFlight   int
-	noMigrate, noWorkers, demo, noShed       bool
-	jobs                                     jobs.Config
-	shutdownTimeout                          time.Duration
+	addr, metricsAddr, databaseURL         string
+	adminToken, jwtSecret                  string
+	salePoolSize, adminPoolSize, riverPool int
+	maxInFlight, maxBatch, batchesInFlight int
+	customerInFlight, maxConns             int
+	noMigrate, noWorkers, demo, noShed     bool
+	jobs                                   jobs.Config
+	shutdownTimeout                        time.Duration
 	// waitroomKeys signs waiting-room tickets and admission tokens
-	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret.
+	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret,
+	// which only --demo allows.
 	waitroomKeys string
 }
+
+// minSecretLen is the shortest admin token, JWT secret or waiting-room key
+// serve accepts outside --demo: 32 bytes, the size of the HMAC-SHA256 keys
+// they are.
+const minSecretLen = 32
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var cfg serveConfig
 	e := newFlags("serve", getenv, stderr)
 	e.string(&cfg.addr, "addr", "FLASHLINE_ADDR", ":8080", "address to listen on")
+	e.string(&cfg.metricsAddr, "metrics-addr", "FLASHLINE_METRICS_ADDR", "", "also serve /metrics, without auth, on this address (a private network's; empty: /metrics only on --addr, to the admin)")
 	e.databaseURL(&cfg.databaseURL)
 	e.string(&cfg.adminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "bearer token of the admin API (required)")
 	e.string(&cfg.jwtSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret of customer JWTs (required)")
 	e.int(&cfg.salePoolSize, "sale-pool-size", "FLASHLINE_SALE_POOL_SIZE", 20, "connections the purchase path may hold")
 	e.int(&cfg.adminPoolSize, "admin-pool-size", "FLASHLINE_ADMIN_POOL_SIZE", 5, "connections for admin, reads, confirm and cancel")
 	e.int(&cfg.riverPool, "river-pool-size", "FLASHLINE_RIVER_POOL_SIZE", 5, "connections for River's job workers")
-	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the adaptive limit may let into the purchase path at once (0: 8 x sale-pool-size)")
+	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the admission limit may let into the purchase path at once (0: (2+1) x max-batch x batches-in-flight x sale-pool-size)")
+	e.int(&cfg.customerInFlight, "customer-in-flight", "FLASHLINE_CUSTOMER_IN_FLIGHT", 4, "requests one customer may have in flight at once (0: no cap)")
+	e.int(&cfg.maxConns, "max-conns", "FLASHLINE_MAX_CONNS", 10000, "open client connections at most; more wait to be accepted")
 	e.int(&cfg.maxBatch, "max-batch", "FLASHLINE_MAX_BATCH", 64, "the most concurrent reservations of one sale coalesced into one transaction (1: one transaction each)")
 	e.int(&cfg.batchesInFlight, "batches-in-flight", "FLASHLINE_BATCHES_IN_FLIGHT", 1, "reserve transactions one sale may have running at once on this instance")
 	e.bool(&cfg.noShed, "no-shed", "FLASHLINE_NO_SHED", "turn the admission limiter off (only to measure what it is worth)")
 	e.bool(&cfg.noMigrate, "no-migrate", "FLASHLINE_NO_MIGRATE", "do not migrate the schema up on start")
 	e.bool(&cfg.noWorkers, "no-workers", "FLASHLINE_NO_WORKERS", "do not run River workers (sweeper, invariant, pruning)")
-	e.bool(&cfg.demo, "demo", "FLASHLINE_DEMO", "create a demo sale on start and print how to buy from it")
-	e.string(&cfg.waitroomKeys, "waitroom-keys", "FLASHLINE_WAITROOM_KEYS", "", `keys of waiting-room tokens, "kid:secret[,kid:secret...]", the first signs (empty: derived from the JWT secret)`)
+	e.bool(&cfg.demo, "demo", "FLASHLINE_DEMO", "create a demo sale on start and print how to buy from it; allows development secrets")
+	e.string(&cfg.waitroomKeys, "waitroom-keys", "FLASHLINE_WAITROOM_KEYS", "", `keys of waiting-room tokens, "kid:secret[,kid:secret...]" (32+ byte secrets), the first signs (required; with --demo, derived from the JWT secret when empty)`)
 	e.duration(&cfg.jobs.SweepInterval, "sweep-interval", "FLASHLINE_SWEEP_INTERVAL", time.Second, "how often expired reservations are swept")
 	e.duration(&cfg.jobs.InvariantInterval, "invariant-interval", "FLASHLINE_INVARIANT_INTERVAL", 2*time.Second, "how often every sale's invariant is checked")
 	e.duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long idempotency keys are kept (at least 24h in production)")
@@ -71,14 +83,20 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if cfg.adminToken == "" || cfg.jwtSecret == "" {
 		return errors.New("serve: FLASHLINE_ADMIN_TOKEN and FLASHLINE_JWT_SECRET must be set ('make run' sets development values)")
 	}
+	if err := checkSecrets(cfg, stderr); err != nil {
+		return err
+	}
 	if cfg.salePoolSize < 1 || cfg.adminPoolSize < 1 || cfg.riverPool < 1 {
 		return errors.New("serve: pool sizes must be at least 1")
 	}
 	if cfg.maxBatch < 1 || cfg.batchesInFlight < 1 {
 		return errors.New("serve: --max-batch and --batches-in-flight must be at least 1")
 	}
+	if cfg.customerInFlight < 0 || cfg.maxConns < 1 {
+		return errors.New("serve: --customer-in-flight must be at least 0 and --max-conns at least 1")
+	}
 	if cfg.maxInFlight == 0 {
-		cfg.maxInFlight = 8 * cfg.salePoolSize
+		cfg.maxInFlight = saleShare(cfg) * cfg.salePoolSize
 	}
 	if cfg.maxInFlight < cfg.salePoolSize {
 		return fmt.Errorf("serve: --max-in-flight (%d) must be at least --sale-pool-size (%d), where the limit starts", cfg.maxInFlight, cfg.salePoolSize)
@@ -89,6 +107,37 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return serve(ctx, cfg, logger, stdout)
+}
+
+// checkSecrets refuses secrets an attacker could guess: outside --demo, the
+// admin token, the JWT secret and every waiting-room key must be at least
+// minSecretLen bytes, and the waiting-room keys must be set (derived from the
+// JWT secret, whoever issues customer tokens could mint admission tokens).
+func checkSecrets(cfg serveConfig, stderr io.Writer) error {
+	if cfg.demo {
+		if len(cfg.adminToken) < minSecretLen || len(cfg.jwtSecret) < minSecretLen || cfg.waitroomKeys == "" {
+			fmt.Fprintln(stderr, "flashline: --demo: development secrets in use (short, or waiting-room keys derived from the JWT secret); never in production")
+		}
+		return nil
+	}
+	for _, s := range []struct{ name, value string }{
+		{"FLASHLINE_ADMIN_TOKEN", cfg.adminToken},
+		{"FLASHLINE_JWT_SECRET", cfg.jwtSecret},
+	} {
+		if len(s.value) < minSecretLen {
+			return fmt.Errorf("serve: %s is %d bytes; it must be at least %d random bytes (only --demo allows development values)", s.name, len(s.value), minSecretLen)
+		}
+	}
+	if cfg.waitroomKeys == "" {
+		return errors.New("serve: FLASHLINE_WAITROOM_KEYS must be set (\"kid:secret\", a secret of 32+ random bytes, the same on every instance); only --demo derives them from the JWT secret")
+	}
+	return nil
+}
+
+// saleShare is what one sale may hold of the purchase path at once: the
+// batches it may run and QueueRounds batches waiting for each.
+func saleShare(cfg serveConfig) int {
+	return (postgres.QueueRounds + 1) * cfg.maxBatch * cfg.batchesInFlight
 }
 
 // riverLogger passes on River's warnings and errors, and Flashline's own job
@@ -132,11 +181,15 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 			return fmt.Errorf("serve: --waitroom-keys: %w", err)
 		}
 	}
-	// Coalescing needs a batch's worth of requests in flight: below that the
-	// limiter would shrink the batches, the very thing that makes one hot row
-	// go fast. The requests waiting for a batch hold no connection.
-	floor := min(cfg.maxBatch, cfg.maxInFlight)
-	shed := loadshed.Options{InitialLimit: max(cfg.salePoolSize, floor), MinLimit: floor, MaxLimit: cfg.maxInFlight}
+	// The admission limit of the purchase path. What saturates first is a
+	// sale's hot row, and the coalescer bounds that itself, per sale (the
+	// store's MaxQueued: QueueRounds batches waiting). What the limit guards
+	// is the pool the sales share: it starts open, at room for every
+	// connection running a full batch with its queue, and shrinks when the
+	// batches have to queue for a connection (ObserveWait); it never goes
+	// below one sale's share, so one hot sale always fills its batches.
+	share := min(saleShare(cfg), cfg.maxInFlight)
+	shed := loadshed.Options{MinLimit: share, MaxLimit: cfg.maxInFlight, Step: cfg.maxBatch}
 	if cfg.noShed {
 		// For measuring what the limiter is worth; never in production.
 		shed = loadshed.Options{InitialLimit: 1 << 20, MinLimit: 1 << 20, MaxLimit: 1 << 20, QueueSize: -1}
@@ -173,14 +226,23 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 
 	store := postgres.NewStore(salePool, adminPool)
 	store.MaxBatch, store.BatchesInFlight = cfg.maxBatch, cfg.batchesInFlight
+	if !cfg.noShed {
+		store.MaxQueued = postgres.QueueRounds * cfg.maxBatch * cfg.batchesInFlight
+	}
+	store.OnConnWait = limiter.ObserveWait
 	registry := prometheus.NewRegistry()
 	batchSizes := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "flashline_reserve_batch_size",
 		Help:    "Reservations coalesced into one purchase-path transaction.",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 	})
-	registry.MustRegister(batchSizes)
+	queueFull := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "flashline_reserve_queue_full_total",
+		Help: "Reservations refused overloaded because their sale's batches were full (the per-sale queue bound).",
+	})
+	registry.MustRegister(batchSizes, queueFull)
 	store.OnBatch = func(n int) { batchSizes.Observe(float64(n)) }
+	store.OnQueueFull = queueFull.Inc
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "river": riverPool})
 
@@ -235,6 +297,16 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
+	var metricsLn net.Listener
+	if cfg.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s: %w", cfg.metricsAddr, err)
+		}
+	}
+	// Each connection costs a goroutine and buffers: at most maxConns are
+	// served, the rest wait to be accepted.
+	ln = netutil.LimitListener(ln, cfg.maxConns)
 	// River must not be stopped by the signal's cancellation (that is a hard
 	// stop); it is stopped below, after the HTTP server has drained.
 	runCtx := context.WithoutCancel(ctx)
@@ -249,27 +321,18 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		return fmt.Errorf("start river ui: %w", err)
 	}
 
-	srv := &http.Server{
-		Handler: handlers.Routes(handlers.Deps{
-			Store:    cache.Wrap(store),
-			Verifier: verifier,
-			Limiter:  limiter,
-			Logger:   logger,
-			Ready:    readiness(adminPool),
-			Registry: registry,
-			RiverUI:  ui,
-			Room:     room,
-			Keyring:  keyring,
-		}),
-		// Headers must arrive in time; bodies have their own deadline
-		// (handlers/json.go). Each expiry closes the connection with no
-		// answer at all, so they are generous: a client that is merely slow
-		// under a flood (seen: 5 s was not enough with a few hundred new
-		// connections at once) should get an answer it can act on. No
-		// Read/WriteTimeout, for the same reason.
-		ReadHeaderTimeout: 20 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	srv := newHTTPServer(handlers.Routes(handlers.Deps{
+		Store:            cache.Wrap(store),
+		Verifier:         verifier,
+		Limiter:          limiter,
+		Logger:           logger,
+		Ready:            readiness(adminPool),
+		Registry:         registry,
+		RiverUI:          ui,
+		Room:             room,
+		Keyring:          keyring,
+		CustomerInFlight: cfg.customerInFlight,
+	}))
 	url := publicURL(ln.Addr())
 	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers)
 	if cfg.demo {
@@ -278,8 +341,14 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		}
 	}
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
+	var metricsSrv *http.Server
+	if metricsLn != nil {
+		metricsSrv = newHTTPServer(handlers.MetricsHandler(registry))
+		logger.Info("flashline: metrics", "url", publicURL(metricsLn.Addr())+"/metrics")
+		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
+	}
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
@@ -290,6 +359,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
+	if metricsSrv != nil {
+		err = errors.Join(err, metricsSrv.Shutdown(shutdownCtx))
+	}
 	if !cfg.noWorkers {
 		if stopErr := riverClient.Stop(shutdownCtx); stopErr != nil {
 			err = errors.Join(err, fmt.Errorf("stop river: %w", stopErr))
@@ -297,6 +369,25 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 	logger.Info("flashline: stopped")
 	return err
+}
+
+// newHTTPServer returns a server with limits sized for a storefront: headers
+// within 16 KiB (a JWT and the usual cookies fit many times over; Go's
+// default, 1 MiB, lets one request hold a megabyte) that arrive within 10 s;
+// the whole request within 15 s (bodies have their own, shorter deadline,
+// handlers/json.go); an answer written within 30 s; an idle keep-alive
+// connection closed after a minute. A client slow enough to hit these under
+// a flood gets no answer, so they are generous; a slowloris holds a
+// connection no longer than them.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		MaxHeaderBytes:    16 << 10,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       time.Minute,
+	}
 }
 
 // readiness reports whether the database answers and the schema is the one

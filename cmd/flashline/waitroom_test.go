@@ -33,8 +33,9 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	servers := testserver.StartN(t, 2, dbURL, "--admin-pool-size", "4", "--river-pool-size", "2")
 	c := testserver.NewClient()
 	ctx := context.Background()
-	// Every instance derives the same keys from the JWT secret.
-	keys := waitroom.DeriveKeyring(testserver.JWTSecret)
+	// Every instance holds the same waiting-room keys.
+	keys, err := waitroom.ParseKeyring(testserver.WaitroomKeys)
+	require.NoError(t, err)
 
 	const customers, stock, bits = 60, 20, 6
 	opensAt := time.Now().Add(8 * time.Second).UTC().Truncate(time.Second)

@@ -24,10 +24,12 @@ import (
 	"github.com/flashline/flashline/internal/testdb"
 )
 
-// Secrets every test server is started with.
+// Secrets every test server is started with: 32 bytes or more, as serve
+// requires outside --demo.
 const (
-	AdminToken = "test-admin-token"
-	JWTSecret  = "test-jwt-secret"
+	AdminToken   = "test-admin-token-0123456789abcdef"
+	JWTSecret    = "test-jwt-secret-0123456789abcdefg"
+	WaitroomKeys = "t1:test-waitroom-key-0123456789abcdef"
 )
 
 var (
@@ -99,6 +101,7 @@ func Start(t testing.TB, databaseURL string, flags ...string) *Server {
 		"DATABASE_URL="+databaseURL,
 		"FLASHLINE_ADMIN_TOKEN="+AdminToken,
 		"FLASHLINE_JWT_SECRET="+JWTSecret,
+		"FLASHLINE_WAITROOM_KEYS="+WaitroomKeys,
 		"GORACE=halt_on_error=1",
 	)
 	stderr, err := cmd.StderrPipe()

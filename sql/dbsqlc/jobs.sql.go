@@ -115,8 +115,10 @@ func (q *Queries) IncidentsForSale(ctx context.Context, saleID string) ([]Incide
 
 const invariantCheck = `-- name: InvariantCheck :many
 SELECT i.sale_id, i.state, i.initial_stock, i.available, i.pending, i.confirmed,
-       i.ledger_total, i.ok
+       i.ledger_total, i.ok,
+       (s.state <> 'scheduled' OR coalesce(s.opens_at <= now(), false))::boolean AS opened
   FROM sale_invariant i
+  JOIN sales s ON s.sale_id = i.sale_id
  WHERE (i.state <> 'closed' OR i.pending > 0)
    AND ($1::text IS NULL OR i.sale_id = $1::text)
  ORDER BY i.sale_id
@@ -131,10 +133,12 @@ type InvariantCheckRow struct {
 	Confirmed    int64
 	LedgerTotal  int64
 	Ok           *bool
+	Opened       bool
 }
 
 // The sales the invariant job checks (every sale not closed, and closed sales
-// that still hold pending reservations), or just @sale_id when given.
+// that still hold pending reservations), or just @sale_id when given, and
+// whether each has opened (a sale not yet open is not named in metrics).
 func (q *Queries) InvariantCheck(ctx context.Context, saleID *string) ([]InvariantCheckRow, error) {
 	rows, err := q.db.Query(ctx, invariantCheck, saleID)
 	if err != nil {
@@ -153,6 +157,7 @@ func (q *Queries) InvariantCheck(ctx context.Context, saleID *string) ([]Invaria
 			&i.Confirmed,
 			&i.LedgerTotal,
 			&i.Ok,
+			&i.Opened,
 		); err != nil {
 			return nil, err
 		}
