@@ -70,6 +70,11 @@ func capPerCustomer(max int, logger *slog.Logger) gin.HandlerFunc {
 		n := inFlight[id]
 		if n >= max {
 			mu.Unlock()
+			// Close the connection after the answer: the server would
+			// otherwise wait for the body this handler never read (up to the
+			// read timeout) before answering, and a client this far over its
+			// allowance has connections to spare.
+			c.Header("Connection", "close")
 			writeError(c, logger, flashline.ErrTooManyInFlight)
 			return
 		}

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -1143,6 +1144,34 @@ func TestReserveConcurrentSameKey(t *testing.T) {
 		require.Equal(t, bodies[0], again.Body)
 	}
 	require.Equal(t, 9, s.sale(t, sale.SaleID).Available)
+}
+
+// TestReadyzHidesTheCause: a database that cannot be reached is "not
+// ready" with a generic reason; the cause (user, database, host and port)
+// goes to the log, not to whoever asks.
+func TestReadyzHidesTheCause(t *testing.T) {
+	t.Parallel()
+	verifier, err := auth.NewVerifier(jwtSecret, adminToken)
+	require.NoError(t, err)
+	limiter, err := loadshed.New(loadshed.Options{})
+	require.NoError(t, err)
+	var logs strings.Builder
+	h := handlers.Routes(handlers.Deps{
+		Verifier: verifier,
+		Limiter:  limiter,
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+		Ready: func(context.Context) error {
+			return errors.New(`failed to connect to user=shop database=orders: 10.0.0.7:5432: connection refused`)
+		},
+		Registry: prometheus.NewRegistry(),
+	})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	require.Equal(t, http.StatusServiceUnavailable, w.Code)
+	for _, secret := range []string{"shop", "orders", "10.0.0.7", "5432"} {
+		require.NotContains(t, w.Body.String(), secret)
+	}
+	require.Contains(t, logs.String(), "10.0.0.7:5432", "the cause is logged")
 }
 
 func TestOperations(t *testing.T) {

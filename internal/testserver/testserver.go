@@ -37,6 +37,10 @@ var (
 	binPath   string
 	buildErr  error
 	binDir    string
+
+	plainOnce sync.Once
+	plainPath string
+	plainErr  error
 )
 
 // Main wraps testing.M.Run and removes the binary built for the run.
@@ -52,29 +56,44 @@ func Main(m *testing.M) {
 // returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := testdb.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binDir, err = os.MkdirTemp("", "flashline-test-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(binDir, "flashline")
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/flashline")
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { binPath, buildErr = build("flashline", "-race") })
 	if buildErr != nil {
 		t.Fatalf("testserver: %v", buildErr)
 	}
 	return binPath
+}
+
+// PlainBinary builds ./cmd/flashline once per test process without the race
+// detector, which multiplies memory: for tests that measure what the service
+// itself uses.
+func PlainBinary(t testing.TB) string {
+	t.Helper()
+	plainOnce.Do(func() { plainPath, plainErr = build("flashline-plain") })
+	if plainErr != nil {
+		t.Fatalf("testserver: %v", plainErr)
+	}
+	return plainPath
+}
+
+var dirOnce sync.Once
+
+func build(name string, flags ...string) (string, error) {
+	root, err := testdb.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dirOnce.Do(func() { binDir, err = os.MkdirTemp("", "flashline-test-bin-") })
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(binDir, name)
+	args := append(append([]string{"build"}, flags...), "-o", path, "./cmd/flashline")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return path, nil
 }
 
 // Server is one running `flashline serve` process.
@@ -94,7 +113,17 @@ var listening = regexp.MustCompile(`msg="flashline: listening" url=(http://\S+)`
 // with SIGTERM when the test ends, and a data race it reports fails the test.
 func Start(t testing.TB, databaseURL string, flags ...string) *Server {
 	t.Helper()
-	bin := Binary(t)
+	return start(t, Binary(t), databaseURL, flags...)
+}
+
+// StartPlain is Start with the binary built without the race detector.
+func StartPlain(t testing.TB, databaseURL string, flags ...string) *Server {
+	t.Helper()
+	return start(t, PlainBinary(t), databaseURL, flags...)
+}
+
+func start(t testing.TB, bin, databaseURL string, flags ...string) *Server {
+	t.Helper()
 	args := append([]string{"serve", "--addr", "127.0.0.1:0"}, flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(),
@@ -173,6 +202,26 @@ func (s *Server) Logs() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.logs.String()
+}
+
+// RSS is the process's resident memory now, in bytes (Linux: VmRSS).
+func (s *Server) RSS(t testing.TB) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("testserver: rss: %v", err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+				t.Fatalf("testserver: rss: %q: %v", line, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("testserver: rss: no VmRSS in /proc/%d/status", s.cmd.Process.Pid)
+	return 0
 }
 
 // Kill ends the process with SIGKILL, as a crash would.
