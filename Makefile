@@ -15,7 +15,7 @@ export FLASHLINE_ADMIN_TOKEN FLASHLINE_JWT_SECRET FLASHLINE_ADDR
 # reused). Evaluated by the shell in each recipe that needs it.
 DB_URL = $${DATABASE_URL:-$$($(BIN) devdb up)}
 
-.PHONY: run test bench build devdb-up devdb-down generate check-generated vet clean
+.PHONY: run test fuzz bench build devdb-up devdb-down generate check-generated vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flashline
@@ -24,13 +24,19 @@ build:
 run: build
 	@url="$(DB_URL)" && test -n "$$url" && DATABASE_URL="$$url" $(BIN) serve --demo
 
-## test: the whole suite against real PostgreSQL, with the race detector.
+## test: the whole suite against real PostgreSQL, with the race detector,
+## then every fuzz target for a few seconds (FUZZTIME, default 3s).
 ## A development cluster that this run had to start is stopped at the end.
 test: build vet check-generated
 	@started=; if [ -z "$$DATABASE_URL" ] && ! $(BIN) devdb status >/dev/null 2>&1; then started=1; fi; \
 	url="$(DB_URL)" && test -n "$$url" || exit 1; \
 	FLASHLINE_TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...; rc=$$?; \
-	if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$rc
+	if [ -n "$$started" ]; then $(BIN) devdb down; fi; \
+	if [ $$rc -eq 0 ]; then scripts/fuzz.sh; rc=$$?; fi; exit $$rc
+
+## fuzz: every fuzz target for FUZZTIME (default 3s) each
+fuzz:
+	@scripts/fuzz.sh
 
 ## bench: pgbench's per-request ceiling on one hot row vs flashline's hot scenario
 bench:

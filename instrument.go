@@ -30,10 +30,11 @@ func NormalizeInstrument(s string) (string, error) {
 	if !ValidText(s) {
 		return "", Invalid("paymentInstrument must not contain control or format characters")
 	}
-	s = strings.TrimSpace(s)
 	// NFKC first, so that compatibility forms fold like their plain
-	// letters, and again after folding, which may denormalise.
-	s = norm.NFKC.String(cases.Fold().String(norm.NFKC.String(s)))
+	// letters, and again after folding, which may denormalise; trimmed
+	// last, as NFKC may turn a character into a space and a combining mark
+	// ("˙" is " ̇").
+	s = strings.TrimSpace(norm.NFKC.String(cases.Fold().String(norm.NFKC.String(s))))
 	switch {
 	case s == "":
 		return "", Invalid("paymentInstrument must not be blank")

@@ -333,3 +333,21 @@ func FuzzCustomerSubject(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBearerToken: the Authorization header parser never panics, and a token
+// it returns is non-empty and came after a "Bearer" scheme.
+func FuzzBearerToken(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer abc", "Bearer  abc ", "Bearer", "Bearer ", "Basic abc", "", "Bearer a b", "Bearer \x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		token, ok := auth.BearerToken(header)
+		if !ok {
+			return
+		}
+		scheme, _, _ := strings.Cut(header, " ")
+		if token == "" || !strings.EqualFold(scheme, "Bearer") || !strings.Contains(header, token) {
+			t.Fatalf("BearerToken(%q) = %q", header, token)
+		}
+	})
+}

@@ -97,3 +97,45 @@ func FuzzIdempotencyKey(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeCreateSale: the admin's sale body never panics, is refused only
+// with an *flashline.InvalidError, and a sale it accepts is one the store
+// can write: its sku is clean text within bounds, every number in range.
+func FuzzDecodeCreateSale(f *testing.F) {
+	for _, seed := range []string{
+		`{"sku":"sku_1","initialStock":200}`,
+		`{"sku":"sku_1","initialStock":200,"perCustomerLimit":2,"reservationTtlSeconds":60,"opensAt":"2030-01-01T00:00:00Z","admission":"waiting_room","buckets":4,"fairness":"arrival_order","challengeBits":8,"perInstrumentLimit":1,"minAccountAgeSeconds":86400}`,
+		`{"sku":"a\u0000b","initialStock":1}`,
+		`{"sku":"a\u200bb","initialStock":1}`,
+		`{"sku":"","initialStock":1}`,
+		`{"sku":"x","initialStock":0}`,
+		`{"sku":"x","initialStock":1,"buckets":2}`,
+		`{"sku":"x","initialStock":1,"opensAt":"yesterday"}`,
+		`{"sku":"x","initialStock":1,"perInstrumentLimit":0}`,
+		`{"sku":"x"}`,
+		`{}`, `[]`, ``,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var req CreateSaleRequest
+		err := decodeBytes([]byte(body), &req)
+		var n flashline.NewSale
+		if err == nil {
+			n, err = req.NewSale()
+		}
+		if err != nil {
+			var invalid *flashline.InvalidError
+			if !errors.As(err, &invalid) {
+				t.Fatalf("%q: refused with %T %v, want *flashline.InvalidError", body, err, err)
+			}
+			return
+		}
+		switch {
+		case n.SKU == "" || len(n.SKU) > flashline.MaxSKULength || !flashline.ValidText(n.SKU):
+			t.Fatalf("%q: accepted sku %q", body, n.SKU)
+		case n.InitialStock < 1 || n.Buckets < 1 || n.Buckets > n.InitialStock || n.PerCustomerLimit < 1:
+			t.Fatalf("%q: accepted %+v", body, n)
+		}
+	})
+}

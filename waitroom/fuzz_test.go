@@ -1,6 +1,7 @@
 package waitroom
 
 import (
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"testing"
@@ -115,5 +116,45 @@ func FuzzParseAdmission(f *testing.F) {
 		// Whatever parses is checked without surprise.
 		require.NoError(t, a.Check(a.SaleID, a.CustomerID, a.ExpiresAt.Add(-time.Second)))
 		require.ErrorIs(t, a.Check(a.SaleID, a.CustomerID, a.ExpiresAt), ErrAdmissionExpired)
+	})
+}
+
+// FuzzParseKeyring: the keyring spec never panics, an error never quotes a
+// secret, and every key it accepts has a secret of MinSecretLen bytes or more.
+func FuzzParseKeyring(f *testing.F) {
+	for _, s := range []string{"k1:" + secret1, "k1:" + secret1 + ",k2:" + secret2, "k1:short", "", ",", ":", "k1", "k 1:" + secret1, "k1:" + secret1 + ",k1:" + secret2} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		k, err := ParseKeyring(spec)
+		if err != nil {
+			for _, entry := range strings.Split(spec, ",") {
+				if _, secret, ok := strings.Cut(entry, ":"); ok && len(strings.TrimSpace(secret)) >= 8 {
+					require.NotContains(t, err.Error(), strings.TrimSpace(secret), "an error must never quote a secret")
+				}
+			}
+			return
+		}
+		for _, key := range k.keys {
+			require.GreaterOrEqual(t, len(key.secret), MinSecretLen)
+			require.True(t, validKeyID(key.id))
+		}
+	})
+}
+
+// FuzzVerifyChallenge: any solution a client sends is checked without
+// panicking, and one that passes really has the leading zero bits.
+func FuzzVerifyChallenge(f *testing.F) {
+	k := fuzzRing(f)
+	tk := Ticket{SaleID: "sale_1", CustomerID: "cust_1", ArrivedAt: t0, Position: 1}
+	for _, s := range []string{"0", "1", "12345", "", "-1", "1e9", "99999999999999999999999", "\x00", " 1"} {
+		f.Add(s, 4)
+	}
+	f.Fuzz(func(t *testing.T, solution string, bits int) {
+		bits = bits & 7 // a few bits: passing is possible, checking stays cheap
+		if k.VerifyChallenge(tk, solution, bits) && bits > 0 &&
+			LeadingZeroBits(sha256.Sum256([]byte(k.ChallengeNonce(tk)+":"+solution))) < bits {
+			t.Fatalf("VerifyChallenge accepted %q for %d bits", solution, bits)
+		}
 	})
 }
