@@ -72,11 +72,11 @@ func (res *Result) reportSection() reportSection {
 		p99 = append(p99, point{x, ms(b.P99)})
 	}
 	s.Charts = []chart{
-		newChart("Throughput, per second", span.Seconds(), []series{
+		newChart("Throughput, per second", timeAxis(span.Seconds()), []series{
 			{Name: "requests/s", Color: "#2563eb", Points: requests},
 			{Name: "successful reservations/s", Color: "#16a34a", Dash: true, Points: reserved}, // dashed: often on top of requests/s
 		}),
-		newChart("Latency, ms", span.Seconds(), []series{
+		newChart("Latency, ms", timeAxis(span.Seconds()), []series{
 			{Name: "p50", Color: "#2563eb", Points: p50},
 			{Name: "p99", Color: "#dc2626", Points: p99},
 		}),
@@ -108,13 +108,26 @@ type chart struct {
 	W, H                     float64
 	Left, Right, Top, Bottom float64
 	MidX                     float64 // the middle of the x axis
+	Y                        float64 // where it sits in an enclosing SVG
+	XLabel                   string
 	XTicks, YTicks           []tick
 	Series                   []series
 }
 
-func newChart(title string, xMax float64, ss []series) chart {
+// axis is a chart's x axis: from 0 to Max, ticks labelled with Unit.
+type axis struct {
+	Max         float64
+	Unit, Label string
+}
+
+func timeAxis(seconds float64) axis {
+	return axis{Max: seconds, Unit: "s", Label: "time since start"}
+}
+
+func newChart(title string, xa axis, ss []series) chart {
 	// A 420-wide view box: on a phone, 13-unit text comes out about 11px.
-	c := chart{Title: title, W: 420, H: 262, Left: 46, Right: 408, Top: 34, Bottom: 226}
+	c := chart{Title: title, W: 420, H: 262, Left: 46, Right: 408, Top: 34, Bottom: 226, XLabel: xa.Label}
+	xMax := xa.Max
 	c.MidX = (c.Left + c.Right) / 2
 	yMax := 0.0
 	for _, s := range ss {
@@ -133,7 +146,7 @@ func newChart(title string, xMax float64, ss []series) chart {
 		c.YTicks = append(c.YTicks, tick{y(v), number(v)})
 	}
 	for v := 0.0; v <= xMax*(1+1e-9); v += xStep {
-		c.XTicks = append(c.XTicks, tick{x(v), number(v) + "s"})
+		c.XTicks = append(c.XTicks, tick{x(v), number(v) + xa.Unit})
 	}
 	legendX := c.Left
 	for _, s := range ss {
@@ -226,8 +239,12 @@ svg text { font: 13px system-ui, sans-serif; fill: #333; }
 <table>
 {{range .Rows}}<tr{{if .Indent}} class="indent"{{end}}{{if .Bad}} class="bad"{{end}}><td>{{.Name}}</td><td>{{.Value}}</td></tr>
 {{end}}</table>
-{{range .Charts}}{{$c := .}}<h3>{{.Title}}</h3>
-<svg viewBox="0 0 {{f .W}} {{f .H}}" role="img" aria-label="{{.Title}}">
+{{range .Charts}}<h3>{{.Title}}</h3>
+{{template "chart" .}}
+{{end}}</section>
+{{end}}</body>
+</html>
+{{define "chart"}}{{$c := .}}<svg viewBox="0 0 {{f .W}} {{f .H}}" width="{{f .W}}" height="{{f .H}}" y="{{f .Y}}" role="img" aria-label="{{.Title}}">
 <title>{{.Title}}</title>
 {{range .YTicks}}<line class="grid" x1="{{f $c.Left}}" x2="{{f $c.Right}}" y1="{{f .Pos}}" y2="{{f .Pos}}"/>
 <text x="{{f (add $c.Left -6)}}" y="{{f (add .Pos 4)}}" text-anchor="end">{{.Label}}</text>
@@ -235,12 +252,8 @@ svg text { font: 13px system-ui, sans-serif; fill: #333; }
 <text x="{{f .Pos}}" y="{{f (add $c.Bottom 20)}}" text-anchor="middle">{{.Label}}</text>
 {{end}}<line class="axis" x1="{{f .Left}}" x2="{{f .Right}}" y1="{{f .Bottom}}" y2="{{f .Bottom}}"/>
 <line class="axis" x1="{{f .Left}}" x2="{{f .Left}}" y1="{{f .Top}}" y2="{{f .Bottom}}"/>
-<text x="{{f .MidX}}" y="{{f (add .H -4)}}" text-anchor="middle">time since start</text>
+<text x="{{f .MidX}}" y="{{f (add .H -4)}}" text-anchor="middle">{{.XLabel}}</text>
 {{range .Series}}{{if .Path}}<path class="line{{if .Dash}} dash{{end}}" stroke="{{.Color}}" d="{{.Path}}"/>
 {{end}}<line class="line{{if .Dash}} dash{{end}}" stroke="{{.Color}}" x1="{{f .LegendX}}" x2="{{f (add .LegendX 22)}}" y1="14" y2="14"/>
 <text x="{{f (add .LegendX 28)}}" y="18">{{.Name}}</text>
-{{end}}</svg>
-{{end}}</section>
-{{end}}</body>
-</html>
-`))
+{{end}}</svg>{{end}}`))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +19,7 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	var cfg loadtest.Config
 	var targets string
 	var quiet bool
-	var report string
+	var report, curve string
 	e.string(&targets, "target", "FLASHLINE_LOADTEST_TARGETS", "http://127.0.0.1:8080", "comma-separated base URLs of flashline instances")
 	e.string(&cfg.AdminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "the service's admin token (creates the sale)")
 	e.string(&cfg.JWTSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "the service's JWT secret (mints customers)")
@@ -34,8 +35,12 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	e.fs.IntVar(&cfg.Buckets, "buckets", 1, "rows the sale's stock is spread over")
 	e.fs.BoolVar(&quiet, "quiet", false, "no progress bar")
 	e.fs.StringVar(&report, "report", "", "also write an HTML report (the summary, throughput and latency over time) to this file")
+	e.fs.StringVar(&curve, "curve", "", "run nothing: draw the overload curve recorded in this file by scripts/overload-curve.sh as an SVG image to --report")
 	if err := e.fs.Parse(args); err != nil {
 		return err
+	}
+	if curve != "" {
+		return plotCurve(curve, report, stdout)
 	}
 	cfg.Targets = strings.Split(targets, ",")
 	cfg.Progress = !quiet
@@ -62,4 +67,29 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	}
 	fmt.Fprintf(stdout, "report: %s\n", report)
 	return err
+}
+
+// plotCurve is `flashline loadtest --curve in.tsv --report out.svg`.
+func plotCurve(in, out string, stdout io.Writer) error {
+	if out == "" {
+		return errors.New("loadtest: --curve needs --report, the SVG file to write")
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		return fmt.Errorf("loadtest: curve: %w", err)
+	}
+	defer f.Close()
+	points, err := loadtest.ReadCurve(f)
+	if err != nil {
+		return err
+	}
+	var svg bytes.Buffer
+	if err := loadtest.WriteCurveSVG(&svg, points); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, svg.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("loadtest: curve: %w", err)
+	}
+	fmt.Fprintf(stdout, "curve: %s\n", out)
+	return nil
 }

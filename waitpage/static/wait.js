@@ -1,6 +1,6 @@
 // The waiting-room page: get a ticket, wait in line (solving the proof-of-work
 // challenge in a worker when the sale asks for one), reserve when admitted,
-// then pay. The HTTP contract is in DESIGN.md ("Waiting room", "Customer").
+// then pay. The HTTP contract is the README's API section.
 //
 // Everything the page must survive a reload with is kept in localStorage per
 // sale and customer: the ticket (so a reload keeps its place), the
