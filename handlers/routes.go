@@ -43,6 +43,10 @@ type Deps struct {
 	// at once on the customer routes; more are answered 429 at once. 0: no
 	// cap.
 	CustomerInFlight int
+	// SaleBusy, when set, reports whether a sale's purchase queue is full
+	// (postgres.Store.SaleBusy): its reservations are then refused before
+	// anything else is done for them.
+	SaleBusy func(saleID string) bool
 }
 
 // Routes returns the HTTP handler for the whole API.
@@ -96,7 +100,7 @@ func Routes(d Deps) http.Handler {
 	// nothing another buyer needs. Confirm and cancel finish sales and
 	// return stock: they are never shed, and a burst of them queues for the
 	// pool they use.
-	r.POST("/sales/:saleId/reservations", customer, oneCustomer, handleReserve(d.Store, d.Keyring, d.Limiter, d.Logger))
+	r.POST("/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, handleReserve(d.Store, d.Keyring, d.Limiter, d.Logger))
 	r.GET("/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))
@@ -134,6 +138,23 @@ func handleReady(ready func(context.Context) error, logger *slog.Logger) gin.Han
 // MetricsHandler serves the registry in Prometheus's format.
 func MetricsHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// shedBusySale refuses a reservation with 503 overloaded, before its token is
+// verified or its body read, when its sale's purchase queue is full: the
+// cheapest "no", for the crowd that exceeds what the sale's batches take. The
+// refusal holds nothing and is the answer it would have had later.
+func shedBusySale(busy func(string) bool, logger *slog.Logger) gin.HandlerFunc {
+	if busy == nil {
+		return func(c *gin.Context) { c.Next() }
+	}
+	return func(c *gin.Context) {
+		if busy(c.Param("saleId")) {
+			writeError(c, logger, flashline.ErrOverloaded)
+			return
+		}
+		c.Next()
+	}
 }
 
 // checkIDs answers 404 for a sale or reservation id of a shape the service

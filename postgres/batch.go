@@ -46,9 +46,12 @@ type call struct {
 	req      flashline.ReserveRequest
 	deadline time.Time
 	attempts int
-	done     chan struct{}
-	res      flashline.ReserveResult
-	err      error
+	// round is how many batches of the sale had started when the call
+	// joined the queue.
+	round uint64
+	done  chan struct{}
+	res   flashline.ReserveResult
+	err   error
 }
 
 func (c *call) finish(res flashline.ReserveResult, err error) {
@@ -60,6 +63,45 @@ func (c *call) finish(res flashline.ReserveResult, err error) {
 type saleQueue struct {
 	waiting []*call
 	running int
+	started uint64 // batches started
+	codel   saleCoDel
+}
+
+// saleCoDel tells a standing queue from a burst, as CoDel does (see
+// loadshed), in rounds of batches rather than time, since a batch's time
+// grows with its size by design. A request that joins the next batch to
+// start waited 0 rounds; one that joins a later batch waited 1 or more,
+// because a whole batch ahead of it was still waiting. When even the
+// fewest rounds any request waited over a whole interval is 1 or more, the
+// queue never drained to less than a batch: it stands, and the sale admits
+// only one round of batches until a request waits 0 rounds again. Until
+// then the queue absorbs bursts up to Store.MaxQueued.
+type saleCoDel struct {
+	start     time.Time
+	minRounds uint64
+	samples   int
+	standing  bool
+}
+
+// codelInterval is the span over which a sale's queue must have stood.
+const codelInterval = 100 * time.Millisecond
+
+func (d *saleCoDel) observe(rounds uint64) {
+	if d.samples == 0 || rounds < d.minRounds {
+		d.minRounds = rounds
+	}
+	d.samples++
+	if rounds == 0 {
+		d.standing = false
+	}
+}
+
+func (d *saleCoDel) tick(now time.Time) {
+	if now.Sub(d.start) < codelInterval {
+		return
+	}
+	d.standing = d.samples > 0 && d.minRounds >= 1
+	d.start, d.samples = now, 0
 }
 
 type coalescer struct {
@@ -68,11 +110,10 @@ type coalescer struct {
 	sales map[string]*saleQueue
 }
 
-// submit queues c and returns when it has its answer. A sale whose queue
-// already holds Store.MaxQueued requests refuses c at once with ErrOverloaded: c
-// would wait for more rounds of batches than the bound allows, and more
-// waiting would add latency without selling one unit more (the batches are
-// full already).
+// submit queues c and returns when it has its answer. A sale whose queue is
+// full refuses c at once with ErrOverloaded (see full): c would wait for more
+// rounds of batches than the bound allows, and more waiting would add
+// latency without selling one unit more (the batches are full already).
 func (co *coalescer) submit(c *call) {
 	co.mu.Lock()
 	q := co.sales[c.req.SaleID]
@@ -80,7 +121,7 @@ func (co *coalescer) submit(c *call) {
 		q = &saleQueue{}
 		co.sales[c.req.SaleID] = q
 	}
-	if co.store.MaxQueued > 0 && len(q.waiting) >= co.store.MaxQueued {
+	if co.fullLocked(q) {
 		co.mu.Unlock()
 		if co.store.OnQueueFull != nil {
 			co.store.OnQueueFull()
@@ -88,6 +129,7 @@ func (co *coalescer) submit(c *call) {
 		c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: its batches are full: %w", c.req.SaleID, flashline.ErrOverloaded))
 		return
 	}
+	c.round = q.started
 	q.waiting = append(q.waiting, c)
 	batch := co.take(c.req.SaleID, q)
 	co.mu.Unlock()
@@ -95,6 +137,27 @@ func (co *coalescer) submit(c *call) {
 		co.run(c.req.SaleID, batch)
 	}
 	<-c.done
+}
+
+// full reports whether a new request of saleID would be refused: its queue
+// holds Store.MaxQueued requests, or it stands (saleCoDel) and holds a round
+// of batches already.
+func (co *coalescer) full(saleID string) bool {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	q := co.sales[saleID]
+	return q != nil && co.fullLocked(q)
+}
+
+func (co *coalescer) fullLocked(q *saleQueue) bool {
+	if co.store.MaxQueued <= 0 {
+		return false
+	}
+	limit := co.store.MaxQueued
+	if q.codel.standing {
+		limit = min(limit, co.store.MaxBatch*co.store.BatchesInFlight)
+	}
+	return len(q.waiting) >= limit
 }
 
 // take returns the next batch for a sale, or nil when the sale already has
@@ -135,6 +198,13 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 		}
 		return nil
 	}
+	q.codel.tick(now)
+	for _, c := range batch {
+		if c.attempts == 0 { // a carried-over request waited for its own reasons
+			q.codel.observe(q.started - c.round)
+		}
+	}
+	q.started++
 	q.running++
 	return batch
 }

@@ -292,3 +292,41 @@ func TestSaleQueueIsBounded(t *testing.T) {
 	got := checkInvariant(t, s, sale.ID)
 	require.Equal(t, 3, got.Pending)
 }
+
+// TestSaleCoDel: a burst that drains is not a standing queue; a queue that
+// never drained below a batch for a whole interval is, until a request gets
+// into the next batch to start again.
+func TestSaleCoDel(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	var d saleCoDel
+	d.tick(t0) // opens the first interval
+	for _, r := range []uint64{3, 2, 0, 4} {
+		d.observe(r)
+	}
+	d.tick(t0.Add(codelInterval))
+	require.False(t, d.standing, "one request went straight into the next batch: the queue drained")
+
+	for _, r := range []uint64{1, 2, 1} {
+		d.observe(r)
+	}
+	d.tick(t0.Add(codelInterval / 2))
+	require.False(t, d.standing, "not a whole interval yet")
+	d.tick(t0.Add(2 * codelInterval))
+	require.True(t, d.standing, "every request of the interval waited a round or more")
+
+	d.observe(0)
+	require.False(t, d.standing, "a request that waited no round ends it at once")
+
+	s := &Store{MaxBatch: 64, BatchesInFlight: 1, MaxQueued: 256}
+	co := &coalescer{store: s}
+	q := &saleQueue{waiting: make([]*call, 64)}
+	require.False(t, co.fullLocked(q), "a burst may fill MaxQueued")
+	q.codel.standing = true
+	require.True(t, co.fullLocked(q), "a standing queue holds one round")
+	q.waiting = q.waiting[:63]
+	require.False(t, co.fullLocked(q))
+	s.MaxQueued = 0
+	q.waiting = make([]*call, 1000)
+	require.False(t, co.fullLocked(q), "MaxQueued 0: no bound")
+}

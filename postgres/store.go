@@ -33,10 +33,11 @@ type Store struct {
 	MaxBatch        int
 	BatchesInFlight int
 	// MaxQueued is the most reservations of one sale that may wait for a
-	// batch on this instance; one more is refused at once with
-	// ErrOverloaded. 0: no bound. serve sets QueueRounds × MaxBatch ×
-	// BatchesInFlight, so that a waiting request is in one of the next
-	// QueueRounds rounds of batches.
+	// batch on this instance, to absorb a burst; one more is refused at
+	// once with ErrOverloaded. While the sale's queue stands (it has not
+	// drained below a batch for a whole interval, see saleCoDel in
+	// batch.go) only one round of batches may wait. 0: no bound. serve sets
+	// QueueRounds × MaxBatch × BatchesInFlight.
 	MaxQueued int
 	// OnBatch, when set, is told the size of every batch (for metrics).
 	OnBatch func(size int)
@@ -56,9 +57,9 @@ type Store struct {
 var _ flashline.Store = (*Store)(nil)
 
 // QueueRounds is how many rounds of batches serve lets a sale's queue hold
-// (Store.MaxQueued): two rounds absorb the jitter of batch times, and a
-// request waits at most about QueueRounds+1 batch times.
-const QueueRounds = 2
+// in a burst (Store.MaxQueued): a request waits at most about QueueRounds+1
+// batch times.
+const QueueRounds = 4
 
 // NewStore returns a Store using salePool for reservations and adminPool for
 // everything else (they may be the same pool).
@@ -277,6 +278,12 @@ func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flas
 	s.batches.submit(c)
 	return c.res, c.err
 }
+
+// SaleBusy reports whether a reservation of saleID would be refused at once
+// because the sale's queue is full (Store.MaxQueued): a peek, without
+// queueing, so that the HTTP layer can refuse it before it has paid for the
+// body and the token.
+func (s *Store) SaleBusy(saleID string) bool { return s.batches.full(saleID) }
 
 // Reserve attempts with a valid admission token (waiting-room sales) are
 // rate limited per account and per payment instrument, across instances.

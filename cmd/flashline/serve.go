@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -332,6 +333,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Room:             room,
 		Keyring:          keyring,
 		CustomerInFlight: cfg.customerInFlight,
+		SaleBusy:         store.SaleBusy,
 	}))
 	url := publicURL(ln.Addr())
 	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers)
@@ -345,7 +347,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	go func() { serveErr <- srv.Serve(ln) }()
 	var metricsSrv *http.Server
 	if metricsLn != nil {
-		metricsSrv = newHTTPServer(handlers.MetricsHandler(registry))
+		metricsSrv = newHTTPServer(privateMux(registry))
 		logger.Info("flashline: metrics", "url", publicURL(metricsLn.Addr())+"/metrics")
 		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
 	}
@@ -369,6 +371,19 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 	logger.Info("flashline: stopped")
 	return err
+}
+
+// privateMux is what --metrics-addr serves: /metrics, and Go's profiler
+// under /debug/pprof/ (CPU and allocation profiles of the running service;
+// not its command line, which may hold secrets).
+func privateMux(registry *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", handlers.MetricsHandler(registry))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	return mux
 }
 
 // newHTTPServer returns a server with limits sized for a storefront: headers
