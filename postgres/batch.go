@@ -64,44 +64,53 @@ type saleQueue struct {
 	waiting []*call
 	running int
 	started uint64 // batches started
-	codel   saleCoDel
+	bound   queueBound
 }
 
-// saleCoDel tells a standing queue from a burst, as CoDel does (see
-// loadshed), in rounds of batches rather than time, since a batch's time
-// grows with its size by design. A request that joins the next batch to
-// start waited 0 rounds; one that joins a later batch waited 1 or more,
-// because a whole batch ahead of it was still waiting. When even the
-// fewest rounds any request waited over a whole interval is 1 or more, the
-// queue never drained to less than a batch: it stands, and the sale admits
-// only one round of batches until a request waits 0 rounds again. Until
-// then the queue absorbs bursts up to Store.MaxQueued.
-type saleCoDel struct {
-	start     time.Time
-	minRounds uint64
+// queueBound is how many rounds of batches a sale's queue may hold: a
+// request that would wait longer is refused at once (ErrOverloaded). It
+// tells a standing queue from a burst as CoDel does (see loadshed), but in
+// rounds of batches rather than time, since a batch's time grows with its
+// size by design. A request that joins the next batch to start waited 0
+// rounds; one that joins a later batch waited 1 or more, because a whole
+// batch ahead of it was still waiting. When even the fewest rounds any
+// request waited over a whole interval is 1 or more, the queue never drained
+// to less than a batch: it stands, and the bound is halved (down to one
+// round); every interval in which it did drain, the bound grows by a round,
+// back up to Store.QueueRounds. A burst, or a hiccup of the database, is
+// absorbed by the whole allowance and served once it passes; a steady
+// overload settles at one or two rounds: about two batch times of waiting.
+type queueBound struct {
+	rounds    int
+	start     time.Time // of the current interval
+	minWaited uint64    // over the current interval
 	samples   int
-	standing  bool
 }
 
-// codelInterval is the span over which a sale's queue must have stood.
-const codelInterval = 100 * time.Millisecond
+// boundInterval is the span over which a sale's queue must have stood.
+const boundInterval = 100 * time.Millisecond
 
-func (d *saleCoDel) observe(rounds uint64) {
-	if d.samples == 0 || rounds < d.minRounds {
-		d.minRounds = rounds
+func (b *queueBound) observe(waited uint64) {
+	if b.samples == 0 || waited < b.minWaited {
+		b.minWaited = waited
 	}
-	d.samples++
-	if rounds == 0 {
-		d.standing = false
-	}
+	b.samples++
 }
 
-func (d *saleCoDel) tick(now time.Time) {
-	if now.Sub(d.start) < codelInterval {
+// tick closes the interval if it is over and moves the bound, which stays
+// within [1, most].
+func (b *queueBound) tick(now time.Time, most int) {
+	if now.Sub(b.start) < boundInterval {
 		return
 	}
-	d.standing = d.samples > 0 && d.minRounds >= 1
-	d.start, d.samples = now, 0
+	switch {
+	case b.samples > 0 && b.minWaited >= 1:
+		b.rounds /= 2
+	case b.samples > 0:
+		b.rounds++
+	}
+	b.rounds = min(most, max(1, b.rounds))
+	b.start, b.samples = now, 0
 }
 
 type coalescer struct {
@@ -118,7 +127,7 @@ func (co *coalescer) submit(c *call) {
 	co.mu.Lock()
 	q := co.sales[c.req.SaleID]
 	if q == nil {
-		q = &saleQueue{}
+		q = &saleQueue{bound: queueBound{rounds: co.store.QueueRounds, start: time.Now()}}
 		co.sales[c.req.SaleID] = q
 	}
 	if co.fullLocked(q) {
@@ -140,8 +149,7 @@ func (co *coalescer) submit(c *call) {
 }
 
 // full reports whether a new request of saleID would be refused: its queue
-// holds Store.MaxQueued requests, or it stands (saleCoDel) and holds a round
-// of batches already.
+// holds as many rounds of batches as its bound allows.
 func (co *coalescer) full(saleID string) bool {
 	co.mu.Lock()
 	defer co.mu.Unlock()
@@ -150,14 +158,8 @@ func (co *coalescer) full(saleID string) bool {
 }
 
 func (co *coalescer) fullLocked(q *saleQueue) bool {
-	if co.store.MaxQueued <= 0 {
-		return false
-	}
-	limit := co.store.MaxQueued
-	if q.codel.standing {
-		limit = min(limit, co.store.MaxBatch*co.store.BatchesInFlight)
-	}
-	return len(q.waiting) >= limit
+	return co.store.QueueRounds > 0 &&
+		len(q.waiting) >= q.bound.rounds*co.store.MaxBatch*co.store.BatchesInFlight
 }
 
 // take returns the next batch for a sale, or nil when the sale already has
@@ -198,10 +200,10 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 		}
 		return nil
 	}
-	q.codel.tick(now)
+	q.bound.tick(now, co.store.QueueRounds)
 	for _, c := range batch {
 		if c.attempts == 0 { // a carried-over request waited for its own reasons
-			q.codel.observe(q.started - c.round)
+			q.bound.observe(q.started - c.round)
 		}
 	}
 	q.started++

@@ -240,14 +240,14 @@ func TestBatchBucketServesTheAsksItCan(t *testing.T) {
 	require.Equal(t, 0, checkInvariant(t, s, sale.ID).Available)
 }
 
-// TestSaleQueueIsBounded: with one batch running and MaxQueued requests
-// waiting for the next, one more request of the sale is refused at once with
+// TestSaleQueueIsBounded: with one batch running and QueueRounds rounds of
+// requests waiting, one more request of the sale is refused at once with
 // ErrOverloaded, and takes nothing from the others; every batch reports how
 // long it waited for a connection.
 func TestSaleQueueIsBounded(t *testing.T) {
 	t.Parallel()
 	s, sale := batchStore(t, flashline.NewSale{InitialStock: 10, PerCustomerLimit: 1})
-	s.MaxBatch, s.MaxQueued = 1, 2
+	s.MaxBatch, s.QueueRounds = 1, 2
 	var waits, full atomic.Int64
 	s.OnConnWait = func(time.Duration) { waits.Add(1) }
 	s.OnQueueFull = func() { full.Add(1) }
@@ -293,40 +293,43 @@ func TestSaleQueueIsBounded(t *testing.T) {
 	require.Equal(t, 3, got.Pending)
 }
 
-// TestSaleCoDel: a burst that drains is not a standing queue; a queue that
-// never drained below a batch for a whole interval is, until a request gets
-// into the next batch to start again.
-func TestSaleCoDel(t *testing.T) {
+// TestQueueBound: a burst that drains is not a standing queue and the bound
+// stays; a queue that never drained below a batch for a whole interval
+// halves it, down to one round; every interval that drains adds a round back,
+// up to the allowance.
+func TestQueueBound(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now()
-	var d saleCoDel
-	d.tick(t0) // opens the first interval
-	for _, r := range []uint64{3, 2, 0, 4} {
-		d.observe(r)
+	now := time.Now()
+	b := queueBound{rounds: 16, start: now}
+	next := func(waited ...uint64) {
+		for _, w := range waited {
+			b.observe(w)
+		}
+		now = now.Add(boundInterval)
+		b.tick(now, 16)
 	}
-	d.tick(t0.Add(codelInterval))
-	require.False(t, d.standing, "one request went straight into the next batch: the queue drained")
-
-	for _, r := range []uint64{1, 2, 1} {
-		d.observe(r)
+	next(3, 2, 0, 4)
+	require.Equal(t, 16, b.rounds, "one request went straight into the next batch: the queue drained")
+	next(1, 2, 1)
+	require.Equal(t, 8, b.rounds, "every request of the interval waited a round or more")
+	b.observe(5)
+	b.tick(now.Add(boundInterval/2), 16)
+	require.Equal(t, 8, b.rounds, "not a whole interval yet")
+	for _, want := range []int{4, 2, 1, 1} {
+		next(1)
+		require.Equal(t, want, b.rounds)
 	}
-	d.tick(t0.Add(codelInterval / 2))
-	require.False(t, d.standing, "not a whole interval yet")
-	d.tick(t0.Add(2 * codelInterval))
-	require.True(t, d.standing, "every request of the interval waited a round or more")
+	next(0, 1)
+	require.Equal(t, 2, b.rounds, "a drained interval grows the bound by a round")
+	next()
+	require.Equal(t, 2, b.rounds, "an interval without batches says nothing")
 
-	d.observe(0)
-	require.False(t, d.standing, "a request that waited no round ends it at once")
-
-	s := &Store{MaxBatch: 64, BatchesInFlight: 1, MaxQueued: 256}
+	s := &Store{MaxBatch: 64, BatchesInFlight: 1, QueueRounds: 16}
 	co := &coalescer{store: s}
-	q := &saleQueue{waiting: make([]*call, 64)}
-	require.False(t, co.fullLocked(q), "a burst may fill MaxQueued")
-	q.codel.standing = true
-	require.True(t, co.fullLocked(q), "a standing queue holds one round")
-	q.waiting = q.waiting[:63]
+	q := &saleQueue{waiting: make([]*call, 127), bound: queueBound{rounds: 2}}
 	require.False(t, co.fullLocked(q))
-	s.MaxQueued = 0
-	q.waiting = make([]*call, 1000)
-	require.False(t, co.fullLocked(q), "MaxQueued 0: no bound")
+	q.waiting = append(q.waiting, nil)
+	require.True(t, co.fullLocked(q), "two rounds of 64 wait")
+	s.QueueRounds = 0
+	require.False(t, co.fullLocked(q), "QueueRounds 0: no bound")
 }

@@ -32,13 +32,13 @@ type Store struct {
 	// how many such transactions one sale may have running on this instance.
 	MaxBatch        int
 	BatchesInFlight int
-	// MaxQueued is the most reservations of one sale that may wait for a
-	// batch on this instance, to absorb a burst; one more is refused at
-	// once with ErrOverloaded. While the sale's queue stands (it has not
-	// drained below a batch for a whole interval, see saleCoDel in
-	// batch.go) only one round of batches may wait. 0: no bound. serve sets
-	// QueueRounds × MaxBatch × BatchesInFlight.
-	MaxQueued int
+	// QueueRounds bounds the reservations of one sale that may wait for a
+	// batch on this instance, in rounds of batches (a round is MaxBatch ×
+	// BatchesInFlight requests): a burst may fill them all, a queue that
+	// stands is cut down to one or two (queueBound, batch.go). One more is
+	// refused at once with ErrOverloaded. 0: no bound (serve sets
+	// DefaultQueueRounds).
+	QueueRounds int
 	// OnBatch, when set, is told the size of every batch (for metrics).
 	OnBatch func(size int)
 	// OnConnWait, when set, is told how long every batch waited for a
@@ -56,10 +56,11 @@ type Store struct {
 
 var _ flashline.Store = (*Store)(nil)
 
-// QueueRounds is how many rounds of batches serve lets a sale's queue hold
-// in a burst (Store.MaxQueued): a request waits at most about QueueRounds+1
-// batch times.
-const QueueRounds = 4
+// DefaultQueueRounds is the burst allowance of a sale's queue that serve
+// sets (Store.QueueRounds): 16 rounds absorb a spike or a hiccup of the
+// database, whose requests are served once it passes, while a steady
+// overload settles at one or two rounds.
+const DefaultQueueRounds = 16
 
 // NewStore returns a Store using salePool for reservations and adminPool for
 // everything else (they may be the same pool).
@@ -280,7 +281,7 @@ func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flas
 }
 
 // SaleBusy reports whether a reservation of saleID would be refused at once
-// because the sale's queue is full (Store.MaxQueued): a peek, without
+// because the sale's queue is full (Store.QueueRounds): a peek, without
 // queueing, so that the HTTP layer can refuse it before it has paid for the
 // body and the token.
 func (s *Store) SaleBusy(saleID string) bool { return s.batches.full(saleID) }

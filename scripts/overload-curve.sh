@@ -27,7 +27,10 @@ duration=${DURATION:-8s}
 out=${OUT:-/tmp/overload-curve}
 mkdir -p "$(dirname "$out")"
 printf '# limiter\toffered/s\tsent/s\treserved/s\tp99 (pool %s, %s per rate)\n' "$pool" "$duration" >"$out.tsv"
-printf '%-8s %-6s %10s %12s %10s %10s %12s\n' limiter rate sent/s reserved/s p99 healthz99 outcomes
+# CPU seconds used so far by a process, and by every PostgreSQL process.
+cpu_of() { awk '{printf "%.2f", ($14+$15)/100}' "/proc/$1/stat"; }
+cpu_pg() { for p in $(pgrep -u postgres postgres); do awk '{print $14+$15}' "/proc/$p/stat" 2>/dev/null; done | awk '{s+=$1} END {printf "%.2f", s/100}'; }
+printf '%-8s %-6s %10s %12s %10s %10s %22s  %s\n' limiter rate sent/s reserved/s p99 healthz99 "cores: gen/serve/pg" outcomes
 for mode in on off; do
   flags=(--sale-pool-size "$pool" --no-workers --addr "$addr")
   [ "$mode" = off ] && flags+=(--no-shed)
@@ -36,13 +39,17 @@ for mode in on off; do
   trap 'kill $pid 2>/dev/null || true' EXIT
   for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
   for rate in "${rates[@]}"; do
-    run=$(${LOADGEN_PREFIX-nice -n 19} bin/flashline loadtest --quiet --target "http://$addr" --scenario overload --rate "$rate" --duration "$duration" --stock 10000000 || true)
+    s0=$(cpu_of $pid); p0=$(cpu_pg); t0=$(date +%s.%N)
+    run=$(/usr/bin/time -f 'generator-cpu %U %S' ${LOADGEN_PREFIX-nice -n 19} bin/flashline loadtest --quiet --target "http://$addr" --scenario overload --rate "$rate" --duration "$duration" --stock 10000000 2>&1 || true)
+    wall=$(echo "$(date +%s.%N) - $t0" | bc)
+    cores=$(awk -v s="$(echo "$(cpu_of $pid) - $s0" | bc)" -v p="$(echo "$(cpu_pg) - $p0" | bc)" -v w="$wall" \
+      '/^generator-cpu/{printf "%.2f/%.2f/%.2f", ($2+$3)/w, s/w, p/w}' <<<"$run")
     sent=$(awk -F'  +' '/^throughput/{print $2}' <<<"$run" | awk '{print $1}')
     good=$(awk -F'  +' '/^successful reservations/{print $2}' <<<"$run" | sed 's/.*(\(.*\)\/s)/\1/')
     p99=$(awk -F'  +' '/^latency/{print $2}' <<<"$run" | awk -F' / ' '{print $3}')
     h99=$(awk -F'  +' '/^\/healthz/{print $2}' <<<"$run" | awk -F' / ' '{print $2}')
     outcomes=$(awk '/^  [0-9a-z]/{gsub(/^ +/,""); gsub(/ +/," "); printf "%s; ", $0}' <<<"$run")
-    printf '%-8s %-6s %10s %12s %10s %10s  %s\n' "$mode" "$rate" "$sent" "$good" "$p99" "$h99" "$outcomes"
+    printf '%-8s %-6s %10s %12s %10s %10s %22s  %s\n' "$mode" "$rate" "$sent" "$good" "$p99" "$h99" "$cores" "$outcomes"
     printf '%s\t%s\t%s\t%s\t%s\n' "$mode" "$rate" "${sent//,/}" "${good//,/}" "$p99" >>"$out.tsv"
   done
   kill $pid; wait $pid 2>/dev/null || true

@@ -136,9 +136,9 @@ func checkSecrets(cfg serveConfig, stderr io.Writer) error {
 }
 
 // saleShare is what one sale may hold of the purchase path at once: the
-// batches it may run and QueueRounds batches waiting for each.
+// batches it may run and a burst's rounds of batches waiting.
 func saleShare(cfg serveConfig) int {
-	return (postgres.QueueRounds + 1) * cfg.maxBatch * cfg.batchesInFlight
+	return (postgres.DefaultQueueRounds + 1) * cfg.maxBatch * cfg.batchesInFlight
 }
 
 // riverLogger passes on River's warnings and errors, and Flashline's own job
@@ -184,7 +184,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 	// The admission limit of the purchase path. What saturates first is a
 	// sale's hot row, and the coalescer bounds that itself, per sale (the
-	// store's MaxQueued: QueueRounds batches waiting). What the limit guards
+	// store's QueueRounds: rounds of batches waiting). What the limit guards
 	// is the pool the sales share: it starts open, at room for every
 	// connection running a full batch with its queue, and shrinks when the
 	// batches have to queue for a connection (ObserveWait); it never goes
@@ -228,7 +228,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	store := postgres.NewStore(salePool, adminPool)
 	store.MaxBatch, store.BatchesInFlight = cfg.maxBatch, cfg.batchesInFlight
 	if !cfg.noShed {
-		store.MaxQueued = postgres.QueueRounds * cfg.maxBatch * cfg.batchesInFlight
+		store.QueueRounds = postgres.DefaultQueueRounds
 	}
 	store.OnConnWait = limiter.ObserveWait
 	registry := prometheus.NewRegistry()
