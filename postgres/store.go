@@ -57,10 +57,10 @@ type Store struct {
 var _ flashline.Store = (*Store)(nil)
 
 // DefaultQueueRounds is the burst allowance of a sale's queue that serve
-// sets (Store.QueueRounds): 16 rounds absorb a spike or a hiccup of the
-// database, whose requests are served once it passes, while a steady
-// overload settles at one or two rounds.
-const DefaultQueueRounds = 16
+// sets (Store.QueueRounds): 8 rounds absorb a spike or a hiccup of the
+// database, whose requests are served once it passes (about 9 batch times,
+// 60-80 ms, at most), while a steady overload settles at one or two rounds.
+const DefaultQueueRounds = 8
 
 // NewStore returns a Store using salePool for reservations and adminPool for
 // everything else (they may be the same pool).

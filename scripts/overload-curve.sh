@@ -6,12 +6,15 @@
 #
 #   scripts/overload-curve.sh [rates...]      (default: 1000 4000 6000 10000 20000)
 #   DURATION=6s POOL=4 OUT=docs/overload-curve scripts/overload-curve.sh ...
+#   SERVE_BIN=/tmp/flashline-old scripts/overload-curve.sh ...   (another build of the service)
 #
 # The load generator runs on the same machine as the service and PostgreSQL,
-# niced (LOADGEN_PREFIX, default "nice -n 19") so that it takes the CPU they
-# leave rather than competing with them as an equal: the crowd's machines are
-# not the store's. Past about twice the path's capacity it needs a core of
-# its own on a 2-core machine, and that limits what this curve can show.
+# niced (LOADGEN_PREFIX, default "nice -n 19") and with a lazier garbage
+# collector (GOGC=400), so that it takes as little as it can of the CPU they
+# need: the crowd's machines are not the store's. Still, a Go HTTP client
+# costs about 50 µs of CPU per request: past about 1.3 times the path's
+# capacity the generator needs most of a core on a 2-core machine, and that
+# limits what this curve can show (the "cores" column says who used what).
 #
 # Uses $DATABASE_URL, else the development database (make devdb-up).
 set -euo pipefail
@@ -34,13 +37,13 @@ printf '%-8s %-6s %10s %12s %10s %10s %22s  %s\n' limiter rate sent/s reserved/s
 for mode in on off; do
   flags=(--sale-pool-size "$pool" --no-workers --addr "$addr")
   [ "$mode" = off ] && flags+=(--no-shed)
-  bin/flashline serve "${flags[@]}" 2>/tmp/overload-curve-serve.log &
+  ${SERVE_BIN:-bin/flashline} serve "${flags[@]}" 2>/tmp/overload-curve-serve.log &
   pid=$!
   trap 'kill $pid 2>/dev/null || true' EXIT
   for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
   for rate in "${rates[@]}"; do
     s0=$(cpu_of $pid); p0=$(cpu_pg); t0=$(date +%s.%N)
-    run=$(/usr/bin/time -f 'generator-cpu %U %S' ${LOADGEN_PREFIX-nice -n 19} bin/flashline loadtest --quiet --target "http://$addr" --scenario overload --rate "$rate" --duration "$duration" --stock 10000000 2>&1 || true)
+    run=$(GOGC=400 /usr/bin/time -f 'generator-cpu %U %S' ${LOADGEN_PREFIX-nice -n 19} bin/flashline loadtest --quiet --target "http://$addr" --scenario overload --rate "$rate" --duration "$duration" --stock 10000000 2>&1 || true)
     wall=$(echo "$(date +%s.%N) - $t0" | bc)
     cores=$(awk -v s="$(echo "$(cpu_of $pid) - $s0" | bc)" -v p="$(echo "$(cpu_pg) - $p0" | bc)" -v w="$wall" \
       '/^generator-cpu/{printf "%.2f/%.2f/%.2f", ($2+$3)/w, s/w, p/w}' <<<"$run")
