@@ -96,12 +96,7 @@ func WriteCurveSVG(w io.Writer, points []CurvePoint) error {
 var curveTemplate = template.Must(template.Must(reportTemplate.Clone()).New("curve").Parse(
 	`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{f .W}} {{f .H}}" width="{{f .W}}" height="{{f .H}}">
 <style>
-svg text { font: 13px system-ui, sans-serif; fill: #333; }
-.grid { stroke: #e5e5e5; }
-.axis { stroke: #888; }
-.line { fill: none; stroke-width: 2; stroke-linejoin: round; stroke-linecap: round; }
-.dash { stroke-dasharray: 6 5; }
-</style>
+` + chartStyle + `</style>
 <title>{{.Title}}</title>
 <rect width="100%" height="100%" fill="#fff"/>
 {{range .Charts}}<text x="{{f .Left}}" y="{{f (add .Y -6)}}" style="font-weight: bold">{{.Title}}</text>

@@ -2,8 +2,6 @@ package loadtest
 
 import (
 	"bytes"
-	"encoding/xml"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -26,14 +24,7 @@ func TestCurve(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, WriteCurveSVG(&out, points))
 	svg := out.String()
-	d := xml.NewDecoder(strings.NewReader(svg))
-	for {
-		_, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err, "the image is well-formed XML:\n%s", svg)
-	}
+	requireWellFormed(t, svg)
 	require.True(t, strings.HasPrefix(svg, `<svg xmlns="http://www.w3.org/2000/svg"`))
 	require.Equal(t, 4, strings.Count(svg, `<path class="line`), "two lines in each of two charts")
 	require.Contains(t, svg, "limiter on")

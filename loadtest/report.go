@@ -205,6 +205,14 @@ func number(v float64) string {
 	return strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', -1, 64) + suffix
 }
 
+// chartStyle is the charts' CSS, in the report page and in a standalone SVG.
+const chartStyle = `svg text { font: 13px system-ui, sans-serif; fill: #333; }
+.grid { stroke: #e5e5e5; }
+.axis { stroke: #888; }
+.line { fill: none; stroke-width: 2; stroke-linejoin: round; stroke-linecap: round; }
+.dash { stroke-dasharray: 6 5; }
+`
+
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"f":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
 	"add": func(a, b float64) float64 { return a + b },
@@ -225,12 +233,7 @@ td:first-child { width: 35%; color: #444; }
 tr.indent td:first-child { padding-left: 1.8em; }
 tr.bad td { color: #b91c1c; font-weight: bold; }
 svg { display: block; width: 100%; max-width: 600px; height: auto; }
-svg text { font: 13px system-ui, sans-serif; fill: #333; }
-.grid { stroke: #e5e5e5; }
-.axis { stroke: #888; }
-.line { fill: none; stroke-width: 2; stroke-linejoin: round; stroke-linecap: round; }
-.dash { stroke-dasharray: 6 5; }
-</style>
+` + chartStyle + `</style>
 </head>
 <body>
 <h1>{{.Title}}</h1>

@@ -192,14 +192,7 @@ func svgs(t *testing.T, page string) []string {
 		j := strings.Index(rest[i:], "</svg>")
 		require.Positive(t, j, "an <svg> is closed")
 		svg := rest[i : i+j+len("</svg>")]
-		d := xml.NewDecoder(strings.NewReader(svg))
-		for {
-			_, err := d.Token()
-			if err == io.EOF {
-				break
-			}
-			require.NoError(t, err, "the chart is well-formed XML:\n%s", svg)
-		}
+		requireWellFormed(t, svg)
 		require.Contains(t, svg, "<path class=\"line")
 		out = append(out, svg)
 		rest = rest[i+j:]
@@ -292,4 +285,17 @@ func TestWriteReport(t *testing.T) {
 		require.Equal(t, 2*3, strings.Count(charts[1], "m-2 0 h4"))
 		require.Equal(t, 2*3, strings.Count(charts[1], "M"))
 	})
+}
+
+// requireWellFormed fails unless doc is well-formed XML.
+func requireWellFormed(t *testing.T, doc string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(doc))
+	for {
+		_, err := d.Token()
+		if err == io.EOF {
+			return
+		}
+		require.NoError(t, err, "well-formed XML:\n%s", doc)
+	}
 }
