@@ -25,6 +25,7 @@ import (
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -54,7 +55,7 @@ func startServer(t *testing.T, roomOpts *waitroom.Options) *server {
 	// about the contract, not about shedding.
 	limiter, err := loadshed.New(loadshed.Options{InitialLimit: 200, MinLimit: 200, MaxLimit: 200})
 	require.NoError(t, err)
-	store := postgres.NewStore(pool, pool)
+	store := postgres.NewStore(postgres.SinglePool(pool))
 	store.ReserveTimeout = time.Minute // nor about timeouts on a loaded machine
 	deps := handlers.Deps{
 		Store:    store,
@@ -67,16 +68,16 @@ func startServer(t *testing.T, roomOpts *waitroom.Options) *server {
 	}
 	if roomOpts != nil {
 		opts := *roomOpts
-		opts.RateLimiter = store
 		opts.Logger = testLogger(t)
 		if opts.Tick == 0 {
 			opts.Tick = 20 * time.Millisecond
 		}
 		opts.LeaderRetry = 50 * time.Millisecond
-		deps.Room = waitroom.NewRoom(pool, deps.Keyring, limiter, opts)
+		cache := salecache.New(store, salecache.Options{Logger: testLogger(t)})
+		deps.Room = waitroom.NewRoom(cache, store, deps.Keyring, limiter, opts)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		wg.Go(func() { _ = deps.Room.Run(ctx) })
+		wg.Go(func() { _ = cache.Run(ctx) })
 		wg.Go(func() { _ = deps.Room.RunPacer(ctx) })
 		t.Cleanup(func() { cancel(); wg.Wait() })
 	}

@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -103,9 +102,6 @@ func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limiter *lo
 			PaymentInstrument: instrument,
 			AccountCreated:    actor.AccountCreated,
 			Fingerprint:       fingerprint(saleID, quantity, instrument),
-			Render: func(r flashline.Reservation) ([]byte, error) {
-				return json.Marshal(NewReservationView(r))
-			},
 		})
 		// The limit follows what the purchase path reports of its own
 		// queues (the store's OnConnWait), not the outcome of each request:
@@ -117,10 +113,11 @@ func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limiter *lo
 			writeError(c, logger, err)
 			return
 		}
+		// Only answers that took stock are stored, so a replay is a 201 too.
 		if res.Replayed {
 			c.Header("Idempotent-Replayed", "true")
 		}
-		writeRaw(c, res.Status, res.Body)
+		writeRaw(c, http.StatusCreated, res.Receipt)
 	}
 }
 

@@ -87,8 +87,8 @@ func Routes(d Deps) http.Handler {
 	// Admin.
 	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Logger))
 	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Logger))
-	for _, action := range []string{flashline.ActionOpen, flashline.ActionPause, flashline.ActionResume, flashline.ActionClose} {
-		r.POST("/admin/sales/:saleId/"+action, admin, handleSaleAction(d.Store, d.Logger, action))
+	for _, action := range flashline.SaleActions {
+		r.POST("/admin/sales/:saleId/"+string(action), admin, handleSaleAction(d.Store, d.Logger, action))
 	}
 	if d.RiverUI != nil {
 		r.Any("/admin/riverui/*path", admin, gin.WrapH(d.RiverUI))

@@ -43,9 +43,9 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 		PerCustomerLimit:      r.PerCustomerLimit,
 		ReservationTTLSeconds: r.ReservationTTLSeconds,
 		OpensAt:               r.OpensAt,
-		Admission:             r.Admission,
+		Admission:             flashline.Admission(r.Admission),
 		Buckets:               r.Buckets,
-		Fairness:              r.Fairness,
+		Fairness:              flashline.Fairness(r.Fairness),
 		ChallengeBits:         r.ChallengeBits,
 		PerInstrumentLimit:    perInstrument,
 		MinAccountAgeSeconds:  r.MinAccountAgeSeconds,
@@ -88,7 +88,7 @@ func handleGetSale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 }
 
 // handleSaleAction is POST /admin/sales/{saleId}/{open|pause|resume|close}.
-func handleSaleAction(store flashline.Store, logger *slog.Logger, action string) gin.HandlerFunc {
+func handleSaleAction(store flashline.Store, logger *slog.Logger, action flashline.SaleAction) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		sale, err := store.SetSaleState(c.Request.Context(), c.Param("saleId"), action)
 		if err != nil {

@@ -50,7 +50,7 @@ func NewSaleView(s flashline.Sale) SaleView {
 	return SaleView{
 		SaleID:                s.ID,
 		SKU:                   s.SKU,
-		State:                 s.State,
+		State:                 string(s.State),
 		InitialStock:          s.InitialStock,
 		Available:             s.Available,
 		Pending:               s.Pending,
@@ -59,9 +59,9 @@ func NewSaleView(s flashline.Sale) SaleView {
 		Cancelled:             s.Cancelled,
 		PerCustomerLimit:      s.PerCustomerLimit,
 		ReservationTTLSeconds: s.ReservationTTLSeconds,
-		Admission:             s.Admission,
+		Admission:             string(s.Admission),
 		Buckets:               s.Buckets,
-		Fairness:              s.Fairness,
+		Fairness:              string(s.Fairness),
 		ChallengeBits:         s.ChallengeBits,
 		PerInstrumentLimit:    perInstrument,
 		MinAccountAgeSeconds:  s.MinAccountAgeSeconds,
@@ -75,27 +75,17 @@ func NewSaleView(s flashline.Sale) SaleView {
 	}
 }
 
-// ReservationView is the reservation object of the HTTP contract. The first
-// five fields are exactly the 201 answer to a reservation.
+// ReservationView is the reservation object of the HTTP contract: the
+// reservation's receipt (the 201 answer to a reservation, stored and
+// replayed byte for byte: flashline.Receipt) and, once confirmed, its order.
 type ReservationView struct {
-	ReservationID string `json:"reservationId"`
-	SaleID        string `json:"saleId"`
-	Quantity      int    `json:"quantity"`
-	State         string `json:"state"`
-	ExpiresAt     string `json:"expiresAt"`
-	OrderID       string `json:"orderId,omitempty"`
+	flashline.Receipt
+	OrderID string `json:"orderId,omitempty"`
 }
 
 // NewReservationView renders a reservation.
 func NewReservationView(r flashline.Reservation) ReservationView {
-	return ReservationView{
-		ReservationID: r.ID,
-		SaleID:        r.SaleID,
-		Quantity:      r.Quantity,
-		State:         r.State,
-		ExpiresAt:     r.ExpiresAt.UTC().Format(time.RFC3339),
-		OrderID:       r.OrderID,
-	}
+	return ReservationView{Receipt: flashline.NewReceipt(r), OrderID: r.OrderID}
 }
 
 // OrderView is the answer to a confirm.
@@ -144,7 +134,7 @@ func NewTicketView(t waitroom.TicketResult) TicketView {
 		Position:             t.Position,
 		EstimatedWaitSeconds: t.EstimatedWaitSeconds,
 		PollAfterMs:          t.PollAfter.Milliseconds(),
-		Policy:               t.Policy,
+		Policy:               string(t.Policy),
 		Challenge:            newChallengeView(t.Challenge),
 	}
 }

@@ -211,7 +211,7 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 		for range 2 {
 			p := newPool(t, pool.Config().ConnString())
 			reg := prometheus.NewRegistry()
-			client, err := jobs.NewClient(p, postgres.NewStore(p, p), jobs.Config{SweepBatchSize: 5, Registry: reg})
+			client, err := jobs.NewClient(p, postgres.NewStore(postgres.SinglePool(p)), jobs.Config{SweepBatchSize: 5, Registry: reg})
 			require.NoError(t, err)
 			require.NoError(t, client.Start(context.Background()))
 			t.Cleanup(func() {
@@ -354,7 +354,7 @@ func TestSweepSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool, dbURL := testdb.NewPool(t)
-	store := postgres.NewStore(pool, pool)
+	store := postgres.NewStore(postgres.SinglePool(pool))
 	a := testserver.Start(t, dbURL, "--sweep-interval", "1s")
 
 	const n = 3000
@@ -596,7 +596,7 @@ func TestNewClientRejectsSubSecondIntervals(t *testing.T) {
 func newStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
-	return postgres.NewStore(pool, pool), pool
+	return postgres.NewStore(postgres.SinglePool(pool)), pool
 }
 
 func newPool(t *testing.T, url string) *pgxpool.Pool {
@@ -618,9 +618,6 @@ func reserveReq(saleID, customer, key string, qty int) flashline.ReserveRequest 
 	return flashline.ReserveRequest{
 		SaleID: saleID, CustomerID: customer, IdempotencyKey: key, Quantity: qty,
 		Fingerprint: fmt.Appendf(nil, "%s/%d", saleID, qty),
-		Render: func(r flashline.Reservation) ([]byte, error) {
-			return json.Marshal(map[string]any{"reservationId": r.ID, "quantity": r.Quantity, "expiresAt": r.ExpiresAt})
-		},
 	}
 }
 
@@ -648,7 +645,7 @@ func reserveMany(t *testing.T, pool *pgxpool.Pool, saleID string, n, maxQty int)
 	fast, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	defer fast.Close()
-	store := postgres.NewStore(fast, fast)
+	store := postgres.NewStore(postgres.SinglePool(fast))
 	ids := make([]string, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -657,14 +654,14 @@ func reserveMany(t *testing.T, pool *pgxpool.Pool, saleID string, n, maxQty int)
 		wg.Go(func() {
 			for i := range next {
 				res, err := store.Reserve(context.Background(), reserveReq(saleID, fmt.Sprintf("cust-%04d", i), "k-"+saleID, 1+i%maxQty))
-				if err == nil && res.Status != http.StatusCreated {
-					err = fmt.Errorf("status %d", res.Status)
+				if err == nil && res.Replayed {
+					err = errors.New("replayed")
 				}
 				if errs[i] = err; err == nil {
 					var v struct {
 						ReservationID string `json:"reservationId"`
 					}
-					errs[i] = json.Unmarshal(res.Body, &v)
+					errs[i] = json.Unmarshal(res.Receipt, &v)
 					ids[i] = v.ReservationID
 				}
 			}
@@ -772,10 +769,10 @@ func requireRestockedOnce(t tb, pool *pgxpool.Pool, saleID string) {
 	for _, b := range books {
 		require.Equal(t, 1, b.reserveRows, "%+v", b)
 		require.Equal(t, -b.qty, b.reserveDelta, "%+v", b)
-		switch b.state {
+		switch flashline.ReservationState(b.state) {
 		case flashline.ReservationExpired, flashline.ReservationCancelled:
 			want := [2]int{1, 0}
-			if b.state == flashline.ReservationCancelled {
+			if flashline.ReservationState(b.state) == flashline.ReservationCancelled {
 				want = [2]int{0, 1}
 			}
 			require.Equal(t, want, [2]int{b.expireRows, b.cancelRows}, "restock rows of %+v", b)

@@ -21,7 +21,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/flashline/flashline/sql/dbsqlc"
+	"github.com/flashline/flashline/internal/dbsqlc"
 )
 
 //go:embed *.sql

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -21,7 +20,7 @@ import (
 func batchStore(t *testing.T, n flashline.NewSale) (*Store, flashline.Sale) {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
-	s := NewStore(pool, pool)
+	s := NewStore(SinglePool(pool))
 	if n.SKU == "" {
 		n.SKU = "sku_batch"
 	}
@@ -38,9 +37,6 @@ func newCall(saleID, customer, key string, qty int) *call {
 		req: flashline.ReserveRequest{
 			SaleID: saleID, CustomerID: customer, IdempotencyKey: key, Quantity: qty,
 			Fingerprint: fmt.Appendf(nil, "%s/%d", saleID, qty),
-			Render: func(r flashline.Reservation) ([]byte, error) {
-				return json.Marshal(map[string]any{"reservationId": r.ID, "quantity": r.Quantity})
-			},
 		},
 		deadline: time.Now().Add(10 * time.Second),
 		done:     make(chan struct{}),
@@ -84,7 +80,7 @@ func TestBatchSoldOutBoundaryInArrivalOrder(t *testing.T) {
 	a, b, c, d := newCall(sale.ID, "a", "k", 2), newCall(sale.ID, "b", "k", 2), newCall(sale.ID, "c", "k", 1), newCall(sale.ID, "d", "k", 1)
 	require.Empty(t, runBatch(t, s, a, b, c, d))
 	require.NoError(t, a.err)
-	require.Equal(t, 201, a.res.Status)
+	require.NotEmpty(t, a.res.Receipt)
 	require.ErrorIs(t, b.err, flashline.ErrSoldOut)
 	require.NoError(t, c.err)
 	require.ErrorIs(t, d.err, flashline.ErrSoldOut)
@@ -138,7 +134,7 @@ func TestBatchDuplicatesAndLimitsDoNotFailOthers(t *testing.T) {
 	require.Empty(t, runBatch(t, s, replay, bob, carol))
 	require.NoError(t, replay.err)
 	require.True(t, replay.res.Replayed)
-	require.Equal(t, first.res.Body, replay.res.Body)
+	require.Equal(t, first.res.Receipt, replay.res.Receipt)
 	require.NoError(t, bob.err)
 	require.NoError(t, carol.err)
 
@@ -264,7 +260,6 @@ func TestSaleQueueIsBounded(t *testing.T) {
 	reserve := func(customer string) {
 		_, err := s.Reserve(ctx, flashline.ReserveRequest{
 			SaleID: sale.ID, CustomerID: customer, IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("f"),
-			Render: func(flashline.Reservation) ([]byte, error) { return []byte("{}"), nil },
 		})
 		results <- err
 	}

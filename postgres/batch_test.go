@@ -27,7 +27,7 @@ func TestCoalescedReserveUnderContention(t *testing.T) {
 	var maxBatch atomic.Int64
 	stores := make([]*postgres.Store, 3)
 	for i := range stores {
-		stores[i] = postgres.NewStore(pool, pool)
+		stores[i] = postgres.NewStore(postgres.SinglePool(pool))
 		stores[i].OnBatch = func(n int) {
 			for {
 				m := maxBatch.Load()
@@ -70,7 +70,7 @@ func TestCoalescedReserveUnderContention(t *testing.T) {
 					}
 				}
 				mu.Lock()
-				answers = append(answers, answer{customer, key, res.Body, err})
+				answers = append(answers, answer{customer, key, res.Receipt, err})
 				mu.Unlock()
 			})
 		}
@@ -113,7 +113,7 @@ func BenchmarkReserveHotRow(b *testing.B) {
 		b.Run(fmt.Sprintf("max-batch=%d", maxBatch), func(b *testing.B) {
 			ctx := context.Background()
 			pool, _ := testdb.NewPool(b)
-			s := postgres.NewStore(pool, pool)
+			s := postgres.NewStore(postgres.SinglePool(pool))
 			s.MaxBatch = maxBatch
 			var batches, requests atomic.Int64
 			s.OnBatch = func(n int) { batches.Add(1); requests.Add(int64(n)) }
@@ -145,7 +145,7 @@ func TestBucketsNeverSoldOutWhileStockRemains(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
-	stores := []*postgres.Store{postgres.NewStore(pool, pool), postgres.NewStore(pool, pool), postgres.NewStore(pool, pool)}
+	stores := []*postgres.Store{postgres.NewStore(postgres.SinglePool(pool)), postgres.NewStore(postgres.SinglePool(pool)), postgres.NewStore(postgres.SinglePool(pool))}
 	const units = 90
 	sale, err := stores[0].CreateSale(ctx, flashline.NewSale{SKU: "sku_buckets", InitialStock: units, PerCustomerLimit: 1, ReservationTTLSeconds: 600, Buckets: 8})
 	require.NoError(t, err)

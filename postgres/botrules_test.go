@@ -20,7 +20,7 @@ import (
 func reservationID(t *testing.T, res flashline.ReserveResult) string {
 	t.Helper()
 	var v struct{ ReservationID string }
-	require.NoError(t, json.Unmarshal(res.Body, &v))
+	require.NoError(t, json.Unmarshal(res.Receipt, &v))
 	return v.ReservationID
 }
 
@@ -50,7 +50,7 @@ func TestAdmissionTokensAreSingleUse(t *testing.T) {
 	again, err := s.Reserve(ctx, req("ann", "k1", "", ""))
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
-	require.Equal(t, first.Body, again.Body)
+	require.Equal(t, first.Receipt, again.Receipt)
 
 	// Used: not again, even after the reservation is cancelled, and not by
 	// someone else.
@@ -67,7 +67,7 @@ func TestPerInstrumentLimitAndAccountAge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
-	stores := []*postgres.Store{postgres.NewStore(pool, pool), postgres.NewStore(pool, pool)}
+	stores := []*postgres.Store{postgres.NewStore(postgres.SinglePool(pool)), postgres.NewStore(postgres.SinglePool(pool))}
 	sale, err := stores[0].CreateSale(ctx, flashline.NewSale{SKU: "sku_card", InitialStock: 50, PerCustomerLimit: 1,
 		ReservationTTLSeconds: 600, PerInstrumentLimit: 3, MinAccountAgeSeconds: 3600})
 	require.NoError(t, err)

@@ -6,7 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flashline/flashline/sql/dbsqlc"
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/dbsqlc"
 )
 
 // Expired is one reservation the sweeper expired and restocked.
@@ -28,7 +29,7 @@ func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]Expired, error)
 		if err != nil || !locked {
 			return err
 		}
-		rows, err = q.ReservationsExpireDue(ctx, int32(batchSize))
+		rows, err = q.ReservationsExpireDue(ctx, dbsqlc.ReservationsExpireDueParams{BatchSize: int32(batchSize)})
 		return err
 	})
 	if err != nil {
@@ -44,7 +45,7 @@ func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]Expired, error)
 // InvariantResult is the invariant check of one sale.
 type InvariantResult struct {
 	SaleID string
-	State  string
+	State  flashline.SaleState
 	// Opened: the sale has opened (it is not scheduled, or its time came).
 	Opened       bool
 	OK           bool
@@ -71,7 +72,7 @@ func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]Invariant
 	if saleID != "" {
 		filter = &saleID
 	}
-	rows, err := dbsqlc.New(s.admin).InvariantCheck(ctx, filter)
+	rows, err := dbsqlc.New(s.admin).InvariantCheck(ctx, dbsqlc.InvariantCheckParams{SaleID: filter})
 	if err != nil {
 		return nil, fmt.Errorf("check invariants: %w", translate(err))
 	}
@@ -79,7 +80,7 @@ func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]Invariant
 	for _, r := range rows {
 		res := InvariantResult{
 			SaleID:       r.SaleID,
-			State:        r.State,
+			State:        flashline.SaleState(r.State),
 			Opened:       r.Opened,
 			OK:           r.Ok != nil && *r.Ok,
 			InitialStock: int(r.InitialStock),
@@ -108,15 +109,15 @@ func mismatchDetail(available, pending, confirmed, initial, ledger int) string {
 func (s *Store) recordInvariant(ctx context.Context, res *InvariantResult) error {
 	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
-		if err := q.SaleLockForVerdict(ctx, res.SaleID); err != nil {
+		if err := q.SaleLockForVerdict(ctx, dbsqlc.SaleLockForVerdictParams{SaleID: res.SaleID}); err != nil {
 			return err
 		}
-		prevOK, err := q.InvariantStatusUpsert(ctx, res.SaleID, res.OK, res.Detail)
+		prevOK, err := q.InvariantStatusUpsert(ctx, dbsqlc.InvariantStatusUpsertParams{SaleID: res.SaleID, Ok: res.OK, Detail: res.Detail})
 		if err != nil || res.OK {
 			return err
 		}
 		reason := "invariant mismatch: " + res.Detail
-		if err := q.SalePauseForIncident(ctx, &reason, res.SaleID); err != nil {
+		if err := q.SalePauseForIncident(ctx, dbsqlc.SalePauseForIncidentParams{PauseReason: &reason, SaleID: res.SaleID}); err != nil {
 			return err
 		}
 		if !prevOK {
@@ -146,7 +147,7 @@ func (s *Store) PruneIdempotencyKeys(ctx context.Context, retentionSeconds, batc
 	var total int64
 	q := dbsqlc.New(s.admin)
 	for {
-		n, err := q.IdempotencyKeysPrune(ctx, int32(retentionSeconds), int32(batchSize))
+		n, err := q.IdempotencyKeysPrune(ctx, dbsqlc.IdempotencyKeysPruneParams{RetentionSeconds: int32(retentionSeconds), BatchSize: int32(batchSize)})
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("prune idempotency keys: %w", translate(err))
@@ -155,4 +156,35 @@ func (s *Store) PruneIdempotencyKeys(ctx context.Context, retentionSeconds, batc
 			return total, nil
 		}
 	}
+}
+
+// SaleCounts is one line of the sale_invariant view: a sale's units by
+// state, and whether they add up.
+type SaleCounts struct {
+	SaleID                          string
+	State                           flashline.SaleState
+	InitialStock                    int
+	Available, Pending, Confirmed   int
+	Expired, Cancelled, LedgerTotal int
+	OK                              bool
+}
+
+// SaleInvariants reads the sale_invariant view for every sale, for a person
+// to read (`flashline check`); it changes nothing (the invariant job is what
+// pauses a sale).
+func (s *Store) SaleInvariants(ctx context.Context) ([]SaleCounts, error) {
+	rows, err := dbsqlc.New(s.admin).SaleInvariantAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sale invariants: %w", translate(err))
+	}
+	out := make([]SaleCounts, len(rows))
+	for i, r := range rows {
+		out[i] = SaleCounts{
+			SaleID: r.SaleID, State: flashline.SaleState(r.State), InitialStock: int(r.InitialStock),
+			Available: int(r.Available), Pending: int(r.Pending), Confirmed: int(r.Confirmed),
+			Expired: int(r.Expired), Cancelled: int(r.Cancelled), LedgerTotal: int(r.LedgerTotal),
+			OK: r.Ok != nil && *r.Ok,
+		}
+	}
+	return out, nil
 }

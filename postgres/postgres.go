@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/flashline/flashline/sql/dbsqlc"
+	"github.com/flashline/flashline/internal/dbsqlc"
 )
 
 // PoolOptions sizes one connection pool.

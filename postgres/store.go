@@ -5,23 +5,38 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/sql/dbsqlc"
+	"github.com/flashline/flashline/internal/dbsqlc"
 )
 
-// Store implements flashline.Store.
+// Pools are the Store's connection pools, one per role, each sized on its
+// own so that no role can starve another:
+//   - Sale: the purchase path (reservations, and the rate limits of admitted
+//     reservations), so a flood of buyers holds at most its connections;
+//   - Admin: the admin API, reads of reservations, confirm and cancel, and
+//     the jobs' statements: never delayed by buyers or a waiting crowd;
+//   - Room: the waiting room (new tickets' rate limits and position leases,
+//     the pacer, whose leader holds one connection while it leads) and the
+//     sale cache's reads.
+//
+// They may be the same pool (SinglePool), as in tests and the CLI.
+type Pools struct {
+	Sale, Admin, Room *pgxpool.Pool
+}
+
+// SinglePool is Pools with one pool in every role.
+func SinglePool(p *pgxpool.Pool) Pools { return Pools{Sale: p, Admin: p, Room: p} }
+
+// Store implements flashline.Store, and what the sale cache (salecache.Source)
+// and the waiting room (waitroom.Store) need of the database.
 type Store struct {
-	// sale is the purchase path's pool: reserve only, so a flood of buyers
-	// can hold at most its connections.
-	sale *pgxpool.Pool
-	// admin serves everything else: sale administration, reads, confirm and
-	// cancel, so a saturated purchase path never delays them.
-	admin *pgxpool.Pool
+	sale, admin, room *pgxpool.Pool
 	// ReserveTimeout bounds one reserve attempt, its wait for a batch
 	// included. The transaction runs to the end even if the client hangs up,
 	// so that its retry finds the stored answer rather than a half-done
@@ -35,8 +50,8 @@ type Store struct {
 	// QueueRounds bounds the reservations of one sale that may wait for a
 	// batch on this instance, in rounds of batches (a round is MaxBatch ×
 	// BatchesInFlight requests): a burst may fill them all, a queue that
-	// stands is cut down to one or two (queueBound, batch.go). One more is
-	// refused at once with ErrOverloaded. 0: no bound (serve sets
+	// stands is cut down to one or two (queueBound, coalescer.go). One more
+	// is refused at once with ErrOverloaded. 0: no bound (serve sets
 	// DefaultQueueRounds).
 	QueueRounds int
 	// OnBatch, when set, is told the size of every batch (for metrics).
@@ -48,6 +63,9 @@ type Store struct {
 	// OnQueueFull, when set, is told of every request refused because its
 	// sale's queue was full (for metrics).
 	OnQueueFull func()
+	// Logger takes what goes wrong in the background (a lost LISTEN
+	// connection); nil discards it.
+	Logger *slog.Logger
 
 	batches coalescer
 
@@ -62,10 +80,16 @@ var _ flashline.Store = (*Store)(nil)
 // 60-80 ms, at most), while a steady overload settles at one or two rounds.
 const DefaultQueueRounds = 8
 
-// NewStore returns a Store using salePool for reservations and adminPool for
-// everything else (they may be the same pool).
-func NewStore(salePool, adminPool *pgxpool.Pool) *Store {
-	s := &Store{sale: salePool, admin: adminPool, ReserveTimeout: 5 * time.Second, MaxBatch: 64, BatchesInFlight: 1}
+func (s *Store) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+// NewStore returns a Store on the given pools.
+func NewStore(p Pools) *Store {
+	s := &Store{sale: p.Sale, admin: p.Admin, room: p.Room, ReserveTimeout: 5 * time.Second, MaxBatch: 64, BatchesInFlight: 1}
 	s.batches = coalescer{store: s, sales: make(map[string]*saleQueue)}
 	return s
 }
@@ -77,12 +101,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 		return flashline.Sale{}, err
 	}
 	id := flashline.NewID(flashline.SaleIDPrefix)
-	state := flashline.StateScheduled
-	if n.OpensAt == nil || !n.OpensAt.After(time.Now()) {
-		if n.Admission == flashline.AdmissionDirect {
-			state = flashline.StateOpen
-		}
-	}
+	state := n.InitialState(time.Now())
 	buckets := make([]int32, n.Buckets)
 	quantities := make([]int32, n.Buckets)
 	for b := range buckets {
@@ -107,14 +126,14 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 		if _, err := q.SaleInsert(ctx, dbsqlc.SaleInsertParams{
 			SaleID:                id,
 			Sku:                   n.SKU,
-			State:                 state,
+			State:                 string(state),
 			InitialStock:          int32(n.InitialStock),
 			PerCustomerLimit:      int32(n.PerCustomerLimit),
 			ReservationTtlSeconds: int32(n.ReservationTTLSeconds),
 			OpensAt:               n.OpensAt,
-			Admission:             n.Admission,
+			Admission:             string(n.Admission),
 			Buckets:               int32(n.Buckets),
-			Fairness:              n.Fairness,
+			Fairness:              string(n.Fairness),
 			ChallengeBits:         int32(n.ChallengeBits),
 			PerInstrumentLimit:    perInstrument,
 			MinAccountAgeSeconds:  int32(n.MinAccountAgeSeconds),
@@ -123,14 +142,14 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			return err
 		}
 		if n.Admission == flashline.AdmissionWaitingRoom {
-			if err := q.WaitroomCreate(ctx, id); err != nil {
+			if err := q.WaitroomCreate(ctx, dbsqlc.WaitroomCreateParams{SaleID: id}); err != nil {
 				return err
 			}
 		}
-		if err := q.StockInsert(ctx, id, buckets, quantities); err != nil {
+		if err := q.StockInsert(ctx, dbsqlc.StockInsertParams{SaleID: id, Buckets: buckets, Quantities: quantities}); err != nil {
 			return err
 		}
-		return q.StockLedgerInsertInitial(ctx, id)
+		return q.StockLedgerInsertInitial(ctx, dbsqlc.StockLedgerInsertInitialParams{SaleID: id})
 	})
 	if err != nil {
 		return flashline.Sale{}, fmt.Errorf("create sale: %w", translate(err))
@@ -140,7 +159,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 
 // Sale reads a sale with its live counts.
 func (s *Store) Sale(ctx context.Context, saleID string) (flashline.Sale, error) {
-	row, err := dbsqlc.New(s.admin).SaleGet(ctx, saleID)
+	row, err := dbsqlc.New(s.admin).SaleGet(ctx, dbsqlc.SaleGetParams{SaleID: saleID})
 	if err != nil {
 		return flashline.Sale{}, fmt.Errorf("sale %s: %w", saleID, translate(err))
 	}
@@ -160,14 +179,14 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 		LedgerTotal:           int(r.LedgerTotal),
 		PerCustomerLimit:      int(r.PerCustomerLimit),
 		ReservationTTLSeconds: int(r.ReservationTtlSeconds),
-		Admission:             r.Admission,
+		Admission:             flashline.Admission(r.Admission),
 		Buckets:               int(r.Buckets),
-		Fairness:              r.Fairness,
+		Fairness:              flashline.Fairness(r.Fairness),
 		ChallengeBits:         int(r.ChallengeBits),
 		MinAccountAgeSeconds:  int(r.MinAccountAgeSeconds),
 		OpensAt:               r.OpensAt,
 		CreatedAt:             r.CreatedAt,
-		State:                 effectiveState(r.State, r.OpensAt, r.Now, int(r.Available)),
+		State:                 flashline.EffectiveState(flashline.SaleState(r.State), r.OpensAt, r.Now, int(r.Available)),
 	}
 	if r.PauseReason != nil {
 		sale.PauseReason = *r.PauseReason
@@ -191,43 +210,19 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 	return sale
 }
 
-// effectiveState is the state a sale shows: a scheduled sale whose time has
-// come is open, and an open sale with nothing available is sold out.
-func effectiveState(stored string, opensAt *time.Time, now time.Time, available int) string {
-	state := stored
-	if state == flashline.StateScheduled && opensAt != nil && !opensAt.After(now) {
-		state = flashline.StateOpen
-	}
-	if state == flashline.StateOpen && available == 0 {
-		state = flashline.StateSoldOut
-	}
-	return state
-}
-
 // SaleIDs lists every sale, oldest first.
 func (s *Store) SaleIDs(ctx context.Context) ([]string, error) {
 	ids, err := dbsqlc.New(s.admin).SaleList(ctx)
 	return ids, translate(err)
 }
 
-// transitions lists, for each admin action, the stored state it leads to and
-// the states it may start from. The target is among its own sources, so
-// repeating an action is harmless.
-var transitions = map[string]struct {
-	to   string
-	from []string
-}{
-	flashline.ActionOpen:   {flashline.StateOpen, []string{flashline.StateScheduled, flashline.StateOpen}},
-	flashline.ActionPause:  {flashline.StatePaused, []string{flashline.StateScheduled, flashline.StateOpen, flashline.StatePaused}},
-	flashline.ActionResume: {flashline.StateOpen, []string{flashline.StatePaused, flashline.StateOpen}},
-	flashline.ActionClose:  {flashline.StateClosed, []string{flashline.StateScheduled, flashline.StateOpen, flashline.StatePaused, flashline.StateClosed}},
-}
-
-// SetSaleState applies an admin action (open, pause, resume, close).
-func (s *Store) SetSaleState(ctx context.Context, saleID, action string) (flashline.Sale, error) {
-	t, ok := transitions[action]
-	if !ok {
-		return flashline.Sale{}, flashline.Invalid("unknown action " + action)
+// SetSaleState applies an admin action (open, pause, resume, close), as the
+// domain's state machine allows (flashline.SaleAction.Transition): one
+// conditional update from the allowed states.
+func (s *Store) SetSaleState(ctx context.Context, saleID string, action flashline.SaleAction) (flashline.Sale, error) {
+	to, from, err := action.Transition()
+	if err != nil {
+		return flashline.Sale{}, err
 	}
 	if action == flashline.ActionResume {
 		// A sale paused because its stock did not add up opens again only if
@@ -247,8 +242,12 @@ func (s *Store) SetSaleState(ctx context.Context, saleID, action string) (flashl
 		r := "paused by admin"
 		reason = &r
 	}
-	_, err := dbsqlc.New(s.admin).SaleSetState(ctx, dbsqlc.SaleSetStateParams{
-		State: t.to, OpenNow: action == flashline.ActionOpen, PauseReason: reason, SaleID: saleID, FromStates: t.from,
+	fromStates := make([]string, len(from))
+	for i, f := range from {
+		fromStates[i] = string(f)
+	}
+	_, err = dbsqlc.New(s.admin).SaleSetState(ctx, dbsqlc.SaleSetStateParams{
+		State: string(to), OpenNow: action == flashline.ActionOpen, PauseReason: reason, SaleID: saleID, FromStates: fromStates,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Unknown sale, or a transition that is not allowed: tell which.
@@ -261,134 +260,4 @@ func (s *Store) SetSaleState(ctx context.Context, saleID, action string) (flashl
 		return flashline.Sale{}, fmt.Errorf("%s sale %s: %w", action, saleID, translate(err))
 	}
 	return s.Sale(ctx, saleID)
-}
-
-// Reserve runs one reservation attempt, coalesced with concurrent attempts
-// for the same sale (see batch.go and sql/queries/reserve.sql for the
-// statements and why they are safe under concurrency).
-func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
-	if req.AdmissionID != "" {
-		if err := s.limitAdmitted(ctx, req); err != nil {
-			return flashline.ReserveResult{}, err
-		}
-	}
-	// The attempt is detached from the client: a mobile client that gives up
-	// after a few milliseconds must not abort the transaction half way, or
-	// its retry would do the work again instead of replaying the answer.
-	c := &call{req: req, deadline: time.Now().Add(s.ReserveTimeout), done: make(chan struct{})}
-	s.batches.submit(c)
-	return c.res, c.err
-}
-
-// SaleBusy reports whether a reservation of saleID would be refused at once
-// because the sale's queue is full (Store.QueueRounds): a peek, without
-// queueing, so that the HTTP layer can refuse it before it has paid for the
-// body and the token.
-func (s *Store) SaleBusy(saleID string) bool { return s.batches.full(saleID) }
-
-// Reserve attempts with a valid admission token (waiting-room sales) are
-// rate limited per account and per payment instrument, across instances.
-// The check sits here, behind the sale cache (salecache.Wrap), so that a
-// sold-out or closed sale refuses from memory without this write.
-const (
-	reserveWindow         = 10 * time.Second
-	reservesPerAccount    = 10
-	reservesPerInstrument = 20
-)
-
-func (s *Store) limitAdmitted(ctx context.Context, req flashline.ReserveRequest) error {
-	if err := s.RateLimit(ctx, "reserve", req.SaleID+"\n"+req.CustomerID, reserveWindow, reservesPerAccount); err != nil {
-		return err
-	}
-	if req.PaymentInstrument == "" {
-		return nil
-	}
-	return s.RateLimit(ctx, "reserve-instrument", req.SaleID+"\n"+req.PaymentInstrument, reserveWindow, reservesPerInstrument)
-}
-
-// Reservation reads a reservation that by may see.
-func (s *Store) Reservation(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
-	row, err := dbsqlc.New(s.admin).ReservationGet(ctx, reservationID)
-	if err != nil {
-		return flashline.Reservation{}, fmt.Errorf("reservation %s: %w", reservationID, translate(err))
-	}
-	if !by.CanAct(row.CustomerID) {
-		// Someone else's reservation is not theirs to know about.
-		return flashline.Reservation{}, fmt.Errorf("reservation %s: %w", reservationID, flashline.ErrNotFound)
-	}
-	r := flashline.Reservation{
-		ID:          row.ReservationID,
-		SaleID:      row.SaleID,
-		CustomerID:  row.CustomerID,
-		Quantity:    int(row.Quantity),
-		State:       row.State,
-		CreatedAt:   row.CreatedAt,
-		ExpiresAt:   row.ExpiresAt.UTC(),
-		ConfirmedAt: row.ConfirmedAt,
-	}
-	if row.OrderID != nil {
-		r.OrderID = *row.OrderID
-	}
-	return r, nil
-}
-
-// stateError is the error for acting on a reservation that is no longer pending.
-func stateError(r flashline.Reservation) error {
-	switch r.State {
-	case flashline.ReservationExpired:
-		return flashline.ErrReservationExpired
-	case flashline.ReservationCancelled:
-		return flashline.ErrReservationCancelled
-	case flashline.ReservationConfirmed:
-		return flashline.ErrReservationConfirmed
-	}
-	return nil
-}
-
-// Confirm turns a pending reservation into an order, once: repeating it
-// returns the same order.
-func (s *Store) Confirm(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
-	r, err := s.Reservation(ctx, reservationID, by)
-	if err != nil {
-		return r, err
-	}
-	if r.State == flashline.ReservationPending {
-		_, err := dbsqlc.New(s.admin).ReservationConfirm(ctx, flashline.NewID(flashline.OrderIDPrefix), reservationID)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return r, fmt.Errorf("confirm reservation %s: %w", reservationID, translate(err))
-		}
-		// Matched or not (a concurrent confirm or cancel won, or it expired),
-		// the reservation as it now stands is the answer.
-		if r, err = s.Reservation(ctx, reservationID, by); err != nil {
-			return r, err
-		}
-	}
-	switch {
-	case r.State == flashline.ReservationConfirmed:
-		return r, nil
-	case r.State == flashline.ReservationPending:
-		return r, flashline.ErrReservationExpired // past expires_at, not yet swept
-	}
-	return r, stateError(r)
-}
-
-// Cancel cancels a pending reservation and returns its units to stock exactly
-// once, however often and wherever it is called.
-func (s *Store) Cancel(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
-	r, err := s.Reservation(ctx, reservationID, by)
-	if err != nil {
-		return r, err
-	}
-	if r.State == flashline.ReservationPending {
-		if _, err := dbsqlc.New(s.admin).ReservationCancel(ctx, reservationID); err != nil {
-			return r, fmt.Errorf("cancel reservation %s: %w", reservationID, translate(err))
-		}
-		if r, err = s.Reservation(ctx, reservationID, by); err != nil {
-			return r, err
-		}
-	}
-	if r.State == flashline.ReservationCancelled {
-		return r, nil
-	}
-	return r, stateError(r)
 }

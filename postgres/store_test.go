@@ -20,7 +20,7 @@ import (
 func newStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
-	return postgres.NewStore(pool, pool), pool
+	return postgres.NewStore(postgres.SinglePool(pool)), pool
 }
 
 func createSale(t *testing.T, s *postgres.Store, stock, limit int) flashline.Sale {
@@ -34,9 +34,6 @@ func reserveReq(saleID, customer, key string, qty int) flashline.ReserveRequest 
 	return flashline.ReserveRequest{
 		SaleID: saleID, CustomerID: customer, IdempotencyKey: key, Quantity: qty,
 		Fingerprint: []byte(fmt.Sprintf("%s/%d", saleID, qty)),
-		Render: func(r flashline.Reservation) ([]byte, error) {
-			return json.Marshal(map[string]any{"reservationId": r.ID, "quantity": r.Quantity, "expiresAt": r.ExpiresAt})
-		},
 	}
 }
 
@@ -58,14 +55,14 @@ func TestReserve(t *testing.T) {
 
 	first, err := s.Reserve(ctx, reserveReq(sale.ID, "alice", "k1", 1))
 	require.NoError(t, err)
-	require.Equal(t, 201, first.Status)
+	require.NotEmpty(t, first.Receipt)
 	require.False(t, first.Replayed)
 
 	t.Run("ReplaySameBody", func(t *testing.T) {
 		again, err := s.Reserve(ctx, reserveReq(sale.ID, "alice", "k1", 1))
 		require.NoError(t, err)
 		require.True(t, again.Replayed)
-		require.Equal(t, first.Body, again.Body)
+		require.Equal(t, first.Receipt, again.Receipt)
 	})
 	t.Run("KeyReusedDifferentBody", func(t *testing.T) {
 		_, err := s.Reserve(ctx, reserveReq(sale.ID, "alice", "k1", 2))
@@ -91,12 +88,12 @@ func TestReserve(t *testing.T) {
 		var bobRes struct{ ReservationID string }
 		r, err := s.Reserve(ctx, reserveReq(sale.ID, "bob", "k1", 1))
 		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(r.Body, &bobRes))
+		require.NoError(t, json.Unmarshal(r.Receipt, &bobRes))
 		_, err = s.Cancel(ctx, bobRes.ReservationID, flashline.Actor{CustomerID: "bob"})
 		require.NoError(t, err)
 		res, err := s.Reserve(ctx, reserveReq(sale.ID, "carol", "k1", 1))
 		require.NoError(t, err)
-		require.Equal(t, 201, res.Status)
+		require.NotEmpty(t, res.Receipt)
 	})
 	t.Run("QuantityAboveLimit", func(t *testing.T) {
 		_, err := s.Reserve(ctx, reserveReq(sale.ID, "dave", "k1", 3))

@@ -1,16 +1,19 @@
 // Package salecache is what each flashline instance knows about its sales
-// without asking the database: which are sold out, paused, closed or not yet
-// open. It lets the purchase path answer the 99% "no" — sold out, not open —
-// with no database round trip (see Cache.Wrap).
+// without asking the database: whether each is scheduled, open, paused,
+// closed or sold out, its waiting room's rules and counters. One cache
+// serves the purchase path, which answers the 99% "no" (sold out, not open)
+// from it with no database round trip (Cache.Wrap), and the waiting room,
+// which answers every status poll from it (package waitroom).
 //
-// The database stays the authority. Triggers (migration 000002) send a
-// flashline_sale_changed notification whenever a bucket runs out or gets stock
-// back and whenever a sale's state changes; every instance LISTENs and re-reads
-// that sale, and re-reads every sale once a second in case a notification was
+// The database stays the authority. It tells every instance when a sale
+// changes (a Source's Listen: a bucket runs out or gets stock back, a state
+// or opening time changes, a room's watermark moves), and the cache re-reads
+// that sale; it re-reads every sale once a second in case a notification was
 // missed. A stale "available" costs one round trip (the conditional UPDATE
-// then says sold out); a stale "sold out" lasts until the notification or the
-// next refresh; and an entry not refreshed for StaleAfter (database
-// unreachable) is not trusted at all, so the purchase path fails closed.
+// then says sold out); a stale "sold out" lasts until the notification or
+// the next refresh; and an entry not refreshed for StaleAfter (the database
+// unreachable) is not trusted: the purchase path asks the database, and so
+// fails closed, and the room reads it again before answering.
 //
 // A sale that is sold out, paused or closed still sends to the database the
 // requests of customers who ever held a reservation in it: their retry must
@@ -26,16 +29,59 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/internal/reload"
-	"github.com/flashline/flashline/sql/dbsqlc"
 )
 
-// Channel is the notification channel the triggers send to.
-const Channel = "flashline_sale_changed"
+// Sale is what the cache knows of one sale.
+type Sale struct {
+	ID                   string
+	State                flashline.SaleState // as stored: never sold_out
+	OpensAt              *time.Time
+	Admission            flashline.Admission
+	Fairness             flashline.Fairness
+	ChallengeBits        int
+	MinAccountAgeSeconds int
+	// DrawSeed is the secret seed of the waiting room's pre-open draw.
+	DrawSeed []byte
+	// SoldOut: no bucket holds a unit.
+	SoldOut bool
+	// The waiting room (waiting_room sales only): the next position to hand
+	// out, how many were handed out before the open (-1: not frozen yet),
+	// the watermark (ranks up to it may be admitted) and the pace it moves
+	// at (ranks per second).
+	NextPosition    int64
+	PreopenCount    int64
+	AdmittedThrough int64
+	Pace            float64
+}
+
+// Opened reports whether the sale has opened by now's clock (it may be
+// paused or closed since): its opening time has passed (opening a sale sets
+// it), or it was created open, without one. The database's clock decides
+// what is stored; this only shapes answers given from memory.
+func (s Sale) Opened(now time.Time) bool {
+	if s.OpensAt == nil {
+		return s.State != flashline.StateScheduled
+	}
+	return !s.OpensAt.After(now)
+}
+
+// Source is what the cache reads (*postgres.Store).
+type Source interface {
+	// SaleFacts reads saleID, or with "" every sale worth keeping (not
+	// closed, or closed for less than a day). An unknown id reads nothing.
+	SaleFacts(ctx context.Context, saleID string) ([]Sale, error)
+	// SaleCustomers lists the customers who ever held a reservation in the
+	// sale.
+	SaleCustomers(ctx context.Context, saleID string) ([]string, error)
+	// Listen calls changed with the id of every sale the database says
+	// changed, and with "" (every sale) whenever it had to (re)connect, until
+	// ctx is done.
+	Listen(ctx context.Context, changed func(saleID string)) error
+}
 
 // Options configure a Cache. Zero values take the defaults shown.
 type Options struct {
@@ -43,9 +89,9 @@ type Options struct {
 	// for a missed notification. Default 1s.
 	RefreshInterval time.Duration
 	// StaleAfter is how long an entry is trusted without a successful
-	// refresh. Default 5s.
+	// read. Default 3s.
 	StaleAfter time.Duration
-	// CustomersMaxAge is how long the customer list of a sold-out sale is
+	// CustomersMaxAge is how long the customer list of a refusing sale is
 	// kept before the periodic refresh reloads it. Default 10s.
 	CustomersMaxAge time.Duration
 	Logger          *slog.Logger
@@ -55,34 +101,40 @@ type Options struct {
 
 // Cache is safe for concurrent use.
 type Cache struct {
-	pool *pgxpool.Pool
+	src  Source
 	opts Options
 
 	mu    sync.RWMutex
-	sales map[string]*entry
+	sales map[string]*entry // replaced whole on every read, never changed
 
-	reloader *reload.Reloader
+	reads   singleflight.Group // on-demand reads under way, by sale
+	reloads reloader
 
 	fastRejects *prometheus.CounterVec
 }
 
 type entry struct {
-	state     string
-	opensAt   *time.Time
-	soldOut   bool
-	refreshed time.Time
+	Sale
+	loaded time.Time
 	// customers who ever held a reservation; loaded while the sale refuses.
 	customers       map[string]struct{}
 	customersLoaded time.Time
 }
 
-// New returns a Cache that reads through pool. Call Run to keep it current.
-func New(pool *pgxpool.Pool, opts Options) *Cache {
+// refuses reports whether the purchase path may refuse the sale from memory,
+// which needs the list of customers who ever held a reservation in it.
+func (e *entry) refuses() bool {
+	return e.SoldOut || e.State != flashline.StateOpen
+}
+
+// New returns a Cache that reads from src. Call Load to start warm and Run
+// to keep it current.
+func New(src Source, opts Options) *Cache {
 	if opts.RefreshInterval == 0 {
 		opts.RefreshInterval = time.Second
 	}
 	if opts.StaleAfter == 0 {
-		opts.StaleAfter = 5 * time.Second
+		opts.StaleAfter = 3 * time.Second
 	}
 	if opts.CustomersMaxAge == 0 {
 		opts.CustomersMaxAge = 10 * time.Second
@@ -97,7 +149,7 @@ func New(pool *pgxpool.Pool, opts Options) *Cache {
 		opts.Now = time.Now
 	}
 	c := &Cache{
-		pool:  pool,
+		src:   src,
 		opts:  opts,
 		sales: map[string]*entry{},
 		fastRejects: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -105,24 +157,14 @@ func New(pool *pgxpool.Pool, opts Options) *Cache {
 			Help: "Reservations answered from memory, without the database, by outcome.",
 		}, []string{"outcome"}),
 	}
-	c.reloader = &reload.Reloader{
-		Name: "salecache", Pool: pool, Channels: []string{Channel}, Interval: opts.RefreshInterval, Logger: opts.Logger,
-		Load: func(ctx context.Context, saleID string) error {
-			if saleID == reload.All {
-				return c.Load(ctx)
-			}
-			return c.reloadSale(ctx, saleID)
-		},
-	}
+	c.reloads = reloader{load: c.reload, logger: opts.Logger}
 	opts.Registry.MustRegister(c.fastRejects, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "flashline_sales_sold_out",
 		Help: "Sales this instance knows to be sold out.",
 	}, func() float64 {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
 		n := 0
-		for _, e := range c.sales {
-			if e.soldOut {
+		for _, s := range c.Sales() {
+			if s.SoldOut {
 				n++
 			}
 		}
@@ -131,84 +173,154 @@ func New(pool *pgxpool.Pool, opts Options) *Cache {
 	return c
 }
 
-// Run keeps the cache current until ctx is done: it listens for
-// notifications and refreshes periodically. Call Load first to start warm.
-func (c *Cache) Run(ctx context.Context) error { return c.reloader.Run(ctx) }
-
-// request asks for saleID (reload.All: every sale) to be read again soon.
-func (c *Cache) request(saleID string) { c.reloader.Request(saleID) }
+// Run keeps the cache current until ctx is done: it listens for changes and
+// re-reads every sale every RefreshInterval. Call Load first to start warm.
+func (c *Cache) Run(ctx context.Context) error {
+	return c.reloads.run(ctx, c.opts.RefreshInterval, c.src.Listen)
+}
 
 // Load reads every sale now: the pre-warm before serving.
-func (c *Cache) Load(ctx context.Context) error {
-	return c.load(ctx, nil, false)
+func (c *Cache) Load(ctx context.Context) error { return c.load(ctx, "", false) }
+
+// reload re-reads saleID ("": every sale), and the customer list of a
+// refusing sale named in a notification: its stock or state changed, and
+// with it possibly its holders.
+func (c *Cache) reload(ctx context.Context, saleID string) error {
+	return c.load(ctx, saleID, saleID != "")
 }
 
-func (c *Cache) reloadSale(ctx context.Context, saleID string) error {
-	return c.load(ctx, &saleID, true)
-}
-
-// load re-reads the flags of one sale (saleID) or of all. freshCustomers forces
-// the customer list of a refusing sale to be re-read: a notification means
-// its stock or state changed, and with it possibly its holders.
-func (c *Cache) load(ctx context.Context, saleID *string, freshCustomers bool) error {
+func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	q := dbsqlc.New(c.pool)
-	rows, err := q.SaleFlags(ctx, saleID)
+	rows, err := c.src.SaleFacts(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("salecache: load: %w", err)
 	}
 	now := c.opts.Now()
-	for _, r := range rows {
-		e := &entry{state: r.State, opensAt: r.OpensAt, soldOut: r.MaxBucket <= 0, refreshed: now}
-		c.mu.RLock()
-		old := c.sales[r.SaleID]
-		c.mu.RUnlock()
+	for _, s := range rows {
+		e := &entry{Sale: s, loaded: now}
+		old := c.entry(s.ID)
+		if old != nil && old.AdmittedThrough > e.AdmittedThrough {
+			// A read that started before a newer one finished must not
+			// move the watermark back in memory.
+			e.AdmittedThrough, e.PreopenCount = old.AdmittedThrough, old.PreopenCount
+		}
 		if e.refuses() {
-			keep := old != nil && old.refuses() && old.customers != nil &&
-				!freshCustomers && now.Sub(old.customersLoaded) < c.opts.CustomersMaxAge
-			if keep {
+			if old != nil && old.refuses() && old.customers != nil && !freshCustomers &&
+				now.Sub(old.customersLoaded) < c.opts.CustomersMaxAge {
 				e.customers, e.customersLoaded = old.customers, old.customersLoaded
-			} else {
-				ids, err := q.SaleCustomers(ctx, r.SaleID)
-				if err != nil {
-					return fmt.Errorf("salecache: customers of %s: %w", r.SaleID, err)
-				}
-				e.customers = make(map[string]struct{}, len(ids))
-				for _, id := range ids {
-					e.customers[id] = struct{}{}
-				}
-				e.customersLoaded = now
+			} else if err := c.loadCustomers(ctx, e, now); err != nil {
+				return err
 			}
 		}
 		c.mu.Lock()
-		c.sales[r.SaleID] = e
+		c.sales[s.ID] = e
+		c.mu.Unlock()
+	}
+	if saleID == "" {
+		// Sales the periodic read no longer covers (closed a day ago) are
+		// forgotten after a minute; asking again reads them again.
+		c.mu.Lock()
+		for id, e := range c.sales {
+			if now.Sub(e.loaded) > time.Minute {
+				delete(c.sales, id)
+			}
+		}
 		c.mu.Unlock()
 	}
 	return nil
 }
 
+func (c *Cache) loadCustomers(ctx context.Context, e *entry, now time.Time) error {
+	ids, err := c.src.SaleCustomers(ctx, e.ID)
+	if err != nil {
+		return fmt.Errorf("salecache: customers of %s: %w", e.ID, err)
+	}
+	e.customers = make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		e.customers[id] = struct{}{}
+	}
+	e.customersLoaded = now
+	return nil
+}
+
+func (c *Cache) entry(saleID string) *entry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.sales[saleID]
+}
+
+func (c *Cache) fresh(e *entry) bool {
+	return e != nil && c.opts.Now().Sub(e.loaded) <= c.opts.StaleAfter
+}
+
+// Sales is every sale in memory now, fresh or not.
+func (c *Cache) Sales() []Sale {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]Sale, 0, len(c.sales))
+	for _, e := range c.sales {
+		out = append(out, e.Sale)
+	}
+	return out
+}
+
+// Sale returns what the cache knows of saleID, reading it first when it is
+// missing or stale (one read per sale at a time, however many ask). fresh is
+// false when the read failed and only a stale entry is left. ErrNotFound:
+// the database has no such sale (nothing is kept of it: ids are the client's
+// to choose, and a cache of what does not exist would be theirs to fill);
+// ErrUnavailable: nothing is known and the database cannot be read.
+func (c *Cache) Sale(ctx context.Context, saleID string) (s Sale, fresh bool, err error) {
+	if e := c.entry(saleID); c.fresh(e) {
+		return e.Sale, true, nil
+	}
+	read := c.reads.DoChan(saleID, func() (any, error) {
+		// Detached from the first caller, whom others may be waiting
+		// behind; load bounds itself.
+		err := c.load(context.WithoutCancel(ctx), saleID, false)
+		if err != nil {
+			c.opts.Logger.WarnContext(ctx, "salecache: read sale", "sale_id", saleID, "err", err)
+		}
+		if e := c.entry(saleID); e != nil {
+			return e, nil // fresh, or stale when the read failed
+		}
+		if err != nil {
+			return nil, errors.Join(flashline.ErrUnavailable, err)
+		}
+		return nil, fmt.Errorf("sale %s: %w", saleID, flashline.ErrNotFound)
+	})
+	select {
+	case res := <-read:
+		if res.Err != nil {
+			return Sale{}, false, res.Err
+		}
+		e := res.Val.(*entry)
+		return e.Sale, c.fresh(e), nil
+	case <-ctx.Done():
+		return Sale{}, false, errors.Join(flashline.ErrUnavailable, ctx.Err())
+	}
+}
+
 // Decide answers a reservation attempt from memory when it can: ErrSoldOut or
 // ErrSaleNotOpen, or nil when the database must decide.
 func (c *Cache) Decide(saleID, customerID string) error {
-	now := c.opts.Now()
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	e := c.sales[saleID]
-	if e == nil || now.Sub(e.refreshed) > c.opts.StaleAfter {
+	e := c.entry(saleID)
+	if !c.fresh(e) {
 		return nil
 	}
+	now := c.opts.Now()
 	var refusal error
 	switch {
-	case e.state == flashline.StatePaused || e.state == flashline.StateClosed:
+	case e.State == flashline.StatePaused || e.State == flashline.StateClosed:
 		refusal = flashline.ErrSaleNotOpen
-	case e.state == flashline.StateScheduled:
+	case e.State == flashline.StateScheduled:
 		// The database's clock decides the opening; only refuse when even a
 		// generous skew between the two clocks could not make it open.
-		if e.opensAt == nil || e.opensAt.After(now.Add(time.Second)) {
+		if e.OpensAt == nil || e.OpensAt.After(now.Add(time.Second)) {
 			refusal = flashline.ErrSaleNotOpen
 		}
-	case e.soldOut:
+	case e.SoldOut:
 		refusal = flashline.ErrSoldOut
 	}
 	if refusal == nil || e.customers == nil {
@@ -221,11 +333,9 @@ func (c *Cache) Decide(saleID, customerID string) error {
 	return refusal
 }
 
-// refuses reports whether Decide may answer for the sale from memory, which
-// needs the list of customers who ever held a reservation in it.
-func (e *entry) refuses() bool {
-	return e.soldOut || e.state != flashline.StateOpen
-}
+// Changed asks for saleID to be read again soon: the caller learned that
+// memory is behind (the database said sold out or not open).
+func (c *Cache) Changed(saleID string) { c.reloads.request(saleID) }
 
 // Wrap returns store with Reserve answering from the cache first.
 func (c *Cache) Wrap(store flashline.Store) flashline.Store {
@@ -250,7 +360,7 @@ func (g guarded) Reserve(ctx context.Context, req flashline.ReserveRequest) (fla
 	if errors.Is(err, flashline.ErrSoldOut) || errors.Is(err, flashline.ErrSaleNotOpen) {
 		// The database knew better than memory: learn it now rather than at
 		// the notification.
-		g.c.request(req.SaleID)
+		g.c.Changed(req.SaleID)
 	}
 	return res, err
 }

@@ -20,7 +20,7 @@ import (
 // periodic refresh is pushed out of the way).
 func startCache(t *testing.T, pool *pgxpool.Pool) *salecache.Cache {
 	t.Helper()
-	c := salecache.New(pool, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+	c := salecache.New(postgres.NewStore(postgres.SinglePool(pool)), salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
 	require.NoError(t, c.Load(context.Background()))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -34,11 +34,12 @@ func reserve(t *testing.T, s *postgres.Store, saleID, customer string) string {
 	t.Helper()
 	res, err := s.Reserve(context.Background(), flashline.ReserveRequest{
 		SaleID: saleID, CustomerID: customer, IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("f"),
-		Render: func(r flashline.Reservation) ([]byte, error) { return json.Marshal(map[string]string{"id": r.ID}) },
 	})
 	require.NoError(t, err)
-	var v struct{ ID string }
-	require.NoError(t, json.Unmarshal(res.Body, &v))
+	var v struct {
+		ID string `json:"reservationId"`
+	}
+	require.NoError(t, json.Unmarshal(res.Receipt, &v))
 	return v.ID
 }
 
@@ -60,7 +61,7 @@ func waitFor(t *testing.T, c *salecache.Cache, saleID, customer string, want err
 func TestCacheFollowsTheDatabase(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.NewPool(t)
-	store := postgres.NewStore(pool, pool)
+	store := postgres.NewStore(postgres.SinglePool(pool))
 	ctx := context.Background()
 	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 3, PerCustomerLimit: 1, ReservationTTLSeconds: 600})
 	require.NoError(t, err)
@@ -101,13 +102,13 @@ func TestCacheFollowsTheDatabase(t *testing.T) {
 func TestStaleEntriesAreNotTrusted(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.NewPool(t)
-	store := postgres.NewStore(pool, pool)
+	store := postgres.NewStore(postgres.SinglePool(pool))
 	sale, err := store.CreateSale(context.Background(), flashline.NewSale{SKU: "sku", InitialStock: 1})
 	require.NoError(t, err)
 	_, err = store.SetSaleState(context.Background(), sale.ID, flashline.ActionPause)
 	require.NoError(t, err)
 	now := time.Now()
-	c := salecache.New(pool, salecache.Options{StaleAfter: 5 * time.Second, Now: func() time.Time { return now }})
+	c := salecache.New(store, salecache.Options{StaleAfter: 5 * time.Second, Now: func() time.Time { return now }})
 	require.NoError(t, c.Load(context.Background()))
 	require.ErrorIs(t, c.Decide(sale.ID, "x"), flashline.ErrSaleNotOpen)
 	now = now.Add(6 * time.Second) // no refresh since: the database must decide

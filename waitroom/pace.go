@@ -7,21 +7,16 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/sql/dbsqlc"
 )
 
 // The pacer moves each open waiting room's watermark forward, tick by tick,
-// at the pace the purchase path can absorb. One instance at a time leads it:
-// the one holding a session advisory lock (WaitroomLeaderTryLock) on a
-// connection it keeps for as long as it leads. If that connection or the
-// process dies, the lock goes with the session and another instance takes
-// over within LeaderRetry. Even two leaders at once (a lock lost without the
-// old leader noticing yet) cannot move a watermark back: the advance is a
-// conditional UPDATE that only ever raises it.
+// at the pace the purchase path can absorb. One instance at a time leads it
+// (Store.LeadPacer: a lock held by a database session the leader keeps). If
+// that session or the process dies, the leadership goes with it and another
+// instance takes over within LeaderRetry. Even two leaders at once (a
+// leadership lost without the old leader noticing yet) cannot move a
+// watermark back: PacerDB.Advance only ever raises it.
 
 // Pacing constants (see Step).
 const (
@@ -110,72 +105,35 @@ func (r *Room) RunPacer(ctx context.Context) error {
 // wantsPacer reports whether any waiting room this instance knows of may
 // need pacing.
 func (r *Room) wantsPacer() bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, s := range r.sales {
-		if s.found && s.admission == flashline.AdmissionWaitingRoom && s.state != flashline.StateClosed {
+	for _, s := range r.rooms() {
+		if s.State != flashline.StateClosed {
 			return true
 		}
 	}
 	return false
 }
 
-// tryLead takes the leader's lock if it is free and leads until ctx is done
-// or the connection fails.
+// tryLead leads the pacer if no instance does, until ctx is done or the
+// leader's session fails.
 func (r *Room) tryLead(ctx context.Context) error {
-	conn, err := r.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire: %w", err)
-	}
-	lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	locked, err := dbsqlc.New(conn).WaitroomLeaderTryLock(lockCtx)
-	cancel()
-	if err != nil || !locked {
-		if err != nil {
-			destroy(conn)
-			return fmt.Errorf("leader lock: %w", err)
-		}
-		conn.Release()
-		return nil
-	}
-	r.leader.Store(true)
-	r.opts.Logger.InfoContext(ctx, "waitroom: pacer leading")
-	err = r.lead(ctx, dbsqlc.New(conn), conn)
-	r.leader.Store(false)
-	if err == nil {
-		// Shutting down: hand the lock over now rather than when the
-		// connection is closed.
-		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		err = dbsqlc.New(conn).WaitroomLeaderUnlock(unlockCtx)
-		cancel()
-		if err == nil {
-			conn.Release()
-			return nil
-		}
-	}
-	// The session may still hold the lock: end it.
-	destroy(conn)
-	return fmt.Errorf("pacer stopped leading: %w", err)
+	_, err := r.store.LeadPacer(ctx, func(ctx context.Context, db PacerDB) error {
+		r.leader.Store(true)
+		defer r.leader.Store(false)
+		r.opts.Logger.InfoContext(ctx, "waitroom: pacer leading")
+		return r.lead(ctx, db)
+	})
+	return err
 }
 
-// destroy closes a pooled connection instead of returning it, ending its
-// session (and any advisory lock it holds).
-func destroy(conn *pgxpool.Conn) {
-	c := conn.Hijack()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = c.Close(ctx)
-}
-
-// lead ticks until ctx is done (nil) or the leader's connection fails.
-func (r *Room) lead(ctx context.Context, q *dbsqlc.Queries, conn *pgxpool.Conn) error {
+// lead ticks until ctx is done (nil) or the leader's session fails.
+func (r *Room) lead(ctx context.Context, db PacerDB) error {
 	ticker := time.NewTicker(r.opts.Tick)
 	defer ticker.Stop()
 	p := newPacerState()
 	ping := func() error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		return conn.Ping(ctx)
+		return db.Ping(ctx)
 	}
 	lastCheck := time.Now()
 	for {
@@ -186,26 +144,27 @@ func (r *Room) lead(ctx context.Context, q *dbsqlc.Queries, conn *pgxpool.Conn) 
 		}
 		if !r.anyOpen() {
 			// Idle: still make sure, every LeaderRetry, that the session
-			// holding the lock is alive, so that a leader whose connection
-			// died steps down even while there is nothing to pace.
+			// holding the leadership is alive, so that a leader whose
+			// connection died steps down even while there is nothing to
+			// pace.
 			if time.Since(lastCheck) >= r.opts.LeaderRetry {
 				if err := ping(); err != nil && ctx.Err() == nil {
-					return fmt.Errorf("leader's connection: %w", err)
+					return fmt.Errorf("leader's session: %w", err)
 				}
 				lastCheck = time.Now()
 			}
 			continue
 		}
 		tickCtx, cancel := context.WithTimeout(ctx, max(5*r.opts.Tick, 2*time.Second))
-		err := r.tick(tickCtx, q, p)
+		err := r.tick(tickCtx, db, p)
 		cancel()
 		lastCheck = time.Now()
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
-		// A failed statement is not a lost lock; a dead session is.
+		// A failed statement is not a lost leadership; a dead session is.
 		if pingErr := ping(); pingErr != nil {
-			return fmt.Errorf("leader's connection: %w (tick: %v)", pingErr, err)
+			return fmt.Errorf("leader's session: %w (tick: %v)", pingErr, err)
 		}
 		r.opts.Logger.WarnContext(ctx, "waitroom: pacer tick", "err", err)
 	}
@@ -216,12 +175,9 @@ func (r *Room) lead(ctx context.Context, q *dbsqlc.Queries, conn *pgxpool.Conn) 
 // stock; otherwise a tick would find nothing to do and is skipped.
 func (r *Room) anyOpen() bool {
 	soon := r.opts.Now().Add(time.Second)
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, s := range r.sales {
-		if s.found && s.admission == flashline.AdmissionWaitingRoom && s.hasStock &&
-			(s.state == flashline.StateOpen || s.state == flashline.StateScheduled) &&
-			s.opensAt != nil && !s.opensAt.After(soon) {
+	for _, s := range r.rooms() {
+		if !s.SoldOut && (s.State == flashline.StateOpen || s.State == flashline.StateScheduled) &&
+			s.OpensAt != nil && !s.OpensAt.After(soon) {
 			return true
 		}
 	}
@@ -285,11 +241,12 @@ func (h *roomHistory) record(now time.Time, watermark int64, window time.Duratio
 }
 
 // tick advances every open waiting room by its Step. It is safe to run on
-// any number of instances at once (see WaitroomAdvance).
-func (r *Room) tick(ctx context.Context, q *dbsqlc.Queries, p *pacerState) error {
-	rows, err := q.WaitroomPaceInputs(ctx)
+// any number of instances at once (PacerDB.Advance never moves a watermark
+// back).
+func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
+	rows, err := db.PaceInputs(ctx)
 	if err != nil {
-		return fmt.Errorf("pace inputs: %w", err)
+		return err
 	}
 	now := r.opts.Now()
 	if p.started.IsZero() {
@@ -304,7 +261,7 @@ func (r *Room) tick(ctx context.Context, q *dbsqlc.Queries, p *pacerState) error
 	for _, row := range rows {
 		h := p.rooms[row.SaleID]
 		if h == nil {
-			h = &roomHistory{pace: row.PacePerSecond}
+			h = &roomHistory{pace: row.Pace}
 			p.rooms[row.SaleID] = h
 		}
 		if row.State == flashline.StatePaused {
@@ -322,15 +279,13 @@ func (r *Room) tick(ctx context.Context, q *dbsqlc.Queries, p *pacerState) error
 		// about a second.
 		h.pace = 0.8*h.pace + 0.2*float64(step)/r.opts.Tick.Seconds()
 		watermark := row.AdmittedThrough
-		if step > 0 || row.PreopenCount == nil {
-			adv, err := q.WaitroomAdvance(ctx, row.AdmittedThrough+step, h.pace, row.SaleID)
+		if step > 0 || !row.PreopenFrozen {
+			adv, moved, err := db.Advance(ctx, row.SaleID, row.AdmittedThrough+step, h.pace)
 			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				// Someone else moved it further meanwhile.
 			case err != nil:
-				errs = errors.Join(errs, fmt.Errorf("advance sale %s: %w", row.SaleID, err))
+				errs = errors.Join(errs, err)
 				continue
-			default:
+			case moved:
 				watermark = adv
 			}
 		}

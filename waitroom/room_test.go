@@ -13,6 +13,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -34,25 +35,38 @@ type env struct {
 func newEnv(t *testing.T) env {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
-	return env{pool: pool, store: postgres.NewStore(pool, pool)}
+	return env{pool: pool, store: postgres.NewStore(postgres.SinglePool(pool))}
 }
+
+// testRoom is a Room with the sale cache it reads.
+type testRoom struct {
+	*waitroom.Room
+	cache *salecache.Cache
+}
+
+// Load reads every sale into the room's cache.
+func (r testRoom) Load(ctx context.Context) error { return r.cache.Load(ctx) }
 
 // room returns a Room on the test's database. It is not kept current unless
 // the test runs it (see run).
-func (e env) room(t *testing.T, opts waitroom.Options) *waitroom.Room {
+func (e env) room(t *testing.T, opts waitroom.Options) testRoom {
 	t.Helper()
-	if opts.RateLimiter == nil {
-		opts.RateLimiter = e.store
-	}
-	return waitroom.NewRoom(e.pool, keys, capacity{limit: 20}, opts)
+	return e.roomWith(t, opts, salecache.Options{}, e.store)
+}
+
+// roomWith is room with the cache's options and the store it writes through.
+func (e env) roomWith(t *testing.T, opts waitroom.Options, cacheOpts salecache.Options, store waitroom.Store) testRoom {
+	t.Helper()
+	cache := salecache.New(e.store, cacheOpts)
+	return testRoom{Room: waitroom.NewRoom(cache, store, keys, capacity{limit: 20}, opts), cache: cache}
 }
 
 // run keeps r current (and, with pacer, pacing) until the test ends.
-func run(t *testing.T, r *waitroom.Room, pacer bool) {
+func run(t *testing.T, r testRoom, pacer bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
-	go func() { _ = r.Run(ctx); done <- struct{}{} }()
+	go func() { _ = r.cache.Run(ctx); done <- struct{}{} }()
 	n := 1
 	if pacer {
 		n++
@@ -100,14 +114,14 @@ func (e env) roomRow(t *testing.T, saleID string) (next int64, preopen *int64, a
 	return next, preopen, admitted
 }
 
-func ticket(t *testing.T, r *waitroom.Room, saleID, customer, previous string) waitroom.TicketResult {
+func ticket(t *testing.T, r testRoom, saleID, customer, previous string) waitroom.TicketResult {
 	t.Helper()
 	res, err := r.Ticket(context.Background(), waitroom.TicketRequest{SaleID: saleID, CustomerID: customer, PreviousToken: previous})
 	require.NoError(t, err)
 	return res
 }
 
-func status(t *testing.T, r *waitroom.Room, saleID, customer, token, solution string) waitroom.StatusResult {
+func status(t *testing.T, r testRoom, saleID, customer, token, solution string) waitroom.StatusResult {
 	t.Helper()
 	res, err := r.Status(context.Background(), saleID, customer, token, solution)
 	require.NoError(t, err)
@@ -225,12 +239,13 @@ func TestTicketRefusals(t *testing.T) {
 // order; under arrival_order positions decide. Admission follows rank.
 func TestRankOrder(t *testing.T) {
 	t.Parallel()
-	for _, policy := range []string{flashline.FairnessRandomizedAtOpen, flashline.FairnessArrivalOrder} {
-		t.Run(policy, func(t *testing.T) {
+	for _, policy := range []flashline.Fairness{flashline.FairnessRandomizedAtOpen, flashline.FairnessArrivalOrder} {
+		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			ctx := context.Background()
-			r := e.room(t, waitroom.Options{Tick: 20 * time.Millisecond, LeaderRetry: 50 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
+			r := e.roomWith(t, waitroom.Options{Tick: 20 * time.Millisecond, LeaderRetry: 50 * time.Millisecond},
+				salecache.Options{RefreshInterval: 100 * time.Millisecond}, e.store)
 			sale := e.sale(t, flashline.NewSale{InitialStock: 100, OpensAt: later(), Fairness: policy})
 			run(t, r, false)
 
@@ -327,7 +342,7 @@ func TestStatusNeedsNoDatabase(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.room(t, waitroom.Options{StaleAfter: time.Minute, RateLimiter: nopLimiter{}})
+	r := e.roomWith(t, waitroom.Options{}, salecache.Options{StaleAfter: time.Minute}, nopLimiter{e.store})
 	sale := e.sale(t, flashline.NewSale{ChallengeBits: 4})
 	_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
 	require.NoError(t, err)
@@ -359,7 +374,9 @@ func TestStatusNeedsNoDatabase(t *testing.T) {
 	t.Run("StaleEntryUnreachableDatabaseWaits", func(t *testing.T) {
 		closed, err := pgxpool.New(ctx, e.pool.Config().ConnString())
 		require.NoError(t, err)
-		r := waitroom.NewRoom(closed, keys, capacity{}, waitroom.Options{StaleAfter: 200 * time.Millisecond})
+		store := postgres.NewStore(postgres.SinglePool(closed))
+		cache := salecache.New(store, salecache.Options{StaleAfter: 200 * time.Millisecond})
+		r := testRoom{Room: waitroom.NewRoom(cache, store, keys, capacity{}, waitroom.Options{}), cache: cache}
 		require.NoError(t, r.Load(ctx))
 		tk := tickets[0] // admitted above, with a solution
 		solution := waitroom.Solve(tk.Challenge.Nonce, tk.Challenge.Bits)
@@ -374,7 +391,8 @@ func TestStatusNeedsNoDatabase(t *testing.T) {
 	})
 }
 
-type nopLimiter struct{}
+// nopLimiter is the store without rate limits.
+type nopLimiter struct{ *postgres.Store }
 
 func (nopLimiter) RateLimit(context.Context, string, string, time.Duration, int) error { return nil }
 
@@ -509,7 +527,7 @@ func TestLeaderFailover(t *testing.T) {
 	opts := waitroom.Options{Tick: 20 * time.Millisecond, LeaderRetry: 50 * time.Millisecond}
 	e.sale(t, flashline.NewSale{OpensAt: later()})
 	a, b := e.room(t, opts), e.room(t, opts)
-	for _, r := range []*waitroom.Room{a, b} {
+	for _, r := range []testRoom{a, b} {
 		require.NoError(t, r.Load(context.Background()))
 	}
 	ctxA, stopA := context.WithCancel(context.Background())

@@ -6,7 +6,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/flashline/flashline/sql/dbsqlc"
+	"github.com/flashline/flashline/postgres"
 )
 
 // runCheck is `flashline check`: the invariant of every sale, as a table. It
@@ -24,7 +24,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer pool.Close()
-	rows, err := dbsqlc.New(pool).SaleInvariantAll(ctx)
+	rows, err := postgres.NewStore(postgres.SinglePool(pool)).SaleInvariants(ctx)
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
@@ -32,7 +32,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	fmt.Fprintln(tw, "SALE\tSTATE\tINITIAL\tAVAILABLE\tPENDING\tCONFIRMED\tEXPIRED\tCANCELLED\tLEDGER\tOK\t")
 	bad := 0
 	for _, r := range rows {
-		ok := r.Ok != nil && *r.Ok
+		ok := r.OK
 		if !ok {
 			bad++
 		}

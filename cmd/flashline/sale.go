@@ -39,9 +39,9 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		e.fs.IntVar(&req.PerCustomerLimit, "limit", 1, "most units one customer may hold")
 		e.fs.IntVar(&req.ReservationTTLSeconds, "ttl", 600, "seconds a reservation is held before it expires")
 		e.fs.StringVar(&opensAt, "opens-at", "", "when the sale opens (RFC 3339); empty: now")
-		e.fs.StringVar(&req.Admission, "admission", flashline.AdmissionDirect, "direct or waiting_room")
+		e.fs.StringVar(&req.Admission, "admission", string(flashline.AdmissionDirect), "direct or waiting_room")
 		e.fs.IntVar(&req.Buckets, "buckets", 1, "rows the stock is spread over")
-		e.fs.StringVar(&req.Fairness, "fairness", flashline.FairnessRandomizedAtOpen, "waiting-room order: randomized_at_open or arrival_order")
+		e.fs.StringVar(&req.Fairness, "fairness", string(flashline.FairnessRandomizedAtOpen), "waiting-room order: randomized_at_open or arrival_order")
 		e.fs.IntVar(&req.ChallengeBits, "challenge-bits", 0, "proof of work asked before admission through the waiting room, 0-32 bits (0: none)")
 		e.fs.IntVar(&perInstrument, "per-instrument-limit", 0, "most units one payment instrument may hold (0: no limit)")
 		e.fs.IntVar(&req.MinAccountAgeSeconds, "min-account-age-seconds", 0, "refuse accounts younger than this (the token's acct_created claim)")
@@ -88,7 +88,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	store := postgres.NewStore(pool, pool)
+	store := postgres.NewStore(postgres.SinglePool(pool))
 	var sale flashline.Sale
 	switch sub {
 	case "create":
@@ -96,7 +96,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	case "show":
 		sale, err = store.Sale(ctx, saleID)
 	default:
-		sale, err = store.SetSaleState(ctx, saleID, sub)
+		sale, err = store.SetSaleState(ctx, saleID, flashline.SaleAction(sub))
 	}
 	if err != nil {
 		return err

@@ -36,7 +36,8 @@ import (
 type serveConfig struct {
 	addr, metricsAddr, databaseURL         string
 	adminToken, jwtSecret                  string
-	salePoolSize, adminPoolSize, riverPool int
+	salePoolSize, adminPoolSize, roomPool  int
+	riverPool                              int
 	maxInFlight, maxBatch, batchesInFlight int
 	customerInFlight, maxConns             int
 	noMigrate, noWorkers, demo, noShed     bool
@@ -63,6 +64,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.string(&cfg.jwtSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret of customer JWTs (required)")
 	e.int(&cfg.salePoolSize, "sale-pool-size", "FLASHLINE_SALE_POOL_SIZE", 20, "connections the purchase path may hold")
 	e.int(&cfg.adminPoolSize, "admin-pool-size", "FLASHLINE_ADMIN_POOL_SIZE", 5, "connections for admin, reads, confirm and cancel")
+	e.int(&cfg.roomPool, "room-pool-size", "FLASHLINE_ROOM_POOL_SIZE", 5, "connections for the waiting room and the sale cache (the pacer's leader holds one)")
 	e.int(&cfg.riverPool, "river-pool-size", "FLASHLINE_RIVER_POOL_SIZE", 5, "connections for River's job workers")
 	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the admission limit may let into the purchase path at once (0: (2+1) x max-batch x batches-in-flight x sale-pool-size)")
 	e.int(&cfg.customerInFlight, "customer-in-flight", "FLASHLINE_CUSTOMER_IN_FLIGHT", 4, "requests one customer may have in flight at once (0: no cap)")
@@ -87,8 +89,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := checkSecrets(cfg, stderr); err != nil {
 		return err
 	}
-	if cfg.salePoolSize < 1 || cfg.adminPoolSize < 1 || cfg.riverPool < 1 {
-		return errors.New("serve: pool sizes must be at least 1")
+	if cfg.salePoolSize < 1 || cfg.adminPoolSize < 1 || cfg.roomPool < 2 || cfg.riverPool < 1 {
+		return errors.New("serve: pool sizes must be at least 1 (the room's at least 2: the pacer's leader holds one)")
 	}
 	if cfg.maxBatch < 1 || cfg.batchesInFlight < 1 {
 		return errors.New("serve: --max-batch and --batches-in-flight must be at least 1")
@@ -219,13 +221,19 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		return err
 	}
 	defer salePool.Close()
+	roomPool, err := postgres.NewPool(ctx, cfg.databaseURL, "room", postgres.PoolOptions{MaxConns: int32(cfg.roomPool), MinConns: 1, AcquireTimeout: acquire})
+	if err != nil {
+		return err
+	}
+	defer roomPool.Close()
 	riverPool, err := postgres.NewPool(ctx, cfg.databaseURL, "river", postgres.PoolOptions{MaxConns: int32(cfg.riverPool), AcquireTimeout: acquire})
 	if err != nil {
 		return err
 	}
 	defer riverPool.Close()
 
-	store := postgres.NewStore(salePool, adminPool)
+	store := postgres.NewStore(postgres.Pools{Sale: salePool, Admin: adminPool, Room: roomPool})
+	store.Logger = logger
 	store.MaxBatch, store.BatchesInFlight = cfg.maxBatch, cfg.batchesInFlight
 	if !cfg.noShed {
 		store.QueueRounds = postgres.DefaultQueueRounds
@@ -245,7 +253,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	store.OnBatch = func(n int) { batchSizes.Observe(float64(n)) }
 	store.OnQueueFull = queueFull.Inc
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "river": riverPool})
+	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "room": roomPool, "river": riverPool})
 
 	var riverClient *river.Client[pgx.Tx]
 	if cfg.noWorkers {
@@ -269,26 +277,22 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		return fmt.Errorf("river ui: %w", err)
 	}
 
-	// What this instance may answer without the database (sold out, not
-	// open), kept current by LISTEN/NOTIFY; loaded before serving, so a sale
-	// about to open is warm.
-	//
-	// The waiting room: what each room's waiters see, kept current like the
-	// sale cache, and the pacer (one instance leads it at a time).
+	// What this instance knows of its sales without the database, for the
+	// purchase path (sold out, not open) and the waiting room (every status
+	// poll), kept current by the database's change notifications; loaded
+	// before serving, so a sale about to open is warm. The waiting room's
+	// pacer: one instance leads it at a time.
 	//
 	// Both run until serve returns, and are stopped before the pools close
 	// (the pacer's leader hands its lock over).
-	cache := salecache.New(adminPool, salecache.Options{Logger: logger, Registry: registry})
-	room := waitroom.NewRoom(adminPool, keyring, limiter, waitroom.Options{RateLimiter: store, Logger: logger, Registry: registry})
+	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry})
+	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry})
 	if err := cache.Load(ctx); err != nil {
-		return err
-	}
-	if err := room.Load(ctx); err != nil {
 		return err
 	}
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
-	for _, run := range []func(context.Context) error{cache.Run, room.Run, room.RunPacer} {
+	for _, run := range []func(context.Context) error{cache.Run, room.RunPacer} {
 		background.Go(func() { _ = run(bgCtx) })
 	}
 	defer func() { stopBackground(); background.Wait() }()

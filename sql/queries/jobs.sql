@@ -49,10 +49,12 @@ SELECT e.reservation_id, e.sale_id, e.quantity FROM expired e;
 -- name: InvariantCheck :many
 -- The sales the invariant job checks (every sale not closed, and closed sales
 -- that still hold pending reservations), or just @sale_id when given, and
--- whether each has opened (a sale not yet open is not named in metrics).
+-- whether each has opened (a sale not yet open is not named in metrics):
+-- its opening time has passed (opening a sale sets it), or it was created
+-- open, without one.
 SELECT i.sale_id, i.state, i.initial_stock, i.available, i.pending, i.confirmed,
        i.ledger_total, i.ok,
-       (s.state <> 'scheduled' OR coalesce(s.opens_at <= now(), false))::boolean AS opened
+       coalesce(s.opens_at <= now(), s.state <> 'scheduled')::boolean AS opened
   FROM sale_invariant i
   JOIN sales s ON s.sale_id = i.sale_id
  WHERE (i.state <> 'closed' OR i.pending > 0)

@@ -52,8 +52,8 @@ WITH input AS (
      WHERE s.sale_id = @sale_id::text
 )
 SELECT i.ord::int AS ord,
-       -- status_code 0: no stored answer.
-       k.request_hash, coalesce(k.status_code, 0)::int AS status_code, k.response_body,
+       -- stored: the key has an answer (its receipt) to replay.
+       (k.request_hash IS NOT NULL)::boolean AS stored, k.request_hash, k.response_body,
        pg_try_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || i.customer_id, 0)) AS locked,
        ((SELECT true FROM reservations r
           WHERE r.sale_id = sale.sale_id AND r.customer_id = i.customer_id
@@ -74,7 +74,7 @@ SELECT i.ord::int AS ord,
        now()::timestamptz AS now
   FROM input i
  CROSS JOIN sale
-  LEFT JOIN LATERAL (SELECT k.request_hash, k.status_code, k.response_body
+  LEFT JOIN LATERAL (SELECT k.request_hash, k.response_body
                        FROM idempotency_keys k
                       WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key
                       LIMIT 1) k ON true
@@ -130,9 +130,9 @@ WITH input AS (
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity
 ), idem AS (
-    INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash, status_code,
+    INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash,
                                   response_body, reservation_id)
-    SELECT res.customer_id, res.idempotency_key, res.sale_id, i.request_hash, 201,
+    SELECT res.customer_id, res.idempotency_key, res.sale_id, i.request_hash,
            i.response_body, res.reservation_id
       FROM res
       JOIN input i ON i.reservation_id = res.reservation_id

@@ -1,18 +1,24 @@
--- What each instance keeps in memory to answer "sold out" and "not open"
--- without a database round trip (salecache/). Re-read on every
--- flashline_sale_changed notification and once a second as a fallback.
+-- What each instance keeps in memory (salecache/): enough to answer "sold out"
+-- and "not open" on the purchase path, and every waiting-room status poll,
+-- without a database round trip. Re-read on every flashline_sale_changed and
+-- flashline_waitroom notification and once a second as a fallback.
 
--- name: SaleFlags :many
+-- name: SaleFacts :many
 -- Every sale that is not closed (and closed ones for a day, so that late
--- arrivals are refused without a round trip), or just @sale_id when given.
--- max_bucket is the most any one bucket holds: 0 means sold out.
-SELECT s.sale_id, s.state, s.opens_at, s.updated_at,
-       coalesce(max(st.quantity), 0)::int AS max_bucket
+-- arrivals are refused without a round trip), or just @sale_id when given,
+-- with its waiting room's counters when it has one. sold_out: every bucket is
+-- empty.
+SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
+       s.min_account_age_seconds, s.draw_seed,
+       coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int <= 0 AS sold_out,
+       coalesce(w.next_position, 1)::bigint AS next_position,
+       w.preopen_count,
+       coalesce(w.admitted_through, 0)::bigint AS admitted_through,
+       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second
   FROM sales s
-  LEFT JOIN stock st ON st.sale_id = s.sale_id
- WHERE (s.state <> 'closed' OR s.updated_at > now() - interval '1 day')
-   AND (sqlc.narg(sale_id)::text IS NULL OR s.sale_id = sqlc.narg(sale_id)::text)
- GROUP BY s.sale_id;
+  LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
+ WHERE (sqlc.narg(sale_id)::text IS NULL AND (s.state <> 'closed' OR s.updated_at > now() - interval '1 day'))
+    OR s.sale_id = sqlc.narg(sale_id)::text;
 
 -- name: SaleCustomers :many
 -- Customers who have ever held a reservation in the sale. Once a sale is sold

@@ -6,28 +6,6 @@
 -- The waiting room of a new waiting_room sale, in CreateSale's transaction.
 INSERT INTO waiting_rooms (sale_id) VALUES (@sale_id);
 
--- name: WaitroomSales :many
--- What each instance keeps in memory to answer ticket and status requests
--- without a round trip: every waiting-room sale that is not closed (closed
--- ones for a day), or just @sale_id when given, whatever its admission (a
--- direct sale is remembered as such, so asking again within StaleAfter costs
--- nothing).
--- Re-read on flashline_waitroom and flashline_sale_changed notifications and
--- once a second. has_stock is false when every bucket is empty.
-SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
-       s.min_account_age_seconds, s.draw_seed,
-       coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int > 0 AS has_stock,
-       coalesce(w.next_position, 1)::bigint AS next_position,
-       w.preopen_count,
-       coalesce(w.admitted_through, 0)::bigint AS admitted_through,
-       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second
-  FROM sales s
-  LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
- WHERE (sqlc.narg(sale_id)::text IS NULL
-        AND s.admission = 'waiting_room'
-        AND (s.state <> 'closed' OR s.updated_at > now() - interval '1 day'))
-    OR s.sale_id = sqlc.narg(sale_id)::text;
-
 -- name: WaitroomLease :one
 -- Leases the next @block positions to one instance: it hands them out from
 -- memory and comes back when they are used up (or too old to keep arrival

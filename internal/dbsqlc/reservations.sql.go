@@ -31,12 +31,16 @@ WITH r AS (
 SELECT count(*)::int AS restocked FROM r
 `
 
+type ReservationCancelParams struct {
+	ReservationID string
+}
+
 // Cancels a pending reservation and returns its units exactly once: the stock
 // update and the ledger row depend on the conditional update of the
 // reservation (restocked_at IS NULL) having matched a row, so a repeated or
 // concurrent cancel, on any instance, returns nothing twice.
-func (q *Queries) ReservationCancel(ctx context.Context, reservationID string) (int32, error) {
-	row := q.db.QueryRow(ctx, reservationCancel, reservationID)
+func (q *Queries) ReservationCancel(ctx context.Context, arg ReservationCancelParams) (int32, error) {
+	row := q.db.QueryRow(ctx, reservationCancel, arg.ReservationID)
 	var restocked int32
 	err := row.Scan(&restocked)
 	return restocked, err
@@ -55,13 +59,18 @@ SELECT $1, r.reservation_id FROM r
 RETURNING order_id
 `
 
+type ReservationConfirmParams struct {
+	OrderID       string
+	ReservationID string
+}
+
 // Confirms a pending reservation that has not expired (even if no sweep has
 // run yet) and creates its one order. Concurrent confirms and cancels are
 // serialised by the reservation's row lock; the losers match no row (the
 // WHERE clause is re-evaluated on the row they waited for) and read the
 // outcome instead. orders_reservation_unique is the backstop.
-func (q *Queries) ReservationConfirm(ctx context.Context, orderID string, reservationID string) (string, error) {
-	row := q.db.QueryRow(ctx, reservationConfirm, orderID, reservationID)
+func (q *Queries) ReservationConfirm(ctx context.Context, arg ReservationConfirmParams) (string, error) {
+	row := q.db.QueryRow(ctx, reservationConfirm, arg.OrderID, arg.ReservationID)
 	var order_id string
 	err := row.Scan(&order_id)
 	return order_id, err
@@ -75,6 +84,10 @@ SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
  WHERE r.reservation_id = $1
 `
+
+type ReservationGetParams struct {
+	ReservationID string
+}
 
 type ReservationGetRow struct {
 	ReservationID string
@@ -92,8 +105,8 @@ type ReservationGetRow struct {
 	OrderID       *string
 }
 
-func (q *Queries) ReservationGet(ctx context.Context, reservationID string) (ReservationGetRow, error) {
-	row := q.db.QueryRow(ctx, reservationGet, reservationID)
+func (q *Queries) ReservationGet(ctx context.Context, arg ReservationGetParams) (ReservationGetRow, error) {
+	row := q.db.QueryRow(ctx, reservationGet, arg.ReservationID)
 	var i ReservationGetRow
 	err := row.Scan(
 		&i.ReservationID,

@@ -30,8 +30,8 @@ WITH input AS (
      WHERE s.sale_id = $5::text
 )
 SELECT i.ord::int AS ord,
-       -- status_code 0: no stored answer.
-       k.request_hash, coalesce(k.status_code, 0)::int AS status_code, k.response_body,
+       -- stored: the key has an answer (its receipt) to replay.
+       (k.request_hash IS NOT NULL)::boolean AS stored, k.request_hash, k.response_body,
        pg_try_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || i.customer_id, 0)) AS locked,
        ((SELECT true FROM reservations r
           WHERE r.sale_id = sale.sale_id AND r.customer_id = i.customer_id
@@ -52,7 +52,7 @@ SELECT i.ord::int AS ord,
        now()::timestamptz AS now
   FROM input i
  CROSS JOIN sale
-  LEFT JOIN LATERAL (SELECT k.request_hash, k.status_code, k.response_body
+  LEFT JOIN LATERAL (SELECT k.request_hash, k.response_body
                        FROM idempotency_keys k
                       WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key
                       LIMIT 1) k ON true
@@ -69,8 +69,8 @@ type ReserveBatchBeginParams struct {
 
 type ReserveBatchBeginRow struct {
 	Ord                   int32
+	Stored                bool
 	RequestHash           []byte
-	StatusCode            int32
 	ResponseBody          []byte
 	Locked                bool
 	HasActive             bool
@@ -141,8 +141,8 @@ func (q *Queries) ReserveBatchBegin(ctx context.Context, arg ReserveBatchBeginPa
 		var i ReserveBatchBeginRow
 		if err := rows.Scan(
 			&i.Ord,
+			&i.Stored,
 			&i.RequestHash,
-			&i.StatusCode,
 			&i.ResponseBody,
 			&i.Locked,
 			&i.HasActive,
@@ -202,9 +202,9 @@ WITH input AS (
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity
 ), idem AS (
-    INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash, status_code,
+    INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash,
                                   response_body, reservation_id)
-    SELECT res.customer_id, res.idempotency_key, res.sale_id, i.request_hash, 201,
+    SELECT res.customer_id, res.idempotency_key, res.sale_id, i.request_hash,
            i.response_body, res.reservation_id
       FROM res
       JOIN input i ON i.reservation_id = res.reservation_id
@@ -280,10 +280,15 @@ const reserveLockBucket = `-- name: ReserveLockBucket :one
 SELECT quantity FROM stock WHERE sale_id = $1::text AND bucket = $2::int FOR UPDATE
 `
 
+type ReserveLockBucketParams struct {
+	SaleID string
+	Bucket int32
+}
+
 // Locks one bucket's stock row and reads its quantity, for allocating a batch
 // that ReserveBatchCommit could not take whole. The lock is held to COMMIT.
-func (q *Queries) ReserveLockBucket(ctx context.Context, saleID string, bucket int32) (int32, error) {
-	row := q.db.QueryRow(ctx, reserveLockBucket, saleID, bucket)
+func (q *Queries) ReserveLockBucket(ctx context.Context, arg ReserveLockBucketParams) (int32, error) {
+	row := q.db.QueryRow(ctx, reserveLockBucket, arg.SaleID, arg.Bucket)
 	var quantity int32
 	err := row.Scan(&quantity)
 	return quantity, err

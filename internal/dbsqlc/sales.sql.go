@@ -26,6 +26,10 @@ SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
  WHERE s.sale_id = $1
 `
 
+type SaleGetParams struct {
+	SaleID string
+}
+
 type SaleGetRow struct {
 	SaleID                string
 	Sku                   string
@@ -57,8 +61,8 @@ type SaleGetRow struct {
 
 // The sale with its live counts (units, from the sale_invariant view) and the
 // invariant job's last verdict.
-func (q *Queries) SaleGet(ctx context.Context, saleID string) (SaleGetRow, error) {
-	row := q.db.QueryRow(ctx, saleGet, saleID)
+func (q *Queries) SaleGet(ctx context.Context, arg SaleGetParams) (SaleGetRow, error) {
+	row := q.db.QueryRow(ctx, saleGet, arg.SaleID)
 	var i SaleGetRow
 	err := row.Scan(
 		&i.SaleID,
@@ -251,9 +255,15 @@ INSERT INTO stock (sale_id, bucket, quantity)
 SELECT $1::text, unnest($2::int[]), unnest($3::int[])
 `
 
+type StockInsertParams struct {
+	SaleID     string
+	Buckets    []int32
+	Quantities []int32
+}
+
 // One row per bucket; the caller spreads initial_stock over the buckets.
-func (q *Queries) StockInsert(ctx context.Context, saleID string, buckets []int32, quantities []int32) error {
-	_, err := q.db.Exec(ctx, stockInsert, saleID, buckets, quantities)
+func (q *Queries) StockInsert(ctx context.Context, arg StockInsertParams) error {
+	_, err := q.db.Exec(ctx, stockInsert, arg.SaleID, arg.Buckets, arg.Quantities)
 	return err
 }
 
@@ -264,8 +274,12 @@ SELECT st.sale_id, st.bucket, st.quantity, 'initial'
  WHERE st.sale_id = $1 AND st.quantity > 0
 `
 
+type StockLedgerInsertInitialParams struct {
+	SaleID string
+}
+
 // Records each bucket's opening quantity, so sum(delta) equals the stock.
-func (q *Queries) StockLedgerInsertInitial(ctx context.Context, saleID string) error {
-	_, err := q.db.Exec(ctx, stockLedgerInsertInitial, saleID)
+func (q *Queries) StockLedgerInsertInitial(ctx context.Context, arg StockLedgerInsertInitialParams) error {
+	_, err := q.db.Exec(ctx, stockLedgerInsertInitial, arg.SaleID)
 	return err
 }

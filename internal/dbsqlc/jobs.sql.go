@@ -19,11 +19,16 @@ DELETE FROM idempotency_keys
         LIMIT $2::int)
 `
 
+type IdempotencyKeysPruneParams struct {
+	RetentionSeconds int32
+	BatchSize        int32
+}
+
 // Deletes a small batch of idempotency keys older than the retention, so the
 // delete never holds many locks or a long transaction. Called until it
 // deletes fewer than @batch_size rows.
-func (q *Queries) IdempotencyKeysPrune(ctx context.Context, retentionSeconds int32, batchSize int32) (int64, error) {
-	result, err := q.db.Exec(ctx, idempotencyKeysPrune, retentionSeconds, batchSize)
+func (q *Queries) IdempotencyKeysPrune(ctx context.Context, arg IdempotencyKeysPruneParams) (int64, error) {
+	result, err := q.db.Exec(ctx, idempotencyKeysPrune, arg.RetentionSeconds, arg.BatchSize)
 	if err != nil {
 		return 0, err
 	}
@@ -71,6 +76,10 @@ SELECT incident_id, kind, detail, initial_stock, available, pending, confirmed,
  LIMIT 20
 `
 
+type IncidentsForSaleParams struct {
+	SaleID string
+}
+
 type IncidentsForSaleRow struct {
 	IncidentID   int64
 	Kind         string
@@ -83,8 +92,8 @@ type IncidentsForSaleRow struct {
 	CreatedAt    time.Time
 }
 
-func (q *Queries) IncidentsForSale(ctx context.Context, saleID string) ([]IncidentsForSaleRow, error) {
-	rows, err := q.db.Query(ctx, incidentsForSale, saleID)
+func (q *Queries) IncidentsForSale(ctx context.Context, arg IncidentsForSaleParams) ([]IncidentsForSaleRow, error) {
+	rows, err := q.db.Query(ctx, incidentsForSale, arg.SaleID)
 	if err != nil {
 		return nil, err
 	}
@@ -116,13 +125,17 @@ func (q *Queries) IncidentsForSale(ctx context.Context, saleID string) ([]Incide
 const invariantCheck = `-- name: InvariantCheck :many
 SELECT i.sale_id, i.state, i.initial_stock, i.available, i.pending, i.confirmed,
        i.ledger_total, i.ok,
-       (s.state <> 'scheduled' OR coalesce(s.opens_at <= now(), false))::boolean AS opened
+       coalesce(s.opens_at <= now(), s.state <> 'scheduled')::boolean AS opened
   FROM sale_invariant i
   JOIN sales s ON s.sale_id = i.sale_id
  WHERE (i.state <> 'closed' OR i.pending > 0)
    AND ($1::text IS NULL OR i.sale_id = $1::text)
  ORDER BY i.sale_id
 `
+
+type InvariantCheckParams struct {
+	SaleID *string
+}
 
 type InvariantCheckRow struct {
 	SaleID       string
@@ -138,9 +151,11 @@ type InvariantCheckRow struct {
 
 // The sales the invariant job checks (every sale not closed, and closed sales
 // that still hold pending reservations), or just @sale_id when given, and
-// whether each has opened (a sale not yet open is not named in metrics).
-func (q *Queries) InvariantCheck(ctx context.Context, saleID *string) ([]InvariantCheckRow, error) {
-	rows, err := q.db.Query(ctx, invariantCheck, saleID)
+// whether each has opened (a sale not yet open is not named in metrics):
+// its opening time has passed (opening a sale sets it), or it was created
+// open, without one.
+func (q *Queries) InvariantCheck(ctx context.Context, arg InvariantCheckParams) ([]InvariantCheckRow, error) {
+	rows, err := q.db.Query(ctx, invariantCheck, arg.SaleID)
 	if err != nil {
 		return nil, err
 	}
@@ -181,11 +196,17 @@ WITH prev AS (
 SELECT coalesce((SELECT prev.ok FROM prev), true)::boolean AS previous_ok
 `
 
+type InvariantStatusUpsertParams struct {
+	SaleID string
+	Ok     bool
+	Detail string
+}
+
 // Records a verdict; returns whether the previous verdict was ok (true when
 // there was none), so that an incident is recorded once per mismatch, not once
 // per check.
-func (q *Queries) InvariantStatusUpsert(ctx context.Context, saleID string, ok bool, detail string) (bool, error) {
-	row := q.db.QueryRow(ctx, invariantStatusUpsert, saleID, ok, detail)
+func (q *Queries) InvariantStatusUpsert(ctx context.Context, arg InvariantStatusUpsertParams) (bool, error) {
+	row := q.db.QueryRow(ctx, invariantStatusUpsert, arg.SaleID, arg.Ok, arg.Detail)
 	var previous_ok bool
 	err := row.Scan(&previous_ok)
 	return previous_ok, err
@@ -223,6 +244,10 @@ WITH due AS (
 SELECT e.reservation_id, e.sale_id, e.quantity FROM expired e
 `
 
+type ReservationsExpireDueParams struct {
+	BatchSize int32
+}
+
 type ReservationsExpireDueRow struct {
 	ReservationID string
 	SaleID        string
@@ -237,8 +262,8 @@ type ReservationsExpireDueRow struct {
 // retried job or a duplicated schedule returns nothing twice. Units are summed
 // per bucket first: an UPDATE ... FROM joins each target row once, so
 // several reservations of one bucket must arrive as one row.
-func (q *Queries) ReservationsExpireDue(ctx context.Context, batchSize int32) ([]ReservationsExpireDueRow, error) {
-	rows, err := q.db.Query(ctx, reservationsExpireDue, batchSize)
+func (q *Queries) ReservationsExpireDue(ctx context.Context, arg ReservationsExpireDueParams) ([]ReservationsExpireDueRow, error) {
+	rows, err := q.db.Query(ctx, reservationsExpireDue, arg.BatchSize)
 	if err != nil {
 		return nil, err
 	}
@@ -261,11 +286,15 @@ const saleLockForVerdict = `-- name: SaleLockForVerdict :exec
 SELECT 1 FROM sales WHERE sale_id = $1 FOR UPDATE
 `
 
+type SaleLockForVerdictParams struct {
+	SaleID string
+}
+
 // Serialises verdicts on one sale (the job, an admin resume), so that the
 // previous verdict InvariantStatusUpsert reads is the latest one and a
 // mismatch is recorded once.
-func (q *Queries) SaleLockForVerdict(ctx context.Context, saleID string) error {
-	_, err := q.db.Exec(ctx, saleLockForVerdict, saleID)
+func (q *Queries) SaleLockForVerdict(ctx context.Context, arg SaleLockForVerdictParams) error {
+	_, err := q.db.Exec(ctx, saleLockForVerdict, arg.SaleID)
 	return err
 }
 
@@ -275,9 +304,14 @@ UPDATE sales
  WHERE sale_id = $2 AND state IN ('scheduled', 'open', 'paused')
 `
 
+type SalePauseForIncidentParams struct {
+	PauseReason *string
+	SaleID      string
+}
+
 // Pauses a sale whose stock does not add up (unless it is closed already).
-func (q *Queries) SalePauseForIncident(ctx context.Context, pauseReason *string, saleID string) error {
-	_, err := q.db.Exec(ctx, salePauseForIncident, pauseReason, saleID)
+func (q *Queries) SalePauseForIncident(ctx context.Context, arg SalePauseForIncidentParams) error {
+	_, err := q.db.Exec(ctx, salePauseForIncident, arg.PauseReason, arg.SaleID)
 	return err
 }
 

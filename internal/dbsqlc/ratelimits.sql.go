@@ -53,10 +53,14 @@ DELETE FROM rate_limits
         LIMIT $1::int)
 `
 
+type RateLimitsPruneParams struct {
+	BatchSize int32
+}
+
 // Deletes a batch of windows that ended over an hour ago (no limit uses a
 // longer window). Called until it deletes fewer than @batch_size rows.
-func (q *Queries) RateLimitsPrune(ctx context.Context, batchSize int32) (int64, error) {
-	result, err := q.db.Exec(ctx, rateLimitsPrune, batchSize)
+func (q *Queries) RateLimitsPrune(ctx context.Context, arg RateLimitsPruneParams) (int64, error) {
+	result, err := q.db.Exec(ctx, rateLimitsPrune, arg.BatchSize)
 	if err != nil {
 		return 0, err
 	}

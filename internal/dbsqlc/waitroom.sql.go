@@ -7,7 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-	"time"
 )
 
 const waitroomAdvance = `-- name: WaitroomAdvance :one
@@ -22,12 +21,18 @@ UPDATE waiting_rooms
 RETURNING admitted_through
 `
 
+type WaitroomAdvanceParams struct {
+	Target        int64
+	PacePerSecond float64
+	SaleID        string
+}
+
 // Moves the watermark forward to @target (never back: greatest() and the
 // WHERE clause both say so, so even two pacers by accident cannot lower it),
 // freezes preopen_count at the first tick after the open if no lease did, and
 // records the pace. Returns no row when there was nothing to change.
-func (q *Queries) WaitroomAdvance(ctx context.Context, target int64, pacePerSecond float64, saleID string) (int64, error) {
-	row := q.db.QueryRow(ctx, waitroomAdvance, target, pacePerSecond, saleID)
+func (q *Queries) WaitroomAdvance(ctx context.Context, arg WaitroomAdvanceParams) (int64, error) {
+	row := q.db.QueryRow(ctx, waitroomAdvance, arg.Target, arg.PacePerSecond, arg.SaleID)
 	var admitted_through int64
 	err := row.Scan(&admitted_through)
 	return admitted_through, err
@@ -38,12 +43,16 @@ const waitroomCreate = `-- name: WaitroomCreate :exec
 INSERT INTO waiting_rooms (sale_id) VALUES ($1)
 `
 
+type WaitroomCreateParams struct {
+	SaleID string
+}
+
 // The waiting room (waitroom/). No row per waiter: a waiter's place is a
 // signed ticket. Per sale, waiting_rooms holds where the next position starts,
 // how many positions were handed out before the open, and the watermark.
 // The waiting room of a new waiting_room sale, in CreateSale's transaction.
-func (q *Queries) WaitroomCreate(ctx context.Context, saleID string) error {
-	_, err := q.db.Exec(ctx, waitroomCreate, saleID)
+func (q *Queries) WaitroomCreate(ctx context.Context, arg WaitroomCreateParams) error {
+	_, err := q.db.Exec(ctx, waitroomCreate, arg.SaleID)
 	return err
 }
 
@@ -81,6 +90,11 @@ UPDATE waiting_rooms w
 RETURNING (w.next_position - $1::bigint)::bigint AS first_position, w.preopen_count
 `
 
+type WaitroomLeaseParams struct {
+	Block  int64
+	SaleID string
+}
+
 type WaitroomLeaseRow struct {
 	FirstPosition int64
 	PreopenCount  *int64
@@ -93,8 +107,8 @@ type WaitroomLeaseRow struct {
 // clock: opens_at set and passed) freezes preopen_count at the positions
 // handed out before, so every later lease starts after the pre-open crowd;
 // preopen_count IS NULL in the answer means this lease is pre-open.
-func (q *Queries) WaitroomLease(ctx context.Context, block int64, saleID string) (WaitroomLeaseRow, error) {
-	row := q.db.QueryRow(ctx, waitroomLease, block, saleID)
+func (q *Queries) WaitroomLease(ctx context.Context, arg WaitroomLeaseParams) (WaitroomLeaseRow, error) {
+	row := q.db.QueryRow(ctx, waitroomLease, arg.Block, arg.SaleID)
 	var i WaitroomLeaseRow
 	err := row.Scan(&i.FirstPosition, &i.PreopenCount)
 	return i, err
@@ -145,79 +159,6 @@ func (q *Queries) WaitroomPaceInputs(ctx context.Context) ([]WaitroomPaceInputsR
 			&i.AdmittedThrough,
 			&i.PacePerSecond,
 			&i.AdmittedReserved,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const waitroomSales = `-- name: WaitroomSales :many
-SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
-       s.min_account_age_seconds, s.draw_seed,
-       coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int > 0 AS has_stock,
-       coalesce(w.next_position, 1)::bigint AS next_position,
-       w.preopen_count,
-       coalesce(w.admitted_through, 0)::bigint AS admitted_through,
-       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second
-  FROM sales s
-  LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
- WHERE ($1::text IS NULL
-        AND s.admission = 'waiting_room'
-        AND (s.state <> 'closed' OR s.updated_at > now() - interval '1 day'))
-    OR s.sale_id = $1::text
-`
-
-type WaitroomSalesRow struct {
-	SaleID               string
-	State                string
-	OpensAt              *time.Time
-	Admission            string
-	Fairness             string
-	ChallengeBits        int32
-	MinAccountAgeSeconds int32
-	DrawSeed             []byte
-	HasStock             bool
-	NextPosition         int64
-	PreopenCount         *int64
-	AdmittedThrough      int64
-	PacePerSecond        float64
-}
-
-// What each instance keeps in memory to answer ticket and status requests
-// without a round trip: every waiting-room sale that is not closed (closed
-// ones for a day), or just @sale_id when given, whatever its admission (a
-// direct sale is remembered as such, so asking again within StaleAfter costs
-// nothing).
-// Re-read on flashline_waitroom and flashline_sale_changed notifications and
-// once a second. has_stock is false when every bucket is empty.
-func (q *Queries) WaitroomSales(ctx context.Context, saleID *string) ([]WaitroomSalesRow, error) {
-	rows, err := q.db.Query(ctx, waitroomSales, saleID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []WaitroomSalesRow
-	for rows.Next() {
-		var i WaitroomSalesRow
-		if err := rows.Scan(
-			&i.SaleID,
-			&i.State,
-			&i.OpensAt,
-			&i.Admission,
-			&i.Fairness,
-			&i.ChallengeBits,
-			&i.MinAccountAgeSeconds,
-			&i.DrawSeed,
-			&i.HasStock,
-			&i.NextPosition,
-			&i.PreopenCount,
-			&i.AdmittedThrough,
-			&i.PacePerSecond,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,45 @@
+package flashline
+
+import "errors"
+
+// Domain errors. Each maps to one error code of the HTTP contract
+// (handlers/errors.go holds the table).
+var (
+	ErrNotFound              = errors.New("not found")
+	ErrSoldOut               = errors.New("sold out")
+	ErrLimitReached          = errors.New("per-customer limit reached")
+	ErrSaleNotOpen           = errors.New("sale is not open")
+	ErrRequestInProgress     = errors.New("a request with this idempotency key is in progress")
+	ErrIdempotencyKeyReused  = errors.New("idempotency key reused with a different request")
+	ErrReservationExpired    = errors.New("reservation expired")
+	ErrReservationCancelled  = errors.New("reservation cancelled")
+	ErrReservationConfirmed  = errors.New("reservation already confirmed")
+	ErrInvalidTransition     = errors.New("sale cannot make that state change")
+	ErrInvariantBroken       = errors.New("sale invariant does not hold")
+	ErrUnavailable           = errors.New("stock cannot be counted right now")
+	ErrOverloaded            = errors.New("overloaded")
+	ErrAdmissionRequired     = errors.New("admission token required")
+	ErrAdmissionInvalid      = errors.New("admission token invalid")
+	ErrForbidden             = errors.New("forbidden")
+	ErrIdempotencyKeyMissing = errors.New("idempotency key missing")
+	ErrUnauthenticated       = errors.New("unauthenticated")
+	ErrQuantityAboveLimit    = errors.New("quantity above the per-customer limit")
+	ErrInvalidIdempotencyKey = errors.New("idempotency key must be 1-255 printable ASCII characters")
+	ErrRateLimited           = errors.New("rate limited")
+	// ErrTooManyInFlight: the customer already has as many requests in
+	// flight as one customer may.
+	ErrTooManyInFlight = errors.New("too many requests in flight for this account")
+	ErrAccountTooNew   = errors.New("account too new for this sale")
+	// ErrInstrumentLimitReached: the payment instrument holds the most units
+	// the sale allows one instrument.
+	ErrInstrumentLimitReached = errors.New("payment instrument limit reached")
+	ErrNoWaitingRoom          = errors.New("sale has no waiting room")
+)
+
+// InvalidError is a request that is malformed or breaks a rule of the contract.
+type InvalidError struct{ Reason string }
+
+func (e *InvalidError) Error() string { return e.Reason }
+
+// Invalid returns an *InvalidError with the given reason.
+func Invalid(reason string) error { return &InvalidError{Reason: reason} }

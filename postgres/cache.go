@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/dbsqlc"
+	"github.com/flashline/flashline/salecache"
+)
+
+// What the sale cache reads (salecache.Source), on the waiting room's pool:
+// the cache serves the room's polls, and its reads must never wait behind
+// buyers or an admin.
+
+var _ salecache.Source = (*Store)(nil)
+
+// SaleFacts reads saleID, or with "" every sale worth keeping in memory.
+func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale, error) {
+	var filter *string
+	if saleID != "" {
+		filter = &saleID
+	}
+	rows, err := dbsqlc.New(s.room).SaleFacts(ctx, dbsqlc.SaleFactsParams{SaleID: filter})
+	if err != nil {
+		return nil, fmt.Errorf("sale facts: %w", translate(err))
+	}
+	out := make([]salecache.Sale, len(rows))
+	for i, r := range rows {
+		out[i] = salecache.Sale{
+			ID:                   r.SaleID,
+			State:                flashline.SaleState(r.State),
+			OpensAt:              r.OpensAt,
+			Admission:            flashline.Admission(r.Admission),
+			Fairness:             flashline.Fairness(r.Fairness),
+			ChallengeBits:        int(r.ChallengeBits),
+			MinAccountAgeSeconds: int(r.MinAccountAgeSeconds),
+			DrawSeed:             r.DrawSeed,
+			SoldOut:              r.SoldOut,
+			NextPosition:         r.NextPosition,
+			PreopenCount:         -1,
+			AdmittedThrough:      r.AdmittedThrough,
+			Pace:                 r.PacePerSecond,
+		}
+		if r.PreopenCount != nil {
+			out[i].PreopenCount = *r.PreopenCount
+		}
+	}
+	return out, nil
+}
+
+// SaleCustomers lists the customers who ever held a reservation in the sale.
+func (s *Store) SaleCustomers(ctx context.Context, saleID string) ([]string, error) {
+	ids, err := dbsqlc.New(s.room).SaleCustomers(ctx, dbsqlc.SaleCustomersParams{SaleID: saleID})
+	if err != nil {
+		return nil, fmt.Errorf("customers of sale %s: %w", saleID, translate(err))
+	}
+	return ids, nil
+}
+
+// The channels the triggers notify, each with a sale id as its payload:
+// flashline_sale_changed (migration 000002: a sale's state or opening time
+// changed, a bucket ran out or got stock back) and flashline_waitroom
+// (migration 000003: a room's watermark moved, its pre-open count was frozen,
+// a room was made).
+var changeChannels = []string{"flashline_sale_changed", "flashline_waitroom"}
+
+// Listen holds one connection of its own (made like the waiting room pool's)
+// LISTENing on the change channels, and calls changed with each
+// notification's sale id, and with "" after every (re)connect, when anything
+// may have changed meanwhile. It reconnects a second after losing the
+// connection, until ctx is done.
+func (s *Store) Listen(ctx context.Context, changed func(saleID string)) error {
+	listener := &pgxlisten.Listener{
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, s.room.Config().ConnConfig.Copy())
+		},
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil {
+				s.logger().WarnContext(ctx, "postgres: listener", "err", err)
+			}
+		},
+		ReconnectDelay: time.Second,
+	}
+	h := notified(changed)
+	for _, ch := range changeChannels {
+		listener.Handle(ch, h)
+	}
+	err := listener.Listen(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+type notified func(saleID string)
+
+func (f notified) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	f(n.Payload)
+	return nil
+}
+
+func (f notified) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	f("")
+	return nil
+}

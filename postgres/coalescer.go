@@ -1,0 +1,221 @@
+package postgres
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/flashline/flashline"
+)
+
+// The coalescer gathers concurrent reservations for one sale on this
+// instance into batches, and runs each batch as one transaction that takes
+// the stock of the whole batch with one conditional decrement. One hot stock
+// row then costs one lock, one commit and one fsync per batch instead of per
+// reservation.
+//
+// It is group commit: a request that finds no batch of its sale running
+// starts one at once, alone, so an uncontended request waits for nothing.
+// Requests arriving while batches are running queue up, and the next batch
+// takes up to MaxBatch of them in arrival order. The window is therefore the
+// time a batch takes, no timer involved, and it only exists under contention.
+//
+// Each caller gets the answer it would have had alone. Decisions that depend
+// on one request (replay, idempotency key reused, sale not open, limit
+// reached, admission refused) are taken per request from one read; the stock
+// is allocated in arrival order; a customer appears at most once per batch
+// (a second request of the same customer, or of the same payment
+// instrument, waits for the next batch, where it sees the first one's
+// outcome); and a batch that fails as a whole is run
+// again one request at a time, so that one bad request fails alone.
+
+// maxAttempts bounds how often one request is carried over to a later batch
+// (its customer was busy in another transaction, or its bucket ran short
+// while another bucket still had stock).
+const maxAttempts = flashline.MaxBuckets + 4
+
+type call struct {
+	req      flashline.ReserveRequest
+	deadline time.Time
+	attempts int
+	// round is how many batches of the sale had started when the call
+	// joined the queue.
+	round uint64
+	done  chan struct{}
+	res   flashline.ReserveResult
+	err   error
+}
+
+func (c *call) finish(res flashline.ReserveResult, err error) {
+	c.res, c.err = res, err
+	close(c.done)
+}
+
+// saleQueue holds the requests waiting for a batch of one sale.
+type saleQueue struct {
+	waiting []*call
+	running int
+	started uint64 // batches started
+	bound   queueBound
+}
+
+// queueBound is how many rounds of batches a sale's queue may hold: a
+// request that would wait longer is refused at once (ErrOverloaded). It
+// tells a standing queue from a burst as CoDel does (see loadshed), but in
+// rounds of batches rather than time, since a batch's time grows with its
+// size by design. A request that joins the next batch to start waited 0
+// rounds; one that joins a later batch waited 1 or more, because a whole
+// batch ahead of it was still waiting. When even the fewest rounds any
+// request waited over a whole interval is 1 or more, the queue never drained
+// to less than a batch: it stands, and the bound is halved (down to one
+// round); every interval in which it did drain, the bound grows by a round,
+// back up to Store.QueueRounds. A burst, or a hiccup of the database, is
+// absorbed by the whole allowance and served once it passes; a steady
+// overload settles at one or two rounds: about two batch times of waiting.
+type queueBound struct {
+	rounds    int
+	start     time.Time // of the current interval
+	minWaited uint64    // over the current interval
+	samples   int
+}
+
+// boundInterval is the span over which a sale's queue must have stood.
+const boundInterval = 100 * time.Millisecond
+
+func (b *queueBound) observe(waited uint64) {
+	if b.samples == 0 || waited < b.minWaited {
+		b.minWaited = waited
+	}
+	b.samples++
+}
+
+// tick closes the interval if it is over and moves the bound, which stays
+// within [1, most].
+func (b *queueBound) tick(now time.Time, most int) {
+	if now.Sub(b.start) < boundInterval {
+		return
+	}
+	switch {
+	case b.samples > 0 && b.minWaited >= 1:
+		b.rounds /= 2
+	case b.samples > 0:
+		b.rounds++
+	}
+	b.rounds = min(most, max(1, b.rounds))
+	b.start, b.samples = now, 0
+}
+
+type coalescer struct {
+	store *Store
+	mu    sync.Mutex
+	sales map[string]*saleQueue
+}
+
+// submit queues c and returns when it has its answer. A sale whose queue is
+// full refuses c at once with ErrOverloaded (see full): c would wait for more
+// rounds of batches than the bound allows, and more waiting would add
+// latency without selling one unit more (the batches are full already).
+func (co *coalescer) submit(c *call) {
+	co.mu.Lock()
+	q := co.sales[c.req.SaleID]
+	if q == nil {
+		q = &saleQueue{bound: queueBound{rounds: co.store.QueueRounds, start: time.Now()}}
+		co.sales[c.req.SaleID] = q
+	}
+	if co.fullLocked(q) {
+		co.mu.Unlock()
+		if co.store.OnQueueFull != nil {
+			co.store.OnQueueFull()
+		}
+		c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: its batches are full: %w", c.req.SaleID, flashline.ErrOverloaded))
+		return
+	}
+	c.round = q.started
+	q.waiting = append(q.waiting, c)
+	batch := co.take(c.req.SaleID, q)
+	co.mu.Unlock()
+	if batch != nil {
+		co.run(c.req.SaleID, batch)
+	}
+	<-c.done
+}
+
+// full reports whether a new request of saleID would be refused: its queue
+// holds as many rounds of batches as its bound allows.
+func (co *coalescer) full(saleID string) bool {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	q := co.sales[saleID]
+	return q != nil && co.fullLocked(q)
+}
+
+func (co *coalescer) fullLocked(q *saleQueue) bool {
+	return co.store.QueueRounds > 0 &&
+		len(q.waiting) >= q.bound.rounds*co.store.MaxBatch*co.store.BatchesInFlight
+}
+
+// take returns the next batch for a sale, or nil when the sale already has
+// as many batches running as allowed or nothing waits. co.mu is held.
+func (co *coalescer) take(saleID string, q *saleQueue) []*call {
+	if q.running >= co.store.BatchesInFlight || len(q.waiting) == 0 {
+		if q.running == 0 && len(q.waiting) == 0 {
+			delete(co.sales, saleID)
+		}
+		return nil
+	}
+	max := co.store.MaxBatch
+	batch := make([]*call, 0, min(max, len(q.waiting)))
+	customers := make(map[string]bool, cap(batch))
+	instruments := make(map[string]bool)
+	rest := q.waiting[:0]
+	now := time.Now()
+	for _, c := range q.waiting {
+		instrument := c.req.PaymentInstrument
+		switch {
+		case len(batch) == max || customers[c.req.CustomerID] || (instrument != "" && instruments[instrument]):
+			rest = append(rest, c) // next batch
+		case now.After(c.deadline):
+			c.finish(flashline.ReserveResult{}, flashline.ErrOverloaded)
+		default:
+			customers[c.req.CustomerID] = true
+			if instrument != "" {
+				instruments[instrument] = true
+			}
+			batch = append(batch, c)
+		}
+	}
+	clear(q.waiting[len(rest):])
+	q.waiting = rest
+	if len(batch) == 0 { // every one of them had waited too long
+		if q.running == 0 && len(q.waiting) == 0 {
+			delete(co.sales, saleID)
+		}
+		return nil
+	}
+	q.bound.tick(now, co.store.QueueRounds)
+	for _, c := range batch {
+		if c.attempts == 0 { // a carried-over request waited for its own reasons
+			q.bound.observe(q.started - c.round)
+		}
+	}
+	q.started++
+	q.running++
+	return batch
+}
+
+// run executes batch, then starts the sale's next batch if requests wait.
+func (co *coalescer) run(saleID string, batch []*call) {
+	again := co.store.reserveBatch(batch)
+	co.mu.Lock()
+	q := co.sales[saleID]
+	q.running--
+	// Carried-over requests go first: they arrived before the rest.
+	q.waiting = append(again, q.waiting...)
+	next := co.take(saleID, q)
+	co.mu.Unlock()
+	if next != nil {
+		// The next batch runs on its own goroutine, so that this one's
+		// caller, answered by now, is not held up by others.
+		go co.run(saleID, next)
+	}
+}

@@ -1,0 +1,88 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/dbsqlc"
+)
+
+// Reservation reads a reservation that by may see.
+func (s *Store) Reservation(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
+	row, err := dbsqlc.New(s.admin).ReservationGet(ctx, dbsqlc.ReservationGetParams{ReservationID: reservationID})
+	if err != nil {
+		return flashline.Reservation{}, fmt.Errorf("reservation %s: %w", reservationID, translate(err))
+	}
+	if !by.CanAct(row.CustomerID) {
+		// Someone else's reservation is not theirs to know about.
+		return flashline.Reservation{}, fmt.Errorf("reservation %s: %w", reservationID, flashline.ErrNotFound)
+	}
+	r := flashline.Reservation{
+		ID:          row.ReservationID,
+		SaleID:      row.SaleID,
+		CustomerID:  row.CustomerID,
+		Quantity:    int(row.Quantity),
+		State:       flashline.ReservationState(row.State),
+		CreatedAt:   row.CreatedAt,
+		ExpiresAt:   row.ExpiresAt.UTC(),
+		ConfirmedAt: row.ConfirmedAt,
+	}
+	if row.OrderID != nil {
+		r.OrderID = *row.OrderID
+	}
+	return r, nil
+}
+
+// Confirm turns a pending reservation into an order, once: repeating it
+// returns the same order.
+func (s *Store) Confirm(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
+	r, err := s.Reservation(ctx, reservationID, by)
+	if err != nil {
+		return r, err
+	}
+	if r.State == flashline.ReservationPending {
+		_, err := dbsqlc.New(s.admin).ReservationConfirm(ctx, dbsqlc.ReservationConfirmParams{
+			OrderID: flashline.NewID(flashline.OrderIDPrefix), ReservationID: reservationID,
+		})
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return r, fmt.Errorf("confirm reservation %s: %w", reservationID, translate(err))
+		}
+		// Matched or not (a concurrent confirm or cancel won, or it expired),
+		// the reservation as it now stands is the answer.
+		if r, err = s.Reservation(ctx, reservationID, by); err != nil {
+			return r, err
+		}
+	}
+	switch {
+	case r.State == flashline.ReservationConfirmed:
+		return r, nil
+	case r.State == flashline.ReservationPending:
+		return r, flashline.ErrReservationExpired // past expires_at, not yet swept
+	}
+	return r, r.Err()
+}
+
+// Cancel cancels a pending reservation and returns its units to stock exactly
+// once, however often and wherever it is called.
+func (s *Store) Cancel(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
+	r, err := s.Reservation(ctx, reservationID, by)
+	if err != nil {
+		return r, err
+	}
+	if r.State == flashline.ReservationPending {
+		if _, err := dbsqlc.New(s.admin).ReservationCancel(ctx, dbsqlc.ReservationCancelParams{ReservationID: reservationID}); err != nil {
+			return r, fmt.Errorf("cancel reservation %s: %w", reservationID, translate(err))
+		}
+		if r, err = s.Reservation(ctx, reservationID, by); err != nil {
+			return r, err
+		}
+	}
+	if r.State == flashline.ReservationCancelled {
+		return r, nil
+	}
+	return r, r.Err()
+}

@@ -1,0 +1,53 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/flashline/flashline"
+)
+
+// Reserve runs one reservation attempt, coalesced with concurrent attempts
+// for the same sale (coalescer.go queues them, batch.go runs a batch as one
+// transaction; sql/queries/reserve.sql has the statements and why they are
+// safe under concurrency).
+func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
+	if req.AdmissionID != "" {
+		if err := s.limitAdmitted(ctx, req); err != nil {
+			return flashline.ReserveResult{}, err
+		}
+	}
+	// The attempt is detached from the client: a mobile client that gives up
+	// after a few milliseconds must not abort the transaction half way, or
+	// its retry would do the work again instead of replaying the answer.
+	c := &call{req: req, deadline: time.Now().Add(s.ReserveTimeout), done: make(chan struct{})}
+	s.batches.submit(c)
+	return c.res, c.err
+}
+
+// SaleBusy reports whether a reservation of saleID would be refused at once
+// because the sale's queue is full (Store.QueueRounds): a peek, without
+// queueing, so that the HTTP layer can refuse it before it has paid for the
+// body and the token.
+func (s *Store) SaleBusy(saleID string) bool { return s.batches.full(saleID) }
+
+// Reserve attempts with a valid admission token (waiting-room sales) are
+// rate limited per account and per payment instrument, across instances, on
+// the purchase path's pool. The check sits here, behind the sale cache
+// (salecache.Wrap), so that a sold-out or closed sale refuses from memory
+// without this write.
+const (
+	reserveWindow         = 10 * time.Second
+	reservesPerAccount    = 10
+	reservesPerInstrument = 20
+)
+
+func (s *Store) limitAdmitted(ctx context.Context, req flashline.ReserveRequest) error {
+	if err := rateLimit(ctx, s.sale, "reserve", req.SaleID+"\n"+req.CustomerID, reserveWindow, reservesPerAccount); err != nil {
+		return err
+	}
+	if req.PaymentInstrument == "" {
+		return nil
+	}
+	return rateLimit(ctx, s.sale, "reserve-instrument", req.SaleID+"\n"+req.PaymentInstrument, reserveWindow, reservesPerInstrument)
+}

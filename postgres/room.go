@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/dbsqlc"
+	"github.com/flashline/flashline/waitroom"
+)
+
+// What the waiting room needs of the database (waitroom.Store), on its own
+// pool: a crowd taking tickets never waits behind buyers, and never delays
+// an admin or a confirm.
+
+var _ waitroom.Store = (*Store)(nil)
+
+// LeasePositions leases the next n positions of saleID's room (see
+// WaitroomLease for why that keeps every instance's positions apart).
+func (s *Store) LeasePositions(ctx context.Context, saleID string, n int64) (first int64, preOpen bool, err error) {
+	row, err := dbsqlc.New(s.room).WaitroomLease(ctx, dbsqlc.WaitroomLeaseParams{Block: n, SaleID: saleID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, fmt.Errorf("lease positions of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("lease positions of sale %s: %w", saleID, translate(err))
+	}
+	return row.FirstPosition, row.PreopenCount == nil, nil
+}
+
+// LeadPacer leads the pacer on one connection of the room's pool that it
+// keeps for as long as it leads: the leadership is a session advisory lock
+// (WaitroomLeaderTryLock), which goes with the session if the connection or
+// the process dies, and another instance takes over.
+func (s *Store) LeadPacer(ctx context.Context, lead func(ctx context.Context, db waitroom.PacerDB) error) (bool, error) {
+	conn, err := s.room.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("pacer: acquire: %w", translate(err))
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	locked, err := dbsqlc.New(conn).WaitroomLeaderTryLock(lockCtx)
+	cancel()
+	switch {
+	case err != nil:
+		destroy(conn)
+		return false, fmt.Errorf("pacer: leader lock: %w", translate(err))
+	case !locked:
+		conn.Release()
+		return false, nil
+	}
+	err = lead(ctx, pacerDB{conn: conn})
+	if err == nil {
+		// Shutting down: hand the lock over now rather than when the
+		// connection is closed.
+		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		err = dbsqlc.New(conn).WaitroomLeaderUnlock(unlockCtx)
+		cancel()
+		if err == nil {
+			conn.Release()
+			return true, nil
+		}
+	}
+	// The session may still hold the lock: end it.
+	destroy(conn)
+	return true, fmt.Errorf("pacer stopped leading: %w", translate(err))
+}
+
+// destroy closes a pooled connection instead of returning it, ending its
+// session (and any advisory lock it holds).
+func destroy(conn *pgxpool.Conn) {
+	c := conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
+// pacerDB is the leader's session.
+type pacerDB struct{ conn *pgxpool.Conn }
+
+func (p pacerDB) PaceInputs(ctx context.Context) ([]waitroom.PaceRow, error) {
+	rows, err := dbsqlc.New(p.conn).WaitroomPaceInputs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pace inputs: %w", translate(err))
+	}
+	out := make([]waitroom.PaceRow, len(rows))
+	for i, r := range rows {
+		out[i] = waitroom.PaceRow{
+			SaleID:           r.SaleID,
+			State:            flashline.SaleState(r.State),
+			Available:        r.Available,
+			NextPosition:     r.NextPosition,
+			PreopenFrozen:    r.PreopenCount != nil,
+			AdmittedThrough:  r.AdmittedThrough,
+			Pace:             r.PacePerSecond,
+			AdmittedReserved: r.AdmittedReserved,
+		}
+	}
+	return out, nil
+}
+
+func (p pacerDB) Advance(ctx context.Context, saleID string, target int64, pace float64) (int64, bool, error) {
+	watermark, err := dbsqlc.New(p.conn).WaitroomAdvance(ctx, dbsqlc.WaitroomAdvanceParams{Target: target, PacePerSecond: pace, SaleID: saleID})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("advance sale %s: %w", saleID, translate(err))
+	}
+	return watermark, true, nil
+}
+
+func (p pacerDB) Ping(ctx context.Context) error { return translate(p.conn.Ping(ctx)) }

@@ -1,0 +1,218 @@
+package flashline
+
+import "time"
+
+// SaleState is the state of a sale. StateSoldOut is never stored: it is an
+// open sale with nothing available, derived when a sale is read
+// (EffectiveState).
+type SaleState string
+
+// Sale states.
+const (
+	StateScheduled SaleState = "scheduled"
+	StateOpen      SaleState = "open"
+	StateSoldOut   SaleState = "sold_out"
+	StatePaused    SaleState = "paused"
+	StateClosed    SaleState = "closed"
+)
+
+// Admission is how buyers get to a sale's purchase path.
+type Admission string
+
+// Admission modes.
+const (
+	AdmissionDirect      Admission = "direct"
+	AdmissionWaitingRoom Admission = "waiting_room"
+)
+
+// Fairness is a waiting room's policy: how waiters are ordered.
+type Fairness string
+
+// Fairness policies.
+const (
+	// FairnessRandomizedAtOpen places everyone who arrived before the sale
+	// opened by a draw fixed per customer and sale, and later arrivals after
+	// them in arrival order.
+	FairnessRandomizedAtOpen Fairness = "randomized_at_open"
+	// FairnessArrivalOrder places everyone in order of arrival.
+	FairnessArrivalOrder Fairness = "arrival_order"
+)
+
+// Limits on what a sale may be created with.
+const (
+	MaxBuckets   = 64
+	MaxSKULength = 128
+	// MaxChallengeBits is the hardest waiting-room challenge a sale may ask
+	// (about 2^32 hashes: minutes in a browser).
+	MaxChallengeBits = 32
+	// MaxMinAccountAgeSeconds bounds the account-age rule (ten years).
+	MaxMinAccountAgeSeconds = 10 * 365 * 24 * 3600
+)
+
+// NewSale is what an admin supplies to create a sale.
+type NewSale struct {
+	SKU                   string
+	InitialStock          int
+	PerCustomerLimit      int
+	ReservationTTLSeconds int
+	OpensAt               *time.Time
+	Admission             Admission
+	Buckets               int
+	// Fairness is the waiting room's ordering policy (default
+	// FairnessRandomizedAtOpen).
+	Fairness Fairness
+	// ChallengeBits is the difficulty of the proof of work asked before
+	// admission through the waiting room; 0 = none.
+	ChallengeBits int
+	// PerInstrumentLimit is the most units one payment instrument may hold
+	// in the sale; 0 = no limit.
+	PerInstrumentLimit int
+	// MinAccountAgeSeconds refuses accounts younger than this (the
+	// acct_created claim); 0 = no rule.
+	MinAccountAgeSeconds int
+}
+
+// Validate checks a NewSale and fills in defaults.
+func (n *NewSale) Validate() error {
+	switch {
+	case n.SKU == "" || len(n.SKU) > MaxSKULength:
+		return Invalid("sku must be 1-128 characters")
+	case !ValidText(n.SKU):
+		return Invalid("sku must be text without control or format characters")
+	case n.InitialStock < 1 || n.InitialStock > 100_000_000:
+		return Invalid("initialStock must be between 1 and 100000000")
+	}
+	if n.PerCustomerLimit == 0 {
+		n.PerCustomerLimit = 1
+	}
+	if n.ReservationTTLSeconds == 0 {
+		n.ReservationTTLSeconds = 600
+	}
+	if n.Admission == "" {
+		n.Admission = AdmissionDirect
+	}
+	if n.Buckets == 0 {
+		n.Buckets = 1
+	}
+	if n.Fairness == "" {
+		n.Fairness = FairnessRandomizedAtOpen
+	}
+	switch {
+	case n.PerCustomerLimit < 1 || n.PerCustomerLimit > 1000:
+		return Invalid("perCustomerLimit must be between 1 and 1000")
+	case n.ReservationTTLSeconds < 1 || n.ReservationTTLSeconds > 7*24*3600:
+		return Invalid("reservationTtlSeconds must be between 1 and 604800")
+	case n.Admission != AdmissionDirect && n.Admission != AdmissionWaitingRoom:
+		return Invalid(`admission must be "direct" or "waiting_room"`)
+	case n.Buckets < 1 || n.Buckets > MaxBuckets:
+		return Invalid("buckets must be between 1 and 64")
+	case n.Buckets > n.InitialStock:
+		return Invalid("buckets must not exceed initialStock")
+	case n.Fairness != FairnessRandomizedAtOpen && n.Fairness != FairnessArrivalOrder:
+		return Invalid(`fairness must be "randomized_at_open" or "arrival_order"`)
+	case n.ChallengeBits < 0 || n.ChallengeBits > MaxChallengeBits:
+		return Invalid("challengeBits must be between 0 (no challenge) and 32")
+	case n.ChallengeBits > 0 && n.Admission != AdmissionWaitingRoom:
+		return Invalid(`challengeBits needs "admission": "waiting_room" (the challenge is asked in the waiting room)`)
+	case n.PerInstrumentLimit < 0 || n.PerInstrumentLimit > 1000:
+		return Invalid("perInstrumentLimit must be between 1 and 1000, or null for no limit")
+	case n.MinAccountAgeSeconds < 0 || n.MinAccountAgeSeconds > MaxMinAccountAgeSeconds:
+		return Invalid("minAccountAgeSeconds must be between 0 and 315360000 (ten years)")
+	}
+	return nil
+}
+
+// InitialState is the state a new sale is stored in: open at once when it
+// admits directly and its opening time is unset or past (as of now),
+// scheduled otherwise (a waiting room opens by its time or an admin).
+func (n NewSale) InitialState(now time.Time) SaleState {
+	if n.Admission == AdmissionDirect && (n.OpensAt == nil || !n.OpensAt.After(now)) {
+		return StateOpen
+	}
+	return StateScheduled
+}
+
+// Invariant is the last verdict of the invariant check on a sale.
+type Invariant struct {
+	OK        bool
+	CheckedAt *time.Time
+	Detail    string
+}
+
+// Sale is a sale with its live counts, in units.
+type Sale struct {
+	ID                    string
+	SKU                   string
+	State                 SaleState
+	InitialStock          int
+	Available             int
+	Pending               int
+	Confirmed             int
+	Expired               int
+	Cancelled             int
+	LedgerTotal           int
+	PerCustomerLimit      int
+	ReservationTTLSeconds int
+	Admission             Admission
+	Buckets               int
+	Fairness              Fairness
+	ChallengeBits         int
+	PerInstrumentLimit    int // 0: no limit
+	MinAccountAgeSeconds  int
+	OpensAt               *time.Time
+	PauseReason           string
+	Invariant             Invariant
+	CreatedAt             time.Time
+}
+
+// EffectiveState is the state a sale shows, from the state stored: a
+// scheduled sale whose time has come is open, and an open sale with nothing
+// available is sold out.
+func EffectiveState(stored SaleState, opensAt *time.Time, now time.Time, available int) SaleState {
+	state := stored
+	if state == StateScheduled && opensAt != nil && !opensAt.After(now) {
+		state = StateOpen
+	}
+	if state == StateOpen && available == 0 {
+		state = StateSoldOut
+	}
+	return state
+}
+
+// SaleAction is an admin's action on a sale.
+type SaleAction string
+
+// Sale actions.
+const (
+	ActionOpen   SaleAction = "open"
+	ActionPause  SaleAction = "pause"
+	ActionResume SaleAction = "resume"
+	ActionClose  SaleAction = "close"
+)
+
+// SaleActions are every action, in the order the API lists them.
+var SaleActions = []SaleAction{ActionOpen, ActionPause, ActionResume, ActionClose}
+
+// transitions is the sale state machine: for each admin action, the stored
+// state it leads to and the stored states it may start from. The target is
+// among its own sources, so repeating an action is harmless.
+var transitions = map[SaleAction]struct {
+	to   SaleState
+	from []SaleState
+}{
+	ActionOpen:   {StateOpen, []SaleState{StateScheduled, StateOpen}},
+	ActionPause:  {StatePaused, []SaleState{StateScheduled, StateOpen, StatePaused}},
+	ActionResume: {StateOpen, []SaleState{StatePaused, StateOpen}},
+	ActionClose:  {StateClosed, []SaleState{StateScheduled, StateOpen, StatePaused, StateClosed}},
+}
+
+// Transition is what action does to a sale: the stored state it leads to
+// and the stored states it may start from (the store applies it atomically,
+// only from one of those). An unknown action is an *InvalidError.
+func (a SaleAction) Transition() (to SaleState, from []SaleState, err error) {
+	t, ok := transitions[a]
+	if !ok {
+		return "", nil, Invalid("unknown action " + string(a))
+	}
+	return t.to, t.from, nil
+}

@@ -1,0 +1,60 @@
+package waitroom
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/flashline/flashline"
+)
+
+// Policy is a sale's published fairness policy.
+type Policy struct {
+	Policy      flashline.Fairness
+	Description string
+}
+
+// Policy returns the sale's fairness policy in words a customer can read,
+// with the other rules that decide who gets in.
+func (r *Room) Policy(ctx context.Context, saleID string) (Policy, error) {
+	s, _, err := r.room(ctx, saleID)
+	if err != nil {
+		return Policy{}, err
+	}
+	p := Policy{Policy: s.Fairness}
+	switch s.Fairness {
+	case flashline.FairnessArrivalOrder:
+		p.Description = "Everyone is placed in the order they joined the waiting room, before and after the sale opens. " +
+			"Refreshing the page or joining again never moves you forward."
+	default:
+		p.Description = "Everyone who joins the waiting room before the sale opens is placed by a random draw made for your account and this sale: " +
+			"joining early, refreshing the page or joining again does not change your place, so there is no need to rush. " +
+			"People who join after the sale opens are placed after them, in the order they join."
+	}
+	p.Description += " People are let in at the pace the checkout can handle, and each admission is good for one reservation for a limited time."
+	if s.ChallengeBits > 0 {
+		p.Description += " Before you are let in, your browser solves a small puzzle; this slows down automated buying."
+	}
+	if s.MinAccountAgeSeconds > 0 {
+		p.Description += fmt.Sprintf(" Accounts created less than %s before joining cannot take part.", humanDuration(s.MinAccountAgeSeconds))
+	}
+	return p, nil
+}
+
+func humanDuration(secs int) string {
+	switch {
+	case secs%86400 == 0:
+		return plural(secs/86400, "day")
+	case secs%3600 == 0:
+		return plural(secs/3600, "hour")
+	case secs%60 == 0:
+		return plural(secs/60, "minute")
+	}
+	return plural(secs, "second")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}

@@ -1,0 +1,86 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/salecache"
+)
+
+// StatusResult is where a ticket stands.
+type StatusResult struct {
+	State string
+	// Waiting: the place in line now (1 = next), the estimate, when to ask
+	// again, and whether the sale is paused (nobody is let in meanwhile).
+	Position             int64
+	EstimatedWaitSeconds int64
+	PollAfter            time.Duration
+	Paused               bool
+	// ChallengeRequired: the proof of work to solve and send as solution.
+	Challenge *Challenge
+	// Admitted: the admission token for X-Admission-Token, good for one
+	// reservation until it expires.
+	AdmissionToken string
+	ExpiresIn      time.Duration
+}
+
+// Status says where a ticket stands: waiting, challenge_required, admitted or
+// sold_out. It verifies the ticket with the keyring and answers from memory:
+// no database round trip unless the sale's entry is missing or stale. When
+// the database cannot be read and only a stale entry is left, the answer is
+// "waiting" (come back shortly): nobody is admitted on stale knowledge.
+// Errors: ErrAdmissionInvalid (a ticket not valid, or not this customer's or
+// this sale's), ErrNotFound, ErrNoWaitingRoom, ErrSaleNotOpen (closed),
+// ErrUnavailable.
+func (r *Room) Status(ctx context.Context, saleID, customerID, token, solution string) (StatusResult, error) {
+	t, err := r.keys.ParseTicket(token)
+	if err != nil {
+		return StatusResult{}, errors.Join(flashline.ErrAdmissionInvalid, err)
+	}
+	if t.SaleID != saleID || t.CustomerID != customerID {
+		return StatusResult{}, fmt.Errorf("status in sale %s: ticket is for another sale or customer: %w", saleID, flashline.ErrAdmissionInvalid)
+	}
+	s, fresh, err := r.room(ctx, saleID)
+	if err != nil {
+		return StatusResult{}, err
+	}
+	res, err := r.status(s, fresh, t, solution)
+	if err == nil {
+		r.metrics.statuses.WithLabelValues(res.State).Inc()
+	}
+	return res, err
+}
+
+func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (StatusResult, error) {
+	now := r.opts.Now()
+	if s.State == flashline.StateClosed {
+		return StatusResult{}, fmt.Errorf("status in sale %s: %w", s.ID, flashline.ErrSaleNotOpen)
+	}
+	waiting := func() StatusResult {
+		w := r.wait(s, t, now)
+		res := StatusResult{State: StatusWaiting, Position: w.position, EstimatedWaitSeconds: w.seconds,
+			PollAfter: w.pollAfter, Paused: s.State == flashline.StatePaused}
+		if !fresh {
+			res.PollAfter = max(res.PollAfter, 5*time.Second)
+		}
+		return res
+	}
+	switch {
+	case !fresh:
+		return waiting(), nil
+	case s.SoldOut:
+		return StatusResult{State: StatusSoldOut}, nil
+	case s.State == flashline.StatePaused, rank(s, t) > s.AdmittedThrough:
+		// The watermark moves only once the database's clock says the sale
+		// is open, so rank <= watermark also means "open".
+		return waiting(), nil
+	case s.ChallengeBits > 0 && !r.keys.VerifyChallenge(t, solution, s.ChallengeBits):
+		return StatusResult{State: StatusChallengeRequired,
+			Challenge: &Challenge{Nonce: r.keys.ChallengeNonce(t), Bits: s.ChallengeBits}}, nil
+	}
+	a := Admission{ID: AdmissionID(t), SaleID: t.SaleID, CustomerID: t.CustomerID, ExpiresAt: now.Add(r.opts.AdmissionTTL)}
+	return StatusResult{State: StatusAdmitted, AdmissionToken: r.keys.SignAdmission(a), ExpiresIn: r.opts.AdmissionTTL}, nil
+}

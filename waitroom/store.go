@@ -1,0 +1,53 @@
+package waitroom
+
+import (
+	"context"
+	"time"
+
+	"github.com/flashline/flashline"
+)
+
+// Store is what the waiting room needs of the database (*postgres.Store).
+// What it reads to answer tickets and polls comes from the sale cache
+// (salecache.Cache), not from here.
+type Store interface {
+	// RateLimit counts one hit for subject in scope across every instance:
+	// nil, or flashline.ErrRateLimited once the window holds max hits.
+	RateLimit(ctx context.Context, scope, subject string, window time.Duration, max int) error
+	// LeasePositions leases the next n positions of saleID's room to this
+	// instance: the first of them, and whether they are pre-open (handed
+	// out before the sale opened, by the database's clock). No room:
+	// flashline.ErrNoWaitingRoom.
+	LeasePositions(ctx context.Context, saleID string, n int64) (first int64, preOpen bool, err error)
+	// LeadPacer makes this instance the pacer's leader if no instance is,
+	// and runs lead while it is; led is false, at once, when another
+	// instance leads. The leadership lasts as long as a session of the
+	// database (lost with it, and then taken over by another instance).
+	LeadPacer(ctx context.Context, lead func(ctx context.Context, db PacerDB) error) (led bool, err error)
+}
+
+// PacerDB is the database as the pacer's leader sees it, on the session that
+// holds the leadership.
+type PacerDB interface {
+	// PaceInputs reads every waiting room that has opened and is not closed.
+	PaceInputs(ctx context.Context) ([]PaceRow, error)
+	// Advance moves saleID's watermark forward to target (never back) and
+	// records the pace; moved is false when it was there already (someone
+	// else moved it further meanwhile). It also freezes the room's pre-open
+	// count at its first advance after the open.
+	Advance(ctx context.Context, saleID string, target int64, pace float64) (watermark int64, moved bool, err error)
+	// Ping checks that the leader's session is alive.
+	Ping(ctx context.Context) error
+}
+
+// PaceRow is what the pacer knows of one room at one tick.
+type PaceRow struct {
+	SaleID           string
+	State            flashline.SaleState
+	Available        int64 // units left
+	NextPosition     int64
+	PreopenFrozen    bool
+	AdmittedThrough  int64
+	Pace             float64
+	AdmittedReserved int64 // reservations made with an admission token
+}
