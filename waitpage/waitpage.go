@@ -1,7 +1,9 @@
 // Package waitpage serves the waiting-room page: one HTML document at
-// GET /sales/{saleId}/wait and its script, worker and style sheet under
-// /waitpage/. The files are plain HTML, JavaScript and CSS embedded in the
-// binary; there is no build step and nothing is loaded from another origin.
+// GET /sales/{saleId}/wait and, under /waitpage/, every other file in
+// static/: the page's scripts (ES modules: wait.js imports the others), the
+// proof-of-work worker and the style sheet. The files are plain HTML,
+// JavaScript and CSS embedded in the binary; there is no build step and
+// nothing is loaded from another origin.
 //
 // The page needs no authentication to be served: it reads the customer's
 // token from the URL fragment (or localStorage) and calls the API with it.
@@ -42,23 +44,42 @@ var (
 	page    []byte // wait.html with the versioned asset URLs filled in
 )
 
+// pageFile is the HTML document in static/; every other file there is an
+// asset.
+const pageFile = "wait.html"
+
+// assetTypes are the Content-Types of the assets, by extension: modules and
+// workers need a JavaScript MIME type (and nosniff makes browsers check it).
+var assetTypes = map[string]string{
+	".js":  "text/javascript; charset=utf-8",
+	".css": "text/css; charset=utf-8",
+}
+
 func init() {
-	types := map[string]string{
-		".js":  "text/javascript; charset=utf-8",
-		".css": "text/css; charset=utf-8",
+	entries, err := fs.ReadDir(static, "static")
+	if err != nil {
+		panic("waitpage: " + err.Error())
 	}
 	h := sha256.New()
-	for _, name := range []string{"wait.js", "pow-worker.js", "wait.css"} {
+	for _, e := range entries { // sorted by name: the version is stable
+		name := e.Name()
+		if name == pageFile || e.IsDir() {
+			continue
+		}
+		contentType, ok := assetTypes[path.Ext(name)]
+		if !ok {
+			panic("waitpage: static/" + name + ": no Content-Type for " + path.Ext(name))
+		}
 		b, err := fs.ReadFile(static, "static/"+name)
 		if err != nil {
 			panic("waitpage: " + err.Error())
 		}
-		assets[name] = asset{body: b, contentType: types[path.Ext(name)]}
+		assets[name] = asset{body: b, contentType: contentType}
 		h.Write([]byte(name))
 		h.Write(b)
 	}
 	version = hex.EncodeToString(h.Sum(nil))[:12]
-	html, err := fs.ReadFile(static, "static/wait.html")
+	html, err := fs.ReadFile(static, "static/"+pageFile)
 	if err != nil {
 		panic("waitpage: " + err.Error())
 	}
@@ -91,9 +112,12 @@ func handlePage(c *gin.Context) {
 }
 
 // handleAsset serves a script or style sheet. The URL carries the content
-// hash, so the current version is cached for a year; a request naming
-// another version (a page from an instance running other code, during a
-// rolling deploy) still gets this instance's file, but uncached.
+// hash of all assets, so the current version is cached for a year; the
+// modules' relative imports resolve under the same versioned path. A request
+// naming another version (a page from an instance running other code, during
+// a rolling deploy) still gets this instance's file, but uncached: such a
+// page may load files of two versions, as its HTML and script could before
+// the script was split; the next load, after the deploy, is whole again.
 func handleAsset(c *gin.Context) {
 	a, ok := assets[c.Param("file")]
 	if !ok {

@@ -2,9 +2,13 @@ package waitpage_test
 
 import (
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,24 +53,45 @@ func TestServesPageAndAssets(t *testing.T) {
 		require.NotRegexp(t, `(?i)(src|href)\s*=\s*"(https?:)?//`, page)
 	})
 
-	refs := regexp.MustCompile(`(?:src|href|data-worker)="(/waitpage/[^"]+)"`).FindAllStringSubmatch(page, -1)
-	require.Len(t, refs, 3, "wait.css, wait.js and pow-worker.js")
-	want := map[string]string{
-		"wait.js":       "text/javascript; charset=utf-8",
-		"pow-worker.js": "text/javascript; charset=utf-8",
-		"wait.css":      "text/css; charset=utf-8",
+	// The page references every file in static/ but itself, once: the style
+	// sheet, the entry module wait.js, the modules it imports (preloaded)
+	// and the proof-of-work worker.
+	entries, err := os.ReadDir("static")
+	require.NoError(t, err)
+	var files []string
+	for _, e := range entries {
+		if e.Name() != "wait.html" {
+			files = append(files, e.Name())
+		}
 	}
+	refs := regexp.MustCompile(`(?:src|href|data-worker)="(/waitpage/[^"/]+/)([^"/]+)"`).FindAllStringSubmatch(page, -1)
+	var referenced []string
 	for _, m := range refs {
-		url := m[1]
-		name := url[strings.LastIndex(url, "/")+1:]
+		require.Equal(t, refs[0][1], m[1], "one asset version for the whole page")
+		referenced = append(referenced, m[2])
+	}
+	require.ElementsMatch(t, files, referenced, "the page's references vs the files in static/")
+	assetDir := refs[0][1]
+	require.Contains(t, page, `<script type="module" src="`+assetDir+`wait.js"></script>`)
+	require.Contains(t, page, `data-worker="`+assetDir+`pow-worker.js"`)
+
+	want := map[string]string{
+		".js":  "text/javascript; charset=utf-8",
+		".css": "text/css; charset=utf-8",
+	}
+	bodies := map[string]string{}
+	for _, name := range referenced {
+		url := assetDir + name
 		t.Run(name, func(t *testing.T) {
 			resp, body := get(t, r, url)
 			require.Equal(t, http.StatusOK, resp.StatusCode)
-			require.Equal(t, want[name], resp.Header.Get("Content-Type"))
+			require.Equal(t, want[path.Ext(name)], resp.Header.Get("Content-Type"))
 			require.Equal(t, "public, max-age=31536000, immutable", resp.Header.Get("Cache-Control"))
 			require.Equal(t, waitpage.ContentSecurityPolicy, resp.Header.Get("Content-Security-Policy"))
+			require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
 			require.NotEmpty(t, body)
 			require.NotRegexp(t, `(?i)https?://`, body, "no other origin")
+			bodies[name] = body
 
 			// Another version of the asset is served, but not cached.
 			other := strings.Replace(url, "/waitpage/", "/waitpage/0000", 1)
@@ -75,6 +100,32 @@ func TestServesPageAndAssets(t *testing.T) {
 			require.Equal(t, "no-cache", resp.Header.Get("Cache-Control"))
 		})
 	}
+
+	// The modules import one another only by relative path, each imported
+	// module is an asset, and the page preloads exactly the imported ones.
+	t.Run("Modules", func(t *testing.T) {
+		importRE := regexp.MustCompile(`(?m)^import\b[^;]*?"([^"]*)";`)
+		imported := map[string]bool{}
+		for name, body := range bodies {
+			if path.Ext(name) != ".js" {
+				continue
+			}
+			for _, m := range importRE.FindAllStringSubmatch(body, -1) {
+				require.True(t, strings.HasPrefix(m[1], "./"), "%s imports %q: only ./ paths", name, m[1])
+				dep := strings.TrimPrefix(m[1], "./")
+				require.Contains(t, bodies, dep, "%s imports %s, which is not served", name, dep)
+				imported[dep] = true
+			}
+		}
+		require.Contains(t, imported, "line.js", "wait.js's imports were found")
+		var preloaded []string
+		for _, m := range regexp.MustCompile(`<link rel="modulepreload" href="`+regexp.QuoteMeta(assetDir)+`([^"]+)">`).FindAllStringSubmatch(page, -1) {
+			preloaded = append(preloaded, m[1])
+		}
+		require.ElementsMatch(t, slices.Collect(maps.Keys(imported)), preloaded, "modules imported vs preloaded")
+		require.NotContains(t, imported, "wait.js", "the entry module is not imported")
+		require.NotContains(t, imported, "pow-worker.js", "the worker is a classic script, not a module")
+	})
 
 	t.Run("UnknownAsset", func(t *testing.T) {
 		resp, _ := get(t, r, "/waitpage/x/secret.go")

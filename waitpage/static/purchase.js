@@ -1,0 +1,220 @@
+// After admission: reserve with the admission token and an Idempotency-Key
+// kept across reloads (a retried or reloaded reservation is the same one),
+// show the hold's countdown, pay (confirm); and the ends: paid, expired,
+// cancelled, limit reached.
+//
+// purchase.js and line.js import each other: see line.js.
+
+import { store } from "./storage.js";
+import { sale, state, schedule, stopAll, backoffMs } from "./state.js";
+import { api, retryAfterMs } from "./api.js";
+import { app, $, setState, showError, formatLeft } from "./ui.js";
+import { rejectJWT } from "./account.js";
+import { getTicket, showSoldOut } from "./line.js";
+
+// reserve makes the reservation with the admission token kept, or goes back
+// to the line when there is none.
+export function reserve() {
+  const adm = store.getJSON(state.keys.admission);
+  if (!adm || !adm.token) return getTicket();
+  setState("reserving", "It's your turn. Reserving your item…");
+  $("admitted-text").textContent = "Reserving your item…";
+  let key = store.get(state.keys.idem);
+  if (!key) {
+    key = uuid();
+    store.set(state.keys.idem, key);
+  }
+  api("POST", sale.base + "/reservations", {
+    "Idempotency-Key": key,
+    "X-Admission-Token": adm.token,
+    "Content-Type": "application/json"
+  }, JSON.stringify({ quantity: 1 })).then(function (r) {
+    if (r.status >= 200 && r.status < 300 && r.body && r.body.reservationId) {
+      state.attempts = 0;
+      store.setJSON(state.keys.reservation, r.body);
+      store.del(state.keys.admission);
+      return showReserved(r.body);
+    }
+    const expired = adm.expiresAt <= Date.now();
+    if (r.network || r.status === 503 || r.status === 429 || r.code === "request_in_progress") {
+      if (r.code === "sale_paused_fail_closed") $("admitted-text").textContent = "The sale is paused for a moment; your turn is kept while it lasts…";
+      else $("admitted-text").textContent = "Busy — trying again…";
+      // Same key on every retry: if an earlier try did reserve, the
+      // answer is that reservation, replayed.
+      return schedule(reserve, r.network ? backoffMs() : retryAfterMs(r, backoffMs()));
+    }
+    switch (r.code) {
+      case "sold_out":
+        store.del(state.keys.idem);
+        return showSoldOut();
+      case "limit_reached":
+        stopAll();
+        store.del(state.keys.admission);
+        return setState("limit_reached", "You have reached the limit for this sale.");
+      case "sale_not_open":
+        if (expired) { store.del(state.keys.admission); return getTicket(); }
+        $("admitted-text").textContent = "The sale is paused; your turn is kept while it lasts…";
+        return schedule(reserve, retryAfterMs(r, 3000));
+      case "admission_invalid":
+      case "admission_required":
+        // Used, expired or not ours: back to the line with our ticket.
+        store.del(state.keys.admission);
+        setState("loading", "Your turn ran out. Getting back in line…");
+        return getTicket();
+      case "idempotency_key_reused":
+        if (state.idemResets++ < 1) { store.del(state.keys.idem); return reserve(); }
+        break;
+    }
+    if (r.status === 401) return rejectJWT();
+    showError(r.message);
+  });
+}
+
+// resumeReservation shows the kept reservation at once, then asks the
+// server how it stands; onGone runs when the server does not know it.
+export function resumeReservation(res, onGone) {
+  showReserved(res);
+  api("GET", "/reservations/" + encodeURIComponent(res.reservationId)).then(function (r) {
+    if (r.status === 200 && r.body) {
+      switch (r.body.state) {
+        case "pending": {
+          if (app.dataset.state !== "reserved") return; // expired here meanwhile
+          const merged = {
+            reservationId: res.reservationId,
+            saleId: r.body.saleId || res.saleId,
+            quantity: r.body.quantity || res.quantity,
+            state: "pending",
+            expiresAt: r.body.expiresAt || res.expiresAt
+          };
+          store.setJSON(state.keys.reservation, merged);
+          return showReserved(merged);
+        }
+        case "confirmed":
+          return paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
+        case "expired":
+          return showExpired();
+        case "cancelled":
+          return showCancelled();
+      }
+    } else if (r.status === 404) {
+      store.del(state.keys.reservation);
+      store.del(state.keys.idem);
+      onGone();
+    } else if (r.status === 401) {
+      rejectJWT();
+    }
+    // Otherwise keep what we stored; paying will tell.
+  });
+}
+
+// showReserved shows the reservation and counts down to its expiry, by the
+// server's clock.
+function showReserved(res) {
+  stopAll();
+  $("reservation-id").textContent = res.reservationId;
+  const expires = Date.parse(res.expiresAt);
+  const el = $("expires-at");
+  el.dateTime = res.expiresAt;
+  el.textContent = isNaN(expires) ? res.expiresAt : new Date(expires - state.clockSkewMs).toLocaleTimeString();
+  $("pay").disabled = false;
+  $("pay").textContent = "Pay";
+  $("pay").removeAttribute("aria-busy");
+  $("pay-error").hidden = true;
+  setState("reserved", "Reserved for you until " + el.textContent + ". Pay before the time runs out.");
+  if (isNaN(expires)) return;
+  const tick = function () {
+    const left = expires - (Date.now() + state.clockSkewMs);
+    $("countdown").textContent = formatLeft(left);
+    if (left <= 0) showExpired(true);
+  };
+  tick();
+  state.countdownTimer = window.setInterval(tick, 250);
+}
+
+// pay confirms the kept reservation. Confirming twice gives the same order,
+// so a busy or lost answer is retried.
+export function pay() {
+  const res = store.getJSON(state.keys.reservation);
+  if (!res) return;
+  const btn = $("pay");
+  btn.disabled = true;
+  btn.setAttribute("aria-busy", "true");
+  btn.textContent = "Paying…";
+  $("pay-error").hidden = true;
+  api("POST", "/reservations/" + encodeURIComponent(res.reservationId) + "/confirm").then(function (r) {
+    if (r.status === 200 && r.body && r.body.orderId) {
+      state.attempts = 0;
+      return paid({ orderId: r.body.orderId, reservationId: r.body.reservationId || res.reservationId });
+    }
+    if (app.dataset.state !== "reserved") return; // expired meanwhile
+    if (r.network || r.status === 503 || r.status === 429) {
+      btn.textContent = "Paying… (retrying)";
+      return schedule(pay, r.network ? backoffMs() : retryAfterMs(r, backoffMs()));
+    }
+    if (r.code === "reservation_expired") return showExpired();
+    if (r.code === "reservation_cancelled") return showCancelled();
+    if (r.status === 401) return rejectJWT();
+    btn.disabled = false;
+    btn.removeAttribute("aria-busy");
+    btn.textContent = "Pay";
+    $("pay-error").textContent = r.message;
+    $("pay-error").hidden = false;
+  });
+}
+
+// forgetAttempt drops the reservation attempt: a new one is a new request.
+export function forgetAttempt() {
+  store.del(state.keys.reservation);
+  store.del(state.keys.admission);
+  store.del(state.keys.idem);
+}
+
+function showExpired(checkServer) {
+  const res = store.getJSON(state.keys.reservation);
+  stopAll();
+  forgetAttempt();
+  setState("expired", "Your reservation expired.");
+  if (checkServer && res) {
+    // Paid from another tab just in time? The server knows.
+    api("GET", "/reservations/" + encodeURIComponent(res.reservationId)).then(function (r) {
+      if (r.status === 200 && r.body && r.body.state === "confirmed") {
+        paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
+      }
+    });
+  }
+}
+
+function showCancelled() {
+  stopAll();
+  forgetAttempt();
+  setState("cancelled", "Your reservation was cancelled.");
+}
+
+// paid keeps the order and shows it.
+function paid(order) {
+  store.setJSON(state.keys.order, order);
+  showPaid(order);
+}
+
+export function showPaid(order) {
+  stopAll();
+  store.del(state.keys.admission);
+  $("order-id").textContent = order.orderId;
+  setState("paid", "Paid — order " + order.orderId + ".");
+}
+
+// uuid is a random (version 4) UUID for the Idempotency-Key.
+function uuid() {
+  if (window.crypto && typeof window.crypto.randomUUID === "function") return window.crypto.randomUUID();
+  // crypto.randomUUID needs a secure context; getRandomValues does not.
+  const b = new Uint8Array(16);
+  window.crypto.getRandomValues(b);
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  let s = "";
+  for (let i = 0; i < 16; i++) {
+    s += (b[i] + 0x100).toString(16).slice(1);
+    if (i === 3 || i === 5 || i === 7 || i === 9) s += "-";
+  }
+  return s;
+}

@@ -1,0 +1,80 @@
+// The page's states on screen. The root element #app carries the state in
+// data-state: loading, signin, choose_account, waiting, paused, admitted,
+// reserving, reserved, paid, sold_out, limit_reached, expired, cancelled,
+// error. Each has its <section id="state-…"> in wait.html (reserving shows
+// admitted's); only the current one is shown.
+
+import { state, stopAll } from "./state.js";
+
+export const app = document.getElementById("app");
+
+export function $(id) { return document.getElementById(id); }
+
+const sectionOf = { reserving: "admitted" };
+
+// setState shows state name's section. announce is the status line's text.
+export function setState(name, announce) {
+  const section = "state-" + (sectionOf[name] || name);
+  const panels = app.querySelectorAll("section[id^='state-']");
+  for (let i = 0; i < panels.length; i++) panels[i].hidden = panels[i].id !== section;
+  const changed = app.dataset.state !== name;
+  app.dataset.state = name;
+  // The status line is the aria-live region: it changes when the state
+  // does (or when told), not on every poll, so a screen reader is not
+  // flooded with position updates.
+  if (announce && (changed || $("status-text").textContent !== announce)) $("status-text").textContent = announce;
+  if (name !== "waiting" && name !== "paused" && name !== "loading") $("challenge").hidden = true;
+}
+
+// showError stops everything and shows message; "Try again" starts over.
+export function showError(message) {
+  stopAll();
+  $("error-text").textContent = message || "Something went wrong.";
+  setState("error", "Error: " + (message || "something went wrong"));
+}
+
+// showWaiting shows the place in line from a ticket or status answer b.
+export function showWaiting(b) {
+  if (typeof b.position === "number") $("position").textContent = formatPosition(b.position);
+  if ("estimatedWaitSeconds" in b) $("eta").textContent = formatWait(b.estimatedWaitSeconds);
+  setState("waiting", "You are in line. Keep this page open.");
+}
+
+export function showPaused(position) {
+  if (typeof position === "number") {
+    $("paused-position").textContent = formatPosition(position);
+    $("paused-position-wrap").hidden = false;
+  }
+  setState("paused", "The sale is paused. You keep your place.");
+}
+
+// showPolicy shows how the line works, as the sale describes it.
+export function showPolicy(text) {
+  if (!text) return;
+  $("policy-text").textContent = text;
+  $("policy-box").hidden = false;
+  state.policyShown = true;
+}
+
+// ---- formatting ----
+
+function formatWait(s) {
+  if (typeof s !== "number" || s < 0) return "—";
+  if (s < 60) return "under 1 min";
+  const m = Math.round(s / 60);
+  if (m < 60) return "about " + m + " min";
+  return "about " + Math.floor(m / 60) + " h " + (m % 60) + " min";
+}
+
+function formatPosition(p) {
+  return typeof p === "number" ? p.toLocaleString() : "—";
+}
+
+function two(n) { return (n < 10 ? "0" : "") + n; }
+
+// formatLeft is a countdown: m:ss, or h:mm:ss.
+export function formatLeft(ms) {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+  return (h ? h + ":" + two(m) : String(m)) + ":" + two(s % 60);
+}
