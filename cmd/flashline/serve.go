@@ -211,7 +211,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 	defer adminPool.Close()
 	if !cfg.noMigrate {
-		if err := migrations.Up(ctx, adminPool); err != nil {
+		if err := migrate(ctx, cfg.databaseURL); err != nil {
 			return err
 		}
 	}
@@ -388,6 +388,18 @@ func privateMux(registry *prometheus.Registry) http.Handler {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	return mux
+}
+
+// migrate brings the schema up on a pool of its own, closed afterwards:
+// migrating holds a lock on one connection while golang-migrate and River's
+// migrator use others, more than a small admin pool may have.
+func migrate(ctx context.Context, databaseURL string) error {
+	pool, err := postgres.NewPool(ctx, databaseURL, "migrate", postgres.PoolOptions{MaxConns: 4, AcquireTimeout: 3 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return migrations.Up(ctx, pool)
 }
 
 // newHTTPServer returns a server with limits sized for a storefront: headers

@@ -109,7 +109,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 		require.JSONEq(t, fmt.Sprintf(`{"nonce":%q,"bits":%d}`, keys.ChallengeNonce(cu.ticket), bits), string(a["challenge"]))
 	}
 	_, policy := get(servers[1].URL, "/sales/"+sale+"/policy", "")
-	require.Equal(t, flashline.FairnessRandomizedAtOpen, str(policy, "policy"))
+	require.Equal(t, string(flashline.FairnessRandomizedAtOpen), str(policy, "policy"))
 
 	// The open: ranks come from the draw among the pre-open crowd.
 	time.Sleep(time.Until(opensAt))
