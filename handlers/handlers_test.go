@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/internal/client"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/postgres"
@@ -36,10 +36,9 @@ const (
 
 // server is the whole HTTP API in process, on its own fresh database.
 type server struct {
-	url     string
 	handler http.Handler
 	pool    *pgxpool.Pool
-	client  *http.Client
+	api     *client.Client
 }
 
 func newServer(t *testing.T) *server { return startServer(t, nil) }
@@ -84,44 +83,21 @@ func startServer(t *testing.T, roomOpts *waitroom.Options) *server {
 	h := handlers.Routes(deps)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &server{url: srv.URL, handler: h, pool: pool, client: srv.Client()}
+	return &server{handler: h, pool: pool, api: client.New(srv.URL, srv.Client())}
 }
 
 // reply is one HTTP answer.
-type reply struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
+type reply = client.Response
 
-// send makes one request over the wire. It does not touch t, so goroutines
-// may call it. headers are name/value pairs, added (not set), so a name may
-// repeat.
+// send makes one request over the wire, through the contract's client. It
+// does not touch t, so goroutines may call it. authorization is the whole
+// header, so that it can be malformed; headers are name/value pairs, added
+// (not set), so a name may repeat.
 func (s *server) send(ctx context.Context, method, path, authorization, body string, headers ...string) (reply, error) {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, s.url+path, rd)
-	if err != nil {
-		return reply{}, err
-	}
 	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
+		headers = append([]string{"Authorization", authorization}, headers...)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Add(headers[i], headers[i+1])
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
+	return s.api.Do(ctx, client.Request{Method: method, Path: path, Body: body, Header: headers})
 }
 
 // do is send for the test goroutine. No test here expects a 5xx: every

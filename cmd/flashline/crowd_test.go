@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline/internal/loadtest"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
-	"github.com/flashline/flashline/loadtest"
 )
 
 // TestCrowdThroughTheWaitingRoom runs the crowd scenario against two

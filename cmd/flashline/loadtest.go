@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashline/flashline/loadtest"
+	"github.com/flashline/flashline/internal/loadtest"
 )
 
 // runLoadtest is `flashline loadtest`.

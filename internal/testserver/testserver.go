@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/internal/client"
 	"github.com/flashline/flashline/internal/testdb"
 )
 
@@ -172,12 +173,8 @@ func start(t testing.TB, bin, databaseURL string, flags ...string) *Server {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get(s.URL + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return s
-			}
+		if r, err := client.New(s.URL, nil).Healthz(context.Background()); err == nil && r.Status == http.StatusOK {
+			return s
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("testserver: /healthz never answered 200\n%s", s.Logs())
@@ -265,7 +262,8 @@ func Token(t testing.TB, customerID string) string {
 	return tok
 }
 
-// Client speaks the HTTP contract.
+// Client speaks the HTTP contract to any of a test's servers: every call
+// names its server. It is internal/client, addressed by URL.
 type Client struct {
 	HTTP *http.Client
 }
@@ -276,57 +274,43 @@ func NewClient() *Client {
 	return &Client{HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }
 
+// To is the typed client of the server at base, sharing c's connections.
+func (c *Client) To(base string) *client.Client { return client.New(base, c.HTTP) }
+
 // Response is a status, headers and body.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
+type Response = client.Response
+
+// Do sends a request to url with a bearer token (none when empty), a body
+// (none when empty) and headers (name/value pairs, added).
+func (c *Client) Do(ctx context.Context, method, url, token, body string, headers ...string) (Response, error) {
+	base, path := splitURL(url)
+	return c.To(base).Do(ctx, client.Request{Method: method, Path: path, Token: token, Body: body, Header: headers})
 }
 
-// Do sends a request with a bearer token and optional headers (pairs) and body.
-func (c *Client) Do(ctx context.Context, method, url, token, body string, headers ...string) (Response, error) {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
+// splitURL cuts "http://host:port/path?query" after the host.
+func splitURL(url string) (base, path string) {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if i := strings.IndexByte(rest, '/'); ok && i >= 0 {
+		return scheme + "://" + rest[:i], rest[i:]
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return Response{}, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return Response{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
+	return url, ""
 }
 
 // Reserve posts a reservation.
 func (c *Client) Reserve(ctx context.Context, base, saleID, token, key string, quantity int) (Response, error) {
-	return c.Do(ctx, http.MethodPost, base+"/sales/"+saleID+"/reservations", token,
-		fmt.Sprintf(`{"quantity": %d}`, quantity), "Idempotency-Key", key)
+	r, err := c.To(base).Reserve(ctx, token, client.ReserveRequest{SaleID: saleID, IdempotencyKey: key, Quantity: quantity})
+	return r.Response, err
 }
 
 // CreateSale creates a sale through the admin API and returns its id.
 func (c *Client) CreateSale(t testing.TB, base, body string) string {
 	t.Helper()
-	r, err := c.Do(context.Background(), http.MethodPost, base+"/admin/sales", AdminToken, body)
+	r, err := c.To(base).CreateSaleJSON(context.Background(), AdminToken, body)
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("create sale: %v %d %s", err, r.Status, r.Body)
 	}
-	m := regexp.MustCompile(`"saleId":"([^"]+)"`).FindSubmatch(r.Body)
-	if m == nil {
+	if r.Value.SaleID == "" {
 		t.Fatalf("create sale: no saleId in %s", r.Body)
 	}
-	return string(m[1])
+	return r.Value.SaleID
 }

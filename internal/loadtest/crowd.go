@@ -6,12 +6,12 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/flashline/flashline/internal/client"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -71,17 +71,16 @@ func (c *crowdStats) count(f func()) {
 // waiter is one customer's way through the waiting room.
 func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, deadline time.Time, t *tally, c *crowdStats) {
 	token := r.token(fmt.Sprintf("crowd-%d", i))
-	base := r.target(i) + "/sales/" + saleID
-	var ticket struct {
-		Token       string
-		PollAfterMs int
-		Challenge   *waitroom.Challenge
-	}
+	api := r.target(i)
+	var ticket client.Ticket
 	for {
-		a := r.do(ctx, http.MethodGet, base+"/ticket", token, "")
-		if a.decode(http.StatusOK, &ticket) == nil {
+		start := time.Now()
+		tr, err := api.Ticket(ctx, token, saleID, "")
+		if err == nil && tr.Status == http.StatusOK {
+			ticket = tr.Value
 			break
 		}
+		a := timed(start, tr.Response, err)
 		if ctx.Err() != nil || time.Now().After(deadline) || !retryLater(a) {
 			c.count(func() { c.states[fmt.Sprintf("ticket %s", a.outcome())]++ })
 			return
@@ -95,18 +94,10 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 	wait := time.Duration(ticket.PollAfterMs) * time.Millisecond
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		time.Sleep(wait)
-		q := url.Values{"token": {ticket.Token}}
-		if solution != "" {
-			q.Set("solution", solution)
-		}
-		a := r.do(ctx, http.MethodGet, base+"/status?"+q.Encode(), token, "")
-		var st struct {
-			State          string
-			PollAfterMs    int
-			AdmissionToken string
-			Challenge      *waitroom.Challenge
-		}
-		if a.decode(http.StatusOK, &st) != nil {
+		start := time.Now()
+		sr, err := api.Status(ctx, token, saleID, ticket.Token, solution)
+		if err != nil || sr.Status != http.StatusOK {
+			a := timed(start, sr.Response, err)
 			c.count(func() { c.polls++; c.states["status "+a.outcome()]++ })
 			if !retryLater(a) {
 				return
@@ -114,6 +105,7 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 			wait = time.Second
 			continue
 		}
+		st := sr.Value
 		c.count(func() { c.polls++; c.states["status "+st.State]++ })
 		switch st.State {
 		case "waiting":
@@ -125,8 +117,7 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 			c.count(func() { c.admitted = append(c.admitted, now) })
 			key := fmt.Sprintf("crowd-%d", i)
 			for {
-				ra := r.do(ctx, http.MethodPost, base+"/reservations", token, `{"quantity":1}`,
-					"Idempotency-Key", key, "X-Admission-Token", st.AdmissionToken)
+				ra := r.reserve(ctx, i, token, client.ReserveRequest{SaleID: saleID, IdempotencyKey: key, Quantity: 1, AdmissionToken: st.AdmissionToken})
 				t.add(ra)
 				if ra.status == http.StatusCreated {
 					done := time.Now()
@@ -188,7 +179,8 @@ func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
 // OpenIn from now, with the configured challenge difficulty.
 func (r *runner) createWaitingRoomSale(ctx context.Context) (string, time.Time, error) {
 	opensAt := time.Now().Add(r.cfg.OpenIn).Truncate(time.Second).Add(time.Second)
-	id, err := r.createSale(ctx, "sku_crowd", r.cfg.Stock, fmt.Sprintf(`,"admission":"waiting_room","opensAt":%q,"fairness":%q,"challengeBits":%d`,
-		opensAt.UTC().Format(time.RFC3339), r.cfg.Fairness, r.cfg.ChallengeBits))
+	at := opensAt.UTC()
+	id, err := r.createSale(ctx, client.NewSale{SKU: "sku_crowd", InitialStock: r.cfg.Stock,
+		Admission: "waiting_room", OpensAt: &at, Fairness: r.cfg.Fairness, ChallengeBits: r.cfg.ChallengeBits})
 	return id, opensAt, err
 }

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/flashline/flashline/internal/client"
 )
 
 // hot: Clients buyers in a closed loop, each reserving again as soon as it is
 // answered (20-50 ms later after a 503), each time as a new customer.
 func (r *runner) hot(ctx context.Context) (*Result, error) {
-	sale, err := r.createSale(ctx, "sku_hot", r.cfg.Stock, "")
+	sale, err := r.createSale(ctx, client.NewSale{SKU: "sku_hot", InitialStock: r.cfg.Stock})
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +34,7 @@ func (r *runner) hot(ctx context.Context) (*Result, error) {
 		wg.Go(func() {
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				i := int(seq.Add(1))
-				a := r.reserve(ctx, i, sale, r.token(fmt.Sprintf("hot-%d", i)), "k")
+				a := r.reserve(ctx, i, r.token(fmt.Sprintf("hot-%d", i)), client.ReserveRequest{SaleID: sale, IdempotencyKey: "k", Quantity: 1})
 				t.add(a)
 				if a.status == http.StatusServiceUnavailable {
 					// Back off as a client told to retry later would
@@ -69,7 +71,7 @@ func tickProgress(ctx context.Context, bar interface{ Set(int) error }, start ti
 // customer, whatever the service answers; /healthz is probed 20 times a
 // second alongside.
 func (r *runner) overload(ctx context.Context) (*Result, error) {
-	sale, err := r.createSale(ctx, "sku_overload", r.cfg.Stock, "")
+	sale, err := r.createSale(ctx, client.NewSale{SKU: "sku_overload", InitialStock: r.cfg.Stock})
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +79,7 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 	targeter := func(tgt *vegeta.Target) error {
 		i := int(seq.Add(1))
 		tgt.Method = http.MethodPost
-		tgt.URL = r.target(i) + "/sales/" + sale + "/reservations"
+		tgt.URL = r.target(i).BaseURL + "/sales/" + sale + "/reservations"
 		tgt.Body = []byte(`{"quantity":1}`)
 		tgt.Header = http.Header{
 			"Authorization":   {"Bearer " + r.token(fmt.Sprintf("ol-%d", i))},
@@ -91,11 +93,11 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 	// a crawl once earlier runs have left thousands of ports in TIME_WAIT
 	// (seen: 91% of the generator's CPU in bind, starving the service it
 	// measures on the same machine). connect picks ports without that cost.
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 10000,
 	}}
-	attacker := vegeta.NewAttacker(vegeta.Client(client), vegeta.MaxWorkers(4096))
+	attacker := vegeta.NewAttacker(vegeta.Client(hc), vegeta.MaxWorkers(4096))
 	pace := vegeta.Rate{Freq: r.cfg.Rate, Per: time.Second}
 
 	t := newTally()
@@ -110,7 +112,9 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 			case <-hctx.Done():
 				return
 			case <-tick.C:
-				a := r.do(hctx, http.MethodGet, r.target(rand.IntN(len(r.cfg.Targets)))+"/healthz", "", "")
+				start := time.Now()
+				h, err := r.target(rand.IntN(len(r.api))).Healthz(hctx)
+				a := timed(start, h.Response, err)
 				if hctx.Err() == nil {
 					health = append(health, a.latency)
 				}
@@ -127,7 +131,7 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 			a.err = fmt.Errorf("%s", res.Error)
 		}
 		if a.status >= 300 {
-			a.code = errorCode(res.Body)
+			a.code = client.Response{Body: res.Body}.Code()
 		}
 		t.add(a)
 	}
@@ -145,7 +149,7 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 // northline: the case study's two failures, replayed.
 func (r *runner) northline(ctx context.Context) (*Result, error) {
 	// The race: 500 buyers at once for 200 units.
-	sale, err := r.createSale(ctx, "sku_991", 200, "")
+	sale, err := r.createSale(ctx, client.NewSale{SKU: "sku_991", InitialStock: 200})
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +162,7 @@ func (r *runner) northline(ctx context.Context) (*Result, error) {
 			tok := r.token(fmt.Sprintf("buyer-%03d", i))
 			<-gate
 			for attempt := 0; ; attempt++ {
-				a := r.reserve(ctx, i+attempt, sale, tok, "checkout")
+				a := r.reserve(ctx, i+attempt, tok, client.ReserveRequest{SaleID: sale, IdempotencyKey: "checkout", Quantity: 1})
 				if a.status != http.StatusServiceUnavailable || attempt > 50 {
 					t.add(a)
 					return
@@ -193,7 +197,7 @@ func (r *runner) northline(ctx context.Context) (*Result, error) {
 
 func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
 	n := r.cfg.Checkouts
-	sale, err := r.createSale(ctx, "sku_storm", n, "")
+	sale, err := r.createSale(ctx, client.NewSale{SKU: "sku_storm", InitialStock: n})
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +219,7 @@ func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
 					if attempt == 0 && rng.Float64() < 0.15 {
 						actx, cancel = context.WithTimeout(ctx, time.Duration(1+rng.IntN(4))*time.Millisecond)
 					}
-					a := r.reserve(actx, i+attempt, sale, tok, key)
+					a := r.reserve(actx, i+attempt, tok, client.ReserveRequest{SaleID: sale, IdempotencyKey: key, Quantity: 1})
 					cancel()
 					if a.err != nil && actx.Err() != nil {
 						t.add(answer{err: a.err, code: "abandoned", done: a.done})

@@ -1,0 +1,85 @@
+package loadtest
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"time"
+)
+
+// Config is one load test.
+type Config struct {
+	// Targets are base URLs of flashline instances; requests are spread over
+	// them round-robin.
+	Targets    []string
+	AdminToken string
+	JWTSecret  string
+	Scenario   string
+	Clients    int           // hot: concurrent buyers
+	Rate       int           // overload: requests per second
+	Duration   time.Duration // hot, overload
+	Checkouts  int           // northline: checkouts in the retry storm
+	Stock      int           // hot, overload: units on sale
+	Buckets    int
+	// crowd: when the sale opens, its fairness policy and challenge.
+	OpenIn        time.Duration
+	Fairness      string
+	ChallengeBits int
+	Progress      bool // draw a progress bar on Err
+	Out, Err      io.Writer
+}
+
+func (c *Config) setDefaults() error {
+	if len(c.Targets) == 0 {
+		return errors.New("loadtest: at least one target URL is required")
+	}
+	for i, t := range c.Targets {
+		c.Targets[i] = strings.TrimRight(t, "/")
+	}
+	if c.AdminToken == "" || c.JWTSecret == "" {
+		return errors.New("loadtest: the admin token and the JWT secret are required (to create the sale and mint customers)")
+	}
+	if c.Clients == 0 {
+		c.Clients = 128
+		if c.Scenario == "crowd" {
+			c.Clients = 2000
+		}
+	}
+	if c.Rate == 0 {
+		c.Rate = 2000
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+		if c.Scenario == "crowd" {
+			c.Duration = time.Minute
+		}
+	}
+	if c.OpenIn <= 0 {
+		c.OpenIn = 3 * time.Second
+	}
+	if c.Fairness == "" {
+		c.Fairness = "randomized_at_open"
+	}
+	if c.Checkouts == 0 {
+		c.Checkouts = 9000
+	}
+	if c.Stock == 0 {
+		c.Stock = 10_000_000
+		if c.Scenario == "crowd" {
+			c.Stock = 200
+		}
+	}
+	if c.Buckets == 0 {
+		c.Buckets = 1
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Err == nil {
+		c.Err = io.Discard
+	}
+	if c.Clients < 1 || c.Rate < 1 || c.Duration <= 0 || c.Checkouts < 1 || c.Stock < 1 {
+		return errors.New("loadtest: clients, rate, duration, checkouts and stock must be positive")
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+// Package loadtest is `flashline loadtest`: a load generator and scenario
+// runner that speaks only the HTTP contract, prints a summary table, and
+// verifies at the end, from the admin API, that nothing was oversold or
+// duplicated.
+//
+// Scenarios:
+//   - northline: 500 buyers at once for 200 units, then a retry storm in which
+//     about 15% of first attempts are abandoned after a few milliseconds and
+//     retried with the same key.
+//   - hot: closed loop; Clients concurrent buyers reserve one hot SKU as fast
+//     as they can for Duration: the most successful reservations per second.
+//   - overload: open loop at Rate requests/s for Duration (vegeta paces it),
+//     with /healthz probed alongside: does goodput hold and the store stay up?
+//   - crowd: Clients customers through a waiting-room sale of Stock units that
+//     opens OpenIn after the start (half arrive before): tickets, polls at the
+//     server's pace, the challenge, reserve once admitted. How is admission
+//     paced, and what did the crowd cost?
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/internal/client"
+)
+
+// Run runs the configured scenario and prints its summary to cfg.Out.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	// Customers are new in every run: idempotency keys are scoped per
+	// customer, so a key reused across runs would be "reused" for real.
+	r := &runner{cfg: cfg, run: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	hc := newHTTPClient(cfg.Clients)
+	for _, t := range cfg.Targets {
+		r.api = append(r.api, client.New(t, hc))
+	}
+	var res *Result
+	var err error
+	before := r.batchStats(ctx)
+	switch cfg.Scenario {
+	case "hot":
+		res, err = r.hot(ctx)
+	case "overload":
+		res, err = r.overload(ctx)
+	case "northline":
+		res, err = r.northline(ctx)
+	case "crowd":
+		res, err = r.crowd(ctx)
+	default:
+		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, hot, overload, crowd)", cfg.Scenario)
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Scenario = cfg.Scenario
+	res.Batches = r.batchStats(ctx).minus(before)
+	verr := r.verify(ctx, res)
+	res.print(cfg.Out)
+	return res, verr
+}
+
+type runner struct {
+	cfg Config
+	api []*client.Client // one per target, sharing one pool of connections
+	run string
+}
+
+func newHTTPClient(conns int) *http.Client {
+	tr := &http.Transport{MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, IdleConnTimeout: 30 * time.Second}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// target is the client of the i-th target, round-robin.
+func (r *runner) target(i int) *client.Client { return r.api[i%len(r.api)] }
+
+// answer is one HTTP exchange.
+type answer struct {
+	status        int
+	code          string // the contract's error code, if any
+	body          []byte
+	reservationID string // of a 201 to a reservation, when the client decoded it
+	latency       time.Duration
+	done          time.Time // when the answer (or the error) arrived
+	err           error
+}
+
+func (a answer) outcome() string {
+	switch {
+	case a.code == "abandoned":
+		return "abandoned by the client"
+	case a.err != nil:
+		return "error"
+	case a.code != "":
+		return fmt.Sprintf("%d %s", a.status, a.code)
+	}
+	return fmt.Sprint(a.status)
+}
+
+// timed is the answer to a call of the client that started at start and has
+// just returned.
+func timed(start time.Time, resp client.Response, err error) answer {
+	done := time.Now()
+	a := answer{status: resp.Status, body: resp.Body, err: err, latency: done.Sub(start), done: done}
+	if resp.Status >= 300 {
+		a.code = resp.Code()
+	}
+	return a
+}
+
+// expect says what went wrong when an answer is not the given status.
+func expect(status int, resp client.Response, err error) error {
+	if err != nil || resp.Status != status {
+		return fmt.Errorf("%v %d %s", err, resp.Status, resp.Body)
+	}
+	return nil
+}
+
+// reserve asks the i-th target for a reservation, timed.
+func (r *runner) reserve(ctx context.Context, i int, token string, req client.ReserveRequest) answer {
+	start := time.Now()
+	res, err := r.target(i).Reserve(ctx, token, req)
+	a := timed(start, res.Response, err)
+	a.reservationID = res.Value.ReservationID
+	return a
+}
+
+func (r *runner) token(customer string) string {
+	tok, err := auth.Mint(r.cfg.JWTSecret, r.run+"-"+customer, 2*time.Hour, time.Time{})
+	if err != nil {
+		panic(err) // HS256 signing of a fixed claim set cannot fail
+	}
+	return tok
+}
+
+// createSale creates the scenario's sale through the admin API: sale, with
+// one unit per customer, an hour's hold and the configured buckets.
+func (r *runner) createSale(ctx context.Context, sale client.NewSale) (string, error) {
+	sale.PerCustomerLimit, sale.ReservationTTLSeconds, sale.Buckets = 1, 3600, r.cfg.Buckets
+	res, err := r.target(0).CreateSale(ctx, r.cfg.AdminToken, sale)
+	if err := expect(http.StatusCreated, res.Response, err); err != nil {
+		return "", fmt.Errorf("loadtest: create sale: %w", err)
+	}
+	return res.Value.SaleID, nil
+}
+
+func (r *runner) bar(max int64, what string) *progressbar.ProgressBar {
+	if !r.cfg.Progress {
+		return progressbar.DefaultSilent(max)
+	}
+	return progressbar.NewOptions64(max,
+		progressbar.OptionSetWriter(r.cfg.Err),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish())
+}
+
+// verify checks, from the admin API, that the sale adds up and that the
+// clients hold exactly the reservations the sale counts.
+func (r *runner) verify(ctx context.Context, res *Result) error {
+	got, err := r.target(0).Sale(ctx, r.cfg.AdminToken, res.SaleID)
+	if err := expect(http.StatusOK, got.Response, err); err != nil {
+		return fmt.Errorf("loadtest: verify: %w", err)
+	}
+	s := got.Value
+	held := s.Pending + s.Confirmed
+	// A request the client gave up on (timeout, no answer) may still have
+	// reserved: the sale may hold up to that many more than clients were told.
+	unanswered := res.Outcomes["error"]
+	var problems []string
+	if s.Available < 0 || held > s.InitialStock {
+		problems = append(problems, fmt.Sprintf("OVERSOLD: %d held of %d", held, s.InitialStock))
+	}
+	if s.Available+held != s.InitialStock || !s.Invariant.OK {
+		problems = append(problems, fmt.Sprintf("invariant broken: available %d + held %d != %d", s.Available, held, s.InitialStock))
+	}
+	if held < res.Reserved || held > res.Reserved+unanswered {
+		problems = append(problems, fmt.Sprintf("clients were given %d distinct reservations (%d requests unanswered), the sale holds %d", res.Reserved, unanswered, held))
+	}
+	if len(problems) > 0 {
+		res.Verified = strings.Join(problems, "; ")
+		return errors.New("loadtest: " + res.Verified)
+	}
+	res.Verified = fmt.Sprintf("ok: %d reserved, %d held, %d available of %d, invariant ok, no duplicates", res.Reserved, held, s.Available, s.InitialStock)
+	if held > res.Reserved {
+		res.Verified += fmt.Sprintf(" (%d made by requests the client gave up on)", held-res.Reserved)
+	}
+	return nil
+}
