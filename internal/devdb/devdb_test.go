@@ -108,6 +108,9 @@ func postmasterPID(t *testing.T, opts Options) int {
 }
 
 func TestUpReuseDownUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, log := newDir(t)
 
@@ -179,6 +182,9 @@ func TestUpReuseDownUp(t *testing.T) {
 }
 
 func TestStalePostmaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, _ := newDir(t)
 	url, _ := up(t, opts)
@@ -206,6 +212,9 @@ func TestStalePostmaster(t *testing.T) {
 }
 
 func TestStalePidFileDeadProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, _ := newDir(t)
 	url, _ := up(t, opts)
@@ -226,6 +235,9 @@ func TestStalePidFileDeadProcess(t *testing.T) {
 }
 
 func TestConcurrentUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, log := newDir(t)
 	const n = 4
@@ -253,6 +265,9 @@ func TestConcurrentUp(t *testing.T) {
 }
 
 func TestPortTakenPicksNewOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, _ := newDir(t)
 	url, _ := up(t, opts)
@@ -307,6 +322,9 @@ func listenLoopback(port int) (net.Listener, error) {
 // A postmaster that is alive but does not answer where postmaster.pid says
 // it listens is stopped (pg_ctl stop -m immediate) and started again.
 func TestUnresponsivePostmaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, log := newDir(t)
 	url, _ := up(t, opts)

@@ -9,6 +9,9 @@ import (
 )
 
 func TestUntraversableParent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("only relevant when running as root")
 	}
