@@ -54,11 +54,11 @@ vet:
 
 ## generate: regenerate sql/dbsqlc from sql/queries and migrations (sqlc)
 generate:
-	cd sql && $(GO) tool -modfile=../tools/go.mod sqlc generate
+	cd sql && $(GO) tool -modfile=../scripts/tools/go.mod sqlc generate
 
 ## check-generated: fail when the committed generated code is stale
 check-generated:
-	cd sql && $(GO) tool -modfile=../tools/go.mod sqlc diff
+	cd sql && $(GO) tool -modfile=../scripts/tools/go.mod sqlc diff
 
 clean:
 	rm -rf bin

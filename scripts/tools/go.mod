@@ -1,4 +1,4 @@
-module github.com/flashline/flashline/tools
+module github.com/flashline/flashline/scripts/tools
 
 go 1.26.0
 
