@@ -15,7 +15,18 @@ export FLASHLINE_ADMIN_TOKEN FLASHLINE_JWT_SECRET FLASHLINE_ADDR
 # reused). Evaluated by the shell in each recipe that needs it.
 DB_URL = $${DATABASE_URL:-$$($(BIN) devdb up)}
 
-.PHONY: run test fuzz bench build devdb-up devdb-down generate check-generated vet clean
+# The tests' database, around a command: FLASHLINE_TEST_DATABASE_URL is
+# $DATABASE_URL if set, else the development cluster's; a cluster that was not
+# running before is stopped again after the command, whose exit status is kept.
+#   @$(WITH_TEST_DB) <command>; $(END_TEST_DB)
+WITH_TEST_DB = started=; if [ -z "$$DATABASE_URL" ] && ! $(BIN) devdb status >/dev/null 2>&1; then started=1; fi; \
+	url="$(DB_URL)" && test -n "$$url" || exit 1; export FLASHLINE_TEST_DATABASE_URL="$$url";
+END_TEST_DB = rc=$$?; if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$rc
+
+# The browsers the tests in waitpage/ drive (the first found on PATH).
+CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
+
+.PHONY: run test test-short fuzz bench build devdb-up devdb-down generate check-generated vet chromium clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flashline
@@ -25,14 +36,36 @@ run: build
 	@url="$(DB_URL)" && test -n "$$url" && DATABASE_URL="$$url" $(BIN) serve --demo
 
 ## test: the whole suite against real PostgreSQL, with the race detector,
+## then every benchmark once (-benchtime 1x: do they still run, not how fast),
 ## then every fuzz target for a few seconds (FUZZTIME, default 3s).
 ## A development cluster that this run had to start is stopped at the end.
-test: build vet check-generated
-	@started=; if [ -z "$$DATABASE_URL" ] && ! $(BIN) devdb status >/dev/null 2>&1; then started=1; fi; \
-	url="$(DB_URL)" && test -n "$$url" || exit 1; \
-	FLASHLINE_TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 30m ./...; rc=$$?; \
-	if [ -n "$$started" ]; then $(BIN) devdb down; fi; \
-	if [ $$rc -eq 0 ]; then scripts/fuzz.sh; rc=$$?; fi; exit $$rc
+test: build vet check-generated chromium
+	@$(WITH_TEST_DB) $(GO) test -race -count=1 -timeout 30m ./... && \
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./...; $(END_TEST_DB)
+	@scripts/fuzz.sh
+
+## test-short: the inner loop: go test -short, race detector on. The heavy
+## tests skip themselves under -short: those that start flashline serve
+## processes or PostgreSQL clusters, and the browser tests.
+test-short: build
+	@$(WITH_TEST_DB) $(GO) test -short -race -count=1 ./...; $(END_TEST_DB)
+
+## chromium: a browser for the tests in waitpage/ (make test needs it). Does
+## nothing when one is on PATH; as root with apt-get, installs Debian's chromium
+## (no other package is upgraded); otherwise says how to install one and fails.
+chromium:
+	@for b in $(CHROMIUM_NAMES); do command -v $$b >/dev/null 2>&1 && exit 0; done; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "chromium: none on PATH; installing Debian's chromium for the browser tests (apt-get update && apt-get install -y --no-install-recommends chromium)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update && apt-get install -y --no-install-recommends chromium || exit 1; \
+		for b in $(CHROMIUM_NAMES); do command -v $$b >/dev/null 2>&1 && exit 0; done; \
+		echo "chromium: apt-get installed chromium, but none of $(CHROMIUM_NAMES) is on PATH" >&2; exit 1; \
+	else \
+		echo "chromium: the browser tests in waitpage/ need one of $(CHROMIUM_NAMES) on PATH." >&2; \
+		echo "chromium: install one (Debian/Ubuntu: sudo apt-get install --no-install-recommends chromium), then run make test again." >&2; \
+		exit 1; \
+	fi
 
 ## fuzz: every fuzz target for FUZZTIME (default 3s) each
 fuzz:
@@ -48,17 +81,23 @@ devdb-up: build
 devdb-down: build
 	@$(BIN) devdb down
 
+## vet: gofmt, go vet, then staticcheck (pinned in scripts/tools/go.mod).
+## -modfile makes go tool build staticcheck from the tool module's own
+## requirements, which differ from the main module's; staticcheck then loads
+## ./... through go list with the main go.mod, as go vet does (-modfile is not
+## passed on to it).
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) tool -modfile=scripts/tools/go.mod staticcheck ./...
 
 ## generate: regenerate sql/dbsqlc from sql/queries and migrations (sqlc)
 generate:
-	cd sql && $(GO) tool -modfile=../tools/go.mod sqlc generate
+	cd sql && $(GO) tool -modfile=../scripts/tools/go.mod sqlc generate
 
 ## check-generated: fail when the committed generated code is stale
 check-generated:
-	cd sql && $(GO) tool -modfile=../tools/go.mod sqlc diff
+	cd sql && $(GO) tool -modfile=../scripts/tools/go.mod sqlc diff
 
 clean:
 	rm -rf bin

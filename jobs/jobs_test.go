@@ -36,6 +36,9 @@ import (
 // exactly once while three serve processes run the sweeper against one
 // database.
 func TestExpiryExactlyOnceThreeInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	ctx := t.Context()
 	pool, dbURL := testdb.NewPool(t)
@@ -351,6 +354,9 @@ func TestConfirmRefusedPastExpiry(t *testing.T) {
 // are in the middle of their statements, then starts another: nothing is
 // restocked twice and sweeping resumes once River's leadership has moved.
 func TestSweepSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	ctx := t.Context()
 	pool, dbURL := testdb.NewPool(t)
@@ -424,6 +430,9 @@ func TestSweepSurvivesSIGKILL(t *testing.T) {
 // back are caught by the invariant job, which pauses the sale on every
 // instance until an admin resumes it, and resume re-checks first.
 func TestSecondWritePathPausesSale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	ctx := t.Context()
 	pool, dbURL := testdb.NewPool(t)
@@ -519,6 +528,9 @@ func TestSecondWritePathPausesSale(t *testing.T) {
 // TestCloseStopsAdmissionSweeperStillReturnsHolds: a closed sale admits no
 // one, and the sweeper still returns the holds it had.
 func TestCloseStopsAdmissionSweeperStillReturnsHolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	ctx := t.Context()
 	pool, dbURL := testdb.NewPool(t)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`: in one run on this machine, the ceiling of one reservation
-# per transaction on one hot stock row (pgbench, plain SQL in bench/pgbench/)
+# per transaction on one hot stock row (pgbench, plain SQL in scripts/pgbench/)
 # and flashline's own `hot` scenario through HTTP, at the same client counts,
 # with the ratio; then the Go benchmarks of the hot code paths.
 #
@@ -34,7 +34,7 @@ for c in "${clients[@]}"; do
   for form in tx cte; do
     sale=$(new_sale "pgbench-$form-$c")
     tps=$("$bindir/pgbench" -n -M prepared -c "$c" -j 2 -T "$duration" -D sale="$sale" \
-          -f "bench/pgbench/reserve_$form.sql" "$bench_url" 2>/dev/null |
+          -f "scripts/pgbench/reserve_$form.sql" "$bench_url" 2>/dev/null |
           sed -n 's/^tps = \([0-9.]*\).*/\1/p')
     if [ "$form" = tx ]; then tx[$c]=${tps%.*}; else cte[$c]=${tps%.*}; fi
   done

@@ -445,6 +445,9 @@ func drive(t *testing.T, b *browser, f funnel) (reservationID, orderID string) {
 func TestMain(m *testing.M) { testserver.Main(m) }
 
 func TestWaitPageBuysThroughWaitingRoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives headless Chromium against a flashline serve process: not in -short")
+	}
 	b := newBrowser(t) // first: without a browser, fail before a server is built
 	srv := testserver.Start(t, testdb.New(t))
 	c := testserver.NewClient()
@@ -484,6 +487,9 @@ func TestWaitPageBuysThroughWaitingRoom(t *testing.T) {
 // asks, and only "switch" stores the link's token. With nothing usable
 // stored, or the same token, the link's token is taken silently.
 func TestWaitPageAsksBeforeSwitchingAccount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives headless Chromium against a flashline serve process: not in -short")
+	}
 	b := newBrowser(t) // first: without a browser, fail before a server is built
 	srv := testserver.Start(t, testdb.New(t))
 	c := testserver.NewClient()

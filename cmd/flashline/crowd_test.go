@@ -19,6 +19,9 @@ import (
 // (tickets, polls at the server's pace, the challenge), exactly the stock is
 // sold to admitted customers, and the load test's own final check passes.
 func TestCrowdThroughTheWaitingRoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	dbURL := testdb.New(t)
 	servers := testserver.StartN(t, 2, dbURL)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/flashline/flashline/devdb"
+	"github.com/flashline/flashline/internal/devdb"
 )
 
 // runDevDB is `flashline devdb up|down|status|url`: the local development PostgreSQL

@@ -36,6 +36,9 @@ import (
 // customers keep buying, the attacker's extra connections are told 429 at
 // once, and its first four get 400 when their bodies do not come.
 func TestHostileSlowBodies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	dbURL := testdb.New(t)
 	srv := testserver.Start(t, dbURL, "--sale-pool-size", "4", "--no-workers")
@@ -91,6 +94,9 @@ func TestHostileSlowBodies(t *testing.T) {
 // 16 KiB (431), an id of a shape the service never makes is 404 before any
 // lookup, and unknown ids of the right shape are not cached.
 func TestHostileHugeIDs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	dbURL := testdb.New(t)
 	// Memory is measured on the service as shipped: the race detector's
@@ -137,6 +143,9 @@ func TestHostileHugeIDs(t *testing.T) {
 // sku or a JWT sub gave 500s and ERROR logs. Now every string a client
 // controls is checked before any SQL: 400 (401 for a token), never 500.
 func TestHostileBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	dbURL := testdb.New(t)
 	srv := testserver.Start(t, dbURL, "--no-workers")
@@ -205,6 +214,9 @@ func TestHostileBytes(t *testing.T) {
 // fingerprint is trimmed, NFKC-normalised and case-folded before it counts,
 // and one with format characters is refused.
 func TestHostileInstrumentSpellings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	dbURL := testdb.New(t)
 	srv := testserver.Start(t, dbURL, "--no-workers")
@@ -243,6 +255,9 @@ func TestHostileInstrumentSpellings(t *testing.T) {
 // 16 KiB, and a request's headers must arrive within
 // 10 s.
 func TestHostileExposure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	dbURL := testdb.New(t)
 	srv := testserver.Start(t, dbURL, "--metrics-addr", "127.0.0.1:0")
@@ -329,6 +344,9 @@ func TestHostileWeakSecrets(t *testing.T) {
 // overloaded (they shared the purchase path's limiter, whose limit starts
 // low). Confirm and cancel are never shed now: a burst queues for their pool.
 func TestHostileColdBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	dbURL := testdb.New(t)
 	warm := testserver.Start(t, dbURL, "--no-workers")

@@ -25,6 +25,9 @@ import (
 // serve` processes sharing one database, each with 20 purchase-path
 // connections, spoken to only through the HTTP contract.
 func TestNorthline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	dbURL := testdb.New(t)
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)

@@ -19,6 +19,9 @@ import (
 // holds, and /healthz keeps answering. (The figures are logged, not asserted:
 // this machine is shared; `flashline loadtest --scenario overload` measures.)
 func TestOverloadSheds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	dbURL := testdb.New(t)
 	srv := testserver.Start(t, dbURL, "--sale-pool-size", "4", "--no-workers")
 	var out bytes.Buffer

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/devdb"
+	"github.com/flashline/flashline/internal/devdb"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
 )
@@ -35,6 +35,9 @@ func xacts(t *testing.T, pool *pgxpool.Pool) int64 {
 // TestSoldOutCostsNoTransactions: once a sale is sold out, rejections across
 // three instances are answered from memory.
 func TestSoldOutCostsNoTransactions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	dbURL := testdb.New(t)
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)
@@ -90,6 +93,9 @@ func TestSoldOutCostsNoTransactions(t *testing.T) {
 // quick 503s (never a 500, never a hang) and the service recovers by itself
 // when the database is back.
 func TestDatabaseDownFailsClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts its own PostgreSQL cluster and a flashline serve process: not in -short")
+	}
 	dir := filepath.Join(t.TempDir(), "db")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	for d := filepath.Dir(dir); d != "/" && d != "."; d = filepath.Dir(d) {

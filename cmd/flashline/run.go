@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/flashline/flashline/devdb"
+	"github.com/flashline/flashline/internal/devdb"
 	"github.com/flashline/flashline/postgres"
 )
 

@@ -18,6 +18,9 @@ import (
 // up on the stock row by a transaction of the test's own) lets every one of
 // them finish and answer, then the process exits 0.
 func TestShutdownDrainsInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	t.Parallel()
 	dbURL := testdb.New(t)
 	srv := testserver.Start(t, dbURL, "--no-workers")

@@ -26,6 +26,9 @@ import (
 // draw's), solve the challenge, and reserve with their admission tokens until
 // the stock is gone.
 func TestWaitingRoomEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
 	dbURL := testdb.New(t)
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/flashline/flashline/devdb"
+	"github.com/flashline/flashline/internal/devdb"
 	"github.com/flashline/flashline/migrations"
 )
 

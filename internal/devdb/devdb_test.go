@@ -108,6 +108,9 @@ func postmasterPID(t *testing.T, opts Options) int {
 }
 
 func TestUpReuseDownUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, log := newDir(t)
 
@@ -179,6 +182,9 @@ func TestUpReuseDownUp(t *testing.T) {
 }
 
 func TestStalePostmaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, _ := newDir(t)
 	url, _ := up(t, opts)
@@ -206,6 +212,9 @@ func TestStalePostmaster(t *testing.T) {
 }
 
 func TestStalePidFileDeadProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, _ := newDir(t)
 	url, _ := up(t, opts)
@@ -226,6 +235,9 @@ func TestStalePidFileDeadProcess(t *testing.T) {
 }
 
 func TestConcurrentUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, log := newDir(t)
 	const n = 4
@@ -253,6 +265,9 @@ func TestConcurrentUp(t *testing.T) {
 }
 
 func TestPortTakenPicksNewOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, _ := newDir(t)
 	url, _ := up(t, opts)
@@ -279,63 +294,6 @@ func TestPortTakenPicksNewOne(t *testing.T) {
 	}
 }
 
-func TestUntraversableParent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only relevant when running as root")
-	}
-	if _, err := findBinDir(); err != nil {
-		t.Skip(err)
-	}
-	tmp := t.TempDir() // 0700, not opened up
-
-	t.Run("EmptyFolderMovesToVarTmp", func(t *testing.T) {
-		opts := Options{Dir: filepath.Join(tmp, "x", ".devdb")}
-		url, err := Up(t.Context(), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		real, err := filepath.EvalSymlinks(opts.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = Down(context.Background(), opts)
-			_ = os.RemoveAll(real)
-		})
-		if !strings.HasPrefix(real, "/var/tmp/flashline-devdb-") {
-			t.Fatalf("cluster kept in %s, want under /var/tmp", real)
-		}
-		selectOne(t, url)
-		if got, ok := URL(opts.Dir); !ok || got != url {
-			t.Fatalf("URL(%s) = %q, %v; want %q", opts.Dir, got, ok, url)
-		}
-	})
-	t.Run("FolderWithFilesIsRefused", func(t *testing.T) {
-		dir := filepath.Join(tmp, "y", ".devdb")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "keep"), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, err := Up(t.Context(), Options{Dir: dir})
-		if err == nil {
-			t.Fatal("Up moved a folder that holds files")
-		}
-		if !strings.Contains(err.Error(), tmp) || !strings.Contains(err.Error(), "cannot enter") {
-			t.Fatalf("error does not name the folder %s: %v", tmp, err)
-		}
-	})
-}
-
-func TestNoBinaries(t *testing.T) {
-	t.Setenv(BinDirEnv, t.TempDir())
-	_, err := Up(t.Context(), Options{Dir: filepath.Join(t.TempDir(), ".devdb")})
-	if err == nil || !strings.Contains(err.Error(), BinDirEnv) {
-		t.Fatalf("want an error about %s, got %v", BinDirEnv, err)
-	}
-}
-
 func TestURLNoCluster(t *testing.T) {
 	if _, ok := URL(t.TempDir()); ok {
 		t.Fatal("URL reported a cluster in an empty folder")
@@ -345,27 +303,6 @@ func TestURLNoCluster(t *testing.T) {
 	}
 	if err := Down(t.Context(), Options{Dir: t.TempDir()}); err != nil {
 		t.Fatalf("Down without a cluster: %v", err)
-	}
-}
-
-func TestHighestVersionedBinDir(t *testing.T) {
-	root := t.TempDir()
-	for _, v := range []string{"9.6", "10", "15", "16", "foo"} {
-		bin := filepath.Join(root, v, "bin")
-		if err := os.MkdirAll(bin, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if v == "16" {
-			continue // no binaries: must be skipped
-		}
-		for _, name := range []string{"initdb", "pg_ctl"} {
-			if err := os.WriteFile(filepath.Join(bin, name), nil, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if got, want := highestVersionedBinDir(root), filepath.Join(root, "15", "bin"); got != want {
-		t.Fatalf("got %q, want %q", got, want)
 	}
 }
 
@@ -385,6 +322,9 @@ func listenLoopback(port int) (net.Listener, error) {
 // A postmaster that is alive but does not answer where postmaster.pid says
 // it listens is stopped (pg_ctl stop -m immediate) and started again.
 func TestUnresponsivePostmaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL clusters: not in -short")
+	}
 	t.Parallel()
 	opts, log := newDir(t)
 	url, _ := up(t, opts)
