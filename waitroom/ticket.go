@@ -1,0 +1,159 @@
+package waitroom
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ErrTicketExpired is a ticket presented TicketTTL or more after its
+// arrival. Like the other token errors it means a fresh ticket to a client.
+var ErrTicketExpired = errors.New("ticket expired")
+
+// TicketTTL is how long a ticket is good for after its arrival: its "exp" is
+// its "iat" (the arrival) plus TicketTTL. It is far longer than any wait in a
+// room once the sale is open, and than the time before the open of a sale
+// whose room fills in the last hours before it. A ticket taken earlier than
+// that before the open, or presented later, is refused: the customer asks
+// again and gets a new place (under randomized_at_open, before the open, the
+// same draw).
+const TicketTTL = 24 * time.Hour
+
+// Ticket is a place in a sale's waiting room. It is held by the customer as a
+// signed token, not stored: the token is the only record of it.
+type Ticket struct {
+	SaleID     string
+	CustomerID string
+	ArrivedAt  time.Time // kept to the second
+	Position   int64     // arrival number among this sale's tickets (1-based)
+	PreOpen    bool      // taken before the sale opened: ordered by Draw, not Position, under randomized_at_open
+	Draw       uint64    // the customer's fixed draw for this sale (see Draw)
+}
+
+// ticketClaims are a ticket's JWT claims, in the order they are written.
+// Every claim is written (no omitempty): the parser requires them all.
+type ticketClaims struct {
+	Audience  string `json:"aud"`     // "flashline-ticket"
+	Subject   string `json:"sub"`     // the customer id
+	IssuedAt  int64  `json:"iat"`     // the arrival, unix seconds
+	ExpiresAt int64  `json:"exp"`     // iat + TicketTTL
+	Sale      string `json:"sale"`    // the sale id
+	Position  int64  `json:"pos"`     // arrival number, 1-based
+	PreOpen   bool   `json:"preopen"` // taken before the open
+	Draw      uint64 `json:"draw"`    // the customer's draw (0 unless pre-open)
+}
+
+// SignTicket returns t as a ticket token, good until TicketTTL after
+// ArrivedAt, which is kept to the second. The caller passes a ticket that
+// ParseTicket would accept (ids of 1-128 bytes of UTF-8 without control
+// characters, Position at least 1, ArrivedAt in the years 2000-2200); the
+// token of any other is refused when parsed.
+func (k *Keyring) SignTicket(t Ticket) string {
+	arrived := t.ArrivedAt.Unix()
+	return k.sign(ticketClaims{
+		Audience:  ticketAudience,
+		Subject:   t.CustomerID,
+		IssuedAt:  arrived,
+		ExpiresAt: arrived + int64(TicketTTL/time.Second),
+		Sale:      t.SaleID,
+		Position:  t.Position,
+		PreOpen:   t.PreOpen,
+		Draw:      t.Draw,
+	})
+}
+
+// ParseTicket verifies a ticket token's signature, format and expiry and
+// returns the ticket; it never touches a database. Whether the ticket belongs
+// to the caller and to the sale asked about is for the caller to check.
+func (k *Keyring) ParseTicket(token string) (Ticket, error) {
+	t, err := k.parseTicket(token)
+	if err != nil {
+		return Ticket{}, fmt.Errorf("parse ticket: %w", err)
+	}
+	return t, nil
+}
+
+func (k *Keyring) parseTicket(token string) (Ticket, error) {
+	c, err := k.open(ticketAudience, token)
+	if err != nil {
+		return Ticket{}, err
+	}
+	if err := c.exactly("aud", "sub", "iat", "exp", "sale", "pos", "preopen", "draw"); err != nil {
+		return Ticket{}, err
+	}
+	if err := checkID("sale id", *c.Sale); err != nil {
+		return Ticket{}, err
+	}
+	if err := checkID("customer id", *c.Subject); err != nil {
+		return Ticket{}, err
+	}
+	if err := checkTime("arrival time", *c.IssuedAt); err != nil {
+		return Ticket{}, err
+	}
+	if *c.ExpiresAt != *c.IssuedAt+int64(TicketTTL/time.Second) {
+		return Ticket{}, fmt.Errorf("%w: exp must be iat + %s", ErrMalformed, TicketTTL)
+	}
+	if *c.Position < 1 {
+		return Ticket{}, fmt.Errorf("%w: position must be at least 1", ErrMalformed)
+	}
+	if exp := time.Unix(*c.ExpiresAt, 0); !k.clock().Before(exp) {
+		return Ticket{}, fmt.Errorf("%w at %s", ErrTicketExpired, exp.UTC().Format(time.RFC3339))
+	}
+	return Ticket{
+		SaleID:     *c.Sale,
+		CustomerID: *c.Subject,
+		ArrivedAt:  time.Unix(*c.IssuedAt, 0).UTC(),
+		Position:   *c.Position,
+		PreOpen:    *c.PreOpen,
+		Draw:       *c.Draw,
+	}, nil
+}
+
+// admissionIDInput is what AdmissionID hashes: the ticket's fields as compact
+// JSON in this order, without HTML escaping, e.g.
+// {"s":"sale_1","c":"cust_1","t":1767225600,"p":7,"o":false,"d":42}. It is
+// the payload of the token format before JWTs, kept so that the admission id
+// of a ticket, stored under a unique index, is derived as it always was.
+type admissionIDInput struct {
+	SaleID     string `json:"s"`
+	CustomerID string `json:"c"`
+	ArrivedAt  int64  `json:"t"` // unix seconds
+	Position   int64  `json:"p"`
+	PreOpen    bool   `json:"o"`
+	Draw       uint64 `json:"d"`
+}
+
+// AdmissionID is the admission id for a ticket: base64url of the first 16
+// bytes of SHA-256 over the ticket's fields (see admissionIDInput). The same
+// ticket always yields the same id, whichever instance issues the admission
+// and whichever key signed the ticket, so the database's unique index on the
+// id makes one ticket good for one reservation.
+func AdmissionID(t Ticket) string {
+	sum := sha256.Sum256(marshal(admissionIDInput{
+		SaleID:     t.SaleID,
+		CustomerID: t.CustomerID,
+		ArrivedAt:  t.ArrivedAt.Unix(),
+		Position:   t.Position,
+		PreOpen:    t.PreOpen,
+		Draw:       t.Draw,
+	}))
+	return b64.EncodeToString(sum[:16])
+}
+
+// Draw is the customer's fixed place in a sale's pre-open shuffle: the first 8
+// bytes of SHA-256(seed || saleID || 0x00 || customerID) as a big-endian
+// uint64. seed is the sale's random secret, stored with the sale: without it
+// nobody can compute a draw ahead of time, and asking again gives the same
+// draw.
+func Draw(seed []byte, saleID, customerID string) uint64 {
+	h := sha256.New()
+	h.Write(seed)
+	io.WriteString(h, saleID)
+	h.Write([]byte{0})
+	io.WriteString(h, customerID)
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+}
