@@ -146,11 +146,14 @@ func (key key) sign(payload []byte) string {
 	return string(b)
 }
 
-// open verifies a token of the kind aud names and returns its claims:
-// size, alphabet and segments first, then (in the jwt parser) the header's
-// algorithm, its key id and the signature, then the claims' kind. The claims
-// are decoded strictly on the way (see wireClaims.UnmarshalJSON); the kinds'
-// parsers check which claims are there and what they hold.
+// open verifies a token of the kind aud names and returns its claims: size,
+// alphabet and segments first, then (in the jwt parser) the algorithm, the
+// header and key its kid names, and the signature, then the kind. The jwt
+// parser decodes the header and the claims before it checks the signature (it
+// needs alg and kid from the header): MaxTokenLen bounds that work, the claims
+// are decoded strictly (see wireClaims.UnmarshalJSON), and nothing in them is
+// acted on before the signature has been checked. The kinds' parsers then
+// check which claims are there and what they hold.
 func (k *Keyring) open(aud, token string) (*wireClaims, error) {
 	if len(token) > MaxTokenLen {
 		return nil, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxTokenLen)
@@ -158,7 +161,7 @@ func (k *Keyring) open(aud, token string) (*wireClaims, error) {
 	// Only the base64url alphabet and the dots: base64 decoding skips \r and
 	// \n, which would otherwise give one token several spellings.
 	for i := 0; i < len(token); i++ {
-		if c := token[i]; c != '.' && !validAlphabet(token[i:i+1]) {
+		if c := token[i]; c != '.' && !isBase64URL(c) {
 			return nil, fmt.Errorf("%w: unexpected character at byte %d", ErrMalformed, i)
 		}
 	}

@@ -122,11 +122,15 @@ func (k *Keyring) clock() time.Time {
 // base64url alphabet, which JSON never escapes.
 func validAlphabet(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+		if !isBase64URL(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func isBase64URL(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
 
 func validKeyID(kid string) bool {

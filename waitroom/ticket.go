@@ -13,13 +13,14 @@ import (
 // arrival. Like the other token errors it means a fresh ticket to a client.
 var ErrTicketExpired = errors.New("ticket expired")
 
-// TicketTTL is how long a ticket is good for after its arrival: its "exp" is
-// its "iat" (the arrival) plus TicketTTL. It is far longer than any wait in a
-// room once the sale is open, and than the time before the open of a sale
-// whose room fills in the last hours before it. A ticket taken earlier than
-// that before the open, or presented later, is refused: the customer asks
-// again and gets a new place (under randomized_at_open, before the open, the
-// same draw).
+// TicketTTL is how long a ticket is good for: its "exp" is its "iat" (the
+// arrival) plus TicketTTL, and ParseTicket refuses it from then on
+// (ErrTicketExpired). A day is far longer than a wait in an open room, and
+// than the wait before the open of a sale whose room is used in the day
+// before it. An older ticket (taken more than a day before the open, or kept
+// after the sale) is refused, and asking again gives a new place: before the
+// open under randomized_at_open, the same draw and so the same rank;
+// otherwise the back of the line.
 const TicketTTL = 24 * time.Hour
 
 // Ticket is a place in a sale's waiting room. It is held by the customer as a
