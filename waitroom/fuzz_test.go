@@ -3,6 +3,7 @@ package waitroom
 import (
 	"crypto/sha256"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,9 +163,17 @@ func FuzzParseKeyring(f *testing.F) {
 	f.Fuzz(func(t *testing.T, spec string) {
 		k, err := ParseKeyring(spec)
 		if err != nil {
+			// Errors may name a key id, quoted; a secret that happens to
+			// spell a key id ("00000000:00000000") is not quoted for that.
+			msg := err.Error()
+			for _, entry := range strings.Split(spec, ",") {
+				if kid, _, ok := strings.Cut(strings.TrimSpace(entry), ":"); ok {
+					msg = strings.ReplaceAll(msg, strconv.Quote(kid), "")
+				}
+			}
 			for _, entry := range strings.Split(spec, ",") {
 				if _, secret, ok := strings.Cut(entry, ":"); ok && len(strings.TrimSpace(secret)) >= 8 {
-					require.NotContains(t, err.Error(), strings.TrimSpace(secret), "an error must never quote a secret")
+					require.NotContains(t, msg, strings.TrimSpace(secret), "an error must never quote a secret")
 				}
 			}
 			return
