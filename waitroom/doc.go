@@ -1,10 +1,20 @@
 // Package waitroom is the waiting room in front of a sale's purchase path:
-// signed tickets, paced admission, admission tokens, and the proof-of-work
-// challenge.
+// tickets (a place in line, held by the client), where a ticket stands
+// (answered from memory), the proof of work asked before admission,
+// admission tokens, and the pacer that lets people in at the pace the
+// purchase path can absorb.
 //
-// It keeps no row per waiter: a ticket and an admission token are HMAC-signed
-// tokens (token.go) that any instance can verify with the shared Keyring, and
-// the challenge nonce is derived from the ticket (challenge.go). Only the
-// admission token's single use is enforced in the database, by the unique
-// admission id stored with the reservation.
+// It keeps no row per waiter: a ticket and an admission token are HS256 JWTs
+// (jwt.go, ticket.go, admission.go) that any instance verifies with the
+// shared Keyring (keyring.go), and an edge worker holding the same keys with
+// any JWT library; the challenge nonce is derived from the ticket
+// (challenge.go). Only the admission token's single use is enforced in the
+// database, by the unique admission id stored with the reservation.
+//
+// The Room (room.go) reads what it knows of each sale from the sale cache
+// (package salecache) and writes through a Store (store.go: the database, as
+// package postgres implements it): place.go hands out places and estimates
+// the wait, positions.go leases the blocks of positions each instance hands
+// out, status.go says where a ticket stands, policy.go publishes the
+// fairness policy, pace.go is the pacer.
 package waitroom

@@ -1,15 +1,3 @@
-// Package waitroom is the waiting room in front of a sale's purchase path:
-// tickets (a place in line, held by the client as a signed token), where a
-// ticket stands (answered from memory), the proof of work asked before
-// admission, admission tokens, and the pacer that lets people in at the pace
-// the purchase path can absorb.
-//
-// Files: room.go (the Room and what it knows of each sale), ticket.go
-// (tickets and their places), positions.go (the blocks of positions each
-// instance leases), status.go (where a ticket stands), policy.go (the
-// published fairness policy), pace.go (the pacer), token*.go and
-// challenge.go (the signed tokens and the proof of work), store.go (what it
-// needs of the database).
 package waitroom
 
 import (

@@ -1,172 +1,160 @@
 package waitroom
 
 import (
-	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
-	"math"
-	"math/bits"
-	"math/rand/v2"
+	"io"
 	"time"
-
-	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/salecache"
 )
 
-// TicketRequest is a customer asking for a place in a sale's waiting room.
-type TicketRequest struct {
+// ErrTicketExpired is a ticket presented TicketTTL or more after its
+// arrival. Like the other token errors it means a fresh ticket to a client.
+var ErrTicketExpired = errors.New("ticket expired")
+
+// TicketTTL is how long a ticket is good for: its "exp" is its "iat" (the
+// arrival) plus TicketTTL, and ParseTicket refuses it from then on
+// (ErrTicketExpired). A day is far longer than a wait in an open room, and
+// than the wait before the open of a sale whose room is used in the day
+// before it. An older ticket (taken more than a day before the open, or kept
+// after the sale) is refused, and asking again gives a new place: before the
+// open under randomized_at_open, the same draw and so the same rank;
+// otherwise the back of the line.
+const TicketTTL = 24 * time.Hour
+
+// Ticket is a place in a sale's waiting room. It is held by the customer as a
+// signed token, not stored: the token is the only record of it.
+type Ticket struct {
 	SaleID     string
 	CustomerID string
-	// AccountCreated is from the customer's token (zero: not said); a sale
-	// with minAccountAgeSeconds refuses accounts younger than that.
-	AccountCreated time.Time
-	// PreviousToken is the ticket the customer holds, if any: given back
-	// unchanged when it is theirs and this sale's.
-	PreviousToken string
+	ArrivedAt  time.Time // kept to the second
+	Position   int64     // arrival number among this sale's tickets (1-based)
+	PreOpen    bool      // taken before the sale opened: ordered by Draw, not Position, under randomized_at_open
+	Draw       uint64    // the customer's fixed draw for this sale (see Draw)
 }
 
-// Challenge is a proof of work to solve before admission (see challenge.go).
-type Challenge struct {
-	Nonce string
-	Bits  int
+// ticketClaims are a ticket's JWT claims, in the order they are written.
+// Every claim is written (no omitempty): the parser requires them all.
+type ticketClaims struct {
+	Audience  string `json:"aud"`     // "flashline-ticket"
+	Subject   string `json:"sub"`     // the customer id
+	IssuedAt  int64  `json:"iat"`     // the arrival, unix seconds
+	ExpiresAt int64  `json:"exp"`     // iat + TicketTTL
+	Sale      string `json:"sale"`    // the sale id
+	Position  int64  `json:"pos"`     // arrival number, 1-based
+	PreOpen   bool   `json:"preopen"` // taken before the open
+	Draw      uint64 `json:"draw"`    // the customer's draw (0 unless pre-open)
 }
 
-// TicketResult is a ticket with where it stands now.
-type TicketResult struct {
-	Token  string
-	Ticket Ticket
-	// Renewed is set when PreviousToken was given back.
-	Renewed bool
-	// Position is the place in line now: 1 is next to be let in. Before a
-	// randomized_at_open sale opens it is an estimate (the draw's place among
-	// those present so far).
-	Position             int64
-	EstimatedWaitSeconds int64
-	PollAfter            time.Duration
-	Policy               flashline.Fairness
-	// Challenge is nil when the sale asks none.
-	Challenge *Challenge
+// SignTicket returns t as a ticket token, good until TicketTTL after
+// ArrivedAt, which is kept to the second. The caller passes a ticket that
+// ParseTicket would accept (ids of 1-128 bytes of UTF-8 without control
+// characters, Position at least 1, ArrivedAt in the years 2000-2200); the
+// token of any other is refused when parsed.
+func (k *Keyring) SignTicket(t Ticket) string {
+	arrived := t.ArrivedAt.Unix()
+	return k.sign(ticketClaims{
+		Audience:  ticketAudience,
+		Subject:   t.CustomerID,
+		IssuedAt:  arrived,
+		ExpiresAt: arrived + int64(TicketTTL/time.Second),
+		Sale:      t.SaleID,
+		Position:  t.Position,
+		PreOpen:   t.PreOpen,
+		Draw:      t.Draw,
+	})
 }
 
-// Ticket gives the customer a place in the sale's waiting room, or gives back
-// the ticket they hold. A new place is the next position leased to this
-// instance; before the sale opens the ticket is marked pre-open and carries
-// the customer's draw, so that under randomized_at_open asking again cannot
-// re-roll the place. Errors: ErrNotFound, ErrNoWaitingRoom, ErrSaleNotOpen
-// (closed), ErrSoldOut, ErrAccountTooNew, ErrRateLimited, ErrUnavailable,
-// ErrOverloaded.
-func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, error) {
-	s, fresh, err := r.room(ctx, req.SaleID)
+// ParseTicket verifies a ticket token's signature, format and expiry and
+// returns the ticket; it never touches a database. Whether the ticket belongs
+// to the caller and to the sale asked about is for the caller to check.
+func (k *Keyring) ParseTicket(token string) (Ticket, error) {
+	t, err := k.parseTicket(token)
 	if err != nil {
-		return TicketResult{}, err
+		return Ticket{}, fmt.Errorf("parse ticket: %w", err)
 	}
-	now := r.opts.Now()
-	switch {
-	case !fresh:
-		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrUnavailable)
-	case s.State == flashline.StateClosed:
-		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrSaleNotOpen)
-	case !flashline.AccountOldEnough(req.AccountCreated, s.MinAccountAgeSeconds, now):
-		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrAccountTooNew)
-	}
-	if req.PreviousToken != "" {
-		t, err := r.keys.ParseTicket(req.PreviousToken)
-		if err == nil && t.SaleID == req.SaleID && t.CustomerID == req.CustomerID {
-			r.metrics.tickets.WithLabelValues("presented").Inc()
-			return r.ticketResult(s, t, req.PreviousToken, true, now), nil
-		}
-		// Anything else (forged, expired key, someone else's) is ignored:
-		// the customer gets a new place, never a better one than a new
-		// arrival's.
-	}
-	if s.SoldOut {
-		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrSoldOut)
-	}
-	if len(req.CustomerID) > MaxIDLen {
-		return TicketResult{}, flashline.Invalid(fmt.Sprintf("the waiting room takes customer ids of at most %d bytes", MaxIDLen))
-	}
-	if err := r.store.RateLimit(ctx, "ticket", req.SaleID+"\n"+req.CustomerID, time.Minute, r.opts.TicketsPerMinute); err != nil {
-		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
-	}
-	position, preOpen, err := r.takePosition(ctx, s)
+	return t, nil
+}
+
+func (k *Keyring) parseTicket(token string) (Ticket, error) {
+	c, err := k.open(ticketAudience, token)
 	if err != nil {
-		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
+		return Ticket{}, err
 	}
-	t := Ticket{SaleID: req.SaleID, CustomerID: req.CustomerID, ArrivedAt: now.UTC().Truncate(time.Second), Position: position, PreOpen: preOpen}
-	if preOpen {
-		t.Draw = Draw(s.DrawSeed, req.SaleID, req.CustomerID)
+	if err := c.exactly("aud", "sub", "iat", "exp", "sale", "pos", "preopen", "draw"); err != nil {
+		return Ticket{}, err
 	}
-	r.metrics.tickets.WithLabelValues("new").Inc()
-	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
+	if err := checkID("sale id", *c.Sale); err != nil {
+		return Ticket{}, err
+	}
+	if err := checkID("customer id", *c.Subject); err != nil {
+		return Ticket{}, err
+	}
+	if err := checkTime("arrival time", *c.IssuedAt); err != nil {
+		return Ticket{}, err
+	}
+	if *c.ExpiresAt != *c.IssuedAt+int64(TicketTTL/time.Second) {
+		return Ticket{}, fmt.Errorf("%w: exp must be iat + %s", ErrMalformed, TicketTTL)
+	}
+	if *c.Position < 1 {
+		return Ticket{}, fmt.Errorf("%w: position must be at least 1", ErrMalformed)
+	}
+	if exp := time.Unix(*c.ExpiresAt, 0); !k.clock().Before(exp) {
+		return Ticket{}, fmt.Errorf("%w at %s", ErrTicketExpired, exp.UTC().Format(time.RFC3339))
+	}
+	return Ticket{
+		SaleID:     *c.Sale,
+		CustomerID: *c.Subject,
+		ArrivedAt:  time.Unix(*c.IssuedAt, 0).UTC(),
+		Position:   *c.Position,
+		PreOpen:    *c.PreOpen,
+		Draw:       *c.Draw,
+	}, nil
 }
 
-func (r *Room) ticketResult(s salecache.Sale, t Ticket, token string, renewed bool, now time.Time) TicketResult {
-	w := r.wait(s, t, now)
-	res := TicketResult{
-		Token:                token,
-		Ticket:               t,
-		Renewed:              renewed,
-		Position:             w.position,
-		EstimatedWaitSeconds: w.seconds,
-		PollAfter:            w.pollAfter,
-		Policy:               s.Fairness,
-	}
-	if s.ChallengeBits > 0 {
-		res.Challenge = &Challenge{Nonce: r.keys.ChallengeNonce(t), Bits: s.ChallengeBits}
-	}
-	return res
+// admissionIDInput is what AdmissionID hashes: the ticket's fields as compact
+// JSON in this order, without HTML escaping, e.g.
+// {"s":"sale_1","c":"cust_1","t":1767225600,"p":7,"o":false,"d":42}. It is
+// the payload of the token format before JWTs, kept so that the admission id
+// of a ticket, stored under a unique index, is derived as it always was.
+type admissionIDInput struct {
+	SaleID     string `json:"s"`
+	CustomerID string `json:"c"`
+	ArrivedAt  int64  `json:"t"` // unix seconds
+	Position   int64  `json:"p"`
+	PreOpen    bool   `json:"o"`
+	Draw       uint64 `json:"d"`
 }
 
-// Rank is a ticket's place in the admission order, in the units of the
-// watermark. Under randomized_at_open a pre-open ticket ranks by its draw
-// among the preopenCount positions handed out before the open:
-// 1 + floor(draw / 2^64 × preopenCount); every other ticket by its position
-// (post-open positions all come after preopenCount). preopenCount < 0 means
-// not yet known: the caller passes an estimate.
-func Rank(t Ticket, fairness flashline.Fairness, preopenCount int64) int64 {
-	if !t.PreOpen || fairness != flashline.FairnessRandomizedAtOpen {
-		return t.Position
-	}
-	n := max(preopenCount, 1)
-	hi, _ := bits.Mul64(t.Draw, uint64(n)) // floor(draw × n / 2^64), exactly
-	return 1 + int64(hi)
+// AdmissionID is the admission id for a ticket: base64url of the first 16
+// bytes of SHA-256 over the ticket's fields (see admissionIDInput). The same
+// ticket always yields the same id, whichever instance issues the admission
+// and whichever key signed the ticket, so the database's unique index on the
+// id makes one ticket good for one reservation.
+func AdmissionID(t Ticket) string {
+	sum := sha256.Sum256(marshal(admissionIDInput{
+		SaleID:     t.SaleID,
+		CustomerID: t.CustomerID,
+		ArrivedAt:  t.ArrivedAt.Unix(),
+		Position:   t.Position,
+		PreOpen:    t.PreOpen,
+		Draw:       t.Draw,
+	}))
+	return b64.EncodeToString(sum[:16])
 }
 
-// rank is t's rank in s's room.
-func rank(s salecache.Sale, t Ticket) int64 {
-	n := s.PreopenCount
-	if n < 0 {
-		// Not frozen yet: everyone present so far.
-		n = s.NextPosition - 1
-	}
-	return Rank(t, s.Fairness, max(n, t.Position))
-}
-
-type estimate struct {
-	position  int64
-	seconds   int64
-	pollAfter time.Duration
-}
-
-// wait estimates how long a ticket has to wait, conservatively: the distance
-// to the watermark at the last measured pace (AssumedPace before there is
-// one), rounded up and taken 1.5 times, plus the time until the sale opens.
-// The poll interval grows with the wait, from 1s near the front to 15s far
-// back, jittered ±30% so that waiters do not poll in step.
-func (r *Room) wait(s salecache.Sale, t Ticket, now time.Time) estimate {
-	distance := max(rank(s, t)-s.AdmittedThrough, 1)
-	pace := s.Pace
-	if pace <= 0 {
-		pace = r.opts.AssumedPace
-	}
-	secs := math.Ceil(float64(distance)/pace) * 1.5
-	if s.OpensAt != nil && s.OpensAt.After(now) {
-		secs += math.Ceil(s.OpensAt.Sub(now).Seconds())
-	}
-	e := estimate{position: distance, seconds: int64(math.Ceil(secs))}
-	base := min(max(time.Duration(secs*float64(time.Second))/5, time.Second), 15*time.Second)
-	if distance <= 1 {
-		base = time.Second
-	}
-	e.pollAfter = time.Duration(float64(base) * (0.7 + 0.6*rand.Float64())).Round(time.Millisecond)
-	return e
+// Draw is the customer's fixed place in a sale's pre-open shuffle: the first 8
+// bytes of SHA-256(seed || saleID || 0x00 || customerID) as a big-endian
+// uint64. seed is the sale's random secret, stored with the sale: without it
+// nobody can compute a draw ahead of time, and asking again gives the same
+// draw.
+func Draw(seed []byte, saleID, customerID string) uint64 {
+	h := sha256.New()
+	h.Write(seed)
+	io.WriteString(h, saleID)
+	h.Write([]byte{0})
+	io.WriteString(h, customerID)
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
 }

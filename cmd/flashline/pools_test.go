@@ -22,6 +22,9 @@ import (
 // waits for a connection. (The jobs, which share the admin pool, are off:
 // this is about the crowd.)
 func TestPoolsKeepConfirmFree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods a flashline serve process: not in -short")
+	}
 	t.Parallel()
 	dbURL := testdb.New(t)
 	srv := testserver.Start(t, dbURL, "--no-workers",

@@ -1,0 +1,172 @@
+package waitroom
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"time"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/salecache"
+)
+
+// TicketRequest is a customer asking for a place in a sale's waiting room.
+type TicketRequest struct {
+	SaleID     string
+	CustomerID string
+	// AccountCreated is from the customer's token (zero: not said); a sale
+	// with minAccountAgeSeconds refuses accounts younger than that.
+	AccountCreated time.Time
+	// PreviousToken is the ticket the customer holds, if any: given back
+	// unchanged when it is theirs and this sale's.
+	PreviousToken string
+}
+
+// Challenge is a proof of work to solve before admission (see challenge.go).
+type Challenge struct {
+	Nonce string
+	Bits  int
+}
+
+// TicketResult is a ticket with where it stands now.
+type TicketResult struct {
+	Token  string
+	Ticket Ticket
+	// Renewed is set when PreviousToken was given back.
+	Renewed bool
+	// Position is the place in line now: 1 is next to be let in. Before a
+	// randomized_at_open sale opens it is an estimate (the draw's place among
+	// those present so far).
+	Position             int64
+	EstimatedWaitSeconds int64
+	PollAfter            time.Duration
+	Policy               flashline.Fairness
+	// Challenge is nil when the sale asks none.
+	Challenge *Challenge
+}
+
+// Ticket gives the customer a place in the sale's waiting room, or gives back
+// the ticket they hold. A new place is the next position leased to this
+// instance; before the sale opens the ticket is marked pre-open and carries
+// the customer's draw, so that under randomized_at_open asking again cannot
+// re-roll the place. Errors: ErrNotFound, ErrNoWaitingRoom, ErrSaleNotOpen
+// (closed), ErrSoldOut, ErrAccountTooNew, ErrRateLimited, ErrUnavailable,
+// ErrOverloaded.
+func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, error) {
+	s, fresh, err := r.room(ctx, req.SaleID)
+	if err != nil {
+		return TicketResult{}, err
+	}
+	now := r.opts.Now()
+	switch {
+	case !fresh:
+		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrUnavailable)
+	case s.State == flashline.StateClosed:
+		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrSaleNotOpen)
+	case !flashline.AccountOldEnough(req.AccountCreated, s.MinAccountAgeSeconds, now):
+		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrAccountTooNew)
+	}
+	if req.PreviousToken != "" {
+		t, err := r.keys.ParseTicket(req.PreviousToken)
+		if err == nil && t.SaleID == req.SaleID && t.CustomerID == req.CustomerID {
+			r.metrics.tickets.WithLabelValues("presented").Inc()
+			return r.ticketResult(s, t, req.PreviousToken, true, now), nil
+		}
+		// Anything else (forged, expired key, someone else's) is ignored:
+		// the customer gets a new place, never a better one than a new
+		// arrival's.
+	}
+	if s.SoldOut {
+		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrSoldOut)
+	}
+	if len(req.CustomerID) > MaxIDLen {
+		return TicketResult{}, flashline.Invalid(fmt.Sprintf("the waiting room takes customer ids of at most %d bytes", MaxIDLen))
+	}
+	if err := r.store.RateLimit(ctx, "ticket", req.SaleID+"\n"+req.CustomerID, time.Minute, r.opts.TicketsPerMinute); err != nil {
+		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
+	}
+	position, preOpen, err := r.takePosition(ctx, s)
+	if err != nil {
+		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
+	}
+	t := Ticket{SaleID: req.SaleID, CustomerID: req.CustomerID, ArrivedAt: now.UTC().Truncate(time.Second), Position: position, PreOpen: preOpen}
+	if preOpen {
+		t.Draw = Draw(s.DrawSeed, req.SaleID, req.CustomerID)
+	}
+	r.metrics.tickets.WithLabelValues("new").Inc()
+	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
+}
+
+func (r *Room) ticketResult(s salecache.Sale, t Ticket, token string, renewed bool, now time.Time) TicketResult {
+	w := r.wait(s, t, now)
+	res := TicketResult{
+		Token:                token,
+		Ticket:               t,
+		Renewed:              renewed,
+		Position:             w.position,
+		EstimatedWaitSeconds: w.seconds,
+		PollAfter:            w.pollAfter,
+		Policy:               s.Fairness,
+	}
+	if s.ChallengeBits > 0 {
+		res.Challenge = &Challenge{Nonce: r.keys.ChallengeNonce(t), Bits: s.ChallengeBits}
+	}
+	return res
+}
+
+// Rank is a ticket's place in the admission order, in the units of the
+// watermark. Under randomized_at_open a pre-open ticket ranks by its draw
+// among the preopenCount positions handed out before the open:
+// 1 + floor(draw / 2^64 × preopenCount); every other ticket by its position
+// (post-open positions all come after preopenCount). preopenCount < 0 means
+// not yet known: the caller passes an estimate.
+func Rank(t Ticket, fairness flashline.Fairness, preopenCount int64) int64 {
+	if !t.PreOpen || fairness != flashline.FairnessRandomizedAtOpen {
+		return t.Position
+	}
+	n := max(preopenCount, 1)
+	hi, _ := bits.Mul64(t.Draw, uint64(n)) // floor(draw × n / 2^64), exactly
+	return 1 + int64(hi)
+}
+
+// rank is t's rank in s's room.
+func rank(s salecache.Sale, t Ticket) int64 {
+	n := s.PreopenCount
+	if n < 0 {
+		// Not frozen yet: everyone present so far.
+		n = s.NextPosition - 1
+	}
+	return Rank(t, s.Fairness, max(n, t.Position))
+}
+
+type estimate struct {
+	position  int64
+	seconds   int64
+	pollAfter time.Duration
+}
+
+// wait estimates how long a ticket has to wait, conservatively: the distance
+// to the watermark at the last measured pace (AssumedPace before there is
+// one), rounded up and taken 1.5 times, plus the time until the sale opens.
+// The poll interval grows with the wait, from 1s near the front to 15s far
+// back, jittered ±30% so that waiters do not poll in step.
+func (r *Room) wait(s salecache.Sale, t Ticket, now time.Time) estimate {
+	distance := max(rank(s, t)-s.AdmittedThrough, 1)
+	pace := s.Pace
+	if pace <= 0 {
+		pace = r.opts.AssumedPace
+	}
+	secs := math.Ceil(float64(distance)/pace) * 1.5
+	if s.OpensAt != nil && s.OpensAt.After(now) {
+		secs += math.Ceil(s.OpensAt.Sub(now).Seconds())
+	}
+	e := estimate{position: distance, seconds: int64(math.Ceil(secs))}
+	base := min(max(time.Duration(secs*float64(time.Second))/5, time.Second), 15*time.Second)
+	if distance <= 1 {
+		base = time.Second
+	}
+	e.pollAfter = time.Duration(float64(base) * (0.7 + 0.6*rand.Float64())).Round(time.Millisecond)
+	return e
+}
