@@ -91,7 +91,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) tool -modfile=scripts/tools/go.mod staticcheck ./...
 
-## generate: regenerate sql/dbsqlc from sql/queries and migrations (sqlc)
+## generate: regenerate internal/dbsqlc from sql/queries and migrations (sqlc)
 generate:
 	cd sql && $(GO) tool -modfile=../scripts/tools/go.mod sqlc generate
 

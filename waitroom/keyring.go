@@ -3,6 +3,7 @@ package waitroom
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -101,6 +102,17 @@ func (k *Keyring) String() string {
 
 // GoString is String, for %#v.
 func (k *Keyring) GoString() string { return k.String() }
+
+// Uses reports whether secret is one of the keyring's secrets (in constant
+// time): a waiting-room key that is also the JWT secret would let a ticket
+// pass for a customer token, both being HS256 JWTs.
+func (k *Keyring) Uses(secret string) bool {
+	found := 0
+	for _, key := range k.keys {
+		found |= subtle.ConstantTimeCompare(key.secret, []byte(secret))
+	}
+	return found == 1
+}
 
 func (k *Keyring) lookup(kid string) (key, bool) {
 	for _, key := range k.keys {

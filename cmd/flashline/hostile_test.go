@@ -328,6 +328,7 @@ func TestHostileWeakSecrets(t *testing.T) {
 		{"DevelopmentValues", map[string]string{"FLASHLINE_ADMIN_TOKEN": "dev-admin-token", "FLASHLINE_JWT_SECRET": "dev-jwt-secret"}, "only --demo allows development values"},
 		{"NoWaitingRoomKeys", map[string]string{"FLASHLINE_ADMIN_TOKEN": strong, "FLASHLINE_JWT_SECRET": strong + "x"}, "FLASHLINE_WAITROOM_KEYS must be set"},
 		{"ShortWaitingRoomKey", map[string]string{"FLASHLINE_ADMIN_TOKEN": strong, "FLASHLINE_JWT_SECRET": strong + "x", "FLASHLINE_WAITROOM_KEYS": "k1:short"}, "want at least 32"},
+		{"WaitingRoomKeyIsTheJWTSecret", map[string]string{"FLASHLINE_ADMIN_TOKEN": strong, "FLASHLINE_JWT_SECRET": strong + "x", "FLASHLINE_WAITROOM_KEYS": "k1:" + strong + "x"}, "a secret of its own"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -183,6 +183,10 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		if keyring, err = waitroom.ParseKeyring(cfg.waitroomKeys); err != nil {
 			return fmt.Errorf("serve: --waitroom-keys: %w", err)
 		}
+		if keyring.Uses(cfg.jwtSecret) || keyring.Uses(cfg.adminToken) {
+			// Tickets and customer tokens are both HS256 JWTs.
+			return errors.New("serve: --waitroom-keys: a waiting-room key must be a secret of its own, not the JWT secret or the admin token")
+		}
 	}
 	// The admission limit of the purchase path. What saturates first is a
 	// sale's hot row, and the coalescer bounds that itself, per sale (the
