@@ -34,6 +34,33 @@ var (
 	// the sale allows one instrument.
 	ErrInstrumentLimitReached = errors.New("payment instrument limit reached")
 	ErrNoWaitingRoom          = errors.New("sale has no waiting room")
+	// ErrPaymentRequired: the sale's holds are confirmed by payment events,
+	// not by the customer (Confirmation).
+	ErrPaymentRequired = errors.New("the sale's holds are confirmed by payment")
+	// ErrReservationVoided: the order was voided after confirmation.
+	ErrReservationVoided = errors.New("reservation voided")
+	// ErrReservationNotConfirmed: voiding a hold that is still pending (cancel
+	// it instead).
+	ErrReservationNotConfirmed = errors.New("reservation is not confirmed")
+	// ErrExtensionLimit: the hold has had the most extension it may have.
+	ErrExtensionLimit = errors.New("reservation extended as far as it may be")
+	// ErrUnknownReservation: a payment event about a reservation that does
+	// not exist.
+	ErrUnknownReservation = errors.New("payment event for an unknown reservation")
+	// ErrEventIDReused: a payment event id delivered again with another body.
+	ErrEventIDReused = errors.New("payment event id reused with a different event")
+	// ErrPaymentsNotConfigured: this instance has no payment webhook secret,
+	// so it can neither check payment events nor create sales that need
+	// them.
+	ErrPaymentsNotConfigured = errors.New("payment events are not configured")
+	// ErrSignatureInvalid and ErrSignatureExpired: a payment event whose
+	// Flashline-Signature is missing, malformed or wrong, or whose timestamp
+	// is outside the tolerance.
+	ErrSignatureInvalid = errors.New("payment event signature invalid")
+	ErrSignatureExpired = errors.New("payment event signature timestamp outside the tolerance")
+	// ErrPaymentReferenceUsed: a payment reference that confirmed another
+	// order already.
+	ErrPaymentReferenceUsed = errors.New("payment reference already confirmed another order")
 )
 
 // InvalidError is a request that is malformed or breaks a rule of the contract.

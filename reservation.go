@@ -14,6 +14,9 @@ const (
 	ReservationConfirmed ReservationState = "confirmed"
 	ReservationExpired   ReservationState = "expired"
 	ReservationCancelled ReservationState = "cancelled"
+	// ReservationVoided is an order undone after confirmation (an
+	// operator's void, or a refund): its units are back in stock.
+	ReservationVoided ReservationState = "voided"
 )
 
 // Limits on a reserve request.
@@ -33,6 +36,14 @@ type Reservation struct {
 	ExpiresAt   time.Time
 	ConfirmedAt *time.Time
 	OrderID     string
+	// Confirmation is who confirms the holds of the reservation's sale.
+	Confirmation Confirmation
+	// PaymentReference is the payment that confirmed the order ("" when its
+	// customer confirmed it, or it is not confirmed).
+	PaymentReference string
+	// VoidedAt and VoidReason are set once the order was voided.
+	VoidedAt   *time.Time
+	VoidReason string
 }
 
 // Err is the error for acting on a reservation that is no longer pending
@@ -45,6 +56,8 @@ func (r Reservation) Err() error {
 		return ErrReservationCancelled
 	case ReservationConfirmed:
 		return ErrReservationConfirmed
+	case ReservationVoided:
+		return ErrReservationVoided
 	}
 	return nil
 }

@@ -38,6 +38,21 @@ const (
 	FairnessArrivalOrder Fairness = "arrival_order"
 )
 
+// Confirmation is who confirms a sale's holds, turning them into orders.
+type Confirmation string
+
+// Confirmation modes.
+const (
+	// ConfirmByPayment: a signed payment event from the payment side
+	// confirms a hold (POST /payments/events); the customer cannot. The
+	// default: a purchase reserves stock, payment confirms it.
+	ConfirmByPayment Confirmation = "payment"
+	// ConfirmByCustomer: the customer confirms their own hold (POST
+	// /reservations/{id}/confirm), for stores without a payment
+	// integration and for demos.
+	ConfirmByCustomer Confirmation = "customer"
+)
+
 // Limits on what a sale may be created with.
 const (
 	MaxBuckets   = 64
@@ -70,6 +85,9 @@ type NewSale struct {
 	// MinAccountAgeSeconds refuses accounts younger than this (the
 	// acct_created claim); 0 = no rule.
 	MinAccountAgeSeconds int
+	// Confirmation is who confirms the sale's holds (default
+	// ConfirmByPayment).
+	Confirmation Confirmation
 }
 
 // Validate checks a NewSale and fills in defaults.
@@ -97,6 +115,9 @@ func (n *NewSale) Validate() error {
 	if n.Fairness == "" {
 		n.Fairness = FairnessRandomizedAtOpen
 	}
+	if n.Confirmation == "" {
+		n.Confirmation = ConfirmByPayment
+	}
 	switch {
 	case n.PerCustomerLimit < 1 || n.PerCustomerLimit > 1000:
 		return Invalid("perCustomerLimit must be between 1 and 1000")
@@ -118,6 +139,8 @@ func (n *NewSale) Validate() error {
 		return Invalid("perInstrumentLimit must be between 1 and 1000, or null for no limit")
 	case n.MinAccountAgeSeconds < 0 || n.MinAccountAgeSeconds > MaxMinAccountAgeSeconds:
 		return Invalid("minAccountAgeSeconds must be between 0 and 315360000 (ten years)")
+	case n.Confirmation != ConfirmByPayment && n.Confirmation != ConfirmByCustomer:
+		return Invalid(`confirmation must be "payment" or "customer"`)
 	}
 	return nil
 }
@@ -141,15 +164,18 @@ type Invariant struct {
 
 // Sale is a sale with its live counts, in units.
 type Sale struct {
-	ID                    string
-	SKU                   string
-	State                 SaleState
-	InitialStock          int
-	Available             int
-	Pending               int
-	Confirmed             int
-	Expired               int
-	Cancelled             int
+	ID           string
+	SKU          string
+	State        SaleState
+	InitialStock int
+	Available    int
+	Pending      int
+	Confirmed    int
+	Expired      int
+	Cancelled    int
+	// Voided is units of orders voided after confirmation: back in stock,
+	// neither pending nor confirmed.
+	Voided                int
 	LedgerTotal           int
 	PerCustomerLimit      int
 	ReservationTTLSeconds int
@@ -159,6 +185,7 @@ type Sale struct {
 	ChallengeBits         int
 	PerInstrumentLimit    int // 0: no limit
 	MinAccountAgeSeconds  int
+	Confirmation          Confirmation
 	OpensAt               *time.Time
 	PauseReason           string
 	Invariant             Invariant

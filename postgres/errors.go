@@ -19,6 +19,8 @@ var constraintErrors = map[string]error{
 	"reservations_admission_token_unique":  flashline.ErrAdmissionInvalid,
 	"stock_quantity_nonneg":                flashline.ErrSoldOut,
 	"sales_pkey":                           flashline.Invalid("sale already exists"),
+	"orders_payment_reference_unique":      flashline.ErrPaymentReferenceUsed,
+	"payment_events_reservation_fkey":      flashline.ErrUnknownReservation,
 }
 
 // translate turns a database error into the domain error it means, and leaves
@@ -41,7 +43,8 @@ func translate(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) &&
-		(pgErr.Code == pgerrcode.UniqueViolation || pgErr.Code == pgerrcode.CheckViolation) {
+		(pgErr.Code == pgerrcode.UniqueViolation || pgErr.Code == pgerrcode.CheckViolation ||
+			pgErr.Code == pgerrcode.ForeignKeyViolation) {
 		if mapped, ok := constraintErrors[pgErr.ConstraintName]; ok {
 			return mapped
 		}

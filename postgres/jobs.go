@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
@@ -24,7 +25,7 @@ type Expired struct {
 // running returns nothing.
 func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]Expired, error) {
 	var rows []dbsqlc.ReservationsExpireDueRow
-	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
+	err := withTx(ctx, s.jobs, func(q *dbsqlc.Queries) error {
 		locked, err := q.SweepTryLock(ctx)
 		if err != nil || !locked {
 			return err
@@ -67,12 +68,17 @@ type InvariantResult struct {
 //
 // The counts come from one statement (the sale_invariant view), so they are
 // one consistent snapshot: a reservation is in all of its tables or in none.
+// It runs on the jobs' pool; an admin's resume checks on the admin pool.
 func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]InvariantResult, error) {
+	return s.checkInvariants(ctx, s.jobs, saleID)
+}
+
+func (s *Store) checkInvariants(ctx context.Context, pool *pgxpool.Pool, saleID string) ([]InvariantResult, error) {
 	var filter *string
 	if saleID != "" {
 		filter = &saleID
 	}
-	rows, err := dbsqlc.New(s.admin).InvariantCheck(ctx, dbsqlc.InvariantCheckParams{SaleID: filter})
+	rows, err := dbsqlc.New(pool).InvariantCheck(ctx, dbsqlc.InvariantCheckParams{SaleID: filter})
 	if err != nil {
 		return nil, fmt.Errorf("check invariants: %w", translate(err))
 	}
@@ -92,7 +98,7 @@ func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]Invariant
 		if !res.OK {
 			res.Detail = mismatchDetail(res.Available, res.Pending, res.Confirmed, res.InitialStock, res.LedgerTotal)
 		}
-		if err := s.recordInvariant(ctx, &res); err != nil {
+		if err := s.recordInvariant(ctx, pool, &res); err != nil {
 			return results, err
 		}
 		results = append(results, res)
@@ -106,8 +112,8 @@ func mismatchDetail(available, pending, confirmed, initial, ledger int) string {
 		available, pending, confirmed, available+pending+confirmed, initial, ledger)
 }
 
-func (s *Store) recordInvariant(ctx context.Context, res *InvariantResult) error {
-	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
+func (s *Store) recordInvariant(ctx context.Context, pool *pgxpool.Pool, res *InvariantResult) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		if err := q.SaleLockForVerdict(ctx, dbsqlc.SaleLockForVerdictParams{SaleID: res.SaleID}); err != nil {
 			return err
@@ -145,7 +151,7 @@ func (s *Store) recordInvariant(ctx context.Context, res *InvariantResult) error
 // batchSize at a time, and returns how many it deleted.
 func (s *Store) PruneIdempotencyKeys(ctx context.Context, retentionSeconds, batchSize int) (int64, error) {
 	var total int64
-	q := dbsqlc.New(s.admin)
+	q := dbsqlc.New(s.jobs)
 	for {
 		n, err := q.IdempotencyKeysPrune(ctx, dbsqlc.IdempotencyKeysPruneParams{RetentionSeconds: int32(retentionSeconds), BatchSize: int32(batchSize)})
 		total += n
@@ -161,11 +167,15 @@ func (s *Store) PruneIdempotencyKeys(ctx context.Context, retentionSeconds, batc
 // SaleCounts is one line of the sale_invariant view: a sale's units by
 // state, and whether they add up.
 type SaleCounts struct {
-	SaleID                          string
+	SaleID string
+	// State is the state the API shows (flashline.EffectiveState): open
+	// once a scheduled sale's time has come, sold_out when an open sale has
+	// nothing available.
 	State                           flashline.SaleState
 	InitialStock                    int
 	Available, Pending, Confirmed   int
-	Expired, Cancelled, LedgerTotal int
+	Expired, Cancelled, Voided      int
+	LedgerTotal                     int
 	OK                              bool
 }
 
@@ -180,9 +190,11 @@ func (s *Store) SaleInvariants(ctx context.Context) ([]SaleCounts, error) {
 	out := make([]SaleCounts, len(rows))
 	for i, r := range rows {
 		out[i] = SaleCounts{
-			SaleID: r.SaleID, State: flashline.SaleState(r.State), InitialStock: int(r.InitialStock),
-			Available: int(r.Available), Pending: int(r.Pending), Confirmed: int(r.Confirmed),
-			Expired: int(r.Expired), Cancelled: int(r.Cancelled), LedgerTotal: int(r.LedgerTotal),
+			SaleID:       r.SaleID,
+			State:        flashline.EffectiveState(flashline.SaleState(r.State), r.OpensAt, r.Now, int(r.Available)),
+			InitialStock: int(r.InitialStock),
+			Available:    int(r.Available), Pending: int(r.Pending), Confirmed: int(r.Confirmed),
+			Expired: int(r.Expired), Cancelled: int(r.Cancelled), Voided: int(r.Voided), LedgerTotal: int(r.LedgerTotal),
 			OK: r.Ok != nil && *r.Ok,
 		}
 	}

@@ -43,7 +43,7 @@ func rateLimit(ctx context.Context, pool *pgxpool.Pool, scope, subject string, w
 // batchSize at a time, and returns how many it deleted.
 func (s *Store) PruneRateLimits(ctx context.Context, batchSize int) (int64, error) {
 	var total int64
-	q := dbsqlc.New(s.admin)
+	q := dbsqlc.New(s.jobs)
 	for {
 		n, err := q.RateLimitsPrune(ctx, dbsqlc.RateLimitsPruneParams{BatchSize: int32(batchSize)})
 		total += n

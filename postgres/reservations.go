@@ -21,28 +21,46 @@ func (s *Store) Reservation(ctx context.Context, reservationID string, by flashl
 		// Someone else's reservation is not theirs to know about.
 		return flashline.Reservation{}, fmt.Errorf("reservation %s: %w", reservationID, flashline.ErrNotFound)
 	}
+	return reservationFromRow(row), nil
+}
+
+func reservationFromRow(row dbsqlc.ReservationGetRow) flashline.Reservation {
 	r := flashline.Reservation{
-		ID:          row.ReservationID,
-		SaleID:      row.SaleID,
-		CustomerID:  row.CustomerID,
-		Quantity:    int(row.Quantity),
-		State:       flashline.ReservationState(row.State),
-		CreatedAt:   row.CreatedAt,
-		ExpiresAt:   row.ExpiresAt.UTC(),
-		ConfirmedAt: row.ConfirmedAt,
+		ID:           row.ReservationID,
+		SaleID:       row.SaleID,
+		CustomerID:   row.CustomerID,
+		Quantity:     int(row.Quantity),
+		State:        flashline.ReservationState(row.State),
+		CreatedAt:    row.CreatedAt,
+		ExpiresAt:    row.ExpiresAt.UTC(),
+		ConfirmedAt:  row.ConfirmedAt,
+		Confirmation: flashline.Confirmation(row.Confirmation),
+		VoidedAt:     row.VoidedAt,
 	}
 	if row.OrderID != nil {
 		r.OrderID = *row.OrderID
 	}
-	return r, nil
+	if row.PaymentReference != nil {
+		r.PaymentReference = *row.PaymentReference
+	}
+	if row.VoidReason != nil {
+		r.VoidReason = *row.VoidReason
+	}
+	return r
 }
 
 // Confirm turns a pending reservation into an order, once: repeating it
-// returns the same order.
+// returns the same order. Only in a sale whose customers confirm their
+// holds: in a sale confirmed by payment, a pending hold answers
+// ErrPaymentRequired (the payment event confirms it, ApplyPaymentEvent), and
+// one that is confirmed already answers its order, as here.
 func (s *Store) Confirm(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
 	r, err := s.Reservation(ctx, reservationID, by)
 	if err != nil {
 		return r, err
+	}
+	if r.State == flashline.ReservationPending && r.Confirmation == flashline.ConfirmByPayment {
+		return r, fmt.Errorf("confirm reservation %s: %w", reservationID, flashline.ErrPaymentRequired)
 	}
 	if r.State == flashline.ReservationPending {
 		_, err := dbsqlc.New(s.admin).ReservationConfirm(ctx, dbsqlc.ReservationConfirmParams{

@@ -19,24 +19,29 @@ import (
 // own so that no role can starve another:
 //   - Sale: the purchase path (reservations, and the rate limits of admitted
 //     reservations), so a flood of buyers holds at most its connections;
-//   - Admin: the admin API, reads of reservations, confirm and cancel, and
-//     the jobs' statements: never delayed by buyers or a waiting crowd;
+//   - Admin: the admin API and operators' actions (extend, void), reads of
+//     reservations, confirm, cancel and payment events: never delayed by
+//     buyers or a waiting crowd;
 //   - Room: the waiting room (new tickets' rate limits and position leases,
 //     the pacer, whose leader holds one connection while it leads) and the
-//     sale cache's reads.
+//     sale cache's reads;
+//   - Jobs: the River jobs' statements (sweeper, invariant, pruning), so
+//     that they name themselves in pg_stat_activity and stock_audit
+//     (flashline-jobs) and a slow sweep never holds an admin connection.
+//     Nil: the admin pool.
 //
 // They may be the same pool (SinglePool), as in tests and the CLI.
 type Pools struct {
-	Sale, Admin, Room *pgxpool.Pool
+	Sale, Admin, Room, Jobs *pgxpool.Pool
 }
 
 // SinglePool is Pools with one pool in every role.
-func SinglePool(p *pgxpool.Pool) Pools { return Pools{Sale: p, Admin: p, Room: p} }
+func SinglePool(p *pgxpool.Pool) Pools { return Pools{Sale: p, Admin: p, Room: p, Jobs: p} }
 
 // Store implements flashline.Store, and what the sale cache (salecache.Source)
 // and the waiting room (waitroom.Store) need of the database.
 type Store struct {
-	sale, admin, room *pgxpool.Pool
+	sale, admin, room, jobs *pgxpool.Pool
 	// ReserveTimeout bounds one reserve attempt, its wait for a batch
 	// included. The transaction runs to the end even if the client hangs up,
 	// so that its retry finds the stored answer rather than a half-done
@@ -89,7 +94,11 @@ func (s *Store) logger() *slog.Logger {
 
 // NewStore returns a Store on the given pools.
 func NewStore(p Pools) *Store {
-	s := &Store{sale: p.Sale, admin: p.Admin, room: p.Room, ReserveTimeout: 5 * time.Second, MaxBatch: 64, BatchesInFlight: 1}
+	jobs := p.Jobs
+	if jobs == nil {
+		jobs = p.Admin
+	}
+	s := &Store{sale: p.Sale, admin: p.Admin, room: p.Room, jobs: jobs, ReserveTimeout: 5 * time.Second, MaxBatch: 64, BatchesInFlight: 1}
 	s.batches = coalescer{store: s, sales: make(map[string]*saleQueue)}
 	return s
 }
@@ -138,6 +147,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			PerInstrumentLimit:    perInstrument,
 			MinAccountAgeSeconds:  int32(n.MinAccountAgeSeconds),
 			DrawSeed:              seed,
+			Confirmation:          string(n.Confirmation),
 		}); err != nil {
 			return err
 		}
@@ -176,6 +186,7 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 		Confirmed:             int(r.Confirmed),
 		Expired:               int(r.Expired),
 		Cancelled:             int(r.Cancelled),
+		Voided:                int(r.Voided),
 		LedgerTotal:           int(r.LedgerTotal),
 		PerCustomerLimit:      int(r.PerCustomerLimit),
 		ReservationTTLSeconds: int(r.ReservationTtlSeconds),
@@ -184,6 +195,7 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 		Fairness:              flashline.Fairness(r.Fairness),
 		ChallengeBits:         int(r.ChallengeBits),
 		MinAccountAgeSeconds:  int(r.MinAccountAgeSeconds),
+		Confirmation:          flashline.Confirmation(r.Confirmation),
 		OpensAt:               r.OpensAt,
 		CreatedAt:             r.CreatedAt,
 		State:                 flashline.EffectiveState(flashline.SaleState(r.State), r.OpensAt, r.Now, int(r.Available)),
@@ -227,7 +239,7 @@ func (s *Store) SetSaleState(ctx context.Context, saleID string, action flashlin
 	if action == flashline.ActionResume {
 		// A sale paused because its stock did not add up opens again only if
 		// it adds up now.
-		results, err := s.CheckInvariants(ctx, saleID)
+		results, err := s.checkInvariants(ctx, s.admin, saleID)
 		if err != nil {
 			return flashline.Sale{}, err
 		}

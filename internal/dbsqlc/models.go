@@ -5,6 +5,7 @@
 package dbsqlc
 
 import (
+	"net/netip"
 	"time"
 )
 
@@ -39,10 +40,52 @@ type InvariantStatus struct {
 	Detail    string
 }
 
-type Order struct {
-	OrderID       string
-	ReservationID string
+type LatePayment struct {
+	EventID          string
+	ReservationID    string
+	SaleID           string
+	PaymentReference string
+	Amount           *int64
+	Currency         *string
+	Reason           string
+	CreatedAt        time.Time
+	RefundedAt       *time.Time
+	RefundEventID    *string
+}
+
+type OperatorAction struct {
+	ActionID      int64
+	Action        string
+	SaleID        string
+	ReservationID *string
+	Operator      string
+	Detail        string
+	Affected      int32
+	XactID        int64
 	CreatedAt     time.Time
+}
+
+type Order struct {
+	OrderID          string
+	ReservationID    string
+	CreatedAt        time.Time
+	PaymentReference *string
+	PaymentEventID   *string
+	Amount           *int64
+	Currency         *string
+}
+
+type PaymentEvent struct {
+	EventID          string
+	Type             string
+	ReservationID    string
+	PaymentReference *string
+	Amount           *int64
+	Currency         *string
+	RequestHash      []byte
+	Outcome          *string
+	OrderID          *string
+	ReceivedAt       time.Time
 }
 
 type RateLimit struct {
@@ -68,6 +111,9 @@ type Reservation struct {
 	ExpiredAt         *time.Time
 	RestockedAt       *time.Time
 	PaymentInstrument *string
+	VoidedAt          *time.Time
+	VoidReason        *string
+	ExtendedSeconds   int32
 }
 
 type Sale struct {
@@ -88,6 +134,7 @@ type Sale struct {
 	PerInstrumentLimit    *int32
 	MinAccountAgeSeconds  int32
 	DrawSeed              []byte
+	Confirmation          string
 }
 
 type SaleInvariant struct {
@@ -103,12 +150,29 @@ type SaleInvariant struct {
 	LedgerTotal  int64
 	Accounted    int64
 	Ok           *bool
+	Voided       int64
 }
 
 type Stock struct {
 	SaleID   string
 	Bucket   int32
 	Quantity int32
+}
+
+type StockAudit struct {
+	AuditID         int64
+	SaleID          string
+	Bucket          int32
+	OldQuantity     *int32
+	NewQuantity     *int32
+	XactID          int64
+	ApplicationName string
+	DbUser          string
+	BackendPid      int32
+	ClientAddr      *netip.Addr
+	StatementTag    string
+	Query           string
+	ChangedAt       time.Time
 }
 
 type StockLedger struct {
@@ -119,6 +183,9 @@ type StockLedger struct {
 	Reason        string
 	ReservationID *string
 	CreatedAt     time.Time
+	Operator      *string
+	Note          *string
+	XactID        *int64
 }
 
 type WaitingRoom struct {

@@ -52,6 +52,7 @@ WITH r AS (
        SET state = 'confirmed', confirmed_at = now()
      WHERE reservations.reservation_id = $2
        AND state = 'pending' AND expires_at > now()
+       AND (SELECT s.confirmation FROM sales s WHERE s.sale_id = reservations.sale_id) = 'customer'
     RETURNING reservations.reservation_id
 )
 INSERT INTO orders (order_id, reservation_id)
@@ -64,11 +65,13 @@ type ReservationConfirmParams struct {
 	ReservationID string
 }
 
-// Confirms a pending reservation that has not expired (even if no sweep has
-// run yet) and creates its one order. Concurrent confirms and cancels are
-// serialised by the reservation's row lock; the losers match no row (the
-// WHERE clause is re-evaluated on the row they waited for) and read the
-// outcome instead. orders_reservation_unique is the backstop.
+// The customer confirms a pending reservation that has not expired (even if
+// no sweep has run yet) and creates its one order, in a sale whose holds its
+// customers confirm (sales.confirmation = 'customer'; a payment event
+// confirms the others: ReservationConfirmByPayment). Concurrent confirms and
+// cancels are serialised by the reservation's row lock; the losers match no
+// row (the WHERE clause is re-evaluated on the row they waited for) and read
+// the outcome instead. orders_reservation_unique is the backstop.
 func (q *Queries) ReservationConfirm(ctx context.Context, arg ReservationConfirmParams) (string, error) {
 	row := q.db.QueryRow(ctx, reservationConfirm, arg.OrderID, arg.ReservationID)
 	var order_id string
@@ -79,8 +82,10 @@ func (q *Queries) ReservationConfirm(ctx context.Context, arg ReservationConfirm
 const reservationGet = `-- name: ReservationGet :one
 SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
        r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
-       r.restocked_at, o.order_id
+       r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
+       s.confirmation
   FROM reservations r
+  JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
  WHERE r.reservation_id = $1
 `
@@ -90,21 +95,26 @@ type ReservationGetParams struct {
 }
 
 type ReservationGetRow struct {
-	ReservationID string
-	SaleID        string
-	CustomerID    string
-	Bucket        int32
-	Quantity      int32
-	State         string
-	CreatedAt     time.Time
-	ExpiresAt     time.Time
-	ConfirmedAt   *time.Time
-	CancelledAt   *time.Time
-	ExpiredAt     *time.Time
-	RestockedAt   *time.Time
-	OrderID       *string
+	ReservationID    string
+	SaleID           string
+	CustomerID       string
+	Bucket           int32
+	Quantity         int32
+	State            string
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
+	ConfirmedAt      *time.Time
+	CancelledAt      *time.Time
+	ExpiredAt        *time.Time
+	RestockedAt      *time.Time
+	OrderID          *string
+	VoidedAt         *time.Time
+	VoidReason       *string
+	PaymentReference *string
+	Confirmation     string
 }
 
+// A reservation, its order if it has one, and who confirms its sale's holds.
 func (q *Queries) ReservationGet(ctx context.Context, arg ReservationGetParams) (ReservationGetRow, error) {
 	row := q.db.QueryRow(ctx, reservationGet, arg.ReservationID)
 	var i ReservationGetRow
@@ -122,6 +132,10 @@ func (q *Queries) ReservationGet(ctx context.Context, arg ReservationGetParams) 
 		&i.ExpiredAt,
 		&i.RestockedAt,
 		&i.OrderID,
+		&i.VoidedAt,
+		&i.VoidReason,
+		&i.PaymentReference,
+		&i.Confirmation,
 	)
 	return i, err
 }

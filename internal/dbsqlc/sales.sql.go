@@ -14,8 +14,8 @@ const saleGet = `-- name: SaleGet :one
 SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
        s.pause_reason, s.created_at, s.fairness, s.challenge_bits,
-       s.per_instrument_limit, s.min_account_age_seconds,
-       i.available, i.pending, i.confirmed, i.expired, i.cancelled,
+       s.per_instrument_limit, s.min_account_age_seconds, s.confirmation,
+       i.available, i.pending, i.confirmed, i.expired, i.cancelled, i.voided,
        i.ledger_total, i.ok AS counts_ok,
        v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,
        v.detail AS invariant_detail,
@@ -46,11 +46,13 @@ type SaleGetRow struct {
 	ChallengeBits         int32
 	PerInstrumentLimit    *int32
 	MinAccountAgeSeconds  int32
+	Confirmation          string
 	Available             int64
 	Pending               int64
 	Confirmed             int64
 	Expired               int64
 	Cancelled             int64
+	Voided                int64
 	LedgerTotal           int64
 	CountsOk              *bool
 	InvariantOk           *bool
@@ -80,11 +82,13 @@ func (q *Queries) SaleGet(ctx context.Context, arg SaleGetParams) (SaleGetRow, e
 		&i.ChallengeBits,
 		&i.PerInstrumentLimit,
 		&i.MinAccountAgeSeconds,
+		&i.Confirmation,
 		&i.Available,
 		&i.Pending,
 		&i.Confirmed,
 		&i.Expired,
 		&i.Cancelled,
+		&i.Voided,
 		&i.LedgerTotal,
 		&i.CountsOk,
 		&i.InvariantOk,
@@ -100,11 +104,11 @@ const saleInsert = `-- name: SaleInsert :one
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
-                   min_account_age_seconds, draw_seed)
+                   min_account_age_seconds, draw_seed, confirmation)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9,
         $10, $11, $12,
-        $13, $14)
+        $13, $14, $15)
 RETURNING sale_id
 `
 
@@ -123,6 +127,7 @@ type SaleInsertParams struct {
 	PerInstrumentLimit    *int32
 	MinAccountAgeSeconds  int32
 	DrawSeed              []byte
+	Confirmation          string
 }
 
 // Sales: created and administered by the admin API and `flashline sale`.
@@ -142,6 +147,7 @@ func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string,
 		arg.PerInstrumentLimit,
 		arg.MinAccountAgeSeconds,
 		arg.DrawSeed,
+		arg.Confirmation,
 	)
 	var sale_id string
 	err := row.Scan(&sale_id)
@@ -149,22 +155,43 @@ func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string,
 }
 
 const saleInvariantAll = `-- name: SaleInvariantAll :many
-SELECT sale_id, sku, state, initial_stock, available, pending, confirmed,
-       expired, cancelled, ledger_total, accounted, ok
-  FROM sale_invariant
- ORDER BY sale_id
+SELECT i.sale_id, i.sku, i.state, i.initial_stock, i.available, i.pending, i.confirmed,
+       i.expired, i.cancelled, i.voided, i.ledger_total, i.accounted, i.ok,
+       s.opens_at, now()::timestamptz AS now
+  FROM sale_invariant i
+  JOIN sales s ON s.sale_id = i.sale_id
+ ORDER BY i.sale_id
 `
 
-// The invariant for every sale, as `flashline check` prints it.
-func (q *Queries) SaleInvariantAll(ctx context.Context) ([]SaleInvariant, error) {
+type SaleInvariantAllRow struct {
+	SaleID       string
+	Sku          string
+	State        string
+	InitialStock int32
+	Available    int64
+	Pending      int64
+	Confirmed    int64
+	Expired      int64
+	Cancelled    int64
+	Voided       int64
+	LedgerTotal  int64
+	Accounted    int64
+	Ok           *bool
+	OpensAt      *time.Time
+	Now          time.Time
+}
+
+// The invariant for every sale, as `flashline check` prints it, with what
+// the state shown is derived from (the opening time, the clock).
+func (q *Queries) SaleInvariantAll(ctx context.Context) ([]SaleInvariantAllRow, error) {
 	rows, err := q.db.Query(ctx, saleInvariantAll)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []SaleInvariant
+	var items []SaleInvariantAllRow
 	for rows.Next() {
-		var i SaleInvariant
+		var i SaleInvariantAllRow
 		if err := rows.Scan(
 			&i.SaleID,
 			&i.Sku,
@@ -175,9 +202,12 @@ func (q *Queries) SaleInvariantAll(ctx context.Context) ([]SaleInvariant, error)
 			&i.Confirmed,
 			&i.Expired,
 			&i.Cancelled,
+			&i.Voided,
 			&i.LedgerTotal,
 			&i.Accounted,
 			&i.Ok,
+			&i.OpensAt,
+			&i.Now,
 		); err != nil {
 			return nil, err
 		}

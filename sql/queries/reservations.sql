@@ -1,22 +1,28 @@
 -- name: ReservationGet :one
+-- A reservation, its order if it has one, and who confirms its sale's holds.
 SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
        r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
-       r.restocked_at, o.order_id
+       r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
+       s.confirmation
   FROM reservations r
+  JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
  WHERE r.reservation_id = @reservation_id;
 
 -- name: ReservationConfirm :one
--- Confirms a pending reservation that has not expired (even if no sweep has
--- run yet) and creates its one order. Concurrent confirms and cancels are
--- serialised by the reservation's row lock; the losers match no row (the
--- WHERE clause is re-evaluated on the row they waited for) and read the
--- outcome instead. orders_reservation_unique is the backstop.
+-- The customer confirms a pending reservation that has not expired (even if
+-- no sweep has run yet) and creates its one order, in a sale whose holds its
+-- customers confirm (sales.confirmation = 'customer'; a payment event
+-- confirms the others: ReservationConfirmByPayment). Concurrent confirms and
+-- cancels are serialised by the reservation's row lock; the losers match no
+-- row (the WHERE clause is re-evaluated on the row they waited for) and read
+-- the outcome instead. orders_reservation_unique is the backstop.
 WITH r AS (
     UPDATE reservations
        SET state = 'confirmed', confirmed_at = now()
      WHERE reservations.reservation_id = @reservation_id
        AND state = 'pending' AND expires_at > now()
+       AND (SELECT s.confirmation FROM sales s WHERE s.sale_id = reservations.sale_id) = 'customer'
     RETURNING reservations.reservation_id
 )
 INSERT INTO orders (order_id, reservation_id)

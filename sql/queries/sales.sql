@@ -4,11 +4,11 @@
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
-                   min_account_age_seconds, draw_seed)
+                   min_account_age_seconds, draw_seed, confirmation)
 VALUES (@sale_id, @sku, @state, @initial_stock, @per_customer_limit,
         @reservation_ttl_seconds, sqlc.narg(opens_at), @admission, @buckets,
         @fairness, @challenge_bits, sqlc.narg(per_instrument_limit),
-        @min_account_age_seconds, @draw_seed)
+        @min_account_age_seconds, @draw_seed, @confirmation)
 RETURNING sale_id;
 
 -- name: StockInsert :exec
@@ -29,8 +29,8 @@ SELECT st.sale_id, st.bucket, st.quantity, 'initial'
 SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
        s.pause_reason, s.created_at, s.fairness, s.challenge_bits,
-       s.per_instrument_limit, s.min_account_age_seconds,
-       i.available, i.pending, i.confirmed, i.expired, i.cancelled,
+       s.per_instrument_limit, s.min_account_age_seconds, s.confirmation,
+       i.available, i.pending, i.confirmed, i.expired, i.cancelled, i.voided,
        i.ledger_total, i.ok AS counts_ok,
        v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,
        v.detail AS invariant_detail,
@@ -59,8 +59,11 @@ RETURNING sale_id;
 SELECT sale_id FROM sales ORDER BY created_at, sale_id;
 
 -- name: SaleInvariantAll :many
--- The invariant for every sale, as `flashline check` prints it.
-SELECT sale_id, sku, state, initial_stock, available, pending, confirmed,
-       expired, cancelled, ledger_total, accounted, ok
-  FROM sale_invariant
- ORDER BY sale_id;
+-- The invariant for every sale, as `flashline check` prints it, with what
+-- the state shown is derived from (the opening time, the clock).
+SELECT i.sale_id, i.sku, i.state, i.initial_stock, i.available, i.pending, i.confirmed,
+       i.expired, i.cancelled, i.voided, i.ledger_total, i.accounted, i.ok,
+       s.opens_at, now()::timestamptz AS now
+  FROM sale_invariant i
+  JOIN sales s ON s.sale_id = i.sale_id
+ ORDER BY i.sale_id;

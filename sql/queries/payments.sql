@@ -1,0 +1,95 @@
+-- Payment events (POST /payments/events, postgres/payments.go). Each event is
+-- applied in one transaction on the admin pool:
+--
+--   BEGIN; PaymentEventInsert; ReservationLockForPayment;
+--   [ReservationConfirmByPayment | LatePaymentInsert | ReservationCancel |
+--    ReservationVoid | LatePaymentRefund]; PaymentEventSetOutcome; COMMIT
+--
+-- The event's row comes first: it is the idempotency. A second delivery of
+-- the same event id, on any instance, blocks on the primary key until the
+-- first transaction ends, then inserts nothing and reads the first outcome
+-- (PaymentEventGet): a replay, with no effect. An event about an unknown
+-- reservation fails the foreign key and writes nothing.
+
+-- name: PaymentEventInsert :one
+INSERT INTO payment_events (event_id, type, reservation_id, payment_reference,
+                            amount, currency, request_hash)
+VALUES (@event_id, @type, @reservation_id, sqlc.narg(payment_reference),
+        sqlc.narg(amount), sqlc.narg(currency), @request_hash)
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id;
+
+-- name: PaymentEventGet :one
+-- A delivered event, for a replay: what it did the first time, and the hash
+-- of its body (the same id with another body is refused).
+SELECT event_id, type, reservation_id, request_hash, outcome, order_id
+  FROM payment_events
+ WHERE event_id = @event_id;
+
+-- name: PaymentEventSetOutcome :exec
+-- What the event did, written in the transaction that did it.
+UPDATE payment_events
+   SET outcome = @outcome::text, order_id = sqlc.narg(order_id)
+ WHERE event_id = @event_id;
+
+-- name: ReservationLockForPayment :one
+-- Locks the reservation an event is about, so that the decision below and
+-- its statement see one state: a confirm, cancel, void or another event for
+-- the same reservation waits; the sweeper skips it (SKIP LOCKED) until the
+-- next tick. Every statement that changes the reservation afterwards is
+-- still conditional on its state. past_expiry uses the transaction's start
+-- time, as ReservationConfirmByPayment does.
+SELECT r.reservation_id, r.sale_id, r.state,
+       (r.expires_at <= now())::boolean AS past_expiry,
+       o.order_id, o.payment_reference
+  FROM reservations r
+  LEFT JOIN orders o ON o.reservation_id = r.reservation_id
+ WHERE r.reservation_id = @reservation_id
+   FOR UPDATE OF r;
+
+-- name: ReservationConfirmByPayment :one
+-- payment.succeeded on a pending hold whose time is not up: confirmed, and
+-- its one order created with what paid for it. A hold past expires_at is
+-- not confirmed even if the sweeper has not reached it yet (its units are
+-- about to go back): the payment is late. orders_reservation_unique and
+-- orders_payment_reference_unique are the backstops.
+WITH r AS (
+    UPDATE reservations
+       SET state = 'confirmed', confirmed_at = now()
+     WHERE reservations.reservation_id = @reservation_id
+       AND state = 'pending' AND expires_at > now()
+    RETURNING reservations.reservation_id
+)
+INSERT INTO orders (order_id, reservation_id, payment_reference, payment_event_id, amount, currency)
+SELECT @order_id, r.reservation_id, @payment_reference::text, @event_id::text,
+       sqlc.narg(amount), sqlc.narg(currency)
+  FROM r
+RETURNING order_id;
+
+-- name: LatePaymentInsert :exec
+-- payment.succeeded for a hold that expired, was cancelled or voided, or
+-- was paid already with another payment: no stock is taken; the payment is
+-- recorded to be refunded.
+INSERT INTO late_payments (event_id, reservation_id, sale_id, payment_reference,
+                           amount, currency, reason)
+SELECT @event_id, r.reservation_id, r.sale_id, @payment_reference,
+       sqlc.narg(amount), sqlc.narg(currency), @reason
+  FROM reservations r
+ WHERE r.reservation_id = @reservation_id;
+
+-- name: LatePaymentRefund :execrows
+-- refund.succeeded for a late payment: marks it refunded, once.
+UPDATE late_payments
+   SET refunded_at = now(), refund_event_id = @refund_event_id::text
+ WHERE reservation_id = @reservation_id
+   AND payment_reference = @payment_reference
+   AND refunded_at IS NULL;
+
+-- name: LatePaymentsList :many
+-- Late payments, newest first: those still to refund, or all of them.
+SELECT l.event_id, l.reservation_id, l.sale_id, l.payment_reference, l.amount,
+       l.currency, l.reason, l.created_at, l.refunded_at, l.refund_event_id
+  FROM late_payments l
+ WHERE @include_refunded::boolean OR l.refunded_at IS NULL
+ ORDER BY l.created_at DESC, l.event_id
+ LIMIT @max_rows::int;

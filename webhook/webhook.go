@@ -1,0 +1,161 @@
+// Package webhook is how the payment side proves that a payment event is
+// its own: the Flashline-Signature header, the scheme Stripe's webhooks use.
+//
+//	Flashline-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">
+//
+// The HMAC key is the shared secret (FLASHLINE_PAYMENT_WEBHOOK_SECRET). The
+// sender may give several v1 values (one per secret while it rotates them);
+// an event is authentic when one of them matches. The timestamp is signed
+// with the body, so an event captured on the wire can be replayed only
+// within the tolerance (5 minutes), and the event id makes that replay
+// harmless (it is applied once).
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashline/flashline"
+)
+
+// Header is the signature's header.
+const Header = "Flashline-Signature"
+
+// DefaultTolerance is how far an event's timestamp may be from now.
+const DefaultTolerance = 5 * time.Minute
+
+// Bounds on what a header may hold: a real one has t and one or two v1.
+const (
+	maxHeaderLen = 1024
+	maxItems     = 16
+)
+
+// Verifier checks signatures made with one secret.
+type Verifier struct {
+	secret    []byte
+	tolerance time.Duration
+	now       func() time.Time
+}
+
+// NewVerifier returns a Verifier for secret with DefaultTolerance.
+func NewVerifier(secret string) *Verifier {
+	return &Verifier{secret: []byte(secret), tolerance: DefaultTolerance, now: time.Now}
+}
+
+// WithClock returns a copy of v that reads the time from now (tests).
+func (v *Verifier) WithClock(now func() time.Time) *Verifier {
+	c := *v
+	c.now = now
+	return &c
+}
+
+// Uses reports whether secret is the verifier's secret (in constant time):
+// the payment secret must be a secret of its own.
+func (v *Verifier) Uses(secret string) bool {
+	return hmac.Equal(v.secret, []byte(secret))
+}
+
+// String never shows the secret.
+func (v *Verifier) String() string { return "webhook.Verifier" }
+
+// Verify checks that header signs body with the verifier's secret and that
+// its timestamp is within the tolerance of now. It returns
+// flashline.ErrSignatureInvalid (missing, malformed or no matching v1) or
+// flashline.ErrSignatureExpired (authentic but too old, or from the future).
+func (v *Verifier) Verify(header string, body []byte) error {
+	t, sigs, ok := parse(header)
+	if !ok {
+		return flashline.ErrSignatureInvalid
+	}
+	want := mac(v.secret, t, body)
+	match := false
+	for _, s := range sigs {
+		// hmac.Equal is constant time for equal lengths; every v1 is
+		// compared, so the time taken does not say which matched.
+		if hmac.Equal(s, want) {
+			match = true
+		}
+	}
+	if !match {
+		return flashline.ErrSignatureInvalid
+	}
+	if d := v.now().Sub(time.Unix(t, 0)); d > v.tolerance || d < -v.tolerance {
+		return flashline.ErrSignatureExpired
+	}
+	return nil
+}
+
+// parse reads "t=<digits>,v1=<64 hex>[,v1=...]"; items of other schemes
+// (v0=...) are skipped. ok is false unless there is exactly one t and at
+// least one well-formed v1.
+func parse(header string) (t int64, sigs [][]byte, ok bool) {
+	if header == "" || len(header) > maxHeaderLen {
+		return 0, nil, false
+	}
+	items := strings.Split(header, ",")
+	if len(items) > maxItems {
+		return 0, nil, false
+	}
+	seenT := false
+	for _, item := range items {
+		k, val, found := strings.Cut(strings.TrimSpace(item), "=")
+		if !found {
+			return 0, nil, false
+		}
+		switch k {
+		case "t":
+			if seenT || val == "" || len(val) > 12 || strings.TrimLeft(val, "0123456789") != "" {
+				return 0, nil, false
+			}
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				return 0, nil, false
+			}
+			t, seenT = n, true
+		case "v1":
+			b, err := hex.DecodeString(val)
+			if err != nil || len(b) != sha256.Size {
+				return 0, nil, false
+			}
+			sigs = append(sigs, b)
+		}
+	}
+	return t, sigs, seenT && len(sigs) > 0
+}
+
+func mac(secret []byte, t int64, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	io.WriteString(m, strconv.FormatInt(t, 10))
+	io.WriteString(m, ".")
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// Sign is the header value that signs body at time at with each of secrets
+// (one v1 per secret, in order), as the payment side sends it.
+func Sign(at time.Time, body []byte, secrets ...string) string {
+	t := at.Unix()
+	var b strings.Builder
+	b.WriteString("t=")
+	b.WriteString(strconv.FormatInt(t, 10))
+	for _, s := range secrets {
+		b.WriteString(",v1=")
+		b.WriteString(hex.EncodeToString(mac([]byte(s), t, body)))
+	}
+	return b.String()
+}
+
+// DevSecret is the development secret `serve --demo` uses when no payment
+// secret is configured: HMAC-SHA256(jwtSecret, "flashline payment webhook
+// v1"), hex. Every instance with the same JWT secret derives the same one,
+// and it reveals nothing about the JWT secret.
+func DevSecret(jwtSecret string) string {
+	m := hmac.New(sha256.New, []byte(jwtSecret))
+	io.WriteString(m, "flashline payment webhook v1")
+	return hex.EncodeToString(m.Sum(nil))
+}
