@@ -58,6 +58,9 @@ var (
 	// is outside the tolerance.
 	ErrSignatureInvalid = errors.New("payment event signature invalid")
 	ErrSignatureExpired = errors.New("payment event signature timestamp outside the tolerance")
+	// ErrSaleNotPaused: a repair needs the sale paused (by the invariant
+	// job or an admin), so that nobody buys from stock being corrected.
+	ErrSaleNotPaused = errors.New("the sale is not paused")
 	// ErrPaymentReferenceUsed: a payment reference that confirmed another
 	// order already.
 	ErrPaymentReferenceUsed = errors.New("payment reference already confirmed another order")

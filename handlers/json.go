@@ -28,18 +28,33 @@ const bodyReadTimeout = 3 * time.Second
 // MaxBodyBytes, no unknown fields, nothing after it. Any failure is an
 // *flashline.InvalidError saying what was wrong.
 func decodeJSON(c *gin.Context, dst any) error {
+	return decodeJSONLimit(c, dst, MaxBodyBytes)
+}
+
+// decodeJSONLimit is decodeJSON for a body of at most limit bytes.
+func decodeJSONLimit(c *gin.Context, dst any, limit int64) error {
+	body, err := readBody(c, limit)
+	if err != nil {
+		return err
+	}
+	return decodeBytes(body, dst)
+}
+
+// readBody reads the whole request body: at most limit bytes, within
+// bodyReadTimeout. A failure is an *flashline.InvalidError.
+func readBody(c *gin.Context, limit int64) ([]byte, error) {
 	// A client that trickles its body must not hold a goroutine, and its
 	// customer's in-flight allowance, for long.
 	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return flashline.Invalid("request body is larger than 4 KiB")
+			return nil, flashline.Invalid("request body is larger than " + strconv.FormatInt(limit>>10, 10) + " KiB")
 		}
-		return flashline.Invalid("could not read the request body")
+		return nil, flashline.Invalid("could not read the request body")
 	}
-	return decodeBytes(body, dst)
+	return body, nil
 }
 
 func decodeBytes(body []byte, dst any) error {

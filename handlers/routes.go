@@ -17,6 +17,7 @@ import (
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/waitpage"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/webhook"
 )
 
 // Deps is what the HTTP layer needs.
@@ -47,6 +48,10 @@ type Deps struct {
 	// (postgres.Store.SaleBusy): its reservations are then refused before
 	// anything else is done for them.
 	SaleBusy func(saleID string) bool
+	// Payments checks the signatures of payment events (POST
+	// /payments/events). Nil: the instance takes no payment events, and
+	// refuses to create sales confirmed by payment.
+	Payments *webhook.Verifier
 }
 
 // Routes returns the HTTP handler for the whole API.
@@ -85,11 +90,23 @@ func Routes(d Deps) http.Handler {
 	r.GET("/metrics", admin, gin.WrapH(MetricsHandler(d.Registry)))
 
 	// Admin.
-	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Logger))
+	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Payments != nil, d.Logger))
 	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Logger))
 	for _, action := range flashline.SaleActions {
 		r.POST("/admin/sales/:saleId/"+string(action), admin, handleSaleAction(d.Store, d.Logger, action))
 	}
+	// After the click: extend holds when payment is slow, void orders
+	// (one, or a list), the payments that came too late and are owed back.
+	r.POST("/admin/sales/:saleId/extend", admin, handleExtendSale(d.Store, d.Logger))
+	r.POST("/admin/reservations/:reservationId/extend", admin, handleExtendReservation(d.Store, d.Logger))
+	r.POST("/admin/reservations/:reservationId/void", admin, handleVoid(d.Store, d.Logger))
+	r.POST("/admin/reservations/void", admin, handleBulkVoid(d.Store, d.Logger))
+	r.GET("/admin/payments/late", admin, handleLatePayments(d.Store, d.Logger))
+
+	// The payment side: events signed with the payment webhook secret
+	// (webhook/), not a bearer token. Like confirm, never shed: they finish
+	// sales and return stock.
+	r.POST("/payments/events", handlePaymentEvent(d.Store, d.Payments, newPaymentMetrics(d.Registry), d.Logger))
 	if d.RiverUI != nil {
 		r.Any("/admin/riverui/*path", admin, gin.WrapH(d.RiverUI))
 	}

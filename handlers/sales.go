@@ -23,6 +23,7 @@ type CreateSaleRequest struct {
 	ChallengeBits         int        `json:"challengeBits"`
 	PerInstrumentLimit    *int       `json:"perInstrumentLimit"` // null or absent: no limit
 	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds"`
+	Confirmation          string     `json:"confirmation"` // "payment" (default) or "customer"
 }
 
 // NewSale turns the request into the domain's NewSale.
@@ -49,12 +50,14 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 		ChallengeBits:         r.ChallengeBits,
 		PerInstrumentLimit:    perInstrument,
 		MinAccountAgeSeconds:  r.MinAccountAgeSeconds,
+		Confirmation:          flashline.Confirmation(r.Confirmation),
 	}
 	return n, n.Validate()
 }
 
-// handleCreateSale is POST /admin/sales.
-func handleCreateSale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+// handleCreateSale is POST /admin/sales. A sale confirmed by payment needs
+// the instance to take payment events (paymentsConfigured).
+func handleCreateSale(store flashline.Store, paymentsConfigured bool, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req CreateSaleRequest
 		if err := decodeJSON(c, &req); err != nil {
@@ -62,6 +65,9 @@ func handleCreateSale(store flashline.Store, logger *slog.Logger) gin.HandlerFun
 			return
 		}
 		n, err := req.NewSale()
+		if err == nil && n.Confirmation == flashline.ConfirmByPayment && !paymentsConfigured {
+			err = flashline.ErrPaymentsNotConfigured
+		}
 		if err != nil {
 			writeError(c, logger, err)
 			return

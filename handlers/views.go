@@ -20,6 +20,7 @@ type SaleView struct {
 	Confirmed             int           `json:"confirmed"`
 	Expired               int           `json:"expired"`
 	Cancelled             int           `json:"cancelled"`
+	Voided                int           `json:"voided"`
 	PerCustomerLimit      int           `json:"perCustomerLimit"`
 	ReservationTTLSeconds int           `json:"reservationTtlSeconds"`
 	Admission             string        `json:"admission"`
@@ -28,6 +29,7 @@ type SaleView struct {
 	ChallengeBits         int           `json:"challengeBits"`
 	PerInstrumentLimit    *int          `json:"perInstrumentLimit"` // null: no limit
 	MinAccountAgeSeconds  int           `json:"minAccountAgeSeconds"`
+	Confirmation          string        `json:"confirmation"`
 	OpensAt               *string       `json:"opensAt"`
 	PauseReason           string        `json:"pauseReason,omitempty"`
 	Invariant             InvariantView `json:"invariant"`
@@ -57,6 +59,7 @@ func NewSaleView(s flashline.Sale) SaleView {
 		Confirmed:             s.Confirmed,
 		Expired:               s.Expired,
 		Cancelled:             s.Cancelled,
+		Voided:                s.Voided,
 		PerCustomerLimit:      s.PerCustomerLimit,
 		ReservationTTLSeconds: s.ReservationTTLSeconds,
 		Admission:             string(s.Admission),
@@ -65,6 +68,7 @@ func NewSaleView(s flashline.Sale) SaleView {
 		ChallengeBits:         s.ChallengeBits,
 		PerInstrumentLimit:    perInstrument,
 		MinAccountAgeSeconds:  s.MinAccountAgeSeconds,
+		Confirmation:          string(s.Confirmation),
 		OpensAt:               timeString(s.OpensAt),
 		PauseReason:           s.PauseReason,
 		Invariant: InvariantView{
@@ -173,4 +177,74 @@ func NewStatusView(s waitroom.StatusResult) StatusView {
 type PolicyView struct {
 	Policy      string `json:"policy"`
 	Description string `json:"description"`
+}
+
+// PaymentResultView is the answer to a payment event.
+type PaymentResultView struct {
+	EventID       string `json:"eventId"`
+	Type          string `json:"type"`
+	Outcome       string `json:"outcome"`
+	ReservationID string `json:"reservationId"`
+	State         string `json:"state,omitempty"`
+	OrderID       string `json:"orderId,omitempty"`
+	Replayed      bool   `json:"replayed"`
+}
+
+// NewPaymentResultView renders a payment event's outcome.
+func NewPaymentResultView(r flashline.PaymentResult) PaymentResultView {
+	return PaymentResultView{
+		EventID: r.EventID, Type: string(r.Type), Outcome: string(r.Outcome), ReservationID: r.ReservationID,
+		State: string(r.State), OrderID: r.OrderID, Replayed: r.Replayed,
+	}
+}
+
+// LatePaymentView is a payment to refund.
+type LatePaymentView struct {
+	EventID          string  `json:"eventId"`
+	ReservationID    string  `json:"reservationId"`
+	SaleID           string  `json:"saleId"`
+	PaymentReference string  `json:"paymentReference"`
+	Amount           *int64  `json:"amount"`
+	Currency         string  `json:"currency,omitempty"`
+	Reason           string  `json:"reason"`
+	ReceivedAt       string  `json:"receivedAt"`
+	RefundedAt       *string `json:"refundedAt"`
+	RefundEventID    string  `json:"refundEventId,omitempty"`
+}
+
+// NewLatePaymentView renders a late payment.
+func NewLatePaymentView(l flashline.LatePayment) LatePaymentView {
+	return LatePaymentView{
+		EventID: l.EventID, ReservationID: l.ReservationID, SaleID: l.SaleID, PaymentReference: l.PaymentReference,
+		Amount: l.Amount, Currency: l.Currency, Reason: string(l.Reason),
+		ReceivedAt: l.ReceivedAt.UTC().Format(time.RFC3339), RefundedAt: timeString(l.RefundedAt), RefundEventID: l.RefundEventID,
+	}
+}
+
+// LatePaymentsView is GET /admin/payments/late.
+type LatePaymentsView struct {
+	LatePayments []LatePaymentView `json:"latePayments"`
+}
+
+// ExtendView is what extending a sale's holds did.
+type ExtendView struct {
+	SaleID   string `json:"saleId"`
+	Seconds  int    `json:"seconds"`
+	Extended int    `json:"extended"`
+	AtCap    int    `json:"atCap"`
+}
+
+// VoidResultView is one reservation's line of a bulk void: its state now,
+// or the error that kept it from being voided.
+type VoidResultView struct {
+	ReservationID string       `json:"reservationId"`
+	State         string       `json:"state,omitempty"`
+	OrderID       string       `json:"orderId,omitempty"`
+	Error         *errorDetail `json:"error,omitempty"`
+}
+
+// BulkVoidView is the answer to a bulk void.
+type BulkVoidView struct {
+	Voided  int              `json:"voided"`
+	Results []VoidResultView `json:"results"`
 }

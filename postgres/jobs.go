@@ -171,12 +171,12 @@ type SaleCounts struct {
 	// State is the state the API shows (flashline.EffectiveState): open
 	// once a scheduled sale's time has come, sold_out when an open sale has
 	// nothing available.
-	State                           flashline.SaleState
-	InitialStock                    int
-	Available, Pending, Confirmed   int
-	Expired, Cancelled, Voided      int
-	LedgerTotal                     int
-	OK                              bool
+	State                         flashline.SaleState
+	InitialStock                  int
+	Available, Pending, Confirmed int
+	Expired, Cancelled, Voided    int
+	LedgerTotal                   int
+	OK                            bool
 }
 
 // SaleInvariants reads the sale_invariant view for every sale, for a person

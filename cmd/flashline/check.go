@@ -11,7 +11,9 @@ import (
 
 // runCheck is `flashline check`: the invariant of every sale, as a table. It
 // only reads (the invariant job is what pauses a sale); the SQL is the
-// sale_invariant view, which a DBA can query directly.
+// sale_invariant view, which a DBA can query directly. STATE is the state the
+// API shows (a scheduled sale whose time came is open, an open one with
+// nothing left sold_out), not the stored one the view has.
 func runCheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	e := newFlags("check", getenv, stderr)
 	var dbURL string
@@ -29,15 +31,15 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("check: %w", err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "SALE\tSTATE\tINITIAL\tAVAILABLE\tPENDING\tCONFIRMED\tEXPIRED\tCANCELLED\tLEDGER\tOK\t")
+	fmt.Fprintln(tw, "SALE\tSTATE\tINITIAL\tAVAILABLE\tPENDING\tCONFIRMED\tEXPIRED\tCANCELLED\tVOIDED\tLEDGER\tOK\t")
 	bad := 0
 	for _, r := range rows {
 		ok := r.OK
 		if !ok {
 			bad++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.SaleID, r.State, r.InitialStock,
-			r.Available, r.Pending, r.Confirmed, r.Expired, r.Cancelled, r.LedgerTotal, map[bool]string{true: "ok", false: "MISMATCH"}[ok])
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.SaleID, r.State, r.InitialStock,
+			r.Available, r.Pending, r.Confirmed, r.Expired, r.Cancelled, r.Voided, r.LedgerTotal, map[bool]string{true: "ok", false: "MISMATCH"}[ok])
 	}
 	if err := tw.Flush(); err != nil {
 		return err

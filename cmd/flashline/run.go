@@ -20,9 +20,12 @@ const usage = `flashline — flash sales on one PostgreSQL primary
 Usage:
   flashline serve   [flags]          run the HTTP service (and its River workers)
   flashline migrate up|down N|status apply, roll back or show schema migrations
-  flashline sale    create|open|pause|resume|close|show ...
+  flashline sale    create|open|pause|resume|close|show|repair ...
                                      administer sales from the shell
   flashline check                    check every sale's invariant; exit 1 on a mismatch
+  flashline incident list|show ...   what the invariant job found, and who changed the stock
+  flashline pay     --reservation ID send a signed payment event, as the payment provider would
+  flashline payments late [--all]    payments that came too late: to refund
   flashline token   --customer ID    mint a customer JWT (demo and testing)
   flashline loadtest --scenario northline|hot|overload --target URL[,URL...]
                                      load generator; verifies nothing was oversold
@@ -61,6 +64,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runSale(ctx, rest, getenv, stdout, stderr)
 	case "check":
 		return runCheck(ctx, rest, getenv, stdout, stderr)
+	case "incident":
+		return runIncident(ctx, rest, getenv, stdout, stderr)
+	case "pay":
+		return runPay(ctx, rest, getenv, stdout, stderr)
+	case "payments":
+		return runPayments(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		return runToken(rest, getenv, stdout, stderr)
 	case "devdb":
@@ -141,11 +150,18 @@ func resolveDatabaseURL(url string, getenv func(string) string, stderr io.Writer
 	return "", fmt.Errorf("DATABASE_URL is unset and there is no development database in %s: set DATABASE_URL, or run 'make run' (or 'flashline devdb up') to start one", dir)
 }
 
-// openAdmin opens a small pool for command-line tools.
+// openAdmin opens a small pool for command-line tools (application_name
+// flashline-cli).
 func openAdmin(ctx context.Context, url string, getenv func(string) string, stderr io.Writer) (*pgxpool.Pool, error) {
+	return openPool(ctx, url, "cli", getenv, stderr)
+}
+
+// openPool opens a small pool for a command-line tool that names itself
+// flashline-<name> (pg_stat_activity, stock_audit).
+func openPool(ctx context.Context, url, name string, getenv func(string) string, stderr io.Writer) (*pgxpool.Pool, error) {
 	url, err := resolveDatabaseURL(url, getenv, stderr)
 	if err != nil {
 		return nil, err
 	}
-	return postgres.NewPool(ctx, url, "cli", postgres.PoolOptions{MaxConns: 4, AcquireTimeout: 10 * time.Second})
+	return postgres.NewPool(ctx, url, name, postgres.PoolOptions{MaxConns: 4, AcquireTimeout: 10 * time.Second})
 }

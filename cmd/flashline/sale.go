@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"text/tabwriter"
 	"time"
 
 	"github.com/flashline/flashline"
@@ -17,8 +19,14 @@ const saleUsage = `usage:
                         [--admission direct|waiting_room] [--buckets 1]
                         [--fairness randomized_at_open|arrival_order] [--challenge-bits 0]
                         [--per-instrument-limit 0] [--min-account-age-seconds 0]
+                        [--confirmation payment|customer]
   flashline sale open|pause|resume|close|show SALE_ID
-Prints the sale object of the admin API as JSON.
+      print the sale object of the admin API as JSON
+  flashline sale repair SALE_ID [--apply] [--operator NAME]
+      a paused sale whose stock does not add up: show what the stock rows say,
+      what the reservations and the ledger imply, and the correction; --apply
+      writes it (ledger 'repair' rows naming the operator, one transaction).
+      The sale stays paused: resume it once 'flashline check' says ok.
 `
 
 func runSale(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -33,7 +41,10 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	e.databaseURL(&dbURL)
 	var req handlers.CreateSaleRequest
 	var stock, perInstrument int
-	if sub == "create" {
+	var apply bool
+	var operator string
+	switch sub {
+	case "create":
 		e.fs.StringVar(&req.SKU, "sku", "", "the SKU on sale (required)")
 		e.fs.IntVar(&stock, "stock", 0, "units on sale (required)")
 		e.fs.IntVar(&req.PerCustomerLimit, "limit", 1, "most units one customer may hold")
@@ -45,6 +56,10 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		e.fs.IntVar(&req.ChallengeBits, "challenge-bits", 0, "proof of work asked before admission through the waiting room, 0-32 bits (0: none)")
 		e.fs.IntVar(&perInstrument, "per-instrument-limit", 0, "most units one payment instrument may hold (0: no limit)")
 		e.fs.IntVar(&req.MinAccountAgeSeconds, "min-account-age-seconds", 0, "refuse accounts younger than this (the token's acct_created claim)")
+		e.fs.StringVar(&req.Confirmation, "confirmation", string(flashline.ConfirmByPayment), "who confirms holds: payment (a signed payment event; serve needs FLASHLINE_PAYMENT_WEBHOOK_SECRET) or customer")
+	case "repair":
+		e.fs.BoolVar(&apply, "apply", false, "write the correction (without it: only show the plan)")
+		e.string(&operator, "operator", "USER", "", "who repairs, recorded with the correction (default: $USER)")
 	}
 	if err := e.fs.Parse(args[1:]); err != nil {
 		return err
@@ -66,11 +81,18 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 			}
 			req.OpensAt = &t
 		}
-	case "open", "pause", "resume", "close", "show":
+	case "open", "pause", "resume", "close", "show", "repair":
 		if e.fs.NArg() != 1 {
+			fmt.Fprint(stderr, saleUsage)
 			return fmt.Errorf("sale %s: give exactly one SALE_ID", sub)
 		}
 		saleID = e.fs.Arg(0)
+		if !flashline.ValidID(flashline.SaleIDPrefix, saleID) {
+			return fmt.Errorf("sale %s: %q is not a sale id (sale_ and 26 characters, as 'flashline sale create' prints)", sub, saleID)
+		}
+		if sub == "repair" && apply && operator == "" {
+			return errors.New("sale repair --apply: name the operator (--operator NAME, or $USER)")
+		}
 	default:
 		fmt.Fprint(stderr, saleUsage)
 		return fmt.Errorf("sale: unknown subcommand %q", sub)
@@ -81,9 +103,16 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		if n, err = req.NewSale(); err != nil { // validate before connecting
 			return fmt.Errorf("sale create: %w", err)
 		}
+		if n.Confirmation == flashline.ConfirmByPayment && getenv("FLASHLINE_PAYMENT_WEBHOOK_SECRET") == "" {
+			fmt.Fprintln(stderr, "flashline: note: this sale's holds are confirmed by signed payment events (POST /payments/events): serve needs FLASHLINE_PAYMENT_WEBHOOK_SECRET; without a payment integration use --confirmation customer")
+		}
 	}
 
-	pool, err := openAdmin(ctx, dbURL, getenv, stderr)
+	name := "cli"
+	if sub == "repair" {
+		name = "repair"
+	}
+	pool, err := openPool(ctx, dbURL, name, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -95,6 +124,16 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		sale, err = store.CreateSale(ctx, n)
 	case "show":
 		sale, err = store.Sale(ctx, saleID)
+	case "repair":
+		if operator == "" {
+			operator = "unnamed" // the plan only: nothing is written
+		}
+		plan, err := store.Repair(ctx, saleID, operator, apply)
+		if err != nil {
+			return err
+		}
+		printRepair(stdout, plan, apply)
+		return nil
 	default:
 		sale, err = store.SetSaleState(ctx, saleID, flashline.SaleAction(sub))
 	}
@@ -104,4 +143,76 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(handlers.NewSaleView(sale))
+}
+
+// printRepair shows a repair plan per bucket, and what was done.
+func printRepair(w io.Writer, p postgres.RepairPlan, apply bool) {
+	fmt.Fprintf(w, "Sale %s (%s): what each source says each bucket holds\n\n", p.SaleID, p.State)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "BUCKET\tSTOCK ROW\tRESERVATIONS IMPLY\t(OPENING\t- HELD)\tLEDGER\tUNRECORDED\tCORRECTION\t")
+	line := func(label string, b postgres.RepairBucket) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%+d\t%+d\t\n", label, b.Stock, b.Implied, b.Opening, b.Held, b.Ledger, b.Unrecorded(), b.Correction())
+	}
+	for _, b := range p.Buckets {
+		line(fmt.Sprint(b.Bucket), b)
+	}
+	line("total", p.Total())
+	_ = tw.Flush()
+	fmt.Fprintln(w, `
+UNRECORDED = stock row - ledger: changes no ledger row records (a second write path;
+'flashline incident show' names who made them). CORRECTION = reservations imply -
+stock row: what the repair sets each stock row to.`)
+	switch {
+	case !p.Needed():
+		fmt.Fprintln(w, "Nothing to repair: stock, reservations and ledger agree. Resume the sale with 'flashline sale resume "+p.SaleID+"'.")
+	case p.Applied:
+		fmt.Fprintf(w, "Applied by %s in one transaction: 'repair' ledger rows record the unrecorded changes and the\ncorrection; the stock rows now hold what the reservations imply. The sale stays paused:\nonce 'flashline check' says ok, resume it with 'flashline sale resume %s'.\n", p.Operator, p.SaleID)
+	case !apply:
+		fmt.Fprintf(w, "Nothing written. To write this correction: flashline sale repair %s --apply [--operator NAME]\n", p.SaleID)
+	}
+}
+
+// runPayments is `flashline payments late [--all]`: the payments that came
+// for holds that could no longer take them, to refund.
+func runPayments(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	const usage = "usage: flashline payments late [--all]   late payments to refund (--all: refunded ones too)\n"
+	if len(args) == 0 || args[0] != "late" {
+		fmt.Fprint(stderr, usage)
+		return errors.New("payments: the subcommand is late")
+	}
+	e := newFlags("payments late", getenv, stderr)
+	var dbURL string
+	var all bool
+	e.databaseURL(&dbURL)
+	e.fs.BoolVar(&all, "all", false, "list refunded late payments too")
+	if err := e.fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	pool, err := openAdmin(ctx, dbURL, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	late, err := postgres.NewStore(postgres.SinglePool(pool)).LatePayments(ctx, all, 500)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RECEIVED\tEVENT\tRESERVATION\tSALE\tPAYMENT\tAMOUNT\tREASON\tREFUNDED")
+	for _, l := range late {
+		amount := "-"
+		if l.Amount != nil {
+			amount = fmt.Sprintf("%d %s", *l.Amount, l.Currency)
+		}
+		refunded := "no"
+		if l.RefundedAt != nil {
+			refunded = stamp(*l.RefundedAt) + " (" + l.RefundEventID + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stamp(l.ReceivedAt), l.EventID, l.ReservationID, l.SaleID, l.PaymentReference, amount, l.Reason, refunded)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d late payment(s)\n", len(late))
+	return nil
 }

@@ -31,13 +31,14 @@ import (
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/webhook"
 )
 
 type serveConfig struct {
 	addr, metricsAddr, databaseURL         string
 	adminToken, jwtSecret                  string
 	salePoolSize, adminPoolSize, roomPool  int
-	riverPool                              int
+	riverPool, jobsPool                    int
 	maxInFlight, maxBatch, batchesInFlight int
 	customerInFlight, maxConns             int
 	noMigrate, noWorkers, demo, noShed     bool
@@ -47,12 +48,19 @@ type serveConfig struct {
 	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret,
 	// which only --demo allows.
 	waitroomKeys string
+	// paymentSecret is the HMAC key of payment events; empty: no payment
+	// events and no payment-confirmed sales (with --demo: DevSecret).
+	paymentSecret string
 }
 
-// minSecretLen is the shortest admin token, JWT secret or waiting-room key
-// serve accepts outside --demo: 32 bytes, the size of the HMAC-SHA256 keys
-// they are.
+// minSecretLen is the shortest admin token, JWT secret, waiting-room key or
+// payment webhook secret serve accepts outside --demo: 32 bytes, the size of
+// the HMAC-SHA256 keys they are.
 const minSecretLen = 32
+
+// minKeyRetention is the shortest --key-retention: the contract promises
+// that a retry within a day replays its answer.
+const minKeyRetention = 24 * time.Hour
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var cfg serveConfig
@@ -66,6 +74,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.int(&cfg.adminPoolSize, "admin-pool-size", "FLASHLINE_ADMIN_POOL_SIZE", 5, "connections for admin, reads, confirm and cancel")
 	e.int(&cfg.roomPool, "room-pool-size", "FLASHLINE_ROOM_POOL_SIZE", 5, "connections for the waiting room and the sale cache (the pacer's leader holds one)")
 	e.int(&cfg.riverPool, "river-pool-size", "FLASHLINE_RIVER_POOL_SIZE", 5, "connections for River's job workers")
+	e.int(&cfg.jobsPool, "jobs-pool-size", "FLASHLINE_JOBS_POOL_SIZE", 2, "connections for the jobs' statements (sweeper, invariant, pruning)")
 	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the admission limit may let into the purchase path at once (0: (2+1) x max-batch x batches-in-flight x sale-pool-size)")
 	e.int(&cfg.customerInFlight, "customer-in-flight", "FLASHLINE_CUSTOMER_IN_FLIGHT", 4, "requests one customer may have in flight at once (0: no cap)")
 	e.int(&cfg.maxConns, "max-conns", "FLASHLINE_MAX_CONNS", 10000, "open client connections at most; more wait to be accepted")
@@ -75,10 +84,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.bool(&cfg.noMigrate, "no-migrate", "FLASHLINE_NO_MIGRATE", "do not migrate the schema up on start")
 	e.bool(&cfg.noWorkers, "no-workers", "FLASHLINE_NO_WORKERS", "do not run River workers (sweeper, invariant, pruning)")
 	e.bool(&cfg.demo, "demo", "FLASHLINE_DEMO", "create a demo sale on start and print how to buy from it; allows development secrets")
+	e.string(&cfg.paymentSecret, "payment-webhook-secret", "FLASHLINE_PAYMENT_WEBHOOK_SECRET", "", "HMAC-SHA256 secret of payment events (POST /payments/events, Flashline-Signature), 32+ bytes, shared with the payment side; unset: no payment events, and sales must be \"confirmation\": \"customer\" (with --demo: derived from the JWT secret)")
 	e.string(&cfg.waitroomKeys, "waitroom-keys", "FLASHLINE_WAITROOM_KEYS", "", `keys of waiting-room tokens, "kid:secret[,kid:secret...]" (32+ byte secrets), the first signs (required; with --demo, derived from the JWT secret when empty)`)
 	e.duration(&cfg.jobs.SweepInterval, "sweep-interval", "FLASHLINE_SWEEP_INTERVAL", time.Second, "how often expired reservations are swept")
 	e.duration(&cfg.jobs.InvariantInterval, "invariant-interval", "FLASHLINE_INVARIANT_INTERVAL", 2*time.Second, "how often every sale's invariant is checked")
-	e.duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long idempotency keys are kept (at least 24h in production)")
+	e.duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long idempotency keys are kept (at least 24h: a retry within a day replays)")
 	e.duration(&cfg.shutdownTimeout, "shutdown-timeout", "FLASHLINE_SHUTDOWN_TIMEOUT", 15*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	if err := e.fs.Parse(args); err != nil {
 		return err
@@ -89,7 +99,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := checkSecrets(cfg, stderr); err != nil {
 		return err
 	}
-	if cfg.salePoolSize < 1 || cfg.adminPoolSize < 1 || cfg.roomPool < 2 || cfg.riverPool < 1 {
+	if cfg.jobs.KeyRetention < minKeyRetention {
+		// 0 or less would prune every key at once, and a retry would make
+		// a second reservation instead of replaying the first.
+		return fmt.Errorf("serve: --key-retention is %s; it must be at least %s, the published minimum (a retry within a day replays its answer)", cfg.jobs.KeyRetention, minKeyRetention)
+	}
+	if cfg.salePoolSize < 1 || cfg.adminPoolSize < 1 || cfg.roomPool < 2 || cfg.riverPool < 1 || cfg.jobsPool < 1 {
 		return errors.New("serve: pool sizes must be at least 1 (the room's at least 2: the pacer's leader holds one)")
 	}
 	if cfg.maxBatch < 1 || cfg.batchesInFlight < 1 {
@@ -113,20 +128,29 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // checkSecrets refuses secrets an attacker could guess: outside --demo, the
-// admin token, the JWT secret and every waiting-room key must be at least
-// minSecretLen bytes, and the waiting-room keys must be set (derived from the
-// JWT secret, whoever issues customer tokens could mint admission tokens).
+// admin token, the JWT secret, the payment webhook secret (when set) and
+// every waiting-room key must be at least minSecretLen bytes, and the
+// waiting-room keys must be set (derived from the JWT secret, whoever issues
+// customer tokens could mint admission tokens). The payment secret must be a
+// secret of its own: whoever knows it can confirm any hold.
 func checkSecrets(cfg serveConfig, stderr io.Writer) error {
+	if cfg.paymentSecret != "" && (cfg.paymentSecret == cfg.adminToken || cfg.paymentSecret == cfg.jwtSecret) {
+		return errors.New("serve: FLASHLINE_PAYMENT_WEBHOOK_SECRET must be a secret of its own, not the admin token or the JWT secret")
+	}
 	if cfg.demo {
-		if len(cfg.adminToken) < minSecretLen || len(cfg.jwtSecret) < minSecretLen || cfg.waitroomKeys == "" {
-			fmt.Fprintln(stderr, "flashline: --demo: development secrets in use (short, or waiting-room keys derived from the JWT secret); never in production")
+		if len(cfg.adminToken) < minSecretLen || len(cfg.jwtSecret) < minSecretLen || cfg.waitroomKeys == "" || cfg.paymentSecret == "" {
+			fmt.Fprintln(stderr, "flashline: --demo: development secrets in use (short, or waiting-room keys and the payment webhook secret derived from the JWT secret); never in production")
 		}
 		return nil
 	}
-	for _, s := range []struct{ name, value string }{
+	secrets := []struct{ name, value string }{
 		{"FLASHLINE_ADMIN_TOKEN", cfg.adminToken},
 		{"FLASHLINE_JWT_SECRET", cfg.jwtSecret},
-	} {
+	}
+	if cfg.paymentSecret != "" {
+		secrets = append(secrets, struct{ name, value string }{"FLASHLINE_PAYMENT_WEBHOOK_SECRET", cfg.paymentSecret})
+	}
+	for _, s := range secrets {
 		if len(s.value) < minSecretLen {
 			return fmt.Errorf("serve: %s is %d bytes; it must be at least %d random bytes (only --demo allows development values)", s.name, len(s.value), minSecretLen)
 		}
@@ -183,10 +207,23 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		if keyring, err = waitroom.ParseKeyring(cfg.waitroomKeys); err != nil {
 			return fmt.Errorf("serve: --waitroom-keys: %w", err)
 		}
-		if keyring.Uses(cfg.jwtSecret) || keyring.Uses(cfg.adminToken) {
+		if keyring.Uses(cfg.jwtSecret) || keyring.Uses(cfg.adminToken) || (cfg.paymentSecret != "" && keyring.Uses(cfg.paymentSecret)) {
 			// Tickets and customer tokens are both HS256 JWTs.
-			return errors.New("serve: --waitroom-keys: a waiting-room key must be a secret of its own, not the JWT secret or the admin token")
+			return errors.New("serve: --waitroom-keys: a waiting-room key must be a secret of its own, not the JWT secret, the admin token or the payment webhook secret")
 		}
+	}
+	// Payment events: the secret shared with the payment side. --demo
+	// without one derives a development secret from the JWT secret (printed
+	// with the demo, for `flashline pay`).
+	paymentSecret := cfg.paymentSecret
+	if paymentSecret == "" && cfg.demo {
+		paymentSecret = webhook.DevSecret(cfg.jwtSecret)
+	}
+	var payments *webhook.Verifier
+	if paymentSecret != "" {
+		payments = webhook.NewVerifier(paymentSecret)
+	} else {
+		logger.Warn("flashline: no FLASHLINE_PAYMENT_WEBHOOK_SECRET: POST /payments/events is refused, and so are sales confirmed by payment (create them with \"confirmation\": \"customer\")")
 	}
 	// The admission limit of the purchase path. What saturates first is a
 	// sale's hot row, and the coalescer bounds that itself, per sale (the
@@ -235,8 +272,15 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		return err
 	}
 	defer riverPool.Close()
+	// The jobs' statements name themselves (flashline-jobs) in
+	// pg_stat_activity and stock_audit, and never hold an admin connection.
+	jobsPool, err := postgres.NewPool(ctx, cfg.databaseURL, "jobs", postgres.PoolOptions{MaxConns: int32(cfg.jobsPool), AcquireTimeout: acquire})
+	if err != nil {
+		return err
+	}
+	defer jobsPool.Close()
 
-	store := postgres.NewStore(postgres.Pools{Sale: salePool, Admin: adminPool, Room: roomPool})
+	store := postgres.NewStore(postgres.Pools{Sale: salePool, Admin: adminPool, Room: roomPool, Jobs: jobsPool})
 	store.Logger = logger
 	store.MaxBatch, store.BatchesInFlight = cfg.maxBatch, cfg.batchesInFlight
 	if !cfg.noShed {
@@ -257,7 +301,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	store.OnBatch = func(n int) { batchSizes.Observe(float64(n)) }
 	store.OnQueueFull = queueFull.Inc
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "room": roomPool, "river": riverPool})
+	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "room": roomPool, "river": riverPool, "jobs": jobsPool})
 
 	var riverClient *river.Client[pgx.Tx]
 	if cfg.noWorkers {
@@ -342,11 +386,12 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Keyring:          keyring,
 		CustomerInFlight: cfg.customerInFlight,
 		SaleBusy:         store.SaleBusy,
+		Payments:         payments,
 	}))
 	url := publicURL(ln.Addr())
 	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers)
 	if cfg.demo {
-		if err := printDemo(ctx, store, cfg, url, stdout); err != nil {
+		if err := printDemo(ctx, store, cfg, paymentSecret, url, stdout); err != nil {
 			logger.Warn("flashline: demo sale", "err", err)
 		}
 	}
@@ -471,13 +516,16 @@ func registerPoolMetrics(reg prometheus.Registerer, pools map[string]*pgxpool.Po
 }
 
 // printDemo creates a demo sale and prints how to buy from it: a waiting-room
-// sale that opens 20 s after start, so there is time to join before the open.
-func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, url string, stdout io.Writer) error {
+// sale that opens 20 s after start, so there is time to join before the open,
+// and whose holds are confirmed by payment, as a payment provider would send
+// it (`flashline pay`, signed with paymentSecret).
+func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, paymentSecret, url string, stdout io.Writer) error {
 	opensAt := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
 	sale, err := store.CreateSale(ctx, flashline.NewSale{
 		SKU: "demo-sneaker", InitialStock: 200, PerCustomerLimit: 1, ReservationTTLSeconds: 600,
 		OpensAt: &opensAt, Admission: flashline.AdmissionWaitingRoom,
 		Fairness: flashline.FairnessRandomizedAtOpen, ChallengeBits: 12,
+		Confirmation: flashline.ConfirmByPayment,
 	})
 	if err != nil {
 		return err
@@ -504,6 +552,17 @@ with the admission token (repeat it: the same Idempotency-Key replays):
     -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \
     -d '{"quantity": 1}'
 
+A payment confirms the hold (the page's "Pay" waits for it). Pay as the
+payment provider would, with a signed payment.succeeded event:
+
+  %[7]s go run ./cmd/flashline pay --url %[1]s --reservation RESERVATION_ID
+
+(--type payment.failed cancels the hold instead; --type refund.succeeded
+voids the order afterwards.) When payment is slow, extend every hold:
+
+  curl -s -X POST %[1]s/admin/sales/%[2]s/extend -H 'Authorization: Bearer %[4]s' \
+    -H 'Content-Type: application/json' -d '{"seconds": 300}'
+
 The fairness policy, as customers read it:
 
   curl -s %[1]s/sales/%[2]s/policy
@@ -515,8 +574,17 @@ See the sale as the admin:
 Mint tokens for other customers with:
 
   go run ./cmd/flashline token --customer alice --jwt-secret '%[5]s'
-`, url, sale.ID, token, cfg.adminToken, cfg.jwtSecret, opensAt.Format(time.RFC3339))
+`, url, sale.ID, token, cfg.adminToken, cfg.jwtSecret, opensAt.Format(time.RFC3339), payEnv(cfg, paymentSecret))
 	return nil
+}
+
+// payEnv is how the demo tells `flashline pay` the payment secret: the
+// development secret itself, or (a real one configured) the variable.
+func payEnv(cfg serveConfig, paymentSecret string) string {
+	if cfg.paymentSecret != "" {
+		return `FLASHLINE_PAYMENT_WEBHOOK_SECRET="$FLASHLINE_PAYMENT_WEBHOOK_SECRET"`
+	}
+	return "FLASHLINE_PAYMENT_WEBHOOK_SECRET=" + paymentSecret
 }
 
 // publicURL is the URL to print for a listener: a wildcard address is shown

@@ -23,6 +23,7 @@ type Sale struct {
 	Confirmed             int        `json:"confirmed"`
 	Expired               int        `json:"expired"`
 	Cancelled             int        `json:"cancelled"`
+	Voided                int        `json:"voided"`
 	PerCustomerLimit      int        `json:"perCustomerLimit"`
 	ReservationTTLSeconds int        `json:"reservationTtlSeconds"`
 	Admission             string     `json:"admission"` // direct, waiting_room
@@ -31,6 +32,7 @@ type Sale struct {
 	ChallengeBits         int        `json:"challengeBits"`
 	PerInstrumentLimit    *int       `json:"perInstrumentLimit"` // nil: no limit
 	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds"`
+	Confirmation          string     `json:"confirmation"` // payment, customer
 	OpensAt               *time.Time `json:"opensAt"`
 	PauseReason           string     `json:"pauseReason"`
 	Invariant             Invariant  `json:"invariant"`
@@ -57,6 +59,7 @@ type NewSale struct {
 	ChallengeBits         int        `json:"challengeBits,omitempty"`
 	PerInstrumentLimit    *int       `json:"perInstrumentLimit,omitempty"`
 	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds,omitempty"`
+	Confirmation          string     `json:"confirmation,omitempty"`
 }
 
 // Reservation is the reservation object (a 201 to a reservation has the
@@ -65,7 +68,7 @@ type Reservation struct {
 	ReservationID string    `json:"reservationId"`
 	SaleID        string    `json:"saleId"`
 	Quantity      int       `json:"quantity"`
-	State         string    `json:"state"` // pending, confirmed, expired, cancelled
+	State         string    `json:"state"` // pending, confirmed, expired, cancelled, voided
 	ExpiresAt     time.Time `json:"expiresAt"`
 	OrderID       string    `json:"orderId"`
 }

@@ -413,7 +413,7 @@ func (q *Queries) SaleLockForRepair(ctx context.Context, arg SaleLockForRepairPa
 const stockAuditAround = `-- name: StockAuditAround :many
 SELECT audit_id, bucket, old_quantity, new_quantity, xact_id, application_name, db_user, backend_pid, client_addr, statement_tag, query, changed_at FROM (
     (SELECT a.audit_id, a.bucket, a.old_quantity, a.new_quantity, a.xact_id,
-            a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '') AS client_addr,
+            a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '')::text AS client_addr,
             a.statement_tag, a.query, a.changed_at
        FROM stock_audit a
       WHERE a.sale_id = $1 AND a.audit_id < $2
@@ -421,7 +421,7 @@ SELECT audit_id, bucket, old_quantity, new_quantity, xact_id, application_name, 
       LIMIT $3::int)
     UNION ALL
     (SELECT a.audit_id, a.bucket, a.old_quantity, a.new_quantity, a.xact_id,
-            a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '') AS client_addr,
+            a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '')::text AS client_addr,
             a.statement_tag, a.query, a.changed_at
        FROM stock_audit a
       WHERE a.sale_id = $1 AND a.audit_id >= $2
@@ -447,7 +447,7 @@ type StockAuditAroundRow struct {
 	ApplicationName string
 	DbUser          string
 	BackendPid      int32
-	ClientAddr      interface{}
+	ClientAddr      string
 	StatementTag    string
 	Query           string
 	ChangedAt       time.Time
@@ -496,7 +496,7 @@ func (q *Queries) StockAuditAround(ctx context.Context, arg StockAuditAroundPara
 const stockAuditLatest = `-- name: StockAuditLatest :many
 SELECT audit_id, bucket, old_quantity, new_quantity, xact_id, application_name, db_user, backend_pid, client_addr, statement_tag, query, changed_at FROM (
     SELECT a.audit_id, a.bucket, a.old_quantity, a.new_quantity, a.xact_id,
-           a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '') AS client_addr,
+           a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '')::text AS client_addr,
            a.statement_tag, a.query, a.changed_at
       FROM stock_audit a
      WHERE a.sale_id = $1 AND a.changed_at <= $2
@@ -521,7 +521,7 @@ type StockAuditLatestRow struct {
 	ApplicationName string
 	DbUser          string
 	BackendPid      int32
-	ClientAddr      interface{}
+	ClientAddr      string
 	StatementTag    string
 	Query           string
 	ChangedAt       time.Time
@@ -565,7 +565,8 @@ const stockAuditUnledgered = `-- name: StockAuditUnledgered :many
 WITH a AS (
     SELECT xact_id, bucket,
            sum(coalesce(new_quantity, 0) - coalesce(old_quantity, 0))::bigint AS delta,
-           min(audit_id)::bigint AS first_audit_id
+           min(audit_id)::bigint AS first_audit_id,
+           min(changed_at)::timestamptz AS changed_at
       FROM stock_audit
      WHERE stock_audit.sale_id = $1
      GROUP BY xact_id, bucket
@@ -575,7 +576,7 @@ WITH a AS (
      WHERE stock_ledger.sale_id = $1 AND xact_id IS NOT NULL
      GROUP BY xact_id, bucket
 )
-SELECT a.first_audit_id, a.xact_id, a.bucket, a.delta AS audit_delta,
+SELECT a.first_audit_id, a.changed_at, a.xact_id, a.bucket, a.delta AS audit_delta,
        coalesce(l.delta, 0)::bigint AS ledger_delta
   FROM a
   LEFT JOIN l ON l.xact_id = a.xact_id AND l.bucket = a.bucket
@@ -590,6 +591,7 @@ type StockAuditUnledgeredParams struct {
 
 type StockAuditUnledgeredRow struct {
 	FirstAuditID int64
+	ChangedAt    time.Time
 	XactID       int64
 	Bucket       int32
 	AuditDelta   int64
@@ -614,6 +616,7 @@ func (q *Queries) StockAuditUnledgered(ctx context.Context, arg StockAuditUnledg
 		var i StockAuditUnledgeredRow
 		if err := rows.Scan(
 			&i.FirstAuditID,
+			&i.ChangedAt,
 			&i.XactID,
 			&i.Bucket,
 			&i.AuditDelta,

@@ -169,7 +169,8 @@ SELECT incident_id, sale_id, kind, detail, created_at
 WITH a AS (
     SELECT xact_id, bucket,
            sum(coalesce(new_quantity, 0) - coalesce(old_quantity, 0))::bigint AS delta,
-           min(audit_id)::bigint AS first_audit_id
+           min(audit_id)::bigint AS first_audit_id,
+           min(changed_at)::timestamptz AS changed_at
       FROM stock_audit
      WHERE stock_audit.sale_id = @sale_id
      GROUP BY xact_id, bucket
@@ -179,7 +180,7 @@ WITH a AS (
      WHERE stock_ledger.sale_id = @sale_id AND xact_id IS NOT NULL
      GROUP BY xact_id, bucket
 )
-SELECT a.first_audit_id, a.xact_id, a.bucket, a.delta AS audit_delta,
+SELECT a.first_audit_id, a.changed_at, a.xact_id, a.bucket, a.delta AS audit_delta,
        coalesce(l.delta, 0)::bigint AS ledger_delta
   FROM a
   LEFT JOIN l ON l.xact_id = a.xact_id AND l.bucket = a.bucket
@@ -192,7 +193,7 @@ SELECT a.first_audit_id, a.xact_id, a.bucket, a.delta AS audit_delta,
 -- and @after rows from it on, in order.
 SELECT * FROM (
     (SELECT a.audit_id, a.bucket, a.old_quantity, a.new_quantity, a.xact_id,
-            a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '') AS client_addr,
+            a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '')::text AS client_addr,
             a.statement_tag, a.query, a.changed_at
        FROM stock_audit a
       WHERE a.sale_id = @sale_id AND a.audit_id < @around_id
@@ -200,7 +201,7 @@ SELECT * FROM (
       LIMIT @before::int)
     UNION ALL
     (SELECT a.audit_id, a.bucket, a.old_quantity, a.new_quantity, a.xact_id,
-            a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '') AS client_addr,
+            a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '')::text AS client_addr,
             a.statement_tag, a.query, a.changed_at
        FROM stock_audit a
       WHERE a.sale_id = @sale_id AND a.audit_id >= @around_id
@@ -213,7 +214,7 @@ ORDER BY audit_id;
 -- A sale's last audit rows up to a time (an incident's), oldest first.
 SELECT * FROM (
     SELECT a.audit_id, a.bucket, a.old_quantity, a.new_quantity, a.xact_id,
-           a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '') AS client_addr,
+           a.application_name, a.db_user, a.backend_pid, coalesce(host(a.client_addr), '')::text AS client_addr,
            a.statement_tag, a.query, a.changed_at
       FROM stock_audit a
      WHERE a.sale_id = @sale_id AND a.changed_at <= @until

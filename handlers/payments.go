@@ -1,0 +1,147 @@
+package handlers
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/webhook"
+)
+
+// MaxPaymentEventBytes is the largest payment event accepted: an event is a
+// few hundred bytes.
+const MaxPaymentEventBytes = 16 << 10
+
+// maxLatePayments bounds the late-payment list.
+const maxLatePayments = 500
+
+// paymentEventRequest is the body of POST /payments/events.
+type paymentEventRequest struct {
+	ID   string          `json:"id"`
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+// paymentEventData is an event's data; which fields each type needs is
+// flashline.PaymentEvent.Validate's.
+type paymentEventData struct {
+	ReservationID    string `json:"reservationId"`
+	PaymentReference string `json:"paymentReference"`
+	Amount           *int64 `json:"amount"`
+	Currency         string `json:"currency"`
+	Reason           string `json:"reason"`
+}
+
+// paymentMetrics counts payment events by type and outcome, and late
+// payments on their own (what an operator must refund).
+type paymentMetrics struct {
+	events *prometheus.CounterVec
+	late   prometheus.Counter
+}
+
+func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
+	m := &paymentMetrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashline_payment_events_total",
+			Help: "Payment events applied, by type and outcome (replayed: delivered again, no effect).",
+		}, []string{"type", "outcome"}),
+		late: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashline_late_payments_total",
+			Help: "Payments for holds that had expired, were cancelled or voided, or were paid already: recorded to refund, no stock taken.",
+		}),
+	}
+	reg.MustRegister(m.events, m.late)
+	return m
+}
+
+// handlePaymentEvent is POST /payments/events: an event signed by the
+// payment side (webhook: Flashline-Signature). The signature is checked on
+// the raw body before anything in it is read; then the event is applied once
+// per id (flashline.Store.ApplyPaymentEvent).
+func handlePaymentEvent(store flashline.Store, verifier *webhook.Verifier, m *paymentMetrics, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if verifier == nil {
+			writeError(c, logger, flashline.ErrPaymentsNotConfigured)
+			return
+		}
+		body, err := readBody(c, MaxPaymentEventBytes)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		if err := verifier.Verify(c.GetHeader(webhook.Header), body); err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		var req paymentEventRequest
+		if err := decodeBytes(body, &req); err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		if len(req.Data) == 0 || string(req.Data) == "null" {
+			writeError(c, logger, flashline.Invalid("data is required"))
+			return
+		}
+		var data paymentEventData
+		if err := decodeBytes(req.Data, &data); err != nil {
+			writeError(c, logger, flashline.Invalid("data: "+lookupError(err).message))
+			return
+		}
+		hash := sha256.Sum256(body)
+		res, err := store.ApplyPaymentEvent(c.Request.Context(), flashline.PaymentEvent{
+			ID:               req.ID,
+			Type:             flashline.PaymentEventType(req.Type),
+			ReservationID:    data.ReservationID,
+			PaymentReference: data.PaymentReference,
+			Amount:           data.Amount,
+			Currency:         data.Currency,
+			Reason:           data.Reason,
+			Hash:             hash[:],
+		})
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		outcome := string(res.Outcome)
+		if res.Replayed {
+			outcome = "replayed"
+		}
+		m.events.WithLabelValues(string(res.Type), outcome).Inc()
+		if res.Outcome == flashline.OutcomeLatePayment && !res.Replayed {
+			m.late.Inc()
+			logger.WarnContext(c.Request.Context(), "handlers: late payment, to refund",
+				"event_id", res.EventID, "reservation_id", res.ReservationID, "payment_reference", data.PaymentReference)
+		}
+		writeJSON(c, http.StatusOK, NewPaymentResultView(res))
+	}
+}
+
+// handleLatePayments is GET /admin/payments/late[?all=true].
+func handleLatePayments(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		all := false
+		switch c.Query("all") {
+		case "", "false":
+		case "true":
+			all = true
+		default:
+			writeError(c, logger, flashline.Invalid(`all must be "true" or "false"`))
+			return
+		}
+		late, err := store.LatePayments(c.Request.Context(), all, maxLatePayments)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		v := LatePaymentsView{LatePayments: make([]LatePaymentView, len(late))}
+		for i, l := range late {
+			v.LatePayments[i] = NewLatePaymentView(l)
+		}
+		writeJSON(c, http.StatusOK, v)
+	}
+}

@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/dbsqlc"
+)
+
+// RepairBucket is one bucket's line of a repair plan: what each source says
+// the bucket holds.
+type RepairBucket struct {
+	Bucket int
+	// Stock is what the stock row says.
+	Stock int
+	// Opening is the bucket's share of the initial stock, and Held the units
+	// its pending and confirmed reservations hold: Implied = Opening - Held
+	// is what the reservations imply the bucket holds.
+	Opening, Held, Implied int
+	// Ledger is what the bucket's ledger rows sum to.
+	Ledger int
+}
+
+// Unrecorded is the change to the stock row that no ledger row records
+// (stock - ledger): a second write path, or a ledger row changed by hand.
+func (b RepairBucket) Unrecorded() int { return b.Stock - b.Ledger }
+
+// Correction is the change the repair makes to the stock row (implied -
+// stock).
+func (b RepairBucket) Correction() int { return b.Implied - b.Stock }
+
+// RepairPlan is what `flashline sale repair` shows, and with --apply does:
+// per bucket, record the unrecorded change in the ledger and set the stock
+// to what the reservations imply, recording that too. Afterwards stock =
+// ledger = initial - pending - confirmed, per bucket and so per sale.
+type RepairPlan struct {
+	SaleID  string
+	State   flashline.SaleState
+	Buckets []RepairBucket
+	// Applied: the repair was written (by Operator), in one transaction.
+	Applied  bool
+	Operator string
+}
+
+// Total sums the buckets.
+func (p RepairPlan) Total() RepairBucket {
+	var t RepairBucket
+	t.Bucket = -1
+	for _, b := range p.Buckets {
+		t.Stock += b.Stock
+		t.Opening += b.Opening
+		t.Held += b.Held
+		t.Implied += b.Implied
+		t.Ledger += b.Ledger
+	}
+	return t
+}
+
+// Needed reports whether any bucket's sources disagree.
+func (p RepairPlan) Needed() bool {
+	for _, b := range p.Buckets {
+		if b.Unrecorded() != 0 || b.Correction() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// oversold is the first bucket whose reservations hold more than it had:
+// no stock quantity can make that add up (stock cannot go below zero).
+func (p RepairPlan) oversold() (RepairBucket, bool) {
+	for _, b := range p.Buckets {
+		if b.Implied < 0 {
+			return b, true
+		}
+	}
+	return RepairBucket{}, false
+}
+
+// Repair reads the repair plan of a paused sale and, with apply, writes it
+// in one transaction (sql/queries/operations.sql: the sale's row and every
+// stock row of the sale are locked first, so the plan cannot change before
+// it is written): for each bucket, a 'repair' ledger row recording the
+// change no ledger row recorded, the stock set to what the reservations
+// imply with a 'repair' ledger row for that, and one operator_actions row,
+// all naming operator. It never resumes the sale: the invariant job sees it
+// add up, and an admin resumes it (resume checks again).
+func (s *Store) Repair(ctx context.Context, saleID, operator string, apply bool) (RepairPlan, error) {
+	if err := flashline.CheckOperator(operator); err != nil {
+		return RepairPlan{}, err
+	}
+	plan := RepairPlan{SaleID: saleID, Operator: operator}
+	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		state, err := q.SaleLockForRepair(ctx, dbsqlc.SaleLockForRepairParams{SaleID: saleID})
+		if err != nil {
+			return err
+		}
+		plan.State = flashline.SaleState(state)
+		if plan.State != flashline.StatePaused {
+			return fmt.Errorf("it is %s; pause it first ('flashline sale pause %s'): %w", state, saleID, flashline.ErrSaleNotPaused)
+		}
+		if _, err := q.StockLockForRepair(ctx, dbsqlc.StockLockForRepairParams{SaleID: saleID}); err != nil {
+			return err
+		}
+		rows, err := q.RepairPlan(ctx, dbsqlc.RepairPlanParams{SaleID: saleID})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			plan.Buckets = append(plan.Buckets, RepairBucket{
+				Bucket: int(r.Bucket), Stock: int(r.Stock), Opening: int(r.Opening), Held: int(r.Held),
+				Implied: int(r.Opening - r.Held), Ledger: int(r.Ledger),
+			})
+		}
+		if b, bad := plan.oversold(); bad {
+			return fmt.Errorf("bucket %d: its reservations hold %d units of the %d it had (oversold by %d): no stock quantity adds up; void or cancel the excess orders first: %w",
+				b.Bucket, b.Held, b.Opening, -b.Implied, flashline.ErrInvariantBroken)
+		}
+		if !apply || !plan.Needed() {
+			return nil
+		}
+		return writeRepair(ctx, q, &plan)
+	})
+	if err != nil {
+		return plan, fmt.Errorf("repair sale %s: %w", saleID, translate(err))
+	}
+	return plan, nil
+}
+
+func writeRepair(ctx context.Context, q *dbsqlc.Queries, plan *RepairPlan) error {
+	moved := 0
+	for _, b := range plan.Buckets {
+		if u := b.Unrecorded(); u != 0 {
+			if err := q.StockLedgerInsertRepair(ctx, dbsqlc.StockLedgerInsertRepairParams{
+				SaleID: plan.SaleID, Bucket: int32(b.Bucket), Delta: int32(u), Operator: plan.Operator,
+				Note:      fmt.Sprintf("stock and ledger disagreed by %+d: a change with no ledger row (see stock_audit), recorded by repair", u),
+				OwnChange: false,
+			}); err != nil {
+				return err
+			}
+		}
+		c := b.Correction()
+		if c == 0 {
+			continue
+		}
+		n, err := q.StockRepair(ctx, dbsqlc.StockRepairParams{Target: int32(b.Implied), SaleID: plan.SaleID, Bucket: int32(b.Bucket), Expected: int32(b.Stock)})
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("bucket %d changed under the repair's lock", b.Bucket) // cannot happen: the row is locked
+		}
+		if err := q.StockLedgerInsertRepair(ctx, dbsqlc.StockLedgerInsertRepairParams{
+			SaleID: plan.SaleID, Bucket: int32(b.Bucket), Delta: int32(c), Operator: plan.Operator,
+			Note:      fmt.Sprintf("correction: stock %d -> %d, what the reservations imply (opening %d - held %d)", b.Stock, b.Implied, b.Opening, b.Held),
+			OwnChange: true,
+		}); err != nil {
+			return err
+		}
+		moved += abs(c)
+	}
+	t := plan.Total()
+	if err := q.OperatorActionInsert(ctx, dbsqlc.OperatorActionInsertParams{
+		Action: "repair", SaleID: plan.SaleID, Operator: plan.Operator, Affected: int32(moved),
+		Detail: fmt.Sprintf("stock %d -> %d (reservations imply %d, ledger said %d)", t.Stock, t.Implied, t.Implied, t.Ledger),
+	}); err != nil {
+		return err
+	}
+	plan.Applied = true
+	return nil
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
