@@ -27,11 +27,13 @@ import (
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/webhook"
 )
 
 const (
-	jwtSecret  = "handlers-test-jwt-secret"
-	adminToken = "handlers-test-admin-token"
+	jwtSecret     = "handlers-test-jwt-secret"
+	adminToken    = "handlers-test-admin-token"
+	paymentSecret = "handlers-test-payment-secret-0123456789"
 )
 
 // server is the whole HTTP API in process, on its own fresh database.
@@ -64,6 +66,7 @@ func startServer(t *testing.T, roomOpts *waitroom.Options) *server {
 		Ready:    func(context.Context) error { return nil },
 		Registry: prometheus.NewRegistry(),
 		Keyring:  waitroom.DeriveKeyring(jwtSecret),
+		Payments: webhook.NewVerifier(paymentSecret),
 	}
 	if roomOpts != nil {
 		opts := *roomOpts
@@ -736,7 +739,9 @@ func TestAuthAccepts(t *testing.T) {
 func TestReservationsArePrivate(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	sale := s.createSale(t, `{"sku":"sku_991","initialStock":5}`)
+	// Customers confirm in this sale (a payment sale's confirm is
+	// TestPaymentSaleConfirm's).
+	sale := s.createSale(t, `{"sku":"sku_991","initialStock":5,"confirmation":"customer"}`)
 	alice, bob := customer(t, "alice"), customer(t, "bob")
 	res := requireCreated(t, s.reserve(t, sale.SaleID, alice, "k1", `{"quantity":1}`), sale.SaleID, 1)
 	before := counts(t, s.pool)
@@ -956,7 +961,7 @@ func TestReserveRefusals(t *testing.T) {
 func TestConfirmAndCancel(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	sale := s.createSale(t, `{"sku":"sku_991","initialStock":10,"perCustomerLimit":3}`)
+	sale := s.createSale(t, `{"sku":"sku_991","initialStock":10,"perCustomerLimit":3,"confirmation":"customer"}`)
 	post := func(t *testing.T, who, reservationID, action string) reply {
 		t.Helper()
 		return s.do(t, http.MethodPost, "/reservations/"+reservationID+"/"+action, who, "")

@@ -753,28 +753,30 @@ func requireRestockedOnce(t tb, pool *pgxpool.Pool, saleID string) {
 	rows, err := pool.Query(context.Background(), `
 		SELECT r.reservation_id, r.state, r.quantity,
 		       r.restocked_at IS NOT NULL,
-		       coalesce(r.restocked_at = coalesce(r.expired_at, r.cancelled_at), false),
+		       coalesce(r.restocked_at = coalesce(r.expired_at, r.cancelled_at, r.voided_at), false),
 		       count(l.entry_id) FILTER (WHERE l.reason = 'reserve')::int,
 		       coalesce(sum(l.delta) FILTER (WHERE l.reason = 'reserve'), 0)::int,
 		       count(l.entry_id) FILTER (WHERE l.reason = 'expire')::int,
 		       count(l.entry_id) FILTER (WHERE l.reason = 'cancel')::int,
-		       coalesce(sum(l.delta) FILTER (WHERE l.reason IN ('expire', 'cancel')), 0)::int
+		       count(l.entry_id) FILTER (WHERE l.reason = 'void')::int,
+		       coalesce(sum(l.delta) FILTER (WHERE l.reason IN ('expire', 'cancel', 'void')), 0)::int
 		  FROM reservations r
 		  LEFT JOIN stock_ledger l ON l.reservation_id = r.reservation_id
 		 WHERE r.sale_id = $1
 		 GROUP BY r.reservation_id`, saleID)
 	require.NoError(t, err)
 	type book struct {
-		id, state                          string
-		qty                                int
-		restocked, restockedWithEnd        bool
-		reserveRows, reserveDelta          int
-		expireRows, cancelRows, backDeltas int
+		id, state                        string
+		qty                              int
+		restocked, restockedWithEnd      bool
+		reserveRows, reserveDelta        int
+		expireRows, cancelRows, voidRows int
+		backDeltas                       int
 	}
 	books, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (book, error) {
 		var b book
 		err := row.Scan(&b.id, &b.state, &b.qty, &b.restocked, &b.restockedWithEnd,
-			&b.reserveRows, &b.reserveDelta, &b.expireRows, &b.cancelRows, &b.backDeltas)
+			&b.reserveRows, &b.reserveDelta, &b.expireRows, &b.cancelRows, &b.voidRows, &b.backDeltas)
 		return b, err
 	})
 	require.NoError(t, err)
@@ -782,16 +784,17 @@ func requireRestockedOnce(t tb, pool *pgxpool.Pool, saleID string) {
 		require.Equal(t, 1, b.reserveRows, "%+v", b)
 		require.Equal(t, -b.qty, b.reserveDelta, "%+v", b)
 		switch flashline.ReservationState(b.state) {
-		case flashline.ReservationExpired, flashline.ReservationCancelled:
-			want := [2]int{1, 0}
-			if flashline.ReservationState(b.state) == flashline.ReservationCancelled {
-				want = [2]int{0, 1}
-			}
-			require.Equal(t, want, [2]int{b.expireRows, b.cancelRows}, "restock rows of %+v", b)
+		case flashline.ReservationExpired, flashline.ReservationCancelled, flashline.ReservationVoided:
+			want := map[flashline.ReservationState][3]int{
+				flashline.ReservationExpired:   {1, 0, 0},
+				flashline.ReservationCancelled: {0, 1, 0},
+				flashline.ReservationVoided:    {0, 0, 1},
+			}[flashline.ReservationState(b.state)]
+			require.Equal(t, want, [3]int{b.expireRows, b.cancelRows, b.voidRows}, "restock rows of %+v", b)
 			require.Equal(t, b.qty, b.backDeltas, "%+v", b)
 			require.True(t, b.restocked && b.restockedWithEnd, "%+v", b)
 		default:
-			require.Zero(t, b.expireRows+b.cancelRows, "%+v", b)
+			require.Zero(t, b.expireRows+b.cancelRows+b.voidRows, "%+v", b)
 			require.False(t, b.restocked, "%+v", b)
 		}
 	}

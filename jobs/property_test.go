@@ -17,11 +17,14 @@ import (
 
 // TestReservationLifecycleProperty runs random sequences of reserve, confirm,
 // cancel, age (expires_at moved into the past, no sweep yet), expire (age,
-// then sweep) and retry (the same idempotency key again) against one sale,
-// and checks the store against a model after every step: the outcome of each
-// call, each bucket's stock, and available + pending + confirmed == initial
-// with the ledger agreeing. Every rapid check gets a new sale in the same
-// database.
+// then sweep), retry (the same idempotency key again), and the day after:
+// payment events (succeeded, with the order's payment or another; failed;
+// refunded; each sometimes delivered twice) and voids, against one sale
+// confirmed by its customers or by payment. After every step it checks the
+// store against a model: the outcome of each call, each bucket's stock, and
+// available + pending + confirmed == initial with the ledger agreeing (voided
+// units back in stock, neither pending nor confirmed). Every rapid check gets
+// a new sale in the same database.
 func TestReservationLifecycleProperty(t *testing.T) {
 	t.Parallel()
 	store, pool := newStore(t)
@@ -34,6 +37,10 @@ func TestReservationLifecycleProperty(t *testing.T) {
 			"cancel":  m.cancel,
 			"age":     m.age,
 			"expire":  m.expire,
+			"pay":     m.pay,
+			"fail":    m.fail,
+			"refund":  m.refund,
+			"void":    m.void,
 			"":        m.check,
 		})
 	})
@@ -50,6 +57,10 @@ type lifecycle struct {
 	res       []*modelReservation
 	attempts  []*attempt
 	keys      int
+	events    []*modelEvent
+	// late are the late payments, by reservation and payment reference:
+	// true once refunded.
+	late map[[2]string]bool
 }
 
 type modelReservation struct {
@@ -58,6 +69,13 @@ type modelReservation struct {
 	state        flashline.ReservationState
 	aged         bool // expires_at is in the past
 	orderID      string
+	paidBy       string // the payment reference that confirmed it
+}
+
+// modelEvent is a payment event delivered once, and what it did.
+type modelEvent struct {
+	ev  flashline.PaymentEvent
+	res flashline.PaymentResult
 }
 
 // attempt is one reserve request; body is its stored answer once it
@@ -75,8 +93,9 @@ func newLifecycle(t *rapid.T, store *postgres.Store, pool *pgxpool.Pool) *lifecy
 		InitialStock:     stock,
 		PerCustomerLimit: rapid.IntRange(1, 3).Draw(t, "limit"),
 		Buckets:          rapid.IntRange(1, min(3, stock)).Draw(t, "buckets"),
+		Confirmation:     rapid.SampledFrom([]flashline.Confirmation{flashline.ConfirmByCustomer, flashline.ConfirmByPayment}).Draw(t, "confirmation"),
 	})
-	m := &lifecycle{store: store, pool: pool, sale: sale}
+	m := &lifecycle{store: store, pool: pool, sale: sale, late: map[[2]string]bool{}}
 	// Idempotency keys are scoped per customer, across sales: customers of
 	// this sale are its own.
 	for _, name := range []string{"ann", "bob", "cat"} {
@@ -179,6 +198,8 @@ func (m *lifecycle) confirm(t *rapid.T) {
 	r := m.pick(t, "confirm", anyReservation)
 	got, err := m.store.Confirm(context.Background(), r.id, flashline.Actor{CustomerID: r.customer})
 	switch {
+	case r.state == flashline.ReservationPending && !r.aged && m.sale.Confirmation == flashline.ConfirmByPayment:
+		require.ErrorIs(t, err, flashline.ErrPaymentRequired, "a payment sale's customer cannot confirm")
 	case r.state == flashline.ReservationPending && !r.aged:
 		require.NoError(t, err)
 		require.Equal(t, flashline.ReservationConfirmed, got.State)
@@ -192,6 +213,135 @@ func (m *lifecycle) confirm(t *rapid.T) {
 	case r.state == flashline.ReservationExpired:
 		require.ErrorIs(t, err, flashline.ErrReservationExpired)
 	case r.state == flashline.ReservationCancelled:
+		require.ErrorIs(t, err, flashline.ErrReservationCancelled)
+	case r.state == flashline.ReservationVoided:
+		require.ErrorIs(t, err, flashline.ErrReservationVoided)
+	}
+}
+
+// deliver sends a payment event about r, or (sometimes) one delivered before
+// again, which must answer the first outcome and change nothing.
+func (m *lifecycle) deliver(t *rapid.T, typ flashline.PaymentEventType, r *modelReservation, ref string) (flashline.PaymentResult, bool) {
+	if len(m.events) > 0 && rapid.IntRange(0, 3).Draw(t, "redeliver") == 0 {
+		old := rapid.SampledFrom(m.events).Draw(t, "event")
+		got, err := m.store.ApplyPaymentEvent(context.Background(), old.ev)
+		require.NoError(t, err)
+		require.True(t, got.Replayed, "event %s delivered again", old.ev.ID)
+		require.Equal(t, old.res.Outcome, got.Outcome)
+		require.Equal(t, old.res.OrderID, got.OrderID)
+		return got, false
+	}
+	m.keys++
+	ev := flashline.PaymentEvent{ID: fmt.Sprintf("evt_%s_%d", m.sale.ID, m.keys), Type: typ, ReservationID: r.id, PaymentReference: ref}
+	ev.Hash = []byte(ev.ID + string(typ) + ref)
+	got, err := m.store.ApplyPaymentEvent(context.Background(), ev)
+	require.NoError(t, err)
+	require.False(t, got.Replayed)
+	m.events = append(m.events, &modelEvent{ev: ev, res: got})
+	return got, true
+}
+
+// pay: payment.succeeded with the reservation's own payment, or another.
+func (m *lifecycle) pay(t *rapid.T) {
+	r := m.pick(t, "pay", anyReservation)
+	ref := "pay_" + r.id
+	if rapid.Bool().Draw(t, "another payment") {
+		ref = "pay2_" + r.id
+	}
+	got, fresh := m.deliver(t, flashline.PaymentSucceeded, r, ref)
+	if !fresh {
+		return
+	}
+	late := func() {
+		key := [2]string{r.id, ref}
+		if _, known := m.late[key]; known {
+			// The same payment, announced by another event: recorded once.
+			require.Equal(t, flashline.OutcomeNoEffect, got.Outcome, "payment %s again", ref)
+			return
+		}
+		require.Equal(t, flashline.OutcomeLatePayment, got.Outcome, "payment for a %s hold (aged %v)", r.state, r.aged)
+		m.late[key] = false
+	}
+	switch {
+	case r.state == flashline.ReservationPending && !r.aged:
+		require.Equal(t, flashline.OutcomeConfirmed, got.Outcome)
+		require.NotEmpty(t, got.OrderID)
+		r.state, r.orderID, r.paidBy = flashline.ReservationConfirmed, got.OrderID, ref
+	case r.state == flashline.ReservationConfirmed && r.paidBy == ref:
+		require.Equal(t, flashline.OutcomeAlreadyConfirmed, got.Outcome)
+		require.Equal(t, r.orderID, got.OrderID)
+	case r.state == flashline.ReservationVoided && r.paidBy == ref:
+		require.Equal(t, flashline.OutcomeNoEffect, got.Outcome)
+	default: // expired (swept or not), cancelled, voided, or paid by another payment
+		late()
+	}
+}
+
+// fail: payment.failed cancels a pending hold, aged or not; nothing else.
+func (m *lifecycle) fail(t *rapid.T) {
+	r := m.pick(t, "fail", anyReservation)
+	got, fresh := m.deliver(t, flashline.PaymentFailed, r, "")
+	if !fresh {
+		return
+	}
+	if r.state == flashline.ReservationPending {
+		require.Equal(t, flashline.OutcomeCancelled, got.Outcome)
+		m.avail[r.bucket] += r.qty
+		r.state = flashline.ReservationCancelled
+		return
+	}
+	require.Equal(t, flashline.OutcomeNoEffect, got.Outcome)
+}
+
+// refund: refund.succeeded of the order's payment voids it; of a late
+// payment, records it refunded.
+func (m *lifecycle) refund(t *rapid.T) {
+	r := m.pick(t, "refund", anyReservation)
+	ref := "pay_" + r.id
+	if rapid.Bool().Draw(t, "another payment") {
+		ref = "pay2_" + r.id
+	}
+	got, fresh := m.deliver(t, flashline.RefundSucceeded, r, ref)
+	if !fresh {
+		return
+	}
+	switch {
+	case r.state == flashline.ReservationConfirmed && (r.paidBy == "" || r.paidBy == ref):
+		require.Equal(t, flashline.OutcomeVoided, got.Outcome)
+		m.avail[r.bucket] += r.qty
+		r.state = flashline.ReservationVoided
+	case m.isLate(r.id, ref):
+		require.Equal(t, flashline.OutcomeRefundRecorded, got.Outcome)
+		m.late[[2]string{r.id, ref}] = true
+	default:
+		require.Equal(t, flashline.OutcomeNoEffect, got.Outcome)
+	}
+}
+
+// isLate: a late payment not refunded yet.
+func (m *lifecycle) isLate(id, ref string) bool {
+	refunded, known := m.late[[2]string{id, ref}]
+	return known && !refunded
+}
+
+// void: an operator voids an order.
+func (m *lifecycle) void(t *rapid.T) {
+	r := m.pick(t, "void", anyReservation)
+	got, err := m.store.Void(context.Background(), r.id, "automation pattern", "prop-test")
+	switch r.state {
+	case flashline.ReservationConfirmed, flashline.ReservationVoided:
+		require.NoError(t, err)
+		require.Equal(t, flashline.ReservationVoided, got.State)
+		require.Equal(t, r.orderID, got.OrderID, "the voided order keeps its id")
+		if r.state == flashline.ReservationConfirmed {
+			m.avail[r.bucket] += r.qty
+			r.state = flashline.ReservationVoided
+		}
+	case flashline.ReservationPending:
+		require.ErrorIs(t, err, flashline.ErrReservationNotConfirmed)
+	case flashline.ReservationExpired:
+		require.ErrorIs(t, err, flashline.ErrReservationExpired)
+	case flashline.ReservationCancelled:
 		require.ErrorIs(t, err, flashline.ErrReservationCancelled)
 	}
 }
@@ -211,6 +361,8 @@ func (m *lifecycle) cancel(t *rapid.T) {
 		require.ErrorIs(t, err, flashline.ErrReservationExpired)
 	case flashline.ReservationConfirmed:
 		require.ErrorIs(t, err, flashline.ErrReservationConfirmed)
+	case flashline.ReservationVoided:
+		require.ErrorIs(t, err, flashline.ErrReservationVoided)
 	}
 }
 
@@ -267,9 +419,19 @@ func (m *lifecycle) check(t *rapid.T) {
 		sum += q
 	}
 	require.Equal(t, []int{sum, units[flashline.ReservationPending], units[flashline.ReservationConfirmed],
-		units[flashline.ReservationExpired], units[flashline.ReservationCancelled]},
-		[]int{sale.Available, sale.Pending, sale.Confirmed, sale.Expired, sale.Cancelled},
-		"available, pending, confirmed, expired, cancelled")
+		units[flashline.ReservationExpired], units[flashline.ReservationCancelled], units[flashline.ReservationVoided]},
+		[]int{sale.Available, sale.Pending, sale.Confirmed, sale.Expired, sale.Cancelled, sale.Voided},
+		"available, pending, confirmed, expired, cancelled, voided")
+	var late int
+	require.NoError(t, m.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM late_payments WHERE sale_id = $1 AND refunded_at IS NULL`, m.sale.ID).Scan(&late))
+	toRefund := 0
+	for _, refunded := range m.late {
+		if !refunded {
+			toRefund++
+		}
+	}
+	require.Equal(t, toRefund, late, "late payments to refund")
 	require.Equal(t, m.avail, m.bucketStock(t), "stock per bucket")
 	requireRestockedOnce(t, m.pool, m.sale.ID)
 }

@@ -120,7 +120,8 @@ CREATE TABLE late_payments (
     CONSTRAINT late_payments_refund_pair CHECK ((refunded_at IS NULL) = (refund_event_id IS NULL))
 );
 CREATE INDEX late_payments_to_refund ON late_payments (created_at) WHERE refunded_at IS NULL;
-CREATE INDEX late_payments_reservation ON late_payments (reservation_id, payment_reference);
+-- One payment is one late payment, however many events announce it.
+CREATE UNIQUE INDEX late_payments_payment_unique ON late_payments (reservation_id, payment_reference);
 
 -- What operators did to sales and reservations (extend, void, repair): who,
 -- when, what, and how many units or holds it touched. Written by the

@@ -143,8 +143,7 @@ func paymentSucceeded(ctx context.Context, q *dbsqlc.Queries, e flashline.Paymen
 	default:
 		return fmt.Errorf("reservation %s in unknown state %q", r.ReservationID, r.State)
 	}
-	res.Outcome = flashline.OutcomeLatePayment
-	return q.LatePaymentInsert(ctx, dbsqlc.LatePaymentInsertParams{
+	n, err := q.LatePaymentInsert(ctx, dbsqlc.LatePaymentInsertParams{
 		EventID:          e.ID,
 		PaymentReference: e.PaymentReference,
 		Amount:           e.Amount,
@@ -152,6 +151,12 @@ func paymentSucceeded(ctx context.Context, q *dbsqlc.Queries, e flashline.Paymen
 		Reason:           string(late),
 		ReservationID:    e.ReservationID,
 	})
+	res.Outcome = flashline.OutcomeLatePayment
+	if n == 0 {
+		// This payment was recorded as late already, by another event.
+		res.Outcome = flashline.OutcomeNoEffect
+	}
+	return err
 }
 
 func paymentFailed(ctx context.Context, q *dbsqlc.Queries, e flashline.PaymentEvent, r dbsqlc.ReservationLockForPaymentRow, res *flashline.PaymentResult) error {

@@ -24,6 +24,16 @@ func (s *Store) Reservation(ctx context.Context, reservationID string, by flashl
 	return reservationFromRow(row), nil
 }
 
+// pastExpiry reads whether a pending reservation's time is up (by the
+// database's clock), for the answer to a confirm.
+func (s *Store) pastExpiry(ctx context.Context, reservationID string) (bool, error) {
+	row, err := dbsqlc.New(s.admin).ReservationGet(ctx, dbsqlc.ReservationGetParams{ReservationID: reservationID})
+	if err != nil {
+		return false, fmt.Errorf("reservation %s: %w", reservationID, translate(err))
+	}
+	return row.PastExpiry, nil
+}
+
 func reservationFromRow(row dbsqlc.ReservationGetRow) flashline.Reservation {
 	r := flashline.Reservation{
 		ID:           row.ReservationID,
@@ -60,6 +70,13 @@ func (s *Store) Confirm(ctx context.Context, reservationID string, by flashline.
 		return r, err
 	}
 	if r.State == flashline.ReservationPending && r.Confirmation == flashline.ConfirmByPayment {
+		past, err := s.pastExpiry(ctx, reservationID)
+		if err != nil {
+			return r, err
+		}
+		if past {
+			return r, flashline.ErrReservationExpired // not yet swept
+		}
 		return r, fmt.Errorf("confirm reservation %s: %w", reservationID, flashline.ErrPaymentRequired)
 	}
 	if r.State == flashline.ReservationPending {

@@ -88,7 +88,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		saleID = e.fs.Arg(0)
 		if !flashline.ValidID(flashline.SaleIDPrefix, saleID) {
-			return fmt.Errorf("sale %s: %q is not a sale id (sale_ and 26 characters, as 'flashline sale create' prints)", sub, saleID)
+			return fmt.Errorf("sale %s: sale %q not found (a sale id is sale_ and 26 characters, as 'flashline sale create' prints)", sub, saleID)
 		}
 		if sub == "repair" && apply && operator == "" {
 			return errors.New("sale repair --apply: name the operator (--operator NAME, or $USER)")

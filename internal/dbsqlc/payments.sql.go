@@ -9,13 +9,14 @@ import (
 	"context"
 )
 
-const latePaymentInsert = `-- name: LatePaymentInsert :exec
+const latePaymentInsert = `-- name: LatePaymentInsert :execrows
 INSERT INTO late_payments (event_id, reservation_id, sale_id, payment_reference,
                            amount, currency, reason)
 SELECT $1, r.reservation_id, r.sale_id, $2,
        $3, $4, $5
   FROM reservations r
  WHERE r.reservation_id = $6
+ON CONFLICT (reservation_id, payment_reference) DO NOTHING
 `
 
 type LatePaymentInsertParams struct {
@@ -29,9 +30,10 @@ type LatePaymentInsertParams struct {
 
 // payment.succeeded for a hold that expired, was cancelled or voided, or
 // was paid already with another payment: no stock is taken; the payment is
-// recorded to be refunded.
-func (q *Queries) LatePaymentInsert(ctx context.Context, arg LatePaymentInsertParams) error {
-	_, err := q.db.Exec(ctx, latePaymentInsert,
+// recorded to be refunded, once per payment (another event announcing the
+// same payment inserts nothing: late_payments_payment_unique).
+func (q *Queries) LatePaymentInsert(ctx context.Context, arg LatePaymentInsertParams) (int64, error) {
+	result, err := q.db.Exec(ctx, latePaymentInsert,
 		arg.EventID,
 		arg.PaymentReference,
 		arg.Amount,
@@ -39,7 +41,10 @@ func (q *Queries) LatePaymentInsert(ctx context.Context, arg LatePaymentInsertPa
 		arg.Reason,
 		arg.ReservationID,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const latePaymentRefund = `-- name: LatePaymentRefund :execrows

@@ -83,7 +83,7 @@ const reservationGet = `-- name: ReservationGet :one
 SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
        r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
        r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
-       s.confirmation
+       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry
   FROM reservations r
   JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
@@ -112,6 +112,7 @@ type ReservationGetRow struct {
 	VoidReason       *string
 	PaymentReference *string
 	Confirmation     string
+	PastExpiry       bool
 }
 
 // A reservation, its order if it has one, and who confirms its sale's holds.
@@ -136,6 +137,7 @@ func (q *Queries) ReservationGet(ctx context.Context, arg ReservationGetParams) 
 		&i.VoidReason,
 		&i.PaymentReference,
 		&i.Confirmation,
+		&i.PastExpiry,
 	)
 	return i, err
 }

@@ -66,16 +66,18 @@ SELECT @order_id, r.reservation_id, @payment_reference::text, @event_id::text,
   FROM r
 RETURNING order_id;
 
--- name: LatePaymentInsert :exec
+-- name: LatePaymentInsert :execrows
 -- payment.succeeded for a hold that expired, was cancelled or voided, or
 -- was paid already with another payment: no stock is taken; the payment is
--- recorded to be refunded.
+-- recorded to be refunded, once per payment (another event announcing the
+-- same payment inserts nothing: late_payments_payment_unique).
 INSERT INTO late_payments (event_id, reservation_id, sale_id, payment_reference,
                            amount, currency, reason)
 SELECT @event_id, r.reservation_id, r.sale_id, @payment_reference,
        sqlc.narg(amount), sqlc.narg(currency), @reason
   FROM reservations r
- WHERE r.reservation_id = @reservation_id;
+ WHERE r.reservation_id = @reservation_id
+ON CONFLICT (reservation_id, payment_reference) DO NOTHING;
 
 -- name: LatePaymentRefund :execrows
 -- refund.succeeded for a late payment: marks it refunded, once.

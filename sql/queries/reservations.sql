@@ -3,7 +3,7 @@
 SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
        r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
        r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
-       s.confirmation
+       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry
   FROM reservations r
   JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
