@@ -23,13 +23,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/internal/client"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
 )
 
 // The browser test drives the real page in headless Chromium on a phone-sized
 // viewport against a real `flashline serve`, through the whole funnel:
-// waiting → admitted → reserved → (reload) → paid.
+// waiting → admitted → reserved → (reload) → paid, where the customer
+// confirms; and waiting → … → reserved → awaiting payment → (the hold
+// extended, the provider's event) → paid, where the payment does.
 
 const (
 	viewportWidth  = 390
@@ -341,7 +344,19 @@ type funnel struct {
 	challengeBits     int
 	// reservation reads GET /reservations/{id} as the customer.
 	reservation func(t *testing.T, id string) (state, orderID string)
+	// payment, when set, is a sale confirmed by payment: after Pay the page
+	// must wait for the payment; payment then extends the hold (the page's
+	// countdown must follow), and sends the payment provider's event.
+	payment func(t *testing.T, reservationID string, step paymentStep)
 }
+
+// paymentStep is what funnel.payment is asked to do.
+type paymentStep int
+
+const (
+	extendHold paymentStep = iota // the store extends every hold of the sale
+	sendPayment                   // the provider's payment.succeeded event
+)
 
 // drive opens the waiting-room page with the customer's token in the fragment
 // and buys one unit: waiting (screenshot), admitted, reserved, a reload that
@@ -415,6 +430,41 @@ func drive(t *testing.T, b *browser, f funnel) (reservationID, orderID string) {
 
 	// Pay.
 	b.do("click #pay", 10*time.Second, chromedp.Click(chromedp.ID("pay")))
+	if f.payment != nil {
+		// The payment confirms the hold, not the page: it says it waits.
+		b.waitState(30*time.Second, "awaiting_payment")
+		status := eval[string](b, `document.getElementById("status-text").textContent`)
+		if !strings.Contains(strings.ToLower(status), "waiting for payment") {
+			b.fail("awaiting payment, the status line says %q", status)
+		}
+		if eval[bool](b, `document.getElementById("pay-waiting").hidden`) || !eval[bool](b, `document.getElementById("pay").disabled`) {
+			b.fail("awaiting payment without the waiting note, or with Pay still enabled")
+		}
+		b.noHorizontalScroll("awaiting payment")
+		b.screenshot("awaiting-payment.png")
+
+		// Payment is slow: the store extends the holds; the countdown follows.
+		before := eval[string](b, `document.getElementById("expires-at").dateTime`)
+		f.payment(t, reservationID, extendHold)
+		deadline := time.Now().Add(15 * time.Second)
+		for eval[string](b, `document.getElementById("expires-at").dateTime`) == before {
+			if time.Now().After(deadline) {
+				b.fail("the page still shows the hold until %s after the store extended it", before)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		after := eval[string](b, `document.getElementById("expires-at").dateTime`)
+		b0, err0 := time.Parse(time.RFC3339, before)
+		a0, err1 := time.Parse(time.RFC3339, after)
+		if err0 != nil || err1 != nil || !a0.After(b0) {
+			b.fail("the hold's end moved from %q to %q", before, after)
+		}
+		if st := eval[string](b, stateJS); st != "awaiting_payment" {
+			b.fail("after the extension the page is in state %q", st)
+		}
+
+		f.payment(t, reservationID, sendPayment)
+	}
 	b.waitState(30*time.Second, "paid")
 	orderID = eval[string](b, `document.getElementById("order-id").textContent`)
 	if orderID == "" {
@@ -455,7 +505,7 @@ func TestWaitPageBuysThroughWaitingRoom(t *testing.T) {
 	opensAt := time.Now().Add(4 * time.Second).UTC().Format(time.RFC3339)
 	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_wait","initialStock":3,"perCustomerLimit":1,`+
 		`"reservationTtlSeconds":600,"opensAt":%q,"admission":"waiting_room","fairness":"randomized_at_open",`+
-		`"challengeBits":%d}`, opensAt, bitsAsked))
+		`"challengeBits":%d,"confirmation":"customer"}`, opensAt, bitsAsked))
 	jwt := testserver.Token(t, "browser-customer")
 
 	reservationID, orderID := drive(t, b, funnel{
@@ -480,6 +530,60 @@ func TestWaitPageBuysThroughWaitingRoom(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &sale))
 	require.Equal(t, 1, sale.Confirmed, "sale %s", r.Body)
 	require.Equal(t, 0, sale.Pending, "sale %s", r.Body)
+}
+
+// TestWaitPageWaitsForPayment: in a sale confirmed by payment (the default),
+// the page's Pay step shows that it waits for the payment, follows the
+// countdown when the store extends the hold, and shows the order once the
+// payment provider's signed event has confirmed it.
+func TestWaitPageWaitsForPayment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives headless Chromium against a flashline serve process: not in -short")
+	}
+	b := newBrowser(t) // first: without a browser, fail before a server is built
+	srv := testserver.Start(t, testdb.New(t))
+	c := testserver.NewClient()
+	opensAt := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_pay","initialStock":3,"perCustomerLimit":1,`+
+		`"reservationTtlSeconds":600,"opensAt":%q,"admission":"waiting_room","fairness":"arrival_order"}`, opensAt))
+	jwt := testserver.Token(t, "browser-payer")
+	api := c.To(srv.URL)
+
+	reservationID, orderID := drive(t, b, funnel{
+		base: srv.URL, saleID: saleID, jwt: jwt,
+		reservation: func(t *testing.T, id string) (string, string) {
+			t.Helper()
+			r, err := api.Reservation(context.Background(), jwt, id)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, r.Status, "GET /reservations/%s: %s", id, r.Body)
+			return r.Value.State, r.Value.OrderID
+		},
+		payment: func(t *testing.T, id string, step paymentStep) {
+			t.Helper()
+			ctx := context.Background()
+			switch step {
+			case extendHold:
+				r, err := api.ExtendSale(ctx, testserver.AdminToken, saleID, 300, "browser-test")
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+				require.Equal(t, 1, r.Value.Extended)
+			case sendPayment:
+				amount := int64(12900)
+				r, err := api.SendPaymentEvent(ctx, time.Now(), client.PaymentEvent{
+					ID: "evt_browser_1", Type: "payment.succeeded",
+					Data: client.PaymentData{ReservationID: id, PaymentReference: "pi_browser_1", Amount: &amount, Currency: "EUR"},
+				}, testserver.PaymentSecret)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+				require.Equal(t, "confirmed", r.Value.Outcome)
+			}
+		},
+	})
+	t.Logf("waitpage: reservation %s paid by the provider's event as order %s", reservationID, orderID)
+	sale, err := api.Sale(context.Background(), testserver.AdminToken, saleID)
+	require.NoError(t, err)
+	require.Equal(t, 1, sale.Value.Confirmed, "sale %s", sale.Body)
+	require.Equal(t, "payment", sale.Value.Confirmation)
 }
 
 // TestWaitPageAsksBeforeSwitchingAccount: a link carrying another token

@@ -353,7 +353,7 @@ func TestHostileColdBurst(t *testing.T) {
 	warm := testserver.Start(t, dbURL, "--no-workers")
 	c := testserver.NewClient()
 	ctx := context.Background()
-	sale := c.CreateSale(t, warm.URL, `{"sku":"sku_burst","initialStock":180,"perCustomerLimit":1}`)
+	sale := c.CreateSale(t, warm.URL, `{"sku":"sku_burst","initialStock":180,"perCustomerLimit":1,"confirmation":"customer"}`)
 	type hold struct{ id, token string }
 	holds := make([]hold, 180)
 	for i := range holds {

@@ -219,7 +219,7 @@ func TestNorthline(t *testing.T) {
 		// reservation ends confirmed (one order) or cancelled (stock back
 		// exactly once), never both.
 		const holds = 40
-		sale := c.CreateSale(t, instance(0), fmt.Sprintf(`{"sku":"sku_hammer","initialStock":%d,"perCustomerLimit":1}`, holds))
+		sale := c.CreateSale(t, instance(0), fmt.Sprintf(`{"sku":"sku_hammer","initialStock":%d,"perCustomerLimit":1,"confirmation":"customer"}`, holds))
 		ids := make([]string, holds)
 		toks := make([]string, holds)
 		for i := range ids {

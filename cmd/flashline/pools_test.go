@@ -31,7 +31,7 @@ func TestPoolsKeepConfirmFree(t *testing.T) {
 		"--sale-pool-size", "2", "--room-pool-size", "2", "--admin-pool-size", "2")
 	c := testserver.NewClient()
 	ctx := context.Background()
-	direct := c.CreateSale(t, srv.URL, `{"sku":"sku_direct","initialStock":100000,"perCustomerLimit":1}`)
+	direct := c.CreateSale(t, srv.URL, `{"sku":"sku_direct","initialStock":100000,"perCustomerLimit":1,"confirmation":"customer"}`)
 	// A sale runs one batch at a time: three sales keep more batches running
 	// than the purchase pool has connections.
 	buying := []string{direct,

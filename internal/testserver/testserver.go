@@ -28,9 +28,10 @@ import (
 // Secrets every test server is started with: 32 bytes or more, as serve
 // requires outside --demo.
 const (
-	AdminToken   = "test-admin-token-0123456789abcdef"
-	JWTSecret    = "test-jwt-secret-0123456789abcdefg"
-	WaitroomKeys = "t1:test-waitroom-key-0123456789abcdef"
+	AdminToken    = "test-admin-token-0123456789abcdef"
+	JWTSecret     = "test-jwt-secret-0123456789abcdefg"
+	WaitroomKeys  = "t1:test-waitroom-key-0123456789abcdef"
+	PaymentSecret = "test-payment-webhook-secret-0123456789"
 )
 
 var (
@@ -132,6 +133,7 @@ func start(t testing.TB, bin, databaseURL string, flags ...string) *Server {
 		"FLASHLINE_ADMIN_TOKEN="+AdminToken,
 		"FLASHLINE_JWT_SECRET="+JWTSecret,
 		"FLASHLINE_WAITROOM_KEYS="+WaitroomKeys,
+		"FLASHLINE_PAYMENT_WEBHOOK_SECRET="+PaymentSecret,
 		"GORACE=halt_on_error=1",
 	)
 	stderr, err := cmd.StderrPipe()

@@ -1,7 +1,15 @@
 // After admission: reserve with the admission token and an Idempotency-Key
 // kept across reloads (a retried or reloaded reservation is the same one),
-// show the hold's countdown, pay (confirm); and the ends: paid, expired,
-// cancelled, limit reached.
+// show the hold's countdown (it follows the server: the store may extend
+// holds when payment is slow), pay; and the ends: paid, expired, cancelled,
+// voided, limit reached.
+//
+// Paying depends on the sale. Where customers confirm ("confirmation":
+// "customer"), Pay confirms the hold and the order exists at once. Where the
+// payment confirms it (the default), the server answers payment_required:
+// the page says it is waiting for the payment and asks how the reservation
+// stands until the payment provider's event has confirmed it (or the hold
+// ended).
 //
 // purchase.js and line.js import each other: see line.js.
 
@@ -78,16 +86,8 @@ export function resumeReservation(res, onGone) {
     if (r.status === 200 && r.body) {
       switch (r.body.state) {
         case "pending": {
-          if (app.dataset.state !== "reserved") return; // expired here meanwhile
-          const merged = {
-            reservationId: res.reservationId,
-            saleId: r.body.saleId || res.saleId,
-            quantity: r.body.quantity || res.quantity,
-            state: "pending",
-            expiresAt: r.body.expiresAt || res.expiresAt
-          };
-          store.setJSON(state.keys.reservation, merged);
-          return showReserved(merged);
+          if (!holding()) return; // expired here meanwhile
+          return showReserved(merge(res, r.body));
         }
         case "confirmed":
           return paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
@@ -95,6 +95,8 @@ export function resumeReservation(res, onGone) {
           return showExpired();
         case "cancelled":
           return showCancelled();
+        case "voided":
+          return showVoided();
       }
     } else if (r.status === 404) {
       store.del(state.keys.reservation);
@@ -107,8 +109,34 @@ export function resumeReservation(res, onGone) {
   });
 }
 
+// How often the page asks how a hold stands: while it waits for the
+// customer (the store may have extended it), and while it waits for the
+// payment.
+const REFRESH_RESERVED_MS = 15000;
+const REFRESH_PAYMENT_MS = 2000;
+
+// holding: the page shows a hold (waiting for the customer or the payment).
+function holding() {
+  return app.dataset.state === "reserved" || app.dataset.state === "awaiting_payment";
+}
+
+// merge is the kept reservation with what the server says of it now.
+function merge(res, body) {
+  const merged = {
+    reservationId: res.reservationId,
+    saleId: body.saleId || res.saleId,
+    quantity: body.quantity || res.quantity,
+    state: "pending",
+    expiresAt: body.expiresAt || res.expiresAt,
+    awaitingPayment: !!res.awaitingPayment
+  };
+  store.setJSON(state.keys.reservation, merged);
+  return merged;
+}
+
 // showReserved shows the reservation and counts down to its expiry, by the
-// server's clock.
+// server's clock; a hold whose payment was started shows that it waits for
+// the payment.
 function showReserved(res) {
   stopAll();
   $("reservation-id").textContent = res.reservationId;
@@ -116,23 +144,88 @@ function showReserved(res) {
   const el = $("expires-at");
   el.dateTime = res.expiresAt;
   el.textContent = isNaN(expires) ? res.expiresAt : new Date(expires - state.clockSkewMs).toLocaleTimeString();
-  $("pay").disabled = false;
-  $("pay").textContent = "Pay";
-  $("pay").removeAttribute("aria-busy");
   $("pay-error").hidden = true;
-  setState("reserved", "Reserved for you until " + el.textContent + ". Pay before the time runs out.");
+  const btn = $("pay");
+  if (res.awaitingPayment) {
+    btn.disabled = true;
+    btn.setAttribute("aria-busy", "true");
+    btn.textContent = "Waiting for payment…";
+    $("pay-waiting").hidden = false;
+    setState("awaiting_payment", "Waiting for payment. Your item is held until " + el.textContent + ".");
+  } else {
+    btn.disabled = false;
+    btn.textContent = "Pay";
+    btn.removeAttribute("aria-busy");
+    $("pay-waiting").hidden = true;
+    setState("reserved", "Reserved for you until " + el.textContent + ". Pay before the time runs out.");
+  }
+  schedule(refresh, res.awaitingPayment ? REFRESH_PAYMENT_MS : REFRESH_RESERVED_MS);
   if (isNaN(expires)) return;
   const tick = function () {
     const left = expires - (Date.now() + state.clockSkewMs);
-    $("countdown").textContent = formatLeft(left);
-    if (left <= 0) showExpired(true);
+    $("countdown").textContent = formatLeft(Math.max(0, left));
+    if (left <= 0) timeUp();
   };
   tick();
   state.countdownTimer = window.setInterval(tick, 250);
 }
 
+// refresh asks how the kept hold stands: a later expiresAt (the store
+// extended it) moves the countdown; an order, an expiry or a cancellation
+// ends the wait.
+function refresh() {
+  const res = store.getJSON(state.keys.reservation);
+  if (!res || !holding()) return;
+  api("GET", "/reservations/" + encodeURIComponent(res.reservationId)).then(function (r) {
+    if (!holding()) return;
+    if (r.status === 200 && r.body) {
+      state.attempts = 0;
+      switch (r.body.state) {
+        case "pending": {
+          const merged = merge(res, r.body);
+          if (merged.expiresAt !== res.expiresAt) return showReserved(merged);
+          return schedule(refresh, res.awaitingPayment ? REFRESH_PAYMENT_MS : REFRESH_RESERVED_MS);
+        }
+        case "confirmed":
+          return paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
+        case "expired":
+          return showExpired();
+        case "cancelled":
+          return showCancelled();
+        case "voided":
+          return showVoided();
+      }
+    }
+    if (r.status === 401) return rejectJWT();
+    // Busy, offline, or not known (yet): ask again later.
+    schedule(refresh, Math.max(backoffMs(), res.awaitingPayment ? REFRESH_PAYMENT_MS : REFRESH_RESERVED_MS));
+  });
+}
+
+// timeUp: the countdown reached zero. The server decides: the store may
+// have extended the hold, or the payment may have come in just in time.
+function timeUp() {
+  const res = store.getJSON(state.keys.reservation);
+  window.clearInterval(state.countdownTimer);
+  state.countdownTimer = 0;
+  if (!res) return showExpired();
+  api("GET", "/reservations/" + encodeURIComponent(res.reservationId)).then(function (r) {
+    if (!holding()) return;
+    if (r.status === 200 && r.body) {
+      if (r.body.state === "confirmed") return paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
+      if (r.body.state === "pending" && Date.parse(r.body.expiresAt) > Date.now() + state.clockSkewMs) {
+        return showReserved(merge(res, r.body));
+      }
+      if (r.body.state === "voided") return showVoided();
+      if (r.body.state === "cancelled") return showCancelled();
+    }
+    showExpired();
+  });
+}
+
 // pay confirms the kept reservation. Confirming twice gives the same order,
-// so a busy or lost answer is retried.
+// so a busy or lost answer is retried. In a sale confirmed by payment the
+// answer is payment_required: the page then waits for the payment.
 export function pay() {
   const res = store.getJSON(state.keys.reservation);
   if (!res) return;
@@ -146,19 +239,27 @@ export function pay() {
       state.attempts = 0;
       return paid({ orderId: r.body.orderId, reservationId: r.body.reservationId || res.reservationId });
     }
-    if (app.dataset.state !== "reserved") return; // expired meanwhile
+    if (!holding()) return; // expired meanwhile
     if (r.network || r.status === 503 || r.status === 429) {
       btn.textContent = "Paying… (retrying)";
       return schedule(pay, r.network ? backoffMs() : retryAfterMs(r, backoffMs()));
     }
+    if (r.code === "payment_required") {
+      state.attempts = 0;
+      res.awaitingPayment = true;
+      store.setJSON(state.keys.reservation, res);
+      return showReserved(res);
+    }
     if (r.code === "reservation_expired") return showExpired();
     if (r.code === "reservation_cancelled") return showCancelled();
+    if (r.code === "reservation_voided") return showVoided();
     if (r.status === 401) return rejectJWT();
     btn.disabled = false;
     btn.removeAttribute("aria-busy");
     btn.textContent = "Pay";
     $("pay-error").textContent = r.message;
     $("pay-error").hidden = false;
+    schedule(refresh, REFRESH_RESERVED_MS);
   });
 }
 
@@ -169,25 +270,25 @@ export function forgetAttempt() {
   store.del(state.keys.idem);
 }
 
-function showExpired(checkServer) {
-  const res = store.getJSON(state.keys.reservation);
+function showExpired() {
   stopAll();
   forgetAttempt();
   setState("expired", "Your reservation expired.");
-  if (checkServer && res) {
-    // Paid from another tab just in time? The server knows.
-    api("GET", "/reservations/" + encodeURIComponent(res.reservationId)).then(function (r) {
-      if (r.status === 200 && r.body && r.body.state === "confirmed") {
-        paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
-      }
-    });
-  }
 }
 
 function showCancelled() {
   stopAll();
   forgetAttempt();
   setState("cancelled", "Your reservation was cancelled.");
+}
+
+// showVoided: the store voided the order after it was made (a refund, or an
+// order it will not honour).
+function showVoided() {
+  stopAll();
+  forgetAttempt();
+  store.del(state.keys.order);
+  setState("voided", "Your order was cancelled by the store.");
 }
 
 // paid keeps the order and shows it.

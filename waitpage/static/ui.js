@@ -1,8 +1,9 @@
 // The page's states on screen. The root element #app carries the state in
 // data-state: loading, signin, choose_account, waiting, paused, admitted,
-// reserving, reserved, paid, sold_out, limit_reached, expired, cancelled,
-// error. Each has its <section id="state-…"> in wait.html (reserving shows
-// admitted's); only the current one is shown.
+// reserving, reserved, awaiting_payment, paid, sold_out, limit_reached,
+// expired, cancelled, voided, error. Each has its <section id="state-…"> in
+// wait.html (reserving shows admitted's, awaiting_payment reserved's); only
+// the current one is shown.
 
 import { state, stopAll } from "./state.js";
 
@@ -10,7 +11,7 @@ export const app = document.getElementById("app");
 
 export function $(id) { return document.getElementById(id); }
 
-const sectionOf = { reserving: "admitted" };
+const sectionOf = { reserving: "admitted", awaiting_payment: "reserved" };
 
 // setState shows state name's section. announce is the status line's text.
 export function setState(name, announce) {
