@@ -47,7 +47,7 @@ func newServer(t *testing.T) *server { return startServer(t, nil) }
 
 // startServer serves the API on a fresh database; with roomOpts, the waiting
 // room is wired in, kept current and paced until the test ends.
-func startServer(t *testing.T, roomOpts *waitroom.Options) *server {
+func startServer(t *testing.T, roomOpts *waitroom.Options, tweaks ...func(*handlers.Deps)) *server {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
 	verifier, err := auth.NewVerifier(jwtSecret, adminToken)
@@ -82,6 +82,9 @@ func startServer(t *testing.T, roomOpts *waitroom.Options) *server {
 		wg.Go(func() { _ = cache.Run(ctx) })
 		wg.Go(func() { _ = deps.Room.RunPacer(ctx) })
 		t.Cleanup(func() { cancel(); wg.Wait() })
+	}
+	for _, tweak := range tweaks {
+		tweak(&deps)
 	}
 	h := handlers.Routes(deps)
 	srv := httptest.NewServer(h)
@@ -171,10 +174,12 @@ type saleJSON struct {
 	Confirmed             int     `json:"confirmed"`
 	Expired               int     `json:"expired"`
 	Cancelled             int     `json:"cancelled"`
+	Voided                int     `json:"voided"`
 	PerCustomerLimit      int     `json:"perCustomerLimit"`
 	ReservationTTLSeconds int     `json:"reservationTtlSeconds"`
 	Admission             string  `json:"admission"`
 	Buckets               int     `json:"buckets"`
+	Confirmation          string  `json:"confirmation"`
 	OpensAt               *string `json:"opensAt"`
 	Invariant             struct {
 		OK        bool    `json:"ok"`
@@ -184,7 +189,7 @@ type saleJSON struct {
 
 // saleKeys are the fields the contract promises in a sale object.
 var saleKeys = []string{"saleId", "sku", "state", "initialStock", "available", "pending",
-	"confirmed", "expired", "cancelled", "perCustomerLimit", "admission", "opensAt", "invariant"}
+	"confirmed", "expired", "cancelled", "voided", "perCustomerLimit", "admission", "confirmation", "opensAt", "invariant"}
 
 // requireSale checks a sale object's shape and decodes it.
 func requireSale(t *testing.T, r reply, status int) saleJSON {
@@ -255,7 +260,7 @@ func requireReservation(t *testing.T, r reply, status int) reservationJSON {
 	var res reservationJSON
 	require.NoError(t, json.Unmarshal(r.Body, &res))
 	require.NotEmpty(t, res.ReservationID)
-	require.Contains(t, []string{"pending", "confirmed", "expired", "cancelled"}, res.State)
+	require.Contains(t, []string{"pending", "confirmed", "expired", "cancelled", "voided"}, res.State)
 	requireUTC(t, res.ExpiresAt)
 	return res
 }
@@ -300,6 +305,7 @@ func requireError(t *testing.T, r reply, status int, code string) {
 // dbCounts is everything a request could have written.
 type dbCounts struct {
 	Sales, Stock, Reservations, IdempotencyKeys, Ledger, Orders, Units int64
+	PaymentEvents, LatePayments, OperatorActions                       int64
 }
 
 func counts(t *testing.T, pool *pgxpool.Pool) dbCounts {
@@ -312,8 +318,12 @@ SELECT (SELECT count(*) FROM sales),
        (SELECT count(*) FROM idempotency_keys),
        (SELECT count(*) FROM stock_ledger),
        (SELECT count(*) FROM orders),
-       (SELECT coalesce(sum(quantity), 0) FROM stock)`).
-		Scan(&c.Sales, &c.Stock, &c.Reservations, &c.IdempotencyKeys, &c.Ledger, &c.Orders, &c.Units)
+       (SELECT coalesce(sum(quantity), 0) FROM stock),
+       (SELECT count(*) FROM payment_events),
+       (SELECT count(*) FROM late_payments),
+       (SELECT count(*) FROM operator_actions)`).
+		Scan(&c.Sales, &c.Stock, &c.Reservations, &c.IdempotencyKeys, &c.Ledger, &c.Orders, &c.Units,
+			&c.PaymentEvents, &c.LatePayments, &c.OperatorActions)
 	require.NoError(t, err)
 	return c
 }

@@ -27,10 +27,11 @@ import (
 //     customer): voided, its units back once; for a late payment: marked
 //     refunded.
 //
-// The event's row is written first and is the idempotency: a second
-// delivery of the same id answers the first outcome (Replayed) and changes
-// nothing; the same id with another body is ErrEventIDReused. An unknown
-// reservation (ErrUnknownReservation) writes nothing.
+// The reservation is locked first, then the event's row is written: it is
+// the idempotency. A second delivery of the same id answers the first
+// outcome (Replayed) and changes nothing; the same id with another body is
+// ErrEventIDReused. An unknown reservation (ErrUnknownReservation) writes
+// nothing.
 func (s *Store) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent) (flashline.PaymentResult, error) {
 	res := flashline.PaymentResult{EventID: e.ID, Type: e.Type, ReservationID: e.ReservationID}
 	if err := e.Validate(); err != nil {
@@ -38,7 +39,16 @@ func (s *Store) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent)
 	}
 	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
-		_, err := q.PaymentEventInsert(ctx, dbsqlc.PaymentEventInsertParams{
+		// The reservation first (an unknown one: nothing written), then the
+		// event's row (sql/queries/payments.sql says why in this order).
+		r, err := q.ReservationLockForPayment(ctx, dbsqlc.ReservationLockForPaymentParams{ReservationID: e.ReservationID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return flashline.ErrUnknownReservation
+		}
+		if err != nil {
+			return err
+		}
+		_, err = q.PaymentEventInsert(ctx, dbsqlc.PaymentEventInsertParams{
 			EventID:          e.ID,
 			Type:             string(e.Type),
 			ReservationID:    e.ReservationID,
@@ -50,10 +60,6 @@ func (s *Store) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return replay(ctx, q, e, &res)
 		}
-		if err != nil {
-			return err
-		}
-		r, err := q.ReservationLockForPayment(ctx, dbsqlc.ReservationLockForPaymentParams{ReservationID: e.ReservationID})
 		if err != nil {
 			return err
 		}

@@ -174,15 +174,20 @@ type PaymentEventInsertParams struct {
 // Payment events (POST /payments/events, postgres/payments.go). Each event is
 // applied in one transaction on the admin pool:
 //
-//	BEGIN; PaymentEventInsert; ReservationLockForPayment;
+//	BEGIN; ReservationLockForPayment; PaymentEventInsert;
 //	[ReservationConfirmByPayment | LatePaymentInsert | ReservationCancel |
 //	 ReservationVoid | LatePaymentRefund]; PaymentEventSetOutcome; COMMIT
 //
-// The event's row comes first: it is the idempotency. A second delivery of
-// the same event id, on any instance, blocks on the primary key until the
-// first transaction ends, then inserts nothing and reads the first outcome
-// (PaymentEventGet): a replay, with no effect. An event about an unknown
-// reservation fails the foreign key and writes nothing.
+// The reservation's row lock comes first: events about one reservation run
+// one at a time, on any instance. An unknown reservation has no row to lock,
+// and the event writes nothing. The event's row is the idempotency: a second
+// delivery of the same id waits for the first's lock (or, about another
+// reservation, for its primary key) until the first transaction ends, then
+// inserts nothing and reads the first outcome (PaymentEventGet): a replay,
+// with no effect. Locks are taken reservation first, then stock (in the
+// statements that return units), as cancel, void and the sweeper take them.
+// The event's unique row; nothing when the id was delivered before. The
+// foreign key is the backstop for an unknown reservation.
 func (q *Queries) PaymentEventInsert(ctx context.Context, arg PaymentEventInsertParams) (string, error) {
 	row := q.db.QueryRow(ctx, paymentEventInsert,
 		arg.EventID,
@@ -266,7 +271,7 @@ SELECT r.reservation_id, r.sale_id, r.state,
   FROM reservations r
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
  WHERE r.reservation_id = $1
-   FOR UPDATE OF r
+   FOR NO KEY UPDATE OF r
 `
 
 type ReservationLockForPaymentParams struct {
@@ -286,8 +291,11 @@ type ReservationLockForPaymentRow struct {
 // its statement see one state: a confirm, cancel, void or another event for
 // the same reservation waits; the sweeper skips it (SKIP LOCKED) until the
 // next tick. Every statement that changes the reservation afterwards is
-// still conditional on its state. past_expiry uses the transaction's start
-// time, as ReservationConfirmByPayment does.
+// still conditional on its state. FOR NO KEY UPDATE, the lock those
+// UPDATEs take: it leaves foreign-key checks of rows that reference the
+// reservation (orders, payment_events, late_payments: FOR KEY SHARE) free.
+// past_expiry uses the transaction's start time, as
+// ReservationConfirmByPayment does.
 func (q *Queries) ReservationLockForPayment(ctx context.Context, arg ReservationLockForPaymentParams) (ReservationLockForPaymentRow, error) {
 	row := q.db.QueryRow(ctx, reservationLockForPayment, arg.ReservationID)
 	var i ReservationLockForPaymentRow
