@@ -354,8 +354,8 @@ type funnel struct {
 type paymentStep int
 
 const (
-	extendHold paymentStep = iota // the store extends every hold of the sale
-	sendPayment                   // the provider's payment.succeeded event
+	extendHold  paymentStep = iota // the store extends every hold of the sale
+	sendPayment                    // the provider's payment.succeeded event
 )
 
 // drive opens the waiting-room page with the customer's token in the fragment
