@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/postgres"
 )
 
 // runCLI calls run in-process with DATABASE_URL set, as a user's shell would.
@@ -79,6 +82,53 @@ func TestCLI(t *testing.T) {
 			require.Error(t, err, strings.Join(args, " "))
 		}
 		_, _, err := runCLI(t, dbURL, "sale", "show", "sale_missing")
+		require.ErrorContains(t, err, "not found")
+	})
+
+	t.Run("CheckShowsWhatTheAPIShows", func(t *testing.T) {
+		// A sale stored scheduled whose time has come shows open; an open
+		// one with nothing left shows sold_out, as GET /admin/sales does.
+		soon := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		out, _, err := runCLI(t, dbURL, "sale", "create", "--sku", "sku_soon", "--stock", "3", "--opens-at", soon[:19]+"Z", "--confirmation", "customer")
+		require.NoError(t, err)
+		var scheduled struct{ SaleID, State string }
+		require.NoError(t, json.Unmarshal([]byte(out), &scheduled))
+		require.Equal(t, "scheduled", scheduled.State)
+		out, _, err = runCLI(t, dbURL, "sale", "create", "--sku", "sku_one", "--stock", "1", "--confirmation", "customer")
+		require.NoError(t, err)
+		var one struct{ SaleID string }
+		require.NoError(t, json.Unmarshal([]byte(out), &one))
+		pool, err := pgxpool.New(context.Background(), dbURL)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		_, err = postgres.NewStore(postgres.SinglePool(pool)).Reserve(context.Background(), flashline.ReserveRequest{
+			SaleID: one.SaleID, CustomerID: "c1", IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("f"),
+		})
+		require.NoError(t, err)
+		time.Sleep(time.Until(time.Now().Add(2 * time.Second).Truncate(time.Second)))
+		out, _, _ = runCLI(t, dbURL, "check")
+		stateOf := func(id string) string {
+			for line := range strings.Lines(out) {
+				if f := strings.Fields(line); len(f) > 1 && f[0] == id {
+					return f[1]
+				}
+			}
+			return ""
+		}
+		require.Equal(t, "open", stateOf(scheduled.SaleID), "%s", out)
+		require.Equal(t, "sold_out", stateOf(one.SaleID), "%s", out)
+		require.Contains(t, out, "VOIDED")
+	})
+
+	t.Run("SaleShowWithoutAnID", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		env := map[string]string{"DATABASE_URL": dbURL}
+		err := run(context.Background(), []string{"sale", "show"}, func(k string) string { return env[k] }, &stdout, &stderr)
+		require.ErrorContains(t, err, "give exactly one SALE_ID")
+		require.Contains(t, stderr.String(), "usage:", "the usage says what to give")
+		require.True(t, strings.HasSuffix(stderr.String(), "\n"))
+		require.Empty(t, stdout.String())
+		_, _, err = runCLI(t, dbURL, "sale", "show", "")
 		require.ErrorContains(t, err, "not found")
 	})
 

@@ -197,7 +197,7 @@ func TestPaymentEventsAcrossInstances(t *testing.T) {
 		before := scalar[int](t, pool, `SELECT count(*) FROM payment_events`)
 		body, _ := json.Marshal(paymentEvent("evt_x", "payment.succeeded", ids[0], "pi_x"))
 		for sig, code := range map[string]string{
-			webhook.Sign(time.Now(), body, "the-wrong-secret-0123456789abcdefgh"):           "signature_invalid",
+			webhook.Sign(time.Now(), body, "the-wrong-secret-0123456789abcdefgh"):         "signature_invalid",
 			webhook.Sign(time.Now().Add(-10*time.Minute), body, testserver.PaymentSecret): "signature_expired",
 			"": "signature_invalid",
 		} {
