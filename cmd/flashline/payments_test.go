@@ -259,6 +259,14 @@ func TestFailedPaymentRacesSweeper(t *testing.T) {
 	require.Equal(t, map[string]int{"cancelled": states["cancelled"], "no_effect": states["expired"]}, outcomes,
 		"a failure cancels what the sweeper has not expired, and only that")
 	requireStock(t, pool, saleID, holds, 0)
+	// Who returned the units, by stock_audit: the sweeper as flashline-jobs,
+	// the payment events (admin pool) as flashline-admin.
+	rows, err := pool.Query(ctx, `SELECT DISTINCT application_name FROM stock_audit
+		WHERE sale_id = $1 AND new_quantity > old_quantity ORDER BY 1`, saleID)
+	require.NoError(t, err)
+	writers, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"flashline-admin", "flashline-jobs"}, writers)
 	t.Logf("payment.failed racing the sweeper on 3 instances: %d holds, %d cancelled by the failure, %d expired by the sweeper first; each restocked once",
 		holds, states["cancelled"], states["expired"])
 	require.Positive(t, states["cancelled"], "the race did not happen: no failure came first")
