@@ -37,6 +37,10 @@ func (r *Room) Policy(ctx context.Context, saleID string) (Policy, error) {
 	if s.MinAccountAgeSeconds > 0 {
 		p.Description += fmt.Sprintf(" Accounts created less than %s before joining cannot take part.", humanDuration(s.MinAccountAgeSeconds))
 	}
+	// Operators void orders after the fact (POST /admin/reservations/{id}/void,
+	// refunds): customers are told before they buy.
+	p.Description += " The store may cancel an order after it is made if it matches patterns of automated buying, or when its payment is refunded;" +
+		" the item then goes back on sale and any payment is refunded."
 	return p, nil
 }
 

@@ -517,6 +517,7 @@ func TestPolicy(t *testing.T) {
 	require.Equal(t, flashline.FairnessArrivalOrder, p.Policy)
 	require.Contains(t, p.Description, "order they joined")
 	require.NotContains(t, p.Description, "puzzle")
+	require.Contains(t, p.Description, "may cancel an order after it is made", "voids are published")
 }
 
 // TestLeaderFailover: one of two rooms leads the pacer; when it stops, the
