@@ -139,3 +139,46 @@ func FuzzDecodeCreateSale(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParsePaymentEvent: an authenticated payment event's body never panics
+// the parser, is refused only as a 400 (an *flashline.InvalidError) or a 422
+// (a reservation id the service never makes), and an accepted one has every
+// field a valid event needs.
+func FuzzParsePaymentEvent(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"evt_1","type":"payment.succeeded","data":{"reservationId":"res_01ARZ3NDEKTSV4RRFFQ69G5FAV","paymentReference":"pi_1","amount":100,"currency":"EUR"}}`,
+		`{"id":"evt_2","type":"payment.failed","data":{"reservationId":"res_01ARZ3NDEKTSV4RRFFQ69G5FAV","reason":"declined"}}`,
+		`{"id":"evt_3","type":"refund.succeeded","data":{"reservationId":"res_01ARZ3NDEKTSV4RRFFQ69G5FAV","paymentReference":"pi_1"}}`,
+		`{"id":"evt_4","type":"payment.succeeded","data":null}`,
+		`{"id":"evt_5","type":"payment.succeeded","data":[]}`,
+		`{"id":"evt_6","type":"payment.succeeded","data":{"reservationId":"res_x","paymentReference":"pi"}}`,
+		`{"id":"","type":"","data":{}}`,
+		`{"id":"evt_7","type":"payment.succeeded","data":{"amount":-1}}`,
+		`{"id":"evt_8","type":"payment.succeeded","data":{"amount":1e40}}`,
+		`{"id":"evt_9","type":"payment.succeeded","data":{"RESERVATIONID":"res_x"}}`,
+		`{"id":"evt\u0000","type":"payment.succeeded","data":{}}`,
+		`{"data":{"data":{"data":{}}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > MaxPaymentEventBytes {
+			return // readBody refuses a longer body before it gets here
+		}
+		ev, err := parsePaymentEvent(body)
+		if err != nil {
+			var invalid *flashline.InvalidError
+			if !errors.As(err, &invalid) && !errors.Is(err, flashline.ErrUnknownReservation) {
+				t.Fatalf("parsePaymentEvent(%q) = %v: neither a 400 nor a 422", body, err)
+			}
+			return
+		}
+		if ev.ID == "" || ev.ReservationID == "" || len(ev.Hash) != 32 ||
+			!flashline.ValidID(flashline.ReservationIDPrefix, ev.ReservationID) {
+			t.Fatalf("parsePaymentEvent(%q) accepted %+v", body, ev)
+		}
+		if ev.Type != flashline.PaymentFailed && ev.PaymentReference == "" {
+			t.Fatalf("parsePaymentEvent(%q) accepted %s without a payment reference", body, ev.Type)
+		}
+	})
+}

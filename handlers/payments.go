@@ -78,31 +78,12 @@ func handlePaymentEvent(store flashline.Store, verifier *webhook.Verifier, m *pa
 			writeError(c, logger, err)
 			return
 		}
-		var req paymentEventRequest
-		if err := decodeBytes(body, &req); err != nil {
+		ev, err := parsePaymentEvent(body)
+		if err != nil {
 			writeError(c, logger, err)
 			return
 		}
-		if len(req.Data) == 0 || string(req.Data) == "null" {
-			writeError(c, logger, flashline.Invalid("data is required"))
-			return
-		}
-		var data paymentEventData
-		if err := decodeBytes(req.Data, &data); err != nil {
-			writeError(c, logger, flashline.Invalid("data: "+lookupError(err).message))
-			return
-		}
-		hash := sha256.Sum256(body)
-		res, err := store.ApplyPaymentEvent(c.Request.Context(), flashline.PaymentEvent{
-			ID:               req.ID,
-			Type:             flashline.PaymentEventType(req.Type),
-			ReservationID:    data.ReservationID,
-			PaymentReference: data.PaymentReference,
-			Amount:           data.Amount,
-			Currency:         data.Currency,
-			Reason:           data.Reason,
-			Hash:             hash[:],
-		})
+		res, err := store.ApplyPaymentEvent(c.Request.Context(), ev)
 		if err != nil {
 			writeError(c, logger, err)
 			return
@@ -115,10 +96,40 @@ func handlePaymentEvent(store flashline.Store, verifier *webhook.Verifier, m *pa
 		if res.Outcome == flashline.OutcomeLatePayment && !res.Replayed {
 			m.late.Inc()
 			logger.WarnContext(c.Request.Context(), "handlers: late payment, to refund",
-				"event_id", res.EventID, "reservation_id", res.ReservationID, "payment_reference", data.PaymentReference)
+				"event_id", res.EventID, "reservation_id", res.ReservationID, "payment_reference", ev.PaymentReference)
 		}
 		writeJSON(c, http.StatusOK, NewPaymentResultView(res))
 	}
+}
+
+// parsePaymentEvent decodes an authenticated event's body strictly (no
+// unknown field at any level) and checks it (flashline.PaymentEvent.Validate).
+// Any failure is an *flashline.InvalidError, or ErrUnknownReservation for a
+// reservation id of a shape the service never makes.
+func parsePaymentEvent(body []byte) (flashline.PaymentEvent, error) {
+	var req paymentEventRequest
+	if err := decodeBytes(body, &req); err != nil {
+		return flashline.PaymentEvent{}, err
+	}
+	if len(req.Data) == 0 || string(req.Data) == "null" {
+		return flashline.PaymentEvent{}, flashline.Invalid("data is required")
+	}
+	var data paymentEventData
+	if err := decodeBytes(req.Data, &data); err != nil {
+		return flashline.PaymentEvent{}, flashline.Invalid("data: " + lookupError(err).message)
+	}
+	hash := sha256.Sum256(body)
+	ev := flashline.PaymentEvent{
+		ID:               req.ID,
+		Type:             flashline.PaymentEventType(req.Type),
+		ReservationID:    data.ReservationID,
+		PaymentReference: data.PaymentReference,
+		Amount:           data.Amount,
+		Currency:         data.Currency,
+		Reason:           data.Reason,
+		Hash:             hash[:],
+	}
+	return ev, ev.Validate()
 }
 
 // handleLatePayments is GET /admin/payments/late[?all=true].

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/internal/client"
+	"github.com/flashline/flashline/webhook"
 )
 
 // seen is what the fake service received.
@@ -153,6 +155,28 @@ func TestRoutes(t *testing.T) {
 		{"Readyz", "GET", "/readyz", "", "", func(c *client.Client) error { _, err := c.Readyz(ctx); return err }},
 		{"Metrics", "GET", "/metrics", "adm", "", func(c *client.Client) error { _, err := c.Metrics(ctx, "adm"); return err }},
 		{"IDsEscaped", "GET", "/reservations/a%2Fb", "tok", "", func(c *client.Client) error { _, err := c.Reservation(ctx, "tok", "a/b"); return err }},
+		{"ExtendSale", "POST", "/admin/sales/sale_1/extend", "adm", `{"seconds":60,"operator":"ana"}`, func(c *client.Client) error {
+			_, err := c.ExtendSale(ctx, "adm", "sale_1", 60, "ana")
+			return err
+		}},
+		{"ExtendReservation", "POST", "/admin/reservations/res_1/extend", "adm", `{"seconds":60}`, func(c *client.Client) error {
+			_, err := c.ExtendReservation(ctx, "adm", "res_1", 60, "")
+			return err
+		}},
+		{"Void", "POST", "/admin/reservations/res_1/void", "adm", `{"reason":"bot"}`, func(c *client.Client) error {
+			_, err := c.Void(ctx, "adm", "res_1", "bot", "")
+			return err
+		}},
+		{"VoidMany", "POST", "/admin/reservations/void", "adm", `{"reservationIds":["res_1","res_2"],"reason":"bot","operator":"ana"}`, func(c *client.Client) error {
+			_, err := c.VoidMany(ctx, "adm", []string{"res_1", "res_2"}, "bot", "ana")
+			return err
+		}},
+		{"LatePayments", "GET", "/admin/payments/late?all=true", "adm", "", func(c *client.Client) error { _, err := c.LatePayments(ctx, "adm", true); return err }},
+		{"PaymentEvent", "POST", "/payments/events", "", `{"id":"evt_1","type":"payment.succeeded","data":{"reservationId":"res_1","paymentReference":"pi_1"}}`, func(c *client.Client) error {
+			_, err := c.SendPaymentEvent(ctx, time.Now(), client.PaymentEvent{ID: "evt_1", Type: "payment.succeeded",
+				Data: client.PaymentData{ReservationID: "res_1", PaymentReference: "pi_1"}}, "secret")
+			return err
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -197,4 +221,15 @@ func TestTypedAnswers(t *testing.T) {
 	o, err := c.Confirm(ctx, "tok", "res_1")
 	require.NoError(t, err)
 	require.Equal(t, client.Order{OrderID: "ord_1", ReservationID: "res_1"}, o.Value)
+}
+
+func TestPaymentEventSigned(t *testing.T) {
+	t.Parallel()
+	c, got := fake(t, http.StatusOK, nil, `{"outcome":"confirmed"}`)
+	at := time.Unix(1_800_000_000, 0)
+	ev := client.PaymentEvent{ID: "evt_1", Type: "payment.failed", Data: client.PaymentData{ReservationID: "res_1"}}
+	r, err := c.SendPaymentEvent(context.Background(), at, ev, "s1", "s2")
+	require.NoError(t, err)
+	require.Equal(t, "confirmed", r.Value.Outcome)
+	require.Equal(t, webhook.Sign(at, []byte(got.body), "s1", "s2"), got.header.Get(webhook.Header), "signed with both, over the bytes sent")
 }
