@@ -101,3 +101,50 @@ func FuzzValidID(f *testing.F) {
 		}
 	})
 }
+
+func TestNewSaleConfirmation(t *testing.T) {
+	t.Parallel()
+	n := flashline.NewSale{SKU: "sku", InitialStock: 1}
+	require.NoError(t, n.Validate())
+	require.Equal(t, flashline.ConfirmByPayment, n.Confirmation, "a purchase reserves stock; payment confirms it")
+	n = flashline.NewSale{SKU: "sku", InitialStock: 1, Confirmation: flashline.ConfirmByCustomer}
+	require.NoError(t, n.Validate())
+	n.Confirmation = "cash"
+	var invalid *flashline.InvalidError
+	require.ErrorAs(t, n.Validate(), &invalid)
+}
+
+func TestPaymentEventValidate(t *testing.T) {
+	t.Parallel()
+	res := flashline.NewID(flashline.ReservationIDPrefix)
+	amount, negative, huge := int64(100), int64(-1), int64(flashline.MaxPaymentAmount+1)
+	ok := flashline.PaymentEvent{ID: "evt_1", Type: flashline.PaymentSucceeded, ReservationID: res, PaymentReference: "pi_1", Amount: &amount, Currency: "eur"}
+	require.NoError(t, ok.Validate())
+	failed := flashline.PaymentEvent{ID: "evt_2", Type: flashline.PaymentFailed, ReservationID: res, Reason: "card declined"}
+	require.NoError(t, failed.Validate(), "a failure needs no payment reference")
+
+	for name, mutate := range map[string]func(*flashline.PaymentEvent){
+		"NoID":             func(e *flashline.PaymentEvent) { e.ID = "" },
+		"LongID":           func(e *flashline.PaymentEvent) { e.ID = strings.Repeat("e", 256) },
+		"IDWithSpace":      func(e *flashline.PaymentEvent) { e.ID = "evt 1" },
+		"IDNotASCII":       func(e *flashline.PaymentEvent) { e.ID = "évt" },
+		"UnknownType":      func(e *flashline.PaymentEvent) { e.Type = "charge.refunded" },
+		"NoReservation":    func(e *flashline.PaymentEvent) { e.ReservationID = "" },
+		"NoReference":      func(e *flashline.PaymentEvent) { e.PaymentReference = "" },
+		"LongReference":    func(e *flashline.PaymentEvent) { e.PaymentReference = strings.Repeat("p", 256) },
+		"ReferenceControl": func(e *flashline.PaymentEvent) { e.PaymentReference = "pi\x00" },
+		"NegativeAmount":   func(e *flashline.PaymentEvent) { e.Amount = &negative },
+		"HugeAmount":       func(e *flashline.PaymentEvent) { e.Amount = &huge },
+		"Currency4":        func(e *flashline.PaymentEvent) { e.Currency = "EURO" },
+		"CurrencyDigits":   func(e *flashline.PaymentEvent) { e.Currency = "E1R" },
+		"ReasonControl":    func(e *flashline.PaymentEvent) { e.Reason = "a\u200bb" },
+	} {
+		e := ok
+		mutate(&e)
+		var invalid *flashline.InvalidError
+		require.ErrorAs(t, e.Validate(), &invalid, name)
+	}
+	e := ok
+	e.ReservationID = "res_nope"
+	require.ErrorIs(t, e.Validate(), flashline.ErrUnknownReservation, "an id the service never makes names nothing")
+}
