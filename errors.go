@@ -34,6 +34,10 @@ var (
 	// the sale allows one instrument.
 	ErrInstrumentLimitReached = errors.New("payment instrument limit reached")
 	ErrNoWaitingRoom          = errors.New("sale has no waiting room")
+	// ErrGateUnitReturned: the unit a sale's gate handed out for a request
+	// was given back before the request could hold it; the gate hands out
+	// another (package gate answers it, it never reaches a client).
+	ErrGateUnitReturned = errors.New("the gate's unit for this request was given back")
 )
 
 // InvalidError is a request that is malformed or breaks a rule of the contract.

@@ -38,6 +38,31 @@ const (
 	FairnessArrivalOrder Fairness = "arrival_order"
 )
 
+// Gate is what counts a sale's units in front of the database.
+type Gate string
+
+// Gates.
+const (
+	// GateNone: the stock rows alone (coalesced, see postgres).
+	GateNone Gate = "none"
+	// GateRedis: a counter in Redis decides who may try (package gate); the
+	// stock rows still decide who gets a unit.
+	GateRedis Gate = "redis"
+)
+
+// GateStatus is how a gated sale's counter stands against the database.
+type GateStatus struct {
+	Kind Gate
+	// Counter is the units the gate may still hand out, as Redis holds it
+	// (-1: unknown, Redis could not be read or the counter is missing).
+	Counter int64
+	// Drift is available in the database − the counter − the units in
+	// flight (handed out, not yet held by a reservation or given back) −
+	// the units owed back and not yet applied: 0 when they agree.
+	Drift int64
+	OK    bool
+}
+
 // Limits on what a sale may be created with.
 const (
 	MaxBuckets   = 64
@@ -70,6 +95,8 @@ type NewSale struct {
 	// MinAccountAgeSeconds refuses accounts younger than this (the
 	// acct_created claim); 0 = no rule.
 	MinAccountAgeSeconds int
+	// Gate is GateNone (default) or GateRedis.
+	Gate Gate
 }
 
 // Validate checks a NewSale and fills in defaults.
@@ -97,6 +124,9 @@ func (n *NewSale) Validate() error {
 	if n.Fairness == "" {
 		n.Fairness = FairnessRandomizedAtOpen
 	}
+	if n.Gate == "" {
+		n.Gate = GateNone
+	}
 	switch {
 	case n.PerCustomerLimit < 1 || n.PerCustomerLimit > 1000:
 		return Invalid("perCustomerLimit must be between 1 and 1000")
@@ -118,6 +148,8 @@ func (n *NewSale) Validate() error {
 		return Invalid("perInstrumentLimit must be between 1 and 1000, or null for no limit")
 	case n.MinAccountAgeSeconds < 0 || n.MinAccountAgeSeconds > MaxMinAccountAgeSeconds:
 		return Invalid("minAccountAgeSeconds must be between 0 and 315360000 (ten years)")
+	case n.Gate != GateNone && n.Gate != GateRedis:
+		return Invalid(`gate must be "none" or "redis"`)
 	}
 	return nil
 }
@@ -163,6 +195,9 @@ type Sale struct {
 	PauseReason           string
 	Invariant             Invariant
 	CreatedAt             time.Time
+	Gate                  Gate
+	// GateStatus is set for a gated sale read through its gate.
+	GateStatus *GateStatus
 }
 
 // EffectiveState is the state a sale shows, from the state stored: a

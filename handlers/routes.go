@@ -47,6 +47,8 @@ type Deps struct {
 	// (postgres.Store.SaleBusy): its reservations are then refused before
 	// anything else is done for them.
 	SaleBusy func(saleID string) bool
+	// Gate, when set, serves POST /admin/sales/{id}/gate/rebuild.
+	Gate GateRebuilder
 }
 
 // Routes returns the HTTP handler for the whole API.
@@ -89,6 +91,9 @@ func Routes(d Deps) http.Handler {
 	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Logger))
 	for _, action := range flashline.SaleActions {
 		r.POST("/admin/sales/:saleId/"+string(action), admin, handleSaleAction(d.Store, d.Logger, action))
+	}
+	if d.Gate != nil {
+		r.POST("/admin/sales/:saleId/gate/rebuild", admin, handleGateRebuild(d.Gate, d.Logger))
 	}
 	if d.RiverUI != nil {
 		r.Any("/admin/riverui/*path", admin, gin.WrapH(d.RiverUI))

@@ -1,6 +1,7 @@
 // Package jobs holds Flashline's River jobs, one file per kind: the expiry
-// sweeper (sweep.go), the invariant check (invariant.go) and idempotency-key
-// pruning (prune.go), and the River client that runs them inside
+// sweeper (sweep.go), the invariant check (invariant.go), idempotency-key
+// pruning (prune.go) and the Redis gate's relay and checks (gate.go), and
+// the River client that runs them inside
 // `flashline serve`. Periodic jobs run on River's elected leader, so any
 // number of instances may run workers at once.
 package jobs
@@ -16,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/flashline/flashline/gate"
 	"github.com/flashline/flashline/postgres"
 )
 
@@ -32,8 +34,11 @@ type Config struct {
 	// CompletedJobRetention is how long River keeps finished jobs; a job every
 	// second would otherwise leave 86,400 rows a day per kind.
 	CompletedJobRetention time.Duration // 10m
-	Logger                *slog.Logger
-	Registry              prometheus.Registerer
+	// Gate, when set, is the Redis gate: its job runs every second, and the
+	// sweeper asks it to relay the units it restocked at once.
+	Gate     *gate.Gate
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -73,7 +78,7 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 	}
 	m := newMetrics(cfg.Registry)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &SweepWorker{store: store, batchSize: cfg.SweepBatchSize, logger: cfg.Logger, metrics: m})
+	river.AddWorker(workers, &SweepWorker{store: store, batchSize: cfg.SweepBatchSize, logger: cfg.Logger, metrics: m, gate: cfg.Gate})
 	river.AddWorker(workers, &InvariantWorker{store: store, logger: cfg.Logger, metrics: m})
 	river.AddWorker(workers, &PruneWorker{store: store, retention: cfg.KeyRetention, logger: cfg.Logger, metrics: m})
 
@@ -86,13 +91,18 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 			},
 			&river.PeriodicJobOpts{RunOnStart: true})
 	}
+	periodicJobs := []*river.PeriodicJob{
+		periodic(cfg.SweepInterval, SweepArgs{}),
+		periodic(cfg.InvariantInterval, InvariantArgs{}),
+		periodic(cfg.PruneInterval, PruneArgs{}),
+	}
+	if cfg.Gate != nil {
+		river.AddWorker(workers, &GateWorker{gate: cfg.Gate})
+		periodicJobs = append(periodicJobs, periodic(time.Second, GateArgs{}))
+	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
-		PeriodicJobs: []*river.PeriodicJob{
-			periodic(cfg.SweepInterval, SweepArgs{}),
-			periodic(cfg.InvariantInterval, InvariantArgs{}),
-			periodic(cfg.PruneInterval, PruneArgs{}),
-		},
+		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+		PeriodicJobs:                periodicJobs,
 		Workers:                     workers,
 		CompletedJobRetentionPeriod: cfg.CompletedJobRetention,
 		DiscardedJobRetentionPeriod: 24 * time.Hour,

@@ -138,6 +138,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			PerInstrumentLimit:    perInstrument,
 			MinAccountAgeSeconds:  int32(n.MinAccountAgeSeconds),
 			DrawSeed:              seed,
+			Gate:                  string(n.Gate),
 		}); err != nil {
 			return err
 		}
@@ -186,6 +187,7 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 		MinAccountAgeSeconds:  int(r.MinAccountAgeSeconds),
 		OpensAt:               r.OpensAt,
 		CreatedAt:             r.CreatedAt,
+		Gate:                  flashline.Gate(r.Gate),
 		State:                 flashline.EffectiveState(flashline.SaleState(r.State), r.OpensAt, r.Now, int(r.Available)),
 	}
 	if r.PauseReason != nil {

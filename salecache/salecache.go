@@ -46,6 +46,9 @@ type Sale struct {
 	MinAccountAgeSeconds int
 	// DrawSeed is the secret seed of the waiting room's pre-open draw.
 	DrawSeed []byte
+	// Gate counts the sale's units in front of the database (package gate).
+	Gate             flashline.Gate
+	PerCustomerLimit int
 	// SoldOut: no bucket holds a unit.
 	SoldOut bool
 	// The waiting room (waiting_room sales only): the next position to hand

@@ -1,5 +1,5 @@
 // Command flashline is the flash-sale service and its tools: serve, migrate,
-// sale, check, token and devdb. See run.go.
+// sale, gate, check, token, loadtest and devdb. See run.go.
 package main
 
 import (

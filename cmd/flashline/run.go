@@ -22,6 +22,8 @@ Usage:
   flashline migrate up|down N|status apply, roll back or show schema migrations
   flashline sale    create|open|pause|resume|close|show ...
                                      administer sales from the shell
+  flashline gate    show|rebuild SALE_ID
+                                     the Redis gate of a peak sale
   flashline check                    check every sale's invariant; exit 1 on a mismatch
   flashline token   --customer ID    mint a customer JWT (demo and testing)
   flashline loadtest --scenario northline|hot|overload --target URL[,URL...]
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "sale":
 		return runSale(ctx, rest, getenv, stdout, stderr)
+	case "gate":
+		return runGate(ctx, rest, getenv, stdout, stderr)
 	case "check":
 		return runCheck(ctx, rest, getenv, stdout, stderr)
 	case "token":

@@ -17,8 +17,11 @@ const saleUsage = `usage:
                         [--admission direct|waiting_room] [--buckets 1]
                         [--fairness randomized_at_open|arrival_order] [--challenge-bits 0]
                         [--per-instrument-limit 0] [--min-account-age-seconds 0]
+                        [--gate none|redis]
   flashline sale open|pause|resume|close|show SALE_ID
-Prints the sale object of the admin API as JSON.
+Prints the sale object of the admin API as JSON. A gated sale (--gate redis)
+needs FLASHLINE_REDIS_URL (--redis-url) to be created, shown with its counter
+or resumed.
 `
 
 func runSale(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -29,8 +32,9 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	sub := args[0]
 	e := newFlags("sale "+sub, getenv, stderr)
 	e.fs.Usage = func() { fmt.Fprint(stderr, saleUsage); e.fs.PrintDefaults() }
-	var dbURL, opensAt string
+	var dbURL, redisURL, opensAt string
 	e.databaseURL(&dbURL)
+	e.redisURL(&redisURL)
 	var req handlers.CreateSaleRequest
 	var stock, perInstrument int
 	if sub == "create" {
@@ -45,6 +49,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		e.fs.IntVar(&req.ChallengeBits, "challenge-bits", 0, "proof of work asked before admission through the waiting room, 0-32 bits (0: none)")
 		e.fs.IntVar(&perInstrument, "per-instrument-limit", 0, "most units one payment instrument may hold (0: no limit)")
 		e.fs.IntVar(&req.MinAccountAgeSeconds, "min-account-age-seconds", 0, "refuse accounts younger than this (the token's acct_created claim)")
+		e.fs.StringVar(&req.Gate, "gate", string(flashline.GateNone), "none, or redis: a Redis counter in front of the stock rows (peak sales)")
 	}
 	if err := e.fs.Parse(args[1:]); err != nil {
 		return err
@@ -83,12 +88,20 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 
+	rdb, err := newRedis(redisURL)
+	if err != nil {
+		return err
+	}
+	if rdb != nil {
+		defer rdb.Close()
+	}
 	pool, err := openAdmin(ctx, dbURL, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	store := postgres.NewStore(postgres.SinglePool(pool))
+	pg := postgres.NewStore(postgres.SinglePool(pool))
+	store := cliGate(rdb, pg).Wrap(pg)
 	var sale flashline.Sale
 	switch sub {
 	case "create":

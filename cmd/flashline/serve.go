@@ -24,6 +24,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/gate"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/jobs"
 	"github.com/flashline/flashline/loadshed"
@@ -35,6 +36,7 @@ import (
 
 type serveConfig struct {
 	addr, metricsAddr, databaseURL         string
+	redisURL                               string
 	adminToken, jwtSecret                  string
 	salePoolSize, adminPoolSize, roomPool  int
 	riverPool                              int
@@ -60,6 +62,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.string(&cfg.addr, "addr", "FLASHLINE_ADDR", ":8080", "address to listen on")
 	e.string(&cfg.metricsAddr, "metrics-addr", "FLASHLINE_METRICS_ADDR", "", "also serve /metrics, without auth, on this address (a private network's; empty: /metrics only on --addr, to the admin)")
 	e.databaseURL(&cfg.databaseURL)
+	e.redisURL(&cfg.redisURL)
 	e.string(&cfg.adminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "bearer token of the admin API (required)")
 	e.string(&cfg.jwtSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret of customer JWTs (required)")
 	e.int(&cfg.salePoolSize, "sale-pool-size", "FLASHLINE_SALE_POOL_SIZE", 20, "connections the purchase path may hold")
@@ -259,6 +262,24 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "room": roomPool, "river": riverPool})
 
+	// The sale cache (below) and the Redis gate of peak sales: a gated sale
+	// fails closed (503) on an instance without Redis, or whose Redis does
+	// not answer; this one still serves every other sale.
+	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry})
+	rdb, err := newRedis(cfg.redisURL)
+	if err != nil {
+		return err
+	}
+	if rdb != nil {
+		defer rdb.Close()
+		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := rdb.Ping(pingCtx).Err(); err != nil {
+			logger.Warn("flashline: Redis does not answer; gated sales fail closed until it does", "err", err)
+		}
+		cancel()
+	}
+	gt := gate.New(rdb, store, cache, gate.Options{Logger: logger, Registry: registry})
+
 	var riverClient *river.Client[pgx.Tx]
 	if cfg.noWorkers {
 		// An insert-only client: enough for River UI.
@@ -266,7 +287,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	} else {
 		// River reports routine progress at info level every few seconds;
 		// its warnings and errors are what an operator needs.
-		cfg.jobs.Logger, cfg.jobs.Registry = riverLogger(logger), registry
+		cfg.jobs.Logger, cfg.jobs.Registry, cfg.jobs.Gate = riverLogger(logger), registry, gt
 		riverClient, err = jobs.NewClient(riverPool, store, cfg.jobs)
 	}
 	if err != nil {
@@ -289,14 +310,13 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	//
 	// Both run until serve returns, and are stopped before the pools close
 	// (the pacer's leader hands its lock over).
-	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry})
 	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry})
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
-	for _, run := range []func(context.Context) error{cache.Run, room.RunPacer} {
+	for _, run := range []func(context.Context) error{cache.Run, room.RunPacer, gt.Run} {
 		background.Go(func() { _ = run(bgCtx) })
 	}
 	defer func() { stopBackground(); background.Wait() }()
@@ -331,7 +351,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 
 	srv := newHTTPServer(handlers.Routes(handlers.Deps{
-		Store:            cache.Wrap(store),
+		Store:            cache.Wrap(gt.Wrap(store)),
 		Verifier:         verifier,
 		Limiter:          limiter,
 		Logger:           logger,
@@ -342,9 +362,10 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Keyring:          keyring,
 		CustomerInFlight: cfg.customerInFlight,
 		SaleBusy:         store.SaleBusy,
+		Gate:             gt,
 	}))
 	url := publicURL(ln.Addr())
-	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers)
+	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers, "redis", rdb != nil)
 	if cfg.demo {
 		if err := printDemo(ctx, store, cfg, url, stdout); err != nil {
 			logger.Warn("flashline: demo sale", "err", err)

@@ -8,6 +8,17 @@ import (
 	"time"
 )
 
+type GateOutbox struct {
+	MovementID string
+	SaleID     string
+	CustomerID string
+	Quantity   int32
+	Reason     string
+	GateSeq    *int64
+	CreatedAt  time.Time
+	AppliedAt  *time.Time
+}
+
 type IdempotencyKey struct {
 	CustomerID    string
 	Key           string
@@ -68,6 +79,7 @@ type Reservation struct {
 	ExpiredAt         *time.Time
 	RestockedAt       *time.Time
 	PaymentInstrument *string
+	GateSeq           *int64
 }
 
 type Sale struct {
@@ -88,6 +100,8 @@ type Sale struct {
 	PerInstrumentLimit    *int32
 	MinAccountAgeSeconds  int32
 	DrawSeed              []byte
+	Gate                  string
+	GateEpoch             int32
 }
 
 type SaleInvariant struct {

@@ -44,7 +44,7 @@ func (q *Queries) SaleCustomers(ctx context.Context, arg SaleCustomersParams) ([
 const saleFacts = `-- name: SaleFacts :many
 
 SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
-       s.min_account_age_seconds, s.draw_seed,
+       s.min_account_age_seconds, s.draw_seed, s.gate, s.per_customer_limit,
        coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int <= 0 AS sold_out,
        coalesce(w.next_position, 1)::bigint AS next_position,
        w.preopen_count,
@@ -69,6 +69,8 @@ type SaleFactsRow struct {
 	ChallengeBits        int32
 	MinAccountAgeSeconds int32
 	DrawSeed             []byte
+	Gate                 string
+	PerCustomerLimit     int32
 	SoldOut              bool
 	NextPosition         int64
 	PreopenCount         *int64
@@ -102,6 +104,8 @@ func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFac
 			&i.ChallengeBits,
 			&i.MinAccountAgeSeconds,
 			&i.DrawSeed,
+			&i.Gate,
+			&i.PerCustomerLimit,
 			&i.SoldOut,
 			&i.NextPosition,
 			&i.PreopenCount,

@@ -14,7 +14,7 @@ const saleGet = `-- name: SaleGet :one
 SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
        s.pause_reason, s.created_at, s.fairness, s.challenge_bits,
-       s.per_instrument_limit, s.min_account_age_seconds,
+       s.per_instrument_limit, s.min_account_age_seconds, s.gate,
        i.available, i.pending, i.confirmed, i.expired, i.cancelled,
        i.ledger_total, i.ok AS counts_ok,
        v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,
@@ -46,6 +46,7 @@ type SaleGetRow struct {
 	ChallengeBits         int32
 	PerInstrumentLimit    *int32
 	MinAccountAgeSeconds  int32
+	Gate                  string
 	Available             int64
 	Pending               int64
 	Confirmed             int64
@@ -80,6 +81,7 @@ func (q *Queries) SaleGet(ctx context.Context, arg SaleGetParams) (SaleGetRow, e
 		&i.ChallengeBits,
 		&i.PerInstrumentLimit,
 		&i.MinAccountAgeSeconds,
+		&i.Gate,
 		&i.Available,
 		&i.Pending,
 		&i.Confirmed,
@@ -100,11 +102,11 @@ const saleInsert = `-- name: SaleInsert :one
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
-                   min_account_age_seconds, draw_seed)
+                   min_account_age_seconds, draw_seed, gate)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9,
         $10, $11, $12,
-        $13, $14)
+        $13, $14, $15)
 RETURNING sale_id
 `
 
@@ -123,6 +125,7 @@ type SaleInsertParams struct {
 	PerInstrumentLimit    *int32
 	MinAccountAgeSeconds  int32
 	DrawSeed              []byte
+	Gate                  string
 }
 
 // Sales: created and administered by the admin API and `flashline sale`.
@@ -142,6 +145,7 @@ func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string,
 		arg.PerInstrumentLimit,
 		arg.MinAccountAgeSeconds,
 		arg.DrawSeed,
+		arg.Gate,
 	)
 	var sale_id string
 	err := row.Scan(&sale_id)

@@ -9,7 +9,7 @@
 -- with its waiting room's counters when it has one. sold_out: every bucket is
 -- empty.
 SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
-       s.min_account_age_seconds, s.draw_seed,
+       s.min_account_age_seconds, s.draw_seed, s.gate, s.per_customer_limit,
        coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int <= 0 AS sold_out,
        coalesce(w.next_position, 1)::bigint AS next_position,
        w.preopen_count,
