@@ -41,6 +41,9 @@ func newRedis(url string) (*redis.Client, error) {
 	// A connection that waits longer than the gate's bound fails closed.
 	opts.PoolTimeout = 250 * time.Millisecond
 	opts.ContextTimeoutEnabled = true
+	// One quick retry (a pooled connection Redis closed), no more: a
+	// Redis that is down is answered 503 at once.
+	opts.MaxRetries, opts.MinRetryBackoff, opts.MaxRetryBackoff = 1, time.Millisecond, 10*time.Millisecond
 	return redis.NewClient(opts), nil
 }
 
