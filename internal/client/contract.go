@@ -34,6 +34,16 @@ type Sale struct {
 	OpensAt               *time.Time `json:"opensAt"`
 	PauseReason           string     `json:"pauseReason"`
 	Invariant             Invariant  `json:"invariant"`
+	Gate                  Gate       `json:"gate"`
+}
+
+// Gate is what counts the sale's units in front of the database; for a
+// Redis gate, how its counter stands (nil: unknown).
+type Gate struct {
+	Kind    string `json:"kind"` // none, redis
+	Counter *int64 `json:"counter"`
+	Drift   *int64 `json:"drift"`
+	OK      *bool  `json:"ok"`
 }
 
 // Invariant is a sale's last invariant verdict.
@@ -57,6 +67,7 @@ type NewSale struct {
 	ChallengeBits         int        `json:"challengeBits,omitempty"`
 	PerInstrumentLimit    *int       `json:"perInstrumentLimit,omitempty"`
 	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds,omitempty"`
+	Gate                  string     `json:"gate,omitempty"` // none, redis
 }
 
 // Reservation is the reservation object (a 201 to a reservation has the
