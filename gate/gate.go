@@ -153,10 +153,6 @@ func keysOf(saleID string) keys {
 	}
 }
 
-func (k keys) all() []string {
-	return []string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused}
-}
-
 // seqBase is the first unit number of an epoch (see migration 000006).
 func seqBase(epoch int64) int64 { return epoch << 40 }
 
