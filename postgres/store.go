@@ -66,6 +66,10 @@ type Store struct {
 	// Logger takes what goes wrong in the background (a lost LISTEN
 	// connection); nil discards it.
 	Logger *slog.Logger
+	// Now is this instance's clock (nil: time.Now); only serve's clock-skew
+	// test hook sets it. Holds and their expiry never read it: they are
+	// judged by the database's now().
+	Now func() time.Time
 
 	batches coalescer
 
@@ -79,6 +83,13 @@ var _ flashline.Store = (*Store)(nil)
 // database, whose requests are served once it passes (about 9 batch times,
 // 60-80 ms, at most), while a steady overload settles at one or two rounds.
 const DefaultQueueRounds = 8
+
+func (s *Store) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
 
 func (s *Store) logger() *slog.Logger {
 	if s.Logger == nil {
@@ -101,7 +112,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 		return flashline.Sale{}, err
 	}
 	id := flashline.NewID(flashline.SaleIDPrefix)
-	state := n.InitialState(time.Now())
+	state := n.InitialState(s.now())
 	buckets := make([]int32, n.Buckets)
 	quantities := make([]int32, n.Buckets)
 	for b := range buckets {

@@ -47,7 +47,19 @@ type serveConfig struct {
 	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret,
 	// which only --demo allows.
 	waitroomKeys string
+	// clockSkew is the test hook FLASHLINE_TEST_CLOCK_SKEW: this instance's
+	// clock runs that far ahead (negative: behind) of the machine's.
+	clockSkew time.Duration
 }
+
+// clockSkewEnv names the clock-skew test hook: a Go duration ("90s", "-2m")
+// by which every place where this instance compares times with its own clock
+// (the sale cache's opening judgment, the waiting room's tickets and
+// admission tokens, the reserve path's admission check, a new sale's initial
+// state) is shifted, as if the machine's clock were wrong. For the fault
+// harness (internal/chaos) only: serve logs a warning at start while it is
+// set. Holds are never judged by it: their expiry is the database's now().
+const clockSkewEnv = "FLASHLINE_TEST_CLOCK_SKEW"
 
 // minSecretLen is the shortest admin token, JWT secret or waiting-room key
 // serve accepts outside --demo: 32 bytes, the size of the HMAC-SHA256 keys
@@ -83,6 +95,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := e.fs.Parse(args); err != nil {
 		return err
 	}
+	if v := getenv(clockSkewEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("serve: %s: %w", clockSkewEnv, err)
+		}
+		cfg.clockSkew = d
+	}
 	if cfg.adminToken == "" || cfg.jwtSecret == "" {
 		return errors.New("serve: FLASHLINE_ADMIN_TOKEN and FLASHLINE_JWT_SECRET must be set ('make run' sets development values)")
 	}
@@ -109,6 +128,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if cfg.clockSkew != 0 {
+		logger.Warn("flashline: TEST HOOK: this instance's clock is skewed; for the fault harness only, never in production",
+			"env", clockSkewEnv, "skew", cfg.clockSkew)
+	}
 	return serve(ctx, cfg, logger, stdout)
 }
 
@@ -172,12 +195,17 @@ func (h minLevel) WithGroup(g string) slog.Handler {
 }
 
 func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.Writer) error {
+	// The instance's clock: the machine's, unless the test hook skews it.
+	now := time.Now
+	if skew := cfg.clockSkew; skew != 0 {
+		now = func() time.Time { return time.Now().Add(skew) }
+	}
 	verifier, err := auth.NewVerifier(cfg.jwtSecret, cfg.adminToken)
 	if err != nil {
 		return err
 	}
 	// Every instance must hold the same keys: a ticket taken on one is
-	// checked on another.
+	// checked on another. Tickets' expiry is judged by the instance's clock.
 	keyring := waitroom.DeriveKeyring(cfg.jwtSecret)
 	if cfg.waitroomKeys != "" {
 		if keyring, err = waitroom.ParseKeyring(cfg.waitroomKeys); err != nil {
@@ -188,6 +216,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 			return errors.New("serve: --waitroom-keys: a waiting-room key must be a secret of its own, not the JWT secret or the admin token")
 		}
 	}
+	keyring = keyring.WithClock(now)
 	// The admission limit of the purchase path. What saturates first is a
 	// sale's hot row, and the coalescer bounds that itself, per sale (the
 	// store's QueueRounds: rounds of batches waiting). What the limit guards
@@ -238,6 +267,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 
 	store := postgres.NewStore(postgres.Pools{Sale: salePool, Admin: adminPool, Room: roomPool})
 	store.Logger = logger
+	store.Now = now
 	store.MaxBatch, store.BatchesInFlight = cfg.maxBatch, cfg.batchesInFlight
 	if !cfg.noShed {
 		store.QueueRounds = postgres.DefaultQueueRounds
@@ -289,8 +319,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	//
 	// Both run until serve returns, and are stopped before the pools close
 	// (the pacer's leader hands its lock over).
-	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry})
-	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry})
+	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry, Now: now})
+	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry, Now: now})
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
@@ -342,6 +372,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Keyring:          keyring,
 		CustomerInFlight: cfg.customerInFlight,
 		SaleBusy:         store.SaleBusy,
+		Now:              now,
 	}))
 	url := publicURL(ln.Addr())
 	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers)
