@@ -66,10 +66,6 @@ type Store struct {
 	// Logger takes what goes wrong in the background (a lost LISTEN
 	// connection); nil discards it.
 	Logger *slog.Logger
-	// Now is this instance's clock (nil: time.Now); only serve's clock-skew
-	// test hook sets it. Holds and their expiry never read it: they are
-	// judged by the database's now().
-	Now func() time.Time
 
 	batches coalescer
 
@@ -83,13 +79,6 @@ var _ flashline.Store = (*Store)(nil)
 // database, whose requests are served once it passes (about 9 batch times,
 // 60-80 ms, at most), while a steady overload settles at one or two rounds.
 const DefaultQueueRounds = 8
-
-func (s *Store) now() time.Time {
-	if s.Now == nil {
-		return time.Now()
-	}
-	return s.Now()
-}
 
 func (s *Store) logger() *slog.Logger {
 	if s.Logger == nil {
@@ -106,13 +95,14 @@ func NewStore(p Pools) *Store {
 }
 
 // CreateSale creates a sale, its stock rows and their opening ledger entries
-// in one transaction.
+// in one transaction. Whether it is open at once (a direct sale whose opening
+// time is unset or past) is judged by the database's clock, as every later
+// opening is: an instance whose clock runs ahead must not open a sale early.
 func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.Sale, error) {
 	if err := n.Validate(); err != nil {
 		return flashline.Sale{}, err
 	}
 	id := flashline.NewID(flashline.SaleIDPrefix)
-	state := n.InitialState(s.now())
 	buckets := make([]int32, n.Buckets)
 	quantities := make([]int32, n.Buckets)
 	for b := range buckets {
@@ -134,10 +124,14 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 		perInstrument = &l
 	}
 	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
+		now, err := q.DatabaseNow(ctx)
+		if err != nil {
+			return err
+		}
 		if _, err := q.SaleInsert(ctx, dbsqlc.SaleInsertParams{
 			SaleID:                id,
 			Sku:                   n.SKU,
-			State:                 string(state),
+			State:                 string(n.InitialState(now)),
 			InitialStock:          int32(n.InitialStock),
 			PerCustomerLimit:      int32(n.PerCustomerLimit),
 			ReservationTtlSeconds: int32(n.ReservationTTLSeconds),

@@ -53,12 +53,13 @@ type serveConfig struct {
 }
 
 // clockSkewEnv names the clock-skew test hook: a Go duration ("90s", "-2m")
-// by which every place where this instance compares times with its own clock
-// (the sale cache's opening judgment, the waiting room's tickets and
-// admission tokens, the reserve path's admission check, a new sale's initial
-// state) is shifted, as if the machine's clock were wrong. For the fault
-// harness (internal/chaos) only: serve logs a warning at start while it is
-// set. Holds are never judged by it: their expiry is the database's now().
+// by which this instance's clock is shifted, as if the machine's clock were
+// wrong. It is the clock the sale cache times its entries by and corrects by
+// the database's (salecache.Cache.Now), which the opening judgment, the
+// waiting room's tickets and admission tokens and the reserve path's
+// admission check use. For the fault harness (internal/chaos) only: serve
+// logs a warning at start while it is set. Holds never read it: their expiry
+// is the database's now(), and so is a new sale's opening.
 const clockSkewEnv = "FLASHLINE_TEST_CLOCK_SKEW"
 
 // minSecretLen is the shortest admin token, JWT secret or waiting-room key
@@ -216,7 +217,6 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 			return errors.New("serve: --waitroom-keys: a waiting-room key must be a secret of its own, not the JWT secret or the admin token")
 		}
 	}
-	keyring = keyring.WithClock(now)
 	// The admission limit of the purchase path. What saturates first is a
 	// sale's hot row, and the coalescer bounds that itself, per sale (the
 	// store's QueueRounds: rounds of batches waiting). What the limit guards
@@ -267,7 +267,6 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 
 	store := postgres.NewStore(postgres.Pools{Sale: salePool, Admin: adminPool, Room: roomPool})
 	store.Logger = logger
-	store.Now = now
 	store.MaxBatch, store.BatchesInFlight = cfg.maxBatch, cfg.batchesInFlight
 	if !cfg.noShed {
 		store.QueueRounds = postgres.DefaultQueueRounds
@@ -320,7 +319,13 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	// Both run until serve returns, and are stopped before the pools close
 	// (the pacer's leader hands its lock over).
 	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry, Now: now})
-	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry, Now: now})
+	// Times that instances compare (an opening, a ticket's or an admission
+	// token's expiry) are judged by the database's clock as the cache
+	// estimates it, not by this machine's, which may be off: a token minted
+	// on one instance and checked on another then lives its 120 s.
+	clock := cache.Now
+	keyring = keyring.WithClock(clock)
+	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry, Now: clock})
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
@@ -372,7 +377,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Keyring:          keyring,
 		CustomerInFlight: cfg.customerInFlight,
 		SaleBusy:         store.SaleBusy,
-		Now:              now,
+		Now:              clock,
 	}))
 	url := publicURL(ln.Addr())
 	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers)

@@ -222,6 +222,15 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 			bad("a replay differs from the first 201: %s", describe(op))
 		case op.Outcome == OutNotFound:
 			bad("404 for a hold the client was given: %s", describe(op))
+		case op.Kind == Reserve && op.Outcome == OutCreated && op.Return.Before(opensAt):
+			bad("sold before the opening (%s): %s", opensAt.Format(time.RFC3339), describe(op))
+		case op.Kind == Reserve && op.Outcome == OutNotOpen && !op.Call.Before(opensAt):
+			bad("sale_not_open after the opening (%s): %s at %s", opensAt.Format(time.RFC3339), describe(op), op.Call.Format("15:04:05.000"))
+		}
+		for _, a := range op.Attempts {
+			if a.Status >= 500 && a.Status != 503 {
+				bad("%d %s answered (the contract has no such answer): %s at %s on instance %d", a.Status, a.Code, describe(op), a.Start.Format("15:04:05.000"), a.Instance)
+			}
 		}
 		if op.Kind == Reserve && (op.Outcome == OutCreated || op.Outcome == "replay_differs") {
 			seen[op.ResID] = true

@@ -307,8 +307,15 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		res.Files = r.write(cfg, v, Recorded{Initial: cfg.Stock, OpensAt: opensAt, Customers: customers, Ops: ops, Facts: facts})
 	}
 	for slot := range n {
-		if logs := r.Server(slot).Logs(); strings.Contains(logs, "level=ERROR") {
+		logs := r.Server(slot).Logs()
+		if strings.Contains(logs, "level=ERROR") {
 			res.Notes = append(res.Notes, fmt.Sprintf("instance %d logged errors", slot))
+		}
+		if len(res.Files) > 0 {
+			path := filepath.Join(cfg.OutDir, fmt.Sprintf("%s-seed%d-instance%d.log", cfg.Fault.Name, cfg.Seed, slot))
+			if err := os.WriteFile(path, []byte(logs), 0o644); err == nil {
+				res.Files = append(res.Files, path)
+			}
 		}
 	}
 	res.Took = time.Since(started)
