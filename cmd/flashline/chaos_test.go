@@ -57,7 +57,7 @@ func TestChaos(t *testing.T) {
 
 	cfg := chaos.Config{
 		Instances: 3, Customers: 24, Stock: 16, TTL: 3 * time.Second,
-		Load: 7 * time.Second, FaultAt: 2 * time.Second, Rounds: 1, Hold: 2500 * time.Millisecond,
+		Load: 5 * time.Second, FaultAt: 1500 * time.Millisecond, Rounds: 1, Hold: 2 * time.Second,
 		OutDir: out,
 	}
 	skew := 40 * time.Second

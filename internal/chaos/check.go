@@ -67,7 +67,7 @@ func (r *Run) quiesce(ctx context.Context, saleID string) (Facts, error) {
 		}
 		sleep(ctx, 200*time.Millisecond)
 	}
-	sleep(ctx, 2500*time.Millisecond) // two invariant checks (1 s interval)
+	sleep(ctx, 1500*time.Millisecond) // an invariant check or two (1 s interval)
 	return readFacts(ctx, r, saleID)
 }
 

@@ -34,7 +34,8 @@ type Fault struct {
 // skew is the clock skew of the clock-skew fault.
 func Faults(skew time.Duration) []Fault {
 	return []Fault{
-		{Name: "kill-batch", What: "SIGKILL an instance while its reservations are in a batch (its link to PostgreSQL slowed by 150 ms so batches are long), start it again", Inject: killMid(Reserve)},
+		{Name: "kill-batch", What: "SIGKILL an instance while its reservations are in a batch (its link to PostgreSQL slowed by 150 ms so batches are long), start it again; three times the stock, so that buying goes on", Inject: killMid(Reserve),
+			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
 		{Name: "kill-confirm", What: "SIGKILL an instance while confirms are in flight on it (150 ms link), start it again", Inject: killMid(Confirm)},
 		{Name: "kill-sweep", What: "SIGKILL the instance running the expiry sweep job (every link slowed by 150 ms so the sweep is long), start it again", Inject: killSweep},
 		{Name: "pg-restart-fast", What: "pg_ctl stop -m fast, 1 s down, start", Inject: pgRestart("fast")},
@@ -76,22 +77,27 @@ func killMid(kind Kind) func(context.Context, *Run, *rand.Rand, time.Duration) (
 		// several of the link's 150 ms round trips.
 		deadline := time.Now().Add(8 * time.Second)
 		n := r.inFlight(victim, kind)
-		since := time.Time{}
-		for time.Now().Before(deadline) && ctx.Err() == nil {
+		since, caught := time.Time{}, false
+		for !caught && time.Now().Before(deadline) && ctx.Err() == nil {
 			switch {
 			case n.Load() == 0:
 				since = time.Time{}
 			case since.IsZero():
 				since = time.Now()
 			case time.Since(since) > 200*time.Millisecond:
-				deadline = time.Time{}
+				caught = true
 				continue
 			}
 			sleep(ctx, 2*time.Millisecond)
 		}
 		sleep(ctx, time.Duration(rng.IntN(100))*time.Millisecond)
+		inFlight := n.Load()
 		r.Server(victim).Kill()
-		r.Note("SIGKILL instance %d with %d %s requests in flight", victim, n.Load(), kind)
+		if caught {
+			r.Note("SIGKILL instance %d with %d %s requests in flight (at the database for 200 ms or more)", victim, inFlight, kind)
+		} else {
+			r.Note("SIGKILL instance %d: no %s request caught in flight within 8 s", victim, kind)
+		}
 		ClearToxics(p)
 		sleep(ctx, 500*time.Millisecond)
 		r.Start(victim)
