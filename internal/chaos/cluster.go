@@ -2,13 +2,11 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,9 +36,6 @@ type Cluster struct {
 	port string
 
 	toxi *toxiproxy.ApiServer
-
-	mu      sync.Mutex
-	stopped bool
 }
 
 // MaxConnections is the cluster's max_connections: three instances of
@@ -184,5 +179,3 @@ func viaProxy(direct, addr string) string {
 	u.Host = addr
 	return u.String()
 }
-
-var errNoSweep = errors.New("no sweep caught running")

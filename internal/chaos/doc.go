@@ -28,6 +28,9 @@
 //     and idempotency keys); the sweeper's expirations enter the history as
 //     operations too, timed by the database's own clock (expired_at and the
 //     commit timestamp of the expiring transaction).
+//   - timeline.go: the sale's units by state over time, from the database's
+//     insert-only tables (stock_ledger, orders) and their commit timestamps;
+//     reads of the sale and sold_out answers are checked against it.
 //   - check.go: porcupine's linearizability check plus the accounting checks
 //     against the database (every 201 is exactly one reservation row and
 //     every row a 201 some client saw, one active hold per customer, stock +

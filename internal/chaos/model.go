@@ -31,12 +31,14 @@ import (
 //     expired and returns its units: a hold that no client was ever given is
 //     illegal here, which is how an answer lost with an instance shows up.
 //
-// One documented relaxation: the sale cache answers sold_out from memory,
-// which may be behind the database by the cache's staleness bound (its
-// StaleAfter, 3 s, plus the read it came from, at most 3 s). A sold_out
-// answer is therefore checked as if it had been invoked that much earlier
-// (SoldOutStaleness): it is legal if the units were short at some moment in
-// that window.
+// sold_out answers are not in porcupine's history: the sale cache answers
+// them from memory, which may be behind the database by the cache's
+// staleness bound (its StaleAfter, 3 s, plus the read it came from, at most
+// 3 s), and such a window made the search explode. They are checked instead
+// against the database's own timeline of the stock (timeline.go): a sold_out
+// is legal when the units were short at some moment between
+// SoldOutStaleness before the request and its answer. The model still knows
+// sold_out, for a history that includes them.
 
 // SoldOutStaleness is how far behind the database a sold_out answered from
 // a sale cache may be (salecache: StaleAfter 3 s + its 3 s read timeout).

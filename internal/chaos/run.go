@@ -279,7 +279,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		t.Fatalf("chaos: %v", err)
 	}
 	ops := r.History.Ops()
-	v := Check(ctx, cfg.Stock, opensAt, customers, ops, facts)
+	v := Check(ctx, sale.InitialStock, opensAt, customers, ops, facts)
 	res.Verdict, res.Violations = "ok", v.Violations
 	if len(v.Violations) > 0 {
 		res.Verdict = fmt.Sprintf("%d violations", len(v.Violations))
@@ -304,7 +304,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	res.Ready, res.Notes = r.ready, append(res.Notes, r.notes...)
 	r.mu.Unlock()
 	if len(v.Violations) > 0 || v.Porcupine != "Ok" {
-		res.Files = r.write(cfg, v, Recorded{Initial: cfg.Stock, OpensAt: opensAt, Customers: customers, Ops: ops, Facts: facts})
+		res.Files = r.write(cfg, v, Recorded{Initial: sale.InitialStock, OpensAt: opensAt, Customers: customers, Ops: ops, Facts: facts})
 	}
 	for slot := range n {
 		logs := r.Server(slot).Logs()
