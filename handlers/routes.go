@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +50,16 @@ type Deps struct {
 	SaleBusy func(saleID string) bool
 	// Gate, when set, serves POST /admin/sales/{id}/gate/rebuild.
 	Gate GateRebuilder
+	// Now is the clock admission tokens' expiry is judged by; nil:
+	// time.Now. Only serve's test hook (FLASHLINE_TEST_CLOCK_SKEW) sets it.
+	Now func() time.Time
+}
+
+func (d Deps) now() func() time.Time {
+	if d.Now == nil {
+		return time.Now
+	}
+	return d.Now
 }
 
 // Routes returns the HTTP handler for the whole API.
@@ -105,7 +116,7 @@ func Routes(d Deps) http.Handler {
 	// nothing another buyer needs. Confirm and cancel finish sales and
 	// return stock: they are never shed, and a burst of them queues for the
 	// pool they use.
-	r.POST("/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, handleReserve(d.Store, d.Keyring, d.Limiter, d.Logger))
+	r.POST("/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
 	r.GET("/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))

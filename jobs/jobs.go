@@ -8,7 +8,10 @@ package jobs
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,6 +104,7 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 		periodicJobs = append(periodicJobs, periodic(time.Second, GateArgs{}))
 	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
+		ID:                          clientID(time.Now()),
 		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		PeriodicJobs:                periodicJobs,
 		Workers:                     workers,
@@ -109,6 +113,36 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 		JobTimeout:                  time.Minute,
 		Logger:                      cfg.Logger,
 	})
+}
+
+// clientID names this process in River's tables (a job's attempted_by, the
+// leader): River's default (host and start time) with the process id, so an
+// operator, or the fault harness, can tell which of several instances on one
+// host ran a job.
+func clientID(started time.Time) string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "unknown_host"
+	}
+	host = strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(host)
+	if len(host) > 60 {
+		host = host[:60]
+	}
+	return fmt.Sprintf("%s_pid%d_%s", host, os.Getpid(), started.UTC().Format("2006_01_02T15_04_05_000000"))
+}
+
+// ClientIDPid is the process id in a River client id made by this package
+// (a job's attempted_by), or 0 when id is not one.
+func ClientIDPid(id string) int {
+	_, rest, ok := strings.Cut(id, "_pid")
+	for ok {
+		var pid int
+		if n, _ := fmt.Sscanf(rest, "%d_", &pid); n == 1 {
+			return pid
+		}
+		_, rest, ok = strings.Cut(rest, "_pid")
+	}
+	return 0
 }
 
 type metrics struct {

@@ -48,6 +48,8 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 			PreopenCount:         -1,
 			AdmittedThrough:      r.AdmittedThrough,
 			Pace:                 r.PacePerSecond,
+			DBNow:                r.Now,
+			StockVersion:         r.StockVersion,
 		}
 		if r.PreopenCount != nil {
 			out[i].PreopenCount = *r.PreopenCount

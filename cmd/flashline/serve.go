@@ -49,7 +49,20 @@ type serveConfig struct {
 	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret,
 	// which only --demo allows.
 	waitroomKeys string
+	// clockSkew is the test hook FLASHLINE_TEST_CLOCK_SKEW: this instance's
+	// clock runs that far ahead (negative: behind) of the machine's.
+	clockSkew time.Duration
 }
+
+// clockSkewEnv names the clock-skew test hook: a Go duration ("90s", "-2m")
+// by which this instance's clock is shifted, as if the machine's clock were
+// wrong. It is the clock the sale cache times its entries by and corrects by
+// the database's (salecache.Cache.Now), which the opening judgment, the
+// waiting room's tickets and admission tokens and the reserve path's
+// admission check use. For the fault harness (internal/chaos) only: serve
+// logs a warning at start while it is set. Holds never read it: their expiry
+// is the database's now(), and so is a new sale's opening.
+const clockSkewEnv = "FLASHLINE_TEST_CLOCK_SKEW"
 
 // minSecretLen is the shortest admin token, JWT secret or waiting-room key
 // serve accepts outside --demo: 32 bytes, the size of the HMAC-SHA256 keys
@@ -86,6 +99,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := e.fs.Parse(args); err != nil {
 		return err
 	}
+	if v := getenv(clockSkewEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("serve: %s: %w", clockSkewEnv, err)
+		}
+		cfg.clockSkew = d
+	}
 	if cfg.adminToken == "" || cfg.jwtSecret == "" {
 		return errors.New("serve: FLASHLINE_ADMIN_TOKEN and FLASHLINE_JWT_SECRET must be set ('make run' sets development values)")
 	}
@@ -112,6 +132,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if cfg.clockSkew != 0 {
+		logger.Warn("flashline: TEST HOOK: this instance's clock is skewed; for the fault harness only, never in production",
+			"env", clockSkewEnv, "skew", cfg.clockSkew)
+	}
 	return serve(ctx, cfg, logger, stdout)
 }
 
@@ -175,12 +199,17 @@ func (h minLevel) WithGroup(g string) slog.Handler {
 }
 
 func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.Writer) error {
+	// The instance's clock: the machine's, unless the test hook skews it.
+	now := time.Now
+	if skew := cfg.clockSkew; skew != 0 {
+		now = func() time.Time { return time.Now().Add(skew) }
+	}
 	verifier, err := auth.NewVerifier(cfg.jwtSecret, cfg.adminToken)
 	if err != nil {
 		return err
 	}
 	// Every instance must hold the same keys: a ticket taken on one is
-	// checked on another.
+	// checked on another. Tickets' expiry is judged by the instance's clock.
 	keyring := waitroom.DeriveKeyring(cfg.jwtSecret)
 	if cfg.waitroomKeys != "" {
 		if keyring, err = waitroom.ParseKeyring(cfg.waitroomKeys); err != nil {
@@ -265,7 +294,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	// The sale cache (below) and the Redis gate of peak sales: a gated sale
 	// fails closed (503) on an instance without Redis, or whose Redis does
 	// not answer; this one still serves every other sale.
-	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry})
+	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry, Now: now})
 	rdb, err := newRedis(cfg.redisURL)
 	if err != nil {
 		return err
@@ -310,7 +339,13 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	//
 	// Both run until serve returns, and are stopped before the pools close
 	// (the pacer's leader hands its lock over).
-	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry})
+	// Times that instances compare (an opening, a ticket's or an admission
+	// token's expiry) are judged by the database's clock as the cache
+	// estimates it, not by this machine's, which may be off: a token minted
+	// on one instance and checked on another then lives its 120 s.
+	clock := cache.Now
+	keyring = keyring.WithClock(clock)
+	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry, Now: clock})
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
@@ -363,6 +398,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		CustomerInFlight: cfg.customerInFlight,
 		SaleBusy:         store.SaleBusy,
 		Gate:             gt,
+		Now:              clock,
 	}))
 	url := publicURL(ln.Addr())
 	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers, "redis", rdb != nil)

@@ -10,6 +10,21 @@ import (
 	"time"
 )
 
+const databaseNow = `-- name: DatabaseNow :one
+
+SELECT now()::timestamptz AS now
+`
+
+// Sales: created and administered by the admin API and `flashline sale`.
+// The database's clock: what a new sale's opening time is judged by (not the
+// instance's own clock, which may be off).
+func (q *Queries) DatabaseNow(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, databaseNow)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
+}
+
 const saleGet = `-- name: SaleGet :one
 SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
@@ -98,7 +113,6 @@ func (q *Queries) SaleGet(ctx context.Context, arg SaleGetParams) (SaleGetRow, e
 }
 
 const saleInsert = `-- name: SaleInsert :one
-
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
@@ -128,7 +142,6 @@ type SaleInsertParams struct {
 	Gate                  string
 }
 
-// Sales: created and administered by the admin API and `flashline sale`.
 func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string, error) {
 	row := q.db.QueryRow(ctx, saleInsert,
 		arg.SaleID,

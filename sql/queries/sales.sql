@@ -1,5 +1,10 @@
 -- Sales: created and administered by the admin API and `flashline sale`.
 
+-- name: DatabaseNow :one
+-- The database's clock: what a new sale's opening time is judged by (not the
+-- instance's own clock, which may be off).
+SELECT now()::timestamptz AS now;
+
 -- name: SaleInsert :one
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
