@@ -26,6 +26,7 @@ Usage:
                                      the Redis gate of a peak sale
   flashline check                    check every sale's invariant; exit 1 on a mismatch
   flashline token   --customer ID    mint a customer JWT (demo and testing)
+  flashline solve   --nonce N --bits B  solve a waiting-room challenge (prints the solution)
   flashline loadtest --scenario northline|hot|overload --target URL[,URL...]
                                      load generator; verifies nothing was oversold
   flashline devdb   up|down|status|url  the local development PostgreSQL
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runCheck(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		return runToken(rest, getenv, stdout, stderr)
+	case "solve":
+		return runSolve(ctx, rest, getenv, stdout, stderr)
 	case "devdb":
 		return runDevDB(ctx, rest, getenv, stdout, stderr)
 	case "loadtest":
