@@ -150,6 +150,8 @@ type metrics struct {
 	invariantOK *prometheus.GaugeVec
 	incidents   prometheus.Counter
 	prunedKeys  prometheus.Counter
+	overdue     prometheus.Gauge
+	lastSweep   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -171,6 +173,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Idempotency keys deleted after their retention.",
 		}),
 	}
-	reg.MustRegister(m.restocked, m.invariantOK, m.incidents, m.prunedKeys)
+	m.overdue = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flashline_sweep_overdue_seconds",
+		Help: "How far past its expiry the oldest pending hold was after this instance's last sweep (the sweeper's lag).",
+	})
+	m.lastSweep = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flashline_sweep_last_run_timestamp_seconds",
+		Help: "When this instance last finished an expiry sweep (Unix time; the sweep runs on River's leader).",
+	})
+	reg.MustRegister(m.restocked, m.invariantOK, m.incidents, m.prunedKeys, m.overdue, m.lastSweep)
 	return m
 }

@@ -52,8 +52,14 @@ func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 			w.logger.InfoContext(ctx, "jobs: sweep", "expired", len(expired), "units", units)
 		}
 		if len(expired) < w.batchSize {
-			return nil
+			break
 		}
 	}
+	overdue, err := w.store.SweepOverdue(ctx)
+	if err != nil {
+		return err
+	}
+	w.metrics.overdue.Set(overdue.Seconds())
+	w.metrics.lastSweep.SetToCurrentTime()
 	return nil
 }
