@@ -26,7 +26,7 @@ END_TEST_DB = rc=$$?; if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$
 # The browsers the tests in waitpage/ drive (the first found on PATH).
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 
-.PHONY: run test test-short fuzz bench build devdb-up devdb-down generate check-generated vet chromium clean
+.PHONY: run test test-short chaos fuzz bench build devdb-up devdb-down generate check-generated vet chromium clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flashline
@@ -49,6 +49,17 @@ test: build vet check-generated chromium
 ## processes or PostgreSQL clusters, and the browser tests.
 test-short: build
 	@$(WITH_TEST_DB) $(GO) test -short -race -count=1 ./...; $(END_TEST_DB)
+
+## chaos: the fault harness's long form (internal/chaos, TestChaos): three
+## serve processes on a PostgreSQL cluster of its own behind toxiproxy, two
+## minutes of retrying buyers per fault with the fault injected every 20 s,
+## every history checked (porcupine, accounting, clocks). A random seed,
+## printed; SEED=n replays that run's schedule, FAULTS=kill-batch,stall runs
+## some faults only. Failing histories land in chaos-out/. `make test` runs
+## the short form (every fault once, seed 1).
+chaos: build
+	FLASHLINE_CHAOS=full FLASHLINE_CHAOS_SEED=$(SEED) FLASHLINE_CHAOS_FAULTS=$(FAULTS) \
+		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./cmd/flashline/
 
 ## chromium: a browser for the tests in waitpage/ (make test needs it). Does
 ## nothing when one is on PATH; as root with apt-get, installs Debian's chromium

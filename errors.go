@@ -64,6 +64,10 @@ var (
 	// ErrPaymentReferenceUsed: a payment reference that confirmed another
 	// order already.
 	ErrPaymentReferenceUsed = errors.New("payment reference already confirmed another order")
+	// ErrGateUnitReturned: the unit a sale's gate handed out for a request
+	// was given back before the request could hold it; the gate hands out
+	// another (package gate answers it, it never reaches a client).
+	ErrGateUnitReturned = errors.New("the gate's unit for this request was given back")
 )
 
 // InvalidError is a request that is malformed or breaks a rule of the contract.

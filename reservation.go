@@ -117,6 +117,9 @@ type ReserveRequest struct {
 	// Fingerprint identifies the request body: the same key with a different
 	// fingerprint is ErrIdempotencyKeyReused.
 	Fingerprint []byte
+	// GateSeq is the number of the unit a gated sale's gate handed out for
+	// this request (0: the sale has no gate); the reservation records it.
+	GateSeq int64
 }
 
 // ReserveResult is the outcome of a successful reserve: a new reservation

@@ -53,6 +53,31 @@ const (
 	ConfirmByCustomer Confirmation = "customer"
 )
 
+// Gate is what counts a sale's units in front of the database.
+type Gate string
+
+// Gates.
+const (
+	// GateNone: the stock rows alone (coalesced, see postgres).
+	GateNone Gate = "none"
+	// GateRedis: a counter in Redis decides who may try (package gate); the
+	// stock rows still decide who gets a unit.
+	GateRedis Gate = "redis"
+)
+
+// GateStatus is how a gated sale's counter stands against the database.
+type GateStatus struct {
+	Kind Gate
+	// Counter is the units the gate may still hand out, as Redis holds it
+	// (-1: unknown, Redis could not be read or the counter is missing).
+	Counter int64
+	// Drift is available in the database − the counter − the units in
+	// flight (handed out, not yet held by a reservation or given back) −
+	// the units owed back and not yet applied: 0 when they agree.
+	Drift int64
+	OK    bool
+}
+
 // Limits on what a sale may be created with.
 const (
 	MaxBuckets   = 64
@@ -88,6 +113,8 @@ type NewSale struct {
 	// Confirmation is who confirms the sale's holds (default
 	// ConfirmByPayment).
 	Confirmation Confirmation
+	// Gate is GateNone (default) or GateRedis.
+	Gate Gate
 }
 
 // Validate checks a NewSale and fills in defaults.
@@ -118,6 +145,9 @@ func (n *NewSale) Validate() error {
 	if n.Confirmation == "" {
 		n.Confirmation = ConfirmByPayment
 	}
+	if n.Gate == "" {
+		n.Gate = GateNone
+	}
 	switch {
 	case n.PerCustomerLimit < 1 || n.PerCustomerLimit > 1000:
 		return Invalid("perCustomerLimit must be between 1 and 1000")
@@ -141,6 +171,8 @@ func (n *NewSale) Validate() error {
 		return Invalid("minAccountAgeSeconds must be between 0 and 315360000 (ten years)")
 	case n.Confirmation != ConfirmByPayment && n.Confirmation != ConfirmByCustomer:
 		return Invalid(`confirmation must be "payment" or "customer"`)
+	case n.Gate != GateNone && n.Gate != GateRedis:
+		return Invalid(`gate must be "none" or "redis"`)
 	}
 	return nil
 }
@@ -190,6 +222,9 @@ type Sale struct {
 	PauseReason           string
 	Invariant             Invariant
 	CreatedAt             time.Time
+	Gate                  Gate
+	// GateStatus is set for a gated sale read through its gate.
+	GateStatus *GateStatus
 }
 
 // EffectiveState is the state a sale shows, from the state stored: a

@@ -46,7 +46,7 @@ func fingerprint(saleID string, quantity int, instrument string) []byte {
 // instrument); only then does it wait for the purchase path. keyring verifies
 // admission tokens (signature, expiry, sale, customer) without a database
 // round trip; single use is the database's part.
-func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limiter *loadshed.Limiter, logger *slog.Logger) gin.HandlerFunc {
+func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limiter *loadshed.Limiter, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		actor := actorOf(c)
 		key, present := c.Request.Header["Idempotency-Key"]
@@ -81,7 +81,7 @@ func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limiter *lo
 		var admissionID string
 		if token != "" && keyring != nil {
 			a, err := keyring.ParseAdmission(token)
-			if err == nil && a.Check(saleID, actor.CustomerID, time.Now()) == nil {
+			if err == nil && a.Check(saleID, actor.CustomerID, now()) == nil {
 				admissionID = a.ID
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,18 @@ type Deps struct {
 	// /payments/events). Nil: the instance takes no payment events, and
 	// refuses to create sales confirmed by payment.
 	Payments *webhook.Verifier
+	// Gate, when set, serves POST /admin/sales/{id}/gate/rebuild.
+	Gate GateRebuilder
+	// Now is the clock admission tokens' expiry is judged by; nil:
+	// time.Now. Only serve's test hook (FLASHLINE_TEST_CLOCK_SKEW) sets it.
+	Now func() time.Time
+}
+
+func (d Deps) now() func() time.Time {
+	if d.Now == nil {
+		return time.Now
+	}
+	return d.Now
 }
 
 // Routes returns the HTTP handler for the whole API.
@@ -107,6 +120,9 @@ func Routes(d Deps) http.Handler {
 	// (webhook/), not a bearer token. Like confirm, never shed: they finish
 	// sales and return stock.
 	r.POST("/payments/events", handlePaymentEvent(d.Store, d.Payments, newPaymentMetrics(d.Registry), d.Logger))
+	if d.Gate != nil {
+		r.POST("/admin/sales/:saleId/gate/rebuild", admin, handleGateRebuild(d.Gate, d.Logger))
+	}
 	if d.RiverUI != nil {
 		r.Any("/admin/riverui/*path", admin, gin.WrapH(d.RiverUI))
 	}
@@ -117,7 +133,7 @@ func Routes(d Deps) http.Handler {
 	// nothing another buyer needs. Confirm and cancel finish sales and
 	// return stock: they are never shed, and a burst of them queues for the
 	// pool they use.
-	r.POST("/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, handleReserve(d.Store, d.Keyring, d.Limiter, d.Logger))
+	r.POST("/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
 	r.GET("/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -24,6 +25,7 @@ type CreateSaleRequest struct {
 	PerInstrumentLimit    *int       `json:"perInstrumentLimit"` // null or absent: no limit
 	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds"`
 	Confirmation          string     `json:"confirmation"` // "payment" (default) or "customer"
+	Gate                  string     `json:"gate"`         // none (default) or redis
 }
 
 // NewSale turns the request into the domain's NewSale.
@@ -51,6 +53,7 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 		PerInstrumentLimit:    perInstrument,
 		MinAccountAgeSeconds:  r.MinAccountAgeSeconds,
 		Confirmation:          flashline.Confirmation(r.Confirmation),
+		Gate:                  flashline.Gate(r.Gate),
 	}
 	return n, n.Validate()
 }
@@ -102,5 +105,23 @@ func handleSaleAction(store flashline.Store, logger *slog.Logger, action flashli
 			return
 		}
 		writeJSON(c, http.StatusOK, NewSaleView(sale))
+	}
+}
+
+// GateRebuilder rebuilds a paused gated sale's counter from the database
+// (*gate.Gate).
+type GateRebuilder interface {
+	Rebuild(ctx context.Context, saleID string) (int64, error)
+}
+
+// handleGateRebuild is POST /admin/sales/{saleId}/gate/rebuild.
+func handleGateRebuild(g GateRebuilder, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		counter, err := g.Rebuild(c.Request.Context(), c.Param("saleId"))
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusOK, gin.H{"counter": counter})
 	}
 }

@@ -33,6 +33,19 @@ type SaleView struct {
 	OpensAt               *string       `json:"opensAt"`
 	PauseReason           string        `json:"pauseReason,omitempty"`
 	Invariant             InvariantView `json:"invariant"`
+	Gate                  GateView      `json:"gate"`
+}
+
+// GateView is what counts the sale's units in front of the database, and
+// for a Redis gate how its counter stands: counter as Redis holds it (-1:
+// missing or unreachable), drift = available in the database − counter −
+// units owed back − units in flight, ok when they agree and the counter is
+// not being rebuilt.
+type GateView struct {
+	Kind    string `json:"kind"` // none or redis
+	Counter *int64 `json:"counter,omitempty"`
+	Drift   *int64 `json:"drift,omitempty"`
+	OK      *bool  `json:"ok,omitempty"`
 }
 
 // InvariantView is the sale's invariant verdict.
@@ -76,7 +89,20 @@ func NewSaleView(s flashline.Sale) SaleView {
 			CheckedAt: timeString(s.Invariant.CheckedAt),
 			Detail:    s.Invariant.Detail,
 		},
+		Gate: NewGateView(s),
 	}
+}
+
+// NewGateView renders a sale's gate.
+func NewGateView(s flashline.Sale) GateView {
+	v := GateView{Kind: string(s.Gate)}
+	if v.Kind == "" {
+		v.Kind = string(flashline.GateNone)
+	}
+	if st := s.GateStatus; st != nil {
+		v.Counter, v.Drift, v.OK = &st.Counter, &st.Drift, &st.OK
+	}
+	return v
 }
 
 // ReservationView is the reservation object of the HTTP contract: the

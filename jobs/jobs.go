@@ -1,13 +1,17 @@
 // Package jobs holds Flashline's River jobs, one file per kind: the expiry
-// sweeper (sweep.go), the invariant check (invariant.go) and idempotency-key
-// pruning (prune.go), and the River client that runs them inside
+// sweeper (sweep.go), the invariant check (invariant.go), idempotency-key
+// pruning (prune.go) and the Redis gate's relay and checks (gate.go), and
+// the River client that runs them inside
 // `flashline serve`. Periodic jobs run on River's elected leader, so any
 // number of instances may run workers at once.
 package jobs
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/flashline/flashline/gate"
 	"github.com/flashline/flashline/postgres"
 )
 
@@ -32,8 +37,11 @@ type Config struct {
 	// CompletedJobRetention is how long River keeps finished jobs; a job every
 	// second would otherwise leave 86,400 rows a day per kind.
 	CompletedJobRetention time.Duration // 10m
-	Logger                *slog.Logger
-	Registry              prometheus.Registerer
+	// Gate, when set, is the Redis gate: its job runs every second, and the
+	// sweeper asks it to relay the units it restocked at once.
+	Gate     *gate.Gate
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -73,7 +81,7 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 	}
 	m := newMetrics(cfg.Registry)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &SweepWorker{store: store, batchSize: cfg.SweepBatchSize, logger: cfg.Logger, metrics: m})
+	river.AddWorker(workers, &SweepWorker{store: store, batchSize: cfg.SweepBatchSize, logger: cfg.Logger, metrics: m, gate: cfg.Gate})
 	river.AddWorker(workers, &InvariantWorker{store: store, logger: cfg.Logger, metrics: m})
 	river.AddWorker(workers, &PruneWorker{store: store, retention: cfg.KeyRetention, logger: cfg.Logger, metrics: m})
 
@@ -86,13 +94,19 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 			},
 			&river.PeriodicJobOpts{RunOnStart: true})
 	}
+	periodicJobs := []*river.PeriodicJob{
+		periodic(cfg.SweepInterval, SweepArgs{}),
+		periodic(cfg.InvariantInterval, InvariantArgs{}),
+		periodic(cfg.PruneInterval, PruneArgs{}),
+	}
+	if cfg.Gate != nil {
+		river.AddWorker(workers, &GateWorker{gate: cfg.Gate})
+		periodicJobs = append(periodicJobs, periodic(time.Second, GateArgs{}))
+	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
-		PeriodicJobs: []*river.PeriodicJob{
-			periodic(cfg.SweepInterval, SweepArgs{}),
-			periodic(cfg.InvariantInterval, InvariantArgs{}),
-			periodic(cfg.PruneInterval, PruneArgs{}),
-		},
+		ID:                          clientID(time.Now()),
+		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
+		PeriodicJobs:                periodicJobs,
 		Workers:                     workers,
 		CompletedJobRetentionPeriod: cfg.CompletedJobRetention,
 		DiscardedJobRetentionPeriod: 24 * time.Hour,
@@ -101,11 +115,43 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 	})
 }
 
+// clientID names this process in River's tables (a job's attempted_by, the
+// leader): River's default (host and start time) with the process id, so an
+// operator, or the fault harness, can tell which of several instances on one
+// host ran a job.
+func clientID(started time.Time) string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "unknown_host"
+	}
+	host = strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(host)
+	if len(host) > 60 {
+		host = host[:60]
+	}
+	return fmt.Sprintf("%s_pid%d_%s", host, os.Getpid(), started.UTC().Format("2006_01_02T15_04_05_000000"))
+}
+
+// ClientIDPid is the process id in a River client id made by this package
+// (a job's attempted_by), or 0 when id is not one.
+func ClientIDPid(id string) int {
+	_, rest, ok := strings.Cut(id, "_pid")
+	for ok {
+		var pid int
+		if n, _ := fmt.Sscanf(rest, "%d_", &pid); n == 1 {
+			return pid
+		}
+		_, rest, ok = strings.Cut(rest, "_pid")
+	}
+	return 0
+}
+
 type metrics struct {
 	restocked   prometheus.Counter
 	invariantOK *prometheus.GaugeVec
 	incidents   prometheus.Counter
 	prunedKeys  prometheus.Counter
+	overdue     prometheus.Gauge
+	lastSweep   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -127,6 +173,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Idempotency keys deleted after their retention.",
 		}),
 	}
-	reg.MustRegister(m.restocked, m.invariantOK, m.incidents, m.prunedKeys)
+	m.overdue = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flashline_sweep_overdue_seconds",
+		Help: "How far past its expiry the oldest pending hold was after this instance's last sweep (the sweeper's lag).",
+	})
+	m.lastSweep = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flashline_sweep_last_run_timestamp_seconds",
+		Help: "When this instance last finished an expiry sweep (Unix time; the sweep runs on River's leader).",
+	})
+	reg.MustRegister(m.restocked, m.invariantOK, m.incidents, m.prunedKeys, m.overdue, m.lastSweep)
 	return m
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/flashline/flashline/gate"
 	"github.com/flashline/flashline/postgres"
 )
 
@@ -25,6 +26,7 @@ type SweepWorker struct {
 	batchSize int
 	logger    *slog.Logger
 	metrics   *metrics
+	gate      *gate.Gate // nil: no gate
 }
 
 // maxBatchesPerRun bounds one run, so a backlog is worked off over several
@@ -43,12 +45,21 @@ func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 			units += e.Quantity
 		}
 		if len(expired) > 0 {
+			if w.gate != nil {
+				w.gate.Kick() // gated sales' units go back to their counters now
+			}
 			w.metrics.restocked.Add(float64(units))
 			w.logger.InfoContext(ctx, "jobs: sweep", "expired", len(expired), "units", units)
 		}
 		if len(expired) < w.batchSize {
-			return nil
+			break
 		}
 	}
+	overdue, err := w.store.SweepOverdue(ctx)
+	if err != nil {
+		return err
+	}
+	w.metrics.overdue.Set(overdue.Seconds())
+	w.metrics.lastSweep.SetToCurrentTime()
 	return nil
 }

@@ -115,11 +115,13 @@ func (b *batchRun) execute(ctx context.Context) error {
 		IdempotencyKeys: make([]string, n),
 		AdmissionIds:    make([]string, n),
 		Instruments:     make([]string, n),
+		GateSeqs:        make([]int64, n),
 		SaleID:          b.calls[0].req.SaleID,
 	}
 	for i, c := range b.calls {
 		p.CustomerIds[i], p.IdempotencyKeys[i] = c.req.CustomerID, c.req.IdempotencyKey
 		p.AdmissionIds[i], p.Instruments[i] = c.req.AdmissionID, c.req.PaymentInstrument
+		p.GateSeqs[i] = c.req.GateSeq
 	}
 	rows, err := b.q.ReserveBatchBegin(ctx, p)
 	if err != nil {
@@ -173,6 +175,10 @@ func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error
 		// perhaps this very key on another instance. Its outcome decides
 		// this one's (replay or limit reached).
 		return errRetry
+	case row.GateReturned:
+		// The gate's unit for this request was given back (the request
+		// outlived its first attempt): the gate must hand out another.
+		return flashline.ErrGateUnitReturned
 	case !row.IsOpen:
 		return flashline.ErrSaleNotOpen
 	case req.Quantity > int(row.PerCustomerLimit):
@@ -255,6 +261,9 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 
 			PerInstrumentLimit: sale.PerInstrumentLimit,
 		}
+		for _, i := range pending {
+			p.Gated = p.Gated || b.calls[i].req.GateSeq != 0
+		}
 		for _, i := range granted {
 			c := b.calls[i]
 			p.ReservationIds = append(p.ReservationIds, reservations[i].ID)
@@ -265,6 +274,7 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			p.ResponseBodies = append(p.ResponseBodies, receipts[i])
 			p.AdmissionIds = append(p.AdmissionIds, c.req.AdmissionID)
 			p.Instruments = append(p.Instruments, c.req.PaymentInstrument)
+			p.GateSeqs = append(p.GateSeqs, c.req.GateSeq)
 		}
 		res, err := b.q.ReserveBatchCommit(ctx, p)
 		if err != nil {

@@ -41,11 +41,15 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 			ChallengeBits:        int(r.ChallengeBits),
 			MinAccountAgeSeconds: int(r.MinAccountAgeSeconds),
 			DrawSeed:             r.DrawSeed,
+			Gate:                 flashline.Gate(r.Gate),
+			PerCustomerLimit:     int(r.PerCustomerLimit),
 			SoldOut:              r.SoldOut,
 			NextPosition:         r.NextPosition,
 			PreopenCount:         -1,
 			AdmittedThrough:      r.AdmittedThrough,
 			Pace:                 r.PacePerSecond,
+			DBNow:                r.Now,
+			StockVersion:         r.StockVersion,
 		}
 		if r.PreopenCount != nil {
 			out[i].PreopenCount = *r.PreopenCount

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 
 	"github.com/jackc/pgerrcode"
@@ -77,8 +78,12 @@ func unreachable(err error) bool {
 			pgErr.Code == pgerrcode.CannotConnectNow ||
 			pgErr.Code == pgerrcode.TooManyConnections
 	}
+	// A connection the server's side closed in the middle of an answer
+	// (a crash, an immediate shutdown, a proxy going away) ends in a bare
+	// io.ErrUnexpectedEOF from pgx's row reading, or io.EOF.
 	return errors.As(err, &connectErr) ||
 		(errors.As(err, &netErr) && !netErr.Timeout()) ||
 		pgconn.SafeToRetry(err) ||
-		errors.Is(err, net.ErrClosed)
+		errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }

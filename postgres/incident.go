@@ -104,9 +104,9 @@ func (s *Store) Incidents(ctx context.Context, saleID string) ([]IncidentSummary
 	return out, nil
 }
 
-// Incident reads incident id with what explains it (IncidentReport). It
+// ReadIncident reads incident id with what explains it (IncidentReport). It
 // only reads.
-func (s *Store) Incident(ctx context.Context, id int64) (IncidentReport, error) {
+func (s *Store) ReadIncident(ctx context.Context, id int64) (IncidentReport, error) {
 	q := dbsqlc.New(s.admin)
 	inc, err := q.IncidentGet(ctx, dbsqlc.IncidentGetParams{IncidentID: id})
 	if err != nil {

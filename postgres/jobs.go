@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,6 +42,16 @@ func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]Expired, error)
 		out[i] = Expired{ReservationID: r.ReservationID, SaleID: r.SaleID, Quantity: int(r.Quantity)}
 	}
 	return out, nil
+}
+
+// SweepOverdue is how far past its expiry the oldest pending hold is (0:
+// none): the sweeper's lag.
+func (s *Store) SweepOverdue(ctx context.Context) (time.Duration, error) {
+	secs, err := dbsqlc.New(s.admin).SweepOverdue(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sweep overdue: %w", translate(err))
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }
 
 // InvariantResult is the invariant check of one sale.

@@ -12,7 +12,7 @@ import (
 // holds when payment is slow, void orders. Each change and its audit row
 // (operator_actions) are one statement (sql/queries/operations.sql).
 
-var admin = flashline.Actor{Admin: true}
+var adminActor = flashline.Actor{Admin: true}
 
 // ExtendSale extends every pending hold of saleID whose time is not up by
 // seconds (each hold at most flashline.MaxExtensionTotal in all), in one
@@ -69,7 +69,7 @@ func (s *Store) ExtendReservation(ctx context.Context, reservationID string, sec
 		}
 		return flashline.Reservation{}, fmt.Errorf("extend reservation %s: %w", reservationID, err)
 	}
-	return s.Reservation(ctx, reservationID, admin)
+	return s.Reservation(ctx, reservationID, adminActor)
 }
 
 // Void voids a confirmed order and returns its units to stock exactly once,
@@ -84,7 +84,7 @@ func (s *Store) Void(ctx context.Context, reservationID, reason, operator string
 	if err := flashline.CheckOperator(operator); err != nil {
 		return flashline.Reservation{}, err
 	}
-	r, err := s.Reservation(ctx, reservationID, admin)
+	r, err := s.Reservation(ctx, reservationID, adminActor)
 	if err != nil {
 		return r, err
 	}
@@ -96,7 +96,7 @@ func (s *Store) Void(ctx context.Context, reservationID, reason, operator string
 		}
 		// Matched or not (a concurrent void or refund won), the
 		// reservation as it now stands is the answer.
-		if r, err = s.Reservation(ctx, reservationID, admin); err != nil {
+		if r, err = s.Reservation(ctx, reservationID, adminActor); err != nil {
 			return r, err
 		}
 	}

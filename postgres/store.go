@@ -104,13 +104,14 @@ func NewStore(p Pools) *Store {
 }
 
 // CreateSale creates a sale, its stock rows and their opening ledger entries
-// in one transaction.
+// in one transaction. Whether it is open at once (a direct sale whose opening
+// time is unset or past) is judged by the database's clock, as every later
+// opening is: an instance whose clock runs ahead must not open a sale early.
 func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.Sale, error) {
 	if err := n.Validate(); err != nil {
 		return flashline.Sale{}, err
 	}
 	id := flashline.NewID(flashline.SaleIDPrefix)
-	state := n.InitialState(time.Now())
 	buckets := make([]int32, n.Buckets)
 	quantities := make([]int32, n.Buckets)
 	for b := range buckets {
@@ -132,10 +133,14 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 		perInstrument = &l
 	}
 	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
+		now, err := q.DatabaseNow(ctx)
+		if err != nil {
+			return err
+		}
 		if _, err := q.SaleInsert(ctx, dbsqlc.SaleInsertParams{
 			SaleID:                id,
 			Sku:                   n.SKU,
-			State:                 string(state),
+			State:                 string(n.InitialState(now)),
 			InitialStock:          int32(n.InitialStock),
 			PerCustomerLimit:      int32(n.PerCustomerLimit),
 			ReservationTtlSeconds: int32(n.ReservationTTLSeconds),
@@ -148,6 +153,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			MinAccountAgeSeconds:  int32(n.MinAccountAgeSeconds),
 			DrawSeed:              seed,
 			Confirmation:          string(n.Confirmation),
+			Gate:                  string(n.Gate),
 		}); err != nil {
 			return err
 		}
@@ -198,6 +204,7 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 		Confirmation:          flashline.Confirmation(r.Confirmation),
 		OpensAt:               r.OpensAt,
 		CreatedAt:             r.CreatedAt,
+		Gate:                  flashline.Gate(r.Gate),
 		State:                 flashline.EffectiveState(flashline.SaleState(r.State), r.OpensAt, r.Now, int(r.Available)),
 	}
 	if r.PauseReason != nil {

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,9 @@ type Sale struct {
 	MinAccountAgeSeconds int
 	// DrawSeed is the secret seed of the waiting room's pre-open draw.
 	DrawSeed []byte
+	// Gate counts the sale's units in front of the database (package gate).
+	Gate             flashline.Gate
+	PerCustomerLimit int
 	// SoldOut: no bucket holds a unit.
 	SoldOut bool
 	// The waiting room (waiting_room sales only): the next position to hand
@@ -56,6 +60,12 @@ type Sale struct {
 	PreopenCount    int64
 	AdmittedThrough int64
 	Pace            float64
+	// DBNow is the database's clock when this was read (Cache.Now).
+	DBNow time.Time
+	// StockVersion changes whenever the stock of any bucket changes: two
+	// reads that saw the sale sold out with different versions had units
+	// come back and taken in between, perhaps by a new holder.
+	StockVersion string
 }
 
 // Opened reports whether the sale has opened by now's clock (it may be
@@ -109,6 +119,9 @@ type Cache struct {
 
 	reads   singleflight.Group // on-demand reads under way, by sale
 	reloads reloader
+	// offset is the database's clock minus this instance's (Options.Now),
+	// in nanoseconds, as of the last read that returned a sale.
+	offset atomic.Int64
 
 	fastRejects *prometheus.CounterVec
 }
@@ -116,9 +129,11 @@ type Cache struct {
 type entry struct {
 	Sale
 	loaded time.Time
-	// customers who ever held a reservation; loaded while the sale refuses.
-	customers       map[string]struct{}
-	customersLoaded time.Time
+	// customers who ever held a reservation; loaded while the sale refuses,
+	// after a read that saw the stock at customersVersion.
+	customers        map[string]struct{}
+	customersLoaded  time.Time
+	customersVersion string
 }
 
 // refuses reports whether the purchase path may refuse the sale from memory,
@@ -197,6 +212,11 @@ func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) er
 		return fmt.Errorf("salecache: load: %w", err)
 	}
 	now := c.opts.Now()
+	if len(rows) > 0 && !rows[0].DBNow.IsZero() {
+		// Off by at most the read's duration: the database's clock is
+		// read during it, this instance's just after.
+		c.offset.Store(int64(rows[0].DBNow.Sub(now)))
+	}
 	for _, s := range rows {
 		e := &entry{Sale: s, loaded: now}
 		old := c.entry(s.ID)
@@ -206,9 +226,15 @@ func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) er
 			e.AdmittedThrough, e.PreopenCount = old.AdmittedThrough, old.PreopenCount
 		}
 		if e.refuses() {
+			// The list of holders is kept while the stock has not moved since
+			// it was read: a sale seen sold out twice may have had units come
+			// back and taken in between (a notification missed), and a
+			// customer who took one must reach the database, where a retry
+			// replays its answer, not hear sold_out from memory.
 			if old != nil && old.refuses() && old.customers != nil && !freshCustomers &&
+				old.customersVersion == e.StockVersion &&
 				now.Sub(old.customersLoaded) < c.opts.CustomersMaxAge {
-				e.customers, e.customersLoaded = old.customers, old.customersLoaded
+				e.customers, e.customersLoaded, e.customersVersion = old.customers, old.customersLoaded, old.customersVersion
 			} else if err := c.loadCustomers(ctx, e, now); err != nil {
 				return err
 			}
@@ -240,7 +266,7 @@ func (c *Cache) loadCustomers(ctx context.Context, e *entry, now time.Time) erro
 	for _, id := range ids {
 		e.customers[id] = struct{}{}
 	}
-	e.customersLoaded = now
+	e.customersLoaded, e.customersVersion = now, e.StockVersion
 	return nil
 }
 
@@ -252,6 +278,17 @@ func (c *Cache) entry(saleID string) *entry {
 
 func (c *Cache) fresh(e *entry) bool {
 	return e != nil && c.opts.Now().Sub(e.loaded) <= c.opts.StaleAfter
+}
+
+// Now is the database's clock as this instance estimates it: its own clock
+// (Options.Now) corrected by the offset seen at the last read (until the
+// first read, its own). The opening judgment here, and the waiting room's
+// tickets and admission tokens, and the reserve path's admission check (all
+// wired to it by serve), compare times by it, so that instances whose clocks
+// disagree still agree with each other and with the database, which decides
+// openings (opens_at <= now()) and expiry.
+func (c *Cache) Now() time.Time {
+	return c.opts.Now().Add(time.Duration(c.offset.Load()))
 }
 
 // Sales is every sale in memory now, fresh or not.
@@ -309,7 +346,7 @@ func (c *Cache) Decide(saleID, customerID string) error {
 	if !c.fresh(e) {
 		return nil
 	}
-	now := c.opts.Now()
+	now := c.Now()
 	var refusal error
 	switch {
 	case e.State == flashline.StatePaused || e.State == flashline.StateClosed:

@@ -114,3 +114,34 @@ func TestStaleEntriesAreNotTrusted(t *testing.T) {
 	now = now.Add(6 * time.Second) // no refresh since: the database must decide
 	require.NoError(t, c.Decide(sale.ID, "x"))
 }
+
+// TestHoldersReloadedWhenStockMovedUnheard is the fault harness's stall
+// finding (internal/chaos, fault "stall"): an instance whose notifications
+// were lost kept a sold-out sale's list of holders across its periodic
+// reads, although units had come back and been taken by a new customer in
+// between. That customer's retry, after its first attempt's answer was
+// lost, heard sold_out from memory instead of the replay of the
+// reservation it held. The list is now read again whenever the stock moved.
+func TestHoldersReloadedWhenStockMovedUnheard(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(postgres.SinglePool(pool))
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600})
+	require.NoError(t, err)
+	alice := reserve(t, store, sale.ID, "alice")
+
+	// No Run: the cache hears no notification, as an instance whose
+	// LISTEN connection is gone; Load is its once-a-second read.
+	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+	require.NoError(t, c.Load(ctx))
+	require.ErrorIs(t, c.Decide(sale.ID, "bob"), flashline.ErrSoldOut)
+
+	// Alice's unit comes back and Bob takes it; sold out again.
+	_, err = store.Cancel(ctx, alice, flashline.Actor{Admin: true})
+	require.NoError(t, err)
+	reserve(t, store, sale.ID, "bob")
+
+	require.NoError(t, c.Load(ctx))
+	require.NoError(t, c.Decide(sale.ID, "bob"), "bob holds a reservation: his retry must reach the database and replay")
+	require.ErrorIs(t, c.Decide(sale.ID, "carol"), flashline.ErrSoldOut)
+}

@@ -1,6 +1,7 @@
 package waitroom
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"io"
@@ -92,8 +93,16 @@ func LeadingZeroBits(sum [32]byte) int {
 // tests and the load generator. bits <= 0 gives "0"; bits above 256 cannot
 // be met and panic.
 func Solve(nonce string, bits int) string {
+	s, _ := SolveContext(context.Background(), nonce, bits, nil)
+	return s
+}
+
+// SolveContext is Solve that stops when ctx is done (returning its error)
+// and calls progress, when not nil, every 2^20 hashes with how many it has
+// tried.
+func SolveContext(ctx context.Context, nonce string, bits int, progress func(tried uint64)) (string, error) {
 	if bits <= 0 {
-		return "0"
+		return "0", nil
 	}
 	if bits > 8*sha256.Size {
 		panic("waitroom: Solve: no hash has more than 256 leading zero bits")
@@ -101,9 +110,17 @@ func Solve(nonce string, bits int) string {
 	prefix := append([]byte(nonce), ':')
 	buf := make([]byte, 0, len(prefix)+maxSolutionLen)
 	for n := uint64(0); ; n++ {
+		if n&(1<<20-1) == 0 && n > 0 {
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+			if progress != nil {
+				progress(n)
+			}
+		}
 		b := strconv.AppendUint(append(buf[:0], prefix...), n, 10)
 		if LeadingZeroBits(sha256.Sum256(b)) >= bits {
-			return string(b[len(prefix):])
+			return string(b[len(prefix):]), nil
 		}
 	}
 }

@@ -123,6 +123,14 @@ func (k *Keyring) lookup(kid string) (key, bool) {
 	return key{}, false
 }
 
+// WithClock returns a copy of k that judges ticket expiry by now (nil:
+// time.Now): for serve's clock-skew test hook and tests.
+func (k *Keyring) WithClock(now func() time.Time) *Keyring {
+	c := *k
+	c.now = now
+	return &c
+}
+
 func (k *Keyring) clock() time.Time {
 	if k.now != nil {
 		return k.now()

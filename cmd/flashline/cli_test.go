@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/waitroom"
 )
 
 // runCLI calls run in-process with DATABASE_URL set, as a user's shell would.
@@ -137,4 +139,24 @@ func TestCLI(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 2, strings.Count(strings.TrimSpace(out), "."))
 	})
+}
+
+func TestSolve(t *testing.T) {
+	t.Parallel()
+	out, _, err := runCLI(t, "", "solve", "--nonce", "n0nce-from-a-status-answer", "--bits", "16")
+	require.NoError(t, err)
+	solution := strings.TrimSpace(out)
+	sum := sha256.Sum256([]byte("n0nce-from-a-status-answer:" + solution))
+	require.GreaterOrEqual(t, waitroom.LeadingZeroBits(sum), 16)
+	require.Equal(t, waitroom.Solve("n0nce-from-a-status-answer", 16), solution)
+
+	for _, args := range [][]string{
+		{"solve", "--bits", "8"},
+		{"solve", "--nonce", "x", "--bits", "33"},
+		{"solve", "--nonce", "x", "--bits", "-1"},
+		{"solve", "--nonce", strings.Repeat("x", 257), "--bits", "1"},
+	} {
+		_, _, err := runCLI(t, "", args...)
+		require.Error(t, err, "%v", args)
+	}
 }

@@ -71,7 +71,7 @@ func runIncident(ctx context.Context, args []string, getenv func(string) string,
 		}
 		return tw.Flush()
 	}
-	rep, err := store.Incident(ctx, id)
+	rep, err := store.ReadIncident(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	e.fs.StringVar(&cfg.Fairness, "fairness", "randomized_at_open", "crowd: the waiting room's policy (randomized_at_open or arrival_order)")
 	e.fs.IntVar(&cfg.ChallengeBits, "challenge-bits", 8, "crowd: proof-of-work difficulty")
 	e.fs.IntVar(&cfg.Buckets, "buckets", 1, "rows the sale's stock is spread over")
+	e.fs.StringVar(&cfg.Gate, "gate", "none", "the sale's gate: none, or redis (the service needs --redis-url)")
 	e.fs.BoolVar(&quiet, "quiet", false, "no progress bar")
 	e.fs.StringVar(&report, "report", "", "also write an HTML report (the summary, throughput and latency over time) to this file")
 	e.fs.StringVar(&curve, "curve", "", "run nothing: draw the overload curve recorded in this file by scripts/overload-curve.sh as an SVG image to --report")

@@ -1,5 +1,6 @@
 // Command flashline is the flash-sale service and its tools: serve, migrate,
-// sale, check, incident, pay, payments, token and devdb. See run.go.
+// sale, gate, check, incident, pay, payments, solve, token, loadtest and devdb.
+// See run.go.
 package main
 
 import (

@@ -22,11 +22,14 @@ Usage:
   flashline migrate up|down N|status apply, roll back or show schema migrations
   flashline sale    create|open|pause|resume|close|show|repair ...
                                      administer sales from the shell
+  flashline gate    show|rebuild SALE_ID
+                                     the Redis gate of a peak sale
   flashline check                    check every sale's invariant; exit 1 on a mismatch
   flashline incident list|show ...   what the invariant job found, and who changed the stock
   flashline pay     --reservation ID send a signed payment event, as the payment provider would
   flashline payments late [--all]    payments that came too late: to refund
   flashline token   --customer ID    mint a customer JWT (demo and testing)
+  flashline solve   --nonce N --bits B  solve a waiting-room challenge (prints the solution)
   flashline loadtest --scenario northline|hot|overload --target URL[,URL...]
                                      load generator; verifies nothing was oversold
   flashline devdb   up|down|status|url  the local development PostgreSQL
@@ -62,6 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "sale":
 		return runSale(ctx, rest, getenv, stdout, stderr)
+	case "gate":
+		return runGate(ctx, rest, getenv, stdout, stderr)
 	case "check":
 		return runCheck(ctx, rest, getenv, stdout, stderr)
 	case "incident":
@@ -72,6 +77,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runPayments(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		return runToken(rest, getenv, stdout, stderr)
+	case "solve":
+		return runSolve(ctx, rest, getenv, stdout, stderr)
 	case "devdb":
 		return runDevDB(ctx, rest, getenv, stdout, stderr)
 	case "loadtest":

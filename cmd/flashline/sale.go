@@ -19,14 +19,17 @@ const saleUsage = `usage:
                         [--admission direct|waiting_room] [--buckets 1]
                         [--fairness randomized_at_open|arrival_order] [--challenge-bits 0]
                         [--per-instrument-limit 0] [--min-account-age-seconds 0]
-                        [--confirmation payment|customer]
+                        [--confirmation payment|customer] [--gate none|redis]
   flashline sale open|pause|resume|close|show SALE_ID
-      print the sale object of the admin API as JSON
+      print the sale object of the admin API as JSON. A gated sale (--gate
+      redis) needs FLASHLINE_REDIS_URL (--redis-url) to be created, shown with
+      its counter or resumed.
   flashline sale repair SALE_ID [--apply] [--operator NAME]
       a paused sale whose stock does not add up: show what the stock rows say,
       what the reservations and the ledger imply, and the correction; --apply
       writes it (ledger 'repair' rows naming the operator, one transaction).
-      The sale stays paused: resume it once 'flashline check' says ok.
+      The sale stays paused: resume it once 'flashline check' says ok (a gated
+      sale: after 'flashline gate rebuild').
 `
 
 func runSale(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -37,8 +40,9 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	sub := args[0]
 	e := newFlags("sale "+sub, getenv, stderr)
 	e.fs.Usage = func() { fmt.Fprint(stderr, saleUsage); e.fs.PrintDefaults() }
-	var dbURL, opensAt string
+	var dbURL, redisURL, opensAt string
 	e.databaseURL(&dbURL)
+	e.redisURL(&redisURL)
 	var req handlers.CreateSaleRequest
 	var stock, perInstrument int
 	var apply bool
@@ -57,6 +61,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		e.fs.IntVar(&perInstrument, "per-instrument-limit", 0, "most units one payment instrument may hold (0: no limit)")
 		e.fs.IntVar(&req.MinAccountAgeSeconds, "min-account-age-seconds", 0, "refuse accounts younger than this (the token's acct_created claim)")
 		e.fs.StringVar(&req.Confirmation, "confirmation", string(flashline.ConfirmByPayment), "who confirms holds: payment (a signed payment event; serve needs FLASHLINE_PAYMENT_WEBHOOK_SECRET) or customer")
+		e.fs.StringVar(&req.Gate, "gate", string(flashline.GateNone), "none, or redis: a Redis counter in front of the stock rows (peak sales)")
 	case "repair":
 		e.fs.BoolVar(&apply, "apply", false, "write the correction (without it: only show the plan)")
 		e.string(&operator, "operator", "USER", "", "who repairs, recorded with the correction (default: $USER)")
@@ -108,6 +113,13 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 
+	rdb, err := newRedis(redisURL)
+	if err != nil {
+		return err
+	}
+	if rdb != nil {
+		defer rdb.Close()
+	}
 	name := "cli"
 	if sub == "repair" {
 		name = "repair"
@@ -117,7 +129,8 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	store := postgres.NewStore(postgres.SinglePool(pool))
+	pg := postgres.NewStore(postgres.SinglePool(pool))
+	store := cliGate(rdb, pg).Wrap(pg)
 	var sale flashline.Sale
 	switch sub {
 	case "create":
@@ -128,7 +141,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		if operator == "" {
 			operator = "unnamed" // the plan only: nothing is written
 		}
-		plan, err := store.Repair(ctx, saleID, operator, apply)
+		plan, err := pg.Repair(ctx, saleID, operator, apply)
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/gate"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/jobs"
 	"github.com/flashline/flashline/loadshed"
@@ -36,6 +37,7 @@ import (
 
 type serveConfig struct {
 	addr, metricsAddr, databaseURL         string
+	redisURL                               string
 	adminToken, jwtSecret                  string
 	salePoolSize, adminPoolSize, roomPool  int
 	riverPool, jobsPool                    int
@@ -51,7 +53,20 @@ type serveConfig struct {
 	// paymentSecret is the HMAC key of payment events; empty: no payment
 	// events and no payment-confirmed sales (with --demo: DevSecret).
 	paymentSecret string
+	// clockSkew is the test hook FLASHLINE_TEST_CLOCK_SKEW: this instance's
+	// clock runs that far ahead (negative: behind) of the machine's.
+	clockSkew time.Duration
 }
+
+// clockSkewEnv names the clock-skew test hook: a Go duration ("90s", "-2m")
+// by which this instance's clock is shifted, as if the machine's clock were
+// wrong. It is the clock the sale cache times its entries by and corrects by
+// the database's (salecache.Cache.Now), which the opening judgment, the
+// waiting room's tickets and admission tokens and the reserve path's
+// admission check use. For the fault harness (internal/chaos) only: serve
+// logs a warning at start while it is set. Holds never read it: their expiry
+// is the database's now(), and so is a new sale's opening.
+const clockSkewEnv = "FLASHLINE_TEST_CLOCK_SKEW"
 
 // minSecretLen is the shortest admin token, JWT secret, waiting-room key or
 // payment webhook secret serve accepts outside --demo: 32 bytes, the size of
@@ -68,6 +83,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.string(&cfg.addr, "addr", "FLASHLINE_ADDR", ":8080", "address to listen on")
 	e.string(&cfg.metricsAddr, "metrics-addr", "FLASHLINE_METRICS_ADDR", "", "also serve /metrics, without auth, on this address (a private network's; empty: /metrics only on --addr, to the admin)")
 	e.databaseURL(&cfg.databaseURL)
+	e.redisURL(&cfg.redisURL)
 	e.string(&cfg.adminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "bearer token of the admin API (required)")
 	e.string(&cfg.jwtSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret of customer JWTs (required)")
 	e.int(&cfg.salePoolSize, "sale-pool-size", "FLASHLINE_SALE_POOL_SIZE", 20, "connections the purchase path may hold")
@@ -92,6 +108,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.duration(&cfg.shutdownTimeout, "shutdown-timeout", "FLASHLINE_SHUTDOWN_TIMEOUT", 15*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	if err := e.fs.Parse(args); err != nil {
 		return err
+	}
+	if v := getenv(clockSkewEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("serve: %s: %w", clockSkewEnv, err)
+		}
+		cfg.clockSkew = d
 	}
 	if cfg.adminToken == "" || cfg.jwtSecret == "" {
 		return errors.New("serve: FLASHLINE_ADMIN_TOKEN and FLASHLINE_JWT_SECRET must be set ('make run' sets development values)")
@@ -124,6 +147,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if cfg.clockSkew != 0 {
+		logger.Warn("flashline: TEST HOOK: this instance's clock is skewed; for the fault harness only, never in production",
+			"env", clockSkewEnv, "skew", cfg.clockSkew)
+	}
 	return serve(ctx, cfg, logger, stdout)
 }
 
@@ -196,12 +223,17 @@ func (h minLevel) WithGroup(g string) slog.Handler {
 }
 
 func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.Writer) error {
+	// The instance's clock: the machine's, unless the test hook skews it.
+	now := time.Now
+	if skew := cfg.clockSkew; skew != 0 {
+		now = func() time.Time { return time.Now().Add(skew) }
+	}
 	verifier, err := auth.NewVerifier(cfg.jwtSecret, cfg.adminToken)
 	if err != nil {
 		return err
 	}
 	// Every instance must hold the same keys: a ticket taken on one is
-	// checked on another.
+	// checked on another. Tickets' expiry is judged by the instance's clock.
 	keyring := waitroom.DeriveKeyring(cfg.jwtSecret)
 	if cfg.waitroomKeys != "" {
 		if keyring, err = waitroom.ParseKeyring(cfg.waitroomKeys); err != nil {
@@ -303,6 +335,24 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "room": roomPool, "river": riverPool, "jobs": jobsPool})
 
+	// The sale cache (below) and the Redis gate of peak sales: a gated sale
+	// fails closed (503) on an instance without Redis, or whose Redis does
+	// not answer; this one still serves every other sale.
+	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry, Now: now})
+	rdb, err := newRedis(cfg.redisURL)
+	if err != nil {
+		return err
+	}
+	if rdb != nil {
+		defer rdb.Close()
+		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := rdb.Ping(pingCtx).Err(); err != nil {
+			logger.Warn("flashline: Redis does not answer; gated sales fail closed until it does", "err", err)
+		}
+		cancel()
+	}
+	gt := gate.New(rdb, store, cache, gate.Options{Logger: logger, Registry: registry})
+
 	var riverClient *river.Client[pgx.Tx]
 	if cfg.noWorkers {
 		// An insert-only client: enough for River UI.
@@ -310,7 +360,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	} else {
 		// River reports routine progress at info level every few seconds;
 		// its warnings and errors are what an operator needs.
-		cfg.jobs.Logger, cfg.jobs.Registry = riverLogger(logger), registry
+		cfg.jobs.Logger, cfg.jobs.Registry, cfg.jobs.Gate = riverLogger(logger), registry, gt
 		riverClient, err = jobs.NewClient(riverPool, store, cfg.jobs)
 	}
 	if err != nil {
@@ -333,14 +383,19 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	//
 	// Both run until serve returns, and are stopped before the pools close
 	// (the pacer's leader hands its lock over).
-	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry})
-	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry})
+	// Times that instances compare (an opening, a ticket's or an admission
+	// token's expiry) are judged by the database's clock as the cache
+	// estimates it, not by this machine's, which may be off: a token minted
+	// on one instance and checked on another then lives its 120 s.
+	clock := cache.Now
+	keyring = keyring.WithClock(clock)
+	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry, Now: clock})
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
-	for _, run := range []func(context.Context) error{cache.Run, room.RunPacer} {
+	for _, run := range []func(context.Context) error{cache.Run, room.RunPacer, gt.Run} {
 		background.Go(func() { _ = run(bgCtx) })
 	}
 	defer func() { stopBackground(); background.Wait() }()
@@ -375,7 +430,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 
 	srv := newHTTPServer(handlers.Routes(handlers.Deps{
-		Store:            cache.Wrap(store),
+		Store:            cache.Wrap(gt.Wrap(store)),
 		Verifier:         verifier,
 		Limiter:          limiter,
 		Logger:           logger,
@@ -387,9 +442,11 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		CustomerInFlight: cfg.customerInFlight,
 		SaleBusy:         store.SaleBusy,
 		Payments:         payments,
+		Gate:             gt,
+		Now:              clock,
 	}))
 	url := publicURL(ln.Addr())
-	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers)
+	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers, "redis", rdb != nil)
 	if cfg.demo {
 		if err := printDemo(ctx, store, cfg, paymentSecret, url, stdout); err != nil {
 			logger.Warn("flashline: demo sale", "err", err)

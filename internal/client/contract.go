@@ -36,6 +36,16 @@ type Sale struct {
 	OpensAt               *time.Time `json:"opensAt"`
 	PauseReason           string     `json:"pauseReason"`
 	Invariant             Invariant  `json:"invariant"`
+	Gate                  Gate       `json:"gate"`
+}
+
+// Gate is what counts the sale's units in front of the database; for a
+// Redis gate, how its counter stands (nil: unknown).
+type Gate struct {
+	Kind    string `json:"kind"` // none, redis
+	Counter *int64 `json:"counter"`
+	Drift   *int64 `json:"drift"`
+	OK      *bool  `json:"ok"`
 }
 
 // Invariant is a sale's last invariant verdict.
@@ -60,6 +70,7 @@ type NewSale struct {
 	PerInstrumentLimit    *int       `json:"perInstrumentLimit,omitempty"`
 	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds,omitempty"`
 	Confirmation          string     `json:"confirmation,omitempty"`
+	Gate                  string     `json:"gate,omitempty"` // none, redis
 }
 
 // Reservation is the reservation object (a 201 to a reservation has the

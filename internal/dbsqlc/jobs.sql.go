@@ -315,6 +315,22 @@ func (q *Queries) SalePauseForIncident(ctx context.Context, arg SalePauseForInci
 	return err
 }
 
+const sweepOverdue = `-- name: SweepOverdue :one
+SELECT coalesce(extract(epoch FROM now() - min(r.expires_at)), 0)::float8 AS overdue_seconds
+  FROM reservations r
+ WHERE r.state = 'pending' AND r.expires_at <= now()
+`
+
+// How far past its expiry the oldest pending hold is, in seconds (0: none
+// overdue): the sweeper's lag, read after each sweep (the
+// reservations_pending_expiry index answers it with one probe).
+func (q *Queries) SweepOverdue(ctx context.Context) (float64, error) {
+	row := q.db.QueryRow(ctx, sweepOverdue)
+	var overdue_seconds float64
+	err := row.Scan(&overdue_seconds)
+	return overdue_seconds, err
+}
+
 const sweepTryLock = `-- name: SweepTryLock :one
 
 SELECT pg_try_advisory_xact_lock(x'666c737765657031'::bigint) AS locked

@@ -9,6 +9,17 @@ import (
 	"time"
 )
 
+type GateOutbox struct {
+	MovementID string
+	SaleID     string
+	CustomerID string
+	Quantity   int32
+	Reason     string
+	GateSeq    *int64
+	CreatedAt  time.Time
+	AppliedAt  *time.Time
+}
+
 type IdempotencyKey struct {
 	CustomerID    string
 	Key           string
@@ -111,6 +122,7 @@ type Reservation struct {
 	ExpiredAt         *time.Time
 	RestockedAt       *time.Time
 	PaymentInstrument *string
+	GateSeq           *int64
 	VoidedAt          *time.Time
 	VoidReason        *string
 	ExtendedSeconds   int32
@@ -134,6 +146,8 @@ type Sale struct {
 	PerInstrumentLimit    *int32
 	MinAccountAgeSeconds  int32
 	DrawSeed              []byte
+	Gate                  string
+	GateEpoch             int32
 	Confirmation          string
 }
 

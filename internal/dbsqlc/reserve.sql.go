@@ -19,15 +19,16 @@ WITH input AS (
            unnest($2::text[]) AS idempotency_key,
            unnest($3::text[])    AS admission_id,
            unnest($4::text[])      AS instrument,
+           unnest($5::bigint[])      AS gate_seq,
            generate_series(1, cardinality($1::text[])) AS ord
 ), sale AS MATERIALIZED ( -- read once, not once per request
     SELECT s.sale_id, s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
-           s.per_instrument_limit, s.min_account_age_seconds,
+           s.per_instrument_limit, s.min_account_age_seconds, s.gate_epoch,
            (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,
            (SELECT array_agg(st.bucket ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS buckets,
            (SELECT array_agg(st.quantity ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS quantities
       FROM sales s
-     WHERE s.sale_id = $5::text
+     WHERE s.sale_id = $6::text
 )
 SELECT i.ord::int AS ord,
        -- stored: the key has an answer (its receipt) to replay.
@@ -46,6 +47,10 @@ SELECT i.ord::int AS ord,
          WHERE sale.per_instrument_limit IS NOT NULL AND i.instrument <> ''
            AND r.sale_id = sale.sale_id AND r.payment_instrument = i.instrument
            AND r.state IN ('pending', 'confirmed'))::int AS instrument_units,
+       (i.gate_seq <> 0 AND ((i.gate_seq >> 40) <> sale.gate_epoch
+                             OR (SELECT true FROM gate_outbox o
+                                  WHERE o.sale_id = sale.sale_id AND o.gate_seq = i.gate_seq
+                                  LIMIT 1) IS NOT NULL))::boolean AS gate_returned,
        sale.state, sale.per_customer_limit, sale.reservation_ttl_seconds, sale.admission, sale.is_open,
        coalesce(sale.per_instrument_limit, 0)::int AS per_instrument_limit, sale.min_account_age_seconds,
        sale.buckets, sale.quantities,
@@ -64,6 +69,7 @@ type ReserveBatchBeginParams struct {
 	IdempotencyKeys []string
 	AdmissionIds    []string
 	Instruments     []string
+	GateSeqs        []int64
 	SaleID          string
 }
 
@@ -77,6 +83,7 @@ type ReserveBatchBeginRow struct {
 	AdmissionUsed         bool
 	InstrumentLocked      bool
 	InstrumentUnits       int32
+	GateReturned          bool
 	State                 string
 	PerCustomerLimit      int32
 	ReservationTtlSeconds int32
@@ -119,6 +126,9 @@ type ReserveBatchBeginRow struct {
 //   - for sales with a per-instrument limit, the payment instrument's lock
 //     (same rule as the customer's: no other transaction reserves on it while
 //     this one runs) and the units it holds in the sale;
+//   - for a gated sale, whether the unit the gate handed out for the request
+//     (gate_seq) was given back already, or handed out before the counter's
+//     last rebuild: it cannot be reserved any more;
 //   - the stock of every bucket, read without a lock.
 //
 // now() is the transaction's start time, used for created_at and expires_at.
@@ -130,6 +140,7 @@ func (q *Queries) ReserveBatchBegin(ctx context.Context, arg ReserveBatchBeginPa
 		arg.IdempotencyKeys,
 		arg.AdmissionIds,
 		arg.Instruments,
+		arg.GateSeqs,
 		arg.SaleID,
 	)
 	if err != nil {
@@ -149,6 +160,7 @@ func (q *Queries) ReserveBatchBegin(ctx context.Context, arg ReserveBatchBeginPa
 			&i.AdmissionUsed,
 			&i.InstrumentLocked,
 			&i.InstrumentUnits,
+			&i.GateReturned,
 			&i.State,
 			&i.PerCustomerLimit,
 			&i.ReservationTtlSeconds,
@@ -179,25 +191,38 @@ WITH input AS (
            unnest($5::bytea[])  AS request_hash,
            unnest($6::bytea[]) AS response_body,
            unnest($7::text[])    AS admission_id,
-           unnest($8::text[])      AS instrument
+           unnest($8::text[])      AS instrument,
+           unnest($9::bigint[])      AS gate_seq
 ), dec AS (
     UPDATE stock
-       SET quantity = stock.quantity - $9::int
-     WHERE stock.sale_id = $10::text AND stock.bucket = $11::int AND stock.quantity >= $9::int
+       SET quantity = stock.quantity - $10::int
+     WHERE stock.sale_id = $11::text AND stock.bucket = $12::int AND stock.quantity >= $10::int
     RETURNING stock.sale_id, stock.bucket
 ), res AS (
     INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity,
                               idempotency_key, admission_token_id, payment_instrument,
-                              created_at, expires_at)
+                              gate_seq, created_at, expires_at)
     SELECT i.reservation_id, dec.sale_id, i.customer_id, dec.bucket, i.quantity,
            i.idempotency_key, nullif(i.admission_id, ''), nullif(i.instrument, ''),
-           now(), $12::timestamptz
+           nullif(i.gate_seq, 0), now(), $13::timestamptz
       FROM input i
      CROSS JOIN dec
-     WHERE ($13::int = 0 OR i.instrument = '' OR
+     WHERE ($14::int = 0 OR i.instrument = '' OR
             (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
               WHERE r.sale_id = dec.sale_id AND r.payment_instrument = i.instrument
-                AND r.state IN ('pending', 'confirmed')) + i.quantity <= $13::int)
+                AND r.state IN ('pending', 'confirmed')) + i.quantity <= $14::int)
+       -- A gate unit given back since the read (GateReturn) cannot be held:
+       -- this snapshot is newer than the customer's lock, so it sees it. Nor
+       -- one handed out before a rebuild: the sale row's FOR SHARE lock
+       -- (taken only for a gated batch) orders this statement and the
+       -- rebuild's epoch bump, so one of them sees the other.
+       AND (i.gate_seq = 0 OR (
+                (i.gate_seq >> 40) = (SELECT s.gate_epoch FROM sales s
+                                       WHERE s.sale_id = dec.sale_id AND $15::boolean
+                                         FOR SHARE)
+            AND (SELECT true FROM gate_outbox o
+                  WHERE o.sale_id = dec.sale_id AND o.gate_seq = i.gate_seq
+                  LIMIT 1) IS NULL))
     ON CONFLICT DO NOTHING
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity
@@ -229,11 +254,13 @@ type ReserveBatchCommitParams struct {
 	ResponseBodies     [][]byte
 	AdmissionIds       []string
 	Instruments        []string
+	GateSeqs           []int64
 	Total              int32
 	SaleID             string
 	Bucket             int32
 	ExpiresAt          time.Time
 	PerInstrumentLimit int32
+	Gated              bool
 }
 
 type ReserveBatchCommitRow struct {
@@ -265,11 +292,13 @@ func (q *Queries) ReserveBatchCommit(ctx context.Context, arg ReserveBatchCommit
 		arg.ResponseBodies,
 		arg.AdmissionIds,
 		arg.Instruments,
+		arg.GateSeqs,
 		arg.Total,
 		arg.SaleID,
 		arg.Bucket,
 		arg.ExpiresAt,
 		arg.PerInstrumentLimit,
+		arg.Gated,
 	)
 	var i ReserveBatchCommitRow
 	err := row.Scan(&i.Decremented, &i.Reserved, &i.KeyStored)

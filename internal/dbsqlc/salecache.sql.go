@@ -44,12 +44,14 @@ func (q *Queries) SaleCustomers(ctx context.Context, arg SaleCustomersParams) ([
 const saleFacts = `-- name: SaleFacts :many
 
 SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
-       s.min_account_age_seconds, s.draw_seed,
+       s.min_account_age_seconds, s.draw_seed, s.gate, s.per_customer_limit,
        coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int <= 0 AS sold_out,
        coalesce(w.next_position, 1)::bigint AS next_position,
        w.preopen_count,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
-       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second
+       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
+       coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version,
+       now()::timestamptz AS now
   FROM sales s
   LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE ($1::text IS NULL AND (s.state <> 'closed' OR s.updated_at > now() - interval '1 day'))
@@ -69,11 +71,15 @@ type SaleFactsRow struct {
 	ChallengeBits        int32
 	MinAccountAgeSeconds int32
 	DrawSeed             []byte
+	Gate                 string
+	PerCustomerLimit     int32
 	SoldOut              bool
 	NextPosition         int64
 	PreopenCount         *int64
 	AdmittedThrough      int64
 	PacePerSecond        float64
+	StockVersion         string
+	Now                  time.Time
 }
 
 // What each instance keeps in memory (salecache/): enough to answer "sold out"
@@ -83,7 +89,12 @@ type SaleFactsRow struct {
 // Every sale that is not closed (and closed ones for a day, so that late
 // arrivals are refused without a round trip), or just @sale_id when given,
 // with its waiting room's counters when it has one. sold_out: every bucket is
-// empty.
+// empty. stock_version changes whenever any bucket's stock changes (the
+// buckets' row versions, xmin: every decrement and restock writes a new one),
+// so a cache can tell that holders may have come and gone between two reads
+// that both saw the sale sold out. now is the database's clock at the read:
+// instances judge times by it (an opening, a token's expiry), not by their
+// own, which may be off.
 func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFactsRow, error) {
 	rows, err := q.db.Query(ctx, saleFacts, arg.SaleID)
 	if err != nil {
@@ -102,11 +113,15 @@ func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFac
 			&i.ChallengeBits,
 			&i.MinAccountAgeSeconds,
 			&i.DrawSeed,
+			&i.Gate,
+			&i.PerCustomerLimit,
 			&i.SoldOut,
 			&i.NextPosition,
 			&i.PreopenCount,
 			&i.AdmittedThrough,
 			&i.PacePerSecond,
+			&i.StockVersion,
+			&i.Now,
 		); err != nil {
 			return nil, err
 		}

@@ -10,11 +10,26 @@ import (
 	"time"
 )
 
+const databaseNow = `-- name: DatabaseNow :one
+
+SELECT now()::timestamptz AS now
+`
+
+// Sales: created and administered by the admin API and `flashline sale`.
+// The database's clock: what a new sale's opening time is judged by (not the
+// instance's own clock, which may be off).
+func (q *Queries) DatabaseNow(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, databaseNow)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
+}
+
 const saleGet = `-- name: SaleGet :one
 SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
        s.pause_reason, s.created_at, s.fairness, s.challenge_bits,
-       s.per_instrument_limit, s.min_account_age_seconds, s.confirmation,
+       s.per_instrument_limit, s.min_account_age_seconds, s.confirmation, s.gate,
        i.available, i.pending, i.confirmed, i.expired, i.cancelled, i.voided,
        i.ledger_total, i.ok AS counts_ok,
        v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,
@@ -47,6 +62,7 @@ type SaleGetRow struct {
 	PerInstrumentLimit    *int32
 	MinAccountAgeSeconds  int32
 	Confirmation          string
+	Gate                  string
 	Available             int64
 	Pending               int64
 	Confirmed             int64
@@ -83,6 +99,7 @@ func (q *Queries) SaleGet(ctx context.Context, arg SaleGetParams) (SaleGetRow, e
 		&i.PerInstrumentLimit,
 		&i.MinAccountAgeSeconds,
 		&i.Confirmation,
+		&i.Gate,
 		&i.Available,
 		&i.Pending,
 		&i.Confirmed,
@@ -100,15 +117,14 @@ func (q *Queries) SaleGet(ctx context.Context, arg SaleGetParams) (SaleGetRow, e
 }
 
 const saleInsert = `-- name: SaleInsert :one
-
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
-                   min_account_age_seconds, draw_seed, confirmation)
+                   min_account_age_seconds, draw_seed, confirmation, gate)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9,
         $10, $11, $12,
-        $13, $14, $15)
+        $13, $14, $15, $16)
 RETURNING sale_id
 `
 
@@ -128,9 +144,9 @@ type SaleInsertParams struct {
 	MinAccountAgeSeconds  int32
 	DrawSeed              []byte
 	Confirmation          string
+	Gate                  string
 }
 
-// Sales: created and administered by the admin API and `flashline sale`.
 func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string, error) {
 	row := q.db.QueryRow(ctx, saleInsert,
 		arg.SaleID,
@@ -148,6 +164,7 @@ func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string,
 		arg.MinAccountAgeSeconds,
 		arg.DrawSeed,
 		arg.Confirmation,
+		arg.Gate,
 	)
 	var sale_id string
 	err := row.Scan(&sale_id)

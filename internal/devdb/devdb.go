@@ -116,7 +116,19 @@ func Up(ctx context.Context, opts Options) (string, error) {
 
 // Down stops the cluster in opts.Dir (pg_ctl stop -m fast) if it is running.
 // It returns nil if there is no cluster there or it is not running.
-func Down(ctx context.Context, opts Options) error {
+func Down(ctx context.Context, opts Options) error { return Stop(ctx, opts, "fast") }
+
+// Stop stops the cluster in opts.Dir with pg_ctl's shutdown mode ("smart",
+// "fast" or "immediate": an immediate stop is a crash, and the next Up
+// recovers from the WAL) if it is running. It returns nil if there is no
+// cluster there or it is not running. A later Up starts it again on the same
+// port when that port is still free.
+func Stop(ctx context.Context, opts Options, mode string) error {
+	switch mode {
+	case "smart", "fast", "immediate":
+	default:
+		return fmt.Errorf("devdb: unknown shutdown mode %q (smart, fast or immediate)", mode)
+	}
 	if opts.Dir == "" {
 		return errors.New("devdb: Options.Dir is required")
 	}
@@ -153,8 +165,8 @@ func Down(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	c.logf("devdb: stopping cluster in %s (pid %d)", c.dir, pid)
-	if out, err := c.run(ctx, filepath.Join(bin, "pg_ctl"), "-D", c.dataDir(), "-w", "-t", "60", "stop", "-m", "fast"); err != nil {
+	c.logf("devdb: stopping cluster in %s (pid %d, %s)", c.dir, pid, mode)
+	if out, err := c.run(ctx, filepath.Join(bin, "pg_ctl"), "-D", c.dataDir(), "-w", "-t", "60", "stop", "-m", mode); err != nil {
 		if !c.postmasterAlive(pid) {
 			return nil // it went away on its own or pg_ctl raced with it
 		}

@@ -21,6 +21,7 @@ type Config struct {
 	Checkouts  int           // northline: checkouts in the retry storm
 	Stock      int           // hot, overload: units on sale
 	Buckets    int
+	Gate       string // the sale's gate: none (default) or redis
 	// crowd: when the sale opens, its fairness policy and challenge.
 	OpenIn        time.Duration
 	Fairness      string

@@ -115,16 +115,23 @@ var listening = regexp.MustCompile(`msg="flashline: listening" url=(http://\S+)`
 // with SIGTERM when the test ends, and a data race it reports fails the test.
 func Start(t testing.TB, databaseURL string, flags ...string) *Server {
 	t.Helper()
-	return start(t, Binary(t), databaseURL, flags...)
+	return start(t, Binary(t), databaseURL, nil, flags...)
+}
+
+// StartEnv is Start with extra environment variables ("NAME=value"), such as
+// the test hooks serve reads (FLASHLINE_TEST_CLOCK_SKEW).
+func StartEnv(t testing.TB, databaseURL string, env []string, flags ...string) *Server {
+	t.Helper()
+	return start(t, Binary(t), databaseURL, env, flags...)
 }
 
 // StartPlain is Start with the binary built without the race detector.
 func StartPlain(t testing.TB, databaseURL string, flags ...string) *Server {
 	t.Helper()
-	return start(t, PlainBinary(t), databaseURL, flags...)
+	return start(t, PlainBinary(t), databaseURL, nil, flags...)
 }
 
-func start(t testing.TB, bin, databaseURL string, flags ...string) *Server {
+func start(t testing.TB, bin, databaseURL string, env []string, flags ...string) *Server {
 	t.Helper()
 	args := append([]string{"serve", "--addr", "127.0.0.1:0"}, flags...)
 	cmd := exec.Command(bin, args...)
@@ -136,6 +143,7 @@ func start(t testing.TB, bin, databaseURL string, flags ...string) *Server {
 		"FLASHLINE_PAYMENT_WEBHOOK_SECRET="+PaymentSecret,
 		"GORACE=halt_on_error=1",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +229,19 @@ func (s *Server) RSS(t testing.TB) int64 {
 	}
 	t.Fatalf("testserver: rss: no VmRSS in /proc/%d/status", s.cmd.Process.Pid)
 	return 0
+}
+
+// Pid is the process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Exited reports whether the process has ended.
+func (s *Server) Exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Kill ends the process with SIGKILL, as a crash would.

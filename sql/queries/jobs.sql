@@ -111,3 +111,11 @@ SELECT incident_id, kind, detail, initial_stock, available, pending, confirmed,
  WHERE sale_id = @sale_id
  ORDER BY created_at DESC
  LIMIT 20;
+
+-- name: SweepOverdue :one
+-- How far past its expiry the oldest pending hold is, in seconds (0: none
+-- overdue): the sweeper's lag, read after each sweep (the
+-- reservations_pending_expiry index answers it with one probe).
+SELECT coalesce(extract(epoch FROM now() - min(r.expires_at)), 0)::float8 AS overdue_seconds
+  FROM reservations r
+ WHERE r.state = 'pending' AND r.expires_at <= now();

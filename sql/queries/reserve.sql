@@ -30,6 +30,9 @@
 --  * for sales with a per-instrument limit, the payment instrument's lock
 --    (same rule as the customer's: no other transaction reserves on it while
 --    this one runs) and the units it holds in the sale;
+--  * for a gated sale, whether the unit the gate handed out for the request
+--    (gate_seq) was given back already, or handed out before the counter's
+--    last rebuild: it cannot be reserved any more;
 --  * the stock of every bucket, read without a lock.
 -- now() is the transaction's start time, used for created_at and expires_at.
 -- The batch never holds two requests of one customer, or of one payment
@@ -41,10 +44,11 @@ WITH input AS (
            unnest(@idempotency_keys::text[]) AS idempotency_key,
            unnest(@admission_ids::text[])    AS admission_id,
            unnest(@instruments::text[])      AS instrument,
+           unnest(@gate_seqs::bigint[])      AS gate_seq,
            generate_series(1, cardinality(@customer_ids::text[])) AS ord
 ), sale AS MATERIALIZED ( -- read once, not once per request
     SELECT s.sale_id, s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
-           s.per_instrument_limit, s.min_account_age_seconds,
+           s.per_instrument_limit, s.min_account_age_seconds, s.gate_epoch,
            (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,
            (SELECT array_agg(st.bucket ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS buckets,
            (SELECT array_agg(st.quantity ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS quantities
@@ -68,6 +72,10 @@ SELECT i.ord::int AS ord,
          WHERE sale.per_instrument_limit IS NOT NULL AND i.instrument <> ''
            AND r.sale_id = sale.sale_id AND r.payment_instrument = i.instrument
            AND r.state IN ('pending', 'confirmed'))::int AS instrument_units,
+       (i.gate_seq <> 0 AND ((i.gate_seq >> 40) <> sale.gate_epoch
+                             OR (SELECT true FROM gate_outbox o
+                                  WHERE o.sale_id = sale.sale_id AND o.gate_seq = i.gate_seq
+                                  LIMIT 1) IS NOT NULL))::boolean AS gate_returned,
        sale.state, sale.per_customer_limit, sale.reservation_ttl_seconds, sale.admission, sale.is_open,
        coalesce(sale.per_instrument_limit, 0)::int AS per_instrument_limit, sale.min_account_age_seconds,
        sale.buckets, sale.quantities,
@@ -107,7 +115,8 @@ WITH input AS (
            unnest(@request_hashes::bytea[])  AS request_hash,
            unnest(@response_bodies::bytea[]) AS response_body,
            unnest(@admission_ids::text[])    AS admission_id,
-           unnest(@instruments::text[])      AS instrument
+           unnest(@instruments::text[])      AS instrument,
+           unnest(@gate_seqs::bigint[])      AS gate_seq
 ), dec AS (
     UPDATE stock
        SET quantity = stock.quantity - @total::int
@@ -116,16 +125,28 @@ WITH input AS (
 ), res AS (
     INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity,
                               idempotency_key, admission_token_id, payment_instrument,
-                              created_at, expires_at)
+                              gate_seq, created_at, expires_at)
     SELECT i.reservation_id, dec.sale_id, i.customer_id, dec.bucket, i.quantity,
            i.idempotency_key, nullif(i.admission_id, ''), nullif(i.instrument, ''),
-           now(), @expires_at::timestamptz
+           nullif(i.gate_seq, 0), now(), @expires_at::timestamptz
       FROM input i
      CROSS JOIN dec
      WHERE (@per_instrument_limit::int = 0 OR i.instrument = '' OR
             (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
               WHERE r.sale_id = dec.sale_id AND r.payment_instrument = i.instrument
                 AND r.state IN ('pending', 'confirmed')) + i.quantity <= @per_instrument_limit::int)
+       -- A gate unit given back since the read (GateReturn) cannot be held:
+       -- this snapshot is newer than the customer's lock, so it sees it. Nor
+       -- one handed out before a rebuild: the sale row's FOR SHARE lock
+       -- (taken only for a gated batch) orders this statement and the
+       -- rebuild's epoch bump, so one of them sees the other.
+       AND (i.gate_seq = 0 OR (
+                (i.gate_seq >> 40) = (SELECT s.gate_epoch FROM sales s
+                                       WHERE s.sale_id = dec.sale_id AND @gated::boolean
+                                         FOR SHARE)
+            AND (SELECT true FROM gate_outbox o
+                  WHERE o.sale_id = dec.sale_id AND o.gate_seq = i.gate_seq
+                  LIMIT 1) IS NULL))
     ON CONFLICT DO NOTHING
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity

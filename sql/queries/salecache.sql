@@ -7,14 +7,21 @@
 -- Every sale that is not closed (and closed ones for a day, so that late
 -- arrivals are refused without a round trip), or just @sale_id when given,
 -- with its waiting room's counters when it has one. sold_out: every bucket is
--- empty.
+-- empty. stock_version changes whenever any bucket's stock changes (the
+-- buckets' row versions, xmin: every decrement and restock writes a new one),
+-- so a cache can tell that holders may have come and gone between two reads
+-- that both saw the sale sold out. now is the database's clock at the read:
+-- instances judge times by it (an opening, a token's expiry), not by their
+-- own, which may be off.
 SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
-       s.min_account_age_seconds, s.draw_seed,
+       s.min_account_age_seconds, s.draw_seed, s.gate, s.per_customer_limit,
        coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int <= 0 AS sold_out,
        coalesce(w.next_position, 1)::bigint AS next_position,
        w.preopen_count,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
-       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second
+       coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
+       coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version,
+       now()::timestamptz AS now
   FROM sales s
   LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE (sqlc.narg(sale_id)::text IS NULL AND (s.state <> 'closed' OR s.updated_at > now() - interval '1 day'))

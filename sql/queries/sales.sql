@@ -1,14 +1,19 @@
 -- Sales: created and administered by the admin API and `flashline sale`.
 
+-- name: DatabaseNow :one
+-- The database's clock: what a new sale's opening time is judged by (not the
+-- instance's own clock, which may be off).
+SELECT now()::timestamptz AS now;
+
 -- name: SaleInsert :one
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
-                   min_account_age_seconds, draw_seed, confirmation)
+                   min_account_age_seconds, draw_seed, confirmation, gate)
 VALUES (@sale_id, @sku, @state, @initial_stock, @per_customer_limit,
         @reservation_ttl_seconds, sqlc.narg(opens_at), @admission, @buckets,
         @fairness, @challenge_bits, sqlc.narg(per_instrument_limit),
-        @min_account_age_seconds, @draw_seed, @confirmation)
+        @min_account_age_seconds, @draw_seed, @confirmation, @gate)
 RETURNING sale_id;
 
 -- name: StockInsert :exec
@@ -29,7 +34,7 @@ SELECT st.sale_id, st.bucket, st.quantity, 'initial'
 SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
        s.pause_reason, s.created_at, s.fairness, s.challenge_bits,
-       s.per_instrument_limit, s.min_account_age_seconds, s.confirmation,
+       s.per_instrument_limit, s.min_account_age_seconds, s.confirmation, s.gate,
        i.available, i.pending, i.confirmed, i.expired, i.cancelled, i.voided,
        i.ledger_total, i.ok AS counts_ok,
        v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,

@@ -1,0 +1,24 @@
+package gate
+
+import (
+	"context"
+
+	"github.com/flashline/flashline"
+)
+
+// For the tests of package gate_test (which import postgres, which imports
+// gate).
+
+func StockKey(saleID string) string { return keysOf(saleID).stock }
+
+// Step runs the gate step alone: a request that took a unit and died.
+func (g *Gate) Step(ctx context.Context, req flashline.ReserveRequest, limit int) (seq int64, fresh bool, err error) {
+	out, err := g.step(ctx, req, limit)
+	return out.seq, out.fresh, err
+}
+
+// Apply applies movements as a relay does.
+func (g *Gate) Apply(ctx context.Context, moves []Movement) ([]string, error) {
+	r := relayRun{g: g, skip: map[string]bool{}}
+	return r.apply(ctx, moves)
+}

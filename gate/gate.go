@@ -1,0 +1,284 @@
+// Package gate is the optional Redis gate of peak sales: a counter in Redis,
+// in front of the stock rows, that decides who may try to reserve, so that
+// only its winners reach PostgreSQL. PostgreSQL still decides who gets a
+// unit: its conditional UPDATE stays the backstop, so a gate that is wrong
+// can cost a sale, never oversell one.
+//
+// Every unit the gate hands out is numbered (its seq) and ends in exactly one
+// of two places, both decided in PostgreSQL under the customer's advisory
+// lock: a reservation that holds it (reservations.gate_seq), or a return
+// (gate_outbox), written by the instance whose request did not reserve with
+// it, or after a grace period by the gate job for a request that died. Units
+// come back to the counter only through gate_outbox: a return, or a restock
+// (cancel, expiry, void) that a trigger writes in the statement that
+// restocks. The relay applies each movement to Redis with a script that
+// records its id, so a relay that dies half way, or two relays, apply it
+// once. One writer per direction: the gate script decrements, the relay
+// increments.
+//
+// A gated sale fails closed: an instance without Redis, a Redis that does not
+// answer within Options.Timeout, or a counter that is missing answers
+// ErrUnavailable (503 sale_paused_fail_closed), never an uncounted sale; the
+// gate job pauses the sale with an incident, and it opens again only after a
+// rebuild from the database (Rebuild) and an admin's resume.
+//
+// Files: gate.go (the Gate and its Redis scripts), reserve.go (the Store it
+// wraps), relay.go, maintain.go (reconciling units, drift, incidents),
+// rebuild.go, store.go (what it needs of the database).
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/salecache"
+)
+
+// Options configure a Gate. Zero values take the defaults shown.
+type Options struct {
+	// Timeout bounds every call to Redis: a slower Redis fails closed.
+	// Default 250ms.
+	Timeout time.Duration
+	// ReturnGrace is how long a unit may stay handed out without a
+	// reservation or a return before the gate job returns it (the request
+	// that took it died). Default 15s: past any reserve attempt.
+	ReturnGrace time.Duration
+	// DriftChecks is how many checks in a row must find the same drift
+	// before it is an incident (a check reads Redis and the database one
+	// after the other, and units move between the two reads). Default 3.
+	DriftChecks int
+	Logger      *slog.Logger
+	Registry    prometheus.Registerer
+}
+
+// Gate counts gated sales' units in Redis. Safe for concurrent use.
+type Gate struct {
+	rdb   *redis.Client // nil: no Redis configured, every gated sale fails closed
+	store Store
+	cache *salecache.Cache
+	opts  Options
+
+	kick chan struct{} // asks the relay loop to run now
+
+	mu     sync.Mutex
+	drifts map[string]drift // per sale, across checks (gate job)
+
+	m metrics
+}
+
+type metrics struct {
+	decisions *prometheus.CounterVec
+	script    prometheus.Histogram
+	relayed   prometheus.Counter
+	owedAge   prometheus.Gauge
+}
+
+// New returns a Gate using rdb (nil: none configured) in front of store,
+// reading which sales are gated from cache.
+func New(rdb *redis.Client, store Store, cache *salecache.Cache, opts Options) *Gate {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 250 * time.Millisecond
+	}
+	if opts.ReturnGrace <= 0 {
+		opts.ReturnGrace = 15 * time.Second
+	}
+	if opts.DriftChecks <= 0 {
+		opts.DriftChecks = 3
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	g := &Gate{
+		rdb: rdb, store: store, cache: cache, opts: opts,
+		kick:   make(chan struct{}, 1),
+		drifts: map[string]drift{},
+		m: metrics{
+			decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "flashline_gate_decisions_total",
+				Help: "Gate steps of gated sales' reservations by outcome (won, already, sold_out, limit, paused, missing, unavailable).",
+			}, []string{"outcome"}),
+			script: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name:    "flashline_gate_script_seconds",
+				Help:    "Latency of the gate step's Redis script.",
+				Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+			}),
+			relayed: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "flashline_gate_relayed_total",
+				Help: "Movements (returns, restocks) the relay applied to gate counters.",
+			}),
+			owedAge: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "flashline_gate_owed_age_seconds",
+				Help: "Age of the oldest movement owed to a gate counter and not applied, at the gate job's last check: the relay's lag.",
+			}),
+		},
+	}
+	opts.Registry.MustRegister(g.m.decisions, g.m.script, g.m.relayed, g.m.owedAge, driftCollector{g})
+	return g
+}
+
+// ErrNoRedis is the reason a gated sale fails closed on an instance started
+// without --redis-url.
+var ErrNoRedis = errors.New("gate: this instance has no Redis (--redis-url)")
+
+// keys are one sale's keys, all in one hash slot ({saleID}), so that a
+// script may touch them all, on a Redis cluster too.
+type keys struct {
+	stock     string // the counter: units the gate may still hand out
+	seq       string // the last unit number handed out
+	attempts  string // customer \n idempotency key → seq: a retry reuses its unit
+	buyers    string // customer → units held through the gate
+	unsettled string // seq → customer \n key \n quantity \n unix ms: handed out, not yet settled
+	applied   string // movement ids applied to the counter
+	paused    string // set while the counter is rebuilt
+}
+
+func keysOf(saleID string) keys {
+	p := "flashline:gate:{" + saleID + "}:"
+	return keys{
+		stock: p + "stock", seq: p + "seq", attempts: p + "attempts", buyers: p + "buyers",
+		unsettled: p + "unsettled", applied: p + "applied", paused: p + "paused",
+	}
+}
+
+// seqBase is the first unit number of an epoch (see migration 000006).
+func seqBase(epoch int64) int64 { return epoch << 40 }
+
+// The gate step, atomic: paused, missing, the attempt's unit already handed
+// out (a retry), the per-customer limit, sold out; else a unit (its number)
+// is handed out: decrement, buyer, attempt, unsettled.
+var reserveScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[7]) == 1 then return {-4, 0} end
+local left = redis.call('GET', KEYS[1])
+if not left then return {-3, 0} end
+local seq = redis.call('HGET', KEYS[3], ARGV[2])
+if seq then return {2, tonumber(seq)} end
+local qty = tonumber(ARGV[3])
+local held = tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '0')
+if held + qty > tonumber(ARGV[4]) then return {-2, 0} end
+if tonumber(left) < qty then return {-1, 0} end
+seq = redis.call('INCR', KEYS[2])
+redis.call('DECRBY', KEYS[1], qty)
+redis.call('HINCRBY', KEYS[4], ARGV[1], qty)
+redis.call('HSET', KEYS[3], ARGV[2], seq)
+redis.call('HSET', KEYS[5], seq, ARGV[2] .. '\n' .. ARGV[3] .. '\n' .. ARGV[5])
+return {1, seq}
+`)
+
+// Forgets an attempt's unit, if it is still that one, so that the next try
+// takes a new unit.
+var forgetScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+`)
+
+// Applies a movement to the counter once: 1 applied, 0 applied before, -1
+// the counter is missing or being rebuilt (left owed: a rebuild settles it).
+var applyScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[5]) == 1 or redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('SADD', KEYS[4], ARGV[1]) == 0 then return 0 end
+redis.call('INCRBY', KEYS[1], ARGV[3])
+if tonumber(redis.call('HINCRBY', KEYS[2], ARGV[2], -tonumber(ARGV[3]))) <= 0 then
+  redis.call('HDEL', KEYS[2], ARGV[2])
+end
+if ARGV[4] ~= '0' then redis.call('HDEL', KEYS[3], ARGV[4]) end
+return 1
+`)
+
+// A consistent view of the counter: its value (false: missing), whether it
+// is being rebuilt, and the units handed out and not settled.
+var stateScript = redis.NewScript(`
+return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('HGETALL', KEYS[3])}
+`)
+
+// call runs a script with the gate's timeout.
+func (g *Gate) call(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	if g.rdb == nil {
+		return nil, ErrNoRedis
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+	defer cancel()
+	res, err := s.Run(ctx, g.rdb, keys, args...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("gate: redis: %w", err)
+	}
+	return res, nil
+}
+
+// state is one gated sale's counter as Redis holds it.
+type state struct {
+	counter   int64
+	missing   bool
+	paused    bool
+	unsettled map[int64]unsettled
+}
+
+type unsettled struct {
+	customer, key string
+	quantity      int
+	at            time.Time
+}
+
+func (g *Gate) state(ctx context.Context, saleID string) (state, error) {
+	k := keysOf(saleID)
+	res, err := g.call(ctx, stateScript, []string{k.stock, k.paused, k.unsettled})
+	if err != nil {
+		return state{}, err
+	}
+	parts := res.([]any)
+	st := state{paused: parts[1].(int64) == 1, unsettled: map[int64]unsettled{}}
+	if s, ok := parts[0].(string); ok {
+		st.counter, _ = strconv.ParseInt(s, 10, 64)
+	} else {
+		st.missing = true
+	}
+	kv := parts[2].([]any)
+	for i := 0; i+1 < len(kv); i += 2 {
+		seq, _ := strconv.ParseInt(kv[i].(string), 10, 64)
+		st.unsettled[seq] = parseUnsettled(kv[i+1].(string))
+	}
+	return st, nil
+}
+
+// parseUnsettled reads "customer \n key \n quantity \n unix ms" (ids and keys
+// hold no control characters).
+func parseUnsettled(v string) unsettled {
+	var u unsettled
+	fields := strings.SplitN(v, "\n", 4)
+	if len(fields) == 4 {
+		u.customer, u.key = fields[0], fields[1]
+		u.quantity, _ = strconv.Atoi(fields[2])
+		ms, _ := strconv.ParseInt(fields[3], 10, 64)
+		u.at = time.UnixMilli(ms)
+	}
+	return u
+}
+
+// attemptField names an attempt: the customer and the idempotency key.
+func attemptField(customerID, key string) string { return customerID + "\n" + key }
+
+// gated reports whether the cache says saleID is gated (reading it when it
+// does not know the sale). A sale the cache cannot read is treated as gated:
+// it fails closed rather than bypass a gate it might have.
+func (g *Gate) gated(ctx context.Context, saleID string) (salecache.Sale, bool, error) {
+	s, _, err := g.cache.Sale(ctx, saleID)
+	if errors.Is(err, flashline.ErrNotFound) {
+		return s, false, nil
+	}
+	if err != nil {
+		return s, true, err
+	}
+	return s, s.Gate == flashline.GateRedis, nil
+}

@@ -1,0 +1,380 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/gate"
+	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testredis"
+	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/salecache"
+)
+
+// These tests run the gate in process against a real PostgreSQL and a real
+// Redis (internal/testredis); cmd/flashline's prove it across serve
+// processes.
+
+type fixture struct {
+	g     *gate.Gate
+	store flashline.Store // the gate in front of the database
+	pg    *postgres.Store
+	pool  *pgxpool.Pool
+	rdb   *redis.Client
+	redis *testredis.Server // nil: a shared Redis, not ours to kill
+}
+
+func newFixture(t *testing.T, own bool, opts gate.Options) *fixture {
+	t.Helper()
+	f := &fixture{}
+	url := ""
+	if own {
+		f.redis = testredis.Start(t)
+		url = f.redis.URL
+	} else {
+		url = testredis.URL(t)
+	}
+	f.rdb = testredis.Client(t, url)
+	f.pool, _ = testdb.NewPool(t)
+	f.pg = postgres.NewStore(postgres.SinglePool(f.pool))
+	f.g = gate.New(f.rdb, f.pg, salecache.New(f.pg, salecache.Options{}), opts)
+	f.store = f.g.Wrap(f.pg)
+	return f
+}
+
+func (f *fixture) sale(t *testing.T, stock, limit int) flashline.Sale {
+	t.Helper()
+	s, err := f.store.CreateSale(context.Background(), flashline.NewSale{
+		SKU: "sku_gate", InitialStock: stock, PerCustomerLimit: limit, ReservationTTLSeconds: 600, Gate: flashline.GateRedis,
+	})
+	require.NoError(t, err)
+	require.Equal(t, flashline.GateRedis, s.Gate)
+	return s
+}
+
+func req(saleID, customer, key string, qty int) flashline.ReserveRequest {
+	return flashline.ReserveRequest{
+		SaleID: saleID, CustomerID: customer, IdempotencyKey: key, Quantity: qty,
+		Fingerprint: []byte(fmt.Sprintf("%s/%d", saleID, qty)),
+	}
+}
+
+func (f *fixture) counter(t *testing.T, saleID string) int64 {
+	t.Helper()
+	n, err := f.rdb.Get(context.Background(), gate.StockKey(saleID)).Int64()
+	require.NoError(t, err)
+	return n
+}
+
+// settle waits for the units given back off the request path and relays
+// them, until nothing is in flight or owed: the counter is what the
+// database has available.
+func (f *fixture) settle(t *testing.T, saleID string) flashline.GateStatus {
+	t.Helper()
+	ctx := context.Background()
+	var st flashline.GateStatus
+	var available int
+	require.Eventually(t, func() bool {
+		_, err := f.g.Relay(ctx)
+		require.NoError(t, err)
+		s, err := f.pg.Sale(ctx, saleID)
+		require.NoError(t, err)
+		st, available = f.g.Status(ctx, saleID), s.Available
+		return st.OK && st.Counter == int64(available)
+	}, 10*time.Second, 20*time.Millisecond, "gate status %+v, available %d", st, available)
+	return st
+}
+
+func TestGateSellsExactlyWithRetries(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	sale := f.sale(t, 50, 1)
+	ctx := context.Background()
+	var won, soldOut atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 150 {
+		wg.Go(func() {
+			r := req(sale.ID, fmt.Sprintf("cust_%d", c), fmt.Sprintf("key_%d", c), 1)
+			// Every buyer retries its attempt: a retry reuses its unit.
+			for range 3 {
+				res, err := f.store.Reserve(ctx, r)
+				switch {
+				case err == nil && !res.Replayed:
+					won.Add(1)
+				case err == nil:
+				case errors.Is(err, flashline.ErrSoldOut):
+					soldOut.Add(1)
+				default:
+					t.Errorf("reserve: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 50, won.Load())
+	require.Zero(t, f.counter(t, sale.ID))
+	s, err := f.pg.Sale(ctx, sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, 50, s.Pending)
+	require.Zero(t, s.Available)
+	st := f.settle(t, sale.ID)
+	require.Zero(t, st.Counter)
+}
+
+func TestGateReturnsUnitsTheDatabaseRefused(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+	s, err := f.store.CreateSale(ctx, flashline.NewSale{
+		SKU: "sku_gate", InitialStock: 5, PerCustomerLimit: 2, ReservationTTLSeconds: 600,
+		Gate: flashline.GateRedis, MinAccountAgeSeconds: 3600,
+	})
+	require.NoError(t, err)
+	// The gate knows nothing of account age: it hands out a unit, the
+	// database refuses, the unit goes back.
+	r := req(s.ID, "cust_new", "k1", 2)
+	r.AccountCreated = time.Now()
+	_, err = f.store.Reserve(ctx, r)
+	require.ErrorIs(t, err, flashline.ErrAccountTooNew)
+	st := f.settle(t, s.ID)
+	require.EqualValues(t, 5, st.Counter)
+	// Its retry takes a new unit (and is refused again): nothing leaks.
+	_, err = f.store.Reserve(ctx, r)
+	require.ErrorIs(t, err, flashline.ErrAccountTooNew)
+	require.EqualValues(t, 5, f.settle(t, s.ID).Counter)
+
+	// The buyer's units came back too: an old account buys the limit.
+	old := req(s.ID, "cust_new", "k2", 2)
+	old.AccountCreated = time.Now().Add(-2 * time.Hour)
+	_, err = f.store.Reserve(ctx, old)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, f.settle(t, s.ID).Counter)
+}
+
+func TestGateCancelAndExpiryRestockOnce(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	sale := f.sale(t, 3, 1)
+	ctx := context.Background()
+	var ids []string
+	for c := range 3 {
+		res, err := f.store.Reserve(ctx, req(sale.ID, fmt.Sprintf("cust_%d", c), "k", 1))
+		require.NoError(t, err)
+		ids = append(ids, res.Reservation.ID)
+	}
+	_, err := f.store.Reserve(ctx, req(sale.ID, "cust_late", "k", 1))
+	require.ErrorIs(t, err, flashline.ErrSoldOut)
+
+	// Cancelled twice: restocked once, relayed once.
+	for range 2 {
+		_, err := f.store.Cancel(ctx, ids[0], flashline.Actor{CustomerID: "cust_0"})
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 1, f.settle(t, sale.ID).Counter)
+	// The customer's unit went back to the buyer set too: cust_0 may buy
+	// again (a new attempt).
+	_, err = f.store.Reserve(ctx, req(sale.ID, "cust_0", "k2", 1))
+	require.NoError(t, err)
+	require.Zero(t, f.settle(t, sale.ID).Counter)
+
+	// Expired by the sweeper (twice over): relayed once.
+	_, err = f.pool.Exec(ctx, "UPDATE reservations SET expires_at = now() - interval '1 second' WHERE reservation_id = $1", ids[1])
+	require.NoError(t, err)
+	for range 2 {
+		_, err := f.pg.ExpireDue(ctx, 100)
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 1, f.settle(t, sale.ID).Counter)
+}
+
+func TestGateRelayAppliesEachMovementOnce(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	sale := f.sale(t, 40, 1)
+	ctx := context.Background()
+	var ids []string
+	for c := range 40 {
+		res, err := f.store.Reserve(ctx, req(sale.ID, fmt.Sprintf("cust_%d", c), "k", 1))
+		require.NoError(t, err)
+		ids = append(ids, res.Reservation.ID)
+	}
+	// Cancel directly in the database (no kick): 40 movements owed.
+	for c, id := range ids {
+		_, err := f.pg.Cancel(ctx, id, flashline.Actor{CustomerID: fmt.Sprintf("cust_%d", c)})
+		require.NoError(t, err)
+	}
+	// A relay that applies to Redis and dies before its commit: the
+	// movements stay owed, and were applied once.
+	taken, err := f.pg.RelayOwed(ctx, 10, nil, func(ctx context.Context, moves []gate.Movement) ([]string, error) {
+		_, err := f.g.Apply(ctx, moves)
+		require.NoError(t, err)
+		return nil, errors.New("killed before commit")
+	})
+	require.Error(t, err)
+	require.Equal(t, 10, taken)
+	require.EqualValues(t, 10, f.counter(t, sale.ID))
+	// Four relays at once, and the dead one's movements again: each
+	// movement once.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			_, err := f.g.Relay(ctx)
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 40, f.counter(t, sale.ID))
+	require.EqualValues(t, 40, f.settle(t, sale.ID).Counter)
+	var owed int
+	require.NoError(t, f.pool.QueryRow(ctx, "SELECT count(*) FROM gate_outbox WHERE applied_at IS NULL").Scan(&owed))
+	require.Zero(t, owed)
+}
+
+func TestGateReturnsAbandonedUnits(t *testing.T) {
+	f := newFixture(t, false, gate.Options{ReturnGrace: 50 * time.Millisecond})
+	sale := f.sale(t, 2, 1)
+	ctx := context.Background()
+	// A request takes a unit and dies before the database sees it.
+	r := req(sale.ID, "cust_dead", "k", 1)
+	seqA, fresh, err := f.g.Step(ctx, r, 1)
+	require.NoError(t, err)
+	require.True(t, fresh)
+	require.EqualValues(t, 1, f.counter(t, sale.ID))
+	st := f.g.Status(ctx, sale.ID)
+	require.True(t, st.OK, "a unit in flight is no drift: %+v", st)
+
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, f.g.Maintain(ctx))
+	st = f.settle(t, sale.ID)
+	require.EqualValues(t, 2, st.Counter)
+
+	// The request was only slow: it reaches the database now, after its
+	// unit went back, and may not hold it (the wrapper then takes another).
+	r.GateSeq = seqA
+	_, err = f.pg.Reserve(ctx, r)
+	require.ErrorIs(t, err, flashline.ErrGateUnitReturned)
+	r.GateSeq = 0
+	res, err := f.store.Reserve(ctx, r)
+	require.NoError(t, err)
+	var seq int64
+	require.NoError(t, f.pool.QueryRow(ctx, "SELECT gate_seq FROM reservations WHERE reservation_id = $1", res.Reservation.ID).Scan(&seq))
+	require.NotEqual(t, seqA, seq)
+	require.EqualValues(t, 1, f.settle(t, sale.ID).Counter)
+	s, err := f.pg.Sale(ctx, sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Pending)
+}
+
+func TestGateDriftIsReported(t *testing.T) {
+	f := newFixture(t, false, gate.Options{DriftChecks: 2})
+	ctx := context.Background()
+	sale := f.sale(t, 10, 1)
+	// A second writer takes units by hand: undersell, reported, not paused.
+	require.NoError(t, f.rdb.DecrBy(ctx, gate.StockKey(sale.ID), 2).Err())
+	for range 2 {
+		require.NoError(t, f.g.Maintain(ctx))
+	}
+	require.Equal(t, []string{"gate_drift"}, incidents(t, f.pool, sale.ID))
+	s, err := f.store.Sale(ctx, sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, flashline.StateOpen, s.State)
+	require.EqualValues(t, 2, s.GateStatus.Drift)
+	require.False(t, s.GateStatus.OK)
+
+	// One that adds units: the counter could let more buyers try than
+	// there are units: paused.
+	require.NoError(t, f.rdb.IncrBy(ctx, gate.StockKey(sale.ID), 5).Err())
+	for range 2 {
+		require.NoError(t, f.g.Maintain(ctx))
+	}
+	require.Equal(t, []string{"gate_drift", "gate_counter_high"}, incidents(t, f.pool, sale.ID))
+	s, err = f.store.Sale(ctx, sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, flashline.StatePaused, s.State)
+	_, err = f.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+	require.ErrorIs(t, err, flashline.ErrInvariantBroken)
+
+	counter, err := f.g.Rebuild(ctx, sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, counter)
+	_, err = f.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+	require.NoError(t, err)
+}
+
+func incidents(t *testing.T, pool *pgxpool.Pool, saleID string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT kind FROM incidents WHERE sale_id = $1 ORDER BY incident_id", saleID)
+	require.NoError(t, err)
+	var kinds []string
+	for rows.Next() {
+		var k string
+		require.NoError(t, rows.Scan(&k))
+		kinds = append(kinds, k)
+	}
+	require.NoError(t, rows.Err())
+	return kinds
+}
+
+func TestGateFailsClosedAndRebuilds(t *testing.T) {
+	f := newFixture(t, true, gate.Options{Timeout: 100 * time.Millisecond})
+	ctx := context.Background()
+	sale := f.sale(t, 6, 2)
+	for c := range 2 {
+		_, err := f.store.Reserve(ctx, req(sale.ID, fmt.Sprintf("cust_%d", c), "k", 2))
+		require.NoError(t, err)
+	}
+
+	// Redis dies: reservations fail closed, fast; the job pauses the sale.
+	f.redis.Kill()
+	start := time.Now()
+	_, err := f.store.Reserve(ctx, req(sale.ID, "cust_x", "k", 1))
+	require.ErrorIs(t, err, flashline.ErrUnavailable)
+	require.Less(t, time.Since(start), time.Second)
+	require.Error(t, f.g.Maintain(ctx))
+	require.Equal(t, []string{"gate_unreachable"}, incidents(t, f.pool, sale.ID))
+	s, err := f.pg.Sale(ctx, sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, flashline.StatePaused, s.State)
+
+	// It comes back empty: still paused, the counter missing.
+	f.redis.Restart()
+	_, err = f.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+	require.ErrorIs(t, err, flashline.ErrInvariantBroken)
+	_, err = f.store.Reserve(ctx, req(sale.ID, "cust_x", "k", 1))
+	require.Error(t, err)
+
+	// Rebuilt from the database: initial − pending − confirmed, and the
+	// buyers: cust_0 holds its limit.
+	counter, err := f.g.Rebuild(ctx, sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, counter)
+	s, err = f.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+	require.NoError(t, err)
+	require.True(t, s.GateStatus.OK)
+	_, err = f.store.Reserve(ctx, req(sale.ID, "cust_0", "k2", 1))
+	require.ErrorIs(t, err, flashline.ErrLimitReached)
+	// A retry of a reservation from before the rebuild replays it.
+	res, err := f.store.Reserve(ctx, req(sale.ID, "cust_1", "k", 2))
+	require.NoError(t, err)
+	require.True(t, res.Replayed)
+	// The rest sells out exactly.
+	for c := range 4 {
+		_, err := f.store.Reserve(ctx, req(sale.ID, fmt.Sprintf("cust_new_%d", c), "k", 1))
+		if c < 2 {
+			require.NoError(t, err)
+		} else {
+			require.ErrorIs(t, err, flashline.ErrSoldOut)
+		}
+	}
+	require.Zero(t, f.settle(t, sale.ID).Counter)
+	s, err = f.pg.Sale(ctx, sale.ID)
+	require.NoError(t, err)
+	require.Zero(t, s.Available)
+	require.Equal(t, 6, s.Pending)
+}

@@ -1,0 +1,229 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashline/flashline"
+)
+
+// drift is one sale's drift across the gate job's checks.
+type drift struct {
+	value  int64
+	checks int  // consecutive checks that found value
+	opened bool // the sale has opened: it may be named in metrics
+}
+
+// Maintain looks after every gated sale once (the gate job runs it every
+// second, on one instance): it settles units a reservation holds, returns
+// the ones handed out longer than ReturnGrace ago that nothing holds (their
+// request died), and checks that the counter agrees with the database:
+//
+//	drift = available in the stock rows − counter − units owed back −
+//	        units handed out and not yet held or returned
+//
+// A counter that is missing, or Redis that cannot be reached, pauses the
+// sale with an incident; a drift found by DriftChecks checks in a row is an
+// incident, and pauses the sale when it is negative (the counter is above
+// what the database allows: it would let more buyers try than there are
+// units). A positive one is undersell: reported, not paused.
+func (g *Gate) Maintain(ctx context.Context) error {
+	sales, err := g.store.GatedSales(ctx)
+	if err != nil || len(sales) == 0 {
+		return err
+	}
+	if g.rdb == nil {
+		// A misconfigured instance: those with Redis keep the gate; this
+		// one fails its buyers closed, and says so.
+		return fmt.Errorf("gate: %d gated sales to look after: %w", len(sales), ErrNoRedis)
+	}
+	var errs error
+	var oldest time.Duration
+	seen := make(map[string]bool, len(sales))
+	for _, s := range sales {
+		seen[s.ID] = true
+		age, err := g.maintain(ctx, s)
+		oldest = max(oldest, age)
+		errs = errors.Join(errs, err)
+	}
+	g.m.owedAge.Set(oldest.Seconds())
+	g.mu.Lock()
+	for id := range g.drifts {
+		if !seen[id] {
+			delete(g.drifts, id)
+		}
+	}
+	g.mu.Unlock()
+	return errs
+}
+
+// maintain looks after one gated sale and returns the relay's lag for it.
+func (g *Gate) maintain(ctx context.Context, s GatedSale) (time.Duration, error) {
+	selling := s.State == flashline.StateOpen || s.State == flashline.StateScheduled
+	st, err := g.state(ctx, s.ID)
+	switch {
+	case err != nil:
+		if selling {
+			g.incident(ctx, s.ID, "gate_unreachable", "the gate's Redis cannot be read: "+err.Error(), true)
+		}
+		return 0, err
+	case st.paused:
+		return 0, nil // being rebuilt
+	case st.missing:
+		// A sale created a moment ago may not have its counter yet.
+		if selling && time.Since(s.CreatedAt) > 10*time.Second {
+			g.incident(ctx, s.ID, "gate_missing", "the gate's counter is missing from Redis (restarted empty?): rebuild it from the database, then resume", true)
+		}
+		return 0, nil
+	}
+	inflight, err := g.reconcile(ctx, s.ID, st)
+	if err != nil {
+		return 0, err
+	}
+	ledger, err := g.store.Ledger(ctx, s.ID)
+	if err != nil {
+		return 0, err
+	}
+	d := ledger.Available - st.counter - ledger.Owed - inflight
+	g.mu.Lock()
+	prev := g.drifts[s.ID]
+	if d == prev.value {
+		prev.checks++
+	} else {
+		prev = drift{value: d, checks: 1}
+	}
+	prev.opened = s.State != flashline.StateScheduled
+	g.drifts[s.ID] = prev
+	report := d != 0 && prev.checks == g.opts.DriftChecks
+	g.mu.Unlock()
+	if report {
+		detail := fmt.Sprintf("drift %d: available %d − counter %d − owed back %d − in flight %d", d, ledger.Available, st.counter, ledger.Owed, inflight)
+		if d < 0 {
+			g.incident(ctx, s.ID, "gate_counter_high", "the gate's counter is above what the database accounts for ("+detail+"): rebuild it, then resume", true)
+		} else {
+			g.incident(ctx, s.ID, "gate_drift", "the gate's counter is below what the database accounts for, units go unsold ("+detail+"): rebuild it in a pause", false)
+		}
+	}
+	return ledger.OwedAge, nil
+}
+
+// reconcile settles the units a reservation holds, returns those handed out
+// longer than ReturnGrace ago that nothing holds, and returns the units
+// still in flight.
+func (g *Gate) reconcile(ctx context.Context, saleID string, st state) (inflight int64, err error) {
+	if len(st.unsettled) == 0 {
+		return 0, nil
+	}
+	seqs := make([]int64, 0, len(st.unsettled))
+	for seq := range st.unsettled {
+		seqs = append(seqs, seq)
+	}
+	settled, err := g.store.Settlements(ctx, saleID, seqs)
+	if err != nil {
+		return 0, err
+	}
+	k := keysOf(saleID)
+	var held []string
+	for seq, u := range st.unsettled {
+		s := settled[seq]
+		switch {
+		case s.Reserved:
+			held = append(held, strconv.FormatInt(seq, 10))
+		case s.Returned:
+			// Owed back (Ledger.Owed) until the relay applies it.
+		case time.Since(u.at) > g.opts.ReturnGrace:
+			req := flashline.ReserveRequest{SaleID: saleID, CustomerID: u.customer, IdempotencyKey: u.key}
+			g.forget(ctx, req, seq)
+			returned, err := g.store.ReturnUnit(ctx, Unit{SaleID: saleID, CustomerID: u.customer, Seq: seq, Quantity: u.quantity})
+			switch {
+			case err != nil:
+				inflight += int64(u.quantity)
+			case !returned:
+				// A reservation took it after all, since Settlements read.
+				held = append(held, strconv.FormatInt(seq, 10))
+			}
+		default:
+			inflight += int64(u.quantity)
+		}
+	}
+	if len(held) > 0 {
+		ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+		defer cancel()
+		if err := g.rdb.HDel(ctx, k.unsettled, held...).Err(); err != nil {
+			return inflight, fmt.Errorf("gate: settle units: %w", err)
+		}
+	}
+	return inflight, nil
+}
+
+func (g *Gate) incident(ctx context.Context, saleID, kind, detail string, pause bool) {
+	paused, err := g.store.Incident(ctx, saleID, kind, detail, pause)
+	switch {
+	case err != nil:
+		g.opts.Logger.ErrorContext(ctx, "gate: record an incident", "sale_id", saleID, "kind", kind, "err", err)
+	case paused:
+		g.opts.Logger.ErrorContext(ctx, "gate: sale paused", "sale_id", saleID, "kind", kind, "detail", detail)
+	case !pause:
+		g.opts.Logger.ErrorContext(ctx, "gate: drift", "sale_id", saleID, "kind", kind, "detail", detail)
+	}
+}
+
+// Status says how a gated sale's counter stands now (for the admin's view
+// and for resume): the counter as Redis holds it (-1: missing or
+// unreachable) and the drift, computed once, without the gate job's
+// persistence (units moving between the two reads show as a passing drift).
+func (g *Gate) Status(ctx context.Context, saleID string) flashline.GateStatus {
+	status := flashline.GateStatus{Kind: flashline.GateRedis, Counter: -1}
+	st, err := g.state(ctx, saleID)
+	if err != nil || st.missing {
+		return status
+	}
+	status.Counter = st.counter
+	var inflight int64
+	if len(st.unsettled) > 0 {
+		seqs := make([]int64, 0, len(st.unsettled))
+		for seq := range st.unsettled {
+			seqs = append(seqs, seq)
+		}
+		settled, err := g.store.Settlements(ctx, saleID, seqs)
+		if err != nil {
+			return status
+		}
+		for seq, u := range st.unsettled {
+			if s := settled[seq]; !s.Reserved && !s.Returned {
+				inflight += int64(u.quantity)
+			}
+		}
+	}
+	ledger, err := g.store.Ledger(ctx, saleID)
+	if err != nil {
+		return status
+	}
+	status.Drift = ledger.Available - st.counter - ledger.Owed - inflight
+	status.OK = !st.paused && status.Drift == 0
+	return status
+}
+
+// driftCollector publishes the drift the gate job last found, for the sales
+// that have opened.
+type driftCollector struct{ g *Gate }
+
+var driftDesc = prometheus.NewDesc("flashline_gate_drift",
+	"Drift of a gated sale's counter at the gate job's last check: available − counter − owed − in flight (0: they agree).", []string{"sale_id"}, nil)
+
+func (c driftCollector) Describe(ch chan<- *prometheus.Desc) { ch <- driftDesc }
+
+func (c driftCollector) Collect(ch chan<- prometheus.Metric) {
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	for id, d := range c.g.drifts {
+		if d.opened {
+			ch <- prometheus.MustNewConstMetric(driftDesc, prometheus.GaugeValue, float64(d.value), id)
+		}
+	}
+}

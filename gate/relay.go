@@ -1,0 +1,89 @@
+package gate
+
+import (
+	"context"
+	"strconv"
+)
+
+// relayBatch is how many movements one relay transaction takes.
+const relayBatch = 200
+
+// Relay applies every movement owed to gate counters (returns and
+// restocks, gate_outbox), until none is left but those of counters that
+// cannot take them now (missing or being rebuilt: they stay owed, and a
+// rebuild settles them). The gate job runs it every second, and Kick runs it
+// at once after this instance wrote one. It reports how many it applied.
+func (g *Gate) Relay(ctx context.Context) (int, error) {
+	r := relayRun{g: g, skip: map[string]bool{}}
+	for {
+		skip := make([]string, 0, len(r.skip))
+		for id := range r.skip {
+			skip = append(skip, id)
+		}
+		taken, err := g.store.RelayOwed(ctx, relayBatch, skip, r.apply)
+		if err != nil || taken < relayBatch {
+			return r.applied, err
+		}
+	}
+}
+
+// relayRun is one Relay: the sales whose counter could not take a movement
+// are skipped for the rest of it.
+type relayRun struct {
+	g       *Gate
+	skip    map[string]bool
+	applied int
+}
+
+// apply applies movements to their counters, each once, and returns the ids
+// applied (now or before).
+func (r *relayRun) apply(ctx context.Context, moves []Movement) ([]string, error) {
+	var applied []string
+	for _, m := range moves {
+		if r.skip[m.SaleID] {
+			continue
+		}
+		k := keysOf(m.SaleID)
+		res, err := r.g.call(ctx, applyScript, []string{k.stock, k.buyers, k.unsettled, k.applied, k.paused},
+			m.ID, m.CustomerID, m.Quantity, strconv.FormatInt(m.Seq, 10))
+		if err != nil {
+			return applied, err
+		}
+		switch res.(int64) {
+		case 1:
+			r.g.m.relayed.Inc()
+			r.applied++
+			applied = append(applied, m.ID)
+		case 0: // applied before: the relay that did died before marking it
+			applied = append(applied, m.ID)
+		default:
+			r.skip[m.SaleID] = true
+		}
+	}
+	return applied, nil
+}
+
+// Kick asks Run to relay now.
+func (g *Gate) Kick() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run relays whenever Kick asks, until ctx is done.
+func (g *Gate) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-g.kick:
+		}
+		if g.rdb == nil {
+			continue
+		}
+		if _, err := g.Relay(ctx); err != nil && ctx.Err() == nil {
+			g.opts.Logger.WarnContext(ctx, "gate: relay", "err", err)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flashline/flashline"
+)
+
+// Wrap returns store with the gate in front of gated sales: Reserve passes
+// through the gate step first, CreateSale sets a gated sale's counter, Sale
+// shows how the counter stands, and resuming a gated sale needs a counter
+// that agrees with the database. Sales without a gate pass straight through.
+func (g *Gate) Wrap(store flashline.Store) flashline.Store {
+	return gated{Store: store, g: g}
+}
+
+type gated struct {
+	flashline.Store
+	g *Gate
+}
+
+// gateOutcome is the gate step's answer.
+type gateOutcome struct {
+	seq   int64
+	fresh bool // a unit handed out now (else the attempt's earlier one)
+}
+
+// step runs the gate step for a request.
+func (g *Gate) step(ctx context.Context, req flashline.ReserveRequest, limit int) (gateOutcome, error) {
+	k := keysOf(req.SaleID)
+	start := time.Now()
+	res, err := g.call(ctx, reserveScript,
+		[]string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused},
+		req.CustomerID, attemptField(req.CustomerID, req.IdempotencyKey), req.Quantity, limit, time.Now().UnixMilli())
+	g.m.script.Observe(time.Since(start).Seconds())
+	if err != nil {
+		g.m.decisions.WithLabelValues("unavailable").Inc()
+		return gateOutcome{}, errors.Join(flashline.ErrUnavailable, err)
+	}
+	r := res.([]any)
+	code, seq := r[0].(int64), r[1].(int64)
+	switch code {
+	case 1:
+		g.m.decisions.WithLabelValues("won").Inc()
+		return gateOutcome{seq: seq, fresh: true}, nil
+	case 2:
+		g.m.decisions.WithLabelValues("already").Inc()
+		return gateOutcome{seq: seq}, nil
+	case -1:
+		g.m.decisions.WithLabelValues("sold_out").Inc()
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.ErrSoldOut)
+	case -2:
+		g.m.decisions.WithLabelValues("limit").Inc()
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.ErrLimitReached)
+	case -3:
+		// Redis lost the counter (restarted empty?): nobody buys until it is
+		// rebuilt from the database; the gate job pauses the sale.
+		g.m.decisions.WithLabelValues("missing").Inc()
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: the counter is missing: %w", req.SaleID, flashline.ErrUnavailable)
+	default:
+		g.m.decisions.WithLabelValues("paused").Inc()
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: the counter is being rebuilt: %w", req.SaleID, flashline.ErrUnavailable)
+	}
+}
+
+// Reserve passes a gated sale's request through the gate step first. Only
+// its winners reach the database, with the number of their unit; a unit the
+// database did not let the request hold goes back (giveBack). A retry of an
+// attempt reuses the attempt's unit, so it never takes a second one.
+func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
+	s, isGated, err := w.g.gated(ctx, req.SaleID)
+	if err != nil {
+		return flashline.ReserveResult{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, err)
+	}
+	if !isGated {
+		return w.Store.Reserve(ctx, req)
+	}
+	// The quantity is checked before it costs the gate anything.
+	if req.Quantity > s.PerCustomerLimit {
+		return flashline.ReserveResult{}, flashline.ErrQuantityAboveLimit
+	}
+	for try := 0; ; try++ {
+		out, err := w.g.step(ctx, req, s.PerCustomerLimit)
+		if err != nil {
+			return flashline.ReserveResult{}, err
+		}
+		req.GateSeq = out.seq
+		res, err := w.Store.Reserve(ctx, req)
+		unit := Unit{SaleID: req.SaleID, CustomerID: req.CustomerID, Seq: out.seq, Quantity: req.Quantity}
+		if errors.Is(err, flashline.ErrGateUnitReturned) && try == 0 {
+			// The attempt's unit went back (the gate job judged it
+			// abandoned): forget it and take a new one, once.
+			w.g.forget(ctx, req, out.seq)
+			continue
+		}
+		if err == nil && !res.Replayed {
+			return res, nil // the reservation holds the unit
+		}
+		if out.fresh {
+			// Refused, replayed, or not known to have committed: a unit taken
+			// now that no reservation may hold goes back. If the request is
+			// still committing somewhere, the customer's lock decides which
+			// of the two wins; if this fails, the gate job returns it.
+			w.g.giveBack(req, unit)
+		}
+		if errors.Is(err, flashline.ErrGateUnitReturned) {
+			// Twice (a rebuild between the two?): the client retries.
+			err = fmt.Errorf("gate of sale %s: %w", req.SaleID, errors.Join(flashline.ErrUnavailable, err))
+		}
+		return res, err
+	}
+}
+
+// forget makes the attempt's next try take a new unit.
+func (g *Gate) forget(ctx context.Context, req flashline.ReserveRequest, seq int64) {
+	k := keysOf(req.SaleID)
+	if _, err := g.call(ctx, forgetScript, []string{k.attempts}, attemptField(req.CustomerID, req.IdempotencyKey), strconv.FormatInt(seq, 10)); err != nil {
+		g.opts.Logger.WarnContext(ctx, "gate: forget an attempt", "sale_id", req.SaleID, "err", err)
+	}
+}
+
+// giveBack returns a unit no reservation took, off the request's path: the
+// client has its answer already. The attempt is forgotten first, so that its
+// retry takes a new unit rather than this one.
+func (g *Gate) giveBack(req flashline.ReserveRequest, u Unit) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		g.forget(ctx, req, u.Seq)
+		returned, err := g.store.ReturnUnit(ctx, u)
+		if err != nil {
+			g.opts.Logger.WarnContext(ctx, "gate: give a unit back (the gate job will)", "sale_id", u.SaleID, "seq", u.Seq, "err", err)
+			return
+		}
+		if returned {
+			g.Kick()
+		}
+	}()
+}
+
+// CreateSale creates the sale, and a gated sale's counter: set before the
+// sale can sell. If Redis cannot take it, the sale is paused with an
+// incident, and its counter is made by a rebuild.
+func (w gated) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.Sale, error) {
+	if n.Gate == flashline.GateRedis && w.g.rdb == nil {
+		return flashline.Sale{}, flashline.Invalid(`"gate": "redis" needs a Redis: start flashline serve with --redis-url`)
+	}
+	sale, err := w.Store.CreateSale(ctx, n)
+	if err != nil || sale.Gate != flashline.GateRedis {
+		return sale, err
+	}
+	if err := w.g.initCounter(ctx, sale); err != nil {
+		detail := "the gate's counter could not be set at creation: " + err.Error()
+		if _, ierr := w.g.store.Incident(ctx, sale.ID, "gate_missing", detail, true); ierr != nil {
+			err = errors.Join(err, ierr)
+		}
+		return flashline.Sale{}, fmt.Errorf("create sale %s: %w", sale.ID, errors.Join(flashline.ErrUnavailable, err))
+	}
+	return w.Sale(ctx, sale.ID)
+}
+
+func (g *Gate) initCounter(ctx context.Context, sale flashline.Sale) error {
+	if g.rdb == nil {
+		return ErrNoRedis
+	}
+	k := keysOf(sale.ID)
+	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+	defer cancel()
+	pipe := g.rdb.TxPipeline()
+	pipe.SetNX(ctx, k.stock, sale.InitialStock, 0)
+	pipe.SetNX(ctx, k.seq, seqBase(0), 0)
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// Cancel cancels the reservation; a gated one's units go back to the
+// counter now rather than at the gate job's next run.
+func (w gated) Cancel(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
+	r, err := w.Store.Cancel(ctx, reservationID, by)
+	if err == nil {
+		w.g.Kick()
+	}
+	return r, err
+}
+
+// Sale reads the sale, with how a gated sale's counter stands.
+func (w gated) Sale(ctx context.Context, saleID string) (flashline.Sale, error) {
+	sale, err := w.Store.Sale(ctx, saleID)
+	if err != nil || sale.Gate != flashline.GateRedis {
+		return sale, err
+	}
+	st := w.g.Status(ctx, saleID)
+	sale.GateStatus = &st
+	return sale, nil
+}
+
+// SetSaleState applies an admin action; resuming a gated sale needs a
+// counter that agrees with the database (after a rebuild, if it was lost).
+func (w gated) SetSaleState(ctx context.Context, saleID string, action flashline.SaleAction) (flashline.Sale, error) {
+	if action == flashline.ActionResume {
+		sale, err := w.Store.Sale(ctx, saleID)
+		if err != nil {
+			return flashline.Sale{}, err
+		}
+		if sale.Gate == flashline.GateRedis {
+			if w.g.rdb == nil {
+				return flashline.Sale{}, fmt.Errorf("resume sale %s: its gate needs a Redis (--redis-url): %w", saleID, errors.Join(flashline.ErrUnavailable, ErrNoRedis))
+			}
+			if st := w.g.Status(ctx, saleID); !st.OK {
+				return flashline.Sale{}, fmt.Errorf("resume sale %s: the gate's counter %d does not agree with the database (drift %d): rebuild it: %w",
+					saleID, st.Counter, st.Drift, flashline.ErrInvariantBroken)
+			}
+		}
+	}
+	sale, err := w.Store.SetSaleState(ctx, saleID, action)
+	if err != nil {
+		return sale, err
+	}
+	return w.Sale(ctx, saleID)
+}

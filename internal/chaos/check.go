@@ -1,0 +1,340 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Row is one reservation as the database holds it after the run.
+type Row struct {
+	ID, Customer, Key, State            string
+	Qty                                 int
+	CreatedAt, ExpiresAt                time.Time
+	ConfirmedAt, CancelledAt, ExpiredAt *time.Time
+	RestockedAt                         *time.Time
+	// Committed is when the row's last change committed
+	// (pg_xact_commit_timestamp of its xmin); nil when not tracked.
+	Committed *time.Time
+}
+
+// Facts is the database's account of the sale after the run.
+type Facts struct {
+	Initial     int
+	Stock       int // sum over buckets
+	LedgerSum   int
+	Rows        []Row
+	Ledger      map[string][]LedgerRow // by reservation id
+	Orders      map[string][]Order     // by reservation id
+	Incidents   int
+	SaleState   string
+	InvariantOK bool
+}
+
+// LedgerRow is one stock_ledger row of a reservation ("" for the initial
+// stock), with when it committed.
+type LedgerRow struct {
+	Reason    string
+	Delta     int
+	Committed *time.Time
+}
+
+// Order is one orders row, with when it committed.
+type Order struct {
+	ID        string
+	Committed *time.Time
+}
+
+// quiesce waits until the sale holds no pending reservation (every hold
+// confirmed, cancelled or swept) and the invariant job has had a second
+// look, then reads the facts directly (not through a proxy).
+func (r *Run) quiesce(ctx context.Context, saleID string) (Facts, error) {
+	deadline := time.Now().Add(r.cfg.TTL + 30*time.Second)
+	for {
+		var pending int
+		if err := r.DB.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE sale_id = $1 AND state = 'pending'`, saleID).Scan(&pending); err != nil {
+			return Facts{}, err
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.Note("%d holds still pending %s after the load", pending, r.cfg.TTL+30*time.Second)
+			break
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	sleep(ctx, 1500*time.Millisecond) // an invariant check or two (1 s interval)
+	return readFacts(ctx, r, saleID)
+}
+
+func readFacts(ctx context.Context, r *Run, saleID string) (Facts, error) {
+	f := Facts{Ledger: map[string][]LedgerRow{}, Orders: map[string][]Order{}}
+	err := r.DB.QueryRow(ctx, `
+SELECT s.initial_stock, s.state,
+       (SELECT coalesce(sum(quantity), 0) FROM stock WHERE sale_id = s.sale_id)::int,
+       (SELECT coalesce(sum(delta), 0) FROM stock_ledger WHERE sale_id = s.sale_id)::int,
+       (SELECT count(*) FROM incidents WHERE sale_id = s.sale_id)::int,
+       coalesce((SELECT ok FROM invariant_status WHERE sale_id = s.sale_id), true)
+  FROM sales s WHERE s.sale_id = $1`, saleID).Scan(&f.Initial, &f.SaleState, &f.Stock, &f.LedgerSum, &f.Incidents, &f.InvariantOK)
+	if err != nil {
+		return f, fmt.Errorf("read sale: %w", err)
+	}
+	rows, err := r.DB.Query(ctx, `
+SELECT reservation_id, customer_id, idempotency_key, state, quantity, created_at, expires_at,
+       confirmed_at, cancelled_at, expired_at, restocked_at, pg_xact_commit_timestamp(xmin)
+  FROM reservations WHERE sale_id = $1 ORDER BY created_at`, saleID)
+	if err != nil {
+		return f, fmt.Errorf("read reservations: %w", err)
+	}
+	for rows.Next() {
+		var row Row
+		if err := rows.Scan(&row.ID, &row.Customer, &row.Key, &row.State, &row.Qty, &row.CreatedAt, &row.ExpiresAt,
+			&row.ConfirmedAt, &row.CancelledAt, &row.ExpiredAt, &row.RestockedAt, &row.Committed); err != nil {
+			return f, err
+		}
+		f.Rows = append(f.Rows, row)
+	}
+	if err := rows.Err(); err != nil {
+		return f, err
+	}
+	lrows, err := r.DB.Query(ctx, `SELECT coalesce(reservation_id, ''), reason, delta, pg_xact_commit_timestamp(xmin) FROM stock_ledger WHERE sale_id = $1`, saleID)
+	if err != nil {
+		return f, fmt.Errorf("read ledger: %w", err)
+	}
+	for lrows.Next() {
+		var id string
+		var l LedgerRow
+		if err := lrows.Scan(&id, &l.Reason, &l.Delta, &l.Committed); err != nil {
+			return f, err
+		}
+		f.Ledger[id] = append(f.Ledger[id], l)
+	}
+	if err := lrows.Err(); err != nil {
+		return f, err
+	}
+	orows, err := r.DB.Query(ctx, `SELECT o.reservation_id, o.order_id, pg_xact_commit_timestamp(o.xmin) FROM orders o JOIN reservations r USING (reservation_id) WHERE r.sale_id = $1`, saleID)
+	if err != nil {
+		return f, fmt.Errorf("read orders: %w", err)
+	}
+	for orows.Next() {
+		var id string
+		var order Order
+		if err := orows.Scan(&id, &order.ID, &order.Committed); err != nil {
+			return f, err
+		}
+		f.Orders[id] = append(f.Orders[id], order)
+	}
+	return f, orows.Err()
+}
+
+// Verdict is what the checker found.
+type Verdict struct {
+	Violations []string
+	// Porcupine is porcupine's verdict on the history: Ok, Illegal or
+	// Unknown (it ran out of time; not a violation, but said).
+	Porcupine string
+	// Visualize writes porcupine's visualisation of the history to a file.
+	Visualize func(path string) error
+}
+
+// VisibilityLag is how long after its commit timestamp a transaction may
+// still be invisible to others: PostgreSQL takes the timestamp before it
+// flushes the commit to the WAL (an fsync) and only then makes the
+// transaction visible. A read of the sale may see the state in force up to
+// this long before it was sent. (Porcupine checks the same reads against
+// the clients' own times, without it.)
+const VisibilityLag = 250 * time.Millisecond
+
+// CheckTimeout bounds porcupine's search.
+var CheckTimeout = time.Minute
+
+// Check checks a run's history against the model and the database's facts.
+func Check(ctx context.Context, initial int, opensAt time.Time, customers []string, ops []*Op, f Facts) Verdict {
+	var v Verdict
+	bad := func(format string, args ...any) {
+		v.Violations = append(v.Violations, fmt.Sprintf(format, args...))
+	}
+
+	// The sweeper's expirations, timed by the database: from the sweep's
+	// start (expired_at, its transaction's now()) to its commit.
+	all := append([]*Op(nil), ops...)
+	sweeps := map[time.Time]int{}
+	for _, row := range f.Rows {
+		if row.State != OutExpired || row.ExpiredAt == nil {
+			continue
+		}
+		id, ok := sweeps[*row.ExpiredAt]
+		if !ok {
+			id = len(customers) + 1 + len(sweeps)
+			sweeps[*row.ExpiredAt] = id
+		}
+		ret := time.Now()
+		if row.Committed != nil {
+			ret = *row.Committed
+		}
+		all = append(all, &Op{Client: id, Kind: Expire, Customer: row.Customer, ResID: row.ID, Qty: row.Qty,
+			ExpiresAt: row.ExpiresAt, Call: *row.ExpiredAt, Return: ret, Outcome: OutExpired})
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Call.Before(all[j].Call) })
+
+	model := Model(initial, opensAt, customers)
+	history := Operations(all)
+	res, info := porcupine.CheckOperationsVerbose(model, history, CheckTimeout)
+	v.Porcupine = string(res)
+	v.Visualize = func(path string) error { return porcupine.VisualizePath(model, info, path) }
+	if res == porcupine.Illegal {
+		bad("porcupine: the history is not linearizable against the model of the sale (see the visualisation)")
+	}
+
+	// Refusals and reads against the database's own timeline.
+	tl, problems := NewTimeline(f)
+	for _, p := range problems {
+		bad("timeline: %s", p)
+	}
+	for _, op := range ops {
+		switch {
+		case op.Kind == Reserve && op.Outcome == OutSoldOut:
+			if !tl.AnyIn(op.Call.Add(-SoldOutStaleness), op.Return, func(c Counts) bool { return c.Available < op.Qty }) {
+				bad("sold_out while %d units were available throughout (and for %s before): %s", op.Qty, SoldOutStaleness, describe(op))
+			}
+		case op.Kind == ReadSale:
+			if !tl.AnyIn(op.Call.Add(-VisibilityLag), op.Return, func(c Counts) bool { return c == op.Counts }) {
+				bad("a read of the sale saw %+v, a state the database never had during the read (%s to %s)", op.Counts, op.Call.Format("15:04:05.000"), op.Return.Format("15:04:05.000"))
+			}
+		}
+	}
+
+	rows := map[string]Row{}
+	for _, row := range f.Rows {
+		rows[row.ID] = row
+	}
+	seen := map[string]bool{}
+	keyRes := map[string]string{}
+	for _, op := range ops {
+		switch {
+		case op.Outcome == OutUnknown:
+			bad("no definite answer within the deadline: %s", describe(op))
+		case op.Outcome == "replay_differs":
+			bad("a replay differs from the first 201: %s", describe(op))
+		case op.Outcome == OutNotFound:
+			bad("404 for a hold the client was given: %s", describe(op))
+		case op.Kind == Reserve && op.Outcome == OutCreated && op.Return.Before(opensAt):
+			bad("sold before the opening (%s): %s", opensAt.Format(time.RFC3339), describe(op))
+		case op.Kind == Reserve && op.Outcome == OutNotOpen && !op.Call.Before(opensAt):
+			bad("sale_not_open after the opening (%s): %s at %s", opensAt.Format(time.RFC3339), describe(op), op.Call.Format("15:04:05.000"))
+		}
+		for _, a := range op.Attempts {
+			if a.Status >= 500 && a.Status != 503 {
+				bad("%d %s answered (the contract has no such answer): %s at %s on instance %d", a.Status, a.Code, describe(op), a.Start.Format("15:04:05.000"), a.Instance)
+			}
+		}
+		if op.Kind == Reserve && (op.Outcome == OutCreated || op.Outcome == "replay_differs") {
+			seen[op.ResID] = true
+			k := op.Customer + "\x00" + op.Key
+			if prev, ok := keyRes[k]; ok && prev != op.ResID {
+				bad("key %s of %s answered two holds: %s and %s", op.Key, op.Customer, prev, op.ResID)
+			}
+			keyRes[k] = op.ResID
+			row, ok := rows[op.ResID]
+			switch {
+			case !ok:
+				bad("201 without a reservation row: %s", describe(op))
+			case row.Customer != op.Customer || row.Qty != op.Qty || row.Key != op.Key:
+				bad("201 %s does not match its row (%s, %d units, key %s)", describe(op), row.Customer, row.Qty, row.Key)
+			case !row.ExpiresAt.Equal(op.ExpiresAt):
+				bad("201 %s says expiresAt %s, the row %s", op.ResID, op.ExpiresAt, row.ExpiresAt)
+			}
+		}
+		// Holds never expire early, nor confirm late, as the clients saw it.
+		switch {
+		case op.Kind == Confirm && op.Outcome == OutExpired && op.Return.Before(op.ExpiresAt):
+			bad("expired early: confirm answered reservation_expired at %s, before expiresAt %s: %s", op.Return.Format(time.RFC3339Nano), op.ExpiresAt.Format(time.RFC3339), describe(op))
+		case op.Kind == ReadReservation && op.Outcome == OutExpired && op.Return.Before(op.ExpiresAt):
+			bad("expired early: read expired at %s, before expiresAt %s: %s", op.Return.Format(time.RFC3339Nano), op.ExpiresAt.Format(time.RFC3339), describe(op))
+		}
+	}
+
+	units := map[string]int{}
+	active := map[string][]Row{}
+	for _, row := range f.Rows {
+		units[row.State] += row.Qty
+		if !seen[row.ID] {
+			bad("answer lost: reservation %s of %s (key %s, %s) was never answered 201 to its client", row.ID, row.Customer, row.Key, row.State)
+		}
+		active[row.Customer] = append(active[row.Customer], row)
+		// The database's own clock.
+		switch row.State {
+		case OutConfirmed:
+			if row.ConfirmedAt == nil || !row.ConfirmedAt.Before(row.ExpiresAt) {
+				bad("confirmed late: %s confirmed at %v, expiresAt %s", row.ID, row.ConfirmedAt, row.ExpiresAt)
+			}
+			if n := len(f.Orders[row.ID]); n != 1 {
+				bad("confirmed hold %s has %d orders", row.ID, n)
+			}
+		case OutExpired:
+			if row.ExpiredAt == nil || row.ExpiredAt.Before(row.ExpiresAt) {
+				bad("expired early: %s swept at %v, expiresAt %s", row.ID, row.ExpiredAt, row.ExpiresAt)
+			}
+		}
+		restocks, reserves := 0, 0
+		for _, l := range f.Ledger[row.ID] {
+			switch {
+			case l.Reason == "reserve" && l.Delta == -row.Qty:
+				reserves++
+			case (l.Reason == "cancel" || l.Reason == "expire") && l.Delta == row.Qty:
+				restocks++
+			default:
+				bad("ledger row %s %+d for %s (%d units)", l.Reason, l.Delta, row.ID, row.Qty)
+			}
+		}
+		returned := row.State == OutCancelled || row.State == OutExpired
+		want := 0
+		if returned {
+			want = 1
+		}
+		if reserves != 1 || restocks != want || (row.RestockedAt != nil) != returned {
+			bad("hold %s (%s): %d reserve and %d restock ledger rows, restocked_at %v; want 1 and %d", row.ID, row.State, reserves, restocks, row.RestockedAt, want)
+		}
+		if row.State != OutConfirmed && len(f.Orders[row.ID]) > 0 {
+			bad("hold %s is %s but has an order", row.ID, row.State)
+		}
+	}
+	for _, op := range ops {
+		if op.Kind == Confirm && op.Outcome == OutConfirmed && op.OrderID != "" {
+			if os := f.Orders[op.ResID]; len(os) != 1 || os[0].ID != op.OrderID {
+				bad("confirm answered order %s, the database has %v: %s", op.OrderID, os, describe(op))
+			}
+		}
+	}
+	// One active hold per customer at any moment.
+	for c, holds := range active {
+		sort.Slice(holds, func(i, j int) bool { return holds[i].CreatedAt.Before(holds[j].CreatedAt) })
+		for i := 1; i < len(holds); i++ {
+			prev := holds[i-1]
+			end := prev.CancelledAt
+			if prev.State == OutExpired {
+				end = prev.ExpiredAt
+			}
+			if end == nil || end.After(holds[i].CreatedAt) {
+				bad("customer %s held two: %s (%s) and %s from %s", c, prev.ID, prev.State, holds[i].ID, holds[i].CreatedAt)
+			}
+		}
+	}
+	if got := f.Stock + units[OutPending] + units[OutConfirmed]; got != f.Initial || f.Initial != initial {
+		bad("stock %d + pending %d + confirmed %d = %d, initial %d", f.Stock, units[OutPending], units[OutConfirmed], got, f.Initial)
+	}
+	if f.LedgerSum != f.Stock {
+		bad("the ledger sums to %d, the stock is %d", f.LedgerSum, f.Stock)
+	}
+	if f.Stock < 0 {
+		bad("stock %d below zero", f.Stock)
+	}
+	if f.Incidents > 0 || !f.InvariantOK {
+		bad("the invariant job recorded %d incidents (last verdict ok=%v); sale %s", f.Incidents, f.InvariantOK, f.SaleState)
+	}
+	return v
+}

@@ -1,0 +1,45 @@
+// Package chaos is Flashline's fault harness, Jepsen-style: several real
+// `flashline serve` processes (built with -race) share one PostgreSQL cluster
+// of their own, each reaching it through a proxy of Shopify's toxiproxy used
+// in process; a load of buyers with retrying clients runs against them while
+// one fault at a time is injected (a SIGKILL mid-batch, mid-confirm or
+// mid-sweep, PostgreSQL restarted fast or immediately, its connections
+// exhausted, latency, stalls, bandwidth limits and resets on the wire, clocks
+// that disagree between instances); then every operation the clients saw is
+// checked.
+//
+// The pieces, one file each:
+//
+//   - cluster.go: the PostgreSQL cluster (internal/devdb in a temporary
+//     folder, its own port, track_commit_timestamp on, stopped at the end) and
+//     the toxiproxy server. Upstreams names what the proxies stand in front
+//     of: "postgres" today, and the seam for the Redis gate once it exists
+//     (one more upstream, one more proxy per instance, the same faults).
+//   - run.go: one run of one fault: a fresh database, the instances, the sale,
+//     the load, the fault, the quiet period, the checks, the figures.
+//   - workload.go: buyers whose every logical operation (reserve, confirm,
+//     cancel, read a reservation) is retried, with the same Idempotency-Key,
+//     on another instance until it has a definite answer; and a reader of the
+//     sale's counts.
+//   - faults.go: the faults, each injected and healed by the harness.
+//   - history.go: every attempt and every logical operation, with its
+//     invocation and completion as the client saw them.
+//   - model.go: the sale as a porcupine model (stock, each customer's holds
+//     and idempotency keys); the sweeper's expirations enter the history as
+//     operations too, timed by the database's own clock (expired_at and the
+//     commit timestamp of the expiring transaction).
+//   - timeline.go: the sale's units by state over time, from the database's
+//     insert-only tables (stock_ledger, orders) and their commit timestamps;
+//     reads of the sale and sold_out answers are checked against it.
+//   - check.go: porcupine's linearizability check plus the accounting checks
+//     against the database (every 201 is exactly one reservation row and
+//     every row a 201 some client saw, one active hold per customer, stock +
+//     pending + confirmed == initial, the ledger sums to the stock and each
+//     hold is restocked at most once, one order per confirmed hold) and the
+//     clock checks (no hold expires before its expiresAt, no confirm succeeds
+//     after it). A failing history is written as porcupine's visualisation.
+//
+// A run is reproducible from its seed: the buyers' scripts, the instance
+// each attempt goes to, the victim of a fault and its parameters all come
+// from it (what the machine's scheduler does with them does not).
+package chaos

@@ -1,0 +1,233 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flashline/flashline/internal/client"
+	"github.com/flashline/flashline/jobs"
+)
+
+// Fault is one kind of trouble: Inject brings it and heals it, and returns
+// when it healed. Env, Sale and CreateOn, when set, shape the run around it.
+type Fault struct {
+	Name string
+	// What says what the fault does, for the report.
+	What   string
+	Inject func(ctx context.Context, r *Run, rng *rand.Rand, hold time.Duration) (healed time.Time, err error)
+	// Env is the environment of the instance in a slot.
+	Env func(slot int) []string
+	// Sale adjusts the sale the run sells.
+	Sale func(*client.NewSale)
+	// CreateOn is the slot whose instance creates the sale.
+	CreateOn func(instances int) int
+}
+
+// Faults are every fault the harness injects, in the order it runs them.
+// skew is the clock skew of the clock-skew fault.
+func Faults(skew time.Duration) []Fault {
+	return []Fault{
+		{Name: "kill-batch", What: "SIGKILL an instance while its reservations are in a batch (its link to PostgreSQL slowed by 150 ms so batches are long), start it again; three times the stock, so that buying goes on", Inject: killMid(Reserve),
+			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+		{Name: "kill-confirm", What: "SIGKILL an instance while confirms are in flight on it (150 ms link), start it again", Inject: killMid(Confirm)},
+		{Name: "kill-sweep", What: "SIGKILL the instance running the expiry sweep job (every link slowed by 150 ms so the sweep is long), start it again", Inject: killSweep},
+		{Name: "pg-restart-fast", What: "pg_ctl stop -m fast, 1 s down, start", Inject: pgRestart("fast")},
+		{Name: "pg-restart-immediate", What: "pg_ctl stop -m immediate (a crash, WAL recovery), 1 s down, start", Inject: pgRestart("immediate")},
+		{Name: "conn-exhaust", What: "every free connection slot taken and the instances' sessions terminated (pg_terminate_backend), held, released", Inject: exhaust},
+		{Name: "latency", What: "toxiproxy latency 80 ms ± 60 ms both ways on every instance's link", Inject: onAll("latency", `{"latency":80,"jitter":60}`, "upstream", "downstream")},
+		{Name: "stall", What: "toxiproxy timeout (a black hole, data dropped) both ways on one instance's link, then removed", Inject: stall},
+		{Name: "bandwidth", What: "toxiproxy bandwidth 16 KB/s from PostgreSQL on every instance's link", Inject: onAll("bandwidth", `{"rate":16}`, "downstream")},
+		{Name: "reset", What: "toxiproxy reset_peer: every connection that sends is reset (TCP RST) on every instance's link", Inject: onAll("reset_peer", `{"timeout":0}`, "upstream")},
+		{
+			Name: "clock-skew",
+			What: fmt.Sprintf("instances' clocks at 0, +%s and -%s (FLASHLINE_TEST_CLOCK_SKEW); the sale, created on the fast one, opens 3 s after it is created", skew, skew),
+			Env: func(slot int) []string {
+				return []string{"FLASHLINE_TEST_CLOCK_SKEW=" + []time.Duration{0, skew, -skew}[slot%3].String()}
+			},
+			Sale: func(s *client.NewSale) {
+				at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+				s.OpensAt = &at
+			},
+			CreateOn: func(n int) int { return min(1, n-1) },
+			Inject: func(ctx context.Context, r *Run, rng *rand.Rand, hold time.Duration) (time.Time, error) {
+				return time.Now(), nil // the skew is there all along
+			},
+		},
+	}
+}
+
+// killMid kills a random instance once requests of kind are in flight on
+// it, and starts it again.
+func killMid(kind Kind) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
+	return func(ctx context.Context, r *Run, rng *rand.Rand, _ time.Duration) (time.Time, error) {
+		victim := rng.IntN(r.Slots())
+		p := r.Proxies[victim]
+		if err := Toxic(p, "slow", "latency", "downstream", `{"latency":150}`); err != nil {
+			return time.Now(), err
+		}
+		// Requests answered from memory (sold out) are in flight for a
+		// millisecond; one that reached the database stays in flight for
+		// several of the link's 150 ms round trips.
+		deadline := time.Now().Add(8 * time.Second)
+		n := r.inFlight(victim, kind)
+		since, caught := time.Time{}, false
+		for !caught && time.Now().Before(deadline) && ctx.Err() == nil {
+			switch {
+			case n.Load() == 0:
+				since = time.Time{}
+			case since.IsZero():
+				since = time.Now()
+			case time.Since(since) > 200*time.Millisecond:
+				caught = true
+				continue
+			}
+			sleep(ctx, 2*time.Millisecond)
+		}
+		sleep(ctx, time.Duration(rng.IntN(100))*time.Millisecond)
+		inFlight := n.Load()
+		r.Server(victim).Kill()
+		if caught {
+			r.Note("SIGKILL instance %d with %d %s requests in flight (at the database for 200 ms or more)", victim, inFlight, kind)
+		} else {
+			r.Note("SIGKILL instance %d: no %s request caught in flight within 8 s", victim, kind)
+		}
+		ClearToxics(p)
+		sleep(ctx, 500*time.Millisecond)
+		r.Start(victim)
+		return time.Now(), nil
+	}
+}
+
+// killSweep kills the instance running a sweep job.
+func killSweep(ctx context.Context, r *Run, rng *rand.Rand, _ time.Duration) (time.Time, error) {
+	for _, p := range r.Proxies {
+		if err := Toxic(p, "slow", "latency", "downstream", `{"latency":150}`); err != nil {
+			return time.Now(), err
+		}
+	}
+	defer func() {
+		for _, p := range r.Proxies {
+			ClearToxics(p)
+		}
+	}()
+	victim, how := -1, ""
+	deadline := time.Now().Add(8 * time.Second)
+	for victim < 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		var by string
+		err := r.DB.QueryRow(ctx, `SELECT attempted_by[array_length(attempted_by, 1)] FROM river_job
+			WHERE kind = 'flashline_sweep' AND state = 'running' ORDER BY id DESC LIMIT 1`).Scan(&by)
+		if err == nil {
+			victim, how = r.slotOfPid(jobs.ClientIDPid(by)), "running a sweep job"
+		}
+		sleep(ctx, 5*time.Millisecond)
+	}
+	if victim < 0 {
+		var leader string
+		if err := r.DB.QueryRow(ctx, `SELECT leader_id FROM river_leader LIMIT 1`).Scan(&leader); err == nil {
+			victim, how = r.slotOfPid(jobs.ClientIDPid(leader)), "River's leader (no sweep caught running)"
+		}
+	}
+	if victim < 0 {
+		victim, how = rng.IntN(r.Slots()), "chosen at random (neither a sweep nor the leader found)"
+	}
+	r.Server(victim).Kill()
+	r.Note("SIGKILL instance %d, %s", victim, how)
+	for _, p := range r.Proxies {
+		ClearToxics(p)
+	}
+	sleep(ctx, 500*time.Millisecond)
+	r.Start(victim)
+	return time.Now(), nil
+}
+
+func (r *Run) slotOfPid(pid int) int {
+	for slot := range r.Slots() {
+		if s := r.Server(slot); s != nil && s.Pid() == pid && !s.Exited() {
+			return slot
+		}
+	}
+	return -1
+}
+
+func pgRestart(mode string) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
+	return func(ctx context.Context, r *Run, _ *rand.Rand, _ time.Duration) (time.Time, error) {
+		start := time.Now()
+		err := r.cluster.Restart(ctx, mode, time.Second)
+		r.Note("PostgreSQL stopped (-m %s) and started again: down %.1fs", mode, time.Since(start).Seconds())
+		return time.Now(), err
+	}
+}
+
+// exhaust takes every free connection slot, terminates the instances'
+// sessions so that they must reconnect, holds the slots, then lets go.
+func exhaust(ctx context.Context, r *Run, _ *rand.Rand, hold time.Duration) (time.Time, error) {
+	var conns []*pgx.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close(context.Background())
+		}
+	}()
+	for len(conns) < 2*MaxConnections {
+		c, err := pgx.Connect(ctx, r.DirectURL)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.TooManyConnections {
+				break
+			}
+			return time.Now(), err
+		}
+		conns = append(conns, c)
+	}
+	if len(conns) == 0 {
+		return time.Now(), errors.New("no connection taken")
+	}
+	var terminated int
+	if err := conns[0].QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name LIKE 'flashline-%'`).Scan(&terminated); err != nil {
+		return time.Now(), err
+	}
+	r.Note("took %d connection slots (all there were), terminated %d sessions of the instances, held %s", len(conns), terminated, hold)
+	sleep(ctx, hold)
+	return time.Now(), nil
+}
+
+// onAll puts a toxic on every instance's link, in each stream, for hold.
+func onAll(typ, attributes string, streams ...string) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
+	return func(ctx context.Context, r *Run, _ *rand.Rand, hold time.Duration) (time.Time, error) {
+		for _, p := range r.Proxies {
+			for _, s := range streams {
+				if err := Toxic(p, typ+"-"+s, typ, s, attributes); err != nil {
+					return time.Now(), err
+				}
+			}
+		}
+		r.Note("%s %s on every link for %s", typ, attributes, hold)
+		sleep(ctx, hold)
+		for _, p := range r.Proxies {
+			ClearToxics(p)
+		}
+		return time.Now(), nil
+	}
+}
+
+// stall black-holes one instance's link for hold.
+func stall(ctx context.Context, r *Run, rng *rand.Rand, hold time.Duration) (time.Time, error) {
+	victim := rng.IntN(r.Slots())
+	p := r.Proxies[victim]
+	for _, s := range []string{"upstream", "downstream"} {
+		if err := Toxic(p, "stall-"+s, "timeout", s, `{"timeout":0}`); err != nil {
+			return time.Now(), err
+		}
+	}
+	r.Note("instance %d's link black-holed for %s", victim, hold)
+	sleep(ctx, hold)
+	ClearToxics(p)
+	return time.Now(), nil
+}

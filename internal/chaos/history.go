@@ -1,0 +1,147 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kind is what a logical operation does.
+type Kind string
+
+// Operation kinds. Expire is not a client's: it is the sweeper's expiry of a
+// hold, read from the database after the run.
+const (
+	Reserve         Kind = "reserve"
+	Confirm         Kind = "confirm"
+	Cancel          Kind = "cancel"
+	ReadReservation Kind = "read_reservation"
+	ReadSale        Kind = "read_sale"
+	Expire          Kind = "expire"
+)
+
+// Outcomes of logical operations: the definite answers a client stops at.
+const (
+	OutCreated      = "created"       // reserve: 201 (new or replayed)
+	OutSoldOut      = "sold_out"      // reserve: 409 sold_out
+	OutLimitReached = "limit_reached" // reserve: 409 limit_reached
+	OutNotOpen      = "sale_not_open" // reserve: 409 sale_not_open
+	OutConfirmed    = "confirmed"     // confirm 200; cancel 409 reservation_confirmed; read: state
+	OutExpired      = "expired"       // confirm/cancel 409 reservation_expired; read: state
+	OutCancelled    = "cancelled"     // cancel 200; confirm 409 reservation_cancelled; read: state
+	OutPending      = "pending"       // read: state
+	OutNotFound     = "not_found"     // 404: never right for a hold a client was given
+	OutRead         = "read"          // read_sale: counts
+	OutUnknown      = "unknown"       // no definite answer within the deadline
+)
+
+// Counts is a sale's units by state, as GET /admin/sales/{id} shows them.
+type Counts struct {
+	Available, Pending, Confirmed, Expired, Cancelled int
+}
+
+// Attempt is one HTTP request of a logical operation.
+type Attempt struct {
+	Instance   int
+	Start, End time.Time
+	Status     int    // 0: no answer (transport error or timeout)
+	Code       string // the contract's error code, if any
+	Err        string
+	Replayed   bool
+}
+
+// Label is how the attempt is counted in the figures: "201", "409
+// sold_out", "503 sale_paused_fail_closed", "no answer".
+func (a Attempt) Label() string {
+	switch {
+	case a.Status == 0:
+		return "no answer"
+	case a.Code != "":
+		return fmt.Sprintf("%d %s", a.Status, a.Code)
+	case a.Replayed:
+		return fmt.Sprintf("%d replayed", a.Status)
+	}
+	return fmt.Sprint(a.Status)
+}
+
+// Op is one logical operation: invoked with its first attempt, complete
+// with the definite answer of its last.
+type Op struct {
+	ID       int
+	Client   int // the buyer's index; readers and sweeps after them
+	Kind     Kind
+	Customer string
+	Key      string // reserve
+	Qty      int    // reserve; expire: the hold's units
+	ResID    string // confirm, cancel, read_reservation, expire: the hold; reserve: the answer's
+	// ExpiresAt is the hold's expiry as its 201 said (confirm, cancel,
+	// read_reservation), or as the database holds it (expire).
+	ExpiresAt time.Time
+	Call      time.Time
+	Return    time.Time
+	Outcome   string
+	Body      []byte // reserve: the 201's body
+	OrderID   string // confirm
+	Counts    Counts // read_sale
+	Attempts  []Attempt
+}
+
+// History is every operation of a run. Safe for concurrent use.
+type History struct {
+	mu  sync.Mutex
+	ops []*Op
+}
+
+// Begin records the invocation of a new logical operation.
+func (h *History) Begin(op *Op) *Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	op.ID = len(h.ops)
+	h.ops = append(h.ops, op)
+	return op
+}
+
+// Ops is every operation so far, in invocation order.
+func (h *History) Ops() []*Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := append([]*Op(nil), h.ops...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Call.Before(out[j].Call) })
+	return out
+}
+
+// AnswerCounts is how many attempts got each answer.
+func AnswerCounts(ops []*Op) map[string]int {
+	m := map[string]int{}
+	for _, op := range ops {
+		for _, a := range op.Attempts {
+			m[string(op.Kind)+" "+a.Label()]++
+		}
+	}
+	return m
+}
+
+// FormatCounts is counts as "label n, label n", biggest first.
+func FormatCounts(m map[string]int) string {
+	type kv struct {
+		k string
+		v int
+	}
+	var kvs []kv
+	for k, v := range m {
+		kvs = append(kvs, kv{k, v})
+	}
+	sort.Slice(kvs, func(i, j int) bool {
+		if kvs[i].v != kvs[j].v {
+			return kvs[i].v > kvs[j].v
+		}
+		return kvs[i].k < kvs[j].k
+	})
+	parts := make([]string, len(kvs))
+	for i, e := range kvs {
+		parts[i] = fmt.Sprintf("%s: %d", e.k, e.v)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,378 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashline/flashline/internal/client"
+	"github.com/flashline/flashline/internal/testserver"
+)
+
+// Config is one run.
+type Config struct {
+	Fault Fault
+	Seed  uint64
+	// Instances is how many serve processes run (3).
+	Instances int
+	// Customers buy Stock units with holds of TTL.
+	Customers int
+	Stock     int
+	TTL       time.Duration
+	// Load is how long buyers start new checkouts; the fault is injected
+	// Rounds times, the first at FaultAt, then every Every.
+	Load    time.Duration
+	FaultAt time.Duration
+	Rounds  int
+	Every   time.Duration
+	// Hold is how long a fault that lasts (a toxic, the slots taken) lasts.
+	Hold time.Duration
+	// OutDir receives a failing run's history and its visualisation.
+	OutDir string
+	Logf   func(format string, args ...any)
+}
+
+// Result is what one run found, for the README's table.
+type Result struct {
+	Fault      string
+	Seed       uint64
+	Ops        int            // logical operations of the clients
+	Attempts   int            // HTTP requests they took
+	Answers    map[string]int // attempts by answer
+	Outcomes   map[string]int // logical operations by definite answer
+	Verdict    string         // "ok" or what was violated
+	Violations []string
+	// WorstWait is the longest a client waited for a definite answer
+	// (first attempt to last); Ready the longest any instance took to
+	// answer /readyz 200 again after a fault was healed.
+	WorstWait time.Duration
+	Ready     time.Duration
+	Notes     []string
+	Files     []string
+	Took      time.Duration
+}
+
+// Recorded is a run's history with what the checker needs, as written to
+// a file (JSON) so that a check can be run again on it (ReadRecorded).
+type Recorded struct {
+	Initial   int
+	OpensAt   time.Time
+	Customers []string
+	Ops       []*Op
+	Facts     Facts
+}
+
+// ReadRecorded reads a history written by a failing run.
+func ReadRecorded(path string) (Recorded, error) {
+	var rec Recorded
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	return rec, err
+}
+
+// Run is one fault's run: a database of its own on the cluster, its
+// instances, a proxy per instance, the load and the fault.
+type Run struct {
+	t       testing.TB
+	cfg     Config
+	cluster *Cluster
+	rng     *rand.Rand
+
+	DirectURL string
+	DB        *pgxpool.Pool
+	Proxies   []*toxiproxy.Proxy // per slot, in front of PostgreSQL
+
+	mu      sync.Mutex
+	servers []*testserver.Server
+	urls    []string
+	env     [][]string
+	flight  [][]atomic.Int64 // per slot, per kind
+
+	History *History
+	notes   []string
+	ready   time.Duration
+}
+
+var kinds = []Kind{Reserve, Confirm, Cancel, ReadReservation}
+
+func kindIndex(k Kind) int {
+	for i, x := range kinds {
+		if x == k {
+			return i
+		}
+	}
+	return 0
+}
+
+// URL implements Targets.
+func (r *Run) URL(slot int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.urls[slot]
+}
+
+// Slots implements Targets.
+func (r *Run) Slots() int { return len(r.Proxies) }
+
+func (r *Run) inFlight(slot int, k Kind) *atomic.Int64 { return &r.flight[slot][kindIndex(k)] }
+
+// Server is the process in slot now.
+func (r *Run) Server(slot int) *testserver.Server {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.servers[slot]
+}
+
+// Note records what the fault did, for the report.
+func (r *Run) Note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	r.notes = append(r.notes, s)
+	r.mu.Unlock()
+	r.cfg.Logf("chaos %s: %s", r.cfg.Fault.Name, s)
+}
+
+// serveFlags size the instances for three to a small cluster.
+var serveFlags = []string{
+	"--sale-pool-size", "4", "--admin-pool-size", "3", "--room-pool-size", "2", "--river-pool-size", "3",
+	"--sweep-interval", "1s", "--invariant-interval", "1s", "--shutdown-timeout", "5s",
+}
+
+// Start starts (or starts again) the instance in slot, through its proxy.
+func (r *Run) Start(slot int) {
+	r.t.Helper()
+	url := viaProxy(r.DirectURL, r.Proxies[slot].Listen)
+	s := testserver.StartEnv(r.t, url, r.env[slot], serveFlags...)
+	r.mu.Lock()
+	r.servers[slot], r.urls[slot] = s, s.URL
+	r.mu.Unlock()
+}
+
+// WaitReady waits until every instance answers /readyz 200, and keeps the
+// longest wait since healed for the report.
+func (r *Run) WaitReady(ctx context.Context, healed time.Time) {
+	for slot := range r.Slots() {
+		for ctx.Err() == nil {
+			res, err := client.New(r.URL(slot), nil).Readyz(ctx)
+			if err == nil && res.Status == http.StatusOK {
+				break
+			}
+			sleep(ctx, 50*time.Millisecond)
+		}
+	}
+	d := time.Since(healed)
+	r.mu.Lock()
+	r.ready = max(r.ready, d)
+	r.mu.Unlock()
+}
+
+// Execute runs one fault and checks what the clients saw.
+func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
+	t.Helper()
+	started := time.Now()
+	if cfg.Logf == nil {
+		cfg.Logf = t.Logf
+	}
+	ctx := context.Background()
+	r := &Run{t: t, cfg: cfg, cluster: cluster, rng: rand.New(rand.NewPCG(cfg.Seed, 0xfa017)), History: &History{}}
+	name := "chaos_" + strings.ReplaceAll(cfg.Fault.Name, "-", "_")
+	var err error
+	if r.DirectURL, err = cluster.Database(ctx, name); err != nil {
+		t.Fatalf("chaos: %v", err)
+	}
+	if r.DB, err = pgxpool.New(ctx, r.DirectURL); err != nil {
+		t.Fatalf("chaos: %v", err)
+	}
+	defer r.DB.Close()
+	n := cfg.Instances
+	r.servers, r.urls, r.env = make([]*testserver.Server, n), make([]string, n), make([][]string, n)
+	r.flight = make([][]atomic.Int64, n)
+	for slot := range n {
+		r.flight[slot] = make([]atomic.Int64, len(kinds))
+		p, err := cluster.Proxy(fmt.Sprintf("%s-%d-postgres", name, slot), cluster.Addr())
+		if err != nil {
+			t.Fatalf("chaos: %v", err)
+		}
+		defer p.Stop()
+		r.Proxies = append(r.Proxies, p)
+		if cfg.Fault.Env != nil {
+			r.env[slot] = cfg.Fault.Env(slot)
+		}
+	}
+	for slot := range n {
+		r.Start(slot)
+	}
+
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 10 * time.Second}}
+	defer hc.CloseIdleConnections()
+	// Its buyers confirm their own holds (the model's confirm): a sale
+	// confirmed by payment events would answer them payment_required.
+	sale := client.NewSale{SKU: "chaos-" + cfg.Fault.Name, InitialStock: cfg.Stock, PerCustomerLimit: 2, ReservationTTLSeconds: int(cfg.TTL / time.Second),
+		Confirmation: "customer"}
+	if cfg.Fault.Sale != nil {
+		cfg.Fault.Sale(&sale)
+	}
+	createAt := 0
+	if cfg.Fault.CreateOn != nil {
+		createAt = cfg.Fault.CreateOn(n)
+	}
+	created, err := client.New(r.URL(createAt), hc).CreateSale(ctx, testserver.AdminToken, sale)
+	if err != nil || created.Status != http.StatusCreated {
+		t.Fatalf("chaos: create sale: %v %d %s", err, created.Status, created.Body)
+	}
+	opensAt := time.Time{}
+	if sale.OpensAt != nil {
+		opensAt = *sale.OpensAt
+	}
+
+	customers := make([]string, cfg.Customers)
+	tokens := make([]string, cfg.Customers)
+	for i := range customers {
+		customers[i] = fmt.Sprintf("%s-%03d", strings.ReplaceAll(cfg.Fault.Name, "-", ""), i)
+		tokens[i] = testserver.Token(t, customers[i])
+	}
+	loadStart := time.Now()
+	w := &Workload{
+		SaleID: created.Value.SaleID, Customers: customers, Tokens: tokens, Targets: r, History: r.History,
+		HTTP: hc, Seed: cfg.Seed, LoadUntil: loadStart.Add(cfg.Load),
+		Deadline:       loadStart.Add(cfg.Load + cfg.TTL + 60*time.Second),
+		AttemptTimeout: 6 * time.Second, MaxCheckouts: 4,
+	}
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	var faults sync.WaitGroup
+	faults.Go(func() {
+		for round := range max(cfg.Rounds, 1) {
+			at := loadStart.Add(cfg.FaultAt + time.Duration(round)*cfg.Every)
+			if at.After(w.LoadUntil) {
+				return
+			}
+			sleep(faultCtx, time.Until(at))
+			if faultCtx.Err() != nil {
+				return
+			}
+			healed, err := cfg.Fault.Inject(faultCtx, r, r.rng, cfg.Hold)
+			if err != nil {
+				r.Note("round %d: %v", round+1, err)
+			}
+			r.WaitReady(faultCtx, healed)
+		}
+	})
+	w.Run(ctx)
+	stopFaults()
+	faults.Wait()
+	r.WaitReady(ctx, time.Now())
+
+	res := Result{Fault: cfg.Fault.Name, Seed: cfg.Seed}
+	facts, err := r.quiesce(ctx, w.SaleID)
+	if err != nil {
+		t.Fatalf("chaos: %v", err)
+	}
+	ops := r.History.Ops()
+	v := Check(ctx, sale.InitialStock, opensAt, customers, ops, facts)
+	res.Verdict, res.Violations = "ok", v.Violations
+	if len(v.Violations) > 0 {
+		res.Verdict = fmt.Sprintf("%d violations", len(v.Violations))
+	}
+	if v.Porcupine != "Ok" {
+		res.Notes = append(res.Notes, "porcupine: "+v.Porcupine)
+	}
+	res.Answers = AnswerCounts(ops)
+	res.Outcomes = map[string]int{}
+	for _, op := range ops {
+		if op.Kind == ReadSale {
+			continue
+		}
+		res.Ops++
+		res.Attempts += len(op.Attempts)
+		res.Outcomes[string(op.Kind)+" "+op.Outcome]++
+		if len(op.Attempts) > 1 {
+			res.WorstWait = max(res.WorstWait, op.Return.Sub(op.Call))
+		}
+	}
+	r.mu.Lock()
+	res.Ready, res.Notes = r.ready, append(res.Notes, r.notes...)
+	r.mu.Unlock()
+	if len(v.Violations) > 0 || v.Porcupine != "Ok" {
+		res.Files = r.write(cfg, v, Recorded{Initial: sale.InitialStock, OpensAt: opensAt, Customers: customers, Ops: ops, Facts: facts})
+	}
+	for slot := range n {
+		logs := r.Server(slot).Logs()
+		if strings.Contains(logs, "level=ERROR") {
+			res.Notes = append(res.Notes, fmt.Sprintf("instance %d logged errors", slot))
+		}
+		if len(res.Files) > 0 {
+			path := filepath.Join(cfg.OutDir, fmt.Sprintf("%s-seed%d-instance%d.log", cfg.Fault.Name, cfg.Seed, slot))
+			if err := os.WriteFile(path, []byte(logs), 0o644); err == nil {
+				res.Files = append(res.Files, path)
+			}
+		}
+	}
+	res.Took = time.Since(started)
+	return res
+}
+
+// write saves a failing history: porcupine's visualisation (an HTML page)
+// and the operations as text, and returns their paths.
+func (r *Run) write(cfg Config, v Verdict, rec Recorded) []string {
+	ops := rec.Ops
+	dir := cfg.OutDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.t.Errorf("chaos: %v", err)
+		return nil
+	}
+	base := filepath.Join(dir, fmt.Sprintf("%s-seed%d", cfg.Fault.Name, cfg.Seed))
+	var files []string
+	if v.Visualize != nil {
+		if err := v.Visualize(base + ".html"); err != nil {
+			r.t.Errorf("chaos: visualisation: %v", err)
+		} else {
+			files = append(files, base+".html")
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "fault %s, seed %d\nviolations:\n", cfg.Fault.Name, cfg.Seed)
+	for _, s := range v.Violations {
+		fmt.Fprintf(&b, "  %s\n", s)
+	}
+	fmt.Fprintf(&b, "porcupine: %s\nnotes:\n", v.Porcupine)
+	for _, s := range r.notes {
+		fmt.Fprintf(&b, "  %s\n", s)
+	}
+	b.WriteString("operations (call, return, client, what, attempts):\n")
+	for _, op := range ops {
+		fmt.Fprintf(&b, "%s %s %3d %s\n", op.Call.Format("15:04:05.000"), op.Return.Format("15:04:05.000"), op.Client, describe(op))
+		for _, a := range op.Attempts {
+			fmt.Fprintf(&b, "      %s-%s instance %d: %s\n", a.Start.Format("15:04:05.000"), a.End.Format("15:04:05.000"), a.Instance, a.Label())
+		}
+	}
+	if js, err := json.MarshalIndent(rec, "", " "); err != nil {
+		r.t.Errorf("chaos: %v", err)
+	} else if err := os.WriteFile(base+".json", js, 0o644); err != nil {
+		r.t.Errorf("chaos: %v", err)
+	} else {
+		files = append(files, base+".json")
+	}
+	if err := os.WriteFile(base+".txt", []byte(b.String()), 0o644); err != nil {
+		r.t.Errorf("chaos: %v", err)
+	} else {
+		files = append(files, base+".txt")
+	}
+	return files
+}

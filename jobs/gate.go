@@ -1,0 +1,32 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+
+	"github.com/riverqueue/river"
+
+	"github.com/flashline/flashline/gate"
+)
+
+// GateArgs is the Redis gate's job.
+type GateArgs struct{}
+
+// Kind implements river.JobArgs.
+func (GateArgs) Kind() string { return "flashline_gate" }
+
+// GateWorker looks after gated sales every second: it relays the units owed
+// back to their counters (returns and restocks the instances did not relay
+// at once), returns the units of requests that died, and checks every
+// counter against the database, pausing a sale whose counter is missing,
+// unreachable or above what the database allows (gate.Gate.Maintain).
+type GateWorker struct {
+	river.WorkerDefaults[GateArgs]
+	gate *gate.Gate
+}
+
+// Work implements river.Worker.
+func (w *GateWorker) Work(ctx context.Context, _ *river.Job[GateArgs]) error {
+	_, err := w.gate.Relay(ctx)
+	return errors.Join(err, w.gate.Maintain(ctx))
+}

@@ -1,0 +1,169 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/gate"
+	"github.com/flashline/flashline/internal/dbsqlc"
+)
+
+// What the Redis gate needs of the database (gate.Store), on the purchase
+// path's pool: returns and the relay are part of selling.
+
+var _ gate.Store = (*Store)(nil)
+
+// ReturnUnit gives a gate unit back under the customer's lock: the purchase
+// path holds the same lock while it may reserve with the unit, so exactly
+// one of the two wins (see GateReturn and ReserveBatchCommit).
+func (s *Store) ReturnUnit(ctx context.Context, u gate.Unit) (bool, error) {
+	var returned bool
+	err := withTx(ctx, s.sale, func(q *dbsqlc.Queries) error {
+		if err := q.GateLockCustomer(ctx, dbsqlc.GateLockCustomerParams{CustomerID: u.CustomerID}); err != nil {
+			return err
+		}
+		var err error
+		returned, err = q.GateReturn(ctx, dbsqlc.GateReturnParams{
+			SaleID: u.SaleID, GateSeq: u.Seq, CustomerID: u.CustomerID, Quantity: int32(u.Quantity),
+		})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("return gate unit %d of sale %s: %w", u.Seq, u.SaleID, translate(err))
+	}
+	return returned, nil
+}
+
+// Settlements says which of the units a reservation holds and which were
+// returned.
+func (s *Store) Settlements(ctx context.Context, saleID string, seqs []int64) (map[int64]gate.Settlement, error) {
+	rows, err := dbsqlc.New(s.sale).GateSettlements(ctx, dbsqlc.GateSettlementsParams{SaleID: saleID, Seqs: seqs})
+	if err != nil {
+		return nil, fmt.Errorf("gate settlements of sale %s: %w", saleID, translate(err))
+	}
+	out := make(map[int64]gate.Settlement, len(rows))
+	for _, r := range rows {
+		out[r.Seq] = gate.Settlement{Reserved: r.Reserved, Returned: r.Returned}
+	}
+	return out, nil
+}
+
+// RelayOwed takes up to n movements owed to gates (FOR UPDATE SKIP LOCKED:
+// concurrent relays take different ones) and marks applied those apply
+// applied, in one transaction. A relay that dies after applying and before
+// committing leaves them owed: applying them again is a no-op in Redis,
+// which records every movement id it applied.
+func (s *Store) RelayOwed(ctx context.Context, n int, skip []string, apply func(context.Context, []gate.Movement) ([]string, error)) (int, error) {
+	var taken int
+	err := withTx(ctx, s.sale, func(q *dbsqlc.Queries) error {
+		rows, err := q.GateOutboxTake(ctx, dbsqlc.GateOutboxTakeParams{BatchSize: int32(n), SkipSales: append([]string{}, skip...)})
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		taken = len(rows)
+		moves := make([]gate.Movement, len(rows))
+		for i, r := range rows {
+			moves[i] = gate.Movement{ID: r.MovementID, SaleID: r.SaleID, CustomerID: r.CustomerID, Quantity: int(r.Quantity)}
+			if r.GateSeq != nil {
+				moves[i].Seq = *r.GateSeq
+			}
+		}
+		applied, applyErr := apply(ctx, moves)
+		if len(applied) > 0 {
+			if err := q.GateOutboxMarkApplied(ctx, dbsqlc.GateOutboxMarkAppliedParams{MovementIds: applied}); err != nil {
+				return errors.Join(applyErr, err)
+			}
+		}
+		// What was applied is marked even when the rest failed.
+		if applyErr != nil && len(applied) == 0 {
+			return applyErr
+		}
+		return nil
+	})
+	if err != nil {
+		return taken, fmt.Errorf("relay gate movements: %w", translate(err))
+	}
+	return taken, nil
+}
+
+// Ledger reads what a gated sale's counter should account for.
+func (s *Store) Ledger(ctx context.Context, saleID string) (gate.Ledger, error) {
+	r, err := dbsqlc.New(s.sale).GateLedger(ctx, dbsqlc.GateLedgerParams{SaleID: saleID})
+	if err != nil {
+		return gate.Ledger{}, fmt.Errorf("gate ledger of sale %s: %w", saleID, translate(err))
+	}
+	return gate.Ledger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second))}, nil
+}
+
+// GatedSales lists the gated sales the gate job looks after.
+func (s *Store) GatedSales(ctx context.Context) ([]gate.GatedSale, error) {
+	rows, err := dbsqlc.New(s.admin).GatedSales(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gated sales: %w", translate(err))
+	}
+	out := make([]gate.GatedSale, len(rows))
+	for i, r := range rows {
+		out[i] = gate.GatedSale{ID: r.SaleID, State: flashline.SaleState(r.State), CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+// Incident records an incident of a sale's gate, pausing the sale with pause.
+func (s *Store) Incident(ctx context.Context, saleID, kind, detail string, pause bool) (bool, error) {
+	paused, err := dbsqlc.New(s.admin).GateIncident(ctx, dbsqlc.GateIncidentParams{
+		SaleID: saleID, Kind: kind, Detail: detail, Pause: pause, Reason: "gate: " + detail,
+	})
+	if err != nil {
+		return false, fmt.Errorf("gate incident of sale %s: %w", saleID, translate(err))
+	}
+	return paused, nil
+}
+
+// BeginRebuild starts a rebuild of a paused gated sale's counter, in one
+// transaction: a new epoch (the sale row's lock orders it against batches
+// committing gated reservations), the units owed to the old counter settled
+// (the new one is computed from this database, so it counts them already),
+// and the new counter with the holds it is made of.
+func (s *Store) BeginRebuild(ctx context.Context, saleID string) (gate.Rebuild, error) {
+	var rb gate.Rebuild
+	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
+		epoch, err := q.GateNextEpoch(ctx, dbsqlc.GateNextEpochParams{SaleID: saleID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			sale, err := s.Sale(ctx, saleID)
+			switch {
+			case err != nil:
+				return err
+			case sale.Gate != flashline.GateRedis:
+				return fmt.Errorf("sale %s has no gate: %w", saleID, flashline.ErrNotFound)
+			}
+			return fmt.Errorf("rebuild the gate of sale %s (%s): pause it first: %w", saleID, sale.State, flashline.ErrInvalidTransition)
+		}
+		if err != nil {
+			return err
+		}
+		rb.Epoch = int64(epoch)
+		if err := q.GateOutboxSettleSale(ctx, dbsqlc.GateOutboxSettleSaleParams{SaleID: saleID}); err != nil {
+			return err
+		}
+		if rb.Counter, err = q.GateRebuildInputs(ctx, dbsqlc.GateRebuildInputsParams{SaleID: saleID}); err != nil {
+			return err
+		}
+		holds, err := q.GateActiveHolds(ctx, dbsqlc.GateActiveHoldsParams{SaleID: saleID})
+		if err != nil {
+			return err
+		}
+		for _, h := range holds {
+			rb.Holds = append(rb.Holds, gate.Hold{CustomerID: h.CustomerID, IdempotencyKey: h.IdempotencyKey, Quantity: int(h.Quantity), Seq: *h.GateSeq})
+		}
+		return nil
+	})
+	if err != nil {
+		return gate.Rebuild{}, fmt.Errorf("rebuild gate of sale %s: %w", saleID, translate(err))
+	}
+	return rb, nil
+}

@@ -1,0 +1,124 @@
+-- The Redis gate (gate/, postgres/gate.go). Redis counts the units a gated
+-- sale may still hand out; these statements keep it honest: every unit it
+-- hands out ends in exactly one of a reservation (reservations.gate_seq) or
+-- a return (gate_outbox), and every unit owed back reaches it once.
+
+-- name: GateLockCustomer :exec
+-- The customer's advisory lock, the same key the purchase path takes
+-- (ReserveBatchBegin): while it is held, no reservation of the customer can
+-- commit, so what GateReturn reads next cannot change under it. Waits.
+SELECT pg_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || @customer_id::text, 0));
+
+-- name: GateReturn :one
+-- Gives unit <gate_seq> back to the gate, unless a reservation holds it; run
+-- after GateLockCustomer in the same transaction, so its snapshot sees every
+-- reservation that could hold it. At most one return per seq (primary key,
+-- and gate_outbox_return_seq). returned is false when a reservation holds
+-- the seq or it was returned already.
+-- A unit handed out before the counter's last rebuild is not returned: the
+-- rebuilt counter already counts it.
+WITH ins AS (
+    INSERT INTO gate_outbox (movement_id, sale_id, customer_id, quantity, reason, gate_seq)
+    SELECT 'return:' || @sale_id::text || ':' || @gate_seq::bigint, @sale_id::text,
+           @customer_id::text, @quantity::int, 'return', @gate_seq::bigint
+     WHERE (SELECT true FROM reservations r
+             WHERE r.sale_id = @sale_id::text AND r.gate_seq = @gate_seq::bigint
+             LIMIT 1) IS NULL
+       AND (@gate_seq::bigint >> 40) = (SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::text)
+    ON CONFLICT DO NOTHING
+    RETURNING movement_id
+)
+SELECT (SELECT count(*) FROM ins)::int > 0 AS returned;
+
+-- name: GateSettlements :many
+-- For units the gate handed out: whether a reservation holds each, or it was
+-- returned.
+SELECT s.seq::bigint AS seq,
+       ((SELECT true FROM reservations r
+          WHERE r.sale_id = @sale_id::text AND r.gate_seq = s.seq LIMIT 1) IS NOT NULL)::boolean AS reserved,
+       ((SELECT true FROM gate_outbox o
+          WHERE o.sale_id = @sale_id::text AND o.gate_seq = s.seq LIMIT 1) IS NOT NULL)::boolean AS returned
+  FROM unnest(@seqs::bigint[]) AS s(seq);
+
+-- name: GateOutboxTake :many
+-- The relay's next movements, oldest first, locked so that concurrent relays
+-- take different rows (SKIP LOCKED); marked applied in the same transaction
+-- once Redis has them (which would also dedupe a second application). Sales
+-- in @skip_sales (whose counter cannot take them now) are left for later.
+SELECT o.movement_id, o.sale_id, o.customer_id, o.quantity, o.reason, o.gate_seq
+  FROM gate_outbox o
+ WHERE o.applied_at IS NULL AND NOT (o.sale_id = ANY(@skip_sales::text[]))
+ ORDER BY o.created_at
+ LIMIT @batch_size::int
+   FOR UPDATE SKIP LOCKED;
+
+-- name: GateOutboxMarkApplied :exec
+UPDATE gate_outbox SET applied_at = now()
+ WHERE movement_id = ANY(@movement_ids::text[]) AND applied_at IS NULL;
+
+-- name: GateLedger :one
+-- What the database says a gated sale's counter should account for: units
+-- available, and units owed back to the gate and not applied yet (with the age
+-- of the oldest, the relay's lag).
+SELECT coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = @sale_id::text), 0)::bigint AS available,
+       coalesce((SELECT sum(o.quantity) FROM gate_outbox o
+                  WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), 0)::bigint AS owed,
+       coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
+                  WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), 0)::float8 AS owed_age_seconds;
+
+-- name: GateNextEpoch :one
+-- Starts a rebuild of a paused gated sale's counter: the units handed out
+-- so far belong to the old epoch. The row lock orders this against batches
+-- committing gated reservations (ReserveBatchCommit's FOR SHARE). No row:
+-- the sale is unknown, not gated or not paused.
+UPDATE sales SET gate_epoch = gate_epoch + 1, updated_at = now()
+ WHERE sale_id = @sale_id::text AND gate = 'redis' AND state = 'paused'
+RETURNING gate_epoch;
+
+-- name: GateRebuildInputs :one
+-- A gated sale's counter from the database alone: initial − pending −
+-- confirmed (the sale_invariant view).
+SELECT (i.initial_stock::bigint - i.pending - i.confirmed)::bigint AS counter
+  FROM sale_invariant i
+ WHERE i.sale_id = @sale_id::text;
+
+-- name: GateActiveHolds :many
+-- The active (pending or confirmed) reservations of a gated sale that came
+-- through the gate: who holds how many units, under which idempotency key
+-- and unit number, for rebuilding the buyer set and the attempts.
+SELECT r.customer_id, r.idempotency_key, r.quantity, r.gate_seq
+  FROM reservations r
+ WHERE r.sale_id = @sale_id::text AND r.state IN ('pending', 'confirmed') AND r.gate_seq IS NOT NULL;
+
+-- name: GateOutboxSettleSale :exec
+-- At a rebuild: movements owed to the old counter are in the new one (it is
+-- computed from the database), so they are marked applied, not applied.
+UPDATE gate_outbox SET applied_at = now() WHERE sale_id = @sale_id::text AND applied_at IS NULL;
+
+-- name: GatedSales :many
+-- Every gated sale the gate job looks after: not closed, or closed for less
+-- than a day (units may still come back to it).
+SELECT s.sale_id, s.state, s.created_at
+  FROM sales s
+ WHERE s.gate = 'redis' AND (s.state <> 'closed' OR s.updated_at > now() - interval '1 day')
+ ORDER BY s.sale_id;
+
+-- name: GateIncident :one
+-- Records an incident of a gated sale's gate (kind gate_*), with the sale's
+-- counts as they stand; with @pause it pauses the sale too (unless it is
+-- paused or closed already) and records the incident only if it did, so a
+-- gate that stays broken is one incident, not one per check. paused is
+-- whether this statement paused it.
+WITH p AS (
+    UPDATE sales
+       SET state = 'paused', pause_reason = @reason::text, updated_at = now()
+     WHERE sale_id = @sale_id::text AND @pause::boolean AND state IN ('scheduled', 'open')
+    RETURNING sale_id
+), i AS (
+    INSERT INTO incidents (sale_id, kind, detail, initial_stock, available, pending, confirmed, ledger_total)
+    SELECT v.sale_id, @kind::text, @detail::text, v.initial_stock, v.available, v.pending, v.confirmed, v.ledger_total
+      FROM sale_invariant v
+     WHERE v.sale_id = @sale_id::text AND (NOT @pause::boolean OR EXISTS (SELECT 1 FROM p))
+    RETURNING incident_id
+)
+SELECT (SELECT count(*) FROM p)::int > 0 AS paused;
