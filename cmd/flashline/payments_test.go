@@ -75,6 +75,15 @@ func holdsOf(t *testing.T, c *testserver.Client, servers []*testserver.Server, s
 	return ids
 }
 
+// waitForSweeper waits until a sweep job has completed: River elects the
+// leader that schedules it some seconds after the instances start.
+func waitForSweeper(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "a sweep job completed", func() bool {
+		return scalar[int](t, pool, `SELECT count(*) FROM river_job WHERE kind = 'flashline_sweep' AND state = 'completed'`) > 0
+	})
+}
+
 func paymentEvent(id, typ, reservationID, ref string) client.PaymentEvent {
 	return client.PaymentEvent{ID: id, Type: typ, Data: client.PaymentData{ReservationID: reservationID, PaymentReference: ref}}
 }
@@ -225,19 +234,21 @@ func TestFailedPaymentRacesSweeper(t *testing.T) {
 	c := testserver.NewClient()
 	ctx := context.Background()
 	const holds = 90
+	waitForSweeper(t, pool)
 	saleID := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"sku_fail","initialStock":%d,"reservationTtlSeconds":2,"buckets":3}`, holds))
 	ids := holdsOf(t, c, servers, saleID, "failer", holds)
 	expiresAt := scalar[time.Time](t, pool, `SELECT min(expires_at) FROM reservations WHERE sale_id = $1`, saleID)
 
-	// The failures are spread over 1.6 s around the first expiry: the sweeps
-	// of that second and the next meet them.
-	time.Sleep(time.Until(expiresAt.Add(-300 * time.Millisecond)))
+	// The failures are spread over 3 s from just before the first expiry:
+	// the sweeps of those seconds meet them, the first ones come before any
+	// sweep could, the last ones after two or three.
+	time.Sleep(time.Until(expiresAt.Add(-500 * time.Millisecond)))
 	outcomes := map[string]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 1600 * time.Millisecond / holds)
+			time.Sleep(time.Duration(i) * 3000 * time.Millisecond / holds)
 			r, err := c.To(servers[i%3].URL).SendPaymentEvent(ctx, time.Now(), client.PaymentEvent{
 				ID: fmt.Sprintf("evt_fail_%d", i), Type: "payment.failed", Data: client.PaymentData{ReservationID: id, Reason: "card declined"},
 			}, testserver.PaymentSecret)
@@ -256,8 +267,9 @@ func TestFailedPaymentRacesSweeper(t *testing.T) {
 	})
 	states := requireEachRestockedOnce(t, pool, saleID)
 	require.Equal(t, holds, states["cancelled"]+states["expired"], "%v", states)
-	require.Equal(t, map[string]int{"cancelled": states["cancelled"], "no_effect": states["expired"]}, outcomes,
-		"a failure cancels what the sweeper has not expired, and only that")
+	require.Equal(t, states["cancelled"], outcomes["cancelled"], "a failure cancels what the sweeper has not expired: %v", outcomes)
+	require.Equal(t, states["expired"], outcomes["no_effect"], "and nothing else: %v", outcomes)
+	require.Equal(t, holds, outcomes["cancelled"]+outcomes["no_effect"], "every failure answered 200: %v", outcomes)
 	requireStock(t, pool, saleID, holds, 0)
 	// Who returned the units, by stock_audit: the sweeper as flashline-jobs,
 	// the payment events (admin pool) as flashline-admin.
@@ -270,6 +282,7 @@ func TestFailedPaymentRacesSweeper(t *testing.T) {
 	t.Logf("payment.failed racing the sweeper on 3 instances: %d holds, %d cancelled by the failure, %d expired by the sweeper first; each restocked once",
 		holds, states["cancelled"], states["expired"])
 	require.Positive(t, states["cancelled"], "the race did not happen: no failure came first")
+	require.Positive(t, states["expired"], "the race did not happen: the sweeper came first nowhere")
 }
 
 // TestVoidAcrossInstances: each of ten paid orders is voided twice on each
@@ -344,6 +357,7 @@ func TestExtendThenPayAcrossSweeper(t *testing.T) {
 	c := testserver.NewClient()
 	api := c.To(servers[0].URL)
 	ctx := context.Background()
+	waitForSweeper(t, pool)
 	saleID := c.CreateSale(t, servers[0].URL, `{"sku":"sku_ext","initialStock":10,"reservationTtlSeconds":2}`)
 	ids := holdsOf(t, c, servers, saleID, "slow-payer", 5)
 	r, err := api.ExtendSale(ctx, testserver.AdminToken, saleID, 20, "ops-ana")
@@ -361,6 +375,9 @@ func TestExtendThenPayAcrossSweeper(t *testing.T) {
 	p, err := api.SendPaymentEvent(ctx, time.Now(), paymentEvent("evt_late", "payment.succeeded", late, "pi_late"), testserver.PaymentSecret)
 	require.NoError(t, err)
 	require.Equal(t, "late_payment", p.Value.Outcome, "%s", p.Body)
+	waitFor(t, 10*time.Second, "the late hold swept", func() bool {
+		return scalar[string](t, pool, `SELECT state FROM reservations WHERE reservation_id = $1`, late) == "expired"
+	})
 	requireEachRestockedOnce(t, pool, saleID)
 	requireStock(t, pool, saleID, 5, 5)
 	lp, err := api.LatePayments(ctx, testserver.AdminToken, false)
