@@ -124,7 +124,12 @@ func Routes(d Deps) http.Handler {
 		r.POST("/admin/sales/:saleId/gate/rebuild", admin, handleGateRebuild(d.Gate, d.Logger))
 	}
 	if d.RiverUI != nil {
-		r.Any("/admin/riverui/*path", admin, gin.WrapH(d.RiverUI))
+		// River's UI is a browser's: it also takes the admin's sign-in
+		// cookie (session.go).
+		r.GET("/admin/login", handleLoginPage)
+		r.POST("/admin/login", handleLogin(d.Verifier, d.now()))
+		r.POST("/admin/logout", handleLogout)
+		r.Any("/admin/riverui/*path", adminOrSession(d.Verifier, d.now(), admin), gin.WrapH(d.RiverUI))
 	}
 
 	// Customers. A reservation takes a slot of the admission limiter only
