@@ -168,7 +168,9 @@ func TestGate(t *testing.T) {
 					id = fmt.Sprintf("down-%03d", i-200)
 				}
 				r := retryShed(t, func(attempt int) (testserver.Response, error) {
-					return c.Reserve(context.Background(), instance(i+attempt), sale, testserver.Token(t, id), "k", 1)
+					return whileNotOpen(t, func() (testserver.Response, error) {
+						return c.Reserve(context.Background(), instance(i+attempt), sale, testserver.Token(t, id), "k", 1)
+					}), nil
 				})
 				switch {
 				case r.Status == http.StatusCreated && r.Header.Get("Idempotent-Replayed") == "true":
@@ -206,8 +208,9 @@ func TestGate(t *testing.T) {
 		require.JSONEq(t, `{"counter":10}`, string(r.Body))
 		r = admin(t, c, http.MethodPost, instance(1)+"/admin/sales/"+sale+"/resume")
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		r, err = c.Reserve(context.Background(), instance(3), sale, testserver.Token(t, "lost-1"), "k", 1)
-		require.NoError(t, err)
+		r = whileNotOpen(t, func() (testserver.Response, error) {
+			return c.Reserve(context.Background(), instance(3), sale, testserver.Token(t, "lost-1"), "k", 1)
+		})
 		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	})
 
@@ -248,6 +251,23 @@ func TestGateWithoutRedis(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	r = admin(t, c, http.MethodPost, with.URL+"/admin/sales", `{"sku":"sku_1","initialStock":5,"perCustomerLimit":1,"gate":"memcached"}`)
 	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+}
+
+// whileNotOpen sends again while the answer is 409 sale_not_open, for up to
+// 3 s: right after a resume on one instance, another may still know the sale
+// as paused until its sale cache hears of the change (milliseconds, at
+// worst its once-a-second refresh).
+func whileNotOpen(t *testing.T, send func() (testserver.Response, error)) testserver.Response {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		r, err := send()
+		require.NoError(t, err)
+		if r.Status != http.StatusConflict || errorCode(r.Body) != "sale_not_open" || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type saleGate struct {
