@@ -46,16 +46,18 @@ import (
 
 // Options configure a Gate. Zero values take the defaults shown.
 type Options struct {
-	// Timeout bounds every call to Redis: a slower Redis fails closed.
-	// Default 250ms.
+	// Timeout bounds every call to Redis on a buyer's path: a slower Redis
+	// fails the buyer closed. Default 250ms. The relay and the gate job
+	// allow four times as long (at least a second).
 	Timeout time.Duration
 	// ReturnGrace is how long a unit may stay handed out without a
 	// reservation or a return before the gate job returns it (the request
 	// that took it died). Default 15s: past any reserve attempt.
 	ReturnGrace time.Duration
-	// DriftChecks is how many checks in a row must find the same drift
-	// before it is an incident (a check reads Redis and the database one
-	// after the other, and units move between the two reads). Default 3.
+	// DriftChecks is how many checks in a row must find the same drift, or
+	// fail to read Redis, before it is an incident (a check reads Redis and
+	// the database one after the other, and units move between the two
+	// reads; one slow answer is no outage). Default 3.
 	DriftChecks int
 	Logger      *slog.Logger
 	Registry    prometheus.Registerer
@@ -203,12 +205,14 @@ var stateScript = redis.NewScript(`
 return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('HGETALL', KEYS[3])}
 `)
 
-// call runs a script with the gate's timeout.
-func (g *Gate) call(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+// call runs a script within bound: the gate's Timeout on a buyer's path,
+// the longer background bound in the relay and the gate job (a Redis that
+// is briefly slow must not pause a sale).
+func (g *Gate) call(ctx context.Context, bound time.Duration, s *redis.Script, keys []string, args ...any) (any, error) {
 	if g.rdb == nil {
 		return nil, ErrNoRedis
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	res, err := s.Run(ctx, g.rdb, keys, args...).Result()
 	if err != nil {
@@ -216,6 +220,9 @@ func (g *Gate) call(ctx context.Context, s *redis.Script, keys []string, args ..
 	}
 	return res, nil
 }
+
+// background is the bound of the calls made off a buyer's path.
+func (g *Gate) background() time.Duration { return max(time.Second, 4*g.opts.Timeout) }
 
 // state is one gated sale's counter as Redis holds it.
 type state struct {
@@ -233,7 +240,7 @@ type unsettled struct {
 
 func (g *Gate) state(ctx context.Context, saleID string) (state, error) {
 	k := keysOf(saleID)
-	res, err := g.call(ctx, stateScript, []string{k.stock, k.paused, k.unsettled})
+	res, err := g.call(ctx, g.background(), stateScript, []string{k.stock, k.paused, k.unsettled})
 	if err != nil {
 		return state{}, err
 	}

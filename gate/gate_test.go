@@ -336,7 +336,12 @@ func TestGateFailsClosedAndRebuilds(t *testing.T) {
 	_, err := f.store.Reserve(ctx, req(sale.ID, "cust_x", "k", 1))
 	require.ErrorIs(t, err, flashline.ErrUnavailable)
 	require.Less(t, time.Since(start), time.Second)
+	// One failed check is no outage; three in a row are.
 	require.Error(t, f.g.Maintain(ctx))
+	require.Empty(t, incidents(t, f.pool, sale.ID))
+	for range 2 {
+		require.Error(t, f.g.Maintain(ctx))
+	}
 	require.Equal(t, []string{"gate_unreachable"}, incidents(t, f.pool, sale.ID))
 	s, err := f.pg.Sale(ctx, sale.ID)
 	require.NoError(t, err)

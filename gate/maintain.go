@@ -17,6 +17,8 @@ type drift struct {
 	value  int64
 	checks int  // consecutive checks that found value
 	opened bool // the sale has opened: it may be named in metrics
+	// unreachable counts consecutive checks that could not read Redis.
+	unreachable int
 }
 
 // Maintain looks after every gated sale once (the gate job runs it every
@@ -27,11 +29,12 @@ type drift struct {
 //	drift = available in the stock rows − counter − units owed back −
 //	        units handed out and not yet held or returned
 //
-// A counter that is missing, or Redis that cannot be reached, pauses the
-// sale with an incident; a drift found by DriftChecks checks in a row is an
-// incident, and pauses the sale when it is negative (the counter is above
-// what the database allows: it would let more buyers try than there are
-// units). A positive one is undersell: reported, not paused.
+// A counter that is missing, or Redis that cannot be read by DriftChecks
+// checks in a row, pauses the sale with an incident; a drift found by
+// DriftChecks checks in a row is an incident, and pauses the sale when it
+// is negative (the counter is above what the database allows: it would let
+// more buyers try than there are units). A positive one is undersell:
+// reported, not paused.
 func (g *Gate) Maintain(ctx context.Context) error {
 	sales, err := g.store.GatedSales(ctx)
 	if err != nil || len(sales) == 0 {
@@ -66,9 +69,22 @@ func (g *Gate) Maintain(ctx context.Context) error {
 func (g *Gate) maintain(ctx context.Context, s GatedSale) (time.Duration, error) {
 	selling := s.State == flashline.StateOpen || s.State == flashline.StateScheduled
 	st, err := g.state(ctx, s.ID)
+	g.mu.Lock()
+	d := g.drifts[s.ID]
+	// Only failures while the sale sells count: a sale paused through an
+	// outage starts afresh when it is resumed.
+	if err != nil && selling {
+		d.unreachable++
+	} else {
+		d.unreachable = 0
+	}
+	g.drifts[s.ID] = d
+	g.mu.Unlock()
 	switch {
 	case err != nil:
-		if selling {
+		// Buyers fail closed at once; the sale is paused only when Redis
+		// stays unreadable, not for one slow answer.
+		if selling && d.unreachable >= g.opts.DriftChecks {
 			g.incident(ctx, s.ID, "gate_unreachable", "the gate's Redis cannot be read: "+err.Error(), true)
 		}
 		return 0, err
@@ -89,21 +105,21 @@ func (g *Gate) maintain(ctx context.Context, s GatedSale) (time.Duration, error)
 	if err != nil {
 		return 0, err
 	}
-	d := ledger.Available - st.counter - ledger.Owed - inflight
+	value := ledger.Available - st.counter - ledger.Owed - inflight
 	g.mu.Lock()
 	prev := g.drifts[s.ID]
-	if d == prev.value {
+	if value == prev.value {
 		prev.checks++
 	} else {
-		prev = drift{value: d, checks: 1}
+		prev = drift{value: value, checks: 1}
 	}
 	prev.opened = s.State != flashline.StateScheduled
 	g.drifts[s.ID] = prev
-	report := d != 0 && prev.checks == g.opts.DriftChecks
+	report := value != 0 && prev.checks == g.opts.DriftChecks
 	g.mu.Unlock()
 	if report {
-		detail := fmt.Sprintf("drift %d: available %d − counter %d − owed back %d − in flight %d", d, ledger.Available, st.counter, ledger.Owed, inflight)
-		if d < 0 {
+		detail := fmt.Sprintf("drift %d: available %d − counter %d − owed back %d − in flight %d", value, ledger.Available, st.counter, ledger.Owed, inflight)
+		if value < 0 {
 			g.incident(ctx, s.ID, "gate_counter_high", "the gate's counter is above what the database accounts for ("+detail+"): rebuild it, then resume", true)
 		} else {
 			g.incident(ctx, s.ID, "gate_drift", "the gate's counter is below what the database accounts for, units go unsold ("+detail+"): rebuild it in a pause", false)
@@ -152,7 +168,7 @@ func (g *Gate) reconcile(ctx context.Context, saleID string, st state) (inflight
 		}
 	}
 	if len(held) > 0 {
-		ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+		ctx, cancel := context.WithTimeout(ctx, g.background())
 		defer cancel()
 		if err := g.rdb.HDel(ctx, k.unsettled, held...).Err(); err != nil {
 			return inflight, fmt.Errorf("gate: settle units: %w", err)

@@ -44,7 +44,7 @@ func (r *relayRun) apply(ctx context.Context, moves []Movement) ([]string, error
 			continue
 		}
 		k := keysOf(m.SaleID)
-		res, err := r.g.call(ctx, applyScript, []string{k.stock, k.buyers, k.unsettled, k.applied, k.paused},
+		res, err := r.g.call(ctx, r.g.background(), applyScript, []string{k.stock, k.buyers, k.unsettled, k.applied, k.paused},
 			m.ID, m.CustomerID, m.Quantity, strconv.FormatInt(m.Seq, 10))
 		if err != nil {
 			return applied, err

@@ -33,7 +33,7 @@ type gateOutcome struct {
 func (g *Gate) step(ctx context.Context, req flashline.ReserveRequest, limit int) (gateOutcome, error) {
 	k := keysOf(req.SaleID)
 	start := time.Now()
-	res, err := g.call(ctx, reserveScript,
+	res, err := g.call(ctx, g.opts.Timeout, reserveScript,
 		[]string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused},
 		req.CustomerID, attemptField(req.CustomerID, req.IdempotencyKey), req.Quantity, limit, time.Now().UnixMilli())
 	g.m.script.Observe(time.Since(start).Seconds())
@@ -118,7 +118,7 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 // forget makes the attempt's next try take a new unit.
 func (g *Gate) forget(ctx context.Context, req flashline.ReserveRequest, seq int64) {
 	k := keysOf(req.SaleID)
-	if _, err := g.call(ctx, forgetScript, []string{k.attempts}, attemptField(req.CustomerID, req.IdempotencyKey), strconv.FormatInt(seq, 10)); err != nil {
+	if _, err := g.call(ctx, g.opts.Timeout, forgetScript, []string{k.attempts}, attemptField(req.CustomerID, req.IdempotencyKey), strconv.FormatInt(seq, 10)); err != nil {
 		g.opts.Logger.WarnContext(ctx, "gate: forget an attempt", "sale_id", req.SaleID, "err", err)
 	}
 }

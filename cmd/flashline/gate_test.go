@@ -81,7 +81,7 @@ func TestGate(t *testing.T) {
 		for i := range statuses {
 			count[strings.TrimSpace(fmt.Sprintf("%d %s", statuses[i], codes[i]))]++
 		}
-		t.Logf("gated race: %v, %d first attempts abandoned", count, abandoned.Load())
+		t.Logf("gated race: %v, %d first attempts abandoned; incidents %v", count, abandoned.Load(), incidentKinds(t, pool, sale))
 		require.Equal(t, map[string]int{"201": 200, "409 sold_out": 300}, count)
 		requireStock(t, pool, sale, 0, 200)
 		var dup int
@@ -185,6 +185,13 @@ func TestGate(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		if t.Failed() {
+			r := admin(t, c, http.MethodGet, instance(0)+"/admin/sales/"+sale)
+			t.Logf("incidents %v; sale %s", incidentKinds(t, pool, sale), r.Body)
+			for i, s := range servers {
+				t.Logf("instance %d:\n%s", i, grepLines(s.Logs(), "gate"))
+			}
+		}
 		// down-000..029 buy again under their key "k": replays.
 		require.EqualValues(t, 30, replayed.Load())
 		require.EqualValues(t, 70, created.Load())
@@ -268,6 +275,17 @@ func whileNotOpen(t *testing.T, send func() (testserver.Response, error)) testse
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// grepLines are the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 type saleGate struct {
