@@ -82,8 +82,13 @@ func TestHostileSlowBodies(t *testing.T) {
 			wg.Wait()
 			t.Logf("%d slow-body connections of one customer: other buyers' latency p50 %s, max %s (before the attack: p50 %s, max %s); the attacker's answers %v",
 				conns, pct(during, 50), slices.Max(during), pct(before, 50), slices.Max(before), statuses)
-			require.Equal(t, 4, statuses[http.StatusBadRequest], "the four in flight: their bodies never came")
-			require.Equal(t, conns-4, statuses[http.StatusTooManyRequests], "the rest: over the customer's in-flight cap, at once")
+			// Four at a time are in flight and told 400 when their bodies do
+			// not come; the rest, over the customer's cap, 429 at once. On a
+			// loaded machine dialing a thousand connections can outlast the
+			// 3 s body deadline: a slot freed by a 400 is then taken by a
+			// later connection, so more than four may be told 400.
+			require.GreaterOrEqual(t, statuses[http.StatusBadRequest], 4, "the four in flight: their bodies never came")
+			require.Equal(t, conns, statuses[http.StatusBadRequest]+statuses[http.StatusTooManyRequests], "every slow body is told 400 or 429")
 		})
 	}
 }
