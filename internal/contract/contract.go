@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -114,6 +115,32 @@ type Exchange struct {
 	Body             []byte
 }
 
+var (
+	exercisedMu sync.Mutex
+	exercised   = map[string]int{}
+)
+
+// Unexercised lists the document's operations that no checker of this
+// process has seen an exchange of, sorted.
+func Unexercised() []string {
+	doc, err := Document()
+	if err != nil {
+		return nil
+	}
+	exercisedMu.Lock()
+	defer exercisedMu.Unlock()
+	var out []string
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			if exercised[op.OperationID] == 0 {
+				out = append(out, op.OperationID)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Operations returns how many exchanges were checked per operationId.
 func (c *Checker) Operations() map[string]int {
 	c.mu.Lock()
@@ -145,6 +172,9 @@ func (c *Checker) Check(ctx context.Context, x Exchange) error {
 	c.mu.Lock()
 	c.operations[route.Operation.OperationID]++
 	c.mu.Unlock()
+	exercisedMu.Lock()
+	exercised[route.Operation.OperationID]++
+	exercisedMu.Unlock()
 
 	if len(x.RequestBody) > 0 && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -156,8 +186,8 @@ func (c *Checker) Check(ctx context.Context, x Exchange) error {
 	in := &openapi3filter.RequestValidationInput{
 		Request: req, PathParams: params, Route: route,
 		Options: &openapi3filter.Options{
-			AuthenticationFunc: authenticated,
-			ExcludeRequestBody: !x.RequestBodyKnown,
+			AuthenticationFunc:  authenticated,
+			ExcludeRequestBody:  !x.RequestBodyKnown,
 			SkipSettingDefaults: true,
 			MultiError:          true,
 		},
@@ -241,4 +271,3 @@ func clip(b []byte) string {
 	}
 	return string(b)
 }
-
