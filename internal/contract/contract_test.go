@@ -96,3 +96,17 @@ func TestCheckerCatchesDrift(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkCheck(b *testing.B) {
+	c, err := contract.New()
+	require.NoError(b, err)
+	req := httptest.NewRequest("POST", "/admin/sales", strings.NewReader(`{"sku":"s","initialStock":1}`))
+	req.Header.Set("Authorization", "Bearer a")
+	x := contract.Exchange{Request: req, RequestBody: []byte(`{"sku":"s","initialStock":1}`), RequestBodyKnown: true,
+		Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(sale)}
+	for b.Loop() {
+		if err := c.Check(b.Context(), x); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
