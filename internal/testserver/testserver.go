@@ -101,15 +101,15 @@ func build(name string, flags ...string) (string, error) {
 
 // Server is one running `flashline serve` process.
 type Server struct {
-	URL  string
+	URL string
 	// contract checks every exchange a Client has with the server against
 	// the OpenAPI document, failing the test that started it on a mismatch.
 	contract *contract.Recorder
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs bytes.Buffer
-	done chan struct{}
-	err  error
+	cmd      *exec.Cmd
+	mu       sync.Mutex
+	logs     bytes.Buffer
+	done     chan struct{}
+	err      error
 }
 
 var listening = regexp.MustCompile(`msg="flashline: listening" url=(http://\S+)`)
