@@ -41,6 +41,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// customer, so a key reused across runs would be "reused" for real.
 	r := &runner{cfg: cfg, run: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	hc := newHTTPClient(cfg.Clients)
+	if cfg.Transport != nil {
+		hc.Transport = cfg.Transport(hc.Transport)
+	}
 	for _, t := range cfg.Targets {
 		r.api = append(r.api, client.New(t, hc))
 	}

@@ -321,17 +321,13 @@ func (c *Client) To(base string) *client.Client {
 	return client.New(base, c.HTTP)
 }
 
-// Checked is an *http.Client that sends through hc (http.DefaultClient when
-// nil) and checks every exchange with the server at base against the OpenAPI
-// document, as To does; for a client that is not this package's (the load
-// test's). Any other URL is sent through hc unchecked.
-func (s *Server) Checked(hc *http.Client) *http.Client {
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	checked := *hc
-	checked.Transport = s.contract.Transport(hc.Transport)
-	return &checked
+// Checked wraps a transport (http.DefaultTransport when nil) so that every
+// exchange through it is checked against the OpenAPI document, as To's are,
+// and a mismatch fails the test that started s: for a client that is not
+// this package's (the load test's). The check is the document's, whichever
+// server the exchange is with.
+func (s *Server) Checked(rt http.RoundTripper) http.RoundTripper {
+	return s.contract.Transport(rt)
 }
 
 // Response is a status, headers and body.
