@@ -95,7 +95,7 @@ var calls = map[string]string{
 	"extendSale": "ExtendSale", "extendReservation": "ExtendReservation",
 	"voidReservation": "Void", "voidReservations": "VoidMany", "latePayments": "LatePayments",
 	"paymentEvent": "SendPaymentEvent",
-	"reserve": "Reserve", "getReservation": "Reservation", "confirm": "Confirm", "cancel": "Cancel",
+	"reserve":      "Reserve", "getReservation": "Reservation", "confirm": "Confirm", "cancel": "Cancel",
 	"ticket": "Ticket", "status": "Status", "policy": "Policy",
 }
 
