@@ -18,7 +18,9 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,6 +31,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/internal/apiclient"
 	"github.com/flashline/flashline/internal/client"
 )
 
@@ -46,6 +49,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	for _, t := range cfg.Targets {
 		r.api = append(r.api, client.New(t, hc))
+		gen, err := apiclient.NewClientWithResponses(t, apiclient.WithHTTPClient(hc))
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: target %s: %w", t, err)
+		}
+		r.gen = append(r.gen, gen)
 	}
 	var res *Result
 	var err error
@@ -72,9 +80,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, verr
 }
 
+// runner runs a scenario. Reservations, the sale's creation and the final
+// check go through the client generated from the OpenAPI document
+// (internal/apiclient); the waiting room's tickets and polls and the
+// health probes through internal/client. Both share one pool of connections.
 type runner struct {
 	cfg Config
-	api []*client.Client // one per target, sharing one pool of connections
+	api []*client.Client                 // one per target
+	gen []*apiclient.ClientWithResponses // one per target
 	run string
 }
 
@@ -85,6 +98,21 @@ func newHTTPClient(conns int) *http.Client {
 
 // target is the client of the i-th target, round-robin.
 func (r *runner) target(i int) *client.Client { return r.api[i%len(r.api)] }
+
+// generated is the generated client of the i-th target, round-robin.
+func (r *runner) generated(i int) *apiclient.ClientWithResponses { return r.gen[i%len(r.gen)] }
+
+// bearer sends token as the request's bearer credential.
+func bearer(token string) apiclient.RequestEditorFn {
+	return func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+}
+
+// errorCode is the contract's error code in body ("" when body is not an
+// error).
+func errorCode(body []byte) string { return client.Response{Body: body}.Code() }
 
 // answer is one HTTP exchange.
 type answer struct {
@@ -120,20 +148,29 @@ func timed(start time.Time, resp client.Response, err error) answer {
 	return a
 }
 
-// expect says what went wrong when an answer is not the given status.
-func expect(status int, resp client.Response, err error) error {
-	if err != nil || resp.Status != status {
-		return fmt.Errorf("%v %d %s", err, resp.Status, resp.Body)
-	}
-	return nil
-}
-
 // reserve asks the i-th target for a reservation, timed.
 func (r *runner) reserve(ctx context.Context, i int, token string, req client.ReserveRequest) answer {
+	params := &apiclient.ReserveParams{IdempotencyKey: req.IdempotencyKey}
+	if req.AdmissionToken != "" {
+		params.XAdmissionToken = &req.AdmissionToken
+	}
+	body := apiclient.ReserveJSONRequestBody{Quantity: &req.Quantity}
+	if req.PaymentInstrument != "" {
+		body.PaymentInstrument = &req.PaymentInstrument
+	}
 	start := time.Now()
-	res, err := r.target(i).Reserve(ctx, token, req)
-	a := timed(start, res.Response, err)
-	a.reservationID = res.Value.ReservationID
+	res, err := r.generated(i).ReserveWithResponse(ctx, req.SaleID, params, body, bearer(token))
+	done := time.Now()
+	a := answer{err: err, latency: done.Sub(start), done: done}
+	if res != nil {
+		a.status, a.body = res.StatusCode(), res.Body
+		if a.status >= 300 {
+			a.code = errorCode(res.Body)
+		}
+		if res.JSON201 != nil {
+			a.reservationID = res.JSON201.ReservationId
+		}
+	}
 	return a
 }
 
@@ -153,11 +190,18 @@ func (r *runner) createSale(ctx context.Context, sale client.NewSale) (string, e
 	sale.PerCustomerLimit, sale.ReservationTTLSeconds, sale.Buckets = 1, 3600, r.cfg.Buckets
 	sale.Gate = r.cfg.Gate
 	sale.Confirmation = "customer"
-	res, err := r.target(0).CreateSale(ctx, r.cfg.AdminToken, sale)
-	if err := expect(http.StatusCreated, res.Response, err); err != nil {
+	body, err := json.Marshal(sale)
+	if err != nil {
+		return "", err
+	}
+	res, err := r.generated(0).CreateSaleWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body), bearer(r.cfg.AdminToken))
+	if err != nil {
 		return "", fmt.Errorf("loadtest: create sale: %w", err)
 	}
-	return res.Value.SaleID, nil
+	if res.JSON201 == nil {
+		return "", fmt.Errorf("loadtest: create sale: %d %s", res.StatusCode(), res.Body)
+	}
+	return res.JSON201.SaleId, nil
 }
 
 func (r *runner) bar(max int64, what string) *progressbar.ProgressBar {
@@ -175,11 +219,14 @@ func (r *runner) bar(max int64, what string) *progressbar.ProgressBar {
 // verify checks, from the admin API, that the sale adds up and that the
 // clients hold exactly the reservations the sale counts.
 func (r *runner) verify(ctx context.Context, res *Result) error {
-	got, err := r.target(0).Sale(ctx, r.cfg.AdminToken, res.SaleID)
-	if err := expect(http.StatusOK, got.Response, err); err != nil {
+	got, err := r.generated(0).GetSaleWithResponse(ctx, res.SaleID, bearer(r.cfg.AdminToken))
+	switch {
+	case err != nil:
 		return fmt.Errorf("loadtest: verify: %w", err)
+	case got.JSON200 == nil:
+		return fmt.Errorf("loadtest: verify: %d %s", got.StatusCode(), got.Body)
 	}
-	s := got.Value
+	s := got.JSON200
 	held := s.Pending + s.Confirmed
 	// A request the client gave up on (timeout, no answer) may still have
 	// reserved: the sale may hold up to that many more than clients were told.
@@ -188,7 +235,7 @@ func (r *runner) verify(ctx context.Context, res *Result) error {
 	if s.Available < 0 || held > s.InitialStock {
 		problems = append(problems, fmt.Sprintf("OVERSOLD: %d held of %d", held, s.InitialStock))
 	}
-	if s.Available+held != s.InitialStock || !s.Invariant.OK {
+	if s.Available+held != s.InitialStock || !s.Invariant.Ok {
 		problems = append(problems, fmt.Sprintf("invariant broken: available %d + held %d != %d", s.Available, held, s.InitialStock))
 	}
 	if held < res.Reserved || held > res.Reserved+unanswered {
@@ -202,7 +249,7 @@ func (r *runner) verify(ctx context.Context, res *Result) error {
 	if held > res.Reserved {
 		res.Verified += fmt.Sprintf(" (%d made by requests the client gave up on)", held-res.Reserved)
 	}
-	if g := s.Gate; g.Kind == "redis" && g.Counter != nil && g.Drift != nil {
+	if g := s.Gate; g.Kind == apiclient.SaleGateKindRedis && g.Counter != nil && g.Drift != nil {
 		// Units given back just now may still be on their way to it.
 		res.Verified += fmt.Sprintf("; Redis gate counter %d, drift %d", *g.Counter, *g.Drift)
 	}
