@@ -48,7 +48,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		hc.Transport = cfg.Transport(hc.Transport)
 	}
 	for _, t := range cfg.Targets {
-		r.api = append(r.api, client.New(t, hc))
 		gen, err := apiclient.NewClientWithResponses(t, apiclient.WithHTTPClient(hc))
 		if err != nil {
 			return nil, fmt.Errorf("loadtest: target %s: %w", t, err)
@@ -80,14 +79,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, verr
 }
 
-// runner runs a scenario. Reservations, the sale's creation and the final
-// check go through the client generated from the OpenAPI document
-// (internal/apiclient); the waiting room's tickets and polls and the
-// health probes through internal/client. Both share one pool of connections.
+// runner runs a scenario. Every request but the overload scenario's open
+// loop (vegeta's) goes through the client generated from the OpenAPI
+// document (internal/apiclient), one per target, sharing one pool of
+// connections.
 type runner struct {
 	cfg Config
-	api []*client.Client                 // one per target
-	gen []*apiclient.ClientWithResponses // one per target
+	gen []*apiclient.ClientWithResponses
 	run string
 }
 
@@ -95,9 +93,6 @@ func newHTTPClient(conns int) *http.Client {
 	tr := &http.Transport{MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, IdleConnTimeout: 30 * time.Second}
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
-
-// target is the client of the i-th target, round-robin.
-func (r *runner) target(i int) *client.Client { return r.api[i%len(r.api)] }
 
 // generated is the generated client of the i-th target, round-robin.
 func (r *runner) generated(i int) *apiclient.ClientWithResponses { return r.gen[i%len(r.gen)] }
@@ -137,13 +132,13 @@ func (a answer) outcome() string {
 	return fmt.Sprint(a.status)
 }
 
-// timed is the answer to a call of the client that started at start and has
-// just returned.
-func timed(start time.Time, resp client.Response, err error) answer {
+// answered is the answer to a call that started at start and has just
+// returned: its status and body (zero when there was no answer).
+func answered(start time.Time, status int, body []byte, err error) answer {
 	done := time.Now()
-	a := answer{status: resp.Status, body: resp.Body, err: err, latency: done.Sub(start), done: done}
-	if resp.Status >= 300 {
-		a.code = resp.Code()
+	a := answer{status: status, body: body, err: err, latency: done.Sub(start), done: done}
+	if status >= 300 {
+		a.code = errorCode(body)
 	}
 	return a
 }
@@ -160,16 +155,12 @@ func (r *runner) reserve(ctx context.Context, i int, token string, req client.Re
 	}
 	start := time.Now()
 	res, err := r.generated(i).ReserveWithResponse(ctx, req.SaleID, params, body, bearer(token))
-	done := time.Now()
-	a := answer{err: err, latency: done.Sub(start), done: done}
-	if res != nil {
-		a.status, a.body = res.StatusCode(), res.Body
-		if a.status >= 300 {
-			a.code = errorCode(res.Body)
-		}
-		if res.JSON201 != nil {
-			a.reservationID = res.JSON201.ReservationId
-		}
+	if res == nil {
+		return answered(start, 0, nil, err)
+	}
+	a := answered(start, res.StatusCode(), res.Body, err)
+	if res.JSON201 != nil {
+		a.reservationID = res.JSON201.ReservationId
 	}
 	return a
 }
