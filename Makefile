@@ -102,13 +102,22 @@ vet:
 	$(GO) vet ./...
 	$(GO) tool -modfile=scripts/tools/go.mod staticcheck ./...
 
-## generate: regenerate internal/dbsqlc from sql/queries and migrations (sqlc)
+## generate: regenerate internal/dbsqlc from sql/queries and migrations (sqlc),
+## and internal/apiclient from the OpenAPI document handlers/openapi.json
+## (oapi-codegen)
 generate:
 	cd sql && $(GO) tool -modfile=../scripts/tools/go.mod sqlc generate
+	cd internal/apiclient && $(GO) generate .
 
-## check-generated: fail when the committed generated code is stale
+## check-generated: fail when the committed generated code is stale (and so
+## when the OpenAPI document no longer generates a client that compiles:
+## make test builds it)
 check-generated:
 	cd sql && $(GO) tool -modfile=../scripts/tools/go.mod sqlc diff
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd internal/apiclient && \
+	sed "s|^output: .*|output: $$tmp/client.gen.go|" oapi-codegen.yaml >"$$tmp/config.yaml" && \
+	$(GO) tool -modfile=../../scripts/tools/go.mod oapi-codegen -config "$$tmp/config.yaml" ../../handlers/openapi.json && \
+	cmp -s "$$tmp/client.gen.go" client.gen.go || { echo "internal/apiclient/client.gen.go is stale: run make generate" >&2; exit 1; }
 
 clean:
 	rm -rf bin

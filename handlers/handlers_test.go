@@ -22,6 +22,7 @@ import (
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/internal/client"
+	"github.com/flashline/flashline/internal/contract"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/postgres"
@@ -86,10 +87,17 @@ func startServer(t *testing.T, roomOpts *waitroom.Options, tweaks ...func(*handl
 	for _, tweak := range tweaks {
 		tweak(&deps)
 	}
-	h := handlers.Routes(deps)
+	h := routes(t, deps)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &server{handler: h, pool: pool, api: client.New(srv.URL, srv.Client())}
+}
+
+// routes is the whole API with every exchange checked against the OpenAPI
+// document (internal/contract): an answer or request the document does not
+// describe fails the test.
+func routes(t *testing.T, d handlers.Deps) http.Handler {
+	return contract.For(t).Handler(handlers.Routes(d))
 }
 
 // reply is one HTTP answer.
@@ -1148,7 +1156,7 @@ func TestReadyzHidesTheCause(t *testing.T) {
 	limiter, err := loadshed.New(loadshed.Options{})
 	require.NoError(t, err)
 	var logs strings.Builder
-	h := handlers.Routes(handlers.Deps{
+	h := routes(t, handlers.Deps{
 		Verifier: verifier,
 		Limiter:  limiter,
 		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),

@@ -25,7 +25,7 @@ func TestRiverUIIsAdminOnly(t *testing.T) {
 	require.NoError(t, err)
 	lim, err := loadshed.New(loadshed.Options{})
 	require.NoError(t, err)
-	h := handlers.Routes(handlers.Deps{
+	h := routes(t, handlers.Deps{
 		Verifier: v, Limiter: lim, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
 		Ready:   func(context.Context) error { return nil },
 		RiverUI: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("river ui")) }),
@@ -61,7 +61,7 @@ func TestAdminSignIn(t *testing.T) {
 	require.NoError(t, err)
 	lim, err := loadshed.New(loadshed.Options{})
 	require.NoError(t, err)
-	h := handlers.Routes(handlers.Deps{
+	h := routes(t, handlers.Deps{
 		Verifier: v, Limiter: lim, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
 		Ready:   func(context.Context) error { return nil },
 		RiverUI: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("river ui")) }),

@@ -99,6 +99,8 @@ func Routes(d Deps) http.Handler {
 	// Operations.
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", handleReady(d.Ready, d.Logger))
+	// The contract itself (openapi.go).
+	r.GET("/openapi.json", handleOpenAPI)
 	// The metrics name sales and show the limiter's state: the admin's.
 	r.GET("/metrics", admin, gin.WrapH(MetricsHandler(d.Registry)))
 

@@ -38,6 +38,7 @@ func TestCrowdThroughTheWaitingRoom(t *testing.T) {
 		Duration:      90 * time.Second,
 		Out:           &out,
 		Err:           os.Stderr,
+		Transport:     servers[0].Checked, // every exchange against the OpenAPI document
 	})
 	t.Logf("crowd of 120 for 30 units on two instances:\n%s", out.String())
 	require.NoError(t, err) // the final check: invariant ok, no duplicates

@@ -22,7 +22,6 @@ import (
 	"golang.org/x/net/netutil"
 	"riverqueue.com/riverui"
 
-	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/gate"
 	"github.com/flashline/flashline/handlers"
@@ -570,78 +569,6 @@ func registerPoolMetrics(reg prometheus.Registerer, pools map[string]*pgxpool.Po
 				func() float64 { return float64(pool.Stat().EmptyAcquireCount()) }),
 		)
 	}
-}
-
-// printDemo creates a demo sale and prints how to buy from it: a waiting-room
-// sale that opens 20 s after start, so there is time to join before the open,
-// and whose holds are confirmed by payment, as a payment provider would send
-// it (`flashline pay`, signed with paymentSecret).
-func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, paymentSecret, url string, stdout io.Writer) error {
-	opensAt := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
-	sale, err := store.CreateSale(ctx, flashline.NewSale{
-		SKU: "demo-sneaker", InitialStock: 200, PerCustomerLimit: 1, ReservationTTLSeconds: 600,
-		OpensAt: &opensAt, Admission: flashline.AdmissionWaitingRoom,
-		Fairness: flashline.FairnessRandomizedAtOpen, ChallengeBits: 12,
-		Confirmation: flashline.ConfirmByPayment,
-	})
-	if err != nil {
-		return err
-	}
-	token, err := auth.Mint(cfg.jwtSecret, "demo-customer", 24*time.Hour, time.Time{})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, `
-Flashline is up at %[1]s with a demo sale of 200 units: %[2]s
-It admits through its waiting room and opens at %[6]s (randomized at open,
-a 12-bit challenge). Join before it opens, in a browser:
-
-  %[1]s/sales/%[2]s/wait#token=%[3]s
-
-Or by hand: take a ticket, ask where it stands until it says "admitted" (the
-page solves the challenge for you; by hand, send &solution=...), then reserve
-with the admission token (repeat it: the same Idempotency-Key replays):
-
-  curl -s '%[1]s/sales/%[2]s/ticket' -H 'Authorization: Bearer %[3]s'
-  curl -s '%[1]s/sales/%[2]s/status?token=TICKET' -H 'Authorization: Bearer %[3]s'
-  curl -i -X POST %[1]s/sales/%[2]s/reservations \
-    -H 'Authorization: Bearer %[3]s' -H 'X-Admission-Token: ADMISSION_TOKEN' \
-    -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \
-    -d '{"quantity": 1}'
-
-A payment confirms the hold (the page's "Pay" waits for it). Pay as the
-payment provider would, with a signed payment.succeeded event:
-
-  %[7]s go run ./cmd/flashline pay --url %[1]s --reservation RESERVATION_ID
-
-(--type payment.failed cancels the hold instead; --type refund.succeeded
-voids the order afterwards.) When payment is slow, extend every hold:
-
-  curl -s -X POST %[1]s/admin/sales/%[2]s/extend -H 'Authorization: Bearer %[4]s' \
-    -H 'Content-Type: application/json' -d '{"seconds": 300}'
-
-The fairness policy, as customers read it:
-
-  curl -s %[1]s/sales/%[2]s/policy
-
-See the sale as the admin:
-
-  curl -s %[1]s/admin/sales/%[2]s -H 'Authorization: Bearer %[4]s'
-
-Mint tokens for other customers with:
-
-  go run ./cmd/flashline token --customer alice --jwt-secret '%[5]s'
-`, url, sale.ID, token, cfg.adminToken, cfg.jwtSecret, opensAt.Format(time.RFC3339), payEnv(cfg, paymentSecret))
-	return nil
-}
-
-// payEnv is how the demo tells `flashline pay` the payment secret: the
-// development secret itself, or (a real one configured) the variable.
-func payEnv(cfg serveConfig, paymentSecret string) string {
-	if cfg.paymentSecret != "" {
-		return `FLASHLINE_PAYMENT_WEBHOOK_SECRET="$FLASHLINE_PAYMENT_WEBHOOK_SECRET"`
-	}
-	return "FLASHLINE_PAYMENT_WEBHOOK_SECRET=" + paymentSecret
 }
 
 // publicURL is the URL to print for a listener: a wildcard address is shown

@@ -1,5 +1,8 @@
-// Package client is a typed client of Flashline's HTTP contract (the API
-// table in the README), for the load test and the tests.
+// Package client is the typed client of Flashline's HTTP contract, the
+// OpenAPI document handlers/openapi.json (served at /openapi.json), for the
+// load test, the fault harness and the tests. Its types and calls are checked
+// against the document (openapi_test.go), and the tests send its requests
+// through internal/contract, which checks every exchange against it.
 //
 // An answer of the contract is a value, never a Go error: a 409 sold_out is
 // a Response (or Result) whose Status and Code the caller inspects. A Go

@@ -204,6 +204,17 @@ func (c *Client) CloseSale(ctx context.Context, adminToken, saleID string) (Resu
 	return c.saleAction(ctx, adminToken, saleID, "close")
 }
 
+// GateCounter is the answer to a gate rebuild: the Redis counter now.
+type GateCounter struct {
+	Counter int64 `json:"counter"`
+}
+
+// RebuildGate is POST /admin/sales/{id}/gate/rebuild: a paused gated sale's
+// Redis counter made again from the database (instances with Redis only).
+func (c *Client) RebuildGate(ctx context.Context, adminToken, saleID string) (Result[GateCounter], error) {
+	return call[GateCounter](ctx, c, Request{Method: http.MethodPost, Path: adminSalePath(saleID) + "/gate/rebuild", Token: adminToken})
+}
+
 func (c *Client) saleAction(ctx context.Context, adminToken, saleID, action string) (Result[Sale], error) {
 	return call[Sale](ctx, c, Request{Method: http.MethodPost, Path: adminSalePath(saleID) + "/" + action, Token: adminToken})
 }
@@ -294,6 +305,12 @@ func (c *Client) Healthz(ctx context.Context) (Result[Health], error) {
 // (a 503's body is a Health too, left in Body).
 func (c *Client) Readyz(ctx context.Context) (Result[Health], error) {
 	return call[Health](ctx, c, Request{Method: http.MethodGet, Path: "/readyz"})
+}
+
+// OpenAPI is GET /openapi.json: the contract this client speaks, as an
+// OpenAPI 3.1 document, in Body.
+func (c *Client) OpenAPI(ctx context.Context) (Response, error) {
+	return c.Do(ctx, Request{Method: http.MethodGet, Path: "/openapi.json"})
 }
 
 // Metrics is GET /metrics (the admin's): Prometheus's text format in Body.

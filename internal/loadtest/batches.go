@@ -61,9 +61,9 @@ func (b BatchStats) String() string {
 // admin's); a target that does not answer counts as zero.
 func (r *runner) batchStats(ctx context.Context) BatchStats {
 	st := BatchStats{Buckets: map[string]float64{}}
-	for _, api := range r.api {
-		resp, err := api.Metrics(ctx, r.cfg.AdminToken)
-		if err != nil || resp.Status != http.StatusOK {
+	for _, api := range r.gen {
+		resp, err := api.MetricsWithResponse(ctx, bearer(r.cfg.AdminToken))
+		if err != nil || resp.StatusCode() != http.StatusOK {
 			continue
 		}
 		_ = st.add(resp.Body)

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -28,6 +29,11 @@ type Config struct {
 	ChallengeBits int
 	Progress      bool // draw a progress bar on Err
 	Out, Err      io.Writer
+	// Transport, when set, wraps the transport of the load test's client
+	// (internal/client): the tests check every exchange against the OpenAPI
+	// document with it. The overload scenario's open loop (vegeta) is not
+	// wrapped.
+	Transport func(http.RoundTripper) http.RoundTripper
 }
 
 func (c *Config) setDefaults() error {

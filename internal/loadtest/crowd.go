@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashline/flashline/internal/apiclient"
 	"github.com/flashline/flashline/internal/client"
 	"github.com/flashline/flashline/waitroom"
 )
@@ -71,16 +72,21 @@ func (c *crowdStats) count(f func()) {
 // waiter is one customer's way through the waiting room.
 func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, deadline time.Time, t *tally, c *crowdStats) {
 	token := r.token(fmt.Sprintf("crowd-%d", i))
-	api := r.target(i)
-	var ticket client.Ticket
+	api, auth := r.generated(i), bearer(token)
+	var ticket apiclient.Ticket
 	for {
 		start := time.Now()
-		tr, err := api.Ticket(ctx, token, saleID, "")
-		if err == nil && tr.Status == http.StatusOK {
-			ticket = tr.Value
+		tr, err := api.TicketWithResponse(ctx, saleID, &apiclient.TicketParams{}, auth)
+		if err == nil && tr.JSON200 != nil {
+			ticket = *tr.JSON200
 			break
 		}
-		a := timed(start, tr.Response, err)
+		var a answer
+		if tr == nil {
+			a = answered(start, 0, nil, err)
+		} else {
+			a = answered(start, tr.StatusCode(), tr.Body, err)
+		}
 		if ctx.Err() != nil || time.Now().After(deadline) || !retryLater(a) {
 			c.count(func() { c.states[fmt.Sprintf("ticket %s", a.outcome())]++ })
 			return
@@ -95,9 +101,18 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		time.Sleep(wait)
 		start := time.Now()
-		sr, err := api.Status(ctx, token, saleID, ticket.Token, solution)
-		if err != nil || sr.Status != http.StatusOK {
-			a := timed(start, sr.Response, err)
+		params := &apiclient.StatusParams{Token: ticket.Token}
+		if solution != "" {
+			params.Solution = &solution
+		}
+		sr, err := api.StatusWithResponse(ctx, saleID, params, auth)
+		if err != nil || sr.JSON200 == nil {
+			var a answer
+			if sr == nil {
+				a = answered(start, 0, nil, err)
+			} else {
+				a = answered(start, sr.StatusCode(), sr.Body, err)
+			}
 			c.count(func() { c.polls++; c.states["status "+a.outcome()]++ })
 			if !retryLater(a) {
 				return
@@ -105,19 +120,26 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 			wait = time.Second
 			continue
 		}
-		st := sr.Value
-		c.count(func() { c.polls++; c.states["status "+st.State]++ })
+		st := sr.JSON200
+		c.count(func() { c.polls++; c.states["status "+string(st.State)]++ })
 		switch st.State {
-		case "waiting":
-			wait = time.Duration(st.PollAfterMs) * time.Millisecond
-		case "challenge_required":
+		case apiclient.StatusStateWaiting:
+			wait = 0
+			if st.PollAfterMs != nil {
+				wait = time.Duration(*st.PollAfterMs) * time.Millisecond
+			}
+		case apiclient.StatusStateChallengeRequired:
 			solution, wait = waitroom.Solve(st.Challenge.Nonce, st.Challenge.Bits), 0
-		case "admitted":
+		case apiclient.StatusStateAdmitted:
 			now := time.Now()
 			c.count(func() { c.admitted = append(c.admitted, now) })
+			admission := ""
+			if st.AdmissionToken != nil {
+				admission = *st.AdmissionToken
+			}
 			key := fmt.Sprintf("crowd-%d", i)
 			for {
-				ra := r.reserve(ctx, i, token, client.ReserveRequest{SaleID: saleID, IdempotencyKey: key, Quantity: 1, AdmissionToken: st.AdmissionToken})
+				ra := r.reserve(ctx, i, token, client.ReserveRequest{SaleID: saleID, IdempotencyKey: key, Quantity: 1, AdmissionToken: admission})
 				t.add(ra)
 				if ra.status == http.StatusCreated {
 					done := time.Now()

@@ -18,7 +18,9 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,6 +31,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/internal/apiclient"
 	"github.com/flashline/flashline/internal/client"
 )
 
@@ -41,8 +44,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// customer, so a key reused across runs would be "reused" for real.
 	r := &runner{cfg: cfg, run: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	hc := newHTTPClient(cfg.Clients)
+	if cfg.Transport != nil {
+		hc.Transport = cfg.Transport(hc.Transport)
+	}
 	for _, t := range cfg.Targets {
-		r.api = append(r.api, client.New(t, hc))
+		gen, err := apiclient.NewClientWithResponses(t, apiclient.WithHTTPClient(hc))
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: target %s: %w", t, err)
+		}
+		r.gen = append(r.gen, gen)
 	}
 	var res *Result
 	var err error
@@ -69,9 +79,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, verr
 }
 
+// runner runs a scenario. Every request but the overload scenario's open
+// loop (vegeta's) goes through the client generated from the OpenAPI
+// document (internal/apiclient), one per target, sharing one pool of
+// connections.
 type runner struct {
 	cfg Config
-	api []*client.Client // one per target, sharing one pool of connections
+	gen []*apiclient.ClientWithResponses
 	run string
 }
 
@@ -80,8 +94,20 @@ func newHTTPClient(conns int) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
-// target is the client of the i-th target, round-robin.
-func (r *runner) target(i int) *client.Client { return r.api[i%len(r.api)] }
+// generated is the generated client of the i-th target, round-robin.
+func (r *runner) generated(i int) *apiclient.ClientWithResponses { return r.gen[i%len(r.gen)] }
+
+// bearer sends token as the request's bearer credential.
+func bearer(token string) apiclient.RequestEditorFn {
+	return func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+}
+
+// errorCode is the contract's error code in body ("" when body is not an
+// error).
+func errorCode(body []byte) string { return client.Response{Body: body}.Code() }
 
 // answer is one HTTP exchange.
 type answer struct {
@@ -106,31 +132,36 @@ func (a answer) outcome() string {
 	return fmt.Sprint(a.status)
 }
 
-// timed is the answer to a call of the client that started at start and has
-// just returned.
-func timed(start time.Time, resp client.Response, err error) answer {
+// answered is the answer to a call that started at start and has just
+// returned: its status and body (zero when there was no answer).
+func answered(start time.Time, status int, body []byte, err error) answer {
 	done := time.Now()
-	a := answer{status: resp.Status, body: resp.Body, err: err, latency: done.Sub(start), done: done}
-	if resp.Status >= 300 {
-		a.code = resp.Code()
+	a := answer{status: status, body: body, err: err, latency: done.Sub(start), done: done}
+	if status >= 300 {
+		a.code = errorCode(body)
 	}
 	return a
 }
 
-// expect says what went wrong when an answer is not the given status.
-func expect(status int, resp client.Response, err error) error {
-	if err != nil || resp.Status != status {
-		return fmt.Errorf("%v %d %s", err, resp.Status, resp.Body)
-	}
-	return nil
-}
-
 // reserve asks the i-th target for a reservation, timed.
 func (r *runner) reserve(ctx context.Context, i int, token string, req client.ReserveRequest) answer {
+	params := &apiclient.ReserveParams{IdempotencyKey: req.IdempotencyKey}
+	if req.AdmissionToken != "" {
+		params.XAdmissionToken = &req.AdmissionToken
+	}
+	body := apiclient.ReserveJSONRequestBody{Quantity: &req.Quantity}
+	if req.PaymentInstrument != "" {
+		body.PaymentInstrument = &req.PaymentInstrument
+	}
 	start := time.Now()
-	res, err := r.target(i).Reserve(ctx, token, req)
-	a := timed(start, res.Response, err)
-	a.reservationID = res.Value.ReservationID
+	res, err := r.generated(i).ReserveWithResponse(ctx, req.SaleID, params, body, bearer(token))
+	if res == nil {
+		return answered(start, 0, nil, err)
+	}
+	a := answered(start, res.StatusCode(), res.Body, err)
+	if res.JSON201 != nil {
+		a.reservationID = res.JSON201.ReservationId
+	}
 	return a
 }
 
@@ -150,11 +181,18 @@ func (r *runner) createSale(ctx context.Context, sale client.NewSale) (string, e
 	sale.PerCustomerLimit, sale.ReservationTTLSeconds, sale.Buckets = 1, 3600, r.cfg.Buckets
 	sale.Gate = r.cfg.Gate
 	sale.Confirmation = "customer"
-	res, err := r.target(0).CreateSale(ctx, r.cfg.AdminToken, sale)
-	if err := expect(http.StatusCreated, res.Response, err); err != nil {
+	body, err := json.Marshal(sale)
+	if err != nil {
+		return "", err
+	}
+	res, err := r.generated(0).CreateSaleWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body), bearer(r.cfg.AdminToken))
+	if err != nil {
 		return "", fmt.Errorf("loadtest: create sale: %w", err)
 	}
-	return res.Value.SaleID, nil
+	if res.JSON201 == nil {
+		return "", fmt.Errorf("loadtest: create sale: %d %s", res.StatusCode(), res.Body)
+	}
+	return res.JSON201.SaleId, nil
 }
 
 func (r *runner) bar(max int64, what string) *progressbar.ProgressBar {
@@ -172,11 +210,14 @@ func (r *runner) bar(max int64, what string) *progressbar.ProgressBar {
 // verify checks, from the admin API, that the sale adds up and that the
 // clients hold exactly the reservations the sale counts.
 func (r *runner) verify(ctx context.Context, res *Result) error {
-	got, err := r.target(0).Sale(ctx, r.cfg.AdminToken, res.SaleID)
-	if err := expect(http.StatusOK, got.Response, err); err != nil {
+	got, err := r.generated(0).GetSaleWithResponse(ctx, res.SaleID, bearer(r.cfg.AdminToken))
+	switch {
+	case err != nil:
 		return fmt.Errorf("loadtest: verify: %w", err)
+	case got.JSON200 == nil:
+		return fmt.Errorf("loadtest: verify: %d %s", got.StatusCode(), got.Body)
 	}
-	s := got.Value
+	s := got.JSON200
 	held := s.Pending + s.Confirmed
 	// A request the client gave up on (timeout, no answer) may still have
 	// reserved: the sale may hold up to that many more than clients were told.
@@ -185,7 +226,7 @@ func (r *runner) verify(ctx context.Context, res *Result) error {
 	if s.Available < 0 || held > s.InitialStock {
 		problems = append(problems, fmt.Sprintf("OVERSOLD: %d held of %d", held, s.InitialStock))
 	}
-	if s.Available+held != s.InitialStock || !s.Invariant.OK {
+	if s.Available+held != s.InitialStock || !s.Invariant.Ok {
 		problems = append(problems, fmt.Sprintf("invariant broken: available %d + held %d != %d", s.Available, held, s.InitialStock))
 	}
 	if held < res.Reserved || held > res.Reserved+unanswered {
@@ -199,7 +240,7 @@ func (r *runner) verify(ctx context.Context, res *Result) error {
 	if held > res.Reserved {
 		res.Verified += fmt.Sprintf(" (%d made by requests the client gave up on)", held-res.Reserved)
 	}
-	if g := s.Gate; g.Kind == "redis" && g.Counter != nil && g.Drift != nil {
+	if g := s.Gate; g.Kind == apiclient.SaleGateKindRedis && g.Counter != nil && g.Drift != nil {
 		// Units given back just now may still be on their way to it.
 		res.Verified += fmt.Sprintf("; Redis gate counter %d, drift %d", *g.Counter, *g.Drift)
 	}

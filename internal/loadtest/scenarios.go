@@ -79,7 +79,7 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 	targeter := func(tgt *vegeta.Target) error {
 		i := int(seq.Add(1))
 		tgt.Method = http.MethodPost
-		tgt.URL = r.target(i).BaseURL + "/sales/" + sale + "/reservations"
+		tgt.URL = r.cfg.Targets[i%len(r.cfg.Targets)] + "/sales/" + sale + "/reservations"
 		tgt.Body = []byte(`{"quantity":1}`)
 		tgt.Header = http.Header{
 			"Authorization":   {"Bearer " + r.token(fmt.Sprintf("ol-%d", i))},
@@ -113,8 +113,13 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 				return
 			case <-tick.C:
 				start := time.Now()
-				h, err := r.target(rand.IntN(len(r.api))).Healthz(hctx)
-				a := timed(start, h.Response, err)
+				h, err := r.generated(rand.IntN(len(r.gen))).HealthzWithResponse(hctx)
+				var a answer
+				if h == nil {
+					a = answered(start, 0, nil, err)
+				} else {
+					a = answered(start, h.StatusCode(), h.Body, err)
+				}
 				if hctx.Err() == nil {
 					health = append(health, a.latency)
 				}
@@ -131,7 +136,7 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 			a.err = fmt.Errorf("%s", res.Error)
 		}
 		if a.status >= 300 {
-			a.code = client.Response{Body: res.Body}.Code()
+			a.code = errorCode(res.Body)
 		}
 		t.add(a)
 	}

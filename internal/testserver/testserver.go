@@ -22,6 +22,7 @@ import (
 
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/internal/client"
+	"github.com/flashline/flashline/internal/contract"
 	"github.com/flashline/flashline/internal/testdb"
 )
 
@@ -100,12 +101,15 @@ func build(name string, flags ...string) (string, error) {
 
 // Server is one running `flashline serve` process.
 type Server struct {
-	URL  string
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs bytes.Buffer
-	done chan struct{}
-	err  error
+	URL string
+	// contract checks every exchange a Client has with the server against
+	// the OpenAPI document, failing the test that started it on a mismatch.
+	contract *contract.Recorder
+	cmd      *exec.Cmd
+	mu       sync.Mutex
+	logs     bytes.Buffer
+	done     chan struct{}
+	err      error
 }
 
 var listening = regexp.MustCompile(`msg="flashline: listening" url=(http://\S+)`)
@@ -174,6 +178,7 @@ func start(t testing.TB, bin, databaseURL string, env []string, flags ...string)
 		close(s.done)
 	}()
 	t.Cleanup(func() { s.stop(t) })
+	s.contract = contract.For(t)
 	select {
 	case s.URL = <-urlCh:
 	case <-s.done:
@@ -184,6 +189,8 @@ func start(t testing.TB, bin, databaseURL string, env []string, flags ...string)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if r, err := client.New(s.URL, nil).Healthz(context.Background()); err == nil && r.Status == http.StatusOK {
+			running.Store(s.URL, s)
+			t.Cleanup(func() { running.Delete(s.URL) })
 			return s
 		}
 		if time.Now().After(deadline) {
@@ -297,8 +304,31 @@ func NewClient() *Client {
 	return &Client{HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }
 
+// running maps the URL of each server Start started to the server.
+var running sync.Map
+
 // To is the typed client of the server at base, sharing c's connections.
-func (c *Client) To(base string) *client.Client { return client.New(base, c.HTTP) }
+// To a server Start started, every exchange is checked against the OpenAPI
+// document (internal/contract) and a mismatch fails the test that started
+// it.
+func (c *Client) To(base string) *client.Client {
+	base = strings.TrimRight(base, "/")
+	if v, ok := running.Load(base); ok {
+		checked := *c.HTTP
+		checked.Transport = v.(*Server).contract.Transport(c.HTTP.Transport)
+		return client.New(base, &checked)
+	}
+	return client.New(base, c.HTTP)
+}
+
+// Checked wraps a transport (http.DefaultTransport when nil) so that every
+// exchange through it is checked against the OpenAPI document, as To's are,
+// and a mismatch fails the test that started s: for a client that is not
+// this package's (the load test's). The check is the document's, whichever
+// server the exchange is with.
+func (s *Server) Checked(rt http.RoundTripper) http.RoundTripper {
+	return s.contract.Transport(rt)
+}
 
 // Response is a status, headers and body.
 type Response = client.Response
