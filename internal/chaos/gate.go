@@ -1,0 +1,329 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/flashline/flashline/internal/client"
+	"github.com/flashline/flashline/internal/testserver"
+)
+
+// The gated runs: the same cluster with the Redis gate switched on (every
+// instance reaches the harness's redis-server through a toxiproxy proxy of
+// its own, FLASHLINE_REDIS_URL), a sale created with "gate": "redis", and
+// faults on the Redis side. A gate that loses Redis fails closed (503), and
+// the gate job pauses the sale with an incident (gate_unreachable after
+// three failed reads while it sells, gate_missing for a counter gone); the
+// harness then plays the operator of the README's runbook: rebuild the
+// counter from the database, resume. On top of the checks of every run,
+// the gate's own accounting: once the load is over the counter agrees with
+// the database again (drift 0, counter = the stock rows, nothing owed back
+// nor in flight), and no incident other than those the fault may cause.
+
+// GateSettleWithin bounds how long after the load the gate's counter may
+// take to agree with the database: a unit handed out to a request that died
+// comes back after the gate's ReturnGrace (15 s), at the gate job's next run
+// (every second), through the relay.
+const GateSettleWithin = 30 * time.Second
+
+// GateFacts are the gate's side of a gated run.
+type GateFacts struct {
+	// Incidents are the gate's incidents (kind gate_*), when each committed.
+	Incidents []GateIncident
+	// Pauses are the spans the sale was paused by the gate job or the
+	// operator, to the operator's resume (Resumed zero: never resumed).
+	Pauses []Pause
+	// Counter, Drift and OK are the admin view of the gate at the end.
+	Counter, Drift int64
+	OK             bool
+	// Settled is how long after the load they took to agree with the
+	// database (the stock rows' units); zero with Agreed false: they never
+	// did within GateSettleWithin.
+	Settled time.Duration
+	Agreed  bool
+}
+
+// GateIncident is one gate incident.
+type GateIncident struct {
+	Kind      string
+	Committed time.Time
+}
+
+// Pause is a span the sale was paused.
+type Pause struct {
+	Paused, Resumed time.Time
+	By              string
+}
+
+// gateRecord is what the harness did as the operator.
+type gateRecord struct {
+	pauses  []time.Time // the operator's own pauses (the gate job's are incidents)
+	resumes []time.Time // when each resume was answered
+	worst   time.Duration
+}
+
+// admin is an admin request to the instance in slot.
+func (r *Run) admin(ctx context.Context, slot int, method, path string) (client.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return client.New(r.URL(slot), nil).Do(ctx, client.Request{Method: method, Path: path, Token: testserver.AdminToken})
+}
+
+// gateView reads the sale's state and its gate from some instance.
+func (r *Run) gateView(ctx context.Context) (client.Sale, error) {
+	var last error
+	for slot := range r.Slots() {
+		res, err := r.admin(ctx, slot, http.MethodGet, "/admin/sales/"+r.SaleID)
+		if err == nil && res.Status == http.StatusOK {
+			var s client.Sale
+			if err := json.Unmarshal(res.Body, &s); err != nil {
+				return s, err
+			}
+			return s, nil
+		}
+		last = fmt.Errorf("read sale on instance %d: %v %d %s", slot, err, res.Status, res.Body)
+	}
+	return client.Sale{}, last
+}
+
+func gateOK(s client.Sale) bool {
+	return s.Gate.OK != nil && *s.Gate.OK && s.Gate.Drift != nil && *s.Gate.Drift == 0
+}
+
+// recoverGate plays the operator once a fault on a gated sale has healed:
+// if the gate job paused the sale (it is given Fault.PauseWithin to do so:
+// it runs every second and pauses on its third failed read), the counter is
+// rebuilt from the database and the sale resumed, as the README's runbook
+// says. It returns when the sale sells with its gate OK, and keeps how long
+// after the healing that came, for the report.
+func (r *Run) recoverGate(ctx context.Context, healed time.Time) {
+	deadline := healed.Add(r.cfg.Fault.PauseWithin)
+	var okAt time.Time
+	for ctx.Err() == nil {
+		s, err := r.gateView(ctx)
+		switch {
+		case err != nil:
+		case s.State == "paused":
+			okAt = time.Time{}
+			r.Note("the sale is paused (%s) %s after healing: rebuild the gate's counter, resume",
+				s.PauseReason, time.Since(healed).Round(time.Millisecond))
+			r.rebuildResume(ctx)
+			continue
+		case s.Gate.Counter != nil && *s.Gate.Counter < 0:
+			okAt = time.Time{}
+			if time.Since(healed) > 20*time.Second {
+				// The counter is gone and nothing paused the sale: the
+				// operator does.
+				r.Note("the gate's counter is missing and the sale not paused %s after healing: the operator pauses it", time.Since(healed).Round(time.Millisecond))
+				r.mu.Lock()
+				r.gate.pauses = append(r.gate.pauses, time.Now())
+				r.mu.Unlock()
+				_, _ = r.admin(ctx, 0, http.MethodPost, "/admin/sales/"+r.SaleID+"/pause")
+				continue
+			}
+		case gateOK(s):
+			if okAt.IsZero() {
+				okAt = time.Now()
+			}
+			if time.Now().After(deadline) {
+				r.mu.Lock()
+				r.gate.worst = max(r.gate.worst, okAt.Sub(healed))
+				r.mu.Unlock()
+				return
+			}
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// rebuildResume is the operator's recovery of a paused gated sale:
+// POST /admin/sales/{id}/gate/rebuild (flashline gate rebuild), then
+// /resume, each tried again until it is answered 200 (a resume is refused
+// while units moving between the two reads of the gate's status show as a
+// passing drift).
+func (r *Run) rebuildResume(ctx context.Context) {
+	for _, step := range []string{"gate/rebuild", "resume"} {
+		for try := 0; ctx.Err() == nil; try++ {
+			res, err := r.admin(ctx, try%r.Slots(), http.MethodPost, "/admin/sales/"+r.SaleID+"/"+step)
+			if err == nil && res.Status == http.StatusOK {
+				if step == "resume" {
+					r.mu.Lock()
+					r.gate.resumes = append(r.gate.resumes, time.Now())
+					r.mu.Unlock()
+				} else {
+					r.Note("rebuilt: %s", res.Body)
+				}
+				break
+			}
+			if try == 20 {
+				r.Note("%s refused 20 times, last: %v %d %s", step, err, res.Status, res.Body)
+			}
+			sleep(ctx, 200*time.Millisecond)
+		}
+	}
+}
+
+// settleGate waits, once the load is over and no hold is pending, until
+// the gate's counter agrees with the database: the admin view says OK with
+// drift 0 and the counter equals the units in the stock rows (nothing owed
+// back, nothing in flight).
+func (r *Run) settleGate(ctx context.Context, since time.Time) GateFacts {
+	var g GateFacts
+	deadline := time.Now().Add(GateSettleWithin)
+	for ctx.Err() == nil {
+		s, err := r.gateView(ctx)
+		var stock int64
+		if err == nil {
+			err = r.DB.QueryRow(ctx, `SELECT coalesce(sum(quantity), 0) FROM stock WHERE sale_id = $1`, r.SaleID).Scan(&stock)
+		}
+		if err == nil && s.Gate.Counter != nil && s.Gate.Drift != nil && s.Gate.OK != nil {
+			g.Counter, g.Drift, g.OK = *s.Gate.Counter, *s.Gate.Drift, *s.Gate.OK
+			if g.OK && g.Drift == 0 && g.Counter == stock {
+				g.Agreed, g.Settled = true, time.Since(since)
+				return g
+			}
+		}
+		if time.Now().After(deadline) {
+			r.Note("the gate's counter did not agree with the database within %s: counter %d, drift %d, ok %v, stock %d (%v)",
+				GateSettleWithin, g.Counter, g.Drift, g.OK, stock, err)
+			return g
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	return g
+}
+
+// readGateFacts reads the gate's incidents, and the pauses from them and
+// from the operator's record.
+func readGateFacts(ctx context.Context, r *Run, g *GateFacts) error {
+	rows, err := r.DB.Query(ctx, `SELECT kind, pg_xact_commit_timestamp(xmin) FROM incidents
+		WHERE sale_id = $1 AND kind LIKE 'gate\_%' ORDER BY incident_id`, r.SaleID)
+	if err != nil {
+		return fmt.Errorf("read gate incidents: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var inc GateIncident
+		var at *time.Time
+		if err := rows.Scan(&inc.Kind, &at); err != nil {
+			return err
+		}
+		if at != nil {
+			inc.Committed = *at
+		}
+		g.Incidents = append(g.Incidents, inc)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var starts []Pause
+	for _, inc := range g.Incidents {
+		if inc.Kind != "gate_drift" { // the only one that does not pause
+			starts = append(starts, Pause{Paused: inc.Committed, By: inc.Kind})
+		}
+	}
+	for _, at := range r.gate.pauses {
+		starts = append(starts, Pause{Paused: at, By: "operator"})
+	}
+	slices.SortFunc(starts, func(a, b Pause) int { return a.Paused.Compare(b.Paused) })
+	for _, p := range starts {
+		if n := len(g.Pauses); n > 0 && g.Pauses[n-1].Resumed.IsZero() {
+			continue // paused already
+		}
+		if n := len(g.Pauses); n > 0 && p.Paused.Before(g.Pauses[n-1].Resumed) {
+			continue
+		}
+		for _, at := range r.gate.resumes {
+			if at.After(p.Paused) {
+				p.Resumed = at
+				break
+			}
+		}
+		g.Pauses = append(g.Pauses, p)
+	}
+	return nil
+}
+
+// paused reports whether [from, to] meets a span the sale was paused, its
+// end stretched by the sale caches' staleness (an instance may say
+// sale_not_open from memory until it hears of the resume).
+func (g GateFacts) paused(from, to time.Time) bool {
+	for _, p := range g.Pauses {
+		end := p.Resumed.Add(SoldOutStaleness)
+		if p.Resumed.IsZero() {
+			end = to
+		}
+		if !to.Before(p.Paused) && !from.After(end) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkGate is the gate's own accounting: the counter agrees with the
+// database after the load, and the only incidents are those the fault may
+// cause (a Redis that cannot be read, a counter lost with it), never a
+// counter above or below what the database accounts for.
+func checkGate(f Fault, facts Facts) []string {
+	var bad []string
+	g := facts.Gate
+	if !g.Agreed {
+		bad = append(bad, fmt.Sprintf("the gate's counter did not agree with the database within %s of the load's end: counter %d, drift %d, ok %v, stock %d",
+			GateSettleWithin, g.Counter, g.Drift, g.OK, facts.Stock))
+	}
+	for _, inc := range g.Incidents {
+		if !slices.Contains(f.GateIncidents, inc.Kind) {
+			bad = append(bad, fmt.Sprintf("gate incident %s at %s (this fault may cause only %v)", inc.Kind, inc.Committed.Format("15:04:05.000"), f.GateIncidents))
+		}
+	}
+	for _, p := range g.Pauses {
+		if p.Resumed.IsZero() {
+			bad = append(bad, fmt.Sprintf("the sale was paused (%s) at %s and never resumed", p.By, p.Paused.Format("15:04:05.000")))
+		}
+	}
+	return bad
+}
+
+// The Redis faults.
+
+// onRedis puts a toxic on every instance's link to Redis, in each stream,
+// for hold.
+func onRedis(typ, attributes string, streams ...string) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
+	return func(ctx context.Context, r *Run, _ *rand.Rand, hold time.Duration) (time.Time, error) {
+		for _, p := range r.RedisProxies {
+			for _, s := range streams {
+				if err := Toxic(p, typ+"-"+s, typ, s, attributes); err != nil {
+					return time.Now(), err
+				}
+			}
+		}
+		r.Note("%s %s on every Redis link for %s", typ, attributes, hold)
+		sleep(ctx, hold)
+		for _, p := range r.RedisProxies {
+			ClearToxics(p)
+		}
+		return time.Now(), nil
+	}
+}
+
+// redisKill kills the gate's redis-server (SIGKILL: what it held is gone),
+// leaves it down for down, long enough for the gate job's three failed
+// reads, and starts it again, empty.
+func redisKill(down time.Duration) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
+	return func(ctx context.Context, r *Run, _ *rand.Rand, _ time.Duration) (time.Time, error) {
+		rs := r.cluster.Redis()
+		rs.Kill()
+		r.Note("SIGKILL redis-server, down for %s", down)
+		sleep(ctx, down)
+		rs.Restart()
+		r.Note("redis-server started again, empty")
+		return time.Now(), nil
+	}
+}
