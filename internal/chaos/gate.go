@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flashline/flashline/internal/client"
@@ -289,6 +291,40 @@ func checkGate(f Fault, facts Facts) []string {
 		}
 	}
 	return bad
+}
+
+// gateDecisions sums, over the instances running now, what their gate
+// steps and sale caches decided (flashline_gate_decisions_total,
+// flashline_fast_rejections_total): which layer answered the refusals. A
+// restarted instance counts from its start.
+func (r *Run) gateDecisions(ctx context.Context) string {
+	sums := map[string]float64{}
+	for slot := range r.Slots() {
+		res, err := client.New(r.URL(slot), nil).Metrics(ctx, testserver.AdminToken)
+		if err != nil || res.Status != http.StatusOK {
+			continue
+		}
+		for line := range strings.Lines(string(res.Body)) {
+			for prefix, label := range map[string]string{
+				`flashline_gate_decisions_total{outcome="`:   "gate ",
+				`flashline_fast_rejections_total{outcome="`: "sale cache ",
+			} {
+				rest, ok := strings.CutPrefix(line, prefix)
+				if !ok {
+					continue
+				}
+				outcome, value, ok := strings.Cut(rest, `"} `)
+				if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); ok && err == nil && v > 0 {
+					sums[label+outcome] += v
+				}
+			}
+		}
+	}
+	counts := make(map[string]int, len(sums))
+	for k, v := range sums {
+		counts[k] = int(v)
+	}
+	return FormatCounts(counts)
 }
 
 // The Redis faults.

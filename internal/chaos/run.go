@@ -312,6 +312,9 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	r.WaitReady(ctx, time.Now())
 
 	res := Result{Fault: cfg.Fault.Name, Seed: cfg.Seed}
+	if cfg.Fault.Gate {
+		r.Note("decided by: %s", r.gateDecisions(ctx))
+	}
 	facts, err := r.quiesce(ctx, w.SaleID)
 	if err != nil {
 		t.Fatalf("chaos: %v", err)
