@@ -85,6 +85,9 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 	}
 	for try := 0; ; try++ {
 		out, err := w.g.step(ctx, req, s.PerCustomerLimit)
+		if errors.Is(err, flashline.ErrLimitReached) {
+			out, err = w.g.confirmLimit(ctx, req, s.PerCustomerLimit, err)
+		}
 		if err != nil {
 			return flashline.ReserveResult{}, err
 		}
@@ -113,6 +116,37 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 		}
 		return res, err
 	}
+}
+
+// confirmLimit checks the gate step's limit refusal against the database.
+// The gate counts a customer's units until the relay applies what is owed
+// back for them (a cancel, an expiry, a unit no reservation took), so a
+// customer who cancels and buys again at once may still be counted there.
+// When nothing of theirs is owed, the refusal stands. Otherwise the gate
+// relays now and steps again; should the step still refuse while something
+// stayed owed (another relay holds it, being applied), the buyer is asked
+// to retry (ErrUnavailable) rather than refused for units they do not hold.
+func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, limit int, refusal error) (gateOutcome, error) {
+	owed, err := g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
+	switch {
+	case err != nil:
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, errors.Join(flashline.ErrUnavailable, err))
+	case owed == 0:
+		return gateOutcome{}, refusal
+	}
+	if _, err := g.Relay(ctx); err != nil {
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: relay: %w", req.SaleID, errors.Join(flashline.ErrUnavailable, err))
+	}
+	// Read before the step: what is not owed any more was applied to
+	// Redis before this read, so before the step.
+	if owed, err = g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID); err != nil {
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, errors.Join(flashline.ErrUnavailable, err))
+	}
+	out, err := g.step(ctx, req, limit)
+	if errors.Is(err, flashline.ErrLimitReached) && owed > 0 {
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %d units of %s still owed back to the counter: %w", req.SaleID, owed, req.CustomerID, flashline.ErrUnavailable)
+	}
+	return out, err
 }
 
 // forget makes the attempt's next try take a new unit.

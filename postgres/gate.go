@@ -100,6 +100,16 @@ func (s *Store) Ledger(ctx context.Context, saleID string) (gate.Ledger, error) 
 	return gate.Ledger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second))}, nil
 }
 
+// OwedToCustomer is how many units of the customer are owed back to a gated
+// sale's counter and not applied yet.
+func (s *Store) OwedToCustomer(ctx context.Context, saleID, customerID string) (int64, error) {
+	n, err := dbsqlc.New(s.sale).GateOwedToCustomer(ctx, dbsqlc.GateOwedToCustomerParams{SaleID: saleID, CustomerID: customerID})
+	if err != nil {
+		return 0, fmt.Errorf("units owed to the gate of sale %s for %s: %w", saleID, customerID, translate(err))
+	}
+	return n, nil
+}
+
 // GatedSales lists the gated sales the gate job looks after.
 func (s *Store) GatedSales(ctx context.Context) ([]gate.GatedSale, error) {
 	rows, err := dbsqlc.New(s.admin).GatedSales(ctx)

@@ -74,6 +74,7 @@ func (r *Run) quiesce(ctx context.Context, saleID string) (Facts, error) {
 	var g GateFacts
 	if r.cfg.Fault.Gate {
 		g = r.settleGate(ctx, r.loadEnd)
+		g.On = true
 		if err := readGateFacts(ctx, r, &g); err != nil {
 			return Facts{}, err
 		}
@@ -213,10 +214,16 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 	for _, p := range problems {
 		bad("timeline: %s", p)
 	}
+	var held []heldBack
+	if f.Gate.On {
+		held = gateHeldBack(f, ops)
+	}
 	for _, op := range ops {
 		switch {
 		case op.Kind == Reserve && op.Outcome == OutSoldOut:
-			if !tl.AnyIn(op.Call.Add(-SoldOutStaleness), op.Return, func(c Counts) bool { return c.Available < op.Qty }) {
+			from := op.Call.Add(-SoldOutStaleness)
+			if !tl.AnyIn(from, op.Return, func(c Counts) bool { return c.Available < op.Qty }) &&
+				!(f.Gate.On && tl.gateShortIn(from, op.Return, held, op.Qty)) {
 				bad("sold_out while %d units were available throughout (and for %s before): %s", op.Qty, SoldOutStaleness, describe(op))
 			}
 		case op.Kind == ReadSale:

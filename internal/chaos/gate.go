@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,10 @@ const GateSettleWithin = 30 * time.Second
 
 // GateFacts are the gate's side of a gated run.
 type GateFacts struct {
+	// On: the run's sale is gated.
+	On bool
+	// Movements are the units owed back to the counter (gate_outbox).
+	Movements []GateMovement
 	// Incidents are the gate's incidents (kind gate_*), when each committed.
 	Incidents []GateIncident
 	// Pauses are the spans the sale was paused by the gate job or the
@@ -48,6 +53,16 @@ type GateFacts struct {
 	// did within GateSettleWithin.
 	Settled time.Duration
 	Agreed  bool
+}
+
+// GateMovement is one gate_outbox row: units owed back to the counter from
+// Created (the transaction that wrote it) until the relay's transaction
+// that marked it applied committed (nil: never).
+type GateMovement struct {
+	Reason  string
+	Qty     int
+	Created time.Time
+	Applied *time.Time
 }
 
 // GateIncident is one gate incident.
@@ -223,6 +238,23 @@ func readGateFacts(ctx context.Context, r *Run, g *GateFacts) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	mrows, err := r.DB.Query(ctx, `SELECT reason, quantity, created_at,
+		CASE WHEN applied_at IS NULL THEN NULL ELSE pg_xact_commit_timestamp(xmin) END
+		FROM gate_outbox WHERE sale_id = $1`, r.SaleID)
+	if err != nil {
+		return fmt.Errorf("read gate_outbox: %w", err)
+	}
+	defer mrows.Close()
+	for mrows.Next() {
+		var m GateMovement
+		if err := mrows.Scan(&m.Reason, &m.Qty, &m.Created, &m.Applied); err != nil {
+			return err
+		}
+		g.Movements = append(g.Movements, m)
+	}
+	if err := mrows.Err(); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var starts []Pause
@@ -263,6 +295,94 @@ func (g GateFacts) paused(from, to time.Time) bool {
 			end = to
 		}
 		if !to.Before(p.Paused) && !from.After(end) {
+			return true
+		}
+	}
+	return false
+}
+
+// A gated sale's sold_out is decided by the gate's counter, which runs
+// ahead of the stock rows: a unit leaves the counter when the gate step hands
+// it out, and the stock rows when the reservation commits; a unit no
+// reservation took (refused, or its request died) comes back to the counter
+// only when the relay applies its return, the gate job writing that return
+// ReturnGrace after the unit was handed out; a restocked unit is in the
+// stock rows at once, in the counter once relayed. So a sold_out from the
+// gate is legal when, at some moment between SoldOutStaleness before the
+// request and its answer, the units available less those the counter may
+// have been without were short. heldBack windows are those spans.
+
+// ReturnGrace is the gate's (gate.Options.ReturnGrace, default 15 s).
+const ReturnGrace = 15 * time.Second
+
+type heldBack struct {
+	from, to time.Time
+	qty      int
+}
+
+// gateHeldBack lists the spans in which units the stock rows count as
+// available may have been missing from the counter: each gated hold from
+// its reserve's first attempt to its commit, each return from ReturnGrace
+// (and the gate job's second) before it was written to when it was
+// relayed, each restock from when it was written to when it was relayed.
+func gateHeldBack(f Facts, ops []*Op) []heldBack {
+	var out []heldBack
+	called := map[string]time.Time{}
+	for _, op := range ops {
+		if op.Kind == Reserve && op.Outcome == OutCreated {
+			called[op.ResID] = op.Call
+		}
+	}
+	for _, row := range f.Rows {
+		from, ok := called[row.ID]
+		if !ok {
+			from = row.CreatedAt.Add(-SoldOutStaleness)
+		}
+		for _, l := range f.Ledger[row.ID] {
+			if l.Reason == "reserve" && l.Committed != nil {
+				out = append(out, heldBack{from, *l.Committed, row.Qty})
+			}
+		}
+	}
+	never := time.Now().Add(24 * time.Hour)
+	for _, m := range f.Gate.Movements {
+		from, to := m.Created, never
+		if m.Reason == "return" {
+			from = from.Add(-ReturnGrace - 2*time.Second)
+		}
+		if m.Applied != nil {
+			to = *m.Applied
+		}
+		out = append(out, heldBack{from, to, m.Qty})
+	}
+	return out
+}
+
+// gateShortIn reports whether, at some moment in [from, to], the units
+// available less those held back were short of qty.
+func (tl *Timeline) gateShortIn(from, to time.Time, held []heldBack, qty int) bool {
+	moments := []time.Time{from}
+	for _, at := range tl.at {
+		if at.After(from) && !at.After(to) {
+			moments = append(moments, at)
+		}
+	}
+	for _, h := range held {
+		if h.from.After(from) && !h.from.After(to) {
+			moments = append(moments, h.from)
+		}
+	}
+	for _, m := range moments {
+		available := 0
+		if i := sort.Search(len(tl.at), func(i int) bool { return tl.at[i].After(m) }) - 1; i >= 0 {
+			available = tl.states[i].Available
+		}
+		for _, h := range held {
+			if !m.Before(h.from) && m.Before(h.to) {
+				available -= h.qty
+			}
+		}
+		if available < qty {
 			return true
 		}
 	}

@@ -250,6 +250,26 @@ func (q *Queries) GateOutboxTake(ctx context.Context, arg GateOutboxTakeParams) 
 	return items, nil
 }
 
+const gateOwedToCustomer = `-- name: GateOwedToCustomer :one
+SELECT coalesce(sum(quantity), 0)::bigint FROM gate_outbox
+ WHERE sale_id = $1::text AND customer_id = $2::text AND applied_at IS NULL
+`
+
+type GateOwedToCustomerParams struct {
+	SaleID     string
+	CustomerID string
+}
+
+// Units of a customer owed back to a gated sale's counter and not applied
+// yet (restocks of their holds, returns of their attempts' units): the gate's
+// count of the customer's units is above the database's by as many.
+func (q *Queries) GateOwedToCustomer(ctx context.Context, arg GateOwedToCustomerParams) (int64, error) {
+	row := q.db.QueryRow(ctx, gateOwedToCustomer, arg.SaleID, arg.CustomerID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const gateRebuildInputs = `-- name: GateRebuildInputs :one
 SELECT (i.initial_stock::bigint - i.pending - i.confirmed)::bigint AS counter
   FROM sale_invariant i
