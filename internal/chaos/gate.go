@@ -426,7 +426,7 @@ func (r *Run) gateDecisions(ctx context.Context) string {
 		}
 		for line := range strings.Lines(string(res.Body)) {
 			for prefix, label := range map[string]string{
-				`flashline_gate_decisions_total{outcome="`:   "gate ",
+				`flashline_gate_decisions_total{outcome="`:  "gate ",
 				`flashline_fast_rejections_total{outcome="`: "sale cache ",
 			} {
 				rest, ok := strings.CutPrefix(line, prefix)
