@@ -224,7 +224,11 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 			from := op.Call.Add(-SoldOutStaleness)
 			if !tl.AnyIn(from, op.Return, func(c Counts) bool { return c.Available < op.Qty }) &&
 				!(f.Gate.On && tl.gateShortIn(from, op.Return, held, op.Qty)) {
-				bad("sold_out while %d units were available throughout (and for %s before): %s", op.Qty, SoldOutStaleness, describe(op))
+				less := ""
+				if f.Gate.On {
+					less = ", less those the gate's counter may have been without,"
+				}
+				bad("sold_out while %d units were available%s throughout (and for %s before): %s", op.Qty, less, SoldOutStaleness, describe(op))
 			}
 		case op.Kind == ReadSale:
 			if !tl.AnyIn(op.Call.Add(-VisibilityLag), op.Return, func(c Counts) bool { return c == op.Counts }) {
