@@ -86,7 +86,7 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 	for try := 0; ; try++ {
 		out, err := w.g.step(ctx, req, s.PerCustomerLimit)
 		if errors.Is(err, flashline.ErrLimitReached) {
-			out, err = w.g.confirmLimit(ctx, req, s.PerCustomerLimit, err)
+			out, err = w.g.confirmLimit(ctx, req, s.PerCustomerLimit)
 		}
 		if err != nil {
 			return flashline.ReserveResult{}, err
@@ -122,24 +122,20 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 // The gate counts a customer's units until the relay applies what is owed
 // back for them (a cancel, an expiry, a unit no reservation took), so a
 // customer who cancels and buys again at once may still be counted there.
-// When nothing of theirs is owed, the refusal stands. Otherwise the gate
-// relays now and steps again; should the step still refuse while something
-// stayed owed (another relay holds it, being applied), the buyer is asked
-// to retry (ErrUnavailable) rather than refused for units they do not hold.
-func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, limit int, refusal error) (gateOutcome, error) {
+// What the database no longer owes was applied to Redis before it was
+// marked, so the step is asked again after reading what is owed (a relay
+// may have applied it since the first step), after relaying first when
+// something is owed. Should the step still refuse while something stayed
+// owed (another relay holds it, being applied), the buyer is asked to
+// retry (ErrUnavailable) rather than refused for units they do not hold.
+func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, limit int) (gateOutcome, error) {
 	owed, err := g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
-	switch {
-	case err != nil:
-		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, errors.Join(flashline.ErrUnavailable, err))
-	case owed == 0:
-		return gateOutcome{}, refusal
+	if err == nil && owed > 0 {
+		if _, err = g.Relay(ctx); err == nil {
+			owed, err = g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
+		}
 	}
-	if _, err := g.Relay(ctx); err != nil {
-		return gateOutcome{}, fmt.Errorf("gate of sale %s: relay: %w", req.SaleID, errors.Join(flashline.ErrUnavailable, err))
-	}
-	// Read before the step: what is not owed any more was applied to
-	// Redis before this read, so before the step.
-	if owed, err = g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID); err != nil {
+	if err != nil {
 		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, errors.Join(flashline.ErrUnavailable, err))
 	}
 	out, err := g.step(ctx, req, limit)
