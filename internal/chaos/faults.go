@@ -80,15 +80,22 @@ func Faults(skew time.Duration) []Fault {
 			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
 		{Name: "redis-latency", What: "gated sale: toxiproxy latency 80 ms ± 60 ms both ways on every instance's link to Redis (the buyer's bound is 250 ms)",
 			Gate: true, Inject: onRedis("latency", `{"latency":80,"jitter":60}`, "upstream", "downstream"), PauseWithin: 3 * time.Second},
-		{Name: "redis-stall", What: "gated sale: toxiproxy timeout (a black hole) both ways on every instance's link to Redis, then removed; a stall of three gate-job runs pauses the sale (gate_unreachable), which the operator rebuilds and resumes",
-			Gate: true, Inject: onRedis("timeout", `{"timeout":0}`, "upstream", "downstream"),
+		{Name: "redis-stall", What: "gated sale: toxiproxy timeout (a black hole) both ways on every instance's link to Redis for at least 4 s, then removed; the gate job's third failed read pauses the sale (gate_unreachable), which the operator rebuilds and resumes",
+			Gate: true, Inject: atLeast(4*time.Second, onRedis("timeout", `{"timeout":0}`, "upstream", "downstream")),
 			GateIncidents: []string{"gate_unreachable"}, PauseWithin: 4 * time.Second, MinLoad: 10 * time.Second},
-		{Name: "redis-reset", What: "gated sale: toxiproxy reset_peer (TCP RST) on every instance's link to Redis",
+		{Name: "redis-reset", What: "gated sale: toxiproxy reset_peer (TCP RST) on every instance's link to Redis; held long enough (the long form's 5 s), the gate job pauses the sale (gate_unreachable), which the operator rebuilds and resumes",
 			Gate: true, Inject: onRedis("reset_peer", `{"timeout":0}`, "upstream"),
-			GateIncidents: []string{"gate_unreachable"}, PauseWithin: 4 * time.Second, MinLoad: 10 * time.Second},
+			GateIncidents: []string{"gate_unreachable"}, PauseWithin: 4 * time.Second},
 		{Name: "redis-kill", What: "gated sale: SIGKILL redis-server, 5 s down, started again empty; the gate job pauses the sale (gate_unreachable, or gate_missing), the operator rebuilds the counter from the database and resumes",
 			Gate: true, Inject: redisKill(5 * time.Second),
 			GateIncidents: []string{"gate_unreachable", "gate_missing"}, PauseWithin: 15 * time.Second, MinLoad: 12 * time.Second},
+	}
+}
+
+// atLeast runs inject with a hold of at least min.
+func atLeast(least time.Duration, inject func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error)) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
+	return func(ctx context.Context, r *Run, rng *rand.Rand, hold time.Duration) (time.Time, error) {
+		return inject(ctx, r, rng, max(hold, least))
 	}
 }
 
