@@ -88,6 +88,16 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 		if errors.Is(err, flashline.ErrLimitReached) {
 			out, err = w.g.confirmLimit(ctx, req, s.PerCustomerLimit)
 		}
+		if errors.Is(err, flashline.ErrUnavailable) {
+			// The gate cannot decide (Redis down, the counter missing or
+			// being rebuilt), but a retry whose first attempt reserved has
+			// its answer in the database already: it is replayed, as
+			// without the gate, rather than kept waiting until its hold
+			// expires unseen.
+			if res, stored, serr := w.g.store.StoredAnswer(ctx, req); stored {
+				return res, serr
+			}
+		}
 		if err != nil {
 			return flashline.ReserveResult{}, err
 		}

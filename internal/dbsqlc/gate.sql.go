@@ -372,6 +372,31 @@ func (q *Queries) GateSettlements(ctx context.Context, arg GateSettlementsParams
 	return items, nil
 }
 
+const gateStoredAnswer = `-- name: GateStoredAnswer :one
+SELECT request_hash, response_body FROM idempotency_keys
+ WHERE customer_id = $1::text AND key = $2::text
+`
+
+type GateStoredAnswerParams struct {
+	CustomerID string
+	Key        string
+}
+
+type GateStoredAnswerRow struct {
+	RequestHash  []byte
+	ResponseBody []byte
+}
+
+// The stored answer to a customer's idempotency key (to replay), read on its
+// own: a retry whose first attempt reserved is answered from it while the
+// gate cannot run its step (Redis down, the counter missing or rebuilt).
+func (q *Queries) GateStoredAnswer(ctx context.Context, arg GateStoredAnswerParams) (GateStoredAnswerRow, error) {
+	row := q.db.QueryRow(ctx, gateStoredAnswer, arg.CustomerID, arg.Key)
+	var i GateStoredAnswerRow
+	err := row.Scan(&i.RequestHash, &i.ResponseBody)
+	return i, err
+}
+
 const gatedSales = `-- name: GatedSales :many
 SELECT s.sale_id, s.state, s.created_at
   FROM sales s

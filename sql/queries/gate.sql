@@ -73,6 +73,13 @@ SELECT coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = @sale_
 SELECT coalesce(sum(quantity), 0)::bigint FROM gate_outbox
  WHERE sale_id = @sale_id::text AND customer_id = @customer_id::text AND applied_at IS NULL;
 
+-- name: GateStoredAnswer :one
+-- The stored answer to a customer's idempotency key (to replay), read on its
+-- own: a retry whose first attempt reserved is answered from it while the
+-- gate cannot run its step (Redis down, the counter missing or rebuilt).
+SELECT request_hash, response_body FROM idempotency_keys
+ WHERE customer_id = @customer_id::text AND key = @key::text;
+
 -- name: GateNextEpoch :one
 -- Starts a rebuild of a paused gated sale's counter: the units handed out
 -- so far belong to the old epoch. The row lock orders this against batches
