@@ -85,6 +85,19 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 	}
 	for try := 0; ; try++ {
 		out, err := w.g.step(ctx, req, s.PerCustomerLimit)
+		if errors.Is(err, flashline.ErrLimitReached) {
+			out, err = w.g.confirmLimit(ctx, req, s.PerCustomerLimit)
+		}
+		if errors.Is(err, flashline.ErrUnavailable) {
+			// The gate cannot decide (Redis down, the counter missing or
+			// being rebuilt), but a retry whose first attempt reserved has
+			// its answer in the database already: it is replayed, as
+			// without the gate, rather than kept waiting until its hold
+			// expires unseen.
+			if res, stored, serr := w.g.store.StoredAnswer(ctx, req); stored {
+				return res, serr
+			}
+		}
 		if err != nil {
 			return flashline.ReserveResult{}, err
 		}
@@ -113,6 +126,33 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 		}
 		return res, err
 	}
+}
+
+// confirmLimit checks the gate step's limit refusal against the database.
+// The gate counts a customer's units until the relay applies what is owed
+// back for them (a cancel, an expiry, a unit no reservation took), so a
+// customer who cancels and buys again at once may still be counted there.
+// What the database no longer owes was applied to Redis before it was
+// marked, so the step is asked again after reading what is owed (a relay
+// may have applied it since the first step), after relaying first when
+// something is owed. Should the step still refuse while something stayed
+// owed (another relay holds it, being applied), the buyer is asked to
+// retry (ErrUnavailable) rather than refused for units they do not hold.
+func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, limit int) (gateOutcome, error) {
+	owed, err := g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
+	if err == nil && owed > 0 {
+		if _, err = g.Relay(ctx); err == nil {
+			owed, err = g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
+		}
+	}
+	if err != nil {
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, errors.Join(flashline.ErrUnavailable, err))
+	}
+	out, err := g.step(ctx, req, limit)
+	if errors.Is(err, flashline.ErrLimitReached) && owed > 0 {
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %d units of %s still owed back to the counter: %w", req.SaleID, owed, req.CustomerID, flashline.ErrUnavailable)
+	}
+	return out, err
 }
 
 // forget makes the attempt's next try take a new unit.

@@ -28,6 +28,13 @@ type Store interface {
 	// Ledger is what the database says a gated sale's counter should
 	// account for.
 	Ledger(ctx context.Context, saleID string) (Ledger, error)
+	// StoredAnswer is the stored answer to the request's idempotency key, to
+	// replay (stored false: none), without reserving anything.
+	StoredAnswer(ctx context.Context, req flashline.ReserveRequest) (res flashline.ReserveResult, stored bool, err error)
+	// OwedToCustomer is how many units of the customer are owed back to the
+	// sale's gate and not applied yet: the gate's count of their units is
+	// above the database's by as many until the relay applies them.
+	OwedToCustomer(ctx context.Context, saleID, customerID string) (int64, error)
 	// GatedSales lists the gated sales to look after.
 	GatedSales(ctx context.Context) ([]GatedSale, error)
 	// Incident records an incident of the sale's gate and, with pause,

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -98,6 +99,35 @@ func (s *Store) Ledger(ctx context.Context, saleID string) (gate.Ledger, error) 
 		return gate.Ledger{}, fmt.Errorf("gate ledger of sale %s: %w", saleID, translate(err))
 	}
 	return gate.Ledger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second))}, nil
+}
+
+// StoredAnswer is the stored answer to the request's idempotency key, to
+// replay (stored false: none), without reserving anything; a key stored for
+// another request is ErrIdempotencyKeyReused, as the purchase path says.
+func (s *Store) StoredAnswer(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, bool, error) {
+	if req.IdempotencyKey == "" {
+		return flashline.ReserveResult{}, false, nil
+	}
+	r, err := dbsqlc.New(s.sale).GateStoredAnswer(ctx, dbsqlc.GateStoredAnswerParams{CustomerID: req.CustomerID, Key: req.IdempotencyKey})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return flashline.ReserveResult{}, false, nil
+	case err != nil:
+		return flashline.ReserveResult{}, false, fmt.Errorf("stored answer of %s's key: %w", req.CustomerID, translate(err))
+	case !bytes.Equal(r.RequestHash, req.Fingerprint):
+		return flashline.ReserveResult{}, true, flashline.ErrIdempotencyKeyReused
+	}
+	return flashline.ReserveResult{Receipt: r.ResponseBody, Replayed: true}, true, nil
+}
+
+// OwedToCustomer is how many units of the customer are owed back to a gated
+// sale's counter and not applied yet.
+func (s *Store) OwedToCustomer(ctx context.Context, saleID, customerID string) (int64, error) {
+	n, err := dbsqlc.New(s.sale).GateOwedToCustomer(ctx, dbsqlc.GateOwedToCustomerParams{SaleID: saleID, CustomerID: customerID})
+	if err != nil {
+		return 0, fmt.Errorf("units owed to the gate of sale %s for %s: %w", saleID, customerID, translate(err))
+	}
+	return n, nil
 }
 
 // GatedSales lists the gated sales the gate job looks after.

@@ -86,6 +86,10 @@ func TestChaos(t *testing.T) {
 			t.Logf("  outcomes: %s", chaos.FormatCounts(res.Outcomes))
 			t.Logf("  verdict %s; worst client wait %.2fs; instances ready %.2fs after healing; run %.0fs",
 				res.Verdict, res.WorstWait.Seconds(), res.Ready.Seconds(), res.Took.Seconds())
+			if f.Gate {
+				t.Logf("  gate: selling with its gate OK %.2fs after healing (worst round); counter agreed with the database %.2fs after the load",
+					res.GateRecovery.Seconds(), res.GateSettled.Seconds())
+			}
 			rows = append(rows, fmt.Sprintf("| %s | %d / %d | %s | %s | %.2f s | %.2f s |",
 				f.Name, res.Ops, res.Attempts, chaos.FormatCounts(res.Answers), res.Verdict, res.WorstWait.Seconds(), res.Ready.Seconds()))
 			for _, v := range res.Violations {

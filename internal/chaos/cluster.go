@@ -16,13 +16,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/flashline/flashline/internal/devdb"
+	"github.com/flashline/flashline/internal/testredis"
 )
 
 // Upstreams are the services the instances reach through a proxy each, by
-// name. Only "postgres" exists today; the Redis gate, once it exists, is one
-// more entry (and its URL one more environment variable of serve), and every
-// network fault then applies to it as well.
-var Upstreams = []string{"postgres"}
+// name: PostgreSQL always, and in the gated runs (Fault.Gate) the Redis of
+// the gate (its URL in FLASHLINE_REDIS_URL), with faults of its own.
+var Upstreams = []string{"postgres", "redis"}
 
 // Cluster is a PostgreSQL cluster of the harness's own, in a temporary
 // folder on a free port, so that restarting it touches nothing other tests
@@ -36,6 +36,9 @@ type Cluster struct {
 	port string
 
 	toxi *toxiproxy.ApiServer
+
+	t     testing.TB
+	redis *testredis.Server // started by the first gated run
 }
 
 // MaxConnections is the cluster's max_connections: three instances of
@@ -58,7 +61,7 @@ func StartCluster(t testing.TB, log io.Writer) *Cluster {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatalf("chaos: %v", err)
 	}
-	c := &Cluster{dir: dir, opts: devdb.Options{Dir: dir, MaxConnections: MaxConnections, Log: log}}
+	c := &Cluster{t: t, dir: dir, opts: devdb.Options{Dir: dir, MaxConnections: MaxConnections, Log: log}}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -98,6 +101,26 @@ func StartCluster(t testing.TB, log io.Writer) *Cluster {
 
 // Addr is the cluster's address, host:port.
 func (c *Cluster) Addr() string { return "127.0.0.1:" + c.port }
+
+// Redis is the gate's redis-server, a private one on a loopback port
+// (internal/testredis: no persistence, so a restart comes back empty),
+// started the first time a gated run asks and stopped when the test ends.
+func (c *Cluster) Redis() *testredis.Server {
+	c.t.Helper()
+	if c.redis == nil {
+		c.redis = testredis.Start(c.t)
+	}
+	return c.redis
+}
+
+// RedisAddr is the gate's Redis address, host:port.
+func (c *Cluster) RedisAddr() string {
+	u, err := url.Parse(c.Redis().URL)
+	if err != nil {
+		panic(err)
+	}
+	return u.Host
+}
 
 // Restart stops the cluster with pg_ctl's mode ("fast": sessions are
 // terminated and it shuts down cleanly; "immediate": a crash, recovered from

@@ -5,16 +5,27 @@
 // one fault at a time is injected (a SIGKILL mid-batch, mid-confirm or
 // mid-sweep, PostgreSQL restarted fast or immediately, its connections
 // exhausted, latency, stalls, bandwidth limits and resets on the wire, clocks
-// that disagree between instances); then every operation the clients saw is
-// checked.
+// that disagree between instances; and with the Redis gate on, the same
+// kinds of trouble between the instances and Redis); then every operation
+// the clients saw is checked.
 //
 // The pieces, one file each:
 //
 //   - cluster.go: the PostgreSQL cluster (internal/devdb in a temporary
-//     folder, its own port, track_commit_timestamp on, stopped at the end) and
+//     folder, its own port, track_commit_timestamp on, stopped at the end),
+//     the gate's redis-server (internal/testredis, on a loopback port, no
+//     persistence, started by the first gated run, stopped at the end) and
 //     the toxiproxy server. Upstreams names what the proxies stand in front
-//     of: "postgres" today, and the seam for the Redis gate once it exists
-//     (one more upstream, one more proxy per instance, the same faults).
+//     of: "postgres", and "redis" in the gated runs.
+//   - gate.go: the gated runs: the Redis gate on (every instance reaching
+//     Redis through a proxy of its own), a sale created with "gate":
+//     "redis", faults on the Redis side (latency, stall, resets,
+//     redis-server killed and started again empty) and an instance killed
+//     mid-reserve; the harness plays the operator when the gate job paused
+//     the sale (rebuild, resume); and the gate's own checks: sold_out
+//     against the units the counter may have been without, sale_not_open
+//     only while the sale was paused, the counter back in agreement with the
+//     database after the load, no gate incident the fault cannot cause.
 //   - run.go: one run of one fault: a fresh database, the instances, the sale,
 //     the load, the fault, the quiet period, the checks, the figures.
 //   - workload.go: buyers whose every logical operation (reserve, confirm,

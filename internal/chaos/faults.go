@@ -28,6 +28,20 @@ type Fault struct {
 	Sale func(*client.NewSale)
 	// CreateOn is the slot whose instance creates the sale.
 	CreateOn func(instances int) int
+
+	// Gate runs the fault on a gated sale (gate.go): the Redis gate on,
+	// every instance reaching Redis through a proxy of its own.
+	Gate bool
+	// GateIncidents are the gate incidents the fault may cause (a Redis
+	// that cannot be read, a counter lost with it); any other is a
+	// violation.
+	GateIncidents []string
+	// PauseWithin is how long after the healing the harness waits for the
+	// gate job to pause the sale before it calls the gate recovered.
+	PauseWithin time.Duration
+	// MinLoad is the least load the fault runs with: a fault that pauses
+	// the sale needs buyers after the operator resumed it.
+	MinLoad time.Duration
 }
 
 // Faults are every fault the harness injects, in the order it runs them.
@@ -60,6 +74,28 @@ func Faults(skew time.Duration) []Fault {
 				return time.Now(), nil // the skew is there all along
 			},
 		},
+		// The gated runs (gate.go): the Redis gate on, faults on its side.
+		{Name: "gate-kill-batch", What: "gated sale: SIGKILL an instance while its reservations are at the database after the gate step (its link to PostgreSQL slowed by 150 ms), start it again; the units it had taken from the counter come back through the gate job after the return grace",
+			Gate: true, Inject: killMid(Reserve), PauseWithin: 3 * time.Second,
+			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+		{Name: "redis-latency", What: "gated sale: toxiproxy latency 80 ms ± 60 ms both ways on every instance's link to Redis (the buyer's bound is 250 ms)",
+			Gate: true, Inject: onRedis("latency", `{"latency":80,"jitter":60}`, "upstream", "downstream"), PauseWithin: 3 * time.Second},
+		{Name: "redis-stall", What: "gated sale: toxiproxy timeout (a black hole) both ways on every instance's link to Redis for at least 8 s (the gate job reads Redis about every 2 s when each read waits out its 1 s bound), then removed; its third failed read pauses the sale (gate_unreachable), which the operator rebuilds and resumes",
+			Gate: true, Inject: atLeast(8*time.Second, onRedis("timeout", `{"timeout":0}`, "upstream", "downstream")),
+			GateIncidents: []string{"gate_unreachable"}, PauseWithin: 4 * time.Second, MinLoad: 12 * time.Second},
+		{Name: "redis-reset", What: "gated sale: toxiproxy reset_peer (TCP RST) on every instance's link to Redis; held long enough (the long form's 5 s), the gate job pauses the sale (gate_unreachable), which the operator rebuilds and resumes",
+			Gate: true, Inject: onRedis("reset_peer", `{"timeout":0}`, "upstream"),
+			GateIncidents: []string{"gate_unreachable"}, PauseWithin: 4 * time.Second},
+		{Name: "redis-kill", What: "gated sale: SIGKILL redis-server, 5 s down, started again empty; the gate job pauses the sale (gate_unreachable, or gate_missing), the operator rebuilds the counter from the database and resumes",
+			Gate: true, Inject: redisKill(5 * time.Second),
+			GateIncidents: []string{"gate_unreachable", "gate_missing"}, PauseWithin: 15 * time.Second, MinLoad: 12 * time.Second},
+	}
+}
+
+// atLeast runs inject with a hold of at least min.
+func atLeast(least time.Duration, inject func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error)) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
+	return func(ctx context.Context, r *Run, rng *rand.Rand, hold time.Duration) (time.Time, error) {
+		return inject(ctx, r, rng, max(hold, least))
 	}
 }
 

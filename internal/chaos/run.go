@@ -59,9 +59,16 @@ type Result struct {
 	// answer /readyz 200 again after a fault was healed.
 	WorstWait time.Duration
 	Ready     time.Duration
-	Notes     []string
-	Files     []string
-	Took      time.Duration
+	// GateRecovery (gated runs) is the longest a fault kept the sale from
+	// selling with its gate OK, from the fault's healing (the operator's
+	// rebuild and resume included); GateSettled how long after the load the
+	// counter took to agree with the database again (drift 0, counter =
+	// the stock rows).
+	GateRecovery time.Duration
+	GateSettled  time.Duration
+	Notes        []string
+	Files        []string
+	Took         time.Duration
 }
 
 // Recorded is a run's history with what the checker needs, as written to
@@ -95,6 +102,10 @@ type Run struct {
 	DirectURL string
 	DB        *pgxpool.Pool
 	Proxies   []*toxiproxy.Proxy // per slot, in front of PostgreSQL
+	// RedisProxies are per slot, in front of the gate's Redis (gated runs).
+	RedisProxies []*toxiproxy.Proxy
+	// SaleID is the run's sale, once created.
+	SaleID string
 
 	mu      sync.Mutex
 	servers []*testserver.Server
@@ -105,6 +116,10 @@ type Run struct {
 	History *History
 	notes   []string
 	ready   time.Duration
+	// gate: the operator's pauses and resumes of a gated sale, and the
+	// longest a fault kept it from selling with its gate OK.
+	gate    gateRecord
+	loadEnd time.Time
 }
 
 var kinds = []Kind{Reserve, Confirm, Cancel, ReadReservation}
@@ -187,6 +202,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	if cfg.Logf == nil {
 		cfg.Logf = t.Logf
 	}
+	cfg.Load = max(cfg.Load, cfg.Fault.MinLoad)
 	ctx := context.Background()
 	r := &Run{t: t, cfg: cfg, cluster: cluster, rng: rand.New(rand.NewPCG(cfg.Seed, 0xfa017)), History: &History{}}
 	name := "chaos_" + strings.ReplaceAll(cfg.Fault.Name, "-", "_")
@@ -212,6 +228,15 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		if cfg.Fault.Env != nil {
 			r.env[slot] = cfg.Fault.Env(slot)
 		}
+		if cfg.Fault.Gate {
+			rp, err := cluster.Proxy(fmt.Sprintf("%s-%d-redis", name, slot), cluster.RedisAddr())
+			if err != nil {
+				t.Fatalf("chaos: %v", err)
+			}
+			defer rp.Stop()
+			r.RedisProxies = append(r.RedisProxies, rp)
+			r.env[slot] = append(r.env[slot], "FLASHLINE_REDIS_URL=redis://"+rp.Listen+"/0")
+		}
 	}
 	for slot := range n {
 		r.Start(slot)
@@ -223,6 +248,9 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	// confirmed by payment events would answer them payment_required.
 	sale := client.NewSale{SKU: "chaos-" + cfg.Fault.Name, InitialStock: cfg.Stock, PerCustomerLimit: 2, ReservationTTLSeconds: int(cfg.TTL / time.Second),
 		Confirmation: "customer"}
+	if cfg.Fault.Gate {
+		sale.Gate = "redis"
+	}
 	if cfg.Fault.Sale != nil {
 		cfg.Fault.Sale(&sale)
 	}
@@ -234,6 +262,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	if err != nil || created.Status != http.StatusCreated {
 		t.Fatalf("chaos: create sale: %v %d %s", err, created.Status, created.Body)
 	}
+	r.SaleID = created.Value.SaleID
 	opensAt := time.Time{}
 	if sale.OpensAt != nil {
 		opensAt = *sale.OpensAt
@@ -269,20 +298,32 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 				r.Note("round %d: %v", round+1, err)
 			}
 			r.WaitReady(faultCtx, healed)
+			if cfg.Fault.Gate {
+				// Not cut short by the load's end: a sale left paused
+				// would fail the run.
+				r.recoverGate(ctx, healed)
+			}
 		}
 	})
 	w.Run(ctx)
+	r.loadEnd = time.Now()
 	stopFaults()
 	faults.Wait()
 	r.WaitReady(ctx, time.Now())
 
 	res := Result{Fault: cfg.Fault.Name, Seed: cfg.Seed}
+	if cfg.Fault.Gate {
+		r.Note("decided by: %s", r.gateDecisions(ctx))
+	}
 	facts, err := r.quiesce(ctx, w.SaleID)
 	if err != nil {
 		t.Fatalf("chaos: %v", err)
 	}
 	ops := r.History.Ops()
 	v := Check(ctx, sale.InitialStock, opensAt, customers, ops, facts)
+	if cfg.Fault.Gate {
+		v.Violations = append(v.Violations, checkGate(cfg.Fault, facts)...)
+	}
 	res.Verdict, res.Violations = "ok", v.Violations
 	if len(v.Violations) > 0 {
 		res.Verdict = fmt.Sprintf("%d violations", len(v.Violations))
@@ -305,6 +346,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	}
 	r.mu.Lock()
 	res.Ready, res.Notes = r.ready, append(res.Notes, r.notes...)
+	res.GateRecovery, res.GateSettled = r.gate.worst, facts.Gate.Settled
 	r.mu.Unlock()
 	if len(v.Violations) > 0 || v.Porcupine != "Ok" {
 		res.Files = r.write(cfg, v, Recorded{Initial: sale.InitialStock, OpensAt: opensAt, Customers: customers, Ops: ops, Facts: facts})

@@ -250,6 +250,26 @@ func (q *Queries) GateOutboxTake(ctx context.Context, arg GateOutboxTakeParams) 
 	return items, nil
 }
 
+const gateOwedToCustomer = `-- name: GateOwedToCustomer :one
+SELECT coalesce(sum(quantity), 0)::bigint FROM gate_outbox
+ WHERE sale_id = $1::text AND customer_id = $2::text AND applied_at IS NULL
+`
+
+type GateOwedToCustomerParams struct {
+	SaleID     string
+	CustomerID string
+}
+
+// Units of a customer owed back to a gated sale's counter and not applied
+// yet (restocks of their holds, returns of their attempts' units): the gate's
+// count of the customer's units is above the database's by as many.
+func (q *Queries) GateOwedToCustomer(ctx context.Context, arg GateOwedToCustomerParams) (int64, error) {
+	row := q.db.QueryRow(ctx, gateOwedToCustomer, arg.SaleID, arg.CustomerID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const gateRebuildInputs = `-- name: GateRebuildInputs :one
 SELECT (i.initial_stock::bigint - i.pending - i.confirmed)::bigint AS counter
   FROM sale_invariant i
@@ -350,6 +370,31 @@ func (q *Queries) GateSettlements(ctx context.Context, arg GateSettlementsParams
 		return nil, err
 	}
 	return items, nil
+}
+
+const gateStoredAnswer = `-- name: GateStoredAnswer :one
+SELECT request_hash, response_body FROM idempotency_keys
+ WHERE customer_id = $1::text AND key = $2::text
+`
+
+type GateStoredAnswerParams struct {
+	CustomerID string
+	Key        string
+}
+
+type GateStoredAnswerRow struct {
+	RequestHash  []byte
+	ResponseBody []byte
+}
+
+// The stored answer to a customer's idempotency key (to replay), read on its
+// own: a retry whose first attempt reserved is answered from it while the
+// gate cannot run its step (Redis down, the counter missing or rebuilt).
+func (q *Queries) GateStoredAnswer(ctx context.Context, arg GateStoredAnswerParams) (GateStoredAnswerRow, error) {
+	row := q.db.QueryRow(ctx, gateStoredAnswer, arg.CustomerID, arg.Key)
+	var i GateStoredAnswerRow
+	err := row.Scan(&i.RequestHash, &i.ResponseBody)
+	return i, err
 }
 
 const gatedSales = `-- name: GatedSales :many

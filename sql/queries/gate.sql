@@ -66,6 +66,20 @@ SELECT coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = @sale_
        coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
                   WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), 0)::float8 AS owed_age_seconds;
 
+-- name: GateOwedToCustomer :one
+-- Units of a customer owed back to a gated sale's counter and not applied
+-- yet (restocks of their holds, returns of their attempts' units): the gate's
+-- count of the customer's units is above the database's by as many.
+SELECT coalesce(sum(quantity), 0)::bigint FROM gate_outbox
+ WHERE sale_id = @sale_id::text AND customer_id = @customer_id::text AND applied_at IS NULL;
+
+-- name: GateStoredAnswer :one
+-- The stored answer to a customer's idempotency key (to replay), read on its
+-- own: a retry whose first attempt reserved is answered from it while the
+-- gate cannot run its step (Redis down, the counter missing or rebuilt).
+SELECT request_hash, response_body FROM idempotency_keys
+ WHERE customer_id = @customer_id::text AND key = @key::text;
+
 -- name: GateNextEpoch :one
 -- Starts a rebuild of a paused gated sale's counter: the units handed out
 -- so far belong to the old epoch. The row lock orders this against batches
