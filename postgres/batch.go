@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
@@ -16,10 +15,11 @@ import (
 )
 
 // A batch is one transaction for up to MaxBatch reservations of one sale
-// (coalescer.go gathers them): BEGIN; one read for every request
-// (ReserveBatchBegin); the decisions per request, in Go; one statement that
-// takes the stock of all the requests that may have it and writes their
-// reservations, keys and ledger rows (ReserveBatchCommit); COMMIT.
+// (coalescer.go gathers them): BEGIN and one read for every request
+// (ReserveBatchBegin), sent together; the decisions per request, in Go; one
+// statement that takes the stock of all the requests that may have it and
+// writes their reservations, keys and ledger rows (ReserveBatchCommit);
+// COMMIT. Three round trips.
 
 // reserveBatch runs one batch and answers its calls, except those it returns:
 // requests to carry over to a later batch.
@@ -38,7 +38,8 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 
 	var b batchRun
 	err := s.withSaleConn(ctx, func(conn *pgxpool.Conn) error {
-		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// BEGIN travels with the read (pipeline.go).
+		return pipelinedTx(ctx, conn.Conn(), func(tx *beginFirst) error {
 			b = batchRun{q: dbsqlc.New(tx), calls: batch, afterBegin: s.testHookAfterBegin}
 			return b.execute(ctx)
 		})
