@@ -20,7 +20,8 @@
 #   ONE=1 scripts/bench.sh     # also flashline with --max-batch 1
 #
 # The load generators, the service and PostgreSQL share this machine: compare
-# figures within one run. Uses a fresh database flashline_bench on
+# figures within one run. Uses fresh databases flashline_bench (and
+# flashline_bench_cold for the 10,000 SKUs) on
 # $DATABASE_URL's server, else on the development cluster (started if needed;
 # pgbench at 128 clients needs max_connections above 128, which the
 # development cluster has).
@@ -40,15 +41,21 @@ if [ -z "$bindir" ]; then bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null |
 base=${DATABASE_URL:-$(bin/flashline devdb up 2>/dev/null)}
 admin_url=$(sed -E 's#/[^/?]*(\?|$)#/postgres\1#' <<<"$base")
 bench_url=$(sed -E 's#/[^/?]*(\?|$)#/flashline_bench\1#' <<<"$base")
-"$bindir/psql" -q "$admin_url" -c "DROP DATABASE IF EXISTS flashline_bench WITH (FORCE)" -c "CREATE DATABASE flashline_bench"
-export DATABASE_URL=$bench_url FLASHLINE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef FLASHLINE_JWT_SECRET=bench-jwt-secret-0123456789abcdef \
+# The 10,000 cold SKUs live in a database of their own: in the service's,
+# its sale cache would re-read them every second and its pacer scan them.
+cold_url=$(sed -E 's#/[^/?]*(\?|$)#/flashline_bench_cold\1#' <<<"$base")
+"$bindir/psql" -q "$admin_url" -c "DROP DATABASE IF EXISTS flashline_bench WITH (FORCE)" -c "CREATE DATABASE flashline_bench" \
+  -c "DROP DATABASE IF EXISTS flashline_bench_cold WITH (FORCE)" -c "CREATE DATABASE flashline_bench_cold"
+export FLASHLINE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef FLASHLINE_JWT_SECRET=bench-jwt-secret-0123456789abcdef \
   FLASHLINE_WAITROOM_KEYS=b1:bench-waitroom-key-0123456789abcdef
+DATABASE_URL=$cold_url bin/flashline migrate up >/dev/null
+export DATABASE_URL=$bench_url
 bin/flashline migrate up >/dev/null
 
 new_sale() { bin/flashline sale create --sku "$1" --stock 100000000 2>/dev/null | sed -n 's/.*"saleId": "\([^"]*\)".*/\1/p'; }
 # The 10,000 cold SKUs, as plain rows (a sale, its one stock row and its
 # opening ledger row each), which is all reserve_cold.sql touches.
-"$bindir/psql" -q "$bench_url" <<'SQL'
+"$bindir/psql" -q "$cold_url" <<'SQL'
 BEGIN;
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit, reservation_ttl_seconds, draw_seed)
 SELECT 'sale_cold_' || i, 'cold-' || i, 'open', 100000000, 1, 600, decode(repeat('00', 16), 'hex')
@@ -59,21 +66,21 @@ COMMIT;
 ANALYZE;
 SQL
 
-pgbench() { # clients script [sale]
+pgbench() { # clients script url [sale]
   local sale_def=()
-  [ -n "${3:-}" ] && sale_def=(-D sale="$3")
+  [ -n "${4:-}" ] && sale_def=(-D sale="$4")
   local tps
-  tps=$("$bindir/pgbench" -n -M prepared -c "$1" -j 2 -T "$duration" "${sale_def[@]}" -f "$2" "$bench_url" 2>/dev/null |
+  tps=$("$bindir/pgbench" -n -M prepared -c "$1" -j 2 -T "$duration" "${sale_def[@]}" -f "$2" "$3" 2>/dev/null |
         sed -n 's/^tps = \([0-9.]*\).*/\1/p')
   echo "${tps%.*}"
 }
 declare -A tx cte http p99 batches one p99one
 echo "bench: pgbench, ${duration}s per run" >&2
 for c in "${clients[@]}"; do
-  tx[$c]=$(pgbench "$c" scripts/pgbench/reserve_tx.sql "$(new_sale "pgbench-tx-$c")")
-  cte[$c]=$(pgbench "$c" scripts/pgbench/reserve_cte.sql "$(new_sale "pgbench-cte-$c")")
+  tx[$c]=$(pgbench "$c" scripts/pgbench/reserve_tx.sql "$bench_url" "$(new_sale "pgbench-tx-$c")")
+  cte[$c]=$(pgbench "$c" scripts/pgbench/reserve_cte.sql "$bench_url" "$(new_sale "pgbench-cte-$c")")
 done
-cold=$(pgbench 32 scripts/pgbench/reserve_cold.sql)
+cold=$(pgbench 32 scripts/pgbench/reserve_cold.sql "$cold_url")
 
 # flashline through HTTP: coalescing (the default), and with ONE=1 again with
 # --max-batch 1 (one transaction per reservation, the per-request design).
