@@ -57,6 +57,12 @@ type saleQueue struct {
 	running int
 	started uint64 // batches started
 	bound   queueBound
+	// busy counts the running batches of the sale that hold each bucket:
+	// with several batches in flight (Store.BatchesInFlight) and several
+	// buckets, each batch takes a bucket no other holds, so that they run
+	// side by side, their commits sharing an fsync, instead of queueing
+	// for one row lock.
+	busy map[int32]int
 }
 
 // queueBound is how many rounds of batches a sale's queue may hold: a
@@ -201,6 +207,39 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 	q.started++
 	q.running++
 	return batch
+}
+
+// claimBucket picks the bucket a batch of saleID takes (pickBucket), one no
+// other running batch of the sale on this instance holds when there is one,
+// and counts it held until releaseBucket.
+func (co *coalescer) claimBucket(saleID string, buckets, quantities []int32, quantity int) int {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	q := co.sales[saleID]
+	if q == nil { // a batch run outside the coalescer (tests)
+		return pickBucket(buckets, quantities, quantity, nil)
+	}
+	i := pickBucket(buckets, quantities, quantity, q.busy)
+	if i >= 0 {
+		if q.busy == nil {
+			q.busy = make(map[int32]int)
+		}
+		q.busy[buckets[i]]++
+	}
+	return i
+}
+
+// releaseBucket ends a claim of claimBucket.
+func (co *coalescer) releaseBucket(saleID string, bucket int32) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	q := co.sales[saleID]
+	if q == nil || q.busy[bucket] == 0 {
+		return
+	}
+	if q.busy[bucket]--; q.busy[bucket] == 0 {
+		delete(q.busy, bucket)
+	}
 }
 
 // run executes batch, then starts the sale's next batch if requests wait.
