@@ -169,6 +169,13 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 		}
 		return nil
 	}
+	if q.running > 0 && len(q.waiting) < concurrentFill(co.store.MaxBatch) {
+		// A batch beside a running one would be small: it would pay a
+		// commit (an fsync) for a few requests, and on one bucket hold the
+		// row lock as long as a full batch. The running batch's end takes
+		// them.
+		return nil
+	}
 	max := co.store.MaxBatch
 	batch := make([]*call, 0, min(max, len(q.waiting)))
 	customers := make(map[string]bool, cap(batch))
@@ -241,6 +248,11 @@ func (co *coalescer) releaseBucket(saleID string, bucket int32) {
 		delete(q.busy, bucket)
 	}
 }
+
+// concurrentFill is how many requests must wait before a batch starts beside
+// one of the same sale already running (Store.BatchesInFlight > 1): a quarter
+// of a full batch. The first batch of a sale always starts at once.
+func concurrentFill(maxBatch int) int { return max(1, maxBatch/4) }
 
 // run executes batch, then starts the sale's next batch if requests wait.
 func (co *coalescer) run(saleID string, batch []*call) {
