@@ -8,7 +8,9 @@
 #     (reserve_cold.sql): what PostgreSQL does per request with no hot row;
 #  2. flashline's `hot` scenario through HTTP on one hot SKU at the same
 #     client counts, as a ratio to the better hot pgbench form and to the
-#     10,000-SKU rate;
+#     10,000-SKU rate: with the defaults (one stock row, one batch in flight),
+#     and with the SKU's stock spread over SPREAD rows (default 4) and as many
+#     batches in flight (--batches-in-flight);
 #  3. the answers that should cost what a route costs (`loadtest --scenario
 #     no`, an in-process closed-loop generator over 64 keep-alive
 #     connections): /healthz, a sold-out sale's reservations and waiting-room
@@ -16,7 +18,7 @@
 #  4. the Go benchmarks of the hot code paths.
 #
 #   CLIENTS="8 128" DURATION=15 scripts/bench.sh
-#   SERVE_FLAGS="--batches-in-flight 2" BUCKETS=4 scripts/bench.sh
+#   SERVE_FLAGS="--batches-in-flight 2" BUCKETS=2 SPREAD=0 scripts/bench.sh
 #   ONE=1 scripts/bench.sh     # also flashline with --max-batch 1
 #
 # The load generators, the service and PostgreSQL share this machine: compare
@@ -74,7 +76,7 @@ pgbench() { # clients script url [sale]
         sed -n 's/^tps = \([0-9.]*\).*/\1/p')
   echo "${tps%.*}"
 }
-declare -A tx cte http p99 batches one p99one
+declare -A tx cte http p99 batches one p99one sp p99sp
 echo "bench: pgbench, ${duration}s per run" >&2
 for c in "${clients[@]}"; do
   tx[$c]=$(pgbench "$c" scripts/pgbench/reserve_tx.sql "$bench_url" "$(new_sale "pgbench-tx-$c")")
@@ -85,7 +87,12 @@ cold=$(pgbench 32 scripts/pgbench/reserve_cold.sql "$cold_url")
 # flashline through HTTP: coalescing (the default), and with ONE=1 again with
 # --max-batch 1 (one transaction per reservation, the per-request design).
 addr=127.0.0.1:18190
+# The same SKU spread over $SPREAD stock rows with as many batches in flight
+# (distinct rows, commits sharing an fsync) is printed beside it; SPREAD=0
+# skips it.
+spread=${SPREAD:-4}
 modes=(coalesced)
+[ "$spread" -gt 1 ] && modes+=(spread)
 [ -n "${ONE:-}" ] && modes+=(one)
 start_serve() {
   bin/flashline serve --addr "$addr" --no-workers "$@" 2>>/tmp/flashline-bench-serve.log &
@@ -95,18 +102,21 @@ start_serve() {
 }
 stop_serve() { kill "$pid"; wait "$pid" 2>/dev/null || true; trap - EXIT; }
 for mode in "${modes[@]}"; do
-  flags=("${serve_flags[@]}")
+  flags=("${serve_flags[@]}") rows=$buckets
   [ "$mode" = one ] && flags=(--max-batch 1)
+  [ "$mode" = spread ] && flags=(--batches-in-flight "$spread") rows=$spread
   echo "bench: flashline hot ($mode), ${duration}s per run" >&2
   start_serve "${flags[@]}"
   for c in "${clients[@]}"; do
-    out=$(bin/flashline loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s" --buckets "$buckets")
+    out=$(bin/flashline loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s" --buckets "$rows")
     rate=$(sed -n 's/^successful reservations.*(\([0-9]*\)\/s).*/\1/p' <<<"$out")
     lat=$(awk -F/ '/^latency p50/ {gsub(/ /, "", $6); print $6}' <<<"$out")
     grep -q '^verified *ok' <<<"$out" || { echo "bench: the $mode run at $c clients did not verify:" >&2; echo "$out" >&2; exit 1; }
     if [ "$mode" = coalesced ]; then
       http[$c]=$rate p99[$c]=$lat
       batches[$c]=$(sed -n 's/^reserve batches *mean \([0-9.]*\).*/\1/p' <<<"$out")
+    elif [ "$mode" = spread ]; then
+      sp[$c]=$rate p99sp[$c]=$lat
     else
       one[$c]=$rate p99one[$c]=$lat
     fi
@@ -127,12 +137,14 @@ ratio() { awk "BEGIN{ if ($2 > 0) printf \"%.2fx\", $1/$2; else print \"-\" }"; 
 echo
 echo "flashline hot: one SKU ($buckets stock row(s)), serve ${serve_flags[*]:-(defaults)}; pgbench: one reservation per transaction"
 printf '%-8s %13s %14s %16s %10s %12s %10s %11s' clients "pgbench tx/s" "pgbench cte/s" "flashline http/s" "vs hot" "vs 10k SKUs" "p99" "mean batch"
+[ "$spread" -gt 1 ] && printf ' %18s %12s %10s' "$spread rows x $spread: http/s" "vs 10k SKUs" "p99"
 [ -n "${ONE:-}" ] && printf ' %18s %14s' "one-per-tx http/s" "one-per-tx p99"
 echo
 for c in "${clients[@]}"; do
   best=$(( tx[$c] > cte[$c] ? tx[$c] : cte[$c] ))
   printf '%-8s %13s %14s %16s %10s %12s %10s %11s' "$c" "${tx[$c]}" "${cte[$c]}" "${http[$c]}" \
     "$(ratio "${http[$c]}" "$best")" "$(ratio "${http[$c]}" "$cold")" "${p99[$c]}" "${batches[$c]}"
+  [ "$spread" -gt 1 ] && printf ' %18s %12s %10s' "${sp[$c]}" "$(ratio "${sp[$c]}" "$cold")" "${p99sp[$c]}"
   [ -n "${ONE:-}" ] && printf ' %18s %14s' "${one[$c]}" "${p99one[$c]}"
   echo
 done
