@@ -26,7 +26,7 @@ END_TEST_DB = rc=$$?; if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$
 # The browsers the tests in waitpage/ drive (the first found on PATH).
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 
-.PHONY: run test test-short chaos fuzz bench build devdb-up devdb-down generate check-generated vet chromium clean
+.PHONY: run test test-short chaos fuzz bench profile build devdb-up devdb-down generate check-generated vet chromium clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flashline
@@ -82,9 +82,18 @@ chromium:
 fuzz:
 	@scripts/fuzz.sh
 
-## bench: pgbench's per-request ceiling on one hot row vs flashline's hot scenario
+## bench: pgbench's per-request ceilings (one hot row at 1/8/32/128 clients,
+## 10,000 cold SKUs at 32) vs flashline's hot scenario at the same client
+## counts, and the sold-out and waiting-room status answers/s against
+## /healthz on the same instance, each as a ratio, in one run
 bench:
 	@scripts/bench.sh
+
+## profile: CPU and allocation profiles of serve under the hot and the "no"
+## (sold-out, status poll) scenarios, top entries printed; files in
+## /tmp/flashline-profile (OUT=...), never in the repository
+profile:
+	@scripts/profile.sh
 
 devdb-up: build
 	@$(BIN) devdb up

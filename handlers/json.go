@@ -57,6 +57,18 @@ func readBody(c *gin.Context, limit int64) ([]byte, error) {
 	return body, nil
 }
 
+// drainBody reads the request body and drops it, within the bounds readBody
+// keeps (at most MaxBodyBytes, within bodyReadTimeout); false if it could
+// not. io.Discard reads through a pooled buffer: nothing is allocated.
+func drainBody(c *gin.Context) bool {
+	if c.Request.ContentLength == 0 {
+		return true
+	}
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	n, err := io.Copy(io.Discard, io.LimitReader(c.Request.Body, MaxBodyBytes+1))
+	return err == nil && n <= MaxBodyBytes
+}
+
 func decodeBytes(body []byte, dst any) error {
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return flashline.Invalid("request body must be a JSON object")

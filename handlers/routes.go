@@ -45,6 +45,12 @@ type Deps struct {
 	// at once on the customer routes; more are answered 429 at once. 0: no
 	// cap.
 	CustomerInFlight int
+	// Refuse, when set, answers a reservation from memory once its caller
+	// is known, before its body is decoded or anything else is done for it:
+	// ErrSoldOut or ErrSaleNotOpen for a customer who never held a
+	// reservation in the sale, nil when the purchase path must decide
+	// (salecache.Cache.Refuse).
+	Refuse func(saleID, customerID string) error
 	// SaleBusy, when set, reports whether a sale's purchase queue is full
 	// (postgres.Store.SaleBusy): its reservations are then refused before
 	// anything else is done for them.
@@ -140,7 +146,7 @@ func Routes(d Deps) http.Handler {
 	// nothing another buyer needs. Confirm and cancel finish sales and
 	// return stock: they are never shed, and a burst of them queues for the
 	// pool they use.
-	r.POST("/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
+	r.POST("/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, refuseFromMemory(d.Refuse, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
 	r.GET("/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
 	r.POST("/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))
@@ -194,6 +200,35 @@ func shedBusySale(busy func(string) bool, logger *slog.Logger) gin.HandlerFunc {
 			return
 		}
 		c.Next()
+	}
+}
+
+// refuseFromMemory answers a reservation the sale cache can refuse (sold out,
+// not open) before its body is decoded, its Idempotency-Key checked or a slot
+// of the limiter taken: the "no" most buyers of a flash sale hear, at the
+// cost of a map lookup. The caller is authenticated first (customer): which
+// customers still reach the database (those who ever held a reservation in
+// the sale, whose retries must replay) is theirs to know only of
+// themselves, so an answer that depends on the customer is given only to
+// that customer. The answer is one every request in the sale would get now,
+// whatever its body: "sold out" holds for any quantity, "not open" for any
+// request. The body is read and dropped within the bounds a decoded one has
+// (MaxBodyBytes, bodyReadTimeout), so the connection carries the client's
+// next request; a body that breaks them closes the connection instead.
+func refuseFromMemory(refuse func(saleID, customerID string) error, logger *slog.Logger) gin.HandlerFunc {
+	if refuse == nil {
+		return func(c *gin.Context) { c.Next() }
+	}
+	return func(c *gin.Context) {
+		err := refuse(c.Param("saleId"), actorOf(c).CustomerID)
+		if err == nil {
+			c.Next()
+			return
+		}
+		if !drainBody(c) {
+			c.Header("Connection", "close")
+		}
+		writeError(c, logger, err)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
@@ -16,10 +15,11 @@ import (
 )
 
 // A batch is one transaction for up to MaxBatch reservations of one sale
-// (coalescer.go gathers them): BEGIN; one read for every request
-// (ReserveBatchBegin); the decisions per request, in Go; one statement that
-// takes the stock of all the requests that may have it and writes their
-// reservations, keys and ledger rows (ReserveBatchCommit); COMMIT.
+// (coalescer.go gathers them): BEGIN and one read for every request
+// (ReserveBatchBegin), sent together; the decisions per request, in Go; one
+// statement that takes the stock of all the requests that may have it and
+// writes their reservations, keys and ledger rows (ReserveBatchCommit);
+// COMMIT. Three round trips.
 
 // reserveBatch runs one batch and answers its calls, except those it returns:
 // requests to carry over to a later batch.
@@ -37,12 +37,21 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 	defer cancel()
 
 	var b batchRun
+	saleID := batch[0].req.SaleID
 	err := s.withSaleConn(ctx, func(conn *pgxpool.Conn) error {
-		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			b = batchRun{q: dbsqlc.New(tx), calls: batch, afterBegin: s.testHookAfterBegin}
+		// BEGIN travels with the read (pipeline.go).
+		return pipelinedTx(ctx, conn.Conn(), func(tx *beginFirst) error {
+			b = batchRun{q: dbsqlc.New(tx), calls: batch, afterBegin: s.testHookAfterBegin,
+				pick: func(buckets, quantities []int32, quantity int) int {
+					return s.batches.claimBucket(saleID, buckets, quantities, quantity)
+				}}
 			return b.execute(ctx)
 		})
 	})
+	// The bucket's row lock ended with the transaction.
+	if b.claimed {
+		s.batches.releaseBucket(saleID, b.bucket)
+	}
 	if errors.Is(err, errRollback) {
 		err = nil // b.again holds every call
 	}
@@ -105,6 +114,11 @@ type batchRun struct {
 	again   []bool
 
 	afterBegin func() // tests only
+	// pick chooses the batch's bucket (the coalescer's claimBucket); bucket
+	// is the one it claimed, to release once the transaction has ended.
+	pick    func(buckets, quantities []int32, quantity int) int
+	claimed bool
+	bucket  int32
 }
 
 func (b *batchRun) execute(ctx context.Context) error {
@@ -231,7 +245,10 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 	for _, i := range pending {
 		smallest = min(smallest, b.calls[i].req.Quantity)
 	}
-	bucket := pickBucket(sale.Buckets, quantities, smallest)
+	bucket := b.pick(sale.Buckets, quantities, smallest)
+	if bucket >= 0 {
+		b.claimed, b.bucket = true, sale.Buckets[bucket]
+	}
 	if bucket < 0 {
 		b.shortOfStock(pending, quantities)
 		return nil
@@ -328,16 +345,28 @@ func (b *batchRun) shortOfStock(calls []int, others []int32) {
 }
 
 // pickBucket picks a bucket index holding at least quantity units, at random
-// so that batches of several instances spread over the rows; -1 if none.
-func pickBucket(buckets, quantities []int32, quantity int) int {
-	pick, seen := -1, 0
+// so that batches of several instances spread over the rows, and among them
+// one that busy does not name if there is one (busy: the buckets this
+// instance's running batches of the sale hold; nil: none); -1 if none.
+func pickBucket(buckets, quantities []int32, quantity int, busy map[int32]int) int {
+	pick, seen, pickFree, seenFree := -1, 0, -1, 0
 	for i := range buckets {
-		if int(quantities[i]) >= quantity {
-			seen++
-			if rand.IntN(seen) == 0 {
-				pick = i
+		if int(quantities[i]) < quantity {
+			continue
+		}
+		seen++
+		if rand.IntN(seen) == 0 {
+			pick = i
+		}
+		if busy[buckets[i]] == 0 {
+			seenFree++
+			if rand.IntN(seenFree) == 0 {
+				pickFree = i
 			}
 		}
+	}
+	if pickFree >= 0 {
+		return pickFree
 	}
 	return pick
 }

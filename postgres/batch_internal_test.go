@@ -328,3 +328,17 @@ func TestQueueBound(t *testing.T) {
 	s.QueueRounds = 0
 	require.False(t, co.fullLocked(q), "QueueRounds 0: no bound")
 }
+
+// A batch takes a bucket that no other running batch of the sale holds, when
+// one has enough stock; otherwise any bucket with enough.
+func TestPickBucketAvoidsBusyBuckets(t *testing.T) {
+	t.Parallel()
+	buckets, quantities := []int32{0, 1, 2, 3}, []int32{5, 5, 0, 5}
+	for range 200 {
+		i := pickBucket(buckets, quantities, 1, map[int32]int{0: 1, 3: 2})
+		require.Equal(t, 1, i, "the one free bucket with stock")
+		i = pickBucket(buckets, quantities, 1, map[int32]int{0: 1, 1: 1, 3: 1})
+		require.Contains(t, []int{0, 1, 3}, i, "all busy: any with stock, never the empty one")
+		require.Equal(t, -1, pickBucket(buckets, quantities, 6, nil))
+	}
+}

@@ -57,6 +57,12 @@ type saleQueue struct {
 	running int
 	started uint64 // batches started
 	bound   queueBound
+	// busy counts the running batches of the sale that hold each bucket:
+	// with several batches in flight (Store.BatchesInFlight) and several
+	// buckets, each batch takes a bucket no other holds, so that they run
+	// side by side, their commits sharing an fsync, instead of queueing
+	// for one row lock.
+	busy map[int32]int
 }
 
 // queueBound is how many rounds of batches a sale's queue may hold: a
@@ -163,6 +169,13 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 		}
 		return nil
 	}
+	if q.running > 0 && len(q.waiting) < concurrentFill(co.store.MaxBatch) {
+		// A batch beside a running one would be small: it would pay a
+		// commit (an fsync) for a few requests, and on one bucket hold the
+		// row lock as long as a full batch. The running batch's end takes
+		// them.
+		return nil
+	}
 	max := co.store.MaxBatch
 	batch := make([]*call, 0, min(max, len(q.waiting)))
 	customers := make(map[string]bool, cap(batch))
@@ -202,6 +215,44 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 	q.running++
 	return batch
 }
+
+// claimBucket picks the bucket a batch of saleID takes (pickBucket), one no
+// other running batch of the sale on this instance holds when there is one,
+// and counts it held until releaseBucket.
+func (co *coalescer) claimBucket(saleID string, buckets, quantities []int32, quantity int) int {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	q := co.sales[saleID]
+	if q == nil { // a batch run outside the coalescer (tests)
+		return pickBucket(buckets, quantities, quantity, nil)
+	}
+	i := pickBucket(buckets, quantities, quantity, q.busy)
+	if i >= 0 {
+		if q.busy == nil {
+			q.busy = make(map[int32]int)
+		}
+		q.busy[buckets[i]]++
+	}
+	return i
+}
+
+// releaseBucket ends a claim of claimBucket.
+func (co *coalescer) releaseBucket(saleID string, bucket int32) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	q := co.sales[saleID]
+	if q == nil || q.busy[bucket] == 0 {
+		return
+	}
+	if q.busy[bucket]--; q.busy[bucket] == 0 {
+		delete(q.busy, bucket)
+	}
+}
+
+// concurrentFill is how many requests must wait before a batch starts beside
+// one of the same sale already running (Store.BatchesInFlight > 1): a quarter
+// of a full batch. The first batch of a sale always starts at once.
+func concurrentFill(maxBatch int) int { return max(1, maxBatch/4) }
 
 // run executes batch, then starts the sale's next batch if requests wait.
 func (co *coalescer) run(saleID string, batch []*call) {

@@ -124,6 +124,8 @@ type Cache struct {
 	offset atomic.Int64
 
 	fastRejects *prometheus.CounterVec
+	// The two children of fastRejects, looked up once.
+	rejectedSoldOut, rejectedNotOpen prometheus.Counter
 }
 
 type entry struct {
@@ -172,6 +174,8 @@ func New(src Source, opts Options) *Cache {
 			Help: "Reservations answered from memory, without the database, by outcome.",
 		}, []string{"outcome"}),
 	}
+	c.rejectedSoldOut = c.fastRejects.WithLabelValues("sold_out")
+	c.rejectedNotOpen = c.fastRejects.WithLabelValues("sale_not_open")
 	c.reloads = reloader{load: c.reload, logger: opts.Logger}
 	opts.Registry.MustRegister(c.fastRejects, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "flashline_sales_sold_out",
@@ -384,13 +388,22 @@ type guarded struct {
 	c *Cache
 }
 
+// Refuse is Decide, counted in flashline_fast_rejections_total when it
+// refuses: what the HTTP layer asks before it reads a reservation's body.
+func (c *Cache) Refuse(saleID, customerID string) error {
+	err := c.Decide(saleID, customerID)
+	switch {
+	case err == nil:
+	case errors.Is(err, flashline.ErrSaleNotOpen):
+		c.rejectedNotOpen.Inc()
+	default:
+		c.rejectedSoldOut.Inc()
+	}
+	return err
+}
+
 func (g guarded) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
-	if err := g.c.Decide(req.SaleID, req.CustomerID); err != nil {
-		outcome := "sold_out"
-		if errors.Is(err, flashline.ErrSaleNotOpen) {
-			outcome = "sale_not_open"
-		}
-		g.c.fastRejects.WithLabelValues(outcome).Inc()
+	if err := g.c.Refuse(req.SaleID, req.CustomerID); err != nil {
 		return flashline.ReserveResult{}, err
 	}
 	res, err := g.Store.Reserve(ctx, req)

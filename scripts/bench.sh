@@ -1,17 +1,38 @@
 #!/usr/bin/env bash
-# `make bench`: in one run on this machine, the ceiling of one reservation
-# per transaction on one hot stock row (pgbench, plain SQL in scripts/pgbench/)
-# and flashline's own `hot` scenario through HTTP, at the same client counts,
-# with the ratio; then the Go benchmarks of the hot code paths.
+# `make bench`: in one run on this machine, back to back,
+#  1. PostgreSQL's per-request ceilings with pgbench (plain SQL in
+#     scripts/pgbench/): one reservation per transaction on one hot stock row
+#     at each client count, as the transaction flashline runs with
+#     --max-batch 1 (reserve_tx.sql) and as one statement (reserve_cte.sql);
+#     and the same transaction spread over 10,000 SKUs at 32 clients
+#     (reserve_cold.sql): what PostgreSQL does per request with no hot row;
+#  2. flashline's `hot` scenario through HTTP on one hot SKU at the same
+#     client counts, as a ratio to the better hot pgbench form and to the
+#     10,000-SKU rate: with the defaults (one stock row, one batch in flight),
+#     and with the SKU's stock spread over SPREAD rows (default 4) and as many
+#     batches in flight (--batches-in-flight);
+#  3. the answers that should cost what a route costs (`loadtest --scenario
+#     no`, an in-process closed-loop generator over 64 keep-alive
+#     connections): /healthz, a sold-out sale's reservations and waiting-room
+#     status polls on the same instance, as answers/s and ratios to /healthz;
+#  4. the Go benchmarks of the hot code paths.
 #
 #   CLIENTS="8 128" DURATION=15 scripts/bench.sh
+#   SERVE_FLAGS="--batches-in-flight 2" BUCKETS=2 SPREAD=0 scripts/bench.sh
+#   ONE=1 scripts/bench.sh     # also flashline with --max-batch 1
 #
-# Uses a fresh database flashline_bench on $DATABASE_URL's server, else on the
-# development cluster (started if needed).
+# The load generators, the service and PostgreSQL share this machine: compare
+# figures within one run. Uses fresh databases flashline_bench (and
+# flashline_bench_cold for the 10,000 SKUs) on
+# $DATABASE_URL's server, else on the development cluster (started if needed;
+# pgbench at 128 clients needs max_connections above 128, which the
+# development cluster has).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-clients=(${CLIENTS:-8 32 128})
-duration=${DURATION:-15}
+clients=(${CLIENTS:-1 8 32 128})
+duration=${DURATION:-10}
+buckets=${BUCKETS:-1}
+serve_flags=(${SERVE_FLAGS:-})
 make -s build
 
 bindir=${FLASHLINE_PG_BINDIR:-}
@@ -22,64 +43,121 @@ if [ -z "$bindir" ]; then bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null |
 base=${DATABASE_URL:-$(bin/flashline devdb up 2>/dev/null)}
 admin_url=$(sed -E 's#/[^/?]*(\?|$)#/postgres\1#' <<<"$base")
 bench_url=$(sed -E 's#/[^/?]*(\?|$)#/flashline_bench\1#' <<<"$base")
-"$bindir/psql" -q "$admin_url" -c "DROP DATABASE IF EXISTS flashline_bench WITH (FORCE)" -c "CREATE DATABASE flashline_bench"
-export DATABASE_URL=$bench_url FLASHLINE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef FLASHLINE_JWT_SECRET=bench-jwt-secret-0123456789abcdef \
+# The 10,000 cold SKUs live in a database of their own: in the service's,
+# its sale cache would re-read them every second and its pacer scan them.
+cold_url=$(sed -E 's#/[^/?]*(\?|$)#/flashline_bench_cold\1#' <<<"$base")
+"$bindir/psql" -q "$admin_url" -c "DROP DATABASE IF EXISTS flashline_bench WITH (FORCE)" -c "CREATE DATABASE flashline_bench" \
+  -c "DROP DATABASE IF EXISTS flashline_bench_cold WITH (FORCE)" -c "CREATE DATABASE flashline_bench_cold"
+export FLASHLINE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef FLASHLINE_JWT_SECRET=bench-jwt-secret-0123456789abcdef \
   FLASHLINE_WAITROOM_KEYS=b1:bench-waitroom-key-0123456789abcdef
+DATABASE_URL=$cold_url bin/flashline migrate up >/dev/null
+export DATABASE_URL=$bench_url
 bin/flashline migrate up >/dev/null
 
 new_sale() { bin/flashline sale create --sku "$1" --stock 100000000 2>/dev/null | sed -n 's/.*"saleId": "\([^"]*\)".*/\1/p'; }
+# The 10,000 cold SKUs, as plain rows (a sale, its one stock row and its
+# opening ledger row each), which is all reserve_cold.sql touches.
+"$bindir/psql" -q "$cold_url" <<'SQL'
+BEGIN;
+INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit, reservation_ttl_seconds, draw_seed)
+SELECT 'sale_cold_' || i, 'cold-' || i, 'open', 100000000, 1, 600, decode(repeat('00', 16), 'hex')
+  FROM generate_series(1, 10000) i;
+INSERT INTO stock (sale_id, bucket, quantity) SELECT 'sale_cold_' || i, 0, 100000000 FROM generate_series(1, 10000) i;
+INSERT INTO stock_ledger (sale_id, bucket, delta, reason) SELECT 'sale_cold_' || i, 0, 100000000, 'initial' FROM generate_series(1, 10000) i;
+COMMIT;
+ANALYZE;
+SQL
 
-declare -A tx cte http
-for c in "${clients[@]}"; do
-  for form in tx cte; do
-    sale=$(new_sale "pgbench-$form-$c")
-    tps=$("$bindir/pgbench" -n -M prepared -c "$c" -j 2 -T "$duration" -D sale="$sale" \
-          -f "scripts/pgbench/reserve_$form.sql" "$bench_url" 2>/dev/null |
-          sed -n 's/^tps = \([0-9.]*\).*/\1/p')
-    if [ "$form" = tx ]; then tx[$c]=${tps%.*}; else cte[$c]=${tps%.*}; fi
-  done
-done
-
-# flashline through HTTP, twice: coalescing (the default) and --max-batch 1
-# (one transaction per reservation, the per-request design) for its p99.
-addr=127.0.0.1:18190
-declare -A p99 p99one one batches
-hot() { # clients
-  bin/flashline loadtest --quiet --target "http://$addr" --scenario hot --clients "$1" --duration "${duration}s"
+pgbench() { # clients script url [sale]
+  local sale_def=()
+  [ -n "${4:-}" ] && sale_def=(-D sale="$4")
+  local tps
+  tps=$("$bindir/pgbench" -n -M prepared -c "$1" -j 2 -T "$duration" "${sale_def[@]}" -f "$2" "$3" 2>/dev/null |
+        sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+  echo "${tps%.*}"
 }
-for mode in coalesced one; do
-  flags=()
-  [ "$mode" = one ] && flags=(--max-batch 1)
-  bin/flashline serve --addr "$addr" --no-workers "${flags[@]}" 2>>/tmp/flashline-bench-serve.log &
+declare -A tx cte http p99 batches one p99one sp p99sp
+echo "bench: pgbench, ${duration}s per run" >&2
+for c in "${clients[@]}"; do
+  tx[$c]=$(pgbench "$c" scripts/pgbench/reserve_tx.sql "$bench_url" "$(new_sale "pgbench-tx-$c")")
+  cte[$c]=$(pgbench "$c" scripts/pgbench/reserve_cte.sql "$bench_url" "$(new_sale "pgbench-cte-$c")")
+done
+cold=$(pgbench 32 scripts/pgbench/reserve_cold.sql "$cold_url")
+
+# flashline through HTTP: coalescing (the default), and with ONE=1 again with
+# --max-batch 1 (one transaction per reservation, the per-request design).
+addr=127.0.0.1:18190
+# The same SKU spread over $SPREAD stock rows with as many batches in flight
+# (distinct rows, commits sharing an fsync) is printed beside it; SPREAD=0
+# skips it.
+spread=${SPREAD:-4}
+modes=(coalesced)
+[ "$spread" -gt 1 ] && modes+=(spread)
+[ -n "${ONE:-}" ] && modes+=(one)
+start_serve() {
+  bin/flashline serve --addr "$addr" --no-workers "$@" 2>>/tmp/flashline-bench-serve.log &
   pid=$!
   trap 'kill $pid 2>/dev/null || true' EXIT
   for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+}
+stop_serve() { kill "$pid"; wait "$pid" 2>/dev/null || true; trap - EXIT; }
+for mode in "${modes[@]}"; do
+  flags=("${serve_flags[@]}") rows=$buckets
+  [ "$mode" = one ] && flags=(--max-batch 1)
+  [ "$mode" = spread ] && flags=(--batches-in-flight "$spread") rows=$spread
+  echo "bench: flashline hot ($mode), ${duration}s per run" >&2
+  start_serve "${flags[@]}"
   for c in "${clients[@]}"; do
-    out=$(hot "$c")
+    out=$(bin/flashline loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s" --buckets "$rows")
     rate=$(sed -n 's/^successful reservations.*(\([0-9]*\)\/s).*/\1/p' <<<"$out")
     lat=$(awk -F/ '/^latency p50/ {gsub(/ /, "", $6); print $6}' <<<"$out")
     grep -q '^verified *ok' <<<"$out" || { echo "bench: the $mode run at $c clients did not verify:" >&2; echo "$out" >&2; exit 1; }
     if [ "$mode" = coalesced ]; then
       http[$c]=$rate p99[$c]=$lat
-      batches[$c]=$(sed -n 's/^reserve batches *\(mean [0-9.]*\).*/\1/p' <<<"$out")
+      batches[$c]=$(sed -n 's/^reserve batches *mean \([0-9.]*\).*/\1/p' <<<"$out")
+    elif [ "$mode" = spread ]; then
+      sp[$c]=$rate p99sp[$c]=$lat
     else
       one[$c]=$rate p99one[$c]=$lat
     fi
   done
-  kill $pid; wait $pid 2>/dev/null || true; trap - EXIT
+  stop_serve
 done
 
-best_any=0
-for c in "${clients[@]}"; do
-  for v in "${tx[$c]}" "${cte[$c]}"; do [ "$v" -gt "$best_any" ] && best_any=$v; done
-done
-printf '\n%-8s %13s %14s %16s %8s %12s %18s %16s %12s\n' clients "pgbench tx/s" "pgbench cte/s" "flashline http/s" ratio "p99" "one-per-tx http/s" "one-per-tx p99" "batch size"
+echo "bench: the \"no\" answers, ${duration}s per phase" >&2
+start_serve "${serve_flags[@]}"
+no=$(bin/flashline loadtest --quiet --target "http://$addr" --scenario no --clients 64 --duration "${duration}s")
+stop_serve
+grep -q '^verified *ok' <<<"$no" || { echo "bench: the no scenario did not verify:" >&2; echo "$no" >&2; exit 1; }
+healthz=$(sed -n 's#^/healthz answers/s *\([0-9]*\).*#\1#p' <<<"$no")
+soldout=$(sed -n 's#^sold out answers/s *\([0-9]*\).*#\1#p' <<<"$no")
+status=$(sed -n 's#^status poll answers/s *\([0-9]*\).*#\1#p' <<<"$no")
+
+ratio() { awk "BEGIN{ if ($2 > 0) printf \"%.2fx\", $1/$2; else print \"-\" }"; }
+echo
+echo "flashline hot: one SKU ($buckets stock row(s)), serve ${serve_flags[*]:-(defaults)}; pgbench: one reservation per transaction"
+printf '%-8s %13s %14s %16s %10s %12s %10s %11s' clients "pgbench tx/s" "pgbench cte/s" "flashline http/s" "vs hot" "vs 10k SKUs" "p99" "mean batch"
+[ "$spread" -gt 1 ] && printf ' %18s %12s %10s' "$spread rows x $spread: http/s" "vs 10k SKUs" "p99"
+[ -n "${ONE:-}" ] && printf ' %18s %14s' "one-per-tx http/s" "one-per-tx p99"
+echo
 for c in "${clients[@]}"; do
   best=$(( tx[$c] > cte[$c] ? tx[$c] : cte[$c] ))
-  printf '%-8s %13s %14s %16s %7.2fx %12s %18s %16s %12s\n' "$c" "${tx[$c]}" "${cte[$c]}" "${http[$c]}" \
-    "$(awk "BEGIN{print ${http[$c]}/$best}")" "${p99[$c]}" "${one[$c]}" "${p99one[$c]}" "${batches[$c]}"
+  printf '%-8s %13s %14s %16s %10s %12s %10s %11s' "$c" "${tx[$c]}" "${cte[$c]}" "${http[$c]}" \
+    "$(ratio "${http[$c]}" "$best")" "$(ratio "${http[$c]}" "$cold")" "${p99[$c]}" "${batches[$c]}"
+  [ "$spread" -gt 1 ] && printf ' %18s %12s %10s' "${sp[$c]}" "$(ratio "${sp[$c]}" "$cold")" "${p99sp[$c]}"
+  [ -n "${ONE:-}" ] && printf ' %18s %14s' "${one[$c]}" "${p99one[$c]}"
+  echo
 done
-printf 'best per-request rate pgbench reached at any client count: %s/s\n\n' "$best_any"
+printf 'pgbench, the same transaction over 10,000 SKUs (no hot row), 32 clients: %s/s\n' "$cold"
+echo
+echo "the \"no\" answers on one instance, 64 keep-alive connections, closed loop (loadtest --scenario no)"
+printf '%-34s %10s %8s\n' "" "answers/s" "ratio"
+printf '%-34s %10s %8s\n' "GET /healthz" "$healthz" "1.00x"
+printf '%-34s %10s %8s\n' "reservation in a sold-out sale" "$soldout" "$(ratio "$soldout" "$healthz")"
+printf '%-34s %10s %8s\n' "waiting-room status poll" "$status" "$(ratio "$status" "$healthz")"
+echo
 
-go test -run '^$' -bench . -benchmem ./loadshed/ ./waitroom/
-go test -run '^$' -bench ReserveHotRow -benchtime 3s ./postgres/
+if [ -z "${NO_GO_BENCH:-}" ]; then
+  go test -run '^$' -bench . -benchmem ./loadshed/ ./waitroom/ ./internal/memo/
+  go test -run '^$' -bench ReserveHotRow -benchtime 3s ./postgres/
+fi

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/flashline/flashline/internal/memo"
 )
 
 // Limits on the keys that sign waiting-room tokens.
@@ -30,6 +32,12 @@ type Keyring struct {
 	// now is the clock ticket expiry is judged by; nil means time.Now.
 	// Only tests set it.
 	now func() time.Time
+	// tickets remembers the tickets that verified, until they expire: a
+	// waiter presents the same ticket on every status poll, and verifying
+	// it (base64, JSON, HMAC) was most of what a poll cost. Shared by the
+	// copies WithClock makes (same keys); each lookup judges expiry by its
+	// own keyring's clock.
+	tickets *memo.Tokens[Ticket]
 }
 
 type key struct {
@@ -53,7 +61,7 @@ func ParseKeyring(spec string) (*Keyring, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, errors.New(`waitroom: keyring is empty (want "kid:secret[,kid:secret...]")`)
 	}
-	var k Keyring
+	k := Keyring{tickets: memo.New[Ticket](0)}
 	for i, entry := range strings.Split(spec, ",") {
 		n := i + 1
 		entry = strings.TrimSpace(entry)
@@ -87,7 +95,7 @@ func ParseKeyring(spec string) (*Keyring, error) {
 func DeriveKeyring(secret string) *Keyring {
 	m := hmac.New(sha256.New, []byte(secret))
 	io.WriteString(m, "flashline waitroom keys v1")
-	return &Keyring{keys: []key{newKey("d1", m.Sum(nil))}}
+	return &Keyring{keys: []key{newKey("d1", m.Sum(nil))}, tickets: memo.New[Ticket](0)}
 }
 
 // String lists the key ids, signing key first, and never a secret, so a

@@ -439,6 +439,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Room:             room,
 		Keyring:          keyring,
 		CustomerInFlight: cfg.customerInFlight,
+		Refuse:           cache.Refuse,
 		SaleBusy:         store.SaleBusy,
 		Payments:         payments,
 		Gate:             gt,

@@ -48,8 +48,11 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Clients == 0 {
 		c.Clients = 128
-		if c.Scenario == "crowd" {
+		switch c.Scenario {
+		case "crowd":
 			c.Clients = 2000
+		case "no":
+			c.Clients = 64
 		}
 	}
 	if c.Rate == 0 {

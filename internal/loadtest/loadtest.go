@@ -15,6 +15,10 @@
 //     opens OpenIn after the start (half arrive before): tickets, polls at the
 //     server's pace, the challenge, reserve once admitted. How is admission
 //     paced, and what did the crowd cost?
+//   - no: the answers that should cost what a route costs, back to back on
+//     one instance over Clients keep-alive connections: /healthz, then a
+//     sold-out sale's reservations, then waiting-room status polls, each as
+//     answers per second and as a ratio to /healthz (no.go).
 package loadtest
 
 import (
@@ -66,8 +70,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res, err = r.northline(ctx)
 	case "crowd":
 		res, err = r.crowd(ctx)
+	case "no":
+		res, err = r.no(ctx)
 	default:
-		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, hot, overload, crowd)", cfg.Scenario)
+		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, hot, overload, crowd, no)", cfg.Scenario)
 	}
 	if err != nil {
 		return res, err
