@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flashline/flashline/internal/apiclient"
 	"github.com/flashline/flashline/internal/client"
 )
 
@@ -36,7 +37,7 @@ func (r *runner) no(ctx context.Context) (*Result, error) {
 	if err != nil || base.Host == "" || base.Scheme != "http" {
 		return nil, fmt.Errorf("loadtest: no: target %q is not an http:// URL", r.cfg.Targets[0])
 	}
-	api := r.api[0]
+	api := r.generated(0)
 	host := base.Host
 
 	// The sold-out sale: one unit, taken by a customer of its own.
@@ -77,11 +78,14 @@ func (r *runner) no(ctx context.Context) (*Result, error) {
 			"\r\nIdempotency-Key: k\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) +
 			"\r\n\r\n" + body)
 		token := r.token("no-room-" + strconv.Itoa(i))
-		tr, err := api.Ticket(ctx, token, room, "")
-		if err := expect(http.StatusOK, tr.Response, err); err != nil {
+		tr, err := api.TicketWithResponse(ctx, room, &apiclient.TicketParams{}, bearer(token))
+		if err != nil {
 			return nil, fmt.Errorf("loadtest: no: ticket: %w", err)
 		}
-		statusReqs[i] = []byte("GET /sales/" + room + "/status?" + url.Values{"token": {tr.Value.Token}}.Encode() +
+		if tr.JSON200 == nil {
+			return nil, fmt.Errorf("loadtest: no: ticket: %d %s", tr.StatusCode(), tr.Body)
+		}
+		statusReqs[i] = []byte("GET /sales/" + room + "/status?" + url.Values{"token": {tr.JSON200.Token}}.Encode() +
 			" HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + token + "\r\n\r\n")
 	}
 
