@@ -34,6 +34,7 @@ type SaleView struct {
 	PauseReason           string        `json:"pauseReason,omitempty"`
 	Invariant             InvariantView `json:"invariant"`
 	Gate                  GateView      `json:"gate"`
+	Lottery               *LotteryView  `json:"lottery,omitempty"`
 }
 
 // GateView is what counts the sale's units in front of the database, and
@@ -89,7 +90,8 @@ func NewSaleView(s flashline.Sale) SaleView {
 			CheckedAt: timeString(s.Invariant.CheckedAt),
 			Detail:    s.Invariant.Detail,
 		},
-		Gate: NewGateView(s),
+		Gate:    NewGateView(s),
+		Lottery: NewLotteryView(s.Lottery),
 	}
 }
 

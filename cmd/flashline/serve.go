@@ -438,6 +438,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Registry:         registry,
 		RiverUI:          ui,
 		Room:             room,
+		Lottery:          store,
 		Keyring:          keyring,
 		CustomerInFlight: cfg.customerInFlight,
 		SaleBusy:         store.SaleBusy,

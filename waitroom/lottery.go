@@ -1,0 +1,83 @@
+package waitroom
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+)
+
+// The lottery's draw (admission "lottery"): the registrations of a sale are
+// put in the order of each customer's keyed draw, Draw(seed, sale,
+// customer), ascending (ties, which need a 64-bit collision, by customer
+// id); the first initial-stock of them win. The seed is the sale's draw_seed,
+// committed to before the draw (DrawCommitment, published on the policy) and
+// revealed once it is due, so anyone can recompute the order.
+
+// LotteryOrder returns customerIDs in draw order: by Draw(seed, saleID,
+// customer), then by customer id. It does not modify customerIDs.
+func LotteryOrder(seed []byte, saleID string, customerIDs []string) []string {
+	type drawn struct {
+		customer string
+		draw     uint64
+	}
+	d := make([]drawn, len(customerIDs))
+	for i, c := range customerIDs {
+		d[i] = drawn{c, Draw(seed, saleID, c)}
+	}
+	slices.SortFunc(d, func(a, b drawn) int {
+		return cmp.Or(cmp.Compare(a.draw, b.draw), cmp.Compare(a.customer, b.customer))
+	})
+	out := make([]string, len(d))
+	for i := range d {
+		out[i] = d[i].customer
+	}
+	return out
+}
+
+// DrawCommitment is the published commitment to a draw seed: the hex
+// SHA-256 of the seed. Published before the draw, it binds the sale to its
+// seed; once the seed is revealed, anyone checks it against the commitment.
+func DrawCommitment(seed []byte) string {
+	sum := sha256.Sum256(seed)
+	return hex.EncodeToString(sum[:])
+}
+
+// RegistrationNonce is the nonce of the proof of work asked to register in
+// a lottery: derived, like a ticket's (ChallengeNonce), from the signing key,
+// here with the sale and the customer, so nothing is stored and every
+// instance derives the same one.
+func (k *Keyring) RegistrationNonce(saleID, customerID string) string {
+	return k.keys[0].nonce(registrationChallengeID(saleID, customerID))
+}
+
+// VerifyRegistrationChallenge reports whether solution solves the
+// registration challenge of (saleID, customerID) at the given difficulty, as
+// VerifyChallenge does for a ticket (any key of the ring; bits <= 0: no
+// challenge).
+func (k *Keyring) VerifyRegistrationChallenge(saleID, customerID, solution string, bits int) bool {
+	if bits <= 0 {
+		return true
+	}
+	if bits > 8*sha256.Size || !validSolution(solution) {
+		return false
+	}
+	id := registrationChallengeID(saleID, customerID)
+	for _, key := range k.keys {
+		if solves(key.nonce(id), solution, bits) {
+			return true
+		}
+	}
+	return false
+}
+
+// registrationChallengeID is what a registration's nonce is derived from;
+// the "lottery" prefix and the NUL separator keep it apart from any ticket's
+// admission id (22 base64url characters).
+func registrationChallengeID(saleID, customerID string) string {
+	return "lottery\x00" + saleID + "\x00" + customerID
+}
+
+// HumanDuration says secs in words ("10 minutes", "1 day"), as the policies
+// do.
+func HumanDuration(secs int) string { return humanDuration(secs) }
