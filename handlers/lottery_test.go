@@ -83,16 +83,16 @@ func TestCreateLotterySale(t *testing.T) {
 	now := time.Now().UTC()
 	at := func(d time.Duration) string { return now.Add(d).Format(time.RFC3339) }
 	bad := map[string]string{
-		"MissingDrawAt": fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"purchaseWindowSeconds":60}`, at(0), at(time.Hour)),
-		"ClosesBeforeOpens": fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":60}`, at(time.Hour), at(0), at(2*time.Hour)),
-		"DrawBeforeClose": fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":60}`, at(0), at(2*time.Hour), at(time.Hour)),
-		"NoWindow": fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q}`, at(0), at(time.Hour), at(time.Hour)),
-		"WindowTooLong": fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":604801}`, at(0), at(time.Hour), at(time.Hour)),
-		"WaitlistOnDirectSale": `{"sku":"L","initialStock":1,"confirmation":"customer","waitlist":true}`,
-		"DrawAtOnWaitingRoom": fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"waiting_room","opensAt":%q,"drawAt":%q}`, at(time.Hour), at(time.Hour)),
-		"LotteryWithOpensAt": fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","opensAt":%q,"registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":60}`, at(3*time.Hour), at(0), at(time.Hour), at(time.Hour)),
+		"MissingDrawAt":         fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"purchaseWindowSeconds":60}`, at(0), at(time.Hour)),
+		"ClosesBeforeOpens":     fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":60}`, at(time.Hour), at(0), at(2*time.Hour)),
+		"DrawBeforeClose":       fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":60}`, at(0), at(2*time.Hour), at(time.Hour)),
+		"NoWindow":              fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q}`, at(0), at(time.Hour), at(time.Hour)),
+		"WindowTooLong":         fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":604801}`, at(0), at(time.Hour), at(time.Hour)),
+		"WaitlistOnDirectSale":  `{"sku":"L","initialStock":1,"confirmation":"customer","waitlist":true}`,
+		"DrawAtOnWaitingRoom":   fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"waiting_room","opensAt":%q,"drawAt":%q}`, at(time.Hour), at(time.Hour)),
+		"LotteryWithOpensAt":    fmt.Sprintf(`{"sku":"L","initialStock":1,"confirmation":"customer","admission":"lottery","opensAt":%q,"registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":60}`, at(3*time.Hour), at(0), at(time.Hour), at(time.Hour)),
 		"LotteryTwoPerCustomer": fmt.Sprintf(`{"sku":"L","initialStock":1,"perCustomerLimit":2,"confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":60}`, at(0), at(time.Hour), at(time.Hour)),
-		"LotteryWithGate": fmt.Sprintf(`{"sku":"L","initialStock":1,"gate":"redis","confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":60}`, at(0), at(time.Hour), at(time.Hour)),
+		"LotteryWithGate":       fmt.Sprintf(`{"sku":"L","initialStock":1,"gate":"redis","confirmation":"customer","admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,"purchaseWindowSeconds":60}`, at(0), at(time.Hour), at(time.Hour)),
 	}
 	for name, body := range bad {
 		t.Run(name, func(t *testing.T) {
