@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/hex"
 	"time"
 
 	"github.com/flashline/flashline"
@@ -205,6 +206,20 @@ func NewStatusView(s waitroom.StatusResult) StatusView {
 type PolicyView struct {
 	Policy      string `json:"policy"`
 	Description string `json:"description"`
+	// DrawCommitment is the hex SHA-256 of the sale's draw seed, published
+	// before the open; DrawSeed is the seed in hex, from the open on (absent
+	// before). See waitroom/draw.go.
+	DrawCommitment string `json:"drawCommitment"`
+	DrawSeed       string `json:"drawSeed,omitempty"`
+}
+
+// NewPolicyView is the JSON form of a policy.
+func NewPolicyView(p waitroom.Policy) PolicyView {
+	v := PolicyView{Policy: string(p.Policy), Description: p.Description, DrawCommitment: p.Draw.Commitment}
+	if p.Draw.Seed != nil {
+		v.DrawSeed = hex.EncodeToString(p.Draw.Seed)
+	}
+	return v
 }
 
 // PaymentResultView is the answer to a payment event.

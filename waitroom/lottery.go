@@ -3,7 +3,6 @@ package waitroom
 import (
 	"cmp"
 	"crypto/sha256"
-	"encoding/hex"
 	"slices"
 )
 
@@ -11,7 +10,7 @@ import (
 // put in the order of each customer's keyed draw, Draw(seed, sale,
 // customer), ascending (ties, which need a 64-bit collision, by customer
 // id); the first initial-stock of them win. The seed is the sale's draw_seed,
-// committed to before the draw (DrawCommitment, published on the policy) and
+// committed to before the draw (DrawCommitment, draw.go, published on the policy) and
 // revealed once it is due, so anyone can recompute the order.
 
 // LotteryOrder returns customerIDs in draw order: by Draw(seed, saleID,
@@ -33,14 +32,6 @@ func LotteryOrder(seed []byte, saleID string, customerIDs []string) []string {
 		out[i] = d[i].customer
 	}
 	return out
-}
-
-// DrawCommitment is the published commitment to a draw seed: the hex
-// SHA-256 of the seed. Published before the draw, it binds the sale to its
-// seed; once the seed is revealed, anyone checks it against the commitment.
-func DrawCommitment(seed []byte) string {
-	sum := sha256.Sum256(seed)
-	return hex.EncodeToString(sum[:])
 }
 
 // RegistrationNonce is the nonce of the proof of work asked to register in
