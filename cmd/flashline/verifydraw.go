@@ -23,7 +23,9 @@ const verifyDrawUsage = `usage: flashline sale verify-draw SALE_ID [--url URL] [
   check that the revealed draw seed is the one committed to before the open
   (SHA-256(seed) = commitment), recompute every admitted customer's draw from
   (seed, sale, customer) and check it against the admissions the database
-  records. Exit 1 when anything does not match.
+  records. For a lottery sale, recompute the draw order of every registration
+  and check each recorded rank and outcome (won, lost, waitlisted, expired,
+  promoted in order). Exit 1 when anything does not match.
 `
 
 // errDrawMismatch makes `flashline sale verify-draw` exit 1 after printing
@@ -80,6 +82,9 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	defer pool.Close()
+	if policy.Policy == string(flashline.AdmissionLottery) {
+		return verifyLotteryDraw(ctx, postgres.NewStore(postgres.SinglePool(pool)), saleID, seed, stdout)
+	}
 	rec, err := postgres.NewStore(postgres.SinglePool(pool)).DrawRecord(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("sale verify-draw: %w", err)
