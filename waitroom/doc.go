@@ -18,5 +18,7 @@
 // out, status.go says where a ticket stands, policy.go publishes the
 // fairness policy, draw.go its commitment to the draw's seed, the seed's
 // reveal at the open and the audit of admissions against the draw, pace.go
-// is the pacer.
+// is the pacer. lottery.go is the lottery's part (admission "lottery"): its
+// draw order from the same keyed Draw, its audit from the revealed seed, and
+// the registration's proof of work.
 package waitroom
