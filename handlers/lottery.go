@@ -245,17 +245,26 @@ const DrawAlgorithm = "Each registered customer's draw is the first 8 bytes (big
 	"SHA-256(seed || saleId || 0x00 || customerId); registrations are ordered by draw, then customer id; " +
 	"the first `units` win. The seed is published as hex; drawCommitment is hex SHA-256(seed)."
 
-// handleLotteryPolicy answers GET /sales/{saleId}/policy for a lottery sale,
-// and hands any other sale to next (the waiting room's policy).
-func handleLotteryPolicy(lottery flashline.LotteryStore, next gin.HandlerFunc, logger *slog.Logger) gin.HandlerFunc {
-	if lottery == nil {
-		return next
-	}
+// handleSalePolicy is GET /sales/{saleId}/policy: a waiting room's policy
+// (roomPolicy, answered from memory by the room), else a lottery's (read
+// from the database), else 409 no_waiting_room. room and lottery may be nil.
+// Asking the room first keeps a waiting room's policy off the database.
+func handleSalePolicy(room *waitroom.Room, roomPolicy gin.HandlerFunc, lottery flashline.LotteryStore, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		l, err := lottery.Lottery(c.Request.Context(), c.Param("saleId"))
-		if errors.Is(err, flashline.ErrNoLottery) {
-			next(c)
+		ctx, saleID := c.Request.Context(), c.Param("saleId")
+		if room != nil {
+			if _, err := room.Policy(ctx, saleID); !errors.Is(err, flashline.ErrNoWaitingRoom) || lottery == nil {
+				roomPolicy(c)
+				return
+			}
+		}
+		if lottery == nil {
+			writeError(c, logger, flashline.ErrNoWaitingRoom)
 			return
+		}
+		l, err := lottery.Lottery(ctx, saleID)
+		if errors.Is(err, flashline.ErrNoLottery) {
+			err = flashline.ErrNoWaitingRoom
 		}
 		if err != nil {
 			writeError(c, logger, err)
@@ -312,8 +321,6 @@ func registerLotteryRoutes(r *gin.Engine, d Deps, customer, oneCustomer gin.Hand
 	r.POST("/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Lottery, d.Keyring, d.now(), d.Logger))
 	r.GET("/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Lottery, d.Keyring, d.now(), d.Logger))
 	if d.Room == nil {
-		r.GET("/sales/:saleId/policy", slot, handleLotteryPolicy(d.Lottery, func(c *gin.Context) {
-			writeError(c, d.Logger, flashline.ErrNoWaitingRoom)
-		}, d.Logger))
+		r.GET("/sales/:saleId/policy", slot, handleSalePolicy(nil, nil, d.Lottery, d.Logger))
 	}
 }

@@ -156,7 +156,7 @@ func Routes(d Deps) http.Handler {
 		pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 		r.GET("/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 		r.GET("/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-		r.GET("/sales/:saleId/policy", pollSlot, handleLotteryPolicy(d.Lottery, handlePolicy(d.Room, d.Logger), d.Logger))
+		r.GET("/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, handlePolicy(d.Room, d.Logger), d.Lottery, d.Logger))
 	}
 	if d.Lottery != nil {
 		registerLotteryRoutes(r, d, customer, oneCustomer)

@@ -145,6 +145,9 @@ func TestLotteryEndToEnd(t *testing.T) {
 	waitFor(t, 20*time.Second, "the draw", func() bool {
 		return lotteryCount(t, pool, `SELECT count(*) FROM lotteries WHERE sale_id = $1 AND drawn_at IS NOT NULL`, sale) == 1
 	})
+	var drawLag float64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT extract(epoch FROM drawn_at - draw_at) FROM lotteries WHERE sale_id = $1`, sale).Scan(&drawLag))
+	t.Logf("lottery: %d customers registered on 3 instances at once (each on all three): one registration each; drawn %.3f s after drawAt", customers, drawLag)
 	type registration struct {
 		State          string `json:"state"`
 		DrawRank       int    `json:"drawRank"`
@@ -208,6 +211,10 @@ func TestLotteryEndToEnd(t *testing.T) {
 	waitFor(t, 30*time.Second, "every notification delivered", func() bool {
 		return lotteryCount(t, pool, `SELECT count(*) FROM lottery_notifications WHERE sale_id = $1 AND delivered_at IS NULL`, sale) == 0
 	})
+	var p50, worst float64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM delivered_at - created_at)),
+		max(extract(epoch FROM delivered_at - created_at)) FROM lottery_notifications WHERE sale_id = $1`, sale).Scan(&p50, &worst))
+	t.Logf("lottery: %d notifications, each refused twice by the webhook first: delivered %.1f s (median), %.1f s (max) after being written", events, p50, worst)
 	recv.mu.Lock()
 	require.Empty(t, recv.bad)
 	require.Len(t, recv.accepted, events)
