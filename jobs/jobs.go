@@ -123,7 +123,8 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 	periodicJobs = append(periodicJobs, periodic(time.Second, LotteryArgs{}))
 	if cfg.NotifyURL != "" {
 		river.AddWorker(workers, &NotifyWorker{store: store, url: cfg.NotifyURL, secret: cfg.NotifySecret,
-			backoff: cfg.NotifyBackoff, client: &http.Client{Timeout: notifyTimeout}, logger: cfg.Logger})
+			backoff: cfg.NotifyBackoff, client: &http.Client{Timeout: notifyTimeout}, logger: cfg.Logger,
+			sent: newNotifyMetrics(cfg.Registry)})
 		periodicJobs = append(periodicJobs, periodic(time.Second, NotifyArgs{}))
 	}
 	if cfg.Gate != nil {

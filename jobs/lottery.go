@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
 	"github.com/flashline/flashline/postgres"
@@ -78,6 +79,17 @@ type NotifyWorker struct {
 	backoff time.Duration
 	client  *http.Client
 	logger  *slog.Logger
+	// sent counts delivery attempts by outcome (delivered, failed).
+	sent *prometheus.CounterVec
+}
+
+func newNotifyMetrics(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flashline_lottery_notifications_total",
+		Help: "Deliveries of lottery notifications to the store's webhook, by outcome (delivered, failed: tried again later).",
+	}, []string{"outcome"})
+	reg.MustRegister(c)
+	return c
 }
 
 const (
@@ -96,6 +108,7 @@ func (w *NotifyWorker) Work(ctx context.Context, _ *river.Job[NotifyArgs]) error
 		}
 		for _, n := range batch {
 			if err := w.deliver(ctx, n); err != nil {
+				w.sent.WithLabelValues("failed").Inc()
 				backoff := notifyBackoff(w.backoff, n.Attempts)
 				w.logger.WarnContext(ctx, "jobs: notification not delivered", "event_id", n.EventID, "attempt", n.Attempts, "retry_in", backoff, "err", err)
 				if err := w.store.NotificationFailed(ctx, n.EventID, backoff, err.Error()); err != nil {
@@ -103,6 +116,7 @@ func (w *NotifyWorker) Work(ctx context.Context, _ *river.Job[NotifyArgs]) error
 				}
 				continue
 			}
+			w.sent.WithLabelValues("delivered").Inc()
 			if err := w.store.NotificationDelivered(ctx, n.EventID); err != nil {
 				return err
 			}

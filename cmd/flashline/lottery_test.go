@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,6 +228,22 @@ func TestLotteryEndToEnd(t *testing.T) {
 	recv.mu.Unlock()
 	require.Equal(t, map[string]int{"lottery.won": units, "lottery.waitlisted": customers - units,
 		"lottery.window_expired": 1, "lottery.promoted": 1}, kinds)
+
+	// The instances count what they sent: each event refused twice, then delivered.
+	outcomes := map[string]float64{}
+	for _, s := range servers {
+		r, err := c.Do(ctx, http.MethodGet, s.URL+"/metrics", testserver.AdminToken, "")
+		require.NoError(t, err)
+		for line := range strings.Lines(string(r.Body)) {
+			for _, o := range []string{"delivered", "failed"} {
+				var v float64
+				if _, err := fmt.Sscanf(line, `flashline_lottery_notifications_total{outcome="`+o+`"} %g`, &v); err == nil {
+					outcomes[o] += v
+				}
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{"delivered": float64(events), "failed": float64(2 * events)}, outcomes)
 
 	// The draw, verified from the revealed seed.
 	out, _, err := runCLI(t, dbURL, "sale", "verify-draw", sale, "--url", servers[2].URL)
