@@ -115,6 +115,8 @@ type NewSale struct {
 	Confirmation Confirmation
 	// Gate is GateNone (default) or GateRedis.
 	Gate Gate
+	// Lottery is the lottery's rules, for "admission": "lottery" only.
+	Lottery *LotteryRules
 }
 
 // Validate checks a NewSale and fills in defaults.
@@ -153,8 +155,8 @@ func (n *NewSale) Validate() error {
 		return Invalid("perCustomerLimit must be between 1 and 1000")
 	case n.ReservationTTLSeconds < 1 || n.ReservationTTLSeconds > 7*24*3600:
 		return Invalid("reservationTtlSeconds must be between 1 and 604800")
-	case n.Admission != AdmissionDirect && n.Admission != AdmissionWaitingRoom:
-		return Invalid(`admission must be "direct" or "waiting_room"`)
+	case n.Admission != AdmissionDirect && n.Admission != AdmissionWaitingRoom && n.Admission != AdmissionLottery:
+		return Invalid(`admission must be "direct", "waiting_room" or "lottery"`)
 	case n.Buckets < 1 || n.Buckets > MaxBuckets:
 		return Invalid("buckets must be between 1 and 64")
 	case n.Buckets > n.InitialStock:
@@ -163,8 +165,8 @@ func (n *NewSale) Validate() error {
 		return Invalid(`fairness must be "randomized_at_open" or "arrival_order"`)
 	case n.ChallengeBits < 0 || n.ChallengeBits > MaxChallengeBits:
 		return Invalid("challengeBits must be between 0 (no challenge) and 32")
-	case n.ChallengeBits > 0 && n.Admission != AdmissionWaitingRoom:
-		return Invalid(`challengeBits needs "admission": "waiting_room" (the challenge is asked in the waiting room)`)
+	case n.ChallengeBits > 0 && n.Admission != AdmissionWaitingRoom && n.Admission != AdmissionLottery:
+		return Invalid(`challengeBits needs "admission": "waiting_room" or "lottery" (the challenge is asked in the waiting room, or to register)`)
 	case n.PerInstrumentLimit < 0 || n.PerInstrumentLimit > 1000:
 		return Invalid("perInstrumentLimit must be between 1 and 1000, or null for no limit")
 	case n.MinAccountAgeSeconds < 0 || n.MinAccountAgeSeconds > MaxMinAccountAgeSeconds:
@@ -173,6 +175,10 @@ func (n *NewSale) Validate() error {
 		return Invalid(`confirmation must be "payment" or "customer"`)
 	case n.Gate != GateNone && n.Gate != GateRedis:
 		return Invalid(`gate must be "none" or "redis"`)
+	case (n.Admission == AdmissionLottery) != (n.Lottery != nil):
+		return Invalid(`registrationOpensAt, registrationClosesAt, drawAt, purchaseWindowSeconds and waitlist go with "admission": "lottery", and only with it`)
+	case n.Lottery != nil:
+		return n.Lottery.validate(n)
 	}
 	return nil
 }
@@ -225,6 +231,8 @@ type Sale struct {
 	Gate                  Gate
 	// GateStatus is set for a gated sale read through its gate.
 	GateStatus *GateStatus
+	// Lottery is set for a lottery sale: its rules and counts.
+	Lottery *Lottery
 }
 
 // EffectiveState is the state a sale shows, from the state stored: a

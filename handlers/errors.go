@@ -63,6 +63,10 @@ var errorTable = []struct {
 	{flashline.ErrForbidden, apiError{status: 403, code: "forbidden", message: "not allowed for this caller"}},
 	{flashline.ErrOverloaded, apiError{status: 503, code: "overloaded", message: "too busy right now; retry shortly", retryAfter: 1}},
 	{flashline.ErrUnavailable, apiError{status: 503, code: "sale_paused_fail_closed", message: "stock cannot be counted right now; the sale is paused for this request", retryAfter: 2}},
+	{flashline.ErrRegistrationClosed, apiError{status: 409, code: "registration_closed", message: "registration for this lottery is not open"}},
+	{flashline.ErrInstrumentRegistered, apiError{status: 409, code: "instrument_already_registered", message: "this payment instrument is registered in this lottery by another account"}},
+	{flashline.ErrNoLottery, apiError{status: 409, code: "no_lottery", message: "this sale is not a lottery"}},
+	{flashline.ErrChallengeFailed, apiError{status: 403, code: "challenge_failed", message: "solve the registration's proof of work (GET /sales/{id}/registration gives it) and send it as solution"}},
 }
 
 var errInternal = apiError{status: 500, code: "internal", message: "internal error"}

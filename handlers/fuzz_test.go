@@ -113,6 +113,9 @@ func FuzzDecodeCreateSale(f *testing.F) {
 		`{"sku":"x","initialStock":1,"opensAt":"yesterday"}`,
 		`{"sku":"x","initialStock":1,"perInstrumentLimit":0}`,
 		`{"sku":"x"}`,
+		`{"sku":"x","initialStock":3,"admission":"lottery","registrationOpensAt":"2030-01-01T00:00:00Z","registrationClosesAt":"2030-01-02T00:00:00Z","drawAt":"2030-01-02T00:00:00Z","purchaseWindowSeconds":600,"waitlist":true}`,
+		`{"sku":"x","initialStock":3,"admission":"lottery","registrationOpensAt":"2030-01-03T00:00:00Z","registrationClosesAt":"2030-01-02T00:00:00Z","drawAt":"2030-01-01T00:00:00Z","purchaseWindowSeconds":0}`,
+		`{"sku":"x","initialStock":3,"waitlist":false}`,
 		`{}`, `[]`, ``,
 	} {
 		f.Add(seed)
@@ -136,6 +139,12 @@ func FuzzDecodeCreateSale(f *testing.F) {
 			t.Fatalf("%q: accepted sku %q", body, n.SKU)
 		case n.InitialStock < 1 || n.Buckets < 1 || n.Buckets > n.InitialStock || n.PerCustomerLimit < 1:
 			t.Fatalf("%q: accepted %+v", body, n)
+		case (n.Admission == flashline.AdmissionLottery) != (n.Lottery != nil):
+			t.Fatalf("%q: accepted lottery rules %+v with admission %q", body, n.Lottery, n.Admission)
+		case n.Lottery != nil && (!n.Lottery.RegistrationOpensAt.Before(n.Lottery.RegistrationClosesAt) ||
+			n.Lottery.DrawAt.Before(n.Lottery.RegistrationClosesAt) || n.Lottery.PurchaseWindowSeconds < 1 ||
+			n.PerCustomerLimit != 1 || n.OpensAt == nil || !n.OpensAt.Equal(n.Lottery.DrawAt)):
+			t.Fatalf("%q: accepted lottery %+v", body, n)
 		}
 	})
 }

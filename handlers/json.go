@@ -115,16 +115,26 @@ func outcomeForStatus(status int) string {
 	return http.StatusText(status)
 }
 
+// addKeys adds the JSON keys of struct type t to known, with those of its
+// embedded structs (promoted, as encoding/json does).
+func addKeys(known map[string]bool, t reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			addKeys(known, f.Type)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		known[name] = true
+	}
+}
+
 // exactKeys refuses what encoding/json would let through: object keys that
 // match a field only case-insensitively ({"QUANTITY": 2}) and keys given
 // twice. Unknown keys are left to DisallowUnknownFields.
 func exactKeys(body []byte, dst any) error {
 	known := map[string]bool{}
-	t := reflect.TypeOf(dst).Elem()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		known[name] = true
-	}
+	addKeys(known, reflect.TypeOf(dst).Elem())
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if _, err := dec.Token(); err != nil { // the opening brace
 		return flashline.Invalid("malformed JSON: " + err.Error())

@@ -61,6 +61,10 @@ type Deps struct {
 	Payments *webhook.Verifier
 	// Gate, when set, serves POST /admin/sales/{id}/gate/rebuild.
 	Gate GateRebuilder
+	// Lottery serves lottery registrations (POST /sales/{id}/registrations,
+	// GET /sales/{id}/registration) and a lottery's policy; without it
+	// those routes are not there.
+	Lottery flashline.LotteryStore
 	// Now is the clock admission tokens' expiry is judged by; nil:
 	// time.Now. Only serve's test hook (FLASHLINE_TEST_CLOCK_SKEW) sets it.
 	Now func() time.Time
@@ -160,7 +164,10 @@ func Routes(d Deps) http.Handler {
 		pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 		r.GET("/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 		r.GET("/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-		r.GET("/sales/:saleId/policy", pollSlot, handlePolicy(d.Room, d.Logger))
+		r.GET("/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, handlePolicy(d.Room, d.Logger), d.Lottery, d.Logger))
+	}
+	if d.Lottery != nil {
+		registerLotteryRoutes(r, d, customer, oneCustomer)
 	}
 	// The waiting-room page and its assets (no auth: the page calls the API
 	// with the customer's token).

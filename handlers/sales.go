@@ -26,6 +26,7 @@ type CreateSaleRequest struct {
 	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds"`
 	Confirmation          string     `json:"confirmation"` // "payment" (default) or "customer"
 	Gate                  string     `json:"gate"`         // none (default) or redis
+	LotteryRequest
 }
 
 // NewSale turns the request into the domain's NewSale.
@@ -54,6 +55,7 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 		MinAccountAgeSeconds:  r.MinAccountAgeSeconds,
 		Confirmation:          flashline.Confirmation(r.Confirmation),
 		Gate:                  flashline.Gate(r.Gate),
+		Lottery:               r.LotteryRequest.rules(),
 	}
 	return n, n.Validate()
 }

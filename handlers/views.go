@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/hex"
 	"time"
 
 	"github.com/flashline/flashline"
@@ -34,6 +35,7 @@ type SaleView struct {
 	PauseReason           string        `json:"pauseReason,omitempty"`
 	Invariant             InvariantView `json:"invariant"`
 	Gate                  GateView      `json:"gate"`
+	Lottery               *LotteryView  `json:"lottery,omitempty"`
 }
 
 // GateView is what counts the sale's units in front of the database, and
@@ -89,7 +91,8 @@ func NewSaleView(s flashline.Sale) SaleView {
 			CheckedAt: timeString(s.Invariant.CheckedAt),
 			Detail:    s.Invariant.Detail,
 		},
-		Gate: NewGateView(s),
+		Gate:    NewGateView(s),
+		Lottery: NewLotteryView(s.Lottery),
 	}
 }
 
@@ -203,6 +206,20 @@ func NewStatusView(s waitroom.StatusResult) StatusView {
 type PolicyView struct {
 	Policy      string `json:"policy"`
 	Description string `json:"description"`
+	// DrawCommitment is the hex SHA-256 of the sale's draw seed, published
+	// before the open; DrawSeed is the seed in hex, from the open on (absent
+	// before). See waitroom/draw.go.
+	DrawCommitment string `json:"drawCommitment"`
+	DrawSeed       string `json:"drawSeed,omitempty"`
+}
+
+// NewPolicyView is the JSON form of a policy.
+func NewPolicyView(p waitroom.Policy) PolicyView {
+	v := PolicyView{Policy: string(p.Policy), Description: p.Description, DrawCommitment: p.Draw.Commitment}
+	if p.Draw.Seed != nil {
+		v.DrawSeed = hex.EncodeToString(p.Draw.Seed)
+	}
+	return v
 }
 
 // PaymentResultView is the answer to a payment event.

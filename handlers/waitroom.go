@@ -54,6 +54,6 @@ func handlePolicy(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
 			writeError(c, logger, err)
 			return
 		}
-		writeJSON(c, http.StatusOK, PolicyView{Policy: string(p.Policy), Description: p.Description})
+		writeJSON(c, http.StatusOK, NewPolicyView(p))
 	}
 }

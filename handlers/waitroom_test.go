@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -189,11 +190,33 @@ func TestWaitingRoom(t *testing.T) {
 		t.Parallel()
 		r := s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/policy", "", "")
 		require.Equal(t, 200, r.Status, "%s", r.Body)
-		require.Equal(t, []string{"description", "policy"}, keysOf(t, r.Body))
+		// Before the open: the commitment, never the seed.
+		require.Equal(t, []string{"description", "drawCommitment", "policy"}, keysOf(t, r.Body))
 		var p handlers.PolicyView
 		require.NoError(t, json.Unmarshal(r.Body, &p))
 		require.Equal(t, "randomized_at_open", p.Policy)
 		require.Contains(t, p.Description, "draw")
+		var seed []byte
+		require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT draw_seed FROM sales WHERE sale_id = $1`, scheduled.SaleID).Scan(&seed))
+		require.Equal(t, waitroom.DrawCommitment(seed), p.DrawCommitment)
+		require.Empty(t, p.DrawSeed)
+
+		// From the open: the seed, which matches the commitment.
+		open := s.createSale(t, `{"sku":"sku_open","initialStock":5,"admission":"waiting_room"}`)
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+open.SaleID+"/open", adminAuth, ""), 200)
+		var o handlers.PolicyView
+		require.Eventually(t, func() bool { // once the cache has heard of the open
+			r = s.do(t, http.MethodGet, "/sales/"+open.SaleID+"/policy", "", "")
+			require.Equal(t, 200, r.Status, "%s", r.Body)
+			require.NoError(t, json.Unmarshal(r.Body, &o))
+			return o.DrawSeed != ""
+		}, 5*time.Second, 20*time.Millisecond)
+		r = s.do(t, http.MethodGet, "/sales/"+open.SaleID+"/policy", "", "")
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		got, err := waitroom.VerifyDrawSeed(o.DrawCommitment, o.DrawSeed)
+		require.NoError(t, err, "%s", r.Body)
+		require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT draw_seed FROM sales WHERE sale_id = $1`, open.SaleID).Scan(&seed))
+		require.Equal(t, seed, got)
 		requireError(t, s.do(t, http.MethodGet, "/sales/sale_nope/policy", "", ""), 404, "not_found")
 	})
 	t.Run("Refusals", func(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package jobs holds Flashline's River jobs, one file per kind: the expiry
 // sweeper (sweep.go), the invariant check (invariant.go), idempotency-key
-// pruning (prune.go) and the Redis gate's relay and checks (gate.go), and
+// pruning (prune.go), the Redis gate's relay and checks (gate.go), the
+// lottery's draw, purchase windows and notifications (lottery.go), and
 // the River client that runs them inside
 // `flashline serve`. Periodic jobs run on River's elected leader, so any
 // number of instances may run workers at once.
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -39,9 +41,21 @@ type Config struct {
 	CompletedJobRetention time.Duration // 10m
 	// Gate, when set, is the Redis gate: its job runs every second, and the
 	// sweeper asks it to relay the units it restocked at once.
-	Gate     *gate.Gate
-	Logger   *slog.Logger
-	Registry prometheus.Registerer
+	Gate *gate.Gate
+	// LotteryGrace is how long after a lottery winner's purchase window ends
+	// the window is closed for good (a reservation checked just before the
+	// end may still be committing).
+	LotteryGrace time.Duration // 5s
+	// NotifyURL is the store's webhook that takes the lottery's
+	// notifications; empty: they wait in the outbox.
+	NotifyURL string
+	// NotifySecret signs the notifications (Flashline-Signature).
+	NotifySecret string
+	// NotifyBackoff is the wait after a failed delivery's first attempt,
+	// doubled per attempt up to 10 minutes.
+	NotifyBackoff time.Duration // 1s
+	Logger        *slog.Logger
+	Registry      prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -62,6 +76,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.CompletedJobRetention == 0 {
 		c.CompletedJobRetention = 10 * time.Minute
+	}
+	if c.LotteryGrace == 0 {
+		c.LotteryGrace = 5 * time.Second
+	}
+	if c.NotifyBackoff == 0 {
+		c.NotifyBackoff = time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -98,6 +118,14 @@ func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Cl
 		periodic(cfg.SweepInterval, SweepArgs{}),
 		periodic(cfg.InvariantInterval, InvariantArgs{}),
 		periodic(cfg.PruneInterval, PruneArgs{}),
+	}
+	river.AddWorker(workers, &LotteryWorker{store: store, grace: cfg.LotteryGrace, logger: cfg.Logger})
+	periodicJobs = append(periodicJobs, periodic(time.Second, LotteryArgs{}))
+	if cfg.NotifyURL != "" {
+		river.AddWorker(workers, &NotifyWorker{store: store, url: cfg.NotifyURL, secret: cfg.NotifySecret,
+			backoff: cfg.NotifyBackoff, client: &http.Client{Timeout: notifyTimeout}, logger: cfg.Logger,
+			sent: newNotifyMetrics(cfg.Registry)})
+		periodicJobs = append(periodicJobs, periodic(time.Second, NotifyArgs{}))
 	}
 	if cfg.Gate != nil {
 		river.AddWorker(workers, &GateWorker{gate: cfg.Gate})

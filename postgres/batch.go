@@ -197,9 +197,9 @@ func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error
 		return flashline.ErrSaleNotOpen
 	case req.Quantity > int(row.PerCustomerLimit):
 		return flashline.ErrQuantityAboveLimit
-	case flashline.Admission(row.Admission) == flashline.AdmissionWaitingRoom && req.AdmissionToken == "":
+	case flashline.Admission(row.Admission).NeedsAdmission() && req.AdmissionToken == "":
 		return flashline.ErrAdmissionRequired
-	case flashline.Admission(row.Admission) == flashline.AdmissionWaitingRoom && (req.AdmissionID == "" || row.AdmissionUsed):
+	case flashline.Admission(row.Admission).NeedsAdmission() && (req.AdmissionID == "" || row.AdmissionUsed):
 		return flashline.ErrAdmissionInvalid
 	case !flashline.AccountOldEnough(req.AccountCreated, int(row.MinAccountAgeSeconds), row.Now):
 		return flashline.ErrAccountTooNew

@@ -115,3 +115,33 @@ func (p pacerDB) Advance(ctx context.Context, saleID string, target int64, pace 
 }
 
 func (p pacerDB) Ping(ctx context.Context) error { return translate(p.conn.Ping(ctx)) }
+
+// DrawRecord reads what the database records of saleID's admissions, for an
+// audit of its draw (waitroom.AuditDraw): the room's counters and every
+// reservation made with an admission token. A sale without a waiting room:
+// flashline.ErrNoWaitingRoom.
+func (s *Store) DrawRecord(ctx context.Context, saleID string) (waitroom.DrawRecord, error) {
+	q := dbsqlc.New(s.admin)
+	row, err := q.WaitroomDrawRecord(ctx, dbsqlc.WaitroomDrawRecordParams{SaleID: saleID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.Sale(ctx, saleID); err != nil {
+			return waitroom.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, err)
+		}
+		return waitroom.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
+	}
+	if err != nil {
+		return waitroom.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, translate(err))
+	}
+	rec := waitroom.DrawRecord{SaleID: saleID, Fairness: flashline.Fairness(row.Fairness), PreopenCount: -1, AdmittedThrough: row.AdmittedThrough}
+	if row.PreopenCount != nil {
+		rec.PreopenCount = *row.PreopenCount
+	}
+	rows, err := q.WaitroomAdmissions(ctx, dbsqlc.WaitroomAdmissionsParams{SaleID: saleID})
+	if err != nil {
+		return waitroom.DrawRecord{}, fmt.Errorf("admissions of sale %s: %w", saleID, translate(err))
+	}
+	for _, r := range rows {
+		rec.Admitted = append(rec.Admitted, waitroom.AdmittedCustomer{CustomerID: r.CustomerID, AdmissionID: r.AdmissionID, ReservedAt: r.CreatedAt})
+	}
+	return rec, nil
+}

@@ -162,6 +162,11 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 				return err
 			}
 		}
+		if n.Lottery != nil {
+			if err := createLottery(ctx, q, id, *n.Lottery); err != nil {
+				return err
+			}
+		}
 		if err := q.StockInsert(ctx, dbsqlc.StockInsertParams{SaleID: id, Buckets: buckets, Quantities: quantities}); err != nil {
 			return err
 		}
@@ -179,7 +184,19 @@ func (s *Store) Sale(ctx context.Context, saleID string) (flashline.Sale, error)
 	if err != nil {
 		return flashline.Sale{}, fmt.Errorf("sale %s: %w", saleID, translate(err))
 	}
-	return saleFromRow(row), nil
+	sale := saleFromRow(row)
+	if sale.Admission == flashline.AdmissionLottery {
+		q := dbsqlc.New(s.admin)
+		l, err := s.lottery(ctx, q, saleID)
+		if err != nil {
+			return flashline.Sale{}, err
+		}
+		if l.Counts, err = lotteryCounts(ctx, q, saleID); err != nil {
+			return flashline.Sale{}, err
+		}
+		sale.Lottery = &l
+	}
+	return sale, nil
 }
 
 func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {

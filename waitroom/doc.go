@@ -16,5 +16,9 @@
 // package postgres implements it): place.go hands out places and estimates
 // the wait, positions.go leases the blocks of positions each instance hands
 // out, status.go says where a ticket stands, policy.go publishes the
-// fairness policy, pace.go is the pacer.
+// fairness policy, draw.go its commitment to the draw's seed, the seed's
+// reveal at the open and the audit of admissions against the draw, pace.go
+// is the pacer. lottery.go is the lottery's part (admission "lottery"): its
+// draw order from the same keyed Draw, its audit from the revealed seed, and
+// the registration's proof of work.
 package waitroom

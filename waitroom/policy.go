@@ -11,6 +11,9 @@ import (
 type Policy struct {
 	Policy      flashline.Fairness
 	Description string
+	// Draw is the commitment to the sale's draw seed, and from the open the
+	// seed itself (draw.go).
+	Draw DrawDisclosure
 }
 
 // Policy returns the sale's fairness policy in words a customer can read,
@@ -20,7 +23,10 @@ func (r *Room) Policy(ctx context.Context, saleID string) (Policy, error) {
 	if err != nil {
 		return Policy{}, err
 	}
-	p := Policy{Policy: s.Fairness}
+	// The seed is revealed once the database's clock (as last read) says the
+	// sale has opened: by then the pre-open draw is fixed, and nobody can
+	// take a pre-open place any more.
+	p := Policy{Policy: s.Fairness, Draw: DiscloseDraw(s.DrawSeed, s.Opened(s.DBNow))}
 	switch s.Fairness {
 	case flashline.FairnessArrivalOrder:
 		p.Description = "Everyone is placed in the order they joined the waiting room, before and after the sale opens. " +
@@ -41,6 +47,10 @@ func (r *Room) Policy(ctx context.Context, saleID string) (Policy, error) {
 	// refunds): customers are told before they buy.
 	p.Description += " The store may cancel an order after it is made if it matches patterns of automated buying, or when its payment is refunded;" +
 		" the item then goes back on sale and any payment is refunded."
+	if s.Fairness == flashline.FairnessRandomizedAtOpen {
+		p.Description += " Before the open this policy publishes a commitment to the draw's secret seed (its SHA-256); from the open, the seed itself:" +
+			" anyone can then check it against the commitment and recompute every customer's draw."
+	}
 	return p, nil
 }
 

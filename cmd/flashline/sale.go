@@ -24,6 +24,10 @@ const saleUsage = `usage:
       print the sale object of the admin API as JSON. A gated sale (--gate
       redis) needs FLASHLINE_REDIS_URL (--redis-url) to be created, shown with
       its counter or resumed.
+  flashline sale verify-draw SALE_ID [--url URL]
+      check the sale's draw: the seed its policy reveals at the open against
+      the commitment published before, and every admission the database
+      records against the draw recomputed from (seed, sale, customer).
   flashline sale repair SALE_ID [--apply] [--operator NAME]
       a paused sale whose stock does not add up: show what the stock rows say,
       what the reservations and the ledger imply, and the correction; --apply
@@ -38,6 +42,9 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("sale: a subcommand is required")
 	}
 	sub := args[0]
+	if sub == "verify-draw" {
+		return runVerifyDraw(ctx, args[1:], getenv, stdout, stderr)
+	}
 	e := newFlags("sale "+sub, getenv, stderr)
 	e.fs.Usage = func() { fmt.Fprint(stderr, saleUsage); e.fs.PrintDefaults() }
 	var dbURL, redisURL, opensAt string

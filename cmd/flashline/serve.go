@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -103,6 +104,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.string(&cfg.waitroomKeys, "waitroom-keys", "FLASHLINE_WAITROOM_KEYS", "", `keys of waiting-room tokens, "kid:secret[,kid:secret...]" (32+ byte secrets), the first signs (required; with --demo, derived from the JWT secret when empty)`)
 	e.duration(&cfg.jobs.SweepInterval, "sweep-interval", "FLASHLINE_SWEEP_INTERVAL", time.Second, "how often expired reservations are swept")
 	e.duration(&cfg.jobs.InvariantInterval, "invariant-interval", "FLASHLINE_INVARIANT_INTERVAL", 2*time.Second, "how often every sale's invariant is checked")
+	e.string(&cfg.jobs.NotifyURL, "notify-url", "FLASHLINE_NOTIFY_URL", "", "the store's webhook that takes lottery notifications (won, lost, waitlisted, window expired, promoted), POSTed as JSON and signed (Flashline-Signature) with --notify-secret; empty: they wait in the outbox (lottery_notifications)")
+	e.string(&cfg.jobs.NotifySecret, "notify-secret", "FLASHLINE_NOTIFY_SECRET", "", "HMAC-SHA256 secret that signs lottery notifications, 32+ bytes, shared with the store's webhook (required with --notify-url)")
+	e.duration(&cfg.jobs.LotteryGrace, "lottery-grace", "FLASHLINE_LOTTERY_GRACE", 5*time.Second, "how long after a lottery winner's purchase window ends it is closed for good and the unit passes down the waitlist")
 	e.duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long idempotency keys are kept (at least 24h: a retry within a day replays)")
 	e.duration(&cfg.shutdownTimeout, "shutdown-timeout", "FLASHLINE_SHUTDOWN_TIMEOUT", 15*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	if err := e.fs.Parse(args); err != nil {
@@ -119,6 +123,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return errors.New("serve: FLASHLINE_ADMIN_TOKEN and FLASHLINE_JWT_SECRET must be set ('make run' sets development values)")
 	}
 	if err := checkSecrets(cfg, stderr); err != nil {
+		return err
+	}
+	if err := checkNotify(cfg); err != nil {
 		return err
 	}
 	if cfg.jobs.KeyRetention < minKeyRetention {
@@ -183,6 +190,27 @@ func checkSecrets(cfg serveConfig, stderr io.Writer) error {
 	}
 	if cfg.waitroomKeys == "" {
 		return errors.New("serve: FLASHLINE_WAITROOM_KEYS must be set (\"kid:secret\", a secret of 32+ random bytes, the same on every instance); only --demo derives them from the JWT secret")
+	}
+	return nil
+}
+
+// checkNotify checks the lottery's notification webhook: an http(s) URL
+// with a secret of its own (32+ bytes outside --demo).
+func checkNotify(cfg serveConfig) error {
+	if cfg.jobs.NotifyURL == "" {
+		return nil
+	}
+	u, err := url.Parse(cfg.jobs.NotifyURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("serve: FLASHLINE_NOTIFY_URL must be an http(s) URL")
+	}
+	switch secret := cfg.jobs.NotifySecret; {
+	case secret == "":
+		return errors.New("serve: FLASHLINE_NOTIFY_URL needs FLASHLINE_NOTIFY_SECRET, the secret its notifications are signed with")
+	case secret == cfg.adminToken || secret == cfg.jwtSecret || secret == cfg.paymentSecret:
+		return errors.New("serve: FLASHLINE_NOTIFY_SECRET must be a secret of its own")
+	case !cfg.demo && len(secret) < minSecretLen:
+		return fmt.Errorf("serve: FLASHLINE_NOTIFY_SECRET is %d bytes; it must be at least %d random bytes", len(secret), minSecretLen)
 	}
 	return nil
 }
@@ -437,6 +465,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Registry:         registry,
 		RiverUI:          ui,
 		Room:             room,
+		Lottery:          store,
 		Keyring:          keyring,
 		CustomerInFlight: cfg.customerInFlight,
 		Refuse:           cache.Refuse,

@@ -64,6 +64,42 @@ type LatePayment struct {
 	RefundEventID    *string
 }
 
+type Lottery struct {
+	SaleID                string
+	RegistrationOpensAt   time.Time
+	RegistrationClosesAt  time.Time
+	DrawAt                time.Time
+	PurchaseWindowSeconds int32
+	Waitlist              bool
+	DrawnAt               *time.Time
+}
+
+type LotteryNotification struct {
+	EventID        string
+	SaleID         string
+	RegistrationID string
+	CustomerID     string
+	Kind           string
+	Payload        []byte
+	CreatedAt      time.Time
+	Attempts       int32
+	NextAttemptAt  time.Time
+	LastError      *string
+	DeliveredAt    *time.Time
+}
+
+type LotteryRegistration struct {
+	RegistrationID       string
+	SaleID               string
+	CustomerID           string
+	PaymentInstrument    string
+	State                string
+	DrawRank             *int32
+	PurchaseWindowEndsAt *time.Time
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+}
+
 type OperatorAction struct {
 	ActionID      int64
 	Action        string

@@ -7,7 +7,47 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
+
+const waitroomAdmissions = `-- name: WaitroomAdmissions :many
+SELECT customer_id, admission_token_id::text AS admission_id, created_at
+  FROM reservations
+ WHERE sale_id = $1::text AND admission_token_id IS NOT NULL
+ ORDER BY created_at, reservation_id
+`
+
+type WaitroomAdmissionsParams struct {
+	SaleID string
+}
+
+type WaitroomAdmissionsRow struct {
+	CustomerID  string
+	AdmissionID string
+	CreatedAt   time.Time
+}
+
+// Every reservation made with an admission token in a sale, in the order
+// they were made (reservations_admitted makes it an index scan).
+func (q *Queries) WaitroomAdmissions(ctx context.Context, arg WaitroomAdmissionsParams) ([]WaitroomAdmissionsRow, error) {
+	rows, err := q.db.Query(ctx, waitroomAdmissions, arg.SaleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WaitroomAdmissionsRow
+	for rows.Next() {
+		var i WaitroomAdmissionsRow
+		if err := rows.Scan(&i.CustomerID, &i.AdmissionID, &i.CreatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
 
 const waitroomAdvance = `-- name: WaitroomAdvance :one
 UPDATE waiting_rooms
@@ -54,6 +94,32 @@ type WaitroomCreateParams struct {
 func (q *Queries) WaitroomCreate(ctx context.Context, arg WaitroomCreateParams) error {
 	_, err := q.db.Exec(ctx, waitroomCreate, arg.SaleID)
 	return err
+}
+
+const waitroomDrawRecord = `-- name: WaitroomDrawRecord :one
+SELECT s.fairness, w.preopen_count, w.admitted_through
+  FROM sales s
+  JOIN waiting_rooms w ON w.sale_id = s.sale_id
+ WHERE s.sale_id = $1::text
+`
+
+type WaitroomDrawRecordParams struct {
+	SaleID string
+}
+
+type WaitroomDrawRecordRow struct {
+	Fairness        string
+	PreopenCount    *int64
+	AdmittedThrough int64
+}
+
+// What an audit of the draw reads of a waiting-room sale: its order and the
+// room's counters (flashline sale verify-draw).
+func (q *Queries) WaitroomDrawRecord(ctx context.Context, arg WaitroomDrawRecordParams) (WaitroomDrawRecordRow, error) {
+	row := q.db.QueryRow(ctx, waitroomDrawRecord, arg.SaleID)
+	var i WaitroomDrawRecordRow
+	err := row.Scan(&i.Fairness, &i.PreopenCount, &i.AdmittedThrough)
+	return i, err
 }
 
 const waitroomLeaderTryLock = `-- name: WaitroomLeaderTryLock :one

@@ -61,3 +61,19 @@ UPDATE waiting_rooms
  WHERE sale_id = @sale_id::text
    AND (admitted_through < @target::bigint OR preopen_count IS NULL)
 RETURNING admitted_through;
+
+-- name: WaitroomDrawRecord :one
+-- What an audit of the draw reads of a waiting-room sale: its order and the
+-- room's counters (flashline sale verify-draw).
+SELECT s.fairness, w.preopen_count, w.admitted_through
+  FROM sales s
+  JOIN waiting_rooms w ON w.sale_id = s.sale_id
+ WHERE s.sale_id = @sale_id::text;
+
+-- name: WaitroomAdmissions :many
+-- Every reservation made with an admission token in a sale, in the order
+-- they were made (reservations_admitted makes it an index scan).
+SELECT customer_id, admission_token_id::text AS admission_id, created_at
+  FROM reservations
+ WHERE sale_id = @sale_id::text AND admission_token_id IS NOT NULL
+ ORDER BY created_at, reservation_id;

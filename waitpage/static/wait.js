@@ -12,6 +12,7 @@
 //   account.js   the customer's token: sign in, the account chooser
 //   line.js      the ticket, the status polls, the proof of work
 //   purchase.js  reserve, the hold's countdown, pay, and the ends
+//   lottery.js   a lottery sale: register, the draw's outcome, buy when drawn
 //
 // They are ES modules (<script type="module">, imports between files of this
 // origin), not classic scripts sharing a global: each file names what it uses
@@ -29,6 +30,7 @@ import { $, setState, showError } from "./ui.js";
 import { claims, hasSubject, isExpired, usable, showSignin, signIn, askAccount, chooseAccount } from "./account.js";
 import { loadPolicy, getTicket, dropTicket } from "./line.js";
 import { reserve, resumeReservation, pay, forgetAttempt, showPaid } from "./purchase.js";
+import { lotteryOrLine } from "./lottery.js";
 
 // begin (re)starts the flow from what is kept: the order, the reservation,
 // the admission, or the place in line.
@@ -64,7 +66,7 @@ function begin() {
   const adm = store.getJSON(state.keys.admission);
   if (adm && adm.token && adm.expiresAt > Date.now()) return reserve();
   setState("loading", "Getting your place in line…");
-  getTicket();
+  lotteryOrLine(getTicket);
 }
 
 // start reads the sale from the address and the token from the link.

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/waitroom"
+)
+
+const verifyDrawUsage = `usage: flashline sale verify-draw SALE_ID [--url URL] [--database-url URL]
+  fetch the sale's published policy from the service (GET URL/sales/SALE_ID/policy),
+  check that the revealed draw seed is the one committed to before the open
+  (SHA-256(seed) = commitment), recompute every admitted customer's draw from
+  (seed, sale, customer) and check it against the admissions the database
+  records. For a lottery sale, recompute the draw order of every registration
+  and check each recorded rank and outcome (won, lost, waitlisted, expired,
+  promoted in order). Exit 1 when anything does not match.
+`
+
+// errDrawMismatch makes `flashline sale verify-draw` exit 1 after printing
+// what did not match.
+var errDrawMismatch = errors.New("verify-draw: the draw does not check out")
+
+// runVerifyDraw is `flashline sale verify-draw SALE_ID`.
+func runVerifyDraw(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	e := newFlags("sale verify-draw", getenv, stderr)
+	e.fs.Usage = func() { fmt.Fprint(stderr, verifyDrawUsage); e.fs.PrintDefaults() }
+	var dbURL, base string
+	e.databaseURL(&dbURL)
+	e.string(&base, "url", "FLASHLINE_URL", "http://127.0.0.1:8080", "the service whose published policy is checked")
+	// The sale id may come before the flags.
+	var saleID string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		saleID, args = args[0], args[1:]
+	}
+	if err := e.fs.Parse(args); err != nil {
+		return err
+	}
+	if saleID == "" && e.fs.NArg() == 1 {
+		saleID = e.fs.Arg(0)
+	} else if e.fs.NArg() != 0 || saleID == "" {
+		fmt.Fprint(stderr, verifyDrawUsage)
+		return errors.New("sale verify-draw: give exactly one SALE_ID")
+	}
+	if !flashline.ValidID(flashline.SaleIDPrefix, saleID) {
+		return fmt.Errorf("sale verify-draw: sale %q not found (a sale id is sale_ and 26 characters)", saleID)
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("sale verify-draw: --url must be an http(s) URL, e.g. http://127.0.0.1:8080")
+	}
+
+	policy, err := fetchPolicy(ctx, strings.TrimRight(base, "/")+"/sales/"+saleID+"/policy")
+	if err != nil {
+		return fmt.Errorf("sale verify-draw: %w", err)
+	}
+	fmt.Fprintf(stdout, "Sale %s (%s)\ncommitment  %s\n", saleID, policy.Policy, policy.DrawCommitment)
+	if policy.DrawSeed == "" {
+		fmt.Fprintln(stdout, "seed        not revealed yet: the sale has not opened. Ask again after the open.")
+		return nil
+	}
+	seed, err := waitroom.VerifyDrawSeed(policy.DrawCommitment, policy.DrawSeed)
+	if err != nil {
+		fmt.Fprintf(stdout, "seed        %s\nMISMATCH: %v\n", policy.DrawSeed, err)
+		return errDrawMismatch
+	}
+	fmt.Fprintf(stdout, "seed        %s  (SHA-256 matches the commitment)\n", policy.DrawSeed)
+
+	pool, err := openAdmin(ctx, dbURL, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if policy.Policy == string(flashline.AdmissionLottery) {
+		return verifyLotteryDraw(ctx, postgres.NewStore(postgres.SinglePool(pool)), saleID, seed, stdout)
+	}
+	rec, err := postgres.NewStore(postgres.SinglePool(pool)).DrawRecord(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("sale verify-draw: %w", err)
+	}
+	audit := waitroom.AuditDraw(seed, rec)
+	preopen := "not fixed yet"
+	if rec.PreopenCount >= 0 {
+		preopen = fmt.Sprint(rec.PreopenCount)
+	}
+	fmt.Fprintf(stdout, "joined before the open %s, watermark %d, %d admitted customer(s) reserved\n\n", preopen, rec.AdmittedThrough, len(rec.Admitted))
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESERVED\tCUSTOMER\tDRAW\tRANK\tCHECK")
+	for _, c := range audit.Checks {
+		check := "ok"
+		if c.Problem != "" {
+			check = "OUT OF ORDER: " + c.Problem
+		}
+		rank := "-"
+		if c.Rank > 0 {
+			rank = fmt.Sprint(c.Rank)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%016x\t%s\t%s\n", c.ReservedAt.UTC().Format(time.RFC3339Nano), c.CustomerID, c.Draw, rank, check)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%s.\n", audit.Note)
+	if n := audit.Problems(); n > 0 {
+		fmt.Fprintf(stdout, "%d admission(s) out of the draw's order.\n", n)
+		return errDrawMismatch
+	}
+	fmt.Fprintln(stdout, "The draw checks out.")
+	return nil
+}
+
+// fetchPolicy reads a sale's published policy.
+func fetchPolicy(ctx context.Context, u string) (handlers.PolicyView, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return handlers.PolicyView{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var p handlers.PolicyView
+	if err := json.Unmarshal(body, &p); err != nil {
+		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: %w", err)
+	}
+	if p.DrawCommitment == "" {
+		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: GET %s publishes no draw commitment", u)
+	}
+	return p, nil
+}

@@ -1,0 +1,326 @@
+package handlers
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/waitroom"
+)
+
+// The lottery with advance registration ("admission": "lottery"): customers
+// register in a window, a draw at drawAt picks the winners (jobs/lottery.go),
+// and a winner buys with the admission token GET /sales/{id}/registration
+// gives them, within their purchase window.
+
+// LotteryRequest is the lottery's part of POST /admin/sales.
+type LotteryRequest struct {
+	RegistrationOpensAt   *time.Time `json:"registrationOpensAt"`
+	RegistrationClosesAt  *time.Time `json:"registrationClosesAt"`
+	DrawAt                *time.Time `json:"drawAt"`
+	PurchaseWindowSeconds *int       `json:"purchaseWindowSeconds"`
+	Waitlist              *bool      `json:"waitlist"`
+}
+
+// rules is nil when no lottery field is given; a missing one is left zero,
+// for NewSale.Validate to name.
+func (r LotteryRequest) rules() *flashline.LotteryRules {
+	if r.RegistrationOpensAt == nil && r.RegistrationClosesAt == nil && r.DrawAt == nil &&
+		r.PurchaseWindowSeconds == nil && r.Waitlist == nil {
+		return nil
+	}
+	var l flashline.LotteryRules
+	if r.RegistrationOpensAt != nil {
+		l.RegistrationOpensAt = *r.RegistrationOpensAt
+	}
+	if r.RegistrationClosesAt != nil {
+		l.RegistrationClosesAt = *r.RegistrationClosesAt
+	}
+	if r.DrawAt != nil {
+		l.DrawAt = *r.DrawAt
+	}
+	if r.PurchaseWindowSeconds != nil {
+		l.PurchaseWindowSeconds = *r.PurchaseWindowSeconds
+	}
+	if r.Waitlist != nil {
+		l.Waitlist = *r.Waitlist
+	}
+	return &l
+}
+
+// LotteryView is a lottery sale's rules and counts, on the admin's sale view.
+type LotteryView struct {
+	RegistrationOpensAt   string            `json:"registrationOpensAt"`
+	RegistrationClosesAt  string            `json:"registrationClosesAt"`
+	DrawAt                string            `json:"drawAt"`
+	PurchaseWindowSeconds int               `json:"purchaseWindowSeconds"`
+	Waitlist              bool              `json:"waitlist"`
+	DrawnAt               *string           `json:"drawnAt"`
+	Registrations         LotteryCountsView `json:"registrations"`
+}
+
+// LotteryCountsView counts a lottery's registrations by state.
+type LotteryCountsView struct {
+	Total      int `json:"total"`
+	Registered int `json:"registered"`
+	Won        int `json:"won"`
+	Lost       int `json:"lost"`
+	Waitlisted int `json:"waitlisted"`
+	Expired    int `json:"expired"`
+}
+
+// NewLotteryView renders a lottery (nil: not a lottery sale).
+func NewLotteryView(l *flashline.Lottery) *LotteryView {
+	if l == nil {
+		return nil
+	}
+	c := l.Counts
+	return &LotteryView{
+		RegistrationOpensAt:   rfc3339(l.Rules.RegistrationOpensAt),
+		RegistrationClosesAt:  rfc3339(l.Rules.RegistrationClosesAt),
+		DrawAt:                rfc3339(l.Rules.DrawAt),
+		PurchaseWindowSeconds: l.Rules.PurchaseWindowSeconds,
+		Waitlist:              l.Rules.Waitlist,
+		DrawnAt:               timeString(l.DrawnAt),
+		Registrations: LotteryCountsView{Total: c.Total(), Registered: c.Registered, Won: c.Won,
+			Lost: c.Lost, Waitlisted: c.Waitlisted, Expired: c.Expired},
+	}
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+type registerRequest struct {
+	PaymentInstrument string `json:"paymentInstrument"`
+	// Solution solves the registration's proof of work, when the sale asks
+	// one (challengeBits).
+	Solution string `json:"solution"`
+}
+
+// RegistrationView is a customer's registration.
+type RegistrationView struct {
+	RegistrationID string `json:"registrationId,omitempty"`
+	State          string `json:"state"`
+	DrawRank       int    `json:"drawRank,omitempty"`
+	// AdmissionToken: a winner's, to send as X-Admission-Token with the
+	// reservation, until PurchaseWindowEndsAt.
+	AdmissionToken       string  `json:"admissionToken,omitempty"`
+	PurchaseWindowEndsAt *string `json:"purchaseWindowEndsAt,omitempty"`
+	// For a customer not registered: whether registration is open, and the
+	// proof of work to solve to register.
+	RegistrationOpen *bool          `json:"registrationOpen,omitempty"`
+	Challenge        *ChallengeView `json:"challenge,omitempty"`
+}
+
+// handleRegister is POST /sales/{saleId}/registrations. The sale's rules
+// for who may take part (account age, proof of work, one registration per
+// payment instrument) are checked here, before the draw, not at the
+// purchase. Idempotent per customer and sale: a repeat answers the same
+// registration.
+func handleRegister(lottery flashline.LotteryStore, keyring *waitroom.Keyring, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		actor := actorOf(c)
+		var body registerRequest
+		if err := decodeJSON(c, &body); err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		instrument, err := flashline.NormalizeInstrument(body.PaymentInstrument)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		if instrument == "" {
+			writeError(c, logger, flashline.Invalid("paymentInstrument is required to register (one registration per payment instrument)"))
+			return
+		}
+		if len(body.Solution) > 64 {
+			writeError(c, logger, flashline.Invalid("solution must be at most 64 characters"))
+			return
+		}
+		ctx := c.Request.Context()
+		saleID := c.Param("saleId")
+		l, err := lottery.Lottery(ctx, saleID)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		switch {
+		case !flashline.AccountOldEnough(actor.AccountCreated, l.MinAccountAgeSeconds, l.Now):
+			writeError(c, logger, flashline.ErrAccountTooNew)
+			return
+		case l.ChallengeBits > 0 && (keyring == nil ||
+			!keyring.VerifyRegistrationChallenge(saleID, actor.CustomerID, body.Solution, l.ChallengeBits)):
+			writeError(c, logger, flashline.ErrChallengeFailed)
+			return
+		}
+		reg, err := lottery.Register(ctx, flashline.NewRegistration{
+			SaleID: saleID, CustomerID: actor.CustomerID, PaymentInstrument: instrument,
+		})
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		c.Header("Cache-Control", "no-store")
+		writeJSON(c, http.StatusCreated, newRegistrationView(reg, keyring, now()))
+	}
+}
+
+// newRegistrationView renders a registration; a winner whose window is
+// still open gets the admission token, bound to customer and sale, good
+// until the window ends and for one reservation (its id is the
+// registration's, stored with the reservation under a unique index).
+func newRegistrationView(r flashline.Registration, keyring *waitroom.Keyring, now time.Time) RegistrationView {
+	v := RegistrationView{RegistrationID: r.ID, State: string(r.State), DrawRank: r.DrawRank,
+		PurchaseWindowEndsAt: timeString(r.PurchaseWindowEndsAt)}
+	if r.State == flashline.RegistrationWon && r.PurchaseWindowEndsAt != nil &&
+		now.Before(*r.PurchaseWindowEndsAt) && keyring != nil {
+		v.AdmissionToken = keyring.SignAdmission(waitroom.Admission{
+			ID: r.ID, SaleID: r.SaleID, CustomerID: r.CustomerID, ExpiresAt: *r.PurchaseWindowEndsAt,
+		})
+	}
+	return v
+}
+
+// handleRegistration is GET /sales/{saleId}/registration: the customer's
+// registration and, once won, the admission token. A customer not
+// registered is told whether registration is open and the proof of work to
+// solve.
+func handleRegistration(lottery flashline.LotteryStore, keyring *waitroom.Keyring, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx := c.Request.Context()
+		saleID, customerID := c.Param("saleId"), actorOf(c).CustomerID
+		c.Header("Cache-Control", "no-store")
+		reg, err := lottery.Registration(ctx, saleID, customerID)
+		if err == nil {
+			writeJSON(c, http.StatusOK, newRegistrationView(reg, keyring, now()))
+			return
+		}
+		if !errors.Is(err, flashline.ErrNotFound) {
+			writeError(c, logger, err)
+			return
+		}
+		l, err := lottery.Lottery(ctx, saleID)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		open := l.RegistrationOpen()
+		v := RegistrationView{State: string(flashline.RegistrationNone), RegistrationOpen: &open}
+		if l.ChallengeBits > 0 && keyring != nil {
+			v.Challenge = &ChallengeView{Nonce: keyring.RegistrationNonce(saleID, customerID), Bits: l.ChallengeBits}
+		}
+		writeJSON(c, http.StatusOK, v)
+	}
+}
+
+// LotteryPolicyView is a lottery sale's published rules and its draw: the
+// commitment (hex SHA-256 of the seed) from the start, the seed (hex) once
+// the draw is due, so that anyone can recompute the order
+// (`flashline sale verify-draw`).
+type LotteryPolicyView struct {
+	Policy                string  `json:"policy"` // "lottery"
+	Description           string  `json:"description"`
+	RegistrationOpensAt   string  `json:"registrationOpensAt"`
+	RegistrationClosesAt  string  `json:"registrationClosesAt"`
+	DrawAt                string  `json:"drawAt"`
+	PurchaseWindowSeconds int     `json:"purchaseWindowSeconds"`
+	Waitlist              bool    `json:"waitlist"`
+	Units                 int     `json:"units"`
+	DrawAlgorithm         string  `json:"drawAlgorithm"`
+	DrawCommitment        string  `json:"drawCommitment"`
+	DrawSeed              *string `json:"drawSeed"`
+	DrawnAt               *string `json:"drawnAt"`
+}
+
+// DrawAlgorithm says, for the policy, how the order is computed from the
+// revealed seed.
+const DrawAlgorithm = "Each registered customer's draw is the first 8 bytes (big-endian unsigned) of " +
+	"SHA-256(seed || saleId || 0x00 || customerId); registrations are ordered by draw, then customer id; " +
+	"the first `units` win. The seed is published as hex; drawCommitment is hex SHA-256(seed)."
+
+// handleSalePolicy is GET /sales/{saleId}/policy: a waiting room's policy
+// (roomPolicy, answered from memory by the room), else a lottery's (read
+// from the database), else 409 no_waiting_room. room and lottery may be nil.
+// Asking the room first keeps a waiting room's policy off the database.
+func handleSalePolicy(room *waitroom.Room, roomPolicy gin.HandlerFunc, lottery flashline.LotteryStore, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx, saleID := c.Request.Context(), c.Param("saleId")
+		if room != nil {
+			if _, err := room.Policy(ctx, saleID); !errors.Is(err, flashline.ErrNoWaitingRoom) || lottery == nil {
+				roomPolicy(c)
+				return
+			}
+		}
+		if lottery == nil {
+			writeError(c, logger, flashline.ErrNoWaitingRoom)
+			return
+		}
+		l, err := lottery.Lottery(ctx, saleID)
+		if errors.Is(err, flashline.ErrNoLottery) {
+			err = flashline.ErrNoWaitingRoom
+		}
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusOK, NewLotteryPolicyView(l))
+	}
+}
+
+// NewLotteryPolicyView renders a lottery's policy; the seed is revealed once
+// the draw is due by the database's clock (registration is closed by then).
+func NewLotteryPolicyView(l flashline.Lottery) LotteryPolicyView {
+	r := l.Rules
+	v := LotteryPolicyView{
+		Policy:                string(flashline.AdmissionLottery),
+		RegistrationOpensAt:   rfc3339(r.RegistrationOpensAt),
+		RegistrationClosesAt:  rfc3339(r.RegistrationClosesAt),
+		DrawAt:                rfc3339(r.DrawAt),
+		PurchaseWindowSeconds: r.PurchaseWindowSeconds,
+		Waitlist:              r.Waitlist,
+		Units:                 l.InitialStock,
+		DrawAlgorithm:         DrawAlgorithm,
+		DrawCommitment:        waitroom.DrawCommitment(l.DrawSeed),
+		DrawnAt:               timeString(l.DrawnAt),
+	}
+	if !l.Now.Before(r.DrawAt) {
+		seed := hex.EncodeToString(l.DrawSeed)
+		v.DrawSeed = &seed
+	}
+	v.Description = fmt.Sprintf("Register between %s and %s; one registration per account and per payment instrument. "+
+		"At %s a draw picks %d winners among everyone registered: registering early does not help. "+
+		"Each winner has %s to buy one unit.",
+		v.RegistrationOpensAt, v.RegistrationClosesAt, v.DrawAt, l.InitialStock, waitroom.HumanDuration(r.PurchaseWindowSeconds))
+	if r.Waitlist {
+		v.Description += " Everyone else is on a waitlist in draw order: when a winner's window ends without a purchase, the unit goes to the next on the list."
+	}
+	if l.ChallengeBits > 0 {
+		v.Description += " To register, your browser solves a small puzzle; this slows down automated registrations."
+	}
+	if l.MinAccountAgeSeconds > 0 {
+		v.Description += fmt.Sprintf(" Accounts created less than %s before registering cannot take part.", waitroom.HumanDuration(l.MinAccountAgeSeconds))
+	}
+	v.Description += " The draw's seed is committed to here before the draw (drawCommitment) and published after it (drawSeed), so anyone can check the winners."
+	return v
+}
+
+// registerLotteryRoutes adds the lottery's customer routes. Registering
+// writes a row and asking reads one, on the waiting room's pool: both take
+// a slot of the limiter at poll priority, so a crowd registering never
+// crowds out buyers.
+func registerLotteryRoutes(r *gin.Engine, d Deps, customer, oneCustomer gin.HandlerFunc) {
+	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
+	slot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
+	r.POST("/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Lottery, d.Keyring, d.now(), d.Logger))
+	r.GET("/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Lottery, d.Keyring, d.now(), d.Logger))
+	if d.Room == nil {
+		r.GET("/sales/:saleId/policy", slot, handleSalePolicy(nil, nil, d.Lottery, d.Logger))
+	}
+}

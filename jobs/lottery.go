@@ -1,0 +1,161 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/webhook"
+)
+
+// LotteryArgs is the lottery's job: it makes the draws that are due and
+// ends the purchase windows that are over (passing units down the
+// waitlist). It runs every second on River's leader; that it happens once is
+// the database's part (postgres.Store.DrawLottery, ExpireWindows), so any
+// number of runs, on any instances, at once, draw each lottery once.
+type LotteryArgs struct{}
+
+// Kind implements river.JobArgs.
+func (LotteryArgs) Kind() string { return "flashline_lottery" }
+
+// LotteryWorker runs LotteryArgs.
+type LotteryWorker struct {
+	river.WorkerDefaults[LotteryArgs]
+	store  *postgres.Store
+	grace  time.Duration
+	logger *slog.Logger
+}
+
+// Work implements river.Worker.
+func (w *LotteryWorker) Work(ctx context.Context, _ *river.Job[LotteryArgs]) error {
+	draws, err := w.store.DrawDue(ctx)
+	for _, d := range draws {
+		if d.Drew {
+			w.logger.InfoContext(ctx, "jobs: lottery drawn", "sale_id", d.SaleID, "registered", d.Registered, "won", d.Won)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	windows, err := w.store.ExpireWindows(ctx, w.grace)
+	for _, r := range windows {
+		if r.Expired > 0 {
+			w.logger.InfoContext(ctx, "jobs: lottery windows ended", "sale_id", r.SaleID, "expired", r.Expired, "promoted", r.Promoted)
+		}
+	}
+	return err
+}
+
+// NotifyArgs is the job that delivers the lottery's notifications (the
+// outbox, lottery_notifications) to the store's webhook.
+type NotifyArgs struct{}
+
+// Kind implements river.JobArgs.
+func (NotifyArgs) Kind() string { return "flashline_notify" }
+
+// NotifyWorker delivers notifications: each is POSTed as JSON, signed with
+// the Flashline-Signature header (package webhook, the scheme payment
+// events use, with the notification secret), its event id in the body
+// ("id") and in the Flashline-Event-Id header, so that the receiver applies
+// each once. A delivery that fails (no answer, or not 2xx) is tried again
+// after an exponential backoff (NotifyBackoff, doubling up to
+// maxNotifyBackoff). Notifications are claimed with a lease, so instances
+// never send one at the same time; a process that dies mid-delivery leaves
+// it to be sent again after the lease (at least once: the receiver
+// deduplicates by event id).
+type NotifyWorker struct {
+	river.WorkerDefaults[NotifyArgs]
+	store   *postgres.Store
+	url     string
+	secret  string
+	backoff time.Duration
+	client  *http.Client
+	logger  *slog.Logger
+	// sent counts delivery attempts by outcome (delivered, failed).
+	sent *prometheus.CounterVec
+}
+
+func newNotifyMetrics(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flashline_lottery_notifications_total",
+		Help: "Deliveries of lottery notifications to the store's webhook, by outcome (delivered, failed: tried again later).",
+	}, []string{"outcome"})
+	reg.MustRegister(c)
+	return c
+}
+
+const (
+	notifyBatch      = 100
+	notifyLease      = 30 * time.Second
+	notifyTimeout    = 10 * time.Second
+	maxNotifyBackoff = 10 * time.Minute
+)
+
+// Work implements river.Worker.
+func (w *NotifyWorker) Work(ctx context.Context, _ *river.Job[NotifyArgs]) error {
+	for range maxBatchesPerRun {
+		batch, err := w.store.ClaimNotifications(ctx, notifyBatch, notifyLease)
+		if err != nil {
+			return err
+		}
+		for _, n := range batch {
+			if err := w.deliver(ctx, n); err != nil {
+				w.sent.WithLabelValues("failed").Inc()
+				backoff := notifyBackoff(w.backoff, n.Attempts)
+				w.logger.WarnContext(ctx, "jobs: notification not delivered", "event_id", n.EventID, "attempt", n.Attempts, "retry_in", backoff, "err", err)
+				if err := w.store.NotificationFailed(ctx, n.EventID, backoff, err.Error()); err != nil {
+					return err
+				}
+				continue
+			}
+			w.sent.WithLabelValues("delivered").Inc()
+			if err := w.store.NotificationDelivered(ctx, n.EventID); err != nil {
+				return err
+			}
+		}
+		if len(batch) < notifyBatch {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (w *NotifyWorker) deliver(ctx context.Context, n postgres.Notification) error {
+	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(n.Payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(webhook.Header, webhook.Sign(time.Now(), n.Payload, w.secret))
+	req.Header.Set("Flashline-Event-Id", n.EventID)
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("webhook answered %s", resp.Status)
+	}
+	return nil
+}
+
+// notifyBackoff is the wait before attempt+1: base, doubled per attempt, at
+// most maxNotifyBackoff.
+func notifyBackoff(base time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < maxNotifyBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxNotifyBackoff)
+}

@@ -1,0 +1,348 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/dbsqlc"
+	"github.com/flashline/flashline/waitroom"
+)
+
+var _ flashline.LotteryStore = (*Store)(nil)
+
+// Lottery reads a lottery sale's rules (not its counts: Sale has them).
+func (s *Store) Lottery(ctx context.Context, saleID string) (flashline.Lottery, error) {
+	return s.lottery(ctx, dbsqlc.New(s.room), saleID)
+}
+
+func (s *Store) lottery(ctx context.Context, q *dbsqlc.Queries, saleID string) (flashline.Lottery, error) {
+	r, err := q.LotteryGet(ctx, dbsqlc.LotteryGetParams{SaleID: saleID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Unknown sale, or one that is not a lottery: tell which.
+		if _, err := s.Sale(ctx, saleID); err != nil {
+			return flashline.Lottery{}, err
+		}
+		return flashline.Lottery{}, fmt.Errorf("lottery %s: %w", saleID, flashline.ErrNoLottery)
+	}
+	if err != nil {
+		return flashline.Lottery{}, fmt.Errorf("lottery %s: %w", saleID, translate(err))
+	}
+	return flashline.Lottery{
+		SaleID: r.SaleID,
+		Rules: flashline.LotteryRules{
+			RegistrationOpensAt:   r.RegistrationOpensAt,
+			RegistrationClosesAt:  r.RegistrationClosesAt,
+			DrawAt:                r.DrawAt,
+			PurchaseWindowSeconds: int(r.PurchaseWindowSeconds),
+			Waitlist:              r.Waitlist,
+		},
+		InitialStock:         int(r.InitialStock),
+		ChallengeBits:        int(r.ChallengeBits),
+		MinAccountAgeSeconds: int(r.MinAccountAgeSeconds),
+		DrawSeed:             r.DrawSeed,
+		DrawnAt:              r.DrawnAt,
+		Now:                  r.Now,
+	}, nil
+}
+
+// lotteryCounts counts a lottery's registrations by state.
+func lotteryCounts(ctx context.Context, q *dbsqlc.Queries, saleID string) (flashline.LotteryCounts, error) {
+	c, err := q.LotteryCounts(ctx, dbsqlc.LotteryCountsParams{SaleID: saleID})
+	if err != nil {
+		return flashline.LotteryCounts{}, fmt.Errorf("lottery counts %s: %w", saleID, translate(err))
+	}
+	return flashline.LotteryCounts{
+		Registered: int(c.Registered), Won: int(c.Won), Lost: int(c.Lost),
+		Waitlisted: int(c.Waitlisted), Expired: int(c.Expired),
+	}, nil
+}
+
+func registrationFrom(id, saleID, customerID, state string, rank *int32, windowEnds *time.Time, created time.Time) flashline.Registration {
+	r := flashline.Registration{
+		ID: id, SaleID: saleID, CustomerID: customerID, State: flashline.RegistrationState(state),
+		PurchaseWindowEndsAt: windowEnds, CreatedAt: created,
+	}
+	if rank != nil {
+		r.DrawRank = int(*rank)
+	}
+	return r
+}
+
+// Register registers a customer in a lottery, once. A repeat (on any
+// instance, at any time) returns the first registration. Otherwise, in one
+// transaction: the lottery's row is held FOR SHARE while registration is open
+// (the draw waits for it, see LotteryLockForRegistration), and the row is
+// inserted unless the customer or the payment instrument has one in the
+// sale (the unique constraints decide, not a read).
+// Registrations use the waiting room's pool: a crowd registering never
+// holds a connection that confirm, cancel or the purchase path need.
+func (s *Store) Register(ctx context.Context, n flashline.NewRegistration) (flashline.Registration, error) {
+	if n.PaymentInstrument == "" {
+		return flashline.Registration{}, flashline.Invalid("paymentInstrument is required to register (one registration per payment instrument)")
+	}
+	if r, err := s.Registration(ctx, n.SaleID, n.CustomerID); err == nil || !errors.Is(err, flashline.ErrNotFound) {
+		return r, err
+	}
+	var reg flashline.Registration
+	err := withTx(ctx, s.room, func(q *dbsqlc.Queries) error {
+		open, err := q.LotteryLockForRegistration(ctx, dbsqlc.LotteryLockForRegistrationParams{SaleID: n.SaleID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return flashline.ErrNoLottery
+		}
+		if err != nil {
+			return err
+		}
+		if !open {
+			return flashline.ErrRegistrationClosed
+		}
+		row, err := q.RegistrationInsert(ctx, dbsqlc.RegistrationInsertParams{
+			RegistrationID:    flashline.NewID(flashline.RegistrationIDPrefix),
+			SaleID:            n.SaleID,
+			CustomerID:        n.CustomerID,
+			PaymentInstrument: n.PaymentInstrument,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// A conflict: the customer's own registration, committed by a
+			// concurrent request (the insert waited for it), or another
+			// account's with this instrument.
+			existing, err := q.RegistrationGet(ctx, dbsqlc.RegistrationGetParams{SaleID: n.SaleID, CustomerID: n.CustomerID})
+			if errors.Is(err, pgx.ErrNoRows) {
+				return flashline.ErrInstrumentRegistered
+			}
+			if err != nil {
+				return err
+			}
+			reg = registrationFrom(existing.RegistrationID, existing.SaleID, existing.CustomerID, existing.State,
+				existing.DrawRank, existing.PurchaseWindowEndsAt, existing.CreatedAt)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		reg = registrationFrom(row.RegistrationID, row.SaleID, row.CustomerID, row.State,
+			row.DrawRank, row.PurchaseWindowEndsAt, row.CreatedAt)
+		return nil
+	})
+	if errors.Is(err, flashline.ErrNoLottery) {
+		if _, err := s.Sale(ctx, n.SaleID); err != nil {
+			return flashline.Registration{}, err
+		}
+	}
+	if err != nil {
+		return flashline.Registration{}, fmt.Errorf("register in lottery %s: %w", n.SaleID, translate(err))
+	}
+	return reg, nil
+}
+
+// Registration reads a customer's registration in a lottery.
+func (s *Store) Registration(ctx context.Context, saleID, customerID string) (flashline.Registration, error) {
+	r, err := dbsqlc.New(s.room).RegistrationGet(ctx, dbsqlc.RegistrationGetParams{SaleID: saleID, CustomerID: customerID})
+	if err != nil {
+		return flashline.Registration{}, fmt.Errorf("registration in %s: %w", saleID, translate(err))
+	}
+	return registrationFrom(r.RegistrationID, r.SaleID, r.CustomerID, r.State, r.DrawRank, r.PurchaseWindowEndsAt, r.CreatedAt), nil
+}
+
+// DrawDue makes every draw that is due and not made yet (DrawLottery each).
+func (s *Store) DrawDue(ctx context.Context) ([]flashline.DrawResult, error) {
+	ids, err := dbsqlc.New(s.jobs).LotteryDueDraws(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("due draws: %w", translate(err))
+	}
+	var results []flashline.DrawResult
+	for _, id := range ids {
+		r, err := s.DrawLottery(ctx, id)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// DrawLottery makes a lottery's draw if it is due and not made yet, exactly
+// once however many callers try at once: the conditional UPDATE of the
+// lottery's row (LotteryClaimDraw) lets one transaction through; the others
+// match nothing and return Drew false. In that transaction: every
+// registration's rank in the keyed draw order (waitroom.LotteryOrder), the
+// first initial-stock win with a purchase window from now, the rest lose or
+// are waitlisted, and every customer's notification goes to the outbox.
+func (s *Store) DrawLottery(ctx context.Context, saleID string) (flashline.DrawResult, error) {
+	res := flashline.DrawResult{SaleID: saleID}
+	err := withTx(ctx, s.jobs, func(q *dbsqlc.Queries) error {
+		claim, err := q.LotteryClaimDraw(ctx, dbsqlc.LotteryClaimDrawParams{SaleID: saleID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // drawn already, or not due
+		}
+		if err != nil {
+			return err
+		}
+		regs, err := q.RegistrationsForDraw(ctx, dbsqlc.RegistrationsForDrawParams{SaleID: saleID})
+		if err != nil {
+			return err
+		}
+		byCustomer := make(map[string]string, len(regs))
+		customers := make([]string, len(regs))
+		for i, r := range regs {
+			byCustomer[r.CustomerID] = r.RegistrationID
+			customers[i] = r.CustomerID
+		}
+		order := waitroom.LotteryOrder(claim.DrawSeed, saleID, customers)
+		ids, ranks := make([]string, len(order)), make([]int32, len(order))
+		for i, c := range order {
+			ids[i], ranks[i] = byCustomer[c], int32(i+1)
+		}
+		applied, err := q.RegistrationsApplyDraw(ctx, dbsqlc.RegistrationsApplyDrawParams{
+			RegistrationIds: ids, Ranks: ranks, Stock: claim.InitialStock, Waitlist: claim.Waitlist,
+			WindowSeconds: claim.PurchaseWindowSeconds, SaleID: saleID,
+		})
+		if err != nil {
+			return err
+		}
+		if int(applied.Drawn) != len(ids) {
+			// Registrations are closed (the lottery's row lock), so none
+			// can change under the draw: a mismatch is a bug, and rolls
+			// the draw back.
+			return fmt.Errorf("drew %d of %d registrations", applied.Drawn, len(ids))
+		}
+		res.Drew, res.Registered, res.Won = true, len(ids), min(len(ids), int(claim.InitialStock))
+		return nil
+	})
+	if err != nil {
+		return flashline.DrawResult{SaleID: saleID}, fmt.Errorf("draw lottery %s: %w", saleID, translate(err))
+	}
+	return res, nil
+}
+
+// WindowResult is what ExpireWindows did in one lottery.
+type WindowResult struct {
+	SaleID   string
+	Expired  int
+	Promoted int
+}
+
+// ExpireWindows ends the purchase windows that ended more than grace ago
+// without a purchase (no pending or confirmed reservation made with the
+// winner's admission), and, in a lottery with a waitlist, passes each unit
+// to the next waitlisted registration in draw order. Per lottery, one
+// transaction under the lottery's row lock: each window expires once (its
+// UPDATE is conditional on state 'won'), and each expiry promotes at most
+// one registration, until the waitlist ends.
+func (s *Store) ExpireWindows(ctx context.Context, grace time.Duration) ([]WindowResult, error) {
+	graceSeconds := int32(math.Ceil(grace.Seconds()))
+	ids, err := dbsqlc.New(s.jobs).LotteryWindowsDue(ctx, dbsqlc.LotteryWindowsDueParams{GraceSeconds: graceSeconds})
+	if err != nil {
+		return nil, fmt.Errorf("lottery windows due: %w", translate(err))
+	}
+	var results []WindowResult
+	for _, id := range ids {
+		r := WindowResult{SaleID: id}
+		err := withTx(ctx, s.jobs, func(q *dbsqlc.Queries) error {
+			lot, err := q.LotteryLock(ctx, dbsqlc.LotteryLockParams{SaleID: id})
+			if err != nil {
+				return err
+			}
+			exp, err := q.RegistrationsExpireWindows(ctx, dbsqlc.RegistrationsExpireWindowsParams{SaleID: id, GraceSeconds: graceSeconds})
+			if err != nil {
+				return err
+			}
+			r.Expired = int(exp.Expired)
+			if !lot.Waitlist || exp.Expired == 0 {
+				return nil
+			}
+			pro, err := q.RegistrationsPromote(ctx, dbsqlc.RegistrationsPromoteParams{
+				SaleID: id, N: exp.Expired, WindowSeconds: lot.PurchaseWindowSeconds,
+			})
+			r.Promoted = int(pro.Promoted)
+			return err
+		})
+		if err != nil {
+			return results, fmt.Errorf("expire lottery windows %s: %w", id, translate(err))
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// Notification is one outbox row claimed for delivery.
+type Notification struct {
+	EventID  string
+	Payload  []byte // the JSON body to deliver
+	Attempts int    // counting this one
+}
+
+// ClaimNotifications leases up to n notifications due for delivery to the
+// caller for lease (another instance does not send them meanwhile).
+func (s *Store) ClaimNotifications(ctx context.Context, n int, lease time.Duration) ([]Notification, error) {
+	rows, err := dbsqlc.New(s.jobs).NotificationsClaim(ctx, dbsqlc.NotificationsClaimParams{
+		LeaseSeconds: int32(math.Ceil(lease.Seconds())), N: int32(n),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim notifications: %w", translate(err))
+	}
+	out := make([]Notification, len(rows))
+	for i, r := range rows {
+		out[i] = Notification{EventID: r.EventID, Payload: r.Payload, Attempts: int(r.Attempts)}
+	}
+	return out, nil
+}
+
+// NotificationDelivered records a delivery: the event is not sent again.
+func (s *Store) NotificationDelivered(ctx context.Context, eventID string) error {
+	err := dbsqlc.New(s.jobs).NotificationDelivered(ctx, dbsqlc.NotificationDeliveredParams{EventID: eventID})
+	return translate(err)
+}
+
+// NotificationFailed records a failed delivery and when to try again.
+func (s *Store) NotificationFailed(ctx context.Context, eventID string, backoff time.Duration, cause string) error {
+	if len(cause) > 500 {
+		cause = cause[:500]
+	}
+	err := dbsqlc.New(s.jobs).NotificationFailed(ctx, dbsqlc.NotificationFailedParams{
+		EventID: eventID, BackoffSeconds: backoff.Seconds(), LastError: &cause,
+	})
+	return translate(err)
+}
+
+// DrawnRegistration is one registration's outcome, for verifying a draw.
+type DrawnRegistration struct {
+	RegistrationID string
+	CustomerID     string
+	State          flashline.RegistrationState
+	DrawRank       int // 0: not drawn
+}
+
+// LotteryRegistrations lists a lottery's registrations in draw order.
+func (s *Store) LotteryRegistrations(ctx context.Context, saleID string) ([]DrawnRegistration, error) {
+	rows, err := dbsqlc.New(s.admin).RegistrationsDrawn(ctx, dbsqlc.RegistrationsDrawnParams{SaleID: saleID})
+	if err != nil {
+		return nil, fmt.Errorf("lottery registrations %s: %w", saleID, translate(err))
+	}
+	out := make([]DrawnRegistration, len(rows))
+	for i, r := range rows {
+		out[i] = DrawnRegistration{RegistrationID: r.RegistrationID, CustomerID: r.CustomerID, State: flashline.RegistrationState(r.State)}
+		if r.DrawRank != nil {
+			out[i].DrawRank = int(*r.DrawRank)
+		}
+	}
+	return out, nil
+}
+
+// createLottery writes a new lottery sale's rules, in CreateSale's
+// transaction.
+func createLottery(ctx context.Context, q *dbsqlc.Queries, saleID string, r flashline.LotteryRules) error {
+	return q.LotteryCreate(ctx, dbsqlc.LotteryCreateParams{
+		SaleID:                saleID,
+		RegistrationOpensAt:   r.RegistrationOpensAt,
+		RegistrationClosesAt:  r.RegistrationClosesAt,
+		DrawAt:                r.DrawAt,
+		PurchaseWindowSeconds: int32(r.PurchaseWindowSeconds),
+		Waitlist:              r.Waitlist,
+	})
+}

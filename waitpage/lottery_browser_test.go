@@ -1,0 +1,70 @@
+package waitpage_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testserver"
+)
+
+// TestWaitPageLottery: a lottery sale's page, in headless Chromium against a
+// serve process: the customer registers (solving the registration's proof of
+// work), waits for the draw, is drawn, reserves with the admission token the
+// registration gives, and pays.
+func TestWaitPageLottery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives headless Chromium against a flashline serve process: not in -short")
+	}
+	b := newBrowser(t)
+	srv := testserver.Start(t, testdb.New(t))
+	c := testserver.NewClient()
+	now := time.Now().UTC()
+	drawAt := now.Add(8 * time.Second).Truncate(time.Second)
+	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_lottery","initialStock":1,"confirmation":"customer",
+		"admission":"lottery","challengeBits":8,"registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,
+		"purchaseWindowSeconds":300}`, now.Add(-time.Second).Format(time.RFC3339), drawAt.Format(time.RFC3339), drawAt.Format(time.RFC3339)))
+	jwt := testserver.Token(t, "browser-lottery")
+
+	b.do("open the sale's page", 30*time.Second, chromedp.Navigate(srv.URL+"/sales/"+saleID+"/wait#token="+jwt))
+	b.waitState(30*time.Second, "lottery")
+	title := func() string { return eval[string](b, `document.getElementById("lottery-title").textContent`) }
+	if title() != "Register for the draw" || eval[bool](b, `document.getElementById("lottery-form").hidden`) {
+		b.fail("the page does not offer to register: %q", title())
+	}
+	b.noHorizontalScroll("lottery registration")
+	b.screenshot("lottery-register.png")
+	eval[bool](b, `(document.getElementById("lottery-instrument").value = "card-browser", true)`)
+	b.do("click #lottery-register", 10*time.Second, chromedp.Click(chromedp.ID("lottery-register")))
+	for deadline := time.Now().Add(20 * time.Second); title() != "You are registered"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.fail("not registered within 20 s: %q", title())
+		}
+	}
+	b.screenshot("lottery-registered.png")
+
+	// The draw at drawAt; drawn, the page reserves by itself.
+	b.waitState(60*time.Second, "reserved")
+	reservationID := eval[string](b, `document.getElementById("reservation-id").textContent`)
+	require.True(t, strings.HasPrefix(reservationID, "res_"), reservationID)
+	b.do("click #pay", 10*time.Second, chromedp.Click(chromedp.ID("pay")))
+	b.waitState(30*time.Second, "paid")
+	b.screenshot("lottery-paid.png")
+
+	r, err := c.Do(context.Background(), http.MethodGet, srv.URL+"/reservations/"+reservationID, jwt, "")
+	require.NoError(t, err)
+	var res struct{ State string }
+	require.NoError(t, json.Unmarshal(r.Body, &res))
+	require.Equal(t, "confirmed", res.State)
+	if bad := b.policyViolations(); len(bad) > 0 {
+		t.Errorf("waitpage: the page threw or broke its Content-Security-Policy:\n%s", strings.Join(bad, "\n"))
+	}
+}

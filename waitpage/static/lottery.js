@@ -1,0 +1,141 @@
+// A lottery sale ("admission": "lottery"): register during the window, wait
+// for the draw, and, drawn, buy with the admission token the registration
+// gives (reserve(), purchase.js, takes over as after a waiting room). The
+// page asks the policy once: a sale whose policy is not "lottery" goes to
+// the waiting room's line (fallback).
+
+import { store } from "./storage.js";
+import { sale, state, schedule, backoffMs } from "./state.js";
+import { api, retryAfterMs } from "./api.js";
+import { app, $, setState, showError, showPolicy } from "./ui.js";
+import { rejectJWT } from "./account.js";
+import { reserve } from "./purchase.js";
+
+let drawAt = 0;       // the draw's time (ms), from the policy
+let challenge = null; // {nonce, bits} asked to register, when the sale asks one
+let solution = "";    // its solution, once the worker found it
+let registering = false;
+
+// lotteryOrLine starts the lottery's flow for a lottery sale, and calls
+// fallback (the waiting room's line) for any other.
+export function lotteryOrLine(fallback) {
+  api("GET", sale.base + "/policy").then(function (r) {
+    if (r.network || r.status === 503 || r.status === 429) return schedule(function () { lotteryOrLine(fallback); }, backoffMs());
+    if (r.status !== 200 || !r.body || r.body.policy !== "lottery") return fallback();
+    drawAt = Date.parse(r.body.drawAt) || 0;
+    showPolicy(r.body.description);
+    app.dataset.admission = "lottery";
+    $("lottery-draw-at").textContent = new Date(drawAt).toLocaleString();
+    pollRegistration();
+  });
+}
+
+function show(title, text, formShown) {
+  $("lottery-title").textContent = title;
+  $("lottery-text").textContent = text;
+  $("lottery-form").hidden = !formShown;
+  setState("lottery", title + ". " + text);
+}
+
+// pollRegistration asks where the customer's registration stands, and acts
+// on it; it asks again while the answer can still change.
+function pollRegistration() {
+  api("GET", sale.base + "/registration").then(function (r) {
+    if (r.status === 401) return rejectJWT();
+    if (r.network || r.status === 503 || r.status === 429) return schedule(pollRegistration, retryAfterMs(r, backoffMs()));
+    if (r.status !== 200 || !r.body) return showError(r.message);
+    state.attempts = 0;
+    const b = r.body;
+    switch (b.state) {
+      case "unregistered":
+        if (!b.registrationOpen) {
+          show("Registration is closed", Date.now() < drawAt ? "Registration is not open now; this page checks again by itself." : "The draw has been made.", false);
+          return schedule(pollRegistration, Date.now() < drawAt ? 10000 : 60000);
+        }
+        if (b.challenge && (!challenge || challenge.nonce !== b.challenge.nonce)) solve(b.challenge);
+        if (!registering) show("Register for the draw", "Registering early does not help: everyone registered takes part in one draw.", true);
+        return;
+      case "registered":
+        show("You are registered", "The draw is at " + new Date(drawAt).toLocaleString() + ". Come back then, or keep this page open.", false);
+        return schedule(pollRegistration, Math.max(2000, Math.min(30000, drawAt - Date.now() + 1500)));
+      case "won":
+        if (b.admissionToken && b.purchaseWindowEndsAt) {
+          store.setJSON(state.keys.admission, { token: b.admissionToken, expiresAt: Date.parse(b.purchaseWindowEndsAt) });
+          return reserve();
+        }
+        return show("You were drawn", "Your window to buy has ended.", false);
+      case "waitlisted":
+        show("You are on the waitlist", "You are number " + (b.drawRank || "—") + " in the draw's order. If a winner does not buy in time, their item passes down the list.", false);
+        return schedule(pollRegistration, 5000);
+      case "lost":
+        return show("Not drawn this time", "Thank you for taking part.", false);
+      case "expired":
+        return show("Your window to buy ended", "You were drawn but did not buy in time; the item went to the next person.", false);
+    }
+    showError("Unexpected answer: " + b.state);
+  });
+}
+
+// solve finds the registration's proof of work in the page's worker.
+function solve(ch) {
+  challenge = ch;
+  solution = "";
+  if (state.worker) state.worker.terminate();
+  let worker;
+  try {
+    worker = state.worker = new Worker(app.dataset.worker);
+  } catch (e) {
+    return showError("This browser cannot run the check the sale needs (Web Workers are off).");
+  }
+  worker.onmessage = function (ev) {
+    const d = ev.data || {};
+    if (d.type === "solved" && challenge && d.nonce === challenge.nonce) {
+      solution = d.solution;
+      worker.terminate();
+      if (state.worker === worker) state.worker = null;
+    } else if (d.type === "error") {
+      showError("The browser check failed: " + d.message);
+    }
+  };
+  worker.postMessage({ nonce: ch.nonce, bits: ch.bits });
+}
+
+// register sends the registration (idempotent: a repeat answers the same).
+function register() {
+  const instrument = $("lottery-instrument").value.trim();
+  if (!instrument) return;
+  if (challenge && !solution) {
+    $("lottery-text").textContent = "Checking this browser…";
+    return schedule(register, 300);
+  }
+  registering = true;
+  $("lottery-register").disabled = true;
+  const body = { paymentInstrument: instrument };
+  if (solution) body.solution = solution;
+  api("POST", sale.base + "/registrations", { "Content-Type": "application/json" }, JSON.stringify(body)).then(function (r) {
+    registering = false;
+    $("lottery-register").disabled = false;
+    if (r.status === 401) return rejectJWT();
+    if (r.network || r.status === 503 || r.status === 429) return schedule(register, retryAfterMs(r, backoffMs()));
+    if (r.status === 201) return pollRegistration();
+    switch (r.code) {
+      case "registration_closed":
+        return pollRegistration();
+      case "instrument_already_registered":
+      case "invalid_request":
+      case "account_too_new":
+        $("lottery-text").textContent = r.message;
+        return;
+      case "challenge_failed":
+        challenge = null;
+        return pollRegistration();
+    }
+    showError(r.message);
+  });
+}
+
+$("lottery-form").addEventListener("submit", function (ev) {
+  ev.preventDefault();
+  window.clearTimeout(state.timer); // the pending poll; the worker keeps solving
+  register();
+});
