@@ -34,11 +34,12 @@ func keysOf(t *testing.T, body []byte) []string {
 }
 
 type ticketJSON struct {
-	Token                string `json:"token"`
-	Position             int64  `json:"position"`
-	EstimatedWaitSeconds int64  `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64  `json:"pollAfterMs"`
-	Policy               string `json:"policy"`
+	Token                string                      `json:"token"`
+	Position             int64                       `json:"position"`
+	PositionRange        *handlers.PositionRangeView `json:"positionRange"`
+	EstimatedWaitSeconds int64                       `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64                       `json:"pollAfterMs"`
+	Policy               string                      `json:"policy"`
 	Challenge            *struct {
 		Nonce string `json:"nonce"`
 		Bits  int    `json:"bits"`
@@ -46,11 +47,12 @@ type ticketJSON struct {
 }
 
 type statusJSON struct {
-	State                string `json:"state"`
-	Position             int64  `json:"position"`
-	EstimatedWaitSeconds int64  `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64  `json:"pollAfterMs"`
-	Paused               bool   `json:"paused"`
+	State                string                      `json:"state"`
+	Position             int64                       `json:"position"`
+	PositionRange        *handlers.PositionRangeView `json:"positionRange"`
+	EstimatedWaitSeconds int64                       `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64                       `json:"pollAfterMs"`
+	Paused               bool                        `json:"paused"`
 	Challenge            *struct {
 		Nonce string `json:"nonce"`
 		Bits  int    `json:"bits"`
@@ -68,9 +70,16 @@ func (s *server) ticket(t *testing.T, saleID, authorization, previous string) ti
 	r := s.do(t, http.MethodGet, path, authorization, "")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Equal(t, "no-store", r.Header.Get("Cache-Control"))
-	require.Equal(t, []string{"challenge", "estimatedWaitSeconds", "policy", "pollAfterMs", "position", "token"}, keysOf(t, r.Body))
 	var tk ticketJSON
 	require.NoError(t, json.Unmarshal(r.Body, &tk))
+	keys := []string{"challenge", "estimatedWaitSeconds", "policy", "pollAfterMs", "position", "token"}
+	if tk.PositionRange != nil {
+		// A place by the draw: an estimate, with its quartiles around it.
+		keys = []string{"challenge", "estimatedWaitSeconds", "policy", "pollAfterMs", "position", "positionRange", "token"}
+		require.LessOrEqual(t, tk.PositionRange.P25, tk.Position)
+		require.GreaterOrEqual(t, tk.PositionRange.P75, tk.Position)
+	}
+	require.Equal(t, keys, keysOf(t, r.Body))
 	return tk
 }
 
@@ -169,7 +178,8 @@ func TestWaitingRoom(t *testing.T) {
 
 		st, keys := s.status(t, scheduled.SaleID, alice, tk.Token, "")
 		require.Equal(t, "waiting", st.State)
-		require.Equal(t, []string{"estimatedWaitSeconds", "pollAfterMs", "position", "state"}, keys)
+		require.Equal(t, []string{"estimatedWaitSeconds", "pollAfterMs", "position", "positionRange", "state"}, keys)
+		require.Equal(t, &handlers.PositionRangeView{P25: 1, P75: 1}, st.PositionRange, "alone in the crowd")
 	})
 	t.Run("Auth", func(t *testing.T) {
 		t.Parallel()

@@ -46,6 +46,8 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 			SoldOut:              r.SoldOut,
 			NextPosition:         r.NextPosition,
 			PreopenCount:         -1,
+			PreopenPositions:     -1,
+			PreopenTickets:       r.PreopenTickets,
 			AdmittedThrough:      r.AdmittedThrough,
 			Pace:                 r.PacePerSecond,
 			DBNow:                r.Now,
@@ -53,6 +55,9 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 		}
 		if r.PreopenCount != nil {
 			out[i].PreopenCount = *r.PreopenCount
+		}
+		if r.PreopenPositions != nil {
+			out[i].PreopenPositions = *r.PreopenPositions
 		}
 	}
 	return out, nil

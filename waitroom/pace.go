@@ -86,8 +86,12 @@ func Step(in PaceInput) int64 {
 
 // RunPacer takes part in pacing until ctx is done: it tries to lead every
 // LeaderRetry and, while it leads, ticks every Tick. An instance that knows
-// of no waiting room that is not closed does not even try (no query).
+// of no waiting room that is not closed does not even try (no query). It
+// also counts the pre-open tickets this instance gives out (runCounts).
 func (r *Room) RunPacer(ctx context.Context) error {
+	counted := make(chan struct{})
+	go func() { defer close(counted); r.runCounts(ctx) }()
+	defer func() { <-counted }()
 	for {
 		if r.wantsPacer() {
 			if err := r.tryLead(ctx); err != nil && ctx.Err() == nil {
@@ -272,7 +276,7 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 			Latency:     latency,
 			Available:   row.Available,
 			Outstanding: h.outstanding(now, p.started, row.AdmittedThrough, row.AdmittedReserved, window),
-			Waiting:     row.NextPosition - 1 - row.AdmittedThrough,
+			Waiting:     lastRank(row) - row.AdmittedThrough,
 			Tick:        r.opts.Tick,
 		})
 		// The pace, for estimates: ranks admitted per second, smoothed over
@@ -292,4 +296,13 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 		h.record(now, watermark, window)
 	}
 	return errs
+}
+
+// lastRank is the rank of the last position handed out in row's room: once
+// the pre-open crowd is frozen, post-open positions rank right after it.
+func lastRank(row PaceRow) int64 {
+	if !row.PreopenFrozen {
+		return row.NextPosition - 1
+	}
+	return row.PreopenCount + row.NextPosition - 1 - row.PreopenPositions
 }

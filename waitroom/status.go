@@ -16,6 +16,8 @@ type StatusResult struct {
 	// Waiting: the place in line now (1 = next), the estimate, when to ask
 	// again, and whether the sale is paused (nobody is let in meanwhile).
 	Position             int64
+	PositionLow          int64 // the place's quartiles when it is an estimate (see TicketResult)
+	PositionHigh         int64
 	EstimatedWaitSeconds int64
 	PollAfter            time.Duration
 	Paused               bool
@@ -61,7 +63,7 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 	}
 	waiting := func() StatusResult {
 		w := r.wait(s, t, now)
-		res := StatusResult{State: StatusWaiting, Position: w.position, EstimatedWaitSeconds: w.seconds,
+		res := StatusResult{State: StatusWaiting, Position: w.position, PositionLow: w.low, PositionHigh: w.high, EstimatedWaitSeconds: w.seconds,
 			PollAfter: w.pollAfter, Paused: s.State == flashline.StatePaused}
 		if !fresh {
 			res.PollAfter = max(res.PollAfter, 5*time.Second)

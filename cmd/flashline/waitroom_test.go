@@ -111,6 +111,15 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 		require.Equal(t, string(a["position"]), string(b["position"]), "the same place on both instances")
 		require.JSONEq(t, fmt.Sprintf(`{"nonce":%q,"bits":%d}`, keys.ChallengeNonce(cu.ticket), bits), string(a["challenge"]))
 	}
+	// Asking again without the ticket held, on the same instance, gives the
+	// same draw and the same place: nobody is counted twice.
+	for i, cu := range all[:10] {
+		_, a := get(servers[i%2].URL, "/sales/"+sale+"/ticket?token="+url.QueryEscape(cu.token), cu.jwt)
+		_, b := get(servers[i%2].URL, "/sales/"+sale+"/ticket", cu.jwt)
+		require.NotEqual(t, cu.token, str(b, "token"))
+		require.Equal(t, string(a["position"]), string(b["position"]), "a re-ask never moves the place")
+		require.Equal(t, string(a["positionRange"]), string(b["positionRange"]))
+	}
 	_, policy := get(servers[1].URL, "/sales/"+sale+"/policy", "")
 	require.Equal(t, string(flashline.FairnessRandomizedAtOpen), str(policy, "policy"))
 	require.NotContains(t, policy, "drawSeed", "the seed is secret before the open")
@@ -126,6 +135,9 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT preopen_count FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&preopen))
 		return preopen != nil
 	}, 10*time.Second, 50*time.Millisecond, "the pacer never froze the pre-open count")
+	// The crowd drawn among is the people who joined, not the positions
+	// leased for them (blocks dropped half used left positions unheld).
+	require.EqualValues(t, customers, *preopen, "the pre-open crowd counts tickets")
 	for _, cu := range all {
 		cu.rank = waitroom.Rank(cu.ticket, flashline.FairnessRandomizedAtOpen, *preopen)
 	}

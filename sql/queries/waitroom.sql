@@ -10,18 +10,34 @@ INSERT INTO waiting_rooms (sale_id) VALUES (@sale_id);
 -- Leases the next @block positions to one instance: it hands them out from
 -- memory and comes back when they are used up (or too old to keep arrival
 -- order across instances). The row lock serialises leases, so no two leases
--- overlap. The first lease taken once the sale has opened (by the database's
--- clock: opens_at set and passed) freezes preopen_count at the positions
--- handed out before, so every later lease starts after the pre-open crowd;
--- preopen_count IS NULL in the answer means this lease is pre-open.
+-- overlap. It also adds the @preopen_tickets pre-open tickets the instance
+-- gave out since it last said (while the room is pre-open). The first lease
+-- taken once the sale has opened (by the database's clock: opens_at set and
+-- passed) freezes the pre-open crowd (see WaitroomAdvance), so every later
+-- lease starts after it; preopen_count IS NULL in the answer means this lease
+-- is pre-open.
 UPDATE waiting_rooms w
    SET next_position = w.next_position + @block::bigint,
+       preopen_tickets = w.preopen_tickets + CASE WHEN w.preopen_count IS NULL THEN @preopen_tickets::bigint ELSE 0 END,
        preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now()
-                            THEN w.next_position - 1 ELSE w.preopen_count END,
+                            THEN CASE WHEN s.fairness = 'randomized_at_open'
+                                      THEN least(w.preopen_tickets + @preopen_tickets::bigint, w.next_position - 1)
+                                      ELSE w.next_position - 1 END
+                            ELSE w.preopen_count END,
+       preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now()
+                                THEN w.next_position - 1 ELSE w.preopen_positions END,
        updated_at = now()
   FROM sales s
  WHERE w.sale_id = @sale_id::text AND s.sale_id = w.sale_id
 RETURNING (w.next_position - @block::bigint)::bigint AS first_position, w.preopen_count;
+
+-- name: WaitroomCountTickets :exec
+-- Adds the @n pre-open tickets one instance gave out since it last said, while
+-- the room has not frozen its pre-open crowd (later ones are not counted:
+-- they share the ranks of the crowd as frozen).
+UPDATE waiting_rooms
+   SET preopen_tickets = preopen_tickets + @n::bigint
+ WHERE sale_id = @sale_id::text AND preopen_count IS NULL;
 
 -- name: WaitroomLeaderTryLock :one
 -- The pacer's leadership: a session-level advisory lock held on one
@@ -39,7 +55,7 @@ SELECT pg_advisory_unlock(x'666c77616974726d'::bigint);
 -- an admission token (reservations_admitted makes that count an index scan).
 SELECT s.sale_id, s.state,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
-       w.next_position, w.preopen_count, w.admitted_through, w.pace_per_second,
+       w.next_position, w.preopen_count, w.preopen_positions, w.admitted_through, w.pace_per_second,
        (SELECT count(*) FROM reservations r
          WHERE r.sale_id = s.sale_id AND r.admission_token_id IS NOT NULL)::bigint AS admitted_reserved
   FROM sales s
@@ -50,17 +66,26 @@ SELECT s.sale_id, s.state,
 -- name: WaitroomAdvance :one
 -- Moves the watermark forward to @target (never back: greatest() and the
 -- WHERE clause both say so, so even two pacers by accident cannot lower it),
--- freezes preopen_count at the first tick after the open if no lease did, and
--- records the pace. Returns no row when there was nothing to change.
-UPDATE waiting_rooms
-   SET admitted_through = greatest(admitted_through, @target::bigint),
-       preopen_count = coalesce(preopen_count, next_position - 1),
-       pace_per_second = CASE WHEN admitted_through < @target::bigint
-                              THEN @pace_per_second::float8 ELSE pace_per_second END,
+-- freezes the pre-open crowd at the first tick after the open if no lease
+-- did, and records the pace. Returns no row when there was nothing to change.
+-- The freeze: preopen_positions is the positions handed out so far;
+-- preopen_count the pre-open tickets counted under randomized_at_open (never
+-- more than the positions), the positions under arrival_order (whose ranks
+-- are positions).
+UPDATE waiting_rooms w
+   SET admitted_through = greatest(w.admitted_through, @target::bigint),
+       preopen_count = coalesce(w.preopen_count,
+                                CASE WHEN s.fairness = 'randomized_at_open'
+                                     THEN least(w.preopen_tickets, w.next_position - 1)
+                                     ELSE w.next_position - 1 END),
+       preopen_positions = coalesce(w.preopen_positions, w.next_position - 1),
+       pace_per_second = CASE WHEN w.admitted_through < @target::bigint
+                              THEN @pace_per_second::float8 ELSE w.pace_per_second END,
        updated_at = now()
- WHERE sale_id = @sale_id::text
-   AND (admitted_through < @target::bigint OR preopen_count IS NULL)
-RETURNING admitted_through;
+  FROM sales s
+ WHERE w.sale_id = @sale_id::text AND s.sale_id = w.sale_id
+   AND (w.admitted_through < @target::bigint OR w.preopen_count IS NULL)
+RETURNING w.admitted_through;
 
 -- name: WaitroomDrawRecord :one
 -- What an audit of the draw reads of a waiting-room sale: its order and the

@@ -37,6 +37,15 @@ export function showError(message) {
 // showWaiting shows the place in line from a ticket or status answer b.
 export function showWaiting(b) {
   if (typeof b.position === "number") $("position").textContent = formatPosition(b.position);
+  // A place by the draw is an estimate: its quartiles come with it.
+  const r = b.positionRange;
+  if (r && typeof r.p25 === "number" && typeof r.p75 === "number" && r.p25 !== r.p75) {
+    $("position-p25").textContent = formatPosition(r.p25);
+    $("position-p75").textContent = formatPosition(r.p75);
+    $("position-range").hidden = false;
+  } else if ("position" in b) {
+    $("position-range").hidden = true;
+  }
   if ("estimatedWaitSeconds" in b) $("eta").textContent = formatWait(b.estimatedWaitSeconds);
   setState("waiting", "You are in line. Keep this page open.");
 }

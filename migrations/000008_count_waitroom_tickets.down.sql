@@ -1,0 +1,3 @@
+ALTER TABLE waiting_rooms
+    DROP COLUMN preopen_positions,
+    DROP COLUMN preopen_tickets;
