@@ -86,12 +86,8 @@ func Step(in PaceInput) int64 {
 
 // RunPacer takes part in pacing until ctx is done: it tries to lead every
 // LeaderRetry and, while it leads, ticks every Tick. An instance that knows
-// of no waiting room that is not closed does not even try (no query). It
-// also counts the pre-open tickets this instance gives out (runCounts).
+// of no waiting room that is not closed does not even try (no query).
 func (r *Room) RunPacer(ctx context.Context) error {
-	counted := make(chan struct{})
-	go func() { defer close(counted); r.runCounts(ctx) }()
-	defer func() { <-counted }()
 	for {
 		if r.wantsPacer() {
 			if err := r.tryLead(ctx); err != nil && ctx.Err() == nil {
@@ -299,10 +295,12 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 }
 
 // lastRank is the rank of the last position handed out in row's room: once
-// the pre-open crowd is frozen, post-open positions rank right after it.
+// the pre-open crowd is frozen, post-open positions rank right after it. A
+// crowd frozen at 0 still has rank 1, where any pre-open ticket not counted
+// in time ranks (Rank draws among at least one).
 func lastRank(row PaceRow) int64 {
 	if !row.PreopenFrozen {
-		return row.NextPosition - 1
+		return max(row.NextPosition-1, 1)
 	}
-	return row.PreopenCount + row.NextPosition - 1 - row.PreopenPositions
+	return max(row.PreopenCount, 1) + row.NextPosition - 1 - row.PreopenPositions
 }

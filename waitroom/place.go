@@ -87,10 +87,23 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	if len(req.CustomerID) > MaxIDLen {
 		return TicketResult{}, flashline.Invalid(fmt.Sprintf("the waiting room takes customer ids of at most %d bytes", MaxIDLen))
 	}
-	if err := r.store.RateLimit(ctx, "ticket", req.SaleID+"\n"+req.CustomerID, time.Minute, r.opts.TicketsPerMinute); err != nil {
-		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
-	}
 	draw := Draw(s.DrawSeed, req.SaleID, req.CustomerID)
+	if s.Fairness == flashline.FairnessRandomizedAtOpen && !s.Opened(r.cache.Now()) {
+		// Before the open the draw orders everyone: the ticket takes no
+		// position, no write and no limit (asking again gives the same
+		// place), and is the same for every ask within the hour (see
+		// drawnTicket). The open is judged by the database's clock as this
+		// instance estimates it (Cache.Now); a sale opened by hand is seen
+		// open once the cache hears of it, so a customer who asks in that
+		// moment is placed by the draw too.
+		r.countPreopen(s.ID, draw)
+		t := drawnTicket(req.SaleID, req.CustomerID, draw, now)
+		r.metrics.tickets.WithLabelValues("new").Inc()
+		return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
+	}
+	if !r.limiter.allow(req.SaleID+"\n"+req.CustomerID, now) {
+		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrRateLimited)
+	}
 	position, preOpen, err := r.takePosition(ctx, s, draw)
 	if err != nil {
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
@@ -101,6 +114,16 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	}
 	r.metrics.tickets.WithLabelValues("new").Inc()
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
+}
+
+// drawnTicket is a pre-open ticket of a randomized_at_open room: placed by
+// its draw alone, it carries position 1 (no position is leased for it) and
+// arrives at the start of the hour, so that asking again within the hour
+// gives the same token, and at any time the same place. Its admission id is
+// then the same too: one admission per customer and hour.
+func drawnTicket(saleID, customerID string, draw uint64, now time.Time) Ticket {
+	return Ticket{SaleID: saleID, CustomerID: customerID, ArrivedAt: now.UTC().Truncate(time.Hour),
+		Position: 1, PreOpen: true, Draw: draw}
 }
 
 func (r *Room) ticketResult(s salecache.Sale, t Ticket, token string, renewed bool, now time.Time) TicketResult {
@@ -152,18 +175,29 @@ func crowd(s salecache.Sale) int64 {
 	return max(s.PreopenTickets, 1)
 }
 
-// rank is t's rank in s's room. Positions handed out after the pre-open crowd
-// was frozen rank right after it: preopen_count + (position −
-// preopen_positions), so that positions the pre-open crowd's dropped leases
-// left unused are not counted as people.
+// RankIn is t's rank in a room whose pre-open crowd was frozen at
+// preopenCount tickets and preopenPositions positions: a pre-open ticket of
+// a randomized_at_open room by its draw (Rank), a position handed out after
+// the freeze right after the crowd, preopenCount + (position −
+// preopenPositions), so that positions nobody holds are not counted as
+// people; any other ticket by its position.
+func RankIn(t Ticket, fairness flashline.Fairness, preopenCount, preopenPositions int64) int64 {
+	if t.PreOpen && fairness == flashline.FairnessRandomizedAtOpen {
+		return Rank(t, fairness, preopenCount)
+	}
+	if preopenCount >= 0 && preopenPositions >= 0 && t.Position > preopenPositions {
+		return preopenCount + t.Position - preopenPositions
+	}
+	return t.Position
+}
+
+// rank is t's rank in s's room (RankIn; before the freeze, a pre-open ticket
+// ranks among the crowd counted so far).
 func rank(s salecache.Sale, t Ticket) int64 {
 	if drawn(s, t) {
 		return Rank(t, s.Fairness, crowd(s))
 	}
-	if s.PreopenCount >= 0 && s.PreopenPositions >= 0 && t.Position > s.PreopenPositions {
-		return s.PreopenCount + t.Position - s.PreopenPositions
-	}
-	return t.Position
+	return RankIn(t, s.Fairness, s.PreopenCount, s.PreopenPositions)
 }
 
 // placeRange is the 25th and 75th percentiles of the place of a ticket placed

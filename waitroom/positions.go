@@ -13,8 +13,9 @@ import (
 // crowd a randomized_at_open room draws among is counted in tickets: each
 // instance counts the pre-open tickets it gives out (once per customer, as
 // far as it can tell: asking again on the same instance is not counted
-// twice) and adds them to the room's count every countFlushDelay (runCounts,
-// run by RunPacer), or with its next lease. The freeze at the open takes the count.
+// twice) and adds them to the room's count every countFlushDelay
+// (RunCounts), or with its next lease. The freeze at the open takes the
+// count.
 const (
 	// countFlushDelay is how long pre-open tickets wait to be counted in the
 	// database: one UPDATE per instance and sale per delay, at most.
@@ -98,6 +99,21 @@ func (r *Room) takePosition(ctx context.Context, s salecache.Sale, customer uint
 	return position, l.preOpen, nil
 }
 
+// countPreopen counts one pre-open ticket for customer (its draw) in saleID,
+// once, for a ticket that took no position.
+func (r *Room) countPreopen(saleID string, customer uint64) {
+	r.leaseMu.Lock()
+	l := r.leases[saleID]
+	if l == nil {
+		l = &lease{block: int64(r.opts.BlockSize)}
+		r.leases[saleID] = l
+	}
+	r.leaseMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.countLocked(l, customer)
+}
+
 // countLocked counts one pre-open ticket for customer, once. l.mu is held.
 func (r *Room) countLocked(l *lease, customer uint64) {
 	if l.seen == nil {
@@ -112,15 +128,16 @@ func (r *Room) countLocked(l *lease, customer uint64) {
 	l.pending++
 }
 
-// runCounts adds every sale's pending pre-open tickets to the database's
-// counts every countFlushDelay until ctx is done (RunPacer runs it).
-func (r *Room) runCounts(ctx context.Context) {
+// RunCounts adds every sale's pending pre-open tickets to the database's
+// counts every countFlushDelay until ctx is done. Every instance that gives
+// out tickets runs it (serve does, next to RunPacer).
+func (r *Room) RunCounts(ctx context.Context) error {
 	ticker := time.NewTicker(countFlushDelay)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-ticker.C:
 		}
 		r.leaseMu.Lock()

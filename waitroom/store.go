@@ -2,7 +2,6 @@ package waitroom
 
 import (
 	"context"
-	"time"
 
 	"github.com/flashline/flashline"
 )
@@ -11,9 +10,6 @@ import (
 // What it reads to answer tickets and polls comes from the sale cache
 // (salecache.Cache), not from here.
 type Store interface {
-	// RateLimit counts one hit for subject in scope across every instance:
-	// nil, or flashline.ErrRateLimited once the window holds max hits.
-	RateLimit(ctx context.Context, scope, subject string, window time.Duration, max int) error
 	// LeasePositions leases the next n positions of saleID's room to this
 	// instance: the first of them, and whether they are pre-open (handed
 	// out before the sale opened, by the database's clock). It also adds

@@ -12,19 +12,20 @@ INSERT INTO waiting_rooms (sale_id) VALUES (@sale_id);
 -- order across instances). The row lock serialises leases, so no two leases
 -- overlap. It also adds the @preopen_tickets pre-open tickets the instance
 -- gave out since it last said (while the room is pre-open). The first lease
--- taken once the sale has opened (by the database's clock: opens_at set and
--- passed) freezes the pre-open crowd (see WaitroomAdvance), so every later
--- lease starts after it; preopen_count IS NULL in the answer means this lease
--- is pre-open.
+-- taken a quarter second after the open (by the database's clock: opens_at
+-- set and passed by 250 ms, time for every instance to count the tickets it
+-- gave out just before) freezes the pre-open crowd (see WaitroomAdvance), so
+-- every later lease starts after it; preopen_count IS NULL in the answer
+-- means this lease is pre-open: its tickets are placed by the draw.
 UPDATE waiting_rooms w
    SET next_position = w.next_position + @block::bigint,
        preopen_tickets = w.preopen_tickets + CASE WHEN w.preopen_count IS NULL THEN @preopen_tickets::bigint ELSE 0 END,
-       preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now()
+       preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
                             THEN CASE WHEN s.fairness = 'randomized_at_open'
-                                      THEN least(w.preopen_tickets + @preopen_tickets::bigint, w.next_position - 1)
+                                      THEN w.preopen_tickets + @preopen_tickets::bigint
                                       ELSE w.next_position - 1 END
                             ELSE w.preopen_count END,
-       preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now()
+       preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
                                 THEN w.next_position - 1 ELSE w.preopen_positions END,
        updated_at = now()
   FROM sales s
@@ -50,7 +51,8 @@ SELECT pg_advisory_unlock(x'666c77616974726d'::bigint);
 
 -- name: WaitroomPaceInputs :many
 -- What the pacer needs each tick, for every waiting-room sale that has opened
--- (opens_at passed, by the database's clock) and is not closed: its state,
+-- (opens_at passed by the quarter second the pre-open count is given, by the
+-- database's clock; see WaitroomLease) and is not closed: its state,
 -- units left, the room's counters, and how many reservations were made with
 -- an admission token (reservations_admitted makes that count an index scan).
 SELECT s.sale_id, s.state,
@@ -60,7 +62,7 @@ SELECT s.sale_id, s.state,
          WHERE r.sale_id = s.sale_id AND r.admission_token_id IS NOT NULL)::bigint AS admitted_reserved
   FROM sales s
   JOIN waiting_rooms w ON w.sale_id = s.sale_id
- WHERE s.admission = 'waiting_room' AND s.state <> 'closed' AND s.opens_at <= now()
+ WHERE s.admission = 'waiting_room' AND s.state <> 'closed' AND s.opens_at <= now() - interval '250 milliseconds'
  ORDER BY s.sale_id;
 
 -- name: WaitroomAdvance :one
@@ -76,7 +78,7 @@ UPDATE waiting_rooms w
    SET admitted_through = greatest(w.admitted_through, @target::bigint),
        preopen_count = coalesce(w.preopen_count,
                                 CASE WHEN s.fairness = 'randomized_at_open'
-                                     THEN least(w.preopen_tickets, w.next_position - 1)
+                                     THEN w.preopen_tickets
                                      ELSE w.next_position - 1 END),
        preopen_positions = coalesce(w.preopen_positions, w.next_position - 1),
        pace_per_second = CASE WHEN w.admitted_through < @target::bigint
