@@ -47,7 +47,7 @@ export function showWaiting(b) {
     $("position-range").hidden = true;
   }
   if ("estimatedWaitSeconds" in b) $("eta").textContent = formatWait(b.estimatedWaitSeconds);
-  setState("waiting", "You are in line. Keep this page open.");
+  setState("waiting", "Waiting for your turn: keep this page open.");
 }
 
 export function showPaused(position) {
