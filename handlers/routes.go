@@ -153,6 +153,10 @@ func Routes(d Deps) http.Handler {
 		r.GET("/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 		r.GET("/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
 		r.GET("/sales/:saleId/policy", pollSlot, handlePolicy(d.Room, d.Logger))
+		// The operator's controls of a room's queue (audited).
+		r.POST("/admin/sales/:saleId/queue/hold", admin, handleQueueHold(d.Room, true, d.Logger))
+		r.POST("/admin/sales/:saleId/queue/release", admin, handleQueueHold(d.Room, false, d.Logger))
+		r.POST("/admin/sales/:saleId/queue/message", admin, handleQueueMessage(d.Room, d.Logger))
 	}
 	// The waiting-room page and its assets (no auth: the page calls the API
 	// with the customer's token).

@@ -196,6 +196,8 @@ type StatusView struct {
 	EstimatedWaitSeconds *int64             `json:"estimatedWaitSeconds,omitempty"`
 	PollAfterMs          *int64             `json:"pollAfterMs,omitempty"`
 	Paused               bool               `json:"paused,omitempty"`
+	Held                 bool               `json:"held,omitempty"`
+	Message              string             `json:"message,omitempty"`
 	Challenge            *ChallengeView     `json:"challenge,omitempty"`
 	AdmissionToken       string             `json:"admissionToken,omitempty"`
 	ExpiresIn            *int64             `json:"expiresIn,omitempty"`
@@ -203,12 +205,12 @@ type StatusView struct {
 
 // NewStatusView renders a status.
 func NewStatusView(s waitroom.StatusResult) StatusView {
-	v := StatusView{State: s.State}
+	v := StatusView{State: s.State, Message: s.Message}
 	switch s.State {
 	case waitroom.StatusWaiting:
 		poll := s.PollAfter.Milliseconds()
 		v.Position, v.EstimatedWaitSeconds, v.PollAfterMs = &s.Position, &s.EstimatedWaitSeconds, &poll
-		v.Paused = s.Paused
+		v.Paused, v.Held = s.Paused, s.Held
 		v.PositionRange = newPositionRange(s.PositionLow, s.PositionHigh)
 	case waitroom.StatusChallengeRequired:
 		v.Challenge = newChallengeView(s.Challenge)

@@ -7,11 +7,13 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/waitroom"
@@ -47,6 +49,8 @@ type ticketJSON struct {
 }
 
 type statusJSON struct {
+	Held                 bool                        `json:"held"`
+	Message              string                      `json:"message"`
 	State                string                      `json:"state"`
 	Position             int64                       `json:"position"`
 	PositionRange        *handlers.PositionRangeView `json:"positionRange"`
@@ -312,5 +316,72 @@ func TestWaitingRoom(t *testing.T) {
 			// instance that had not heard of the open yet.)
 			return st.State == "waiting" && st.Paused && len(keys) >= 5
 		}, 5*time.Second, 20*time.Millisecond)
+	})
+}
+
+// TestQueueControls: an operator holds a room's queue (nobody is admitted,
+// though the watermark reached them), tells everyone waiting why, and
+// releases it; each is audited.
+func TestQueueControls(t *testing.T) {
+	t.Parallel()
+	s := newWaitroomServer(t, waitroom.Options{})
+	ctx := context.Background()
+	sale := s.createSale(t, `{"sku":"sku_q","initialStock":5,"admission":"waiting_room"}`)
+	requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
+	time.Sleep(300 * time.Millisecond) // past the quarter second of draws after the open
+
+	r := s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/hold", adminAuth, `{"operator":"ops-ann","reason":"payment provider down"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.JSONEq(t, `{"saleId":"`+sale.SaleID+`","held":true}`, string(r.Body))
+	r = s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"operator":"ops-ann","message":"Checkout is paused for a few minutes; you keep your place."}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+
+	gina := customer(t, "gina")
+	tk := s.ticket(t, sale.SaleID, gina, "")
+	// The watermark passes gina's rank, but the queue is held.
+	_, err := s.pool.Exec(ctx, `UPDATE waiting_rooms SET admitted_through = 1000 WHERE sale_id = $1`, sale.SaleID)
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond) // the cache has read the watermark
+	st, _ := s.status(t, sale.SaleID, gina, tk.Token, "")
+	require.Equal(t, "waiting", st.State, "nobody is admitted while the queue is held")
+	require.True(t, st.Held)
+	require.Equal(t, "Checkout is paused for a few minutes; you keep your place.", st.Message)
+
+	r = s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/release", adminAuth, `{"operator":"ops-ann"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	st, _ = s.status(t, sale.SaleID, gina, tk.Token, "")
+	require.Equal(t, "admitted", st.State)
+	require.Equal(t, "Checkout is paused for a few minutes; you keep your place.", st.Message, "the message stays until cleared")
+	r = s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":""}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	st, keys := s.status(t, sale.SaleID, gina, tk.Token, "")
+	require.NotContains(t, keys, "message")
+	require.Equal(t, "admitted", st.State)
+
+	rows, err := s.pool.Query(ctx, `SELECT action, operator, detail FROM operator_actions WHERE sale_id = $1 ORDER BY action_id`, sale.SaleID)
+	require.NoError(t, err)
+	var audit []string
+	for rows.Next() {
+		var action, operator, detail string
+		require.NoError(t, rows.Scan(&action, &operator, &detail))
+		audit = append(audit, action+" "+operator+" "+detail)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{
+		"hold_queue ops-ann payment provider down",
+		"broadcast ops-ann Checkout is paused for a few minutes; you keep your place.",
+		"release_queue ops-ann ",
+		"broadcast " + flashline.DefaultOperator + " ",
+	}, audit)
+
+	t.Run("Refusals", func(t *testing.T) {
+		direct := s.createSale(t, `{"sku":"sku_qd","initialStock":5}`)
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+direct.SaleID+"/queue/hold", adminAuth, ""), 409, "no_waiting_room")
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/sale_01M8RNF62CEN5DAP9ZE94JJ3CE/queue/hold", adminAuth, ""), 404, "not_found")
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/hold", customer(t, "gina"), ""), 403, "forbidden")
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{}`), 400, "invalid_request")
+		long := strings.Repeat("x", waitroom.MaxBroadcastLen+1)
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":"`+long+`"}`), 400, "invalid_request")
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":"bell\u0007"}`), 400, "invalid_request")
 	})
 }

@@ -26,3 +26,30 @@ ALTER TABLE waiting_rooms
     ADD CONSTRAINT waiting_rooms_preopen_tickets_nonneg CHECK (preopen_tickets >= 0),
     ADD CONSTRAINT waiting_rooms_preopen_positions_set CHECK ((preopen_positions IS NULL) = (preopen_count IS NULL)),
     ADD CONSTRAINT waiting_rooms_preopen_positions_range CHECK (preopen_positions BETWEEN 0 AND next_position - 1);
+
+-- Operators' controls of a waiting room (POST /admin/sales/{id}/queue/...):
+-- hold the queue (nobody is admitted, e.g. during an incident; the sale itself
+-- stays as it is) and a short message shown to everyone waiting. Both are
+-- audited in operator_actions, by the statement that changes them.
+ALTER TABLE waiting_rooms
+    ADD COLUMN held      boolean NOT NULL DEFAULT false,
+    ADD COLUMN broadcast text    NOT NULL DEFAULT '',
+    ADD CONSTRAINT waiting_rooms_broadcast_length CHECK (length(broadcast) <= 280);
+
+ALTER TABLE operator_actions
+    DROP CONSTRAINT operator_actions_action_valid,
+    ADD CONSTRAINT operator_actions_action_valid
+        CHECK (action IN ('extend_sale', 'extend_reservation', 'void', 'repair',
+                          'hold_queue', 'release_queue', 'broadcast'));
+
+-- Every instance hears at once when a room is held, released or given a
+-- message, as when its watermark moves.
+DROP TRIGGER waiting_rooms_advanced ON waiting_rooms;
+CREATE TRIGGER waiting_rooms_advanced
+    AFTER UPDATE OF admitted_through, preopen_count, held, broadcast ON waiting_rooms
+    FOR EACH ROW
+    WHEN (OLD.admitted_through IS DISTINCT FROM NEW.admitted_through
+          OR OLD.preopen_count IS DISTINCT FROM NEW.preopen_count
+          OR OLD.held IS DISTINCT FROM NEW.held
+          OR OLD.broadcast IS DISTINCT FROM NEW.broadcast)
+    EXECUTE FUNCTION flashline_notify_waitroom();

@@ -42,6 +42,32 @@ func (s *Store) CountTickets(ctx context.Context, saleID string, n int64) error 
 	return nil
 }
 
+// SetQueueHeld holds (held) or releases saleID's queue, audited under
+// operator with detail. No waiting room: flashline.ErrNoWaitingRoom.
+func (s *Store) SetQueueHeld(ctx context.Context, saleID string, held bool, operator, detail string) error {
+	found, err := dbsqlc.New(s.admin).WaitroomSetHeld(ctx, dbsqlc.WaitroomSetHeldParams{Held: held, SaleID: saleID, Operator: operator, Detail: detail})
+	if err != nil {
+		return fmt.Errorf("hold queue of sale %s: %w", saleID, translate(err))
+	}
+	if found == 0 {
+		return fmt.Errorf("hold queue of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
+	}
+	return nil
+}
+
+// SetBroadcast sets the message shown to saleID's waiters ("" clears it),
+// audited under operator. No waiting room: flashline.ErrNoWaitingRoom.
+func (s *Store) SetBroadcast(ctx context.Context, saleID, message, operator string) error {
+	found, err := dbsqlc.New(s.admin).WaitroomSetBroadcast(ctx, dbsqlc.WaitroomSetBroadcastParams{Message: message, SaleID: saleID, Operator: operator})
+	if err != nil {
+		return fmt.Errorf("broadcast to sale %s: %w", saleID, translate(err))
+	}
+	if found == 0 {
+		return fmt.Errorf("broadcast to sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
+	}
+	return nil
+}
+
 // LeadPacer leads the pacer on one connection of the room's pool that it
 // keeps for as long as it leads: the leadership is a session advisory lock
 // (WaitroomLeaderTryLock), which goes with the session if the connection or
@@ -106,6 +132,7 @@ func (p pacerDB) PaceInputs(ctx context.Context) ([]waitroom.PaceRow, error) {
 			PreopenFrozen:    r.PreopenCount != nil,
 			PreopenCount:     orZero(r.PreopenCount),
 			PreopenPositions: orZero(r.PreopenPositions),
+			Held:             r.Held,
 			AdmittedThrough:  r.AdmittedThrough,
 			Pace:             r.PacePerSecond,
 			AdmittedReserved: r.AdmittedReserved,

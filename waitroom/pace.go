@@ -264,8 +264,8 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 			h = &roomHistory{pace: row.Pace}
 			p.rooms[row.SaleID] = h
 		}
-		if row.State == flashline.StatePaused {
-			continue // nobody is let in while a sale is paused
+		if row.State == flashline.StatePaused || row.Held {
+			continue // nobody is let in while a sale is paused or its queue held
 		}
 		step := Step(PaceInput{
 			Headroom:    headroom,

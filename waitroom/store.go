@@ -19,6 +19,11 @@ type Store interface {
 	// CountTickets adds n pre-open tickets this instance gave out to
 	// saleID's count, unless the room has frozen its pre-open crowd.
 	CountTickets(ctx context.Context, saleID string, n int64) error
+	// SetQueueHeld holds or releases saleID's queue, and SetBroadcast sets
+	// the message its waiters see; both audited under operator. No room:
+	// flashline.ErrNoWaitingRoom.
+	SetQueueHeld(ctx context.Context, saleID string, held bool, operator, detail string) error
+	SetBroadcast(ctx context.Context, saleID, message, operator string) error
 	// LeadPacer makes this instance the pacer's leader if no instance is,
 	// and runs lead while it is; led is false, at once, when another
 	// instance leads. The leadership lasts as long as a session of the
@@ -49,6 +54,7 @@ type PaceRow struct {
 	PreopenFrozen    bool
 	PreopenCount     int64 // the pre-open crowd in ranks, once frozen
 	PreopenPositions int64 // and in positions
+	Held             bool  // an operator holds the queue
 	AdmittedThrough  int64
 	Pace             float64
 	AdmittedReserved int64 // reservations made with an admission token

@@ -211,4 +211,6 @@ type WaitingRoom struct {
 	UpdatedAt        time.Time
 	PreopenTickets   int64
 	PreopenPositions *int64
+	Held             bool
+	Broadcast        string
 }

@@ -50,6 +50,8 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        w.preopen_count,
        w.preopen_positions,
        coalesce(w.preopen_tickets, 0)::bigint AS preopen_tickets,
+       coalesce(w.held, false)::boolean AS held,
+       coalesce(w.broadcast, '')::text AS broadcast,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
        coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
        coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version,
@@ -80,6 +82,8 @@ type SaleFactsRow struct {
 	PreopenCount         *int64
 	PreopenPositions     *int64
 	PreopenTickets       int64
+	Held                 bool
+	Broadcast            string
 	AdmittedThrough      int64
 	PacePerSecond        float64
 	StockVersion         string
@@ -124,6 +128,8 @@ func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFac
 			&i.PreopenCount,
 			&i.PreopenPositions,
 			&i.PreopenTickets,
+			&i.Held,
+			&i.Broadcast,
 			&i.AdmittedThrough,
 			&i.PacePerSecond,
 			&i.StockVersion,

@@ -221,7 +221,7 @@ func (q *Queries) WaitroomLease(ctx context.Context, arg WaitroomLeaseParams) (W
 const waitroomPaceInputs = `-- name: WaitroomPaceInputs :many
 SELECT s.sale_id, s.state,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
-       w.next_position, w.preopen_count, w.preopen_positions, w.admitted_through, w.pace_per_second,
+       w.next_position, w.preopen_count, w.preopen_positions, w.admitted_through, w.pace_per_second, w.held,
        (SELECT count(*) FROM reservations r
          WHERE r.sale_id = s.sale_id AND r.admission_token_id IS NOT NULL)::bigint AS admitted_reserved
   FROM sales s
@@ -239,6 +239,7 @@ type WaitroomPaceInputsRow struct {
 	PreopenPositions *int64
 	AdmittedThrough  int64
 	PacePerSecond    float64
+	Held             bool
 	AdmittedReserved int64
 }
 
@@ -265,6 +266,7 @@ func (q *Queries) WaitroomPaceInputs(ctx context.Context) ([]WaitroomPaceInputsR
 			&i.PreopenPositions,
 			&i.AdmittedThrough,
 			&i.PacePerSecond,
+			&i.Held,
 			&i.AdmittedReserved,
 		); err != nil {
 			return nil, err
@@ -275,4 +277,66 @@ func (q *Queries) WaitroomPaceInputs(ctx context.Context) ([]WaitroomPaceInputsR
 		return nil, err
 	}
 	return items, nil
+}
+
+const waitroomSetBroadcast = `-- name: WaitroomSetBroadcast :one
+WITH changed AS (
+    UPDATE waiting_rooms SET broadcast = $1::text, updated_at = now()
+     WHERE sale_id = $2::text
+    RETURNING sale_id
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT 'broadcast', sale_id, $3::text, $1::text
+      FROM changed
+)
+SELECT count(*)::int AS found FROM changed
+`
+
+type WaitroomSetBroadcastParams struct {
+	Message  string
+	SaleID   string
+	Operator string
+}
+
+// Sets the message shown to a room's waiters (” clears it) and writes the
+// audit row, in one statement. found is 0 when the sale has no waiting room.
+func (q *Queries) WaitroomSetBroadcast(ctx context.Context, arg WaitroomSetBroadcastParams) (int32, error) {
+	row := q.db.QueryRow(ctx, waitroomSetBroadcast, arg.Message, arg.SaleID, arg.Operator)
+	var found int32
+	err := row.Scan(&found)
+	return found, err
+}
+
+const waitroomSetHeld = `-- name: WaitroomSetHeld :one
+WITH changed AS (
+    UPDATE waiting_rooms SET held = $1::boolean, updated_at = now()
+     WHERE sale_id = $2::text
+    RETURNING sale_id
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT CASE WHEN $1::boolean THEN 'hold_queue' ELSE 'release_queue' END, sale_id, $3::text, $4::text
+      FROM changed
+)
+SELECT count(*)::int AS found FROM changed
+`
+
+type WaitroomSetHeldParams struct {
+	Held     bool
+	SaleID   string
+	Operator string
+	Detail   string
+}
+
+// Holds (@held) or releases a room's queue and writes the audit row, in one
+// statement. found is 0 when the sale has no waiting room.
+func (q *Queries) WaitroomSetHeld(ctx context.Context, arg WaitroomSetHeldParams) (int32, error) {
+	row := q.db.QueryRow(ctx, waitroomSetHeld,
+		arg.Held,
+		arg.SaleID,
+		arg.Operator,
+		arg.Detail,
+	)
+	var found int32
+	err := row.Scan(&found)
+	return found, err
 }

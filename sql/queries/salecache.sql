@@ -20,6 +20,8 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        w.preopen_count,
        w.preopen_positions,
        coalesce(w.preopen_tickets, 0)::bigint AS preopen_tickets,
+       coalesce(w.held, false)::boolean AS held,
+       coalesce(w.broadcast, '')::text AS broadcast,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
        coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
        coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version,

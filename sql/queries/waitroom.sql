@@ -57,7 +57,7 @@ SELECT pg_advisory_unlock(x'666c77616974726d'::bigint);
 -- an admission token (reservations_admitted makes that count an index scan).
 SELECT s.sale_id, s.state,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
-       w.next_position, w.preopen_count, w.preopen_positions, w.admitted_through, w.pace_per_second,
+       w.next_position, w.preopen_count, w.preopen_positions, w.admitted_through, w.pace_per_second, w.held,
        (SELECT count(*) FROM reservations r
          WHERE r.sale_id = s.sale_id AND r.admission_token_id IS NOT NULL)::bigint AS admitted_reserved
   FROM sales s
@@ -104,3 +104,31 @@ SELECT customer_id, admission_token_id::text AS admission_id, created_at
   FROM reservations
  WHERE sale_id = @sale_id::text AND admission_token_id IS NOT NULL
  ORDER BY created_at, reservation_id;
+
+-- name: WaitroomSetHeld :one
+-- Holds (@held) or releases a room's queue and writes the audit row, in one
+-- statement. found is 0 when the sale has no waiting room.
+WITH changed AS (
+    UPDATE waiting_rooms SET held = @held::boolean, updated_at = now()
+     WHERE sale_id = @sale_id::text
+    RETURNING sale_id
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT CASE WHEN @held::boolean THEN 'hold_queue' ELSE 'release_queue' END, sale_id, @operator::text, @detail::text
+      FROM changed
+)
+SELECT count(*)::int AS found FROM changed;
+
+-- name: WaitroomSetBroadcast :one
+-- Sets the message shown to a room's waiters ('' clears it) and writes the
+-- audit row, in one statement. found is 0 when the sale has no waiting room.
+WITH changed AS (
+    UPDATE waiting_rooms SET broadcast = @message::text, updated_at = now()
+     WHERE sale_id = @sale_id::text
+    RETURNING sale_id
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT 'broadcast', sale_id, @operator::text, @message::text
+      FROM changed
+)
+SELECT count(*)::int AS found FROM changed;
