@@ -50,12 +50,27 @@ export function showWaiting(b) {
   setState("waiting", "Waiting for your turn: keep this page open.");
 }
 
-export function showPaused(position) {
+// showPaused shows that nobody is let in now: the sale is paused, or (held)
+// the store holds the line.
+export function showPaused(position, held) {
   if (typeof position === "number") {
     $("paused-position").textContent = formatPosition(position);
     $("paused-position-wrap").hidden = false;
   }
-  setState("paused", "The sale is paused. You keep your place.");
+  $("paused-title").textContent = held ? "The line is on hold" : "The sale is paused";
+  setState("paused", held ? "The store is holding the line for a moment. You keep your place."
+                          : "The sale is paused. You keep your place.");
+}
+
+// showBroadcast shows the store's message to everyone waiting, if any.
+export function showBroadcast(message) {
+  const box = $("broadcast");
+  if (typeof message === "string" && message !== "") {
+    $("broadcast-text").textContent = message;
+    box.hidden = false;
+  } else {
+    box.hidden = true;
+  }
 }
 
 // showPolicy shows how the line works, as the sale describes it.
