@@ -64,10 +64,10 @@ type Sale struct {
 	PreopenTickets   int64
 	// Held: an operator holds the queue (nobody is admitted); Broadcast: the
 	// operator's message to everyone waiting ("" none).
-	Held      bool
-	Broadcast string
-	AdmittedThrough  int64
-	Pace             float64
+	Held            bool
+	Broadcast       string
+	AdmittedThrough int64
+	Pace            float64
 	// DBNow is the database's clock when this was read (Cache.Now).
 	DBNow time.Time
 	// StockVersion changes whenever the stock of any bucket changes: two
