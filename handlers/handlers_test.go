@@ -82,6 +82,7 @@ func startServer(t *testing.T, roomOpts *waitroom.Options, tweaks ...func(*handl
 		var wg sync.WaitGroup
 		wg.Go(func() { _ = cache.Run(ctx) })
 		wg.Go(func() { _ = deps.Room.RunPacer(ctx) })
+		wg.Go(func() { _ = deps.Room.RunCounts(ctx) })
 		t.Cleanup(func() { cancel(); wg.Wait() })
 	}
 	for _, tweak := range tweaks {

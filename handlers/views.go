@@ -149,15 +149,31 @@ func newChallengeView(c *waitroom.Challenge) *ChallengeView {
 	return &ChallengeView{Nonce: c.Nonce, Bits: c.Bits}
 }
 
+// PositionRangeView is the 25th and 75th percentiles of a place placed by a
+// random draw: position is then an estimate, and the page shows the range.
+type PositionRangeView struct {
+	P25 int64 `json:"p25"`
+	P75 int64 `json:"p75"`
+}
+
+func newPositionRange(low, high int64) *PositionRangeView {
+	if low == 0 && high == 0 {
+		return nil
+	}
+	return &PositionRangeView{P25: low, P75: high}
+}
+
 // TicketView is the answer to GET /sales/{saleId}/ticket. challenge is null
-// when the sale asks none.
+// when the sale asks none; positionRange is there only when the place is an
+// estimate (placed by the draw).
 type TicketView struct {
-	Token                string         `json:"token"`
-	Position             int64          `json:"position"`
-	EstimatedWaitSeconds int64          `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64          `json:"pollAfterMs"`
-	Policy               string         `json:"policy"`
-	Challenge            *ChallengeView `json:"challenge"`
+	Token                string             `json:"token"`
+	Position             int64              `json:"position"`
+	PositionRange        *PositionRangeView `json:"positionRange,omitempty"`
+	EstimatedWaitSeconds int64              `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64              `json:"pollAfterMs"`
+	Policy               string             `json:"policy"`
+	Challenge            *ChallengeView     `json:"challenge"`
 }
 
 // NewTicketView renders a ticket.
@@ -165,6 +181,7 @@ func NewTicketView(t waitroom.TicketResult) TicketView {
 	return TicketView{
 		Token:                t.Token,
 		Position:             t.Position,
+		PositionRange:        newPositionRange(t.PositionLow, t.PositionHigh),
 		EstimatedWaitSeconds: t.EstimatedWaitSeconds,
 		PollAfterMs:          t.PollAfter.Milliseconds(),
 		Policy:               string(t.Policy),
@@ -175,24 +192,28 @@ func NewTicketView(t waitroom.TicketResult) TicketView {
 // StatusView is the answer to GET /sales/{saleId}/status: exactly the fields
 // of its state.
 type StatusView struct {
-	State                string         `json:"state"`
-	Position             *int64         `json:"position,omitempty"`
-	EstimatedWaitSeconds *int64         `json:"estimatedWaitSeconds,omitempty"`
-	PollAfterMs          *int64         `json:"pollAfterMs,omitempty"`
-	Paused               bool           `json:"paused,omitempty"`
-	Challenge            *ChallengeView `json:"challenge,omitempty"`
-	AdmissionToken       string         `json:"admissionToken,omitempty"`
-	ExpiresIn            *int64         `json:"expiresIn,omitempty"`
+	State                string             `json:"state"`
+	Position             *int64             `json:"position,omitempty"`
+	PositionRange        *PositionRangeView `json:"positionRange,omitempty"`
+	EstimatedWaitSeconds *int64             `json:"estimatedWaitSeconds,omitempty"`
+	PollAfterMs          *int64             `json:"pollAfterMs,omitempty"`
+	Paused               bool               `json:"paused,omitempty"`
+	Held                 bool               `json:"held,omitempty"`
+	Message              string             `json:"message,omitempty"`
+	Challenge            *ChallengeView     `json:"challenge,omitempty"`
+	AdmissionToken       string             `json:"admissionToken,omitempty"`
+	ExpiresIn            *int64             `json:"expiresIn,omitempty"`
 }
 
 // NewStatusView renders a status.
 func NewStatusView(s waitroom.StatusResult) StatusView {
-	v := StatusView{State: s.State}
+	v := StatusView{State: s.State, Message: s.Message}
 	switch s.State {
 	case waitroom.StatusWaiting:
 		poll := s.PollAfter.Milliseconds()
 		v.Position, v.EstimatedWaitSeconds, v.PollAfterMs = &s.Position, &s.EstimatedWaitSeconds, &poll
-		v.Paused = s.Paused
+		v.Paused, v.Held = s.Paused, s.Held
+		v.PositionRange = newPositionRange(s.PositionLow, s.PositionHigh)
 	case waitroom.StatusChallengeRequired:
 		v.Challenge = newChallengeView(s.Challenge)
 	case waitroom.StatusAdmitted:

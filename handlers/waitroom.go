@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -55,5 +56,74 @@ func handlePolicy(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
 			return
 		}
 		writeJSON(c, http.StatusOK, NewPolicyView(p))
+	}
+}
+
+// queueRequest is the body of the queue controls: who acts, and why (hold,
+// release) or what everyone waiting is told (message; "" clears it).
+type queueRequest struct {
+	Operator string  `json:"operator"`
+	Reason   string  `json:"reason"`
+	Message  *string `json:"message"`
+}
+
+// QueueView is the answer to the queue controls.
+type QueueView struct {
+	SaleID  string  `json:"saleId"`
+	Held    *bool   `json:"held,omitempty"`
+	Message *string `json:"message,omitempty"`
+}
+
+// handleQueueHold is POST /admin/sales/{saleId}/queue/hold and .../release
+// (body optional: {operator, reason}).
+func handleQueueHold(room *waitroom.Room, held bool, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		var req queueRequest
+		if c.Request.ContentLength != 0 {
+			if err := decodeJSON(c, &req); err != nil {
+				writeError(c, logger, err)
+				return
+			}
+		}
+		operator, err := operatorOf(req.Operator)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		saleID := c.Param("saleId")
+		if err := room.HoldQueue(c.Request.Context(), saleID, held, operator, req.Reason); err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		logger.InfoContext(c.Request.Context(), "handlers: queue held", "sale_id", saleID, "held", held, "operator", operator, "reason", req.Reason)
+		writeJSON(c, http.StatusOK, QueueView{SaleID: saleID, Held: &held})
+	}
+}
+
+// handleQueueMessage is POST /admin/sales/{saleId}/queue/message
+// ({message, operator}; "" clears it).
+func handleQueueMessage(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		var req queueRequest
+		if err := decodeJSON(c, &req); err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		if req.Message == nil {
+			writeError(c, logger, flashline.Invalid("message is required (\"\" clears it)"))
+			return
+		}
+		operator, err := operatorOf(req.Operator)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		saleID := c.Param("saleId")
+		if err := room.Broadcast(c.Request.Context(), saleID, *req.Message, operator); err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		logger.InfoContext(c.Request.Context(), "handlers: queue message", "sale_id", saleID, "operator", operator)
+		writeJSON(c, http.StatusOK, QueueView{SaleID: saleID, Message: req.Message})
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/waitroom"
@@ -34,11 +36,12 @@ func keysOf(t *testing.T, body []byte) []string {
 }
 
 type ticketJSON struct {
-	Token                string `json:"token"`
-	Position             int64  `json:"position"`
-	EstimatedWaitSeconds int64  `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64  `json:"pollAfterMs"`
-	Policy               string `json:"policy"`
+	Token                string                      `json:"token"`
+	Position             int64                       `json:"position"`
+	PositionRange        *handlers.PositionRangeView `json:"positionRange"`
+	EstimatedWaitSeconds int64                       `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64                       `json:"pollAfterMs"`
+	Policy               string                      `json:"policy"`
 	Challenge            *struct {
 		Nonce string `json:"nonce"`
 		Bits  int    `json:"bits"`
@@ -46,11 +49,14 @@ type ticketJSON struct {
 }
 
 type statusJSON struct {
-	State                string `json:"state"`
-	Position             int64  `json:"position"`
-	EstimatedWaitSeconds int64  `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64  `json:"pollAfterMs"`
-	Paused               bool   `json:"paused"`
+	Held                 bool                        `json:"held"`
+	Message              string                      `json:"message"`
+	State                string                      `json:"state"`
+	Position             int64                       `json:"position"`
+	PositionRange        *handlers.PositionRangeView `json:"positionRange"`
+	EstimatedWaitSeconds int64                       `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64                       `json:"pollAfterMs"`
+	Paused               bool                        `json:"paused"`
 	Challenge            *struct {
 		Nonce string `json:"nonce"`
 		Bits  int    `json:"bits"`
@@ -68,9 +74,16 @@ func (s *server) ticket(t *testing.T, saleID, authorization, previous string) ti
 	r := s.do(t, http.MethodGet, path, authorization, "")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Equal(t, "no-store", r.Header.Get("Cache-Control"))
-	require.Equal(t, []string{"challenge", "estimatedWaitSeconds", "policy", "pollAfterMs", "position", "token"}, keysOf(t, r.Body))
 	var tk ticketJSON
 	require.NoError(t, json.Unmarshal(r.Body, &tk))
+	keys := []string{"challenge", "estimatedWaitSeconds", "policy", "pollAfterMs", "position", "token"}
+	if tk.PositionRange != nil {
+		// A place by the draw: an estimate, with its quartiles around it.
+		keys = []string{"challenge", "estimatedWaitSeconds", "policy", "pollAfterMs", "position", "positionRange", "token"}
+		require.LessOrEqual(t, tk.PositionRange.P25, tk.Position)
+		require.GreaterOrEqual(t, tk.PositionRange.P75, tk.Position)
+	}
+	require.Equal(t, keys, keysOf(t, r.Body))
 	return tk
 }
 
@@ -169,7 +182,8 @@ func TestWaitingRoom(t *testing.T) {
 
 		st, keys := s.status(t, scheduled.SaleID, alice, tk.Token, "")
 		require.Equal(t, "waiting", st.State)
-		require.Equal(t, []string{"estimatedWaitSeconds", "pollAfterMs", "position", "state"}, keys)
+		require.Equal(t, []string{"estimatedWaitSeconds", "pollAfterMs", "position", "positionRange", "state"}, keys)
+		require.Equal(t, &handlers.PositionRangeView{P25: 1, P75: 1}, st.PositionRange, "alone in the crowd")
 	})
 	t.Run("Auth", func(t *testing.T) {
 		t.Parallel()
@@ -235,17 +249,25 @@ func TestWaitingRoom(t *testing.T) {
 	t.Run("RateLimited", func(t *testing.T) {
 		t.Parallel()
 		greedy := customer(t, "greedy")
+		// Before the open of a randomized_at_open room asking again gives
+		// the same ticket, and nothing is limited.
+		first := s.ticket(t, scheduled.SaleID, greedy, "")
+		for range 10 {
+			require.Equal(t, first.Token, s.ticket(t, scheduled.SaleID, greedy, "").Token)
+		}
+		// In line by arrival every ask is a new place at the back: limited.
+		byArrival := s.createSale(t, `{"sku":"sku_a","initialStock":5,"admission":"waiting_room","fairness":"arrival_order","opensAt":"`+later+`"}`)
 		var last ticketJSON
 		for range 5 {
-			last = s.ticket(t, scheduled.SaleID, greedy, "")
+			last = s.ticket(t, byArrival.SaleID, greedy, "")
 		}
-		r := s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/ticket", greedy, "")
+		r := s.do(t, http.MethodGet, "/sales/"+byArrival.SaleID+"/ticket", greedy, "")
 		requireError(t, r, 429, "rate_limited")
 		retry, err := strconv.Atoi(r.Header.Get("Retry-After"))
 		require.NoError(t, err)
 		require.Positive(t, retry)
 		// Presenting the ticket held costs nothing and is not limited.
-		require.Equal(t, last.Token, s.ticket(t, scheduled.SaleID, greedy, last.Token).Token)
+		require.Equal(t, last.Token, s.ticket(t, byArrival.SaleID, greedy, last.Token).Token)
 	})
 	t.Run("AccountTooNew", func(t *testing.T) {
 		t.Parallel()
@@ -290,7 +312,76 @@ func TestWaitingRoom(t *testing.T) {
 		tk := s.ticket(t, sale.SaleID, frank, "")
 		require.Eventually(t, func() bool {
 			st, keys := s.status(t, sale.SaleID, frank, tk.Token, "")
-			return st.State == "waiting" && st.Paused && len(keys) == 5
+			// (positionRange too when the ticket was placed by the draw: an
+			// instance that had not heard of the open yet.)
+			return st.State == "waiting" && st.Paused && len(keys) >= 5
 		}, 5*time.Second, 20*time.Millisecond)
+	})
+}
+
+// TestQueueControls: an operator holds a room's queue (nobody is admitted,
+// though the watermark reached them), tells everyone waiting why, and
+// releases it; each is audited.
+func TestQueueControls(t *testing.T) {
+	t.Parallel()
+	s := newWaitroomServer(t, waitroom.Options{})
+	ctx := context.Background()
+	sale := s.createSale(t, `{"sku":"sku_q","initialStock":5,"admission":"waiting_room"}`)
+	requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
+	time.Sleep(300 * time.Millisecond) // past the quarter second of draws after the open
+
+	r := s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/hold", adminAuth, `{"operator":"ops-ann","reason":"payment provider down"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.JSONEq(t, `{"saleId":"`+sale.SaleID+`","held":true}`, string(r.Body))
+	r = s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"operator":"ops-ann","message":"Checkout is paused for a few minutes; you keep your place."}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+
+	gina := customer(t, "gina")
+	tk := s.ticket(t, sale.SaleID, gina, "")
+	// The watermark passes gina's rank, but the queue is held.
+	_, err := s.pool.Exec(ctx, `UPDATE waiting_rooms SET admitted_through = 1000 WHERE sale_id = $1`, sale.SaleID)
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond) // the cache has read the watermark
+	st, _ := s.status(t, sale.SaleID, gina, tk.Token, "")
+	require.Equal(t, "waiting", st.State, "nobody is admitted while the queue is held")
+	require.True(t, st.Held)
+	require.Equal(t, "Checkout is paused for a few minutes; you keep your place.", st.Message)
+
+	r = s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/release", adminAuth, `{"operator":"ops-ann"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	st, _ = s.status(t, sale.SaleID, gina, tk.Token, "")
+	require.Equal(t, "admitted", st.State)
+	require.Equal(t, "Checkout is paused for a few minutes; you keep your place.", st.Message, "the message stays until cleared")
+	r = s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":""}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	st, keys := s.status(t, sale.SaleID, gina, tk.Token, "")
+	require.NotContains(t, keys, "message")
+	require.Equal(t, "admitted", st.State)
+
+	rows, err := s.pool.Query(ctx, `SELECT action, operator, detail FROM operator_actions WHERE sale_id = $1 ORDER BY action_id`, sale.SaleID)
+	require.NoError(t, err)
+	var audit []string
+	for rows.Next() {
+		var action, operator, detail string
+		require.NoError(t, rows.Scan(&action, &operator, &detail))
+		audit = append(audit, action+" "+operator+" "+detail)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{
+		"hold_queue ops-ann payment provider down",
+		"broadcast ops-ann Checkout is paused for a few minutes; you keep your place.",
+		"release_queue ops-ann ",
+		"broadcast " + flashline.DefaultOperator + " ",
+	}, audit)
+
+	t.Run("Refusals", func(t *testing.T) {
+		direct := s.createSale(t, `{"sku":"sku_qd","initialStock":5}`)
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+direct.SaleID+"/queue/hold", adminAuth, ""), 409, "no_waiting_room")
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/sale_01M8RNF62CEN5DAP9ZE94JJ3CE/queue/hold", adminAuth, ""), 404, "not_found")
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/hold", customer(t, "gina"), ""), 403, "forbidden")
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{}`), 400, "invalid_request")
+		long := strings.Repeat("x", waitroom.MaxBroadcastLen+1)
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":"`+long+`"}`), 400, "invalid_request")
+		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":"bell\u0007"}`), 400, "invalid_request")
 	})
 }

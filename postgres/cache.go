@@ -46,6 +46,10 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 			SoldOut:              r.SoldOut,
 			NextPosition:         r.NextPosition,
 			PreopenCount:         -1,
+			PreopenPositions:     -1,
+			PreopenTickets:       r.PreopenTickets,
+			Held:                 r.Held,
+			Broadcast:            r.Broadcast,
 			AdmittedThrough:      r.AdmittedThrough,
 			Pace:                 r.PacePerSecond,
 			DBNow:                r.Now,
@@ -53,6 +57,9 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 		}
 		if r.PreopenCount != nil {
 			out[i].PreopenCount = *r.PreopenCount
+		}
+		if r.PreopenPositions != nil {
+			out[i].PreopenPositions = *r.PreopenPositions
 		}
 	}
 	return out, nil

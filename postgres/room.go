@@ -22,8 +22,8 @@ var _ waitroom.Store = (*Store)(nil)
 
 // LeasePositions leases the next n positions of saleID's room (see
 // WaitroomLease for why that keeps every instance's positions apart).
-func (s *Store) LeasePositions(ctx context.Context, saleID string, n int64) (first int64, preOpen bool, err error) {
-	row, err := dbsqlc.New(s.room).WaitroomLease(ctx, dbsqlc.WaitroomLeaseParams{Block: n, SaleID: saleID})
+func (s *Store) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (first int64, preOpen bool, err error) {
+	row, err := dbsqlc.New(s.room).WaitroomLease(ctx, dbsqlc.WaitroomLeaseParams{Block: n, PreopenTickets: preopenTickets, SaleID: saleID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, fmt.Errorf("lease positions of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
 	}
@@ -31,6 +31,41 @@ func (s *Store) LeasePositions(ctx context.Context, saleID string, n int64) (fir
 		return 0, false, fmt.Errorf("lease positions of sale %s: %w", saleID, translate(err))
 	}
 	return row.FirstPosition, row.PreopenCount == nil, nil
+}
+
+// CountTickets adds n pre-open tickets given out by this instance to
+// saleID's count, while the room has not frozen its pre-open crowd.
+func (s *Store) CountTickets(ctx context.Context, saleID string, n int64) error {
+	if err := dbsqlc.New(s.room).WaitroomCountTickets(ctx, dbsqlc.WaitroomCountTicketsParams{N: n, SaleID: saleID}); err != nil {
+		return fmt.Errorf("count tickets of sale %s: %w", saleID, translate(err))
+	}
+	return nil
+}
+
+// SetQueueHeld holds (held) or releases saleID's queue, audited under
+// operator with detail. No waiting room: flashline.ErrNoWaitingRoom.
+func (s *Store) SetQueueHeld(ctx context.Context, saleID string, held bool, operator, detail string) error {
+	found, err := dbsqlc.New(s.admin).WaitroomSetHeld(ctx, dbsqlc.WaitroomSetHeldParams{Held: held, SaleID: saleID, Operator: operator, Detail: detail})
+	if err != nil {
+		return fmt.Errorf("hold queue of sale %s: %w", saleID, translate(err))
+	}
+	if found == 0 {
+		return fmt.Errorf("hold queue of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
+	}
+	return nil
+}
+
+// SetBroadcast sets the message shown to saleID's waiters ("" clears it),
+// audited under operator. No waiting room: flashline.ErrNoWaitingRoom.
+func (s *Store) SetBroadcast(ctx context.Context, saleID, message, operator string) error {
+	found, err := dbsqlc.New(s.admin).WaitroomSetBroadcast(ctx, dbsqlc.WaitroomSetBroadcastParams{Message: message, SaleID: saleID, Operator: operator})
+	if err != nil {
+		return fmt.Errorf("broadcast to sale %s: %w", saleID, translate(err))
+	}
+	if found == 0 {
+		return fmt.Errorf("broadcast to sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
+	}
+	return nil
 }
 
 // LeadPacer leads the pacer on one connection of the room's pool that it
@@ -95,6 +130,9 @@ func (p pacerDB) PaceInputs(ctx context.Context) ([]waitroom.PaceRow, error) {
 			Available:        r.Available,
 			NextPosition:     r.NextPosition,
 			PreopenFrozen:    r.PreopenCount != nil,
+			PreopenCount:     orZero(r.PreopenCount),
+			PreopenPositions: orZero(r.PreopenPositions),
+			Held:             r.Held,
 			AdmittedThrough:  r.AdmittedThrough,
 			Pace:             r.PacePerSecond,
 			AdmittedReserved: r.AdmittedReserved,
@@ -144,4 +182,12 @@ func (s *Store) DrawRecord(ctx context.Context, saleID string) (waitroom.DrawRec
 		rec.Admitted = append(rec.Admitted, waitroom.AdmittedCustomer{CustomerID: r.CustomerID, AdmissionID: r.AdmissionID, ReservedAt: r.CreatedAt})
 	}
 	return rec, nil
+}
+
+// orZero is *p, or 0 when p is nil.
+func orZero(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

@@ -53,11 +53,19 @@ type Sale struct {
 	// SoldOut: no bucket holds a unit.
 	SoldOut bool
 	// The waiting room (waiting_room sales only): the next position to hand
-	// out, how many were handed out before the open (-1: not frozen yet),
-	// the watermark (ranks up to it may be admitted) and the pace it moves
-	// at (ranks per second).
-	NextPosition    int64
-	PreopenCount    int64
+	// out, the pre-open crowd as frozen at the open (-1: not frozen yet) in
+	// ranks (PreopenCount: the pre-open tickets under randomized_at_open)
+	// and in positions, the pre-open tickets counted so far, the watermark
+	// (ranks up to it may be admitted) and the pace it moves at (ranks per
+	// second).
+	NextPosition     int64
+	PreopenCount     int64
+	PreopenPositions int64
+	PreopenTickets   int64
+	// Held: an operator holds the queue (nobody is admitted); Broadcast: the
+	// operator's message to everyone waiting ("" none).
+	Held            bool
+	Broadcast       string
 	AdmittedThrough int64
 	Pace            float64
 	// DBNow is the database's clock when this was read (Cache.Now).
@@ -227,7 +235,7 @@ func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) er
 		if old != nil && old.AdmittedThrough > e.AdmittedThrough {
 			// A read that started before a newer one finished must not
 			// move the watermark back in memory.
-			e.AdmittedThrough, e.PreopenCount = old.AdmittedThrough, old.PreopenCount
+			e.AdmittedThrough, e.PreopenCount, e.PreopenPositions = old.AdmittedThrough, old.PreopenCount, old.PreopenPositions
 		}
 		if e.refuses() {
 			// The list of holders is kept while the stock has not moved since

@@ -264,15 +264,15 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 			h = &roomHistory{pace: row.Pace}
 			p.rooms[row.SaleID] = h
 		}
-		if row.State == flashline.StatePaused {
-			continue // nobody is let in while a sale is paused
+		if row.State == flashline.StatePaused || row.Held {
+			continue // nobody is let in while a sale is paused or its queue held
 		}
 		step := Step(PaceInput{
 			Headroom:    headroom,
 			Latency:     latency,
 			Available:   row.Available,
 			Outstanding: h.outstanding(now, p.started, row.AdmittedThrough, row.AdmittedReserved, window),
-			Waiting:     row.NextPosition - 1 - row.AdmittedThrough,
+			Waiting:     lastRank(row) - row.AdmittedThrough,
 			Tick:        r.opts.Tick,
 		})
 		// The pace, for estimates: ranks admitted per second, smoothed over
@@ -292,4 +292,15 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 		h.record(now, watermark, window)
 	}
 	return errs
+}
+
+// lastRank is the rank of the last position handed out in row's room: once
+// the pre-open crowd is frozen, post-open positions rank right after it. A
+// crowd frozen at 0 still has rank 1, where any pre-open ticket not counted
+// in time ranks (Rank draws among at least one).
+func lastRank(row PaceRow) int64 {
+	if !row.PreopenFrozen {
+		return max(row.NextPosition-1, 1)
+	}
+	return max(row.PreopenCount, 1) + row.NextPosition - 1 - row.PreopenPositions
 }

@@ -36,10 +36,13 @@ type TicketResult struct {
 	Ticket Ticket
 	// Renewed is set when PreviousToken was given back.
 	Renewed bool
-	// Position is the place in line now: 1 is next to be let in. Before a
-	// randomized_at_open sale opens it is an estimate (the draw's place among
-	// those present so far).
+	// Position is the place in line now: 1 is next to be let in (the people
+	// ahead, plus one). For a ticket placed by the draw it is an estimate,
+	// and PositionLow and PositionHigh are its 25th and 75th percentiles
+	// (both 0 for a place known exactly): see estimate.
 	Position             int64
+	PositionLow          int64
+	PositionHigh         int64
 	EstimatedWaitSeconds int64
 	PollAfter            time.Duration
 	Policy               flashline.Fairness
@@ -84,19 +87,43 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	if len(req.CustomerID) > MaxIDLen {
 		return TicketResult{}, flashline.Invalid(fmt.Sprintf("the waiting room takes customer ids of at most %d bytes", MaxIDLen))
 	}
-	if err := r.store.RateLimit(ctx, "ticket", req.SaleID+"\n"+req.CustomerID, time.Minute, r.opts.TicketsPerMinute); err != nil {
-		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
+	draw := Draw(s.DrawSeed, req.SaleID, req.CustomerID)
+	if s.Fairness == flashline.FairnessRandomizedAtOpen && !s.Opened(r.cache.Now()) {
+		// Before the open the draw orders everyone: the ticket takes no
+		// position, no write and no limit (asking again gives the same
+		// place), and is the same for every ask within the hour (see
+		// drawnTicket). The open is judged by the database's clock as this
+		// instance estimates it (Cache.Now); a sale opened by hand is seen
+		// open once the cache hears of it, so a customer who asks in that
+		// moment is placed by the draw too.
+		r.countPreopen(s.ID, draw)
+		t := drawnTicket(req.SaleID, req.CustomerID, draw, now)
+		r.metrics.tickets.WithLabelValues("new").Inc()
+		return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
 	}
-	position, preOpen, err := r.takePosition(ctx, s)
+	if !r.limiter.allow(req.SaleID+"\n"+req.CustomerID, now) {
+		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrRateLimited)
+	}
+	position, preOpen, err := r.takePosition(ctx, s, draw)
 	if err != nil {
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
 	}
 	t := Ticket{SaleID: req.SaleID, CustomerID: req.CustomerID, ArrivedAt: now.UTC().Truncate(time.Second), Position: position, PreOpen: preOpen}
 	if preOpen {
-		t.Draw = Draw(s.DrawSeed, req.SaleID, req.CustomerID)
+		t.Draw = draw
 	}
 	r.metrics.tickets.WithLabelValues("new").Inc()
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
+}
+
+// drawnTicket is a pre-open ticket of a randomized_at_open room: placed by
+// its draw alone, it carries position 1 (no position is leased for it) and
+// arrives at the start of the hour, so that asking again within the hour
+// gives the same token, and at any time the same place. Its admission id is
+// then the same too: one admission per customer and hour.
+func drawnTicket(saleID, customerID string, draw uint64, now time.Time) Ticket {
+	return Ticket{SaleID: saleID, CustomerID: customerID, ArrivedAt: now.UTC().Truncate(time.Hour),
+		Position: 1, PreOpen: true, Draw: draw}
 }
 
 func (r *Room) ticketResult(s salecache.Sale, t Ticket, token string, renewed bool, now time.Time) TicketResult {
@@ -106,6 +133,8 @@ func (r *Room) ticketResult(s salecache.Sale, t Ticket, token string, renewed bo
 		Ticket:               t,
 		Renewed:              renewed,
 		Position:             w.position,
+		PositionLow:          w.low,
+		PositionHigh:         w.high,
 		EstimatedWaitSeconds: w.seconds,
 		PollAfter:            w.pollAfter,
 		Policy:               s.Fairness,
@@ -118,10 +147,11 @@ func (r *Room) ticketResult(s salecache.Sale, t Ticket, token string, renewed bo
 
 // Rank is a ticket's place in the admission order, in the units of the
 // watermark. Under randomized_at_open a pre-open ticket ranks by its draw
-// among the preopenCount positions handed out before the open:
+// among the preopenCount pre-open tickets counted at the open:
 // 1 + floor(draw / 2^64 × preopenCount); every other ticket by its position
-// (post-open positions all come after preopenCount). preopenCount < 0 means
-// not yet known: the caller passes an estimate.
+// (in a room whose pre-open crowd took as many positions as it counts
+// tickets; see rank for the general case). preopenCount < 0 means not yet
+// known: the caller passes an estimate.
 func Rank(t Ticket, fairness flashline.Fairness, preopenCount int64) int64 {
 	if !t.PreOpen || fairness != flashline.FairnessRandomizedAtOpen {
 		return t.Position
@@ -131,18 +161,66 @@ func Rank(t Ticket, fairness flashline.Fairness, preopenCount int64) int64 {
 	return 1 + int64(hi)
 }
 
-// rank is t's rank in s's room.
-func rank(s salecache.Sale, t Ticket) int64 {
-	n := s.PreopenCount
-	if n < 0 {
-		// Not frozen yet: everyone present so far.
-		n = s.NextPosition - 1
+// drawn reports whether t is placed by the draw in s's room.
+func drawn(s salecache.Sale, t Ticket) bool {
+	return t.PreOpen && s.Fairness == flashline.FairnessRandomizedAtOpen
+}
+
+// crowd is the pre-open crowd of s's room: as frozen at the open, or, before,
+// the pre-open tickets counted so far.
+func crowd(s salecache.Sale) int64 {
+	if s.PreopenCount >= 0 {
+		return s.PreopenCount
 	}
-	return Rank(t, s.Fairness, max(n, t.Position))
+	return max(s.PreopenTickets, 1)
+}
+
+// RankIn is t's rank in a room whose pre-open crowd was frozen at
+// preopenCount tickets and preopenPositions positions: a pre-open ticket of
+// a randomized_at_open room by its draw (Rank), a position handed out after
+// the freeze right after the crowd, preopenCount + (position −
+// preopenPositions), so that positions nobody holds are not counted as
+// people; any other ticket by its position.
+func RankIn(t Ticket, fairness flashline.Fairness, preopenCount, preopenPositions int64) int64 {
+	if t.PreOpen && fairness == flashline.FairnessRandomizedAtOpen {
+		return Rank(t, fairness, preopenCount)
+	}
+	if preopenCount >= 0 && preopenPositions >= 0 && t.Position > preopenPositions {
+		return preopenCount + t.Position - preopenPositions
+	}
+	return t.Position
+}
+
+// rank is t's rank in s's room (RankIn; before the freeze, a pre-open ticket
+// ranks among the crowd counted so far).
+func rank(s salecache.Sale, t Ticket) int64 {
+	if drawn(s, t) {
+		return Rank(t, s.Fairness, crowd(s))
+	}
+	return RankIn(t, s.Fairness, s.PreopenCount, s.PreopenPositions)
+}
+
+// placeRange is the 25th and 75th percentiles of the place of a ticket placed
+// by the draw, distance ranks from the watermark in a crowd of n: the people
+// ahead of it not yet let in are those of the other n−1 whose draws fall in
+// the distance−1 ranks between, a binomial count of mean (n−1)·f and
+// variance (n−1)·f·(1−f), f = (distance−1)/n; its quartiles are the mean
+// ∓ 0.6745 standard deviations (the normal approximation).
+func placeRange(distance, n int64) (low, high int64) {
+	if n <= 1 || distance <= 1 {
+		return 1, 1
+	}
+	f := min(float64(distance-1)/float64(n), 1)
+	mean := float64(n-1) * f
+	sd := math.Sqrt(float64(n-1) * f * (1 - f))
+	low = 1 + int64(math.Max(math.Floor(mean-0.6745*sd), 0))
+	high = 1 + int64(math.Ceil(mean+0.6745*sd))
+	return low, max(high, low)
 }
 
 type estimate struct {
 	position  int64
+	low, high int64 // placed by the draw: the place's quartiles
 	seconds   int64
 	pollAfter time.Duration
 }
@@ -163,6 +241,9 @@ func (r *Room) wait(s salecache.Sale, t Ticket, now time.Time) estimate {
 		secs += math.Ceil(s.OpensAt.Sub(now).Seconds())
 	}
 	e := estimate{position: distance, seconds: int64(math.Ceil(secs))}
+	if drawn(s, t) {
+		e.low, e.high = placeRange(distance, crowd(s))
+	}
 	base := min(max(time.Duration(secs*float64(time.Second))/5, time.Second), 15*time.Second)
 	if distance <= 1 {
 		base = time.Second

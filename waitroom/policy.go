@@ -34,7 +34,7 @@ func (r *Room) Policy(ctx context.Context, saleID string) (Policy, error) {
 	default:
 		p.Description = "Everyone who joins the waiting room before the sale opens is placed by a random draw made for your account and this sale: " +
 			"joining early, refreshing the page or joining again does not change your place, so there is no need to rush. " +
-			"People who join after the sale opens are placed after them, in the order they join."
+			"People who join after the sale opens (by more than a quarter of a second) are placed after them, in the order they join."
 	}
 	p.Description += " People are let in at the pace the checkout can handle, and each admission is good for one reservation for a limited time."
 	if s.ChallengeBits > 0 {

@@ -48,8 +48,9 @@ type Options struct {
 	// by different instances stay close to arrival order. Defaults 250ms, 1s.
 	LeaseIdle   time.Duration
 	LeaseMaxAge time.Duration
-	// TicketsPerMinute is how many new positions one customer may take in one
-	// sale per minute (tickets presented again do not count). Default 20.
+	// TicketsPerMinute is how many new tickets one customer may take in one
+	// sale per minute on one instance (tickets presented again do not
+	// count; limit.go). Default 20.
 	TicketsPerMinute int
 	// AssumedPace is the admissions per second estimates assume before any
 	// pace has been measured. Default 10.
@@ -111,6 +112,7 @@ type Room struct {
 
 	leaseMu sync.Mutex
 	leases  map[string]*lease
+	limiter *ticketLimiter
 
 	leader  atomic.Bool
 	metrics roomMetrics
@@ -134,6 +136,7 @@ func NewRoom(cache *salecache.Cache, store Store, keys *Keyring, capacity Capaci
 		capacity: capacity,
 		opts:     opts,
 		leases:   map[string]*lease{},
+		limiter:  &ticketLimiter{max: opts.TicketsPerMinute},
 	}
 	r.metrics = roomMetrics{
 		tickets: prometheus.NewCounterVec(prometheus.CounterOpts{

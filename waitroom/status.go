@@ -16,9 +16,16 @@ type StatusResult struct {
 	// Waiting: the place in line now (1 = next), the estimate, when to ask
 	// again, and whether the sale is paused (nobody is let in meanwhile).
 	Position             int64
+	PositionLow          int64 // the place's quartiles when it is an estimate (see TicketResult)
+	PositionHigh         int64
 	EstimatedWaitSeconds int64
 	PollAfter            time.Duration
 	Paused               bool
+	// Held: an operator holds the queue (nobody is let in meanwhile).
+	Held bool
+	// Message is the operator's message to everyone waiting ("" none); it
+	// comes with every answer.
+	Message string
 	// ChallengeRequired: the proof of work to solve and send as solution.
 	Challenge *Challenge
 	// Admitted: the admission token for X-Admission-Token, good for one
@@ -48,6 +55,7 @@ func (r *Room) Status(ctx context.Context, saleID, customerID, token, solution s
 		return StatusResult{}, err
 	}
 	res, err := r.status(s, fresh, t, solution)
+	res.Message = s.Broadcast
 	if err == nil {
 		r.metrics.statuses.WithLabelValues(res.State).Inc()
 	}
@@ -61,8 +69,8 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 	}
 	waiting := func() StatusResult {
 		w := r.wait(s, t, now)
-		res := StatusResult{State: StatusWaiting, Position: w.position, EstimatedWaitSeconds: w.seconds,
-			PollAfter: w.pollAfter, Paused: s.State == flashline.StatePaused}
+		res := StatusResult{State: StatusWaiting, Position: w.position, PositionLow: w.low, PositionHigh: w.high, EstimatedWaitSeconds: w.seconds,
+			PollAfter: w.pollAfter, Paused: s.State == flashline.StatePaused, Held: s.Held}
 		if !fresh {
 			res.PollAfter = max(res.PollAfter, 5*time.Second)
 		}
@@ -73,7 +81,7 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 		return waiting(), nil
 	case s.SoldOut:
 		return StatusResult{State: StatusSoldOut}, nil
-	case s.State == flashline.StatePaused, rank(s, t) > s.AdmittedThrough:
+	case s.State == flashline.StatePaused, s.Held, rank(s, t) > s.AdmittedThrough:
 		// The watermark moves only once the database's clock says the sale
 		// is open, so rank <= watermark also means "open".
 		return waiting(), nil
@@ -83,4 +91,50 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 	}
 	a := Admission{ID: AdmissionID(t), SaleID: t.SaleID, CustomerID: t.CustomerID, ExpiresAt: now.Add(r.opts.AdmissionTTL)}
 	return StatusResult{State: StatusAdmitted, AdmissionToken: r.keys.SignAdmission(a), ExpiresIn: r.opts.AdmissionTTL}, nil
+}
+
+// MaxBroadcastLen bounds an operator's message to a room's waiters, in bytes.
+const MaxBroadcastLen = 280
+
+// HoldQueue holds (held) or releases the queue of saleID's room: while it is
+// held nobody is admitted (status answers waiting, held) and the pacer does
+// not move the watermark; the sale itself keeps its state. Audited under
+// operator, with reason. Errors: ErrNoWaitingRoom (or a sale without one),
+// flashline.Invalid for a bad operator or reason.
+func (r *Room) HoldQueue(ctx context.Context, saleID string, held bool, operator, reason string) error {
+	if err := flashline.CheckOperator(operator); err != nil {
+		return err
+	}
+	if len(reason) > MaxBroadcastLen || (reason != "" && !flashline.ValidText(reason)) {
+		return flashline.Invalid(fmt.Sprintf("reason must be at most %d characters of text", MaxBroadcastLen))
+	}
+	if _, _, err := r.room(ctx, saleID); err != nil {
+		return err
+	}
+	if err := r.store.SetQueueHeld(ctx, saleID, held, operator, reason); err != nil {
+		return err
+	}
+	// Every instance hears of it (flashline_waitroom); this one at once.
+	_ = r.cache.Load(ctx)
+	return nil
+}
+
+// Broadcast sets the message everyone waiting in saleID's room sees ("":
+// none), audited under operator. Errors: ErrNoWaitingRoom, flashline.Invalid
+// for a message over MaxBroadcastLen bytes or not text.
+func (r *Room) Broadcast(ctx context.Context, saleID, message, operator string) error {
+	if err := flashline.CheckOperator(operator); err != nil {
+		return err
+	}
+	if len(message) > MaxBroadcastLen || (message != "" && !flashline.ValidText(message)) {
+		return flashline.Invalid(fmt.Sprintf("message must be at most %d characters of text", MaxBroadcastLen))
+	}
+	if _, _, err := r.room(ctx, saleID); err != nil {
+		return err
+	}
+	if err := r.store.SetBroadcast(ctx, saleID, message, operator); err != nil {
+		return err
+	}
+	_ = r.cache.Load(ctx)
+	return nil
 }

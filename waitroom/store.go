@@ -2,7 +2,6 @@ package waitroom
 
 import (
 	"context"
-	"time"
 
 	"github.com/flashline/flashline"
 )
@@ -11,14 +10,20 @@ import (
 // What it reads to answer tickets and polls comes from the sale cache
 // (salecache.Cache), not from here.
 type Store interface {
-	// RateLimit counts one hit for subject in scope across every instance:
-	// nil, or flashline.ErrRateLimited once the window holds max hits.
-	RateLimit(ctx context.Context, scope, subject string, window time.Duration, max int) error
 	// LeasePositions leases the next n positions of saleID's room to this
 	// instance: the first of them, and whether they are pre-open (handed
-	// out before the sale opened, by the database's clock). No room:
+	// out before the sale opened, by the database's clock). It also adds
+	// preopenTickets to the room's count of pre-open tickets (as
+	// CountTickets). No room: flashline.ErrNoWaitingRoom.
+	LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (first int64, preOpen bool, err error)
+	// CountTickets adds n pre-open tickets this instance gave out to
+	// saleID's count, unless the room has frozen its pre-open crowd.
+	CountTickets(ctx context.Context, saleID string, n int64) error
+	// SetQueueHeld holds or releases saleID's queue, and SetBroadcast sets
+	// the message its waiters see; both audited under operator. No room:
 	// flashline.ErrNoWaitingRoom.
-	LeasePositions(ctx context.Context, saleID string, n int64) (first int64, preOpen bool, err error)
+	SetQueueHeld(ctx context.Context, saleID string, held bool, operator, detail string) error
+	SetBroadcast(ctx context.Context, saleID, message, operator string) error
 	// LeadPacer makes this instance the pacer's leader if no instance is,
 	// and runs lead while it is; led is false, at once, when another
 	// instance leads. The leadership lasts as long as a session of the
@@ -47,6 +52,9 @@ type PaceRow struct {
 	Available        int64 // units left
 	NextPosition     int64
 	PreopenFrozen    bool
+	PreopenCount     int64 // the pre-open crowd in ranks, once frozen
+	PreopenPositions int64 // and in positions
+	Held             bool  // an operator holds the queue
 	AdmittedThrough  int64
 	Pace             float64
 	AdmittedReserved int64 // reservations made with an admission token

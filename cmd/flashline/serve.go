@@ -422,7 +422,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
-	for _, run := range []func(context.Context) error{cache.Run, room.RunPacer, gt.Run} {
+	for _, run := range []func(context.Context) error{cache.Run, room.RunPacer, room.RunCounts, gt.Run} {
 		background.Go(func() { _ = run(bgCtx) })
 	}
 	defer func() { stopBackground(); background.Wait() }()

@@ -90,13 +90,11 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	wg.Wait()
 	require.False(t, t.Failed())
 	require.True(t, time.Now().Before(opensAt), "too slow: the sale opened while customers were still joining")
-	positions := map[int64]bool{}
 	for _, cu := range all {
 		cu.ticket, err = keys.ParseTicket(cu.token)
 		require.NoError(t, err)
 		require.True(t, cu.ticket.PreOpen)
-		require.False(t, positions[cu.ticket.Position], "position %d handed out twice", cu.ticket.Position)
-		positions[cu.ticket.Position] = true
+		require.EqualValues(t, 1, cu.ticket.Position, "placed by the draw: no position is leased")
 	}
 
 	// Asking again, on either instance, with the ticket held gives it back:
@@ -110,6 +108,18 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 		require.Equal(t, cu.token, str(b, "token"))
 		require.Equal(t, string(a["position"]), string(b["position"]), "the same place on both instances")
 		require.JSONEq(t, fmt.Sprintf(`{"nonce":%q,"bits":%d}`, keys.ChallengeNonce(cu.ticket), bits), string(a["challenge"]))
+	}
+	// Asking again without the ticket held gives the same ticket (within
+	// the hour; the same draw always) and the same place: nobody is
+	// counted twice.
+	for i, cu := range all[:10] {
+		_, a := get(servers[i%2].URL, "/sales/"+sale+"/ticket?token="+url.QueryEscape(cu.token), cu.jwt)
+		_, b := get(servers[i%2].URL, "/sales/"+sale+"/ticket", cu.jwt)
+		if b, err := keys.ParseTicket(str(b, "token")); err == nil && b.ArrivedAt.Equal(cu.ticket.ArrivedAt) {
+			require.Equal(t, cu.ticket, b)
+		}
+		require.Equal(t, string(a["position"]), string(b["position"]), "a re-ask never moves the place")
+		require.Equal(t, string(a["positionRange"]), string(b["positionRange"]))
 	}
 	_, policy := get(servers[1].URL, "/sales/"+sale+"/policy", "")
 	require.Equal(t, string(flashline.FairnessRandomizedAtOpen), str(policy, "policy"))
@@ -126,6 +136,9 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT preopen_count FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&preopen))
 		return preopen != nil
 	}, 10*time.Second, 50*time.Millisecond, "the pacer never froze the pre-open count")
+	// The crowd drawn among is the people who joined, not the positions
+	// leased for them (blocks dropped half used left positions unheld).
+	require.EqualValues(t, customers, *preopen, "the pre-open crowd counts tickets")
 	for _, cu := range all {
 		cu.rank = waitroom.Rank(cu.ticket, flashline.FairnessRandomizedAtOpen, *preopen)
 	}

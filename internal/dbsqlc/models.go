@@ -239,10 +239,14 @@ type StockLedger struct {
 }
 
 type WaitingRoom struct {
-	SaleID          string
-	NextPosition    int64
-	PreopenCount    *int64
-	AdmittedThrough int64
-	PacePerSecond   float64
-	UpdatedAt       time.Time
+	SaleID           string
+	NextPosition     int64
+	PreopenCount     *int64
+	AdmittedThrough  int64
+	PacePerSecond    float64
+	UpdatedAt        time.Time
+	PreopenTickets   int64
+	PreopenPositions *int64
+	Held             bool
+	Broadcast        string
 }

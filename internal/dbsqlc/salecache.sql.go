@@ -48,6 +48,10 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int <= 0 AS sold_out,
        coalesce(w.next_position, 1)::bigint AS next_position,
        w.preopen_count,
+       w.preopen_positions,
+       coalesce(w.preopen_tickets, 0)::bigint AS preopen_tickets,
+       coalesce(w.held, false)::boolean AS held,
+       coalesce(w.broadcast, '')::text AS broadcast,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
        coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
        coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version,
@@ -76,6 +80,10 @@ type SaleFactsRow struct {
 	SoldOut              bool
 	NextPosition         int64
 	PreopenCount         *int64
+	PreopenPositions     *int64
+	PreopenTickets       int64
+	Held                 bool
+	Broadcast            string
 	AdmittedThrough      int64
 	PacePerSecond        float64
 	StockVersion         string
@@ -118,6 +126,10 @@ func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFac
 			&i.SoldOut,
 			&i.NextPosition,
 			&i.PreopenCount,
+			&i.PreopenPositions,
+			&i.PreopenTickets,
+			&i.Held,
+			&i.Broadcast,
 			&i.AdmittedThrough,
 			&i.PacePerSecond,
 			&i.StockVersion,

@@ -50,15 +50,20 @@ func (q *Queries) WaitroomAdmissions(ctx context.Context, arg WaitroomAdmissions
 }
 
 const waitroomAdvance = `-- name: WaitroomAdvance :one
-UPDATE waiting_rooms
-   SET admitted_through = greatest(admitted_through, $1::bigint),
-       preopen_count = coalesce(preopen_count, next_position - 1),
-       pace_per_second = CASE WHEN admitted_through < $1::bigint
-                              THEN $2::float8 ELSE pace_per_second END,
+UPDATE waiting_rooms w
+   SET admitted_through = greatest(w.admitted_through, $1::bigint),
+       preopen_count = coalesce(w.preopen_count,
+                                CASE WHEN s.fairness = 'randomized_at_open'
+                                     THEN w.preopen_tickets
+                                     ELSE w.next_position - 1 END),
+       preopen_positions = coalesce(w.preopen_positions, w.next_position - 1),
+       pace_per_second = CASE WHEN w.admitted_through < $1::bigint
+                              THEN $2::float8 ELSE w.pace_per_second END,
        updated_at = now()
- WHERE sale_id = $3::text
-   AND (admitted_through < $1::bigint OR preopen_count IS NULL)
-RETURNING admitted_through
+  FROM sales s
+ WHERE w.sale_id = $3::text AND s.sale_id = w.sale_id
+   AND (w.admitted_through < $1::bigint OR w.preopen_count IS NULL)
+RETURNING w.admitted_through
 `
 
 type WaitroomAdvanceParams struct {
@@ -69,13 +74,36 @@ type WaitroomAdvanceParams struct {
 
 // Moves the watermark forward to @target (never back: greatest() and the
 // WHERE clause both say so, so even two pacers by accident cannot lower it),
-// freezes preopen_count at the first tick after the open if no lease did, and
-// records the pace. Returns no row when there was nothing to change.
+// freezes the pre-open crowd at the first tick after the open if no lease
+// did, and records the pace. Returns no row when there was nothing to change.
+// The freeze: preopen_positions is the positions handed out so far;
+// preopen_count the pre-open tickets counted under randomized_at_open (never
+// more than the positions), the positions under arrival_order (whose ranks
+// are positions).
 func (q *Queries) WaitroomAdvance(ctx context.Context, arg WaitroomAdvanceParams) (int64, error) {
 	row := q.db.QueryRow(ctx, waitroomAdvance, arg.Target, arg.PacePerSecond, arg.SaleID)
 	var admitted_through int64
 	err := row.Scan(&admitted_through)
 	return admitted_through, err
+}
+
+const waitroomCountTickets = `-- name: WaitroomCountTickets :exec
+UPDATE waiting_rooms
+   SET preopen_tickets = preopen_tickets + $1::bigint
+ WHERE sale_id = $2::text AND preopen_count IS NULL
+`
+
+type WaitroomCountTicketsParams struct {
+	N      int64
+	SaleID string
+}
+
+// Adds the @n pre-open tickets one instance gave out since it last said, while
+// the room has not frozen its pre-open crowd (later ones are not counted:
+// they share the ranks of the crowd as frozen).
+func (q *Queries) WaitroomCountTickets(ctx context.Context, arg WaitroomCountTicketsParams) error {
+	_, err := q.db.Exec(ctx, waitroomCountTickets, arg.N, arg.SaleID)
+	return err
 }
 
 const waitroomCreate = `-- name: WaitroomCreate :exec
@@ -148,17 +176,24 @@ func (q *Queries) WaitroomLeaderUnlock(ctx context.Context) error {
 const waitroomLease = `-- name: WaitroomLease :one
 UPDATE waiting_rooms w
    SET next_position = w.next_position + $1::bigint,
-       preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now()
-                            THEN w.next_position - 1 ELSE w.preopen_count END,
+       preopen_tickets = w.preopen_tickets + CASE WHEN w.preopen_count IS NULL THEN $2::bigint ELSE 0 END,
+       preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
+                            THEN CASE WHEN s.fairness = 'randomized_at_open'
+                                      THEN w.preopen_tickets + $2::bigint
+                                      ELSE w.next_position - 1 END
+                            ELSE w.preopen_count END,
+       preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
+                                THEN w.next_position - 1 ELSE w.preopen_positions END,
        updated_at = now()
   FROM sales s
- WHERE w.sale_id = $2::text AND s.sale_id = w.sale_id
+ WHERE w.sale_id = $3::text AND s.sale_id = w.sale_id
 RETURNING (w.next_position - $1::bigint)::bigint AS first_position, w.preopen_count
 `
 
 type WaitroomLeaseParams struct {
-	Block  int64
-	SaleID string
+	Block          int64
+	PreopenTickets int64
+	SaleID         string
 }
 
 type WaitroomLeaseRow struct {
@@ -169,12 +204,15 @@ type WaitroomLeaseRow struct {
 // Leases the next @block positions to one instance: it hands them out from
 // memory and comes back when they are used up (or too old to keep arrival
 // order across instances). The row lock serialises leases, so no two leases
-// overlap. The first lease taken once the sale has opened (by the database's
-// clock: opens_at set and passed) freezes preopen_count at the positions
-// handed out before, so every later lease starts after the pre-open crowd;
-// preopen_count IS NULL in the answer means this lease is pre-open.
+// overlap. It also adds the @preopen_tickets pre-open tickets the instance
+// gave out since it last said (while the room is pre-open). The first lease
+// taken a quarter second after the open (by the database's clock: opens_at
+// set and passed by 250 ms, time for every instance to count the tickets it
+// gave out just before) freezes the pre-open crowd (see WaitroomAdvance), so
+// every later lease starts after it; preopen_count IS NULL in the answer
+// means this lease is pre-open: its tickets are placed by the draw.
 func (q *Queries) WaitroomLease(ctx context.Context, arg WaitroomLeaseParams) (WaitroomLeaseRow, error) {
-	row := q.db.QueryRow(ctx, waitroomLease, arg.Block, arg.SaleID)
+	row := q.db.QueryRow(ctx, waitroomLease, arg.Block, arg.PreopenTickets, arg.SaleID)
 	var i WaitroomLeaseRow
 	err := row.Scan(&i.FirstPosition, &i.PreopenCount)
 	return i, err
@@ -183,12 +221,12 @@ func (q *Queries) WaitroomLease(ctx context.Context, arg WaitroomLeaseParams) (W
 const waitroomPaceInputs = `-- name: WaitroomPaceInputs :many
 SELECT s.sale_id, s.state,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
-       w.next_position, w.preopen_count, w.admitted_through, w.pace_per_second,
+       w.next_position, w.preopen_count, w.preopen_positions, w.admitted_through, w.pace_per_second, w.held,
        (SELECT count(*) FROM reservations r
          WHERE r.sale_id = s.sale_id AND r.admission_token_id IS NOT NULL)::bigint AS admitted_reserved
   FROM sales s
   JOIN waiting_rooms w ON w.sale_id = s.sale_id
- WHERE s.admission = 'waiting_room' AND s.state <> 'closed' AND s.opens_at <= now()
+ WHERE s.admission = 'waiting_room' AND s.state <> 'closed' AND s.opens_at <= now() - interval '250 milliseconds'
  ORDER BY s.sale_id
 `
 
@@ -198,13 +236,16 @@ type WaitroomPaceInputsRow struct {
 	Available        int64
 	NextPosition     int64
 	PreopenCount     *int64
+	PreopenPositions *int64
 	AdmittedThrough  int64
 	PacePerSecond    float64
+	Held             bool
 	AdmittedReserved int64
 }
 
 // What the pacer needs each tick, for every waiting-room sale that has opened
-// (opens_at passed, by the database's clock) and is not closed: its state,
+// (opens_at passed by the quarter second the pre-open count is given, by the
+// database's clock; see WaitroomLease) and is not closed: its state,
 // units left, the room's counters, and how many reservations were made with
 // an admission token (reservations_admitted makes that count an index scan).
 func (q *Queries) WaitroomPaceInputs(ctx context.Context) ([]WaitroomPaceInputsRow, error) {
@@ -222,8 +263,10 @@ func (q *Queries) WaitroomPaceInputs(ctx context.Context) ([]WaitroomPaceInputsR
 			&i.Available,
 			&i.NextPosition,
 			&i.PreopenCount,
+			&i.PreopenPositions,
 			&i.AdmittedThrough,
 			&i.PacePerSecond,
+			&i.Held,
 			&i.AdmittedReserved,
 		); err != nil {
 			return nil, err
@@ -234,4 +277,66 @@ func (q *Queries) WaitroomPaceInputs(ctx context.Context) ([]WaitroomPaceInputsR
 		return nil, err
 	}
 	return items, nil
+}
+
+const waitroomSetBroadcast = `-- name: WaitroomSetBroadcast :one
+WITH changed AS (
+    UPDATE waiting_rooms SET broadcast = $1::text, updated_at = now()
+     WHERE sale_id = $2::text
+    RETURNING sale_id
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT 'broadcast', sale_id, $3::text, $1::text
+      FROM changed
+)
+SELECT count(*)::int AS found FROM changed
+`
+
+type WaitroomSetBroadcastParams struct {
+	Message  string
+	SaleID   string
+	Operator string
+}
+
+// Sets the message shown to a room's waiters (” clears it) and writes the
+// audit row, in one statement. found is 0 when the sale has no waiting room.
+func (q *Queries) WaitroomSetBroadcast(ctx context.Context, arg WaitroomSetBroadcastParams) (int32, error) {
+	row := q.db.QueryRow(ctx, waitroomSetBroadcast, arg.Message, arg.SaleID, arg.Operator)
+	var found int32
+	err := row.Scan(&found)
+	return found, err
+}
+
+const waitroomSetHeld = `-- name: WaitroomSetHeld :one
+WITH changed AS (
+    UPDATE waiting_rooms SET held = $1::boolean, updated_at = now()
+     WHERE sale_id = $2::text
+    RETURNING sale_id
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT CASE WHEN $1::boolean THEN 'hold_queue' ELSE 'release_queue' END, sale_id, $3::text, $4::text
+      FROM changed
+)
+SELECT count(*)::int AS found FROM changed
+`
+
+type WaitroomSetHeldParams struct {
+	Held     bool
+	SaleID   string
+	Operator string
+	Detail   string
+}
+
+// Holds (@held) or releases a room's queue and writes the audit row, in one
+// statement. found is 0 when the sale has no waiting room.
+func (q *Queries) WaitroomSetHeld(ctx context.Context, arg WaitroomSetHeldParams) (int32, error) {
+	row := q.db.QueryRow(ctx, waitroomSetHeld,
+		arg.Held,
+		arg.SaleID,
+		arg.Operator,
+		arg.Detail,
+	)
+	var found int32
+	err := row.Scan(&found)
+	return found, err
 }

@@ -10,18 +10,35 @@ INSERT INTO waiting_rooms (sale_id) VALUES (@sale_id);
 -- Leases the next @block positions to one instance: it hands them out from
 -- memory and comes back when they are used up (or too old to keep arrival
 -- order across instances). The row lock serialises leases, so no two leases
--- overlap. The first lease taken once the sale has opened (by the database's
--- clock: opens_at set and passed) freezes preopen_count at the positions
--- handed out before, so every later lease starts after the pre-open crowd;
--- preopen_count IS NULL in the answer means this lease is pre-open.
+-- overlap. It also adds the @preopen_tickets pre-open tickets the instance
+-- gave out since it last said (while the room is pre-open). The first lease
+-- taken a quarter second after the open (by the database's clock: opens_at
+-- set and passed by 250 ms, time for every instance to count the tickets it
+-- gave out just before) freezes the pre-open crowd (see WaitroomAdvance), so
+-- every later lease starts after it; preopen_count IS NULL in the answer
+-- means this lease is pre-open: its tickets are placed by the draw.
 UPDATE waiting_rooms w
    SET next_position = w.next_position + @block::bigint,
-       preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now()
-                            THEN w.next_position - 1 ELSE w.preopen_count END,
+       preopen_tickets = w.preopen_tickets + CASE WHEN w.preopen_count IS NULL THEN @preopen_tickets::bigint ELSE 0 END,
+       preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
+                            THEN CASE WHEN s.fairness = 'randomized_at_open'
+                                      THEN w.preopen_tickets + @preopen_tickets::bigint
+                                      ELSE w.next_position - 1 END
+                            ELSE w.preopen_count END,
+       preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
+                                THEN w.next_position - 1 ELSE w.preopen_positions END,
        updated_at = now()
   FROM sales s
  WHERE w.sale_id = @sale_id::text AND s.sale_id = w.sale_id
 RETURNING (w.next_position - @block::bigint)::bigint AS first_position, w.preopen_count;
+
+-- name: WaitroomCountTickets :exec
+-- Adds the @n pre-open tickets one instance gave out since it last said, while
+-- the room has not frozen its pre-open crowd (later ones are not counted:
+-- they share the ranks of the crowd as frozen).
+UPDATE waiting_rooms
+   SET preopen_tickets = preopen_tickets + @n::bigint
+ WHERE sale_id = @sale_id::text AND preopen_count IS NULL;
 
 -- name: WaitroomLeaderTryLock :one
 -- The pacer's leadership: a session-level advisory lock held on one
@@ -34,33 +51,43 @@ SELECT pg_advisory_unlock(x'666c77616974726d'::bigint);
 
 -- name: WaitroomPaceInputs :many
 -- What the pacer needs each tick, for every waiting-room sale that has opened
--- (opens_at passed, by the database's clock) and is not closed: its state,
+-- (opens_at passed by the quarter second the pre-open count is given, by the
+-- database's clock; see WaitroomLease) and is not closed: its state,
 -- units left, the room's counters, and how many reservations were made with
 -- an admission token (reservations_admitted makes that count an index scan).
 SELECT s.sale_id, s.state,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
-       w.next_position, w.preopen_count, w.admitted_through, w.pace_per_second,
+       w.next_position, w.preopen_count, w.preopen_positions, w.admitted_through, w.pace_per_second, w.held,
        (SELECT count(*) FROM reservations r
          WHERE r.sale_id = s.sale_id AND r.admission_token_id IS NOT NULL)::bigint AS admitted_reserved
   FROM sales s
   JOIN waiting_rooms w ON w.sale_id = s.sale_id
- WHERE s.admission = 'waiting_room' AND s.state <> 'closed' AND s.opens_at <= now()
+ WHERE s.admission = 'waiting_room' AND s.state <> 'closed' AND s.opens_at <= now() - interval '250 milliseconds'
  ORDER BY s.sale_id;
 
 -- name: WaitroomAdvance :one
 -- Moves the watermark forward to @target (never back: greatest() and the
 -- WHERE clause both say so, so even two pacers by accident cannot lower it),
--- freezes preopen_count at the first tick after the open if no lease did, and
--- records the pace. Returns no row when there was nothing to change.
-UPDATE waiting_rooms
-   SET admitted_through = greatest(admitted_through, @target::bigint),
-       preopen_count = coalesce(preopen_count, next_position - 1),
-       pace_per_second = CASE WHEN admitted_through < @target::bigint
-                              THEN @pace_per_second::float8 ELSE pace_per_second END,
+-- freezes the pre-open crowd at the first tick after the open if no lease
+-- did, and records the pace. Returns no row when there was nothing to change.
+-- The freeze: preopen_positions is the positions handed out so far;
+-- preopen_count the pre-open tickets counted under randomized_at_open (never
+-- more than the positions), the positions under arrival_order (whose ranks
+-- are positions).
+UPDATE waiting_rooms w
+   SET admitted_through = greatest(w.admitted_through, @target::bigint),
+       preopen_count = coalesce(w.preopen_count,
+                                CASE WHEN s.fairness = 'randomized_at_open'
+                                     THEN w.preopen_tickets
+                                     ELSE w.next_position - 1 END),
+       preopen_positions = coalesce(w.preopen_positions, w.next_position - 1),
+       pace_per_second = CASE WHEN w.admitted_through < @target::bigint
+                              THEN @pace_per_second::float8 ELSE w.pace_per_second END,
        updated_at = now()
- WHERE sale_id = @sale_id::text
-   AND (admitted_through < @target::bigint OR preopen_count IS NULL)
-RETURNING admitted_through;
+  FROM sales s
+ WHERE w.sale_id = @sale_id::text AND s.sale_id = w.sale_id
+   AND (w.admitted_through < @target::bigint OR w.preopen_count IS NULL)
+RETURNING w.admitted_through;
 
 -- name: WaitroomDrawRecord :one
 -- What an audit of the draw reads of a waiting-room sale: its order and the
@@ -77,3 +104,31 @@ SELECT customer_id, admission_token_id::text AS admission_id, created_at
   FROM reservations
  WHERE sale_id = @sale_id::text AND admission_token_id IS NOT NULL
  ORDER BY created_at, reservation_id;
+
+-- name: WaitroomSetHeld :one
+-- Holds (@held) or releases a room's queue and writes the audit row, in one
+-- statement. found is 0 when the sale has no waiting room.
+WITH changed AS (
+    UPDATE waiting_rooms SET held = @held::boolean, updated_at = now()
+     WHERE sale_id = @sale_id::text
+    RETURNING sale_id
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT CASE WHEN @held::boolean THEN 'hold_queue' ELSE 'release_queue' END, sale_id, @operator::text, @detail::text
+      FROM changed
+)
+SELECT count(*)::int AS found FROM changed;
+
+-- name: WaitroomSetBroadcast :one
+-- Sets the message shown to a room's waiters ('' clears it) and writes the
+-- audit row, in one statement. found is 0 when the sale has no waiting room.
+WITH changed AS (
+    UPDATE waiting_rooms SET broadcast = @message::text, updated_at = now()
+     WHERE sale_id = @sale_id::text
+    RETURNING sale_id
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT 'broadcast', sale_id, @operator::text, @message::text
+      FROM changed
+)
+SELECT count(*)::int AS found FROM changed;

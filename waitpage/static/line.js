@@ -10,7 +10,7 @@
 import { store } from "./storage.js";
 import { sale, state, schedule, stopAll, backoffMs } from "./state.js";
 import { api, retryAfterMs } from "./api.js";
-import { app, $, setState, showError, showWaiting, showPaused, showPolicy } from "./ui.js";
+import { app, $, setState, showError, showWaiting, showPaused, showPolicy, showBroadcast } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { reserve } from "./purchase.js";
 
@@ -78,10 +78,11 @@ function poll() {
       state.attempts = 0;
       state.ticketResets = 0;
       const b = r.body;
+      showBroadcast(b.message);
       switch (b.state) {
         case "waiting":
           if (typeof b.pollAfterMs === "number" && b.pollAfterMs > 0) state.pollAfterMs = b.pollAfterMs;
-          if (b.paused) showPaused(b.position);
+          if (b.paused || b.held) showPaused(b.position, b.held);
           else showWaiting(b);
           return schedule(poll, state.pollAfterMs);
         case "challenge_required": {

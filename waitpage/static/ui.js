@@ -37,16 +37,40 @@ export function showError(message) {
 // showWaiting shows the place in line from a ticket or status answer b.
 export function showWaiting(b) {
   if (typeof b.position === "number") $("position").textContent = formatPosition(b.position);
+  // A place by the draw is an estimate: its quartiles come with it.
+  const r = b.positionRange;
+  if (r && typeof r.p25 === "number" && typeof r.p75 === "number" && r.p25 !== r.p75) {
+    $("position-p25").textContent = formatPosition(r.p25);
+    $("position-p75").textContent = formatPosition(r.p75);
+    $("position-range").hidden = false;
+  } else if ("position" in b) {
+    $("position-range").hidden = true;
+  }
   if ("estimatedWaitSeconds" in b) $("eta").textContent = formatWait(b.estimatedWaitSeconds);
-  setState("waiting", "You are in line. Keep this page open.");
+  setState("waiting", "Waiting for your turn: keep this page open.");
 }
 
-export function showPaused(position) {
+// showPaused shows that nobody is let in now: the sale is paused, or (held)
+// the store holds the line.
+export function showPaused(position, held) {
   if (typeof position === "number") {
     $("paused-position").textContent = formatPosition(position);
     $("paused-position-wrap").hidden = false;
   }
-  setState("paused", "The sale is paused. You keep your place.");
+  $("paused-title").textContent = held ? "The line is on hold" : "The sale is paused";
+  setState("paused", held ? "The store is holding the line for a moment. You keep your place."
+                          : "The sale is paused. You keep your place.");
+}
+
+// showBroadcast shows the store's message to everyone waiting, if any.
+export function showBroadcast(message) {
+  const box = $("broadcast");
+  if (typeof message === "string" && message !== "") {
+    $("broadcast-text").textContent = message;
+    box.hidden = false;
+  } else {
+    box.hidden = true;
+  }
 }
 
 // showPolicy shows how the line works, as the sale describes it.
