@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/internal/contract"
@@ -37,9 +38,12 @@ type noGate struct{}
 
 func (noGate) Rebuild(context.Context, string) (int64, error) { return 0, nil }
 
+// noLottery wires the lottery's routes in; the route test calls none.
+type noLottery struct{ flashline.LotteryStore }
+
 // TestOpenAPIHasEveryRoute: the document and the router list the same
-// routes, with every optional part of the API wired in (waiting room, job
-// UI, gate).
+// routes, with every optional part of the API wired in (waiting room,
+// lottery, job UI, gate).
 func TestOpenAPIHasEveryRoute(t *testing.T) {
 	t.Parallel()
 	verifier, err := auth.NewVerifier(jwtSecret, adminToken)
@@ -54,6 +58,7 @@ func TestOpenAPIHasEveryRoute(t *testing.T) {
 		Keyring: keyring,
 		Room:    waitroom.NewRoom(nil, nil, keyring, limiter, waitroom.Options{Registry: prometheus.NewRegistry()}),
 		Gate:    noGate{},
+		Lottery: noLottery{},
 	})
 	engine, ok := h.(*gin.Engine)
 	require.True(t, ok, "Routes returns a *gin.Engine")

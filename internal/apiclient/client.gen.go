@@ -72,6 +72,7 @@ func (e LatePaymentsLatePaymentsReason) Valid() bool {
 const (
 	NewSaleAdmissionDirect      NewSaleAdmission = "direct"
 	NewSaleAdmissionEmpty       NewSaleAdmission = ""
+	NewSaleAdmissionLottery     NewSaleAdmission = "lottery"
 	NewSaleAdmissionWaitingRoom NewSaleAdmission = "waiting_room"
 )
 
@@ -81,6 +82,8 @@ func (e NewSaleAdmission) Valid() bool {
 	case NewSaleAdmissionDirect:
 		return true
 	case NewSaleAdmissionEmpty:
+		return true
+	case NewSaleAdmissionLottery:
 		return true
 	case NewSaleAdmissionWaitingRoom:
 		return true
@@ -230,6 +233,7 @@ func (e PaymentResultType) Valid() bool {
 // Defines values for PolicyPolicy.
 const (
 	PolicyPolicyArrivalOrder     PolicyPolicy = "arrival_order"
+	PolicyPolicyLottery          PolicyPolicy = "lottery"
 	PolicyPolicyRandomizedAtOpen PolicyPolicy = "randomized_at_open"
 )
 
@@ -238,7 +242,39 @@ func (e PolicyPolicy) Valid() bool {
 	switch e {
 	case PolicyPolicyArrivalOrder:
 		return true
+	case PolicyPolicyLottery:
+		return true
 	case PolicyPolicyRandomizedAtOpen:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RegistrationState.
+const (
+	RegistrationStateExpired      RegistrationState = "expired"
+	RegistrationStateLost         RegistrationState = "lost"
+	RegistrationStateRegistered   RegistrationState = "registered"
+	RegistrationStateUnregistered RegistrationState = "unregistered"
+	RegistrationStateWaitlisted   RegistrationState = "waitlisted"
+	RegistrationStateWon          RegistrationState = "won"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationState enum.
+func (e RegistrationState) Valid() bool {
+	switch e {
+	case RegistrationStateExpired:
+		return true
+	case RegistrationStateLost:
+		return true
+	case RegistrationStateRegistered:
+		return true
+	case RegistrationStateUnregistered:
+		return true
+	case RegistrationStateWaitlisted:
+		return true
+	case RegistrationStateWon:
 		return true
 	default:
 		return false
@@ -275,6 +311,7 @@ func (e ReservationState) Valid() bool {
 // Defines values for SaleAdmission.
 const (
 	SaleAdmissionDirect      SaleAdmission = "direct"
+	SaleAdmissionLottery     SaleAdmission = "lottery"
 	SaleAdmissionWaitingRoom SaleAdmission = "waiting_room"
 )
 
@@ -282,6 +319,8 @@ const (
 func (e SaleAdmission) Valid() bool {
 	switch e {
 	case SaleAdmissionDirect:
+		return true
+	case SaleAdmissionLottery:
 		return true
 	case SaleAdmissionWaitingRoom:
 		return true
@@ -1481,6 +1520,276 @@ func (e PauseSale503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for HoldQueue400JSONResponseBodyErrorCode.
+const (
+	HoldQueue400JSONResponseBodyErrorCodeInvalidRequest HoldQueue400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the HoldQueue400JSONResponseBodyErrorCode enum.
+func (e HoldQueue400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case HoldQueue400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HoldQueue401JSONResponseBodyErrorCode.
+const (
+	HoldQueue401JSONResponseBodyErrorCodeUnauthenticated HoldQueue401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the HoldQueue401JSONResponseBodyErrorCode enum.
+func (e HoldQueue401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case HoldQueue401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HoldQueue403JSONResponseBodyErrorCode.
+const (
+	HoldQueue403JSONResponseBodyErrorCodeForbidden HoldQueue403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the HoldQueue403JSONResponseBodyErrorCode enum.
+func (e HoldQueue403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case HoldQueue403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HoldQueue404JSONResponseBodyErrorCode.
+const (
+	HoldQueue404JSONResponseBodyErrorCodeNotFound HoldQueue404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the HoldQueue404JSONResponseBodyErrorCode enum.
+func (e HoldQueue404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case HoldQueue404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HoldQueue409JSONResponseBodyErrorCode.
+const (
+	HoldQueue409JSONResponseBodyErrorCodeNoWaitingRoom HoldQueue409JSONResponseBodyErrorCode = "no_waiting_room"
+)
+
+// Valid indicates whether the value is a known member of the HoldQueue409JSONResponseBodyErrorCode enum.
+func (e HoldQueue409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case HoldQueue409JSONResponseBodyErrorCodeNoWaitingRoom:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HoldQueue500JSONResponseBodyErrorCode.
+const (
+	HoldQueue500JSONResponseBodyErrorCodeInternal HoldQueue500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the HoldQueue500JSONResponseBodyErrorCode enum.
+func (e HoldQueue500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case HoldQueue500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QueueMessage400JSONResponseBodyErrorCode.
+const (
+	QueueMessage400JSONResponseBodyErrorCodeInvalidRequest QueueMessage400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the QueueMessage400JSONResponseBodyErrorCode enum.
+func (e QueueMessage400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case QueueMessage400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QueueMessage401JSONResponseBodyErrorCode.
+const (
+	QueueMessage401JSONResponseBodyErrorCodeUnauthenticated QueueMessage401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the QueueMessage401JSONResponseBodyErrorCode enum.
+func (e QueueMessage401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case QueueMessage401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QueueMessage403JSONResponseBodyErrorCode.
+const (
+	QueueMessage403JSONResponseBodyErrorCodeForbidden QueueMessage403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the QueueMessage403JSONResponseBodyErrorCode enum.
+func (e QueueMessage403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case QueueMessage403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QueueMessage404JSONResponseBodyErrorCode.
+const (
+	QueueMessage404JSONResponseBodyErrorCodeNotFound QueueMessage404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the QueueMessage404JSONResponseBodyErrorCode enum.
+func (e QueueMessage404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case QueueMessage404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QueueMessage409JSONResponseBodyErrorCode.
+const (
+	QueueMessage409JSONResponseBodyErrorCodeNoWaitingRoom QueueMessage409JSONResponseBodyErrorCode = "no_waiting_room"
+)
+
+// Valid indicates whether the value is a known member of the QueueMessage409JSONResponseBodyErrorCode enum.
+func (e QueueMessage409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case QueueMessage409JSONResponseBodyErrorCodeNoWaitingRoom:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QueueMessage500JSONResponseBodyErrorCode.
+const (
+	QueueMessage500JSONResponseBodyErrorCodeInternal QueueMessage500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the QueueMessage500JSONResponseBodyErrorCode enum.
+func (e QueueMessage500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case QueueMessage500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseQueue400JSONResponseBodyErrorCode.
+const (
+	ReleaseQueue400JSONResponseBodyErrorCodeInvalidRequest ReleaseQueue400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseQueue400JSONResponseBodyErrorCode enum.
+func (e ReleaseQueue400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReleaseQueue400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseQueue401JSONResponseBodyErrorCode.
+const (
+	ReleaseQueue401JSONResponseBodyErrorCodeUnauthenticated ReleaseQueue401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseQueue401JSONResponseBodyErrorCode enum.
+func (e ReleaseQueue401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReleaseQueue401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseQueue403JSONResponseBodyErrorCode.
+const (
+	ReleaseQueue403JSONResponseBodyErrorCodeForbidden ReleaseQueue403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseQueue403JSONResponseBodyErrorCode enum.
+func (e ReleaseQueue403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReleaseQueue403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseQueue404JSONResponseBodyErrorCode.
+const (
+	ReleaseQueue404JSONResponseBodyErrorCodeNotFound ReleaseQueue404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseQueue404JSONResponseBodyErrorCode enum.
+func (e ReleaseQueue404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReleaseQueue404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseQueue409JSONResponseBodyErrorCode.
+const (
+	ReleaseQueue409JSONResponseBodyErrorCodeNoWaitingRoom ReleaseQueue409JSONResponseBodyErrorCode = "no_waiting_room"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseQueue409JSONResponseBodyErrorCode enum.
+func (e ReleaseQueue409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReleaseQueue409JSONResponseBodyErrorCodeNoWaitingRoom:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseQueue500JSONResponseBodyErrorCode.
+const (
+	ReleaseQueue500JSONResponseBodyErrorCodeInternal ReleaseQueue500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseQueue500JSONResponseBodyErrorCode enum.
+func (e ReleaseQueue500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReleaseQueue500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ResumeSale401JSONResponseBodyErrorCode.
 const (
 	ResumeSale401JSONResponseBodyErrorCodeUnauthenticated ResumeSale401JSONResponseBodyErrorCode = "unauthenticated"
@@ -2063,6 +2372,264 @@ func (e Policy503JSONResponseBodyErrorCode) Valid() bool {
 	case Policy503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	case Policy503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Registration400JSONResponseBodyErrorCode.
+const (
+	Registration400JSONResponseBodyErrorCodeInvalidRequest Registration400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the Registration400JSONResponseBodyErrorCode enum.
+func (e Registration400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Registration400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Registration401JSONResponseBodyErrorCode.
+const (
+	Registration401JSONResponseBodyErrorCodeUnauthenticated Registration401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the Registration401JSONResponseBodyErrorCode enum.
+func (e Registration401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Registration401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Registration403JSONResponseBodyErrorCode.
+const (
+	Registration403JSONResponseBodyErrorCodeForbidden Registration403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the Registration403JSONResponseBodyErrorCode enum.
+func (e Registration403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Registration403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Registration404JSONResponseBodyErrorCode.
+const (
+	Registration404JSONResponseBodyErrorCodeNotFound Registration404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the Registration404JSONResponseBodyErrorCode enum.
+func (e Registration404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Registration404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Registration409JSONResponseBodyErrorCode.
+const (
+	Registration409JSONResponseBodyErrorCodeNoLottery Registration409JSONResponseBodyErrorCode = "no_lottery"
+)
+
+// Valid indicates whether the value is a known member of the Registration409JSONResponseBodyErrorCode enum.
+func (e Registration409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Registration409JSONResponseBodyErrorCodeNoLottery:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Registration429JSONResponseBodyErrorCode.
+const (
+	Registration429JSONResponseBodyErrorCodeRateLimited Registration429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Registration429JSONResponseBodyErrorCode enum.
+func (e Registration429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Registration429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Registration500JSONResponseBodyErrorCode.
+const (
+	Registration500JSONResponseBodyErrorCodeInternal Registration500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the Registration500JSONResponseBodyErrorCode enum.
+func (e Registration500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Registration500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Registration503JSONResponseBodyErrorCode.
+const (
+	Registration503JSONResponseBodyErrorCodeOverloaded           Registration503JSONResponseBodyErrorCode = "overloaded"
+	Registration503JSONResponseBodyErrorCodeSalePausedFailClosed Registration503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
+)
+
+// Valid indicates whether the value is a known member of the Registration503JSONResponseBodyErrorCode enum.
+func (e Registration503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Registration503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	case Registration503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Register400JSONResponseBodyErrorCode.
+const (
+	Register400JSONResponseBodyErrorCodeInvalidRequest Register400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the Register400JSONResponseBodyErrorCode enum.
+func (e Register400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Register400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Register401JSONResponseBodyErrorCode.
+const (
+	Register401JSONResponseBodyErrorCodeUnauthenticated Register401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the Register401JSONResponseBodyErrorCode enum.
+func (e Register401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Register401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Register403JSONResponseBodyErrorCode.
+const (
+	Register403JSONResponseBodyErrorCodeAccountTooNew   Register403JSONResponseBodyErrorCode = "account_too_new"
+	Register403JSONResponseBodyErrorCodeChallengeFailed Register403JSONResponseBodyErrorCode = "challenge_failed"
+	Register403JSONResponseBodyErrorCodeForbidden       Register403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the Register403JSONResponseBodyErrorCode enum.
+func (e Register403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Register403JSONResponseBodyErrorCodeAccountTooNew:
+		return true
+	case Register403JSONResponseBodyErrorCodeChallengeFailed:
+		return true
+	case Register403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Register404JSONResponseBodyErrorCode.
+const (
+	Register404JSONResponseBodyErrorCodeNotFound Register404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the Register404JSONResponseBodyErrorCode enum.
+func (e Register404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Register404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Register409JSONResponseBodyErrorCode.
+const (
+	Register409JSONResponseBodyErrorCodeInstrumentAlreadyRegistered Register409JSONResponseBodyErrorCode = "instrument_already_registered"
+	Register409JSONResponseBodyErrorCodeNoLottery                   Register409JSONResponseBodyErrorCode = "no_lottery"
+	Register409JSONResponseBodyErrorCodeRegistrationClosed          Register409JSONResponseBodyErrorCode = "registration_closed"
+)
+
+// Valid indicates whether the value is a known member of the Register409JSONResponseBodyErrorCode enum.
+func (e Register409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Register409JSONResponseBodyErrorCodeInstrumentAlreadyRegistered:
+		return true
+	case Register409JSONResponseBodyErrorCodeNoLottery:
+		return true
+	case Register409JSONResponseBodyErrorCodeRegistrationClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Register429JSONResponseBodyErrorCode.
+const (
+	Register429JSONResponseBodyErrorCodeRateLimited Register429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Register429JSONResponseBodyErrorCode enum.
+func (e Register429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Register429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Register500JSONResponseBodyErrorCode.
+const (
+	Register500JSONResponseBodyErrorCodeInternal Register500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the Register500JSONResponseBodyErrorCode enum.
+func (e Register500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Register500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Register503JSONResponseBodyErrorCode.
+const (
+	Register503JSONResponseBodyErrorCodeOverloaded           Register503JSONResponseBodyErrorCode = "overloaded"
+	Register503JSONResponseBodyErrorCodeSalePausedFailClosed Register503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
+)
+
+// Valid indicates whether the value is a known member of the Register503JSONResponseBodyErrorCode enum.
+func (e Register503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Register503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	case Register503JSONResponseBodyErrorCodeSalePausedFailClosed:
 		return true
 	default:
 		return false
@@ -2670,6 +3237,16 @@ type LatePayments struct {
 // LatePaymentsLatePaymentsReason defines model for LatePayments.LatePayments.Reason.
 type LatePaymentsLatePaymentsReason string
 
+// LotteryCounts defines model for LotteryCounts.
+type LotteryCounts struct {
+	Expired    int `json:"expired"`
+	Lost       int `json:"lost"`
+	Registered int `json:"registered"`
+	Total      int `json:"total"`
+	Waitlisted int `json:"waitlisted"`
+	Won        int `json:"won"`
+}
+
 // NewSale defines model for NewSale.
 type NewSale struct {
 	Admission *NewSaleAdmission `json:"admission,omitempty"`
@@ -2678,13 +3255,16 @@ type NewSale struct {
 	Buckets *int `json:"buckets,omitempty"`
 
 	// ChallengeBits waiting-room sales only
-	ChallengeBits        *int                 `json:"challengeBits,omitempty"`
-	Confirmation         *NewSaleConfirmation `json:"confirmation,omitempty"`
-	Fairness             *NewSaleFairness     `json:"fairness,omitempty"`
-	Gate                 *NewSaleGate         `json:"gate,omitempty"`
-	InitialStock         int                  `json:"initialStock"`
-	MinAccountAgeSeconds *int                 `json:"minAccountAgeSeconds,omitempty"`
-	OpensAt              *time.Time           `json:"opensAt,omitempty"`
+	ChallengeBits *int                 `json:"challengeBits,omitempty"`
+	Confirmation  *NewSaleConfirmation `json:"confirmation,omitempty"`
+
+	// DrawAt lottery sales: when the winners are drawn (at or after registration closes)
+	DrawAt               *time.Time       `json:"drawAt,omitempty"`
+	Fairness             *NewSaleFairness `json:"fairness,omitempty"`
+	Gate                 *NewSaleGate     `json:"gate,omitempty"`
+	InitialStock         int              `json:"initialStock"`
+	MinAccountAgeSeconds *int             `json:"minAccountAgeSeconds,omitempty"`
+	OpensAt              *time.Time       `json:"opensAt,omitempty"`
 
 	// PerCustomerLimit 0: the default
 	PerCustomerLimit *int `json:"perCustomerLimit,omitempty"`
@@ -2692,11 +3272,23 @@ type NewSale struct {
 	// PerInstrumentLimit null or absent: no limit
 	PerInstrumentLimit *int `json:"perInstrumentLimit,omitempty"`
 
+	// PurchaseWindowSeconds lottery sales: how long a winner has to buy
+	PurchaseWindowSeconds *int `json:"purchaseWindowSeconds,omitempty"`
+
+	// RegistrationClosesAt lottery sales: when registration closes (after it opens)
+	RegistrationClosesAt *time.Time `json:"registrationClosesAt,omitempty"`
+
+	// RegistrationOpensAt lottery sales: when registration opens (required with admission lottery)
+	RegistrationOpensAt *time.Time `json:"registrationOpensAt,omitempty"`
+
 	// ReservationTtlSeconds 0: the default
 	ReservationTtlSeconds *int `json:"reservationTtlSeconds,omitempty"`
 
 	// Sku 1-128 bytes of text (no control or format characters)
 	Sku string `json:"sku"`
+
+	// Waitlist lottery sales: a winner who does not buy in time passes the unit to the next drawn
+	Waitlist *bool `json:"waitlist,omitempty"`
 }
 
 // NewSaleAdmission defines model for NewSale.Admission.
@@ -2761,14 +3353,71 @@ type PaymentResultOutcome string
 // PaymentResultType defines model for PaymentResult.Type.
 type PaymentResultType string
 
-// Policy defines model for Policy.
+// Policy A waiting room's policy (policy, description, drawCommitment[, drawSeed]) or a lottery's (every field).
 type Policy struct {
-	Description string       `json:"description"`
-	Policy      PolicyPolicy `json:"policy"`
+	Description string `json:"description"`
+
+	// DrawAlgorithm lottery: how anyone recomputes the draw from the seed
+	DrawAlgorithm *string `json:"drawAlgorithm,omitempty"`
+
+	// DrawAt lottery
+	DrawAt *time.Time `json:"drawAt,omitempty"`
+
+	// DrawCommitment hex SHA-256 of the draw's seed, published before the open (the draw)
+	DrawCommitment *string `json:"drawCommitment,omitempty"`
+
+	// DrawSeed the draw's seed in hex, from the open (a lottery: from the draw); absent or null before
+	DrawSeed *string `json:"drawSeed,omitempty"`
+
+	// DrawnAt lottery: when the draw ran (null before)
+	DrawnAt *time.Time   `json:"drawnAt,omitempty"`
+	Policy  PolicyPolicy `json:"policy"`
+
+	// PurchaseWindowSeconds lottery
+	PurchaseWindowSeconds *int `json:"purchaseWindowSeconds,omitempty"`
+
+	// RegistrationClosesAt lottery
+	RegistrationClosesAt *time.Time `json:"registrationClosesAt,omitempty"`
+
+	// RegistrationOpensAt lottery
+	RegistrationOpensAt *time.Time `json:"registrationOpensAt,omitempty"`
+
+	// Units lottery: the units drawn for
+	Units *int `json:"units,omitempty"`
+
+	// Waitlist lottery
+	Waitlist *bool `json:"waitlist,omitempty"`
 }
 
 // PolicyPolicy defines model for Policy.Policy.
 type PolicyPolicy string
+
+// PositionRange for a place decided by the draw: the likely range of places (25th to 75th percentile)
+type PositionRange struct {
+	P25 int `json:"p25"`
+	P75 int `json:"p75"`
+}
+
+// Queue defines model for Queue.
+type Queue struct {
+	Held    *bool   `json:"held,omitempty"`
+	Message *string `json:"message,omitempty"`
+
+	// SaleId `sale_` and a ULID
+	//
+	// Examples: sale_01J8Z3K6Q9V2T7N4W5X8Y0A1B2
+	SaleId SaleId `json:"saleId"`
+}
+
+// QueueControl defines model for QueueControl.
+type QueueControl struct {
+	// Message message only: shown to everyone waiting; "" clears it
+	Message *string `json:"message,omitempty"`
+
+	// Operator who does it (default `admin`)
+	Operator *string `json:"operator,omitempty"`
+	Reason   *string `json:"reason,omitempty"`
+}
 
 // Receipt the answer to a reservation that took stock, stored and replayed byte for byte
 type Receipt struct {
@@ -2786,6 +3435,36 @@ type Receipt struct {
 	SaleId SaleId           `json:"saleId"`
 	State  ReservationState `json:"state"`
 }
+
+// RegisterRequest defines model for RegisterRequest.
+type RegisterRequest struct {
+	// PaymentInstrument the payment provider's fingerprint of the card: one registration per instrument
+	PaymentInstrument string `json:"paymentInstrument"`
+
+	// Solution the proof of work, when the sale asks challengeBits (GET .../registration gives the challenge)
+	Solution *string `json:"solution,omitempty"`
+}
+
+// Registration defines model for Registration.
+type Registration struct {
+	// AdmissionToken a winner's, while the purchase window is open: send as X-Admission-Token with one reservation
+	AdmissionToken *string `json:"admissionToken,omitempty"`
+
+	// Challenge find a decimal `solution` such that SHA-256 of `nonce:solution` has `bits` leading zero bits
+	Challenge *Challenge `json:"challenge,omitempty"`
+
+	// DrawRank place in the draw's order, once drawn
+	DrawRank             *int       `json:"drawRank,omitempty"`
+	PurchaseWindowEndsAt *time.Time `json:"purchaseWindowEndsAt,omitempty"`
+	RegistrationId       *string    `json:"registrationId,omitempty"`
+
+	// RegistrationOpen unregistered: whether one can register now
+	RegistrationOpen *bool             `json:"registrationOpen,omitempty"`
+	State            RegistrationState `json:"state"`
+}
+
+// RegistrationState defines model for Registration.State.
+type RegistrationState string
 
 // Reservation defines model for Reservation.
 type Reservation struct {
@@ -2852,6 +3531,17 @@ type Sale struct {
 		Detail    *string    `json:"detail,omitempty"`
 		Ok        bool       `json:"ok"`
 	} `json:"invariant"`
+
+	// Lottery a lottery sale's rules and its registrations by state (absent for other sales)
+	Lottery *struct {
+		DrawAt                time.Time     `json:"drawAt"`
+		DrawnAt               *time.Time    `json:"drawnAt"`
+		PurchaseWindowSeconds int           `json:"purchaseWindowSeconds"`
+		RegistrationClosesAt  time.Time     `json:"registrationClosesAt"`
+		RegistrationOpensAt   time.Time     `json:"registrationOpensAt"`
+		Registrations         LotteryCounts `json:"registrations"`
+		Waitlist              bool          `json:"waitlist"`
+	} `json:"lottery,omitempty"`
 	MinAccountAgeSeconds int        `json:"minAccountAgeSeconds"`
 	OpensAt              *time.Time `json:"opensAt"`
 
@@ -2907,11 +3597,20 @@ type Status struct {
 	// ExpiresIn seconds the admission token is good for
 	ExpiresIn *int `json:"expiresIn,omitempty"`
 
+	// Held present (true) while the operator holds the queue: nobody is admitted
+	Held *bool `json:"held,omitempty"`
+
+	// Message the operator's message to everyone waiting (any state)
+	Message *string `json:"message,omitempty"`
+
 	// Paused present (true) while the sale is paused
-	Paused      *bool       `json:"paused,omitempty"`
-	PollAfterMs *int        `json:"pollAfterMs,omitempty"`
-	Position    *int        `json:"position,omitempty"`
-	State       StatusState `json:"state"`
+	Paused      *bool `json:"paused,omitempty"`
+	PollAfterMs *int  `json:"pollAfterMs,omitempty"`
+	Position    *int  `json:"position,omitempty"`
+
+	// PositionRange for a place decided by the draw: the likely range of places (25th to 75th percentile)
+	PositionRange *PositionRange `json:"positionRange,omitempty"`
+	State         StatusState    `json:"state"`
 }
 
 // StatusState defines model for Status.State.
@@ -2929,6 +3628,9 @@ type Ticket struct {
 
 	// Position place in line now (1 = next; before a randomized open, an estimate)
 	Position int `json:"position"`
+
+	// PositionRange for a place decided by the draw: the likely range of places (25th to 75th percentile)
+	PositionRange *PositionRange `json:"positionRange,omitempty"`
 
 	// Token the ticket: keep it, present it on every status and ticket request
 	Token string `json:"token"`
@@ -3227,6 +3929,60 @@ type PauseSale500JSONResponseBodyErrorCode string
 // PauseSale503JSONResponseBodyErrorCode defines parameters for PauseSale.
 type PauseSale503JSONResponseBodyErrorCode string
 
+// HoldQueue400JSONResponseBodyErrorCode defines parameters for HoldQueue.
+type HoldQueue400JSONResponseBodyErrorCode string
+
+// HoldQueue401JSONResponseBodyErrorCode defines parameters for HoldQueue.
+type HoldQueue401JSONResponseBodyErrorCode string
+
+// HoldQueue403JSONResponseBodyErrorCode defines parameters for HoldQueue.
+type HoldQueue403JSONResponseBodyErrorCode string
+
+// HoldQueue404JSONResponseBodyErrorCode defines parameters for HoldQueue.
+type HoldQueue404JSONResponseBodyErrorCode string
+
+// HoldQueue409JSONResponseBodyErrorCode defines parameters for HoldQueue.
+type HoldQueue409JSONResponseBodyErrorCode string
+
+// HoldQueue500JSONResponseBodyErrorCode defines parameters for HoldQueue.
+type HoldQueue500JSONResponseBodyErrorCode string
+
+// QueueMessage400JSONResponseBodyErrorCode defines parameters for QueueMessage.
+type QueueMessage400JSONResponseBodyErrorCode string
+
+// QueueMessage401JSONResponseBodyErrorCode defines parameters for QueueMessage.
+type QueueMessage401JSONResponseBodyErrorCode string
+
+// QueueMessage403JSONResponseBodyErrorCode defines parameters for QueueMessage.
+type QueueMessage403JSONResponseBodyErrorCode string
+
+// QueueMessage404JSONResponseBodyErrorCode defines parameters for QueueMessage.
+type QueueMessage404JSONResponseBodyErrorCode string
+
+// QueueMessage409JSONResponseBodyErrorCode defines parameters for QueueMessage.
+type QueueMessage409JSONResponseBodyErrorCode string
+
+// QueueMessage500JSONResponseBodyErrorCode defines parameters for QueueMessage.
+type QueueMessage500JSONResponseBodyErrorCode string
+
+// ReleaseQueue400JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
+type ReleaseQueue400JSONResponseBodyErrorCode string
+
+// ReleaseQueue401JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
+type ReleaseQueue401JSONResponseBodyErrorCode string
+
+// ReleaseQueue403JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
+type ReleaseQueue403JSONResponseBodyErrorCode string
+
+// ReleaseQueue404JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
+type ReleaseQueue404JSONResponseBodyErrorCode string
+
+// ReleaseQueue409JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
+type ReleaseQueue409JSONResponseBodyErrorCode string
+
+// ReleaseQueue500JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
+type ReleaseQueue500JSONResponseBodyErrorCode string
+
 // ResumeSale401JSONResponseBodyErrorCode defines parameters for ResumeSale.
 type ResumeSale401JSONResponseBodyErrorCode string
 
@@ -3337,6 +4093,54 @@ type Policy500JSONResponseBodyErrorCode string
 
 // Policy503JSONResponseBodyErrorCode defines parameters for Policy.
 type Policy503JSONResponseBodyErrorCode string
+
+// Registration400JSONResponseBodyErrorCode defines parameters for Registration.
+type Registration400JSONResponseBodyErrorCode string
+
+// Registration401JSONResponseBodyErrorCode defines parameters for Registration.
+type Registration401JSONResponseBodyErrorCode string
+
+// Registration403JSONResponseBodyErrorCode defines parameters for Registration.
+type Registration403JSONResponseBodyErrorCode string
+
+// Registration404JSONResponseBodyErrorCode defines parameters for Registration.
+type Registration404JSONResponseBodyErrorCode string
+
+// Registration409JSONResponseBodyErrorCode defines parameters for Registration.
+type Registration409JSONResponseBodyErrorCode string
+
+// Registration429JSONResponseBodyErrorCode defines parameters for Registration.
+type Registration429JSONResponseBodyErrorCode string
+
+// Registration500JSONResponseBodyErrorCode defines parameters for Registration.
+type Registration500JSONResponseBodyErrorCode string
+
+// Registration503JSONResponseBodyErrorCode defines parameters for Registration.
+type Registration503JSONResponseBodyErrorCode string
+
+// Register400JSONResponseBodyErrorCode defines parameters for Register.
+type Register400JSONResponseBodyErrorCode string
+
+// Register401JSONResponseBodyErrorCode defines parameters for Register.
+type Register401JSONResponseBodyErrorCode string
+
+// Register403JSONResponseBodyErrorCode defines parameters for Register.
+type Register403JSONResponseBodyErrorCode string
+
+// Register404JSONResponseBodyErrorCode defines parameters for Register.
+type Register404JSONResponseBodyErrorCode string
+
+// Register409JSONResponseBodyErrorCode defines parameters for Register.
+type Register409JSONResponseBodyErrorCode string
+
+// Register429JSONResponseBodyErrorCode defines parameters for Register.
+type Register429JSONResponseBodyErrorCode string
+
+// Register500JSONResponseBodyErrorCode defines parameters for Register.
+type Register500JSONResponseBodyErrorCode string
+
+// Register503JSONResponseBodyErrorCode defines parameters for Register.
+type Register503JSONResponseBodyErrorCode string
 
 // ReserveParams defines parameters for Reserve.
 type ReserveParams struct {
@@ -3476,8 +4280,20 @@ type CreateSaleJSONRequestBody = NewSale
 // ExtendSaleJSONRequestBody defines body for ExtendSale for application/json ContentType.
 type ExtendSaleJSONRequestBody = Extend
 
+// HoldQueueJSONRequestBody defines body for HoldQueue for application/json ContentType.
+type HoldQueueJSONRequestBody = QueueControl
+
+// QueueMessageJSONRequestBody defines body for QueueMessage for application/json ContentType.
+type QueueMessageJSONRequestBody = QueueControl
+
+// ReleaseQueueJSONRequestBody defines body for ReleaseQueue for application/json ContentType.
+type ReleaseQueueJSONRequestBody = QueueControl
+
 // PaymentEventJSONRequestBody defines body for PaymentEvent for application/json ContentType.
 type PaymentEventJSONRequestBody = PaymentEvent
+
+// RegisterJSONRequestBody defines body for Register for application/json ContentType.
+type RegisterJSONRequestBody = RegisterRequest
 
 // ReserveJSONRequestBody defines body for Reserve for application/json ContentType.
 type ReserveJSONRequestBody = ReserveRequest
@@ -3717,6 +4533,60 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
 	PauseSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// HoldQueueWithBody Hold a waiting room's queue
+	//
+	// While held nobody is admitted (status `waiting` with `held: true`); the sale keeps its state. Audited in operator_actions.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/hold (the `HoldQueue` operationId).
+	HoldQueueWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HoldQueue Hold a waiting room's queue
+	//
+	// While held nobody is admitted (status `waiting` with `held: true`); the sale keeps its state. Audited in operator_actions.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/hold (the `HoldQueue` operationId).
+	HoldQueue(ctx context.Context, saleId SaleId, body HoldQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueueMessageWithBody Tell everyone waiting
+	//
+	// `message` (required; "" clears it) is shown on every status answer and the page. Audited.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/message (the `QueueMessage` operationId).
+	QueueMessageWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QueueMessage Tell everyone waiting
+	//
+	// `message` (required; "" clears it) is shown on every status answer and the page. Audited.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/message (the `QueueMessage` operationId).
+	QueueMessage(ctx context.Context, saleId SaleId, body QueueMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseQueueWithBody Release a held queue
+	//
+	// Admission resumes at the pacer's pace. Audited.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
+	ReleaseQueueWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseQueue Release a held queue
+	//
+	// Admission resumes at the pacer's pace. Audited.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
+	ReleaseQueue(ctx context.Context, saleId SaleId, body ReleaseQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ResumeSale Resume a sale
 	//
 	// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database).
@@ -3791,6 +4661,29 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /sales/{saleId}/policy (the `Policy` operationId).
 	Policy(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Registration A customer's lottery registration
+	//
+	// Corresponds with GET /sales/{saleId}/registration (the `Registration` operationId).
+	Registration(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterWithBody Register for a lottery sale
+	//
+	// Idempotent per customer and sale: a repeat, on any instance, answers the same registration. Account age and the proof of work are checked here, not at the purchase.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
+	RegisterWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Register Register for a lottery sale
+	//
+	// Idempotent per customer and sale: a repeat, on any instance, answers the same registration. Account age and the proof of work are checked here, not at the purchase.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
+	Register(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReserveWithBody Reserve units (a hold)
 	//
@@ -4220,6 +5113,120 @@ func (c *Client) PauseSale(ctx context.Context, saleId SaleId, reqEditors ...Req
 	return c.Client.Do(req)
 }
 
+// HoldQueueWithBody Hold a waiting room's queue
+//
+// While held nobody is admitted (status `waiting` with `held: true`); the sale keeps its state. Audited in operator_actions.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/hold (the `HoldQueue` operationId).
+func (c *Client) HoldQueueWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHoldQueueRequestWithBody(c.Server, saleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HoldQueue Hold a waiting room's queue
+//
+// While held nobody is admitted (status `waiting` with `held: true`); the sale keeps its state. Audited in operator_actions.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/hold (the `HoldQueue` operationId).
+func (c *Client) HoldQueue(ctx context.Context, saleId SaleId, body HoldQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHoldQueueRequest(c.Server, saleId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueueMessageWithBody Tell everyone waiting
+//
+// `message` (required; "" clears it) is shown on every status answer and the page. Audited.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/message (the `QueueMessage` operationId).
+func (c *Client) QueueMessageWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueueMessageRequestWithBody(c.Server, saleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QueueMessage Tell everyone waiting
+//
+// `message` (required; "" clears it) is shown on every status answer and the page. Audited.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/message (the `QueueMessage` operationId).
+func (c *Client) QueueMessage(ctx context.Context, saleId SaleId, body QueueMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQueueMessageRequest(c.Server, saleId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseQueueWithBody Release a held queue
+//
+// Admission resumes at the pacer's pace. Audited.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
+func (c *Client) ReleaseQueueWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseQueueRequestWithBody(c.Server, saleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseQueue Release a held queue
+//
+// Admission resumes at the pacer's pace. Audited.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
+func (c *Client) ReleaseQueue(ctx context.Context, saleId SaleId, body ReleaseQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseQueueRequest(c.Server, saleId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResumeSale Resume a sale
 //
 // Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database).
@@ -4395,6 +5402,59 @@ func (c *Client) Confirm(ctx context.Context, reservationId ReservationId, reqEd
 // Corresponds with GET /sales/{saleId}/policy (the `Policy` operationId).
 func (c *Client) Policy(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPolicyRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Registration A customer's lottery registration
+//
+// Corresponds with GET /sales/{saleId}/registration (the `Registration` operationId).
+func (c *Client) Registration(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegistrationRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterWithBody Register for a lottery sale
+//
+// Idempotent per customer and sale: a repeat, on any instance, answers the same registration. Account age and the proof of work are checked here, not at the purchase.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
+func (c *Client) RegisterWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterRequestWithBody(c.Server, saleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Register Register for a lottery sale
+//
+// Idempotent per customer and sale: a repeat, on any instance, answers the same registration. Account age and the proof of work are checked here, not at the purchase.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
+func (c *Client) Register(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterRequest(c.Server, saleId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5107,6 +6167,147 @@ func NewPauseSaleRequest(server string, saleId SaleId) (*http.Request, error) {
 	return req, nil
 }
 
+// NewHoldQueueRequest calls the generic HoldQueue builder with application/json body
+func NewHoldQueueRequest(server string, saleId SaleId, body HoldQueueJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewHoldQueueRequestWithBody(server, saleId, "application/json", bodyReader)
+}
+
+// NewHoldQueueRequestWithBody constructs an http.Request for the HoldQueue method, with any body, and a specified content type
+func NewHoldQueueRequestWithBody(server string, saleId SaleId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/sales/%s/queue/hold", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewQueueMessageRequest calls the generic QueueMessage builder with application/json body
+func NewQueueMessageRequest(server string, saleId SaleId, body QueueMessageJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewQueueMessageRequestWithBody(server, saleId, "application/json", bodyReader)
+}
+
+// NewQueueMessageRequestWithBody constructs an http.Request for the QueueMessage method, with any body, and a specified content type
+func NewQueueMessageRequestWithBody(server string, saleId SaleId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/sales/%s/queue/message", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReleaseQueueRequest calls the generic ReleaseQueue builder with application/json body
+func NewReleaseQueueRequest(server string, saleId SaleId, body ReleaseQueueJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReleaseQueueRequestWithBody(server, saleId, "application/json", bodyReader)
+}
+
+// NewReleaseQueueRequestWithBody constructs an http.Request for the ReleaseQueue method, with any body, and a specified content type
+func NewReleaseQueueRequestWithBody(server string, saleId SaleId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/sales/%s/queue/release", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewResumeSaleRequest constructs an http.Request for the ResumeSale method
 func NewResumeSaleRequest(server string, saleId SaleId) (*http.Request, error) {
 	var err error
@@ -5421,6 +6622,87 @@ func NewPolicyRequest(server string, saleId SaleId) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewRegistrationRequest constructs an http.Request for the Registration method
+func NewRegistrationRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/registration", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRegisterRequest calls the generic Register builder with application/json body
+func NewRegisterRequest(server string, saleId SaleId, body RegisterJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRegisterRequestWithBody(server, saleId, "application/json", bodyReader)
+}
+
+// NewRegisterRequestWithBody constructs an http.Request for the Register method, with any body, and a specified content type
+func NewRegisterRequestWithBody(server string, saleId SaleId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/registrations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5999,6 +7281,60 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
 	PauseSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PauseSaleResponse, error)
 
+	// HoldQueueWithBodyWithResponse Hold a waiting room's queue
+	//
+	// While held nobody is admitted (status `waiting` with `held: true`); the sale keeps its state. Audited in operator_actions.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/hold (the `HoldQueue` operationId).
+	HoldQueueWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HoldQueueResponse, error)
+
+	// HoldQueueWithResponse Hold a waiting room's queue
+	//
+	// While held nobody is admitted (status `waiting` with `held: true`); the sale keeps its state. Audited in operator_actions.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/hold (the `HoldQueue` operationId).
+	HoldQueueWithResponse(ctx context.Context, saleId SaleId, body HoldQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*HoldQueueResponse, error)
+
+	// QueueMessageWithBodyWithResponse Tell everyone waiting
+	//
+	// `message` (required; "" clears it) is shown on every status answer and the page. Audited.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/message (the `QueueMessage` operationId).
+	QueueMessageWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueueMessageResponse, error)
+
+	// QueueMessageWithResponse Tell everyone waiting
+	//
+	// `message` (required; "" clears it) is shown on every status answer and the page. Audited.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/message (the `QueueMessage` operationId).
+	QueueMessageWithResponse(ctx context.Context, saleId SaleId, body QueueMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*QueueMessageResponse, error)
+
+	// ReleaseQueueWithBodyWithResponse Release a held queue
+	//
+	// Admission resumes at the pacer's pace. Audited.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
+	ReleaseQueueWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseQueueResponse, error)
+
+	// ReleaseQueueWithResponse Release a held queue
+	//
+	// Admission resumes at the pacer's pace. Audited.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
+	ReleaseQueueWithResponse(ctx context.Context, saleId SaleId, body ReleaseQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseQueueResponse, error)
+
 	// ResumeSaleWithResponse Resume a sale
 	//
 	// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database).
@@ -6091,6 +7427,31 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /sales/{saleId}/policy (the `Policy` operationId).
 	PolicyWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PolicyResponse, error)
+
+	// RegistrationWithResponse A customer's lottery registration
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /sales/{saleId}/registration (the `Registration` operationId).
+	RegistrationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*RegistrationResponse, error)
+
+	// RegisterWithBodyWithResponse Register for a lottery sale
+	//
+	// Idempotent per customer and sale: a repeat, on any instance, answers the same registration. Account age and the proof of work are checked here, not at the purchase.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
+	RegisterWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterResponse, error)
+
+	// RegisterWithResponse Register for a lottery sale
+	//
+	// Idempotent per customer and sale: a repeat, on any instance, answers the same registration. Account age and the proof of work are checked here, not at the purchase.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
+	RegisterWithResponse(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterResponse, error)
 
 	// ReserveWithBodyWithResponse Reserve units (a hold)
 	//
@@ -7440,6 +8801,297 @@ func (r PauseSaleResponse) ContentType() string {
 	return ""
 }
 
+type HoldQueueResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Queue
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code HoldQueue409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r HoldQueueResponse) GetJSON200() *Queue {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r HoldQueueResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r HoldQueueResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r HoldQueueResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r HoldQueueResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r HoldQueueResponse) GetJSON409() *struct {
+	Error struct {
+		Code HoldQueue409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r HoldQueueResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r HoldQueueResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HoldQueueResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HoldQueueResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HoldQueueResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type QueueMessageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Queue
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code QueueMessage409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QueueMessageResponse) GetJSON200() *Queue {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QueueMessageResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QueueMessageResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QueueMessageResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QueueMessageResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r QueueMessageResponse) GetJSON409() *struct {
+	Error struct {
+		Code QueueMessage409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r QueueMessageResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r QueueMessageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QueueMessageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QueueMessageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QueueMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReleaseQueueResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Queue
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code ReleaseQueue409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReleaseQueueResponse) GetJSON200() *Queue {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReleaseQueueResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReleaseQueueResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReleaseQueueResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReleaseQueueResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ReleaseQueueResponse) GetJSON409() *struct {
+	Error struct {
+		Code ReleaseQueue409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReleaseQueueResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseQueueResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseQueueResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseQueueResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseQueueResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ResumeSaleResponse503Headers the declared response headers of an HTTP 503 response for ResumeSale
 type ResumeSaleResponse503Headers struct {
 	RetryAfter int
@@ -8260,6 +9912,300 @@ func (r PolicyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RegistrationResponse429Headers the declared response headers of an HTTP 429 response for Registration
+type RegistrationResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
+// RegistrationResponse503Headers the declared response headers of an HTTP 503 response for Registration
+type RegistrationResponse503Headers struct {
+	RetryAfter int
+}
+
+type RegistrationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Registration
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code Registration409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code Registration503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RegistrationResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RegistrationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RegistrationResponse) GetJSON200() *Registration {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RegistrationResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RegistrationResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RegistrationResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RegistrationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RegistrationResponse) GetJSON409() *struct {
+	Error struct {
+		Code Registration409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RegistrationResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RegistrationResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RegistrationResponse) GetJSON503() *struct {
+	Error struct {
+		Code Registration503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RegistrationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegistrationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegistrationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegistrationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RegisterResponse429Headers the declared response headers of an HTTP 429 response for Register
+type RegisterResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
+// RegisterResponse503Headers the declared response headers of an HTTP 503 response for Register
+type RegisterResponse503Headers struct {
+	RetryAfter int
+}
+
+type RegisterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Registration
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Error struct {
+			Code Register403JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code Register409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code Register503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RegisterResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RegisterResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RegisterResponse) GetJSON201() *Registration {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RegisterResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RegisterResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RegisterResponse) GetJSON403() *struct {
+	Error struct {
+		Code Register403JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RegisterResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RegisterResponse) GetJSON409() *struct {
+	Error struct {
+		Code Register409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RegisterResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RegisterResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RegisterResponse) GetJSON503() *struct {
+	Error struct {
+		Code Register503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RegisterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegisterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegisterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegisterResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9281,6 +11227,96 @@ func (c *ClientWithResponses) PauseSaleWithResponse(ctx context.Context, saleId 
 	return ParsePauseSaleResponse(rsp)
 }
 
+// HoldQueueWithBodyWithResponse Hold a waiting room's queue
+//
+// While held nobody is admitted (status `waiting` with `held: true`); the sale keeps its state. Audited in operator_actions.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/hold (the `HoldQueue` operationId).
+func (c *ClientWithResponses) HoldQueueWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HoldQueueResponse, error) {
+	rsp, err := c.HoldQueueWithBody(ctx, saleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHoldQueueResponse(rsp)
+}
+
+// HoldQueueWithResponse Hold a waiting room's queue
+//
+// While held nobody is admitted (status `waiting` with `held: true`); the sale keeps its state. Audited in operator_actions.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/hold (the `HoldQueue` operationId).
+func (c *ClientWithResponses) HoldQueueWithResponse(ctx context.Context, saleId SaleId, body HoldQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*HoldQueueResponse, error) {
+	rsp, err := c.HoldQueue(ctx, saleId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHoldQueueResponse(rsp)
+}
+
+// QueueMessageWithBodyWithResponse Tell everyone waiting
+//
+// `message` (required; "" clears it) is shown on every status answer and the page. Audited.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/message (the `QueueMessage` operationId).
+func (c *ClientWithResponses) QueueMessageWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QueueMessageResponse, error) {
+	rsp, err := c.QueueMessageWithBody(ctx, saleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueueMessageResponse(rsp)
+}
+
+// QueueMessageWithResponse Tell everyone waiting
+//
+// `message` (required; "" clears it) is shown on every status answer and the page. Audited.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/message (the `QueueMessage` operationId).
+func (c *ClientWithResponses) QueueMessageWithResponse(ctx context.Context, saleId SaleId, body QueueMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*QueueMessageResponse, error) {
+	rsp, err := c.QueueMessage(ctx, saleId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueueMessageResponse(rsp)
+}
+
+// ReleaseQueueWithBodyWithResponse Release a held queue
+//
+// Admission resumes at the pacer's pace. Audited.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
+func (c *ClientWithResponses) ReleaseQueueWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseQueueResponse, error) {
+	rsp, err := c.ReleaseQueueWithBody(ctx, saleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseQueueResponse(rsp)
+}
+
+// ReleaseQueueWithResponse Release a held queue
+//
+// Admission resumes at the pacer's pace. Audited.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
+func (c *ClientWithResponses) ReleaseQueueWithResponse(ctx context.Context, saleId SaleId, body ReleaseQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseQueueResponse, error) {
+	rsp, err := c.ReleaseQueue(ctx, saleId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseQueueResponse(rsp)
+}
+
 // ResumeSaleWithResponse Resume a sale
 //
 // Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database).
@@ -9438,6 +11474,49 @@ func (c *ClientWithResponses) PolicyWithResponse(ctx context.Context, saleId Sal
 		return nil, err
 	}
 	return ParsePolicyResponse(rsp)
+}
+
+// RegistrationWithResponse A customer's lottery registration
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /sales/{saleId}/registration (the `Registration` operationId).
+func (c *ClientWithResponses) RegistrationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*RegistrationResponse, error) {
+	rsp, err := c.Registration(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegistrationResponse(rsp)
+}
+
+// RegisterWithBodyWithResponse Register for a lottery sale
+//
+// Idempotent per customer and sale: a repeat, on any instance, answers the same registration. Account age and the proof of work are checked here, not at the purchase.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
+func (c *ClientWithResponses) RegisterWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterResponse, error) {
+	rsp, err := c.RegisterWithBody(ctx, saleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterResponse(rsp)
+}
+
+// RegisterWithResponse Register for a lottery sale
+//
+// Idempotent per customer and sale: a repeat, on any instance, answers the same registration. Account age and the proof of work are checked here, not at the purchase.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
+func (c *ClientWithResponses) RegisterWithResponse(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterResponse, error) {
+	rsp, err := c.Register(ctx, saleId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterResponse(rsp)
 }
 
 // ReserveWithBodyWithResponse Reserve units (a hold)
@@ -10567,6 +12646,231 @@ func ParsePauseSaleResponse(rsp *http.Response) (*PauseSaleResponse, error) {
 	return response, nil
 }
 
+// ParseHoldQueueResponse parses an HTTP response from a HoldQueueWithResponse call
+func ParseHoldQueueResponse(rsp *http.Response) (*HoldQueueResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HoldQueueResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Queue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code HoldQueue409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseQueueMessageResponse parses an HTTP response from a QueueMessageWithResponse call
+func ParseQueueMessageResponse(rsp *http.Response) (*QueueMessageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QueueMessageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Queue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code QueueMessage409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReleaseQueueResponse parses an HTTP response from a ReleaseQueueWithResponse call
+func ParseReleaseQueueResponse(rsp *http.Response) (*ReleaseQueueResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseQueueResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Queue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code ReleaseQueue409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseResumeSaleResponse parses an HTTP response from a ResumeSaleWithResponse call
 func ParseResumeSaleResponse(rsp *http.Response) (*ResumeSaleResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11208,6 +13512,265 @@ func ParsePolicyResponse(rsp *http.Response) (*PolicyResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers PolicyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRegistrationResponse parses an HTTP response from a RegistrationWithResponse call
+func ParseRegistrationResponse(rsp *http.Response) (*RegistrationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegistrationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Registration
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code Registration409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code Registration503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RegistrationResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RegistrationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRegisterResponse parses an HTTP response from a RegisterWithResponse call
+func ParseRegisterResponse(rsp *http.Response) (*RegisterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegisterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Registration
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Error struct {
+				Code Register403JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code Register409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code Register503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RegisterResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RegisterResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
