@@ -51,7 +51,9 @@ test-short: build
 	@$(WITH_TEST_DB) $(GO) test -short -race -count=1 ./...; $(END_TEST_DB)
 
 ## chaos: the fault harness's long form (internal/chaos, TestChaos): three
-## serve processes on a PostgreSQL cluster of its own behind toxiproxy, two
+## serve processes on a PostgreSQL cluster of its own behind toxiproxy (and,
+## for the gate-*/redis-* faults, the Redis gate on a redis-server of its own
+## behind toxiproxy too, every pause rebuilt and resumed by the harness), two
 ## minutes of retrying buyers per fault with the fault injected every 20 s,
 ## every history checked (porcupine, accounting, clocks). A random seed,
 ## printed; SEED=n replays that run's schedule, FAULTS=kill-batch,stall runs

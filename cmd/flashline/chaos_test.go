@@ -19,7 +19,10 @@ import (
 // processes on a PostgreSQL cluster of its own, each behind a toxiproxy
 // proxy, a load of retrying buyers, one fault at a time, and every history
 // checked (porcupine against a model of the sale, plus the accounting and
-// the clocks against the database). Any violation fails the test, and the
+// the clocks against the database). The gate-* and redis-* faults run a
+// gated sale, the Redis gate on a redis-server of the harness's own behind
+// toxiproxy as well (internal/chaos/gate.go), and check the gate's own
+// accounting too. Any violation fails the test, and the
 // history is written to chaos-out/ (porcupine's visualisation and the
 // operations as text).
 //
