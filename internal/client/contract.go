@@ -37,6 +37,7 @@ type Sale struct {
 	PauseReason           string     `json:"pauseReason"`
 	Invariant             Invariant  `json:"invariant"`
 	Gate                  Gate       `json:"gate"`
+	Lottery               *Lottery   `json:"lottery"` // a lottery sale's rules and counts
 }
 
 // Gate is what counts the sale's units in front of the database; for a
@@ -71,6 +72,12 @@ type NewSale struct {
 	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds,omitempty"`
 	Confirmation          string     `json:"confirmation,omitempty"`
 	Gate                  string     `json:"gate,omitempty"` // none, redis
+	// A lottery sale's (Admission "lottery").
+	RegistrationOpensAt   *time.Time `json:"registrationOpensAt,omitempty"`
+	RegistrationClosesAt  *time.Time `json:"registrationClosesAt,omitempty"`
+	DrawAt                *time.Time `json:"drawAt,omitempty"`
+	PurchaseWindowSeconds int        `json:"purchaseWindowSeconds,omitempty"`
+	Waitlist              bool       `json:"waitlist,omitempty"`
 }
 
 // Reservation is the reservation object (a 201 to a reservation has the
@@ -100,12 +107,19 @@ type Challenge struct {
 // Ticket is a place in a waiting room. Challenge is nil when the sale asks
 // none.
 type Ticket struct {
-	Token                string     `json:"token"`
-	Position             int64      `json:"position"`
-	EstimatedWaitSeconds int64      `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64      `json:"pollAfterMs"`
-	Policy               string     `json:"policy"`
-	Challenge            *Challenge `json:"challenge"`
+	Token                string         `json:"token"`
+	Position             int64          `json:"position"`
+	PositionRange        *PositionRange `json:"positionRange"`
+	EstimatedWaitSeconds int64          `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64          `json:"pollAfterMs"`
+	Policy               string         `json:"policy"`
+	Challenge            *Challenge     `json:"challenge"`
+}
+
+// PositionRange is the likely range of a place decided by the draw.
+type PositionRange struct {
+	P25 int64 `json:"p25"`
+	P75 int64 `json:"p75"`
 }
 
 // Status is where a ticket stands. Only the fields of its State are sent:
@@ -113,20 +127,35 @@ type Ticket struct {
 // challenge_required (Challenge), admitted (AdmissionToken, ExpiresIn),
 // sold_out.
 type Status struct {
-	State                string     `json:"state"`
-	Position             int64      `json:"position"`
-	EstimatedWaitSeconds int64      `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64      `json:"pollAfterMs"`
-	Paused               bool       `json:"paused"`
-	Challenge            *Challenge `json:"challenge"`
-	AdmissionToken       string     `json:"admissionToken"`
-	ExpiresIn            int64      `json:"expiresIn"`
+	State                string         `json:"state"`
+	Position             int64          `json:"position"`
+	PositionRange        *PositionRange `json:"positionRange"`
+	EstimatedWaitSeconds int64          `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64          `json:"pollAfterMs"`
+	Paused               bool           `json:"paused"`
+	Held                 bool           `json:"held"`    // the operator holds the queue
+	Message              string         `json:"message"` // the operator's, any state
+	Challenge            *Challenge     `json:"challenge"`
+	AdmissionToken       string         `json:"admissionToken"`
+	ExpiresIn            int64          `json:"expiresIn"`
 }
 
-// Policy is a sale's fairness policy in plain words.
+// Policy is a sale's fairness policy in plain words, with the draw's
+// commitment (and, from the open or the draw, its seed); a lottery's has
+// its rules too.
 type Policy struct {
-	Policy      string `json:"policy"`
-	Description string `json:"description"`
+	Policy                string     `json:"policy"`
+	Description           string     `json:"description"`
+	DrawCommitment        string     `json:"drawCommitment"`
+	DrawSeed              *string    `json:"drawSeed"`
+	RegistrationOpensAt   *time.Time `json:"registrationOpensAt"`
+	RegistrationClosesAt  *time.Time `json:"registrationClosesAt"`
+	DrawAt                *time.Time `json:"drawAt"`
+	PurchaseWindowSeconds int        `json:"purchaseWindowSeconds"`
+	Waitlist              bool       `json:"waitlist"`
+	Units                 int        `json:"units"`
+	DrawAlgorithm         string     `json:"drawAlgorithm"`
+	DrawnAt               *time.Time `json:"drawnAt"`
 }
 
 // Health is the answer of /healthz and /readyz.

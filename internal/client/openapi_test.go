@@ -68,6 +68,11 @@ func TestTypesMatchTheDocument(t *testing.T) {
 		{"Ticket", schema("Ticket"), client.Ticket{}},
 		{"Status", schema("Status"), client.Status{}},
 		{"Policy", schema("Policy"), client.Policy{}},
+		{"PositionRange", schema("PositionRange"), client.PositionRange{}},
+		{"Sale.lottery", schema("Sale", "lottery"), client.Lottery{}},
+		{"LotteryCounts", schema("LotteryCounts"), client.LotteryCounts{}},
+		{"Registration", schema("Registration"), client.Registration{}},
+		{"Queue", schema("Queue"), client.Queue{}},
 		{"PaymentEvent", schema("PaymentEvent"), client.PaymentEvent{}},
 		{"PaymentEvent.data", schema("PaymentEvent", "data"), client.PaymentData{}},
 		{"PaymentResult", schema("PaymentResult"), client.PaymentResult{}},
@@ -97,6 +102,8 @@ var calls = map[string]string{
 	"paymentEvent": "SendPaymentEvent",
 	"reserve":      "Reserve", "getReservation": "Reservation", "confirm": "Confirm", "cancel": "Cancel",
 	"ticket": "Ticket", "status": "Status", "policy": "Policy",
+	"register": "Register", "registration": "Registration",
+	"holdQueue": "HoldQueue", "releaseQueue": "ReleaseQueue", "queueMessage": "QueueMessage",
 }
 
 // browser are the operations of a browser, not of an API client: pages,
