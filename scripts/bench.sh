@@ -14,7 +14,8 @@
 #  3. the answers that should cost what a route costs (`loadtest --scenario
 #     no`, an in-process closed-loop generator over 64 keep-alive
 #     connections): /healthz, a sold-out sale's reservations and waiting-room
-#     status polls on the same instance, as answers/s and ratios to /healthz;
+#     status polls on the same instance, taking turns a second at a time, as
+#     answers/s and ratios to /healthz;
 #  4. the Go benchmarks of the hot code paths.
 #
 #   CLIENTS="8 128" DURATION=15 scripts/bench.sh
@@ -124,7 +125,7 @@ for mode in "${modes[@]}"; do
   stop_serve
 done
 
-echo "bench: the \"no\" answers, ${duration}s per phase" >&2
+echo "bench: the \"no\" answers, ${duration}s per phase, a second at a time" >&2
 start_serve "${serve_flags[@]}"
 no=$(bin/flashline loadtest --quiet --target "http://$addr" --scenario no --clients 64 --duration "${duration}s")
 stop_serve

@@ -118,9 +118,11 @@ func (res *Result) summary() []row {
 		{"requests", fmt.Sprintf("%d in %v", res.Requests, res.Elapsed.Round(time.Millisecond))},
 		{"throughput", fmt.Sprintf("%.0f requests/s", res.Throughput())},
 		{"successful reservations", fmt.Sprintf("%d (%.0f/s)", res.Reserved, res.Goodput())},
-		{"latency p50 / p90 / p99 / max", fmt.Sprintf("%v / %v / %v / %v",
+	}
+	if len(lat) > 0 { // the no scenario counts answers, it does not time them
+		rows = append(rows, row{"latency p50 / p90 / p99 / max", fmt.Sprintf("%v / %v / %v / %v",
 			percentile(lat, .5).Round(time.Microsecond), percentile(lat, .9).Round(time.Microsecond),
-			percentile(lat, .99).Round(time.Microsecond), percentile(lat, 1).Round(time.Microsecond))},
+			percentile(lat, .99).Round(time.Microsecond), percentile(lat, 1).Round(time.Microsecond))})
 	}
 	if len(res.Health) > 0 {
 		h := slices.Clone(res.Health)
