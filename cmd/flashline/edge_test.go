@@ -50,8 +50,11 @@ func TestPreopenTicketsWriteNoRowPerArrival(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT n_tup_ins, n_tup_upd FROM pg_stat_user_tables WHERE relname = $1`, table).Scan(&w.ins, &w.upd))
 		return w
 	}
-	// Statistics reach pg_stat_* within a second of a transaction's end.
-	time.Sleep(1500 * time.Millisecond)
+	// A backend reports its statistics a second after a transaction at the
+	// soonest, and up to ten seconds later once it is idle: wait until the
+	// sale's own row is counted before taking the baseline.
+	require.Eventually(t, func() bool { return writes("waiting_rooms").ins >= 1 }, 15*time.Second, 100*time.Millisecond,
+		"the room's row reaches pg_stat_user_tables")
 	limitsBefore, roomsBefore := writes("rate_limits"), writes("waiting_rooms")
 	var next0 int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT next_position FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&next0))

@@ -18,9 +18,11 @@ import (
 
 // TestPoolsKeepConfirmFree: a waiting-room ticket flood and a purchase flood
 // at once, on one instance with two connections in each pool, saturate the
-// room's and the purchase path's pools, and confirm, on the admin pool, never
-// waits for a connection. (The jobs, which share the admin pool, are off:
-// this is about the crowd.)
+// purchase path's pool, and confirm, on the admin pool, never waits for a
+// connection. (The jobs, which share the admin pool, are off: this is about
+// the crowd.) Tickets write little now (a position lease per block, no
+// rate-limit row), so the room's pool may or may not fill: whatever it does
+// stays on its own pool.
 func TestPoolsKeepConfirmFree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods a flashline serve process: not in -short")
@@ -99,7 +101,6 @@ func TestPoolsKeepConfirmFree(t *testing.T) {
 		after["sale"]-before["sale"], after["room"]-before["room"], after["admin"]-before["admin"])
 	require.Positive(t, tickets.Load())
 	require.Positive(t, reserves.Load())
-	require.Greater(t, after["room"], before["room"], "the ticket flood saturated the room's pool")
 	require.Greater(t, after["sale"], before["sale"], "the purchase flood saturated the purchase pool")
 	require.Equal(t, before["admin"], after["admin"], "confirm waited for an admin connection")
 }

@@ -3411,12 +3411,14 @@ type Queue struct {
 
 // QueueControl defines model for QueueControl.
 type QueueControl struct {
-	// Message message only: shown to everyone waiting; "" clears it
+	// Message message only: shown to everyone waiting, at most 280 bytes of text; "" clears it
 	Message *string `json:"message,omitempty"`
 
 	// Operator who does it (default `admin`)
 	Operator *string `json:"operator,omitempty"`
-	Reason   *string `json:"reason,omitempty"`
+
+	// Reason hold, release: why (at most 280 bytes of text)
+	Reason *string `json:"reason,omitempty"`
 }
 
 // Receipt the answer to a reservation that took stock, stored and replayed byte for byte
