@@ -246,15 +246,20 @@ const DrawAlgorithm = "Each registered customer's draw is the first 8 bytes (big
 	"the first `units` win. The seed is published as hex; drawCommitment is hex SHA-256(seed)."
 
 // handleSalePolicy is GET /sales/{saleId}/policy: a waiting room's policy
-// (roomPolicy, answered from memory by the room), else a lottery's (read
-// from the database), else 409 no_waiting_room. room and lottery may be nil.
-// Asking the room first keeps a waiting room's policy off the database.
-func handleSalePolicy(room *waitroom.Room, roomPolicy gin.HandlerFunc, lottery flashline.LotteryStore, logger *slog.Logger) gin.HandlerFunc {
+// (answered from memory by the room), else a lottery's (read from the
+// database), else 409 no_waiting_room. room and lottery may be nil. Asking
+// the room first keeps a waiting room's policy off the database.
+func handleSalePolicy(room *waitroom.Room, lottery flashline.LotteryStore, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx, saleID := c.Request.Context(), c.Param("saleId")
 		if room != nil {
-			if _, err := room.Policy(ctx, saleID); !errors.Is(err, flashline.ErrNoWaitingRoom) || lottery == nil {
-				roomPolicy(c)
+			p, err := room.Policy(ctx, saleID)
+			switch {
+			case err == nil:
+				writeJSON(c, http.StatusOK, NewPolicyView(p))
+				return
+			case !errors.Is(err, flashline.ErrNoWaitingRoom) || lottery == nil:
+				writeError(c, logger, err)
 				return
 			}
 		}
@@ -321,6 +326,6 @@ func registerLotteryRoutes(r *gin.Engine, d Deps, customer, oneCustomer gin.Hand
 	r.POST("/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Lottery, d.Keyring, d.now(), d.Logger))
 	r.GET("/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Lottery, d.Keyring, d.now(), d.Logger))
 	if d.Room == nil {
-		r.GET("/sales/:saleId/policy", slot, handleSalePolicy(nil, nil, d.Lottery, d.Logger))
+		r.GET("/sales/:saleId/policy", slot, handleSalePolicy(nil, d.Lottery, d.Logger))
 	}
 }

@@ -164,7 +164,7 @@ func Routes(d Deps) http.Handler {
 		pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 		r.GET("/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 		r.GET("/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-		r.GET("/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, handlePolicy(d.Room, d.Logger), d.Lottery, d.Logger))
+		r.GET("/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Lottery, d.Logger))
 		// The operator's controls of a room's queue (audited).
 		r.POST("/admin/sales/:saleId/queue/hold", admin, handleQueueHold(d.Room, true, d.Logger))
 		r.POST("/admin/sales/:saleId/queue/release", admin, handleQueueHold(d.Room, false, d.Logger))

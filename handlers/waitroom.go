@@ -47,18 +47,6 @@ func handleStatus(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
 	}
 }
 
-// handlePolicy is GET /sales/{saleId}/policy (public).
-func handlePolicy(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		p, err := room.Policy(c.Request.Context(), c.Param("saleId"))
-		if err != nil {
-			writeError(c, logger, err)
-			return
-		}
-		writeJSON(c, http.StatusOK, NewPolicyView(p))
-	}
-}
-
 // queueRequest is the body of the queue controls: who acts, and why (hold,
 // release) or what everyone waiting is told (message; "" clears it).
 type queueRequest struct {

@@ -159,9 +159,30 @@ function ensureSolving(ch) {
   state.challenge = { nonce: ch.nonce, bits: ch.bits };
   if (state.solution && state.solution.nonce === ch.nonce) return;
   state.solution = null;
-  if (state.worker) state.worker.terminate();
   $("challenge").hidden = false;
   $("challenge-progress").textContent = "";
+  solveInWorker(ch, function (d) {
+    if (!state.challenge || d.nonce !== state.challenge.nonce) return;
+    if (d.type === "progress") {
+      $("challenge-progress").textContent = d.tries.toLocaleString() + " tries";
+    } else if (d.type === "solved") {
+      state.solution = { nonce: d.nonce, value: d.solution };
+      store.setJSON(state.keys.pow, { nonce: d.nonce, solution: d.solution });
+      $("challenge-progress").textContent = "done";
+      $("challenge").hidden = true;
+      if (state.awaitingSolution) {
+        state.awaitingSolution = false;
+        schedule(poll, nextPollIn());
+      }
+    }
+  });
+}
+
+// solveInWorker solves a proof of work in the page's worker (one at a time:
+// a new one stops the last), handing each message to onMessage; the worker
+// stops once solved, and its errors are shown.
+export function solveInWorker(ch, onMessage) {
+  if (state.worker) state.worker.terminate();
   let worker;
   try {
     worker = state.worker = new Worker(app.dataset.worker);
@@ -170,26 +191,16 @@ function ensureSolving(ch) {
   }
   worker.onmessage = function (ev) {
     const d = ev.data || {};
-    if (!state.challenge || d.nonce !== state.challenge.nonce) return;
-    if (d.type === "progress") {
-      $("challenge-progress").textContent = d.tries.toLocaleString() + " tries";
-    } else if (d.type === "solved") {
-      state.solution = { nonce: d.nonce, value: d.solution };
-      store.setJSON(state.keys.pow, { nonce: d.nonce, solution: d.solution });
+    if (d.type === "solved" && d.nonce === ch.nonce) {
       worker.terminate();
       if (state.worker === worker) state.worker = null;
-      $("challenge-progress").textContent = "done";
-      $("challenge").hidden = true;
-      if (state.awaitingSolution) {
-        state.awaitingSolution = false;
-        schedule(poll, nextPollIn());
-      }
     } else if (d.type === "error") {
-      showError("The browser check failed: " + d.message);
+      return showError("The browser check failed: " + d.message);
     }
+    onMessage(d);
   };
   worker.onerror = function (ev) {
     showError("The browser check failed: " + (ev.message || "worker error"));
   };
-  worker.postMessage({ nonce: state.challenge.nonce, bits: state.challenge.bits });
+  worker.postMessage({ nonce: ch.nonce, bits: ch.bits });
 }

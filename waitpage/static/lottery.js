@@ -10,6 +10,7 @@ import { api, retryAfterMs } from "./api.js";
 import { app, $, setState, showError, showPolicy } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { reserve } from "./purchase.js";
+import { solveInWorker } from "./line.js";
 
 let drawAt = 0;       // the draw's time (ms), from the policy
 let challenge = null; // {nonce, bits} asked to register, when the sale asks one
@@ -80,24 +81,9 @@ function pollRegistration() {
 function solve(ch) {
   challenge = ch;
   solution = "";
-  if (state.worker) state.worker.terminate();
-  let worker;
-  try {
-    worker = state.worker = new Worker(app.dataset.worker);
-  } catch (e) {
-    return showError("This browser cannot run the check the sale needs (Web Workers are off).");
-  }
-  worker.onmessage = function (ev) {
-    const d = ev.data || {};
-    if (d.type === "solved" && challenge && d.nonce === challenge.nonce) {
-      solution = d.solution;
-      worker.terminate();
-      if (state.worker === worker) state.worker = null;
-    } else if (d.type === "error") {
-      showError("The browser check failed: " + d.message);
-    }
-  };
-  worker.postMessage({ nonce: ch.nonce, bits: ch.bits });
+  solveInWorker(ch, function (d) {
+    if (d.type === "solved" && challenge && d.nonce === challenge.nonce) solution = d.solution;
+  });
 }
 
 // register sends the registration (idempotent: a repeat answers the same).
