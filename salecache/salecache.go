@@ -422,3 +422,38 @@ func (g guarded) Reserve(ctx context.Context, req flashline.ReserveRequest) (fla
 	}
 	return res, err
 }
+
+// Cancel returns the units of a pending hold: memory that saw the sale sold
+// out is wrong from the commit on, and the next buyer on this instance must
+// reach the database rather than hear sold_out until the notification.
+func (g guarded) Cancel(ctx context.Context, reservationID string, by flashline.Actor) (flashline.Reservation, error) {
+	r, err := g.Store.Cancel(ctx, reservationID, by)
+	if err == nil && r.State == flashline.ReservationCancelled {
+		g.c.unitsBack(r.SaleID)
+	}
+	return r, err
+}
+
+// Void returns the units of a confirmed order; as Cancel.
+func (g guarded) Void(ctx context.Context, reservationID, reason, operator string) (flashline.Reservation, error) {
+	r, err := g.Store.Void(ctx, reservationID, reason, operator)
+	if err == nil {
+		g.c.unitsBack(r.SaleID)
+	}
+	return r, err
+}
+
+// unitsBack forgets that saleID is sold out, as of a commit this instance
+// made that returned units to it, and reads it again. The read may race a
+// read that started before the commit and lands after it; the one
+// requested here follows and settles it.
+func (c *Cache) unitsBack(saleID string) {
+	c.mu.Lock()
+	if e := c.sales[saleID]; e != nil && e.SoldOut {
+		back := *e
+		back.SoldOut = false
+		c.sales[saleID] = &back
+	}
+	c.mu.Unlock()
+	c.Changed(saleID)
+}

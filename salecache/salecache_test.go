@@ -145,3 +145,25 @@ func TestHoldersReloadedWhenStockMovedUnheard(t *testing.T) {
 	require.NoError(t, c.Decide(sale.ID, "bob"), "bob holds a reservation: his retry must reach the database and replay")
 	require.ErrorIs(t, c.Decide(sale.ID, "carol"), flashline.ErrSoldOut)
 }
+
+// TestOwnCancelClearsSoldOutAtOnce: a hold cancelled through this instance
+// puts its unit back for the next buyer here at once, not at the
+// notification (TestGeneratedClient heard sold_out right after a cancel
+// when the notification was a few milliseconds late).
+func TestOwnCancelClearsSoldOutAtOnce(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(postgres.SinglePool(pool))
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600})
+	require.NoError(t, err)
+	alice := reserve(t, store, sale.ID, "alice")
+
+	// No Run: no notification will tell it.
+	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+	require.NoError(t, c.Load(ctx))
+	require.ErrorIs(t, c.Decide(sale.ID, "bob"), flashline.ErrSoldOut)
+
+	_, err = c.Wrap(store).Cancel(ctx, alice, flashline.Actor{Admin: true})
+	require.NoError(t, err)
+	require.NoError(t, c.Decide(sale.ID, "bob"), "the cancel through this instance put the unit back")
+}

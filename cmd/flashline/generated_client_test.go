@@ -70,7 +70,8 @@ func TestGeneratedClient(t *testing.T) {
 	require.NotNil(t, cancelled.JSON200, "%d %s", cancelled.StatusCode(), cancelled.Body)
 	require.Equal(t, apiclient.ReservationStateCancelled, cancelled.JSON200.State)
 
-	require.NotNil(t, reserve("carol", "checkout-1").JSON201, "bob's unit is back")
+	carol := reserve("carol", "checkout-1")
+	require.NotNil(t, carol.JSON201, "bob's unit is back: %d %s", carol.StatusCode(), carol.Body)
 	late := reserve("dave", "checkout-1")
 	require.NotNil(t, late.JSON409, "%d %s", late.StatusCode(), late.Body)
 	require.Equal(t, apiclient.Reserve409JSONResponseBodyErrorCodeSoldOut, late.JSON409.Error.Code)

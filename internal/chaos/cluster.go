@@ -95,6 +95,9 @@ func StartCluster(t testing.TB, log io.Writer) *Cluster {
 	pu, _ := url.Parse(u)
 	c.port = pu.Port()
 
+	// Toxics log through zerolog's global logger, at trace level, once per
+	// interrupted connection: thousands of lines in a test's output.
+	zerolog.SetGlobalLevel(zerolog.WarnLevel)
 	c.toxi = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	return c
 }
