@@ -169,6 +169,8 @@ func Routes(d Deps) http.Handler {
 		r.POST("/admin/sales/:saleId/queue/hold", admin, handleQueueHold(d.Room, true, d.Logger))
 		r.POST("/admin/sales/:saleId/queue/release", admin, handleQueueHold(d.Room, false, d.Logger))
 		r.POST("/admin/sales/:saleId/queue/message", admin, handleQueueMessage(d.Room, d.Logger))
+		// What edges pull and lease (edge.go).
+		registerOrigin(r, d, pollSlot)
 	}
 	if d.Lottery != nil {
 		registerLotteryRoutes(r, d, customer, oneCustomer)

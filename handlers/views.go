@@ -199,6 +199,7 @@ type StatusView struct {
 	PollAfterMs          *int64             `json:"pollAfterMs,omitempty"`
 	Paused               bool               `json:"paused,omitempty"`
 	Held                 bool               `json:"held,omitempty"`
+	Stale                bool               `json:"stale,omitempty"`
 	Message              string             `json:"message,omitempty"`
 	Challenge            *ChallengeView     `json:"challenge,omitempty"`
 	AdmissionToken       string             `json:"admissionToken,omitempty"`
@@ -212,7 +213,7 @@ func NewStatusView(s waitroom.StatusResult) StatusView {
 	case waitroom.StatusWaiting:
 		poll := s.PollAfter.Milliseconds()
 		v.Position, v.EstimatedWaitSeconds, v.PollAfterMs = &s.Position, &s.EstimatedWaitSeconds, &poll
-		v.Paused, v.Held = s.Paused, s.Held
+		v.Paused, v.Held, v.Stale = s.Paused, s.Held, s.Stale
 		v.PositionRange = newPositionRange(s.PositionLow, s.PositionHigh)
 	case waitroom.StatusChallengeRequired:
 		v.Challenge = newChallengeView(s.Challenge)

@@ -116,6 +116,14 @@ type Room struct {
 
 	leader  atomic.Bool
 	metrics roomMetrics
+	// edges remembers the last report of each edge counted here; wm is the
+	// last watermarks document signed, reused for watermarksReuse.
+	edges edgeSeqs
+	wm    struct {
+		sync.Mutex
+		at  time.Time
+		doc string
+	}
 }
 
 type roomMetrics struct {

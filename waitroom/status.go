@@ -23,6 +23,11 @@ type StatusResult struct {
 	Paused               bool
 	// Held: an operator holds the queue (nobody is let in meanwhile).
 	Held bool
+	// Stale: this instance cannot read the line's state now (an edge that
+	// has lost its origins, an instance that cannot reach the database):
+	// the answer is "waiting" on what it knew last, and nobody is admitted
+	// until it knows again.
+	Stale bool
 	// Message is the operator's message to everyone waiting ("" none); it
 	// comes with every answer.
 	Message string
@@ -73,6 +78,7 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 			PollAfter: w.pollAfter, Paused: s.State == flashline.StatePaused, Held: s.Held}
 		if !fresh {
 			res.PollAfter = max(res.PollAfter, 5*time.Second)
+			res.Stale = true
 		}
 		return res
 	}

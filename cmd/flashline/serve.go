@@ -56,6 +56,9 @@ type serveConfig struct {
 	// clockSkew is the test hook FLASHLINE_TEST_CLOCK_SKEW: this instance's
 	// clock runs that far ahead (negative: behind) of the machine's.
 	clockSkew time.Duration
+	// role is all (the default), origin or edge (edge.go); origins and
+	// edgeID are an edge's.
+	role, origins, edgeID string
 }
 
 // clockSkewEnv names the clock-skew test hook: a Go duration ("90s", "-2m")
@@ -81,6 +84,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	var cfg serveConfig
 	e := newFlags("serve", getenv, stderr)
 	e.string(&cfg.addr, "addr", "FLASHLINE_ADDR", ":8080", "address to listen on")
+	e.string(&cfg.role, "role", "FLASHLINE_ROLE", roleAll, "all (the whole service), origin (the same, named for a deployment with edges) or edge (the waiting room without a database, in front of --origin)")
+	e.string(&cfg.origins, "origin", "FLASHLINE_ORIGIN", "", "an edge's origins: base URLs of instances with the database, comma-separated (role edge only)")
+	e.string(&cfg.edgeID, "edge-id", "FLASHLINE_EDGE_ID", "", "an edge's name in its reports to origins, 1-64 of [A-Za-z0-9_-] (default: edge- and random hex)")
 	e.string(&cfg.metricsAddr, "metrics-addr", "FLASHLINE_METRICS_ADDR", "", "also serve /metrics, without auth, on this address (a private network's; empty: /metrics only on --addr, to the admin)")
 	e.databaseURL(&cfg.databaseURL)
 	e.redisURL(&cfg.redisURL)
@@ -118,6 +124,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return fmt.Errorf("serve: %s: %w", clockSkewEnv, err)
 		}
 		cfg.clockSkew = d
+	}
+	switch cfg.role {
+	case roleAll, roleOrigin:
+		if cfg.origins != "" || cfg.edgeID != "" {
+			return errors.New("serve: --origin and --edge-id are an edge's (--role edge)")
+		}
+	case roleEdge:
+		return runEdge(ctx, cfg, stdout, stderr)
+	default:
+		return fmt.Errorf("serve: --role %q: want all, origin or edge", cfg.role)
 	}
 	if cfg.adminToken == "" || cfg.jwtSecret == "" {
 		return errors.New("serve: FLASHLINE_ADMIN_TOKEN and FLASHLINE_JWT_SECRET must be set ('make run' sets development values)")
@@ -475,7 +491,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Now:              clock,
 	}))
 	url := publicURL(ln.Addr())
-	logger.Info("flashline: listening", "url", url, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers, "redis", rdb != nil)
+	logger.Info("flashline: listening", "url", url, "role", cfg.role, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers, "redis", rdb != nil)
 	if cfg.demo {
 		if err := printDemo(ctx, store, cfg, paymentSecret, url, stdout); err != nil {
 			logger.Warn("flashline: demo sale", "err", err)

@@ -134,6 +134,7 @@ type Status struct {
 	PollAfterMs          int64          `json:"pollAfterMs"`
 	Paused               bool           `json:"paused"`
 	Held                 bool           `json:"held"`    // the operator holds the queue
+	Stale                bool           `json:"stale"`   // the instance answers on what it knew last; nobody is admitted
 	Message              string         `json:"message"` // the operator's, any state
 	Challenge            *Challenge     `json:"challenge"`
 	AdmissionToken       string         `json:"admissionToken"`

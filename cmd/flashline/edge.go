@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/net/netutil"
+
+	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/salecache"
+	"github.com/flashline/flashline/waitroom"
+)
+
+// The roles of serve.
+const (
+	roleAll    = "all"
+	roleOrigin = "origin"
+	roleEdge   = "edge"
+)
+
+// edgeInFlight is the most requests an edge works on at once; more are
+// answered 503 overloaded at once. An edge's work is CPU (a signature per
+// ticket, a lookup per poll): the bound keeps a flood from queueing
+// goroutines without end.
+const edgeInFlight = 4096
+
+// runEdge is serve --role edge: the waiting room without a database. It
+// needs the customer JWT secret, the waiting-room keys and its origins, and
+// never reads DATABASE_URL (nor falls back to the development database).
+func runEdge(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error {
+	if cfg.jwtSecret == "" {
+		return errors.New("serve: --role edge: FLASHLINE_JWT_SECRET must be set (the edge authenticates customers)")
+	}
+	if !cfg.demo && len(cfg.jwtSecret) < minSecretLen {
+		return fmt.Errorf("serve: FLASHLINE_JWT_SECRET is %d bytes; it must be at least %d random bytes (only --demo allows development values)", len(cfg.jwtSecret), minSecretLen)
+	}
+	if cfg.waitroomKeys == "" && !cfg.demo {
+		return errors.New("serve: --role edge: FLASHLINE_WAITROOM_KEYS must be set, the same as the origins'")
+	}
+	var origins []string
+	for o := range strings.SplitSeq(cfg.origins, ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return fmt.Errorf("serve: --origin %q: want an origin's base URL, http(s)://host[:port]", o)
+		}
+		origins = append(origins, strings.TrimRight(o, "/"))
+	}
+	if len(origins) == 0 {
+		return errors.New("serve: --role edge needs --origin (FLASHLINE_ORIGIN): the base URL of an instance with the database")
+	}
+	if cfg.customerInFlight < 0 || cfg.maxConns < 1 {
+		return errors.New("serve: --customer-in-flight must be at least 0 and --max-conns at least 1")
+	}
+	if v := cfg.clockSkew; v != 0 {
+		fmt.Fprintf(stderr, "flashline: TEST HOOK: this instance's clock is skewed by %s; never in production\n", v)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return serveEdge(ctx, cfg, origins, logger, stdout)
+}
+
+func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *slog.Logger, _ io.Writer) error {
+	now := time.Now
+	if skew := cfg.clockSkew; skew != 0 {
+		now = func() time.Time { return time.Now().Add(skew) }
+	}
+	keyring := waitroom.DeriveKeyring(cfg.jwtSecret)
+	if cfg.waitroomKeys != "" {
+		var err error
+		if keyring, err = waitroom.ParseKeyring(cfg.waitroomKeys); err != nil {
+			return fmt.Errorf("serve: --waitroom-keys: %w", err)
+		}
+		if keyring.Uses(cfg.jwtSecret) {
+			return errors.New("serve: --waitroom-keys: a waiting-room key must be a secret of its own, not the JWT secret")
+		}
+	}
+	// An edge serves no admin route: its admin token is one nobody knows.
+	adminToken := cfg.adminToken
+	if adminToken == "" {
+		var b [32]byte
+		rand.Read(b[:])
+		adminToken = hex.EncodeToString(b[:])
+	}
+	verifier, err := auth.NewVerifier(cfg.jwtSecret, adminToken)
+	if err != nil {
+		return err
+	}
+	limiter, err := loadshed.New(loadshed.Options{InitialLimit: edgeInFlight, MinLimit: edgeInFlight, MaxLimit: edgeInFlight, QueueSize: -1, PollShare: 1})
+	if err != nil {
+		return err
+	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	edge, err := waitroom.NewEdge(keyring, waitroom.EdgeOptions{Origins: origins, ID: cfg.edgeID, Logger: logger, Now: now})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	// The sale cache reads the pulled document: an entry is trusted for a
+	// second past the document's own lifetime, so that an edge that has lost
+	// its origins says so (stale) within WatermarksTTL + 1 s.
+	cache := salecache.New(edge, salecache.Options{Logger: logger, Registry: registry, Now: now,
+		RefreshInterval: 250 * time.Millisecond, StaleAfter: time.Second})
+	clock := cache.Now
+	keyring = keyring.WithClock(clock)
+	room := waitroom.NewRoom(cache, edge, keyring, nil, waitroom.Options{Logger: logger, Registry: registry, Now: clock})
+	// A first pull before serving, so that an edge whose origin is up
+	// starts warm; one that is not starts anyway and answers "stale".
+	syncCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	if err := edge.Sync(syncCtx); err != nil {
+		logger.Warn("flashline: edge: no origin answers yet; serving stale until one does", "err", err)
+	} else if err := cache.Load(syncCtx); err != nil {
+		logger.Warn("flashline: edge: load", "err", err)
+	}
+	cancel()
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var background sync.WaitGroup
+	for _, run := range []func(context.Context) error{edge.Run, cache.Run, room.RunCounts} {
+		background.Go(func() { _ = run(bgCtx) })
+	}
+	defer func() { stopBackground(); background.Wait() }()
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	var metricsLn net.Listener
+	if cfg.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s: %w", cfg.metricsAddr, err)
+		}
+	}
+	ln = netutil.LimitListener(ln, cfg.maxConns)
+	srv := newHTTPServer(handlers.EdgeRoutes(handlers.EdgeDeps{
+		Room:             room,
+		Edge:             edge,
+		Verifier:         verifier,
+		Limiter:          limiter,
+		Logger:           logger,
+		Origins:          origins,
+		CustomerInFlight: cfg.customerInFlight,
+	}))
+	logger.Info("flashline: listening", "url", publicURL(ln.Addr()), "role", roleEdge, "edge_id", edge.ID(), "origins", strings.Join(origins, ","))
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- srv.Serve(ln) }()
+	metricsSrv := newHTTPServer(privateMux(registry))
+	if metricsLn != nil {
+		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
+	}
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("flashline: shutting down, draining in-flight requests")
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancelShutdown()
+	err = srv.Shutdown(shutdownCtx)
+	if metricsLn != nil {
+		err = errors.Join(err, metricsSrv.Shutdown(shutdownCtx))
+	}
+	logger.Info("flashline: stopped")
+	return err
+}

@@ -1,0 +1,236 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/waitpage"
+	"github.com/flashline/flashline/waitroom"
+)
+
+// The edge (flashline serve --role edge): the waiting room without a
+// database. An origin (role origin or all) serves the edges' side here:
+// the watermarks document they pull (waitroom/watermark.go) and the blocks
+// of positions they lease. EdgeRoutes is the edge's whole surface.
+
+// maxEdgeBody bounds an edge's request to an origin: a report names every
+// sale it counted tickets in.
+const maxEdgeBody = 256 << 10
+
+// edgeRequest is the body of POST /edge/sync (report) and /edge/lease
+// (request): an edge's signed request.
+type edgeRequest struct {
+	Report  string `json:"report"`
+	Request string `json:"request"`
+}
+
+// WatermarksView is the answer to GET /edge/watermarks and POST /edge/sync.
+type WatermarksView struct {
+	Document string `json:"document"`
+}
+
+// registerOrigin adds an origin's edge endpoints.
+func registerOrigin(r *gin.Engine, d Deps, pollSlot gin.HandlerFunc) {
+	// The document is signed and reveals nothing secret (the draw's seed is
+	// sealed under the waiting-room keys): public, and cacheable for a
+	// second by a CDN in front of origins.
+	r.GET("/edge/watermarks", pollSlot, func(c *gin.Context) {
+		c.Header("Cache-Control", "public, max-age=1")
+		writeJSON(c, http.StatusOK, WatermarksView{Document: d.Room.Watermarks()})
+	})
+	// An edge's pull: its signed report of the pre-open tickets it counted,
+	// answered with the document.
+	r.POST("/edge/sync", func(c *gin.Context) {
+		var req edgeRequest
+		if err := decodeJSONLimit(c, &req, maxEdgeBody); err != nil {
+			writeError(c, d.Logger, err)
+			return
+		}
+		if err := d.Room.EdgeReport(req.Report); err != nil {
+			writeError(c, d.Logger, err)
+			return
+		}
+		c.Header("Cache-Control", "no-store")
+		writeJSON(c, http.StatusOK, WatermarksView{Document: d.Room.Watermarks()})
+	})
+	r.POST("/edge/lease", func(c *gin.Context) {
+		var req edgeRequest
+		if err := decodeJSONLimit(c, &req, maxEdgeBody); err != nil {
+			writeError(c, d.Logger, err)
+			return
+		}
+		a, err := d.Room.EdgeLease(c.Request.Context(), req.Request)
+		if err != nil {
+			writeError(c, d.Logger, err)
+			return
+		}
+		c.Header("Cache-Control", "no-store")
+		writeJSON(c, http.StatusOK, a)
+	})
+}
+
+// EdgeDeps is what an edge's HTTP layer needs.
+type EdgeDeps struct {
+	Room     *waitroom.Room
+	Edge     *waitroom.Edge
+	Verifier *auth.Verifier
+	Limiter  *loadshed.Limiter
+	Logger   *slog.Logger
+	// Origins are the base URLs everything else is passed to.
+	Origins          []string
+	CustomerInFlight int
+	// ProxyTimeout bounds an origin's answer to a request passed on.
+	// Default 15s.
+	ProxyTimeout time.Duration
+}
+
+// EdgeRoutes returns an edge's HTTP handler: the waiting-room page and its
+// assets, tickets and status polls of the waiting rooms the edge has heard
+// of (answered from the pulled document, never by asking an origin), and
+// everything else a browser or app calls passed on to an origin (a reverse
+// proxy; no origin answering: 503 overloaded with Retry-After). The admin's
+// routes are not served (404): an operator talks to an origin.
+func EdgeRoutes(d EdgeDeps) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
+		d.Logger.ErrorContext(c.Request.Context(), "handlers: panic", "err", err, "path", c.Request.URL.Path)
+		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: "internal", Message: "internal error"}})
+	}))
+	r.RedirectTrailingSlash = false
+	proxy := newOriginProxy(d.Origins, d.ProxyTimeout, d.Logger)
+	r.NoRoute(func(c *gin.Context) {
+		p := c.Request.URL.Path
+		if p == "/admin" || strings.HasPrefix(p, "/admin/") || p == "/metrics" || strings.HasPrefix(p, "/edge/") {
+			writeError(c, d.Logger, flashline.ErrNotFound)
+			return
+		}
+		proxy.ServeHTTP(c.Writer, c.Request)
+	})
+	r.Use(checkIDs(d.Logger))
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	// Ready while the edge holds a current document from an origin.
+	r.GET("/readyz", func(c *gin.Context) {
+		if !d.Edge.Fresh() {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "reason": "no origin has answered lately"})
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
+	r.GET("/openapi.json", handleOpenAPI)
+
+	customer := authenticate(d.Verifier, false, true)
+	oneCustomer := capPerCustomer(d.CustomerInFlight, d.Logger)
+	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
+	pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
+	// A sale the edge has not heard of as a waiting room (a direct sale, a
+	// lottery, an id that names nothing) is the origin's to answer.
+	ours := func(c *gin.Context) {
+		if !d.Edge.Knows(c.Param("saleId")) {
+			proxy.ServeHTTP(c.Writer, c.Request)
+			c.Abort()
+			return
+		}
+		c.Next()
+	}
+	r.GET("/sales/:saleId/ticket", ours, customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
+	r.GET("/sales/:saleId/status", ours, customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
+	waitpage.Register(r)
+	return r
+}
+
+// originProxy passes requests on to the origins: the one that answered last
+// first, the next when it cannot be reached (only before anything was sent
+// to it for a request with a body).
+type originProxy struct {
+	origins []*url.URL
+	good    atomic.Int64
+	proxy   *httputil.ReverseProxy
+	logger  *slog.Logger
+}
+
+// errNoOrigin is the proxy's error when no origin could be reached.
+var errNoOrigin = errors.New("no origin answers")
+
+func newOriginProxy(origins []string, timeout time.Duration, logger *slog.Logger) *originProxy {
+	if timeout <= 0 {
+		timeout = 15 * time.Second
+	}
+	p := &originProxy{logger: logger}
+	for _, o := range origins {
+		u, err := url.Parse(strings.TrimRight(o, "/"))
+		if err == nil {
+			p.origins = append(p.origins, u)
+		}
+	}
+	transport := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		TLSHandshakeTimeout:   2 * time.Second,
+	}
+	p.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			target := pr.In.Context().Value(originKey{}).(*url.URL)
+			pr.SetURL(target)
+			pr.SetXForwarded()
+			pr.Out.Host = target.Host
+		},
+		Transport: transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			failed := r.Context().Value(failedKey{}).(*error)
+			*failed = err
+		},
+	}
+	return p
+}
+
+type originKey struct{}
+type failedKey struct{}
+
+func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	first := int(p.good.Load())
+	// A request without a body may be tried on the next origin; one with a
+	// body only on the first (its body is read once).
+	tries := len(p.origins)
+	if r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody && r.ContentLength < 0) {
+		tries = min(tries, 1)
+	}
+	var lastErr error
+	for i := range tries {
+		n := (first + i) % len(p.origins)
+		var failed error
+		ctx := context.WithValue(r.Context(), originKey{}, p.origins[n])
+		ctx = context.WithValue(ctx, failedKey{}, &failed)
+		p.proxy.ServeHTTP(w, r.WithContext(ctx))
+		if failed == nil {
+			p.good.Store(int64(n))
+			return
+		}
+		lastErr = failed
+		if r.Context().Err() != nil {
+			break
+		}
+	}
+	p.logger.WarnContext(r.Context(), "handlers: edge: passing on to an origin", "path", r.URL.Path, "err", errors.Join(errNoOrigin, lastErr))
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Retry-After", "2")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write([]byte(`{"error":{"code":"overloaded","message":"no origin answers right now; retry shortly"}}`))
+}

@@ -1,0 +1,339 @@
+package waitroom
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/salecache"
+)
+
+// Edge is the waiting room's source of truth on an edge: an instance
+// without a database (flashline serve --role edge). It pulls the watermarks
+// document from an origin every Interval (POST /edge/sync, which carries the
+// edge's report of the pre-open tickets it counted since the last one) and
+// gives the sale cache what it says (Edge is a salecache.Source), and leases
+// blocks of positions from an origin for the tickets it hands out by arrival
+// (Edge is a Store). A Room built on it answers tickets and status polls
+// from memory, as an origin's does, and never asks an origin per request.
+//
+// When no origin has answered for the document's lifetime (WatermarksTTL),
+// SaleFacts fails: the cache's entries go stale, status polls answer
+// "waiting" with stale set, and nobody is admitted (fail closed). Safe for
+// concurrent use.
+type Edge struct {
+	keys *Keyring
+	opts EdgeOptions
+
+	mu       sync.Mutex
+	doc      Watermarks
+	seeds    map[string][]byte
+	received time.Time // by this edge's clock
+	good     int       // the origin that answered last
+	pending  map[string]int64
+	seq      int64
+	changed  func(saleID string)
+
+	syncs atomic.Int64 // successful pulls, for tests and metrics
+}
+
+// EdgeOptions configure an Edge. Zero values take the defaults shown.
+type EdgeOptions struct {
+	// Origins are the base URLs of the instances with the database, tried
+	// in turn: the one that answered last first.
+	Origins []string
+	// ID names this edge in its reports (1-64 of [A-Za-z0-9_-]). Default:
+	// "edge-" and 8 random hex digits.
+	ID string
+	// Interval is how often the document is pulled. Default 1s.
+	Interval time.Duration
+	// Client makes the requests to origins. Default: a client with a 2 s
+	// timeout.
+	Client *http.Client
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// NewEdge returns an Edge pulling from opts.Origins, verifying with keys.
+// Call Run to keep it current.
+func NewEdge(keys *Keyring, opts EdgeOptions) (*Edge, error) {
+	if len(opts.Origins) == 0 {
+		return nil, errors.New("waitroom: an edge needs at least one origin")
+	}
+	for i, o := range opts.Origins {
+		opts.Origins[i] = strings.TrimRight(o, "/")
+	}
+	if opts.ID == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		opts.ID = "edge-" + hex.EncodeToString(b[:])
+	}
+	if err := checkEdgeID(opts.ID); err != nil {
+		return nil, err
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{Timeout: 2 * time.Second}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Edge{keys: keys, opts: opts, pending: map[string]int64{}}, nil
+}
+
+// ID is the edge's id.
+func (e *Edge) ID() string { return e.opts.ID }
+
+// Syncs is how many pulls have succeeded.
+func (e *Edge) Syncs() int64 { return e.syncs.Load() }
+
+// Run pulls every Interval until ctx is done.
+func (e *Edge) Run(ctx context.Context) error {
+	ticker := time.NewTicker(e.opts.Interval)
+	defer ticker.Stop()
+	for {
+		if err := e.Sync(ctx); err != nil && ctx.Err() == nil {
+			e.opts.Logger.WarnContext(ctx, "waitroom: edge: no origin answers", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// Sync pulls the document once, reporting the counts pending: from the
+// origin that answered last, then the others.
+func (e *Edge) Sync(ctx context.Context) error {
+	e.mu.Lock()
+	counts := e.pending
+	e.pending = map[string]int64{}
+	e.seq++
+	rep := EdgeReport{Edge: e.opts.ID, Seq: e.seq, Counts: counts}
+	first := e.good
+	e.mu.Unlock()
+	token := e.keys.signDoc(reportAudience, e.now(), requestTTL, rep)
+	var errs error
+	for i := range e.opts.Origins {
+		n := (first + i) % len(e.opts.Origins)
+		doc, err := e.pull(ctx, e.opts.Origins[n], token)
+		if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		if err := e.take(doc, n); err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		return nil
+	}
+	// Nobody heard the report: count it with the next one (a new seq; an
+	// origin that did count it and lost the answer counts it twice, which
+	// leaves a rank nobody holds, as a dropped lease does).
+	e.mu.Lock()
+	for id, n := range counts {
+		e.pending[id] += n
+	}
+	e.mu.Unlock()
+	return errs
+}
+
+func (e *Edge) now() time.Time { return e.opts.Now() }
+
+// pull posts the report to one origin and returns the document it answers.
+func (e *Edge) pull(ctx context.Context, origin, report string) (string, error) {
+	var out struct {
+		Document string `json:"document"`
+	}
+	if err := e.post(ctx, origin+"/edge/sync", map[string]string{"report": report}, &out); err != nil {
+		return "", err
+	}
+	return out.Document, nil
+}
+
+// post sends body as JSON to url and decodes a 200's answer into out.
+func (e *Edge) post(ctx context.Context, url string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.opts.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxDocLen+1024))
+	if err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %.200s", url, resp.Status, raw)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	return nil
+}
+
+// take verifies a document and makes it the edge's knowledge, unless it is
+// older than the one held.
+func (e *Edge) take(token string, origin int) error {
+	doc, seeds, err := e.keys.OpenWatermarks(token)
+	if err != nil {
+		return err
+	}
+	if !doc.ExpiresAt.After(doc.IssuedAt) || doc.ExpiresAt.Sub(doc.IssuedAt) > time.Minute {
+		return fmt.Errorf("open watermarks: %w: lifetime out of bounds", ErrMalformed)
+	}
+	e.mu.Lock()
+	if !e.received.IsZero() && doc.IssuedAt.Before(e.doc.IssuedAt) && e.fresh() {
+		e.mu.Unlock()
+		return nil // an older document than the one held
+	}
+	e.doc, e.seeds, e.received, e.good = doc, seeds, e.now(), origin
+	changed := e.changed
+	e.mu.Unlock()
+	e.syncs.Add(1)
+	if changed != nil {
+		changed("")
+	}
+	return nil
+}
+
+// fresh reports whether the document held is within its lifetime, by this
+// edge's clock: it was received less than (exp − iat) ago. e.mu is held.
+func (e *Edge) fresh() bool {
+	return !e.received.IsZero() && e.now().Sub(e.received) < e.doc.ExpiresAt.Sub(e.doc.IssuedAt)
+}
+
+// Fresh reports whether the edge holds a document within its lifetime.
+func (e *Edge) Fresh() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.fresh()
+}
+
+// Knows reports whether saleID is a waiting room of the document held (fresh
+// or not): the edge answers its tickets and polls itself.
+func (e *Edge) Knows(saleID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.doc.Sales {
+		if s.ID == saleID {
+			return true
+		}
+	}
+	return false
+}
+
+// SaleFacts is salecache.Source's: the waiting rooms of the document held,
+// or an error once it has expired (the cache's entries then go stale).
+func (e *Edge) SaleFacts(_ context.Context, saleID string) ([]salecache.Sale, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.fresh() {
+		return nil, fmt.Errorf("edge: no current watermarks from any origin: %w", flashline.ErrUnavailable)
+	}
+	dbNow := e.doc.DBNow.Add(e.now().Sub(e.received))
+	var out []salecache.Sale
+	for _, s := range e.doc.Sales {
+		if saleID != "" && s.ID != saleID {
+			continue
+		}
+		out = append(out, salecache.Sale{
+			ID: s.ID, State: s.State, OpensAt: s.OpensAt, Admission: flashline.AdmissionWaitingRoom,
+			Fairness: s.Fairness, ChallengeBits: s.ChallengeBits, MinAccountAgeSeconds: s.MinAccountAgeSeconds,
+			DrawSeed: e.seeds[s.ID], SoldOut: s.SoldOut, NextPosition: s.NextPosition,
+			PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
+			Held: s.Held, Broadcast: s.Message, AdmittedThrough: s.AdmittedThrough, Pace: s.Pace, DBNow: dbNow,
+		})
+	}
+	return out, nil
+}
+
+// SaleCustomers is salecache.Source's: an edge serves no purchase path, so
+// it keeps no holders.
+func (e *Edge) SaleCustomers(context.Context, string) ([]string, error) { return nil, nil }
+
+// Listen is salecache.Source's: changed("") is called after every document
+// taken, until ctx is done.
+func (e *Edge) Listen(ctx context.Context, changed func(saleID string)) error {
+	e.mu.Lock()
+	e.changed = changed
+	e.mu.Unlock()
+	<-ctx.Done()
+	e.mu.Lock()
+	e.changed = nil
+	e.mu.Unlock()
+	return nil
+}
+
+// LeasePositions is Store's: the block is leased by an origin (POST
+// /edge/lease, one request per block). No origin answers: ErrUnavailable.
+func (e *Edge) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (int64, bool, error) {
+	token := e.keys.signDoc(leaseAudience, e.now(), requestTTL, EdgeLease{Edge: e.opts.ID, Sale: saleID, N: n, PreopenTickets: preopenTickets})
+	e.mu.Lock()
+	first := e.good
+	e.mu.Unlock()
+	var errs error
+	for i := range e.opts.Origins {
+		origin := e.opts.Origins[(first+i)%len(e.opts.Origins)]
+		var a LeaseAnswer
+		if err := e.post(ctx, origin+"/edge/lease", map[string]string{"request": token}, &a); err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		if a.First < 1 {
+			return 0, false, fmt.Errorf("edge lease from %s: first position %d: %w", origin, a.First, flashline.ErrUnavailable)
+		}
+		return a.First, a.PreOpen, nil
+	}
+	return 0, false, errors.Join(flashline.ErrUnavailable, errs)
+}
+
+// CountTickets is Store's: the count goes with the next pull's report.
+func (e *Edge) CountTickets(_ context.Context, saleID string, n int64) error {
+	e.mu.Lock()
+	e.pending[saleID] += n
+	e.mu.Unlock()
+	return nil
+}
+
+// errEdge refuses what only an instance with the database does.
+var errEdge = errors.New("waitroom: an edge has no database: the queue controls are an origin's")
+
+// SetQueueHeld is Store's: not on an edge.
+func (e *Edge) SetQueueHeld(context.Context, string, bool, string, string) error { return errEdge }
+
+// SetBroadcast is Store's: not on an edge.
+func (e *Edge) SetBroadcast(context.Context, string, string, string) error { return errEdge }
+
+// LeadPacer is Store's: an edge never leads the pacer.
+func (e *Edge) LeadPacer(context.Context, func(context.Context, PacerDB) error) (bool, error) {
+	return false, nil
+}

@@ -1,0 +1,428 @@
+package waitroom
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/salecache"
+)
+
+// The edge's documents (see edge.go for the edge's side). An origin (an
+// instance with the database) publishes every waiting room it knows of in
+// one signed document, the watermarks: what an edge, which has no database,
+// needs to hand out tickets and answer status polls and admit. Edges send the
+// origin signed requests of their own: the pre-open tickets they counted
+// (report) and blocks of positions (lease).
+//
+// Each is a JWS in compact form, HS256, signed with the waiting-room
+// keyring's signing key (the header is a ticket's, {"alg":"HS256","kid":...,
+// "typ":"JWT"}), whose payload is one JSON object with "aud" (the kind),
+// "iat" and "exp" in Unix milliseconds, and "body". Any holder of the keys
+// verifies it; a document whose exp has passed is not used.
+
+// The audiences of the edge's documents.
+const (
+	watermarksAudience = "flashline-watermarks"
+	reportAudience     = "flashline-edge-report"
+	leaseAudience      = "flashline-edge-lease"
+)
+
+// Bounds on the edge's documents.
+const (
+	// WatermarksTTL is how long a watermarks document is good for after it
+	// was made: an edge that has heard nothing newer since answers "waiting"
+	// with stale set, and admits nobody.
+	WatermarksTTL = 3 * time.Second
+	// requestTTL is how long an edge's signed request is good for.
+	requestTTL = 10 * time.Second
+	// MaxDocLen bounds a document read from the network, before any
+	// decoding.
+	MaxDocLen = 4 << 20
+	// MaxEdgeIDLen bounds an edge's id.
+	MaxEdgeIDLen = 64
+)
+
+// EdgeSale is what the watermarks say of one waiting room: the sale cache's
+// entry (salecache.Sale) less what only the purchase path needs.
+type EdgeSale struct {
+	ID                   string              `json:"id"`
+	State                flashline.SaleState `json:"state"`
+	OpensAt              *time.Time          `json:"opensAt,omitempty"`
+	Fairness             flashline.Fairness  `json:"fairness"`
+	ChallengeBits        int                 `json:"challengeBits"`
+	MinAccountAgeSeconds int                 `json:"minAccountAgeSeconds"`
+	SoldOut              bool                `json:"soldOut"`
+	Held                 bool                `json:"held"`
+	Message              string              `json:"message,omitempty"`
+	// The line: the watermark (ranks up to it may be admitted), the pace it
+	// moves at, the next position to hand out, the pre-open crowd as frozen
+	// at the open (-1: not yet) in ranks and positions, and the pre-open
+	// tickets counted so far.
+	AdmittedThrough  int64   `json:"admittedThrough"`
+	Pace             float64 `json:"pace"`
+	NextPosition     int64   `json:"nextPosition"`
+	PreopenCount     int64   `json:"preopenCount"`
+	PreopenPositions int64   `json:"preopenPositions"`
+	PreopenTickets   int64   `json:"preopenTickets"`
+	// SealedSeed is the draw's secret seed sealed (AES-256-GCM) under a key
+	// derived from the signing key (sealKey): an edge needs it to compute a
+	// customer's draw, and whoever does not hold the waiting-room keys
+	// learns nothing of it before the policy reveals it at the open.
+	SealedSeed []byte `json:"sealedSeed"`
+}
+
+// Watermarks is the document an origin publishes: every waiting room it
+// knows of, as of DBNow, the database's clock as the origin estimates it.
+type Watermarks struct {
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+	DBNow     time.Time
+	Sales     []EdgeSale
+}
+
+// envelope is a document's payload.
+type envelope struct {
+	Audience  string          `json:"aud"`
+	IssuedAt  int64           `json:"iat"` // Unix ms
+	ExpiresAt int64           `json:"exp"` // Unix ms
+	Body      json.RawMessage `json:"body"`
+}
+
+type watermarksBody struct {
+	DBNow int64      `json:"dbNow"` // Unix ms
+	Sales []EdgeSale `json:"sales"`
+}
+
+// signDoc signs body as a document of kind aud, good from now for ttl.
+func (k *Keyring) signDoc(aud string, now time.Time, ttl time.Duration, body any) string {
+	b, err := json.Marshal(body)
+	if err != nil {
+		panic("waitroom: encode document: " + err.Error())
+	}
+	return k.keys[0].sign(marshal(envelope{Audience: aud, IssuedAt: now.UnixMilli(), ExpiresAt: now.Add(ttl).UnixMilli(), Body: b}))
+}
+
+// openDoc verifies a document of kind aud and decodes its body into v; it
+// returns the envelope and the key that signed it. Expiry is for the caller
+// to judge (by which clock depends on the document).
+func (k *Keyring) openDoc(aud, token string, v any) (envelope, key, error) {
+	var env envelope
+	if len(token) > MaxDocLen {
+		return env, key{}, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxDocLen)
+	}
+	header, rest, ok1 := strings.Cut(token, ".")
+	payload, sig, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || strings.Contains(sig, ".") || len(sig) != sigB64Len {
+		return env, key{}, fmt.Errorf("%w: want 3 dot-separated segments", ErrMalformed)
+	}
+	var signer key
+	found := false
+	for _, kk := range k.keys {
+		if kk.header == header {
+			signer, found = kk, true
+			break
+		}
+	}
+	if !found {
+		return env, key{}, fmt.Errorf("%w: header names no key of the keyring", ErrUnknownKey)
+	}
+	rawSig, err := b64.DecodeString(sig)
+	if err != nil {
+		return env, key{}, fmt.Errorf("%w: signature: %v", ErrMalformed, err)
+	}
+	want, err := jwt.SigningMethodHS256.Sign(header+"."+payload, signer.secret)
+	if err != nil || !hmac.Equal(rawSig, want) {
+		return env, key{}, ErrBadSignature
+	}
+	raw, err := b64.DecodeString(payload)
+	if err != nil {
+		return env, key{}, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil {
+		return env, key{}, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+	}
+	if env.Audience != aud {
+		return env, key{}, fmt.Errorf("%w: audience %q, want %q", ErrWrongKind, env.Audience, aud)
+	}
+	if err := json.Unmarshal(env.Body, v); err != nil {
+		return env, key{}, fmt.Errorf("%w: body: %v", ErrMalformed, err)
+	}
+	return env, signer, nil
+}
+
+// sealKey is the key that seals the draw's seed in a document signed by k:
+// HMAC-SHA256(secret, "flashline draw seed seal v1").
+func (k key) sealKey() []byte {
+	m := hmac.New(sha256.New, k.secret)
+	io.WriteString(m, "flashline draw seed seal v1")
+	return m.Sum(nil)
+}
+
+func (k key) aead() cipher.AEAD {
+	block, err := aes.NewCipher(k.sealKey())
+	if err != nil {
+		panic("waitroom: seal: " + err.Error()) // a 32-byte key always makes a cipher
+	}
+	g, err := cipher.NewGCM(block)
+	if err != nil {
+		panic("waitroom: seal: " + err.Error())
+	}
+	return g
+}
+
+// seal encrypts seed for saleID: nonce ‖ ciphertext, the sale id as the
+// additional data (a sealed seed cannot be moved to another sale).
+func (k key) seal(saleID string, seed []byte) []byte {
+	g := k.aead()
+	nonce := make([]byte, g.NonceSize())
+	rand.Read(nonce)
+	return g.Seal(nonce, nonce, seed, []byte(saleID))
+}
+
+func (k key) unseal(saleID string, sealed []byte) ([]byte, error) {
+	g := k.aead()
+	if len(sealed) < g.NonceSize() {
+		return nil, fmt.Errorf("%w: sealed seed too short", ErrMalformed)
+	}
+	seed, err := g.Open(nil, sealed[:g.NonceSize()], sealed[g.NonceSize():], []byte(saleID))
+	if err != nil {
+		return nil, fmt.Errorf("%w: sealed seed of sale %s", ErrBadSignature, saleID)
+	}
+	return seed, nil
+}
+
+// SignWatermarks signs every waiting room of sales (others are left out) as
+// a watermarks document made at now (the origin's clock), good for
+// WatermarksTTL; dbNow is the database's clock as the origin estimates it.
+func (k *Keyring) SignWatermarks(sales []salecache.Sale, now, dbNow time.Time) string {
+	signer := k.keys[0]
+	body := watermarksBody{DBNow: dbNow.UnixMilli(), Sales: []EdgeSale{}}
+	for _, s := range sales {
+		if s.Admission != flashline.AdmissionWaitingRoom {
+			continue
+		}
+		body.Sales = append(body.Sales, EdgeSale{
+			ID: s.ID, State: s.State, OpensAt: s.OpensAt, Fairness: s.Fairness, ChallengeBits: s.ChallengeBits,
+			MinAccountAgeSeconds: s.MinAccountAgeSeconds, SoldOut: s.SoldOut, Held: s.Held, Message: s.Broadcast,
+			AdmittedThrough: s.AdmittedThrough, Pace: s.Pace, NextPosition: s.NextPosition,
+			PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
+			SealedSeed: signer.seal(s.ID, s.DrawSeed),
+		})
+	}
+	return k.signDoc(watermarksAudience, now, WatermarksTTL, body)
+}
+
+// OpenWatermarks verifies a watermarks document and returns it with each
+// sale's draw seed unsealed (by sale id). Its expiry is the caller's to
+// judge.
+func (k *Keyring) OpenWatermarks(token string) (Watermarks, map[string][]byte, error) {
+	var body watermarksBody
+	env, signer, err := k.openDoc(watermarksAudience, token, &body)
+	if err != nil {
+		return Watermarks{}, nil, fmt.Errorf("open watermarks: %w", err)
+	}
+	seeds := make(map[string][]byte, len(body.Sales))
+	for _, s := range body.Sales {
+		if seeds[s.ID], err = signer.unseal(s.ID, s.SealedSeed); err != nil {
+			return Watermarks{}, nil, fmt.Errorf("open watermarks: %w", err)
+		}
+	}
+	return Watermarks{
+		IssuedAt:  time.UnixMilli(env.IssuedAt).UTC(),
+		ExpiresAt: time.UnixMilli(env.ExpiresAt).UTC(),
+		DBNow:     time.UnixMilli(body.DBNow).UTC(),
+		Sales:     body.Sales,
+	}, seeds, nil
+}
+
+// EdgeReport is what an edge tells an origin on each pull: the pre-open
+// tickets it gave out since its last report, by sale. Seq grows by one per
+// report an edge makes, so that an origin counts a report sent again (its
+// answer lost) once.
+type EdgeReport struct {
+	Edge   string           `json:"edge"`
+	Seq    int64            `json:"seq"`
+	Counts map[string]int64 `json:"counts"`
+}
+
+// EdgeLease asks an origin for the next N positions of Sale's room for Edge
+// (one UPDATE for the block, as an instance with the database leases its
+// own), adding PreopenTickets to the room's count as it does.
+type EdgeLease struct {
+	Edge           string `json:"edge"`
+	Sale           string `json:"sale"`
+	N              int64  `json:"n"`
+	PreopenTickets int64  `json:"preopenTickets"`
+}
+
+// LeaseAnswer is an origin's answer to an EdgeLease.
+type LeaseAnswer struct {
+	First   int64 `json:"first"`
+	PreOpen bool  `json:"preOpen"`
+}
+
+// maxReportedTickets bounds one report's count for one sale.
+const maxReportedTickets = 1 << 30
+
+// checkEdgeID checks an edge's id: 1-MaxEdgeIDLen bytes of [A-Za-z0-9_-].
+func checkEdgeID(id string) error {
+	if id == "" || len(id) > MaxEdgeIDLen || !validAlphabet(id) {
+		return fmt.Errorf("%w: edge id must be 1-%d characters of [A-Za-z0-9_-]", ErrMalformed, MaxEdgeIDLen)
+	}
+	return nil
+}
+
+// openRequest verifies an edge's signed request of kind aud, good at now.
+func (k *Keyring) openRequest(aud, token string, now time.Time, v any) error {
+	env, _, err := k.openDoc(aud, token, v)
+	if err != nil {
+		return err
+	}
+	if !now.Before(time.UnixMilli(env.ExpiresAt)) || env.ExpiresAt-env.IssuedAt > requestTTL.Milliseconds() {
+		return fmt.Errorf("%w: request expired or good for too long", ErrMalformed)
+	}
+	return nil
+}
+
+// edgeSeqs remembers the last report of each edge an origin has counted.
+type edgeSeqs struct {
+	mu   sync.Mutex
+	last map[string]int64
+}
+
+// maxEdges bounds the edges an origin remembers: beyond it, reports are
+// counted without the check for a repeat.
+const maxEdges = 4096
+
+// first reports whether seq is news from edge (and records it).
+func (e *edgeSeqs) first(edge string, seq int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last == nil {
+		e.last = map[string]int64{}
+	}
+	last, ok := e.last[edge]
+	if ok && seq <= last {
+		return false
+	}
+	if ok || len(e.last) < maxEdges {
+		e.last[edge] = seq
+	}
+	return true
+}
+
+// Watermarks is the watermarks document of every waiting room this instance
+// knows of (the origin's side of GET /edge/watermarks). It reads nothing:
+// the sale cache is kept current by the database's notifications.
+func (r *Room) Watermarks() string {
+	now := r.opts.Now()
+	r.wm.Lock()
+	defer r.wm.Unlock()
+	if r.wm.doc == "" || now.Sub(r.wm.at) >= watermarksReuse || now.Before(r.wm.at) {
+		r.wm.doc, r.wm.at = r.keys.SignWatermarks(r.rooms(), now, r.cache.Now()), now
+	}
+	return r.wm.doc
+}
+
+// watermarksReuse is how long one signed document answers every edge: its
+// cost is one signature and a seal per room, whatever the number of edges.
+const watermarksReuse = 100 * time.Millisecond
+
+// EdgeReport counts an edge's signed report of pre-open tickets in this
+// instance's counts, which reach the room's row with this instance's own
+// (RunCounts: one UPDATE per sale every 100 ms at most, however many edges
+// report). A report counted before (same edge and seq) is not counted
+// again. Errors: ErrAdmissionInvalid for a report that does not verify.
+func (r *Room) EdgeReport(token string) error {
+	var rep EdgeReport
+	if err := r.keys.openRequest(reportAudience, token, r.cache.Now(), &rep); err != nil {
+		return errors.Join(flashline.ErrAdmissionInvalid, fmt.Errorf("edge report: %w", err))
+	}
+	if err := checkEdgeID(rep.Edge); err != nil {
+		return errors.Join(flashline.ErrAdmissionInvalid, err)
+	}
+	if !r.edges.first(rep.Edge, rep.Seq) {
+		return nil
+	}
+	for saleID, n := range rep.Counts {
+		if n <= 0 || n > maxReportedTickets {
+			continue
+		}
+		s, ok := r.known(saleID)
+		if !ok {
+			continue
+		}
+		r.addPreopen(s.ID, n)
+	}
+	return nil
+}
+
+// EdgeLease leases a block of positions to an edge (the origin's side of
+// POST /edge/lease). Errors: ErrAdmissionInvalid for a request that does
+// not verify, ErrNotFound, ErrNoWaitingRoom, flashline.Invalid for a block
+// size out of bounds, ErrUnavailable.
+func (r *Room) EdgeLease(ctx context.Context, token string) (LeaseAnswer, error) {
+	var req EdgeLease
+	if err := r.keys.openRequest(leaseAudience, token, r.cache.Now(), &req); err != nil {
+		return LeaseAnswer{}, errors.Join(flashline.ErrAdmissionInvalid, fmt.Errorf("edge lease: %w", err))
+	}
+	if err := checkEdgeID(req.Edge); err != nil {
+		return LeaseAnswer{}, errors.Join(flashline.ErrAdmissionInvalid, err)
+	}
+	if req.N < 1 || req.N > int64(r.opts.MaxBlock) || req.PreopenTickets < 0 || req.PreopenTickets > maxReportedTickets {
+		return LeaseAnswer{}, flashline.Invalid(fmt.Sprintf("a lease is 1-%d positions", r.opts.MaxBlock))
+	}
+	if _, _, err := r.room(ctx, req.Sale); err != nil {
+		return LeaseAnswer{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	first, preOpen, err := r.store.LeasePositions(ctx, req.Sale, req.N, req.PreopenTickets)
+	if err != nil {
+		return LeaseAnswer{}, fmt.Errorf("edge lease in sale %s: %w", req.Sale, err)
+	}
+	return LeaseAnswer{First: first, PreOpen: preOpen}, nil
+}
+
+// known returns the waiting room saleID as this instance knows it, without
+// reading: reports name sales the edge heard of from an origin.
+func (r *Room) known(saleID string) (salecache.Sale, bool) {
+	for _, s := range r.rooms() {
+		if s.ID == saleID {
+			return s, true
+		}
+	}
+	return salecache.Sale{}, false
+}
+
+// addPreopen adds n pre-open tickets counted elsewhere (an edge) to this
+// instance's pending count of saleID.
+func (r *Room) addPreopen(saleID string, n int64) {
+	r.leaseMu.Lock()
+	l := r.leases[saleID]
+	if l == nil {
+		l = &lease{block: int64(r.opts.BlockSize)}
+		r.leases[saleID] = l
+	}
+	r.leaseMu.Unlock()
+	l.mu.Lock()
+	l.pending += n
+	l.mu.Unlock()
+}
