@@ -497,6 +497,21 @@ func (e InvalidRequestErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for NoOriginErrorCode.
+const (
+	NoOriginErrorCodeOverloaded NoOriginErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the NoOriginErrorCode enum.
+func (e NoOriginErrorCode) Valid() bool {
+	switch e {
+	case NoOriginErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NotFoundErrorCode.
 const (
 	NotFoundErrorCodeNotFound NotFoundErrorCode = "not_found"
@@ -1883,6 +1898,177 @@ func (e ResumeSale503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EdgeLease400JSONResponseBodyErrorCode.
+const (
+	EdgeLease400JSONResponseBodyErrorCodeInvalidRequest EdgeLease400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the EdgeLease400JSONResponseBodyErrorCode enum.
+func (e EdgeLease400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeLease400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeLease403JSONResponseBodyErrorCode.
+const (
+	EdgeLease403JSONResponseBodyErrorCodeAdmissionInvalid EdgeLease403JSONResponseBodyErrorCode = "admission_invalid"
+)
+
+// Valid indicates whether the value is a known member of the EdgeLease403JSONResponseBodyErrorCode enum.
+func (e EdgeLease403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeLease403JSONResponseBodyErrorCodeAdmissionInvalid:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeLease404JSONResponseBodyErrorCode.
+const (
+	EdgeLease404JSONResponseBodyErrorCodeNotFound EdgeLease404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the EdgeLease404JSONResponseBodyErrorCode enum.
+func (e EdgeLease404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeLease404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeLease409JSONResponseBodyErrorCode.
+const (
+	EdgeLease409JSONResponseBodyErrorCodeNoWaitingRoom EdgeLease409JSONResponseBodyErrorCode = "no_waiting_room"
+)
+
+// Valid indicates whether the value is a known member of the EdgeLease409JSONResponseBodyErrorCode enum.
+func (e EdgeLease409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeLease409JSONResponseBodyErrorCodeNoWaitingRoom:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeLease500JSONResponseBodyErrorCode.
+const (
+	EdgeLease500JSONResponseBodyErrorCodeInternal EdgeLease500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the EdgeLease500JSONResponseBodyErrorCode enum.
+func (e EdgeLease500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeLease500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeLease503JSONResponseBodyErrorCode.
+const (
+	EdgeLease503JSONResponseBodyErrorCodeOverloaded           EdgeLease503JSONResponseBodyErrorCode = "overloaded"
+	EdgeLease503JSONResponseBodyErrorCodeSalePausedFailClosed EdgeLease503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
+)
+
+// Valid indicates whether the value is a known member of the EdgeLease503JSONResponseBodyErrorCode enum.
+func (e EdgeLease503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeLease503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	case EdgeLease503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeSync400JSONResponseBodyErrorCode.
+const (
+	EdgeSync400JSONResponseBodyErrorCodeInvalidRequest EdgeSync400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the EdgeSync400JSONResponseBodyErrorCode enum.
+func (e EdgeSync400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeSync400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeSync403JSONResponseBodyErrorCode.
+const (
+	EdgeSync403JSONResponseBodyErrorCodeAdmissionInvalid EdgeSync403JSONResponseBodyErrorCode = "admission_invalid"
+)
+
+// Valid indicates whether the value is a known member of the EdgeSync403JSONResponseBodyErrorCode enum.
+func (e EdgeSync403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeSync403JSONResponseBodyErrorCodeAdmissionInvalid:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeSync500JSONResponseBodyErrorCode.
+const (
+	EdgeSync500JSONResponseBodyErrorCodeInternal EdgeSync500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the EdgeSync500JSONResponseBodyErrorCode enum.
+func (e EdgeSync500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeSync500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeWatermarks500JSONResponseBodyErrorCode.
+const (
+	EdgeWatermarks500JSONResponseBodyErrorCodeInternal EdgeWatermarks500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the EdgeWatermarks500JSONResponseBodyErrorCode enum.
+func (e EdgeWatermarks500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeWatermarks500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeWatermarks503JSONResponseBodyErrorCode.
+const (
+	EdgeWatermarks503JSONResponseBodyErrorCodeOverloaded           EdgeWatermarks503JSONResponseBodyErrorCode = "overloaded"
+	EdgeWatermarks503JSONResponseBodyErrorCodeSalePausedFailClosed EdgeWatermarks503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
+)
+
+// Valid indicates whether the value is a known member of the EdgeWatermarks503JSONResponseBodyErrorCode enum.
+func (e EdgeWatermarks503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeWatermarks503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	case EdgeWatermarks503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Healthz200JSONResponseBodyStatus.
 const (
 	Ok Healthz200JSONResponseBodyStatus = "ok"
@@ -2150,6 +2336,21 @@ func (e GetReservation500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for GetReservation503JSONResponseBodyErrorCode.
+const (
+	GetReservation503JSONResponseBodyErrorCodeOverloaded GetReservation503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the GetReservation503JSONResponseBodyErrorCode enum.
+func (e GetReservation503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetReservation503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Cancel401JSONResponseBodyErrorCode.
 const (
 	Cancel401JSONResponseBodyErrorCodeUnauthenticated Cancel401JSONResponseBodyErrorCode = "unauthenticated"
@@ -2225,6 +2426,21 @@ const (
 func (e Cancel500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case Cancel500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Cancel503JSONResponseBodyErrorCode.
+const (
+	Cancel503JSONResponseBodyErrorCodeOverloaded Cancel503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the Cancel503JSONResponseBodyErrorCode enum.
+func (e Cancel503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Cancel503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	default:
 		return false
@@ -2309,6 +2525,21 @@ const (
 func (e Confirm500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case Confirm500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Confirm503JSONResponseBodyErrorCode.
+const (
+	Confirm503JSONResponseBodyErrorCodeOverloaded Confirm503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the Confirm503JSONResponseBodyErrorCode enum.
+func (e Confirm503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Confirm503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	default:
 		return false
@@ -3191,6 +3422,15 @@ type Challenge struct {
 	Nonce string `json:"nonce"`
 }
 
+// EdgeRequest defines model for EdgeRequest.
+type EdgeRequest struct {
+	// Report POST /edge/sync: a JWS signed like the document, aud "flashline-edge-report", good 10 s, body {edge, seq, counts: {saleId: pre-open tickets since the last report}}
+	Report *string `json:"report,omitempty"`
+
+	// Request POST /edge/lease: a JWS, aud "flashline-edge-lease", good 10 s, body {edge, sale, n (1-256 positions), preopenTickets}
+	Request *string `json:"request,omitempty"`
+}
+
 // Extend defines model for Extend.
 type Extend struct {
 	// Operator who does it (default `admin`)
@@ -3236,6 +3476,15 @@ type LatePayments struct {
 
 // LatePaymentsLatePaymentsReason defines model for LatePayments.LatePayments.Reason.
 type LatePaymentsLatePaymentsReason string
+
+// Lease defines model for Lease.
+type Lease struct {
+	// First the first of the n positions leased to the edge
+	First int `json:"first"`
+
+	// PreOpen leased before the sale opened (by the database's clock)
+	PreOpen bool `json:"preOpen"`
+}
 
 // LotteryCounts defines model for LotteryCounts.
 type LotteryCounts struct {
@@ -3612,7 +3861,10 @@ type Status struct {
 
 	// PositionRange for a place decided by the draw: the likely range of places (25th to 75th percentile)
 	PositionRange *PositionRange `json:"positionRange,omitempty"`
-	State         StatusState    `json:"state"`
+
+	// Stale present (true) while the instance answering cannot learn the line's state (an edge that has lost every origin, an instance that cannot reach the database): waiting on what it knew last, nobody is admitted; come back shortly
+	Stale *bool       `json:"stale,omitempty"`
+	State StatusState `json:"state"`
 }
 
 // StatusState defines model for Status.State.
@@ -3645,6 +3897,12 @@ type TicketPolicy string
 type Void struct {
 	Operator *string `json:"operator,omitempty"`
 	Reason   string  `json:"reason"`
+}
+
+// Watermarks defines model for Watermarks.
+type Watermarks struct {
+	// Document a JWS (compact, HS256, signed with the waiting-room keyring's signing key; header {alg, kid, typ}) whose payload is {aud: "flashline-watermarks", iat, exp (Unix ms; exp = iat + 3 s), body: {dbNow (Unix ms), sales: [{id, state, opensAt, fairness, challengeBits, minAccountAgeSeconds, soldOut, held, message, admittedThrough, pace, nextPosition, preopenCount, preopenPositions, preopenTickets, sealedSeed}]}}; sealedSeed is the draw's seed sealed (AES-256-GCM) under a key derived from the signing key
+	Document string `json:"document"`
 }
 
 // AdmissionToken defines model for AdmissionToken.
@@ -3691,6 +3949,19 @@ type InvalidRequest struct {
 
 // InvalidRequestErrorCode defines model for InvalidRequest.Error.Code.
 type InvalidRequestErrorCode string
+
+// NoOrigin defines model for NoOrigin.
+type NoOrigin struct {
+	Error struct {
+		Code NoOriginErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// NoOriginErrorCode defines model for NoOrigin.Error.Code.
+type NoOriginErrorCode string
 
 // NotFound defines model for NotFound.
 type NotFound struct {
@@ -4003,6 +4274,39 @@ type ResumeSale500JSONResponseBodyErrorCode string
 // ResumeSale503JSONResponseBodyErrorCode defines parameters for ResumeSale.
 type ResumeSale503JSONResponseBodyErrorCode string
 
+// EdgeLease400JSONResponseBodyErrorCode defines parameters for EdgeLease.
+type EdgeLease400JSONResponseBodyErrorCode string
+
+// EdgeLease403JSONResponseBodyErrorCode defines parameters for EdgeLease.
+type EdgeLease403JSONResponseBodyErrorCode string
+
+// EdgeLease404JSONResponseBodyErrorCode defines parameters for EdgeLease.
+type EdgeLease404JSONResponseBodyErrorCode string
+
+// EdgeLease409JSONResponseBodyErrorCode defines parameters for EdgeLease.
+type EdgeLease409JSONResponseBodyErrorCode string
+
+// EdgeLease500JSONResponseBodyErrorCode defines parameters for EdgeLease.
+type EdgeLease500JSONResponseBodyErrorCode string
+
+// EdgeLease503JSONResponseBodyErrorCode defines parameters for EdgeLease.
+type EdgeLease503JSONResponseBodyErrorCode string
+
+// EdgeSync400JSONResponseBodyErrorCode defines parameters for EdgeSync.
+type EdgeSync400JSONResponseBodyErrorCode string
+
+// EdgeSync403JSONResponseBodyErrorCode defines parameters for EdgeSync.
+type EdgeSync403JSONResponseBodyErrorCode string
+
+// EdgeSync500JSONResponseBodyErrorCode defines parameters for EdgeSync.
+type EdgeSync500JSONResponseBodyErrorCode string
+
+// EdgeWatermarks500JSONResponseBodyErrorCode defines parameters for EdgeWatermarks.
+type EdgeWatermarks500JSONResponseBodyErrorCode string
+
+// EdgeWatermarks503JSONResponseBodyErrorCode defines parameters for EdgeWatermarks.
+type EdgeWatermarks503JSONResponseBodyErrorCode string
+
 // Healthz200JSONResponseBodyStatus defines parameters for Healthz.
 type Healthz200JSONResponseBodyStatus string
 
@@ -4054,6 +4358,9 @@ type GetReservation429JSONResponseBodyErrorCode string
 // GetReservation500JSONResponseBodyErrorCode defines parameters for GetReservation.
 type GetReservation500JSONResponseBodyErrorCode string
 
+// GetReservation503JSONResponseBodyErrorCode defines parameters for GetReservation.
+type GetReservation503JSONResponseBodyErrorCode string
+
 // Cancel401JSONResponseBodyErrorCode defines parameters for Cancel.
 type Cancel401JSONResponseBodyErrorCode string
 
@@ -4069,6 +4376,9 @@ type Cancel429JSONResponseBodyErrorCode string
 // Cancel500JSONResponseBodyErrorCode defines parameters for Cancel.
 type Cancel500JSONResponseBodyErrorCode string
 
+// Cancel503JSONResponseBodyErrorCode defines parameters for Cancel.
+type Cancel503JSONResponseBodyErrorCode string
+
 // Confirm401JSONResponseBodyErrorCode defines parameters for Confirm.
 type Confirm401JSONResponseBodyErrorCode string
 
@@ -4083,6 +4393,9 @@ type Confirm429JSONResponseBodyErrorCode string
 
 // Confirm500JSONResponseBodyErrorCode defines parameters for Confirm.
 type Confirm500JSONResponseBodyErrorCode string
+
+// Confirm503JSONResponseBodyErrorCode defines parameters for Confirm.
+type Confirm503JSONResponseBodyErrorCode string
 
 // Policy404JSONResponseBodyErrorCode defines parameters for Policy.
 type Policy404JSONResponseBodyErrorCode string
@@ -4290,6 +4603,12 @@ type QueueMessageJSONRequestBody = QueueControl
 
 // ReleaseQueueJSONRequestBody defines body for ReleaseQueue for application/json ContentType.
 type ReleaseQueueJSONRequestBody = QueueControl
+
+// EdgeLeaseJSONRequestBody defines body for EdgeLease for application/json ContentType.
+type EdgeLeaseJSONRequestBody = EdgeRequest
+
+// EdgeSyncJSONRequestBody defines body for EdgeSync for application/json ContentType.
+type EdgeSyncJSONRequestBody = EdgeRequest
 
 // PaymentEventJSONRequestBody defines body for PaymentEvent for application/json ContentType.
 type PaymentEventJSONRequestBody = PaymentEvent
@@ -4596,6 +4915,49 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
 	ResumeSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// EdgeLeaseWithBody A block of positions for an edge
+	//
+	// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /edge/lease (the `EdgeLease` operationId).
+	EdgeLeaseWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EdgeLease A block of positions for an edge
+	//
+	// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /edge/lease (the `EdgeLease` operationId).
+	EdgeLease(ctx context.Context, body EdgeLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EdgeSyncWithBody An edge's pull: its report in, the watermarks out
+	//
+	// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /edge/sync (the `EdgeSync` operationId).
+	EdgeSyncWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EdgeSync An edge's pull: its report in, the watermarks out
+	//
+	// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /edge/sync (the `EdgeSync` operationId).
+	EdgeSync(ctx context.Context, body EdgeSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EdgeWatermarks The waiting rooms' watermarks, signed, for edges
+	//
+	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+	//
+	// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
+	EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz The process is up
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -4633,7 +4995,7 @@ type ClientInterface interface {
 
 	// Readyz The service can serve
 	//
-	// The database is reachable and its migrations current. The reason given is generic; the cause is logged.
+	// The database is reachable and its migrations current. The reason given is generic; the cause is logged. On an edge (`serve --role edge`): it holds a current watermarks document from an origin.
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5246,6 +5608,99 @@ func (c *Client) ResumeSale(ctx context.Context, saleId SaleId, reqEditors ...Re
 	return c.Client.Do(req)
 }
 
+// EdgeLeaseWithBody A block of positions for an edge
+//
+// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /edge/lease (the `EdgeLease` operationId).
+func (c *Client) EdgeLeaseWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEdgeLeaseRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EdgeLease A block of positions for an edge
+//
+// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /edge/lease (the `EdgeLease` operationId).
+func (c *Client) EdgeLease(ctx context.Context, body EdgeLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEdgeLeaseRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EdgeSyncWithBody An edge's pull: its report in, the watermarks out
+//
+// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /edge/sync (the `EdgeSync` operationId).
+func (c *Client) EdgeSyncWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEdgeSyncRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EdgeSync An edge's pull: its report in, the watermarks out
+//
+// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /edge/sync (the `EdgeSync` operationId).
+func (c *Client) EdgeSync(ctx context.Context, body EdgeSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEdgeSyncRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EdgeWatermarks The waiting rooms' watermarks, signed, for edges
+//
+// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+//
+// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
+func (c *Client) EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEdgeWatermarksRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Healthz The process is up
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -5333,7 +5788,7 @@ func (c *Client) PaymentEvent(ctx context.Context, body PaymentEventJSONRequestB
 
 // Readyz The service can serve
 //
-// The database is reachable and its migrations current. The reason given is generic; the cause is logged.
+// The database is reachable and its migrations current. The reason given is generic; the cause is logged. On an edge (`serve --role edge`): it holds a current watermarks document from an origin.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6344,6 +6799,113 @@ func NewResumeSaleRequest(server string, saleId SaleId) (*http.Request, error) {
 	return req, nil
 }
 
+// NewEdgeLeaseRequest calls the generic EdgeLease builder with application/json body
+func NewEdgeLeaseRequest(server string, body EdgeLeaseJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEdgeLeaseRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewEdgeLeaseRequestWithBody constructs an http.Request for the EdgeLease method, with any body, and a specified content type
+func NewEdgeLeaseRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/edge/lease")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewEdgeSyncRequest calls the generic EdgeSync builder with application/json body
+func NewEdgeSyncRequest(server string, body EdgeSyncJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEdgeSyncRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewEdgeSyncRequestWithBody constructs an http.Request for the EdgeSync method, with any body, and a specified content type
+func NewEdgeSyncRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/edge/sync")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewEdgeWatermarksRequest constructs an http.Request for the EdgeWatermarks method
+func NewEdgeWatermarksRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/edge/watermarks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -7346,6 +7908,51 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
 	ResumeSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*ResumeSaleResponse, error)
 
+	// EdgeLeaseWithBodyWithResponse A block of positions for an edge
+	//
+	// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /edge/lease (the `EdgeLease` operationId).
+	EdgeLeaseWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EdgeLeaseResponse, error)
+
+	// EdgeLeaseWithResponse A block of positions for an edge
+	//
+	// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /edge/lease (the `EdgeLease` operationId).
+	EdgeLeaseWithResponse(ctx context.Context, body EdgeLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*EdgeLeaseResponse, error)
+
+	// EdgeSyncWithBodyWithResponse An edge's pull: its report in, the watermarks out
+	//
+	// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /edge/sync (the `EdgeSync` operationId).
+	EdgeSyncWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EdgeSyncResponse, error)
+
+	// EdgeSyncWithResponse An edge's pull: its report in, the watermarks out
+	//
+	// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /edge/sync (the `EdgeSync` operationId).
+	EdgeSyncWithResponse(ctx context.Context, body EdgeSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*EdgeSyncResponse, error)
+
+	// EdgeWatermarksWithResponse The waiting rooms' watermarks, signed, for edges
+	//
+	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
+	EdgeWatermarksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EdgeWatermarksResponse, error)
+
 	// HealthzWithResponse The process is up
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -7389,7 +7996,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReadyzWithResponse The service can serve
 	//
-	// The database is reachable and its migrations current. The reason given is generic; the cause is logged.
+	// The database is reachable and its migrations current. The reason given is generic; the cause is logged. On an edge (`serve --role edge`): it holds a current watermarks document from an origin.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9212,6 +9819,290 @@ func (r ResumeSaleResponse) ContentType() string {
 	return ""
 }
 
+// EdgeLeaseResponse503Headers the declared response headers of an HTTP 503 response for EdgeLease
+type EdgeLeaseResponse503Headers struct {
+	RetryAfter int
+}
+
+type EdgeLeaseResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Lease
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Error struct {
+			Code EdgeLease403JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code EdgeLease409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code EdgeLease503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EdgeLeaseResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EdgeLeaseResponse) GetJSON200() *Lease {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EdgeLeaseResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EdgeLeaseResponse) GetJSON403() *struct {
+	Error struct {
+		Code EdgeLease403JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r EdgeLeaseResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r EdgeLeaseResponse) GetJSON409() *struct {
+	Error struct {
+		Code EdgeLease409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r EdgeLeaseResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r EdgeLeaseResponse) GetJSON503() *struct {
+	Error struct {
+		Code EdgeLease503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EdgeLeaseResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EdgeLeaseResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EdgeLeaseResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EdgeLeaseResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EdgeSyncResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Watermarks
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Error struct {
+			Code EdgeSync403JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EdgeSyncResponse) GetJSON200() *Watermarks {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EdgeSyncResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EdgeSyncResponse) GetJSON403() *struct {
+	Error struct {
+		Code EdgeSync403JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON403
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r EdgeSyncResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EdgeSyncResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EdgeSyncResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EdgeSyncResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EdgeSyncResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EdgeWatermarksResponse503Headers the declared response headers of an HTTP 503 response for EdgeWatermarks
+type EdgeWatermarksResponse503Headers struct {
+	RetryAfter int
+}
+
+type EdgeWatermarksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Watermarks
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code EdgeWatermarks503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EdgeWatermarksResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EdgeWatermarksResponse) GetJSON200() *Watermarks {
+	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r EdgeWatermarksResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r EdgeWatermarksResponse) GetJSON503() *struct {
+	Error struct {
+		Code EdgeWatermarks503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EdgeWatermarksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EdgeWatermarksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EdgeWatermarksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EdgeWatermarksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9549,6 +10440,11 @@ type GetReservationResponse429Headers struct {
 	RetryAfter int
 }
 
+// GetReservationResponse503Headers the declared response headers of an HTTP 503 response for GetReservation
+type GetReservationResponse503Headers struct {
+	RetryAfter int
+}
+
 type GetReservationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9562,8 +10458,12 @@ type GetReservationResponse struct {
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *NoOrigin
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetReservationResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetReservationResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9589,6 +10489,11 @@ func (r GetReservationResponse) GetJSON429() *RateLimited {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r GetReservationResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetReservationResponse) GetJSON503() *NoOrigin {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9626,6 +10531,11 @@ type CancelResponse429Headers struct {
 	RetryAfter int
 }
 
+// CancelResponse503Headers the declared response headers of an HTTP 503 response for Cancel
+type CancelResponse503Headers struct {
+	RetryAfter int
+}
+
 type CancelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9648,8 +10558,12 @@ type CancelResponse struct {
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *NoOrigin
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CancelResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9689,6 +10603,11 @@ func (r CancelResponse) GetJSON500() *Internal {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CancelResponse) GetJSON503() *NoOrigin {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r CancelResponse) GetBody() []byte {
 	return r.Body
@@ -9724,6 +10643,11 @@ type ConfirmResponse429Headers struct {
 	RetryAfter int
 }
 
+// ConfirmResponse503Headers the declared response headers of an HTTP 503 response for Confirm
+type ConfirmResponse503Headers struct {
+	RetryAfter int
+}
+
 type ConfirmResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9746,8 +10670,12 @@ type ConfirmResponse struct {
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *NoOrigin
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ConfirmResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ConfirmResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9785,6 +10713,11 @@ func (r ConfirmResponse) GetJSON429() *RateLimited {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ConfirmResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ConfirmResponse) GetJSON503() *NoOrigin {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11334,6 +12267,81 @@ func (c *ClientWithResponses) ResumeSaleWithResponse(ctx context.Context, saleId
 	return ParseResumeSaleResponse(rsp)
 }
 
+// EdgeLeaseWithBodyWithResponse A block of positions for an edge
+//
+// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /edge/lease (the `EdgeLease` operationId).
+func (c *ClientWithResponses) EdgeLeaseWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EdgeLeaseResponse, error) {
+	rsp, err := c.EdgeLeaseWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEdgeLeaseResponse(rsp)
+}
+
+// EdgeLeaseWithResponse A block of positions for an edge
+//
+// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /edge/lease (the `EdgeLease` operationId).
+func (c *ClientWithResponses) EdgeLeaseWithResponse(ctx context.Context, body EdgeLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*EdgeLeaseResponse, error) {
+	rsp, err := c.EdgeLease(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEdgeLeaseResponse(rsp)
+}
+
+// EdgeSyncWithBodyWithResponse An edge's pull: its report in, the watermarks out
+//
+// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /edge/sync (the `EdgeSync` operationId).
+func (c *ClientWithResponses) EdgeSyncWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EdgeSyncResponse, error) {
+	rsp, err := c.EdgeSyncWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEdgeSyncResponse(rsp)
+}
+
+// EdgeSyncWithResponse An edge's pull: its report in, the watermarks out
+//
+// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /edge/sync (the `EdgeSync` operationId).
+func (c *ClientWithResponses) EdgeSyncWithResponse(ctx context.Context, body EdgeSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*EdgeSyncResponse, error) {
+	rsp, err := c.EdgeSync(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEdgeSyncResponse(rsp)
+}
+
+// EdgeWatermarksWithResponse The waiting rooms' watermarks, signed, for edges
+//
+// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
+func (c *ClientWithResponses) EdgeWatermarksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EdgeWatermarksResponse, error) {
+	rsp, err := c.EdgeWatermarks(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEdgeWatermarksResponse(rsp)
+}
+
 // HealthzWithResponse The process is up
 //
 // Returns a wrapper object for the known response body format(s).
@@ -11407,7 +12415,7 @@ func (c *ClientWithResponses) PaymentEventWithResponse(ctx context.Context, body
 
 // ReadyzWithResponse The service can serve
 //
-// The database is reachable and its migrations current. The reason given is generic; the cause is logged.
+// The database is reachable and its migrations current. The reason given is generic; the cause is logged. On an edge (`serve --role edge`): it holds a current watermarks document from an origin.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12968,6 +13976,222 @@ func ParseResumeSaleResponse(rsp *http.Response) (*ResumeSaleResponse, error) {
 	return response, nil
 }
 
+// ParseEdgeLeaseResponse parses an HTTP response from a EdgeLeaseWithResponse call
+func ParseEdgeLeaseResponse(rsp *http.Response) (*EdgeLeaseResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EdgeLeaseResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Lease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Error struct {
+				Code EdgeLease403JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code EdgeLease409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code EdgeLease503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers EdgeLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEdgeSyncResponse parses an HTTP response from a EdgeSyncWithResponse call
+func ParseEdgeSyncResponse(rsp *http.Response) (*EdgeSyncResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EdgeSyncResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Watermarks
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Error struct {
+				Code EdgeSync403JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseEdgeWatermarksResponse parses an HTTP response from a EdgeWatermarksWithResponse call
+func ParseEdgeWatermarksResponse(rsp *http.Response) (*EdgeWatermarksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EdgeWatermarksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Watermarks
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code EdgeWatermarks503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers EdgeWatermarksResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
 func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13245,6 +14469,13 @@ func ParseGetReservationResponse(rsp *http.Response) (*GetReservationResponse, e
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest NoOrigin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -13265,6 +14496,16 @@ func ParseGetReservationResponse(rsp *http.Response) (*GetReservationResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetReservationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13333,6 +14574,13 @@ func ParseCancelResponse(rsp *http.Response) (*CancelResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest NoOrigin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -13353,6 +14601,16 @@ func ParseCancelResponse(rsp *http.Response) (*CancelResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CancelResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13421,6 +14679,13 @@ func ParseConfirmResponse(rsp *http.Response) (*ConfirmResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest NoOrigin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -13441,6 +14706,16 @@ func ParseConfirmResponse(rsp *http.Response) (*ConfirmResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ConfirmResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

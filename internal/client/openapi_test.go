@@ -109,7 +109,9 @@ var calls = map[string]string{
 // browser are the operations of a browser, not of an API client: pages,
 // their assets, the job UI and its sign-in.
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
-	"loginPage", "login", "logout", "riverUI"}
+	"loginPage", "login", "logout", "riverUI",
+	// and an edge's own requests to its origins (waitroom.Edge makes them).
+	"edgeWatermarks", "edgeSync", "edgeLease"}
 
 // TestEveryOperationHasACall: the client calls every operation of the
 // document an API client uses.
