@@ -136,3 +136,313 @@ func TestPreopenTicketsWriteNoRowPerArrival(t *testing.T) {
 		}
 	}
 }
+
+// edgeStatus is what the tests read of a status answer.
+type edgeStatus struct {
+	State          string
+	Position       int64
+	PositionRange  struct{ P25, P75 int64 }
+	AdmissionToken string
+	Stale          bool
+}
+
+func getStatus(t *testing.T, c *testserver.Client, base, sale, jwt, ticket string) edgeStatus {
+	t.Helper()
+	r, err := c.Do(context.Background(), http.MethodGet, base+"/sales/"+sale+"/status?token="+ticket, jwt, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var st edgeStatus
+	require.NoError(t, json.Unmarshal(r.Body, &st))
+	return st
+}
+
+func getTicket(t *testing.T, c *testserver.Client, base, sale, jwt string) string {
+	t.Helper()
+	r, err := c.Do(context.Background(), http.MethodGet, base+"/sales/"+sale+"/ticket", jwt, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var v struct{ Token string }
+	require.NoError(t, json.Unmarshal(r.Body, &v))
+	return v.Token
+}
+
+// TestEdgeWithoutDatabase: an edge started with no DATABASE_URL at all (and
+// no development database to fall back on) serves the waiting page, hands
+// out tickets and answers status from what it pulls from its origin, passes
+// what it does not serve on to the origin, and serves no admin route.
+func TestEdgeWithoutDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	dbURL := testdb.New(t)
+	origin := testserver.Start(t, dbURL, "--role", "origin")
+	edge := testserver.StartEdge(t, []string{origin.URL})
+	require.NotContains(t, edge.Logs(), "development database")
+	c := testserver.NewClient()
+	ctx := context.Background()
+
+	opensAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	sale := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_edge1","initialStock":10,"admission":"waiting_room",
+		"fairness":"randomized_at_open","opensAt":%q}`, opensAt.Format(time.RFC3339)))
+	direct := c.CreateSale(t, origin.URL, `{"sku":"sku_edge2","initialStock":10}`)
+	jwt := testserver.Token(t, "edge-nodb")
+	// The edge hears of the new room within a pull (a second).
+	var ticket string
+	require.Eventually(t, func() bool {
+		r, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", jwt, "")
+		if err != nil || r.Status != http.StatusOK {
+			return false
+		}
+		var v struct{ Token string }
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		ticket = v.Token
+		return true
+	}, 5*time.Second, 100*time.Millisecond)
+	st := getStatus(t, c, edge.URL, sale, jwt, ticket)
+	require.Equal(t, "waiting", st.State)
+	require.False(t, st.Stale)
+	// The ticket is the origin's too (the same keys), and places agree.
+	require.Equal(t, st.Position, getStatus(t, c, origin.URL, sale, jwt, ticket).Position)
+
+	page, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/wait", "", "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, page.Status)
+	require.Contains(t, string(page.Body), "<html")
+	// Passed on: the policy, a direct sale's ticket (409 no_waiting_room,
+	// the origin's answer), a reservation.
+	pol, err := c.To(edge.URL).Policy(ctx, sale)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, pol.Status)
+	require.NotEmpty(t, pol.Value.DrawCommitment)
+	r, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+direct+"/ticket", jwt, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
+	r, err = c.Reserve(ctx, edge.URL, direct, jwt, "edge-direct-1", 1)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	// No admin route on an edge, whatever the token.
+	for _, path := range []string{"/admin/sales/" + sale, "/metrics", "/edge/watermarks"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, edge.URL+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+testserver.AdminToken)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+	}
+}
+
+// TestEdgesTicketsAndAdmissions: 10,000 customers take a ticket before the
+// open of a randomized_at_open room, half through each of two edges in
+// front of one origin. No row is written per arrival: the edges report
+// their counts on their pulls, and the origin adds them to the room's row
+// with its own (one UPDATE per sale per 100 ms at most; in practice one per
+// edge's report). The count is exact, places agree on both edges and the
+// origin, and after the open an admission token an edge issued buys once at
+// the origin (its single use is the database's).
+func TestEdgesTicketsAndAdmissions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	dbURL := testdb.New(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	origin := testserver.Start(t, dbURL, "--role", "origin")
+	edges := []*testserver.Server{testserver.StartEdge(t, []string{origin.URL}), testserver.StartEdge(t, []string{origin.URL})}
+	c := testserver.NewClient()
+	keys, err := waitroom.ParseKeyring(testserver.WaitroomKeys)
+	require.NoError(t, err)
+
+	opensAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	sale := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_edges","initialStock":50,"admission":"waiting_room",
+		"fairness":"randomized_at_open","opensAt":%q,"confirmation":"customer"}`, opensAt.Format(time.RFC3339)))
+
+	type tableWrites struct{ ins, upd int64 }
+	writes := func(table string) tableWrites {
+		var w tableWrites
+		_, err := pool.Exec(ctx, `SELECT pg_stat_clear_snapshot()`)
+		require.NoError(t, err)
+		require.NoError(t, pool.QueryRow(ctx, `SELECT n_tup_ins, n_tup_upd FROM pg_stat_user_tables WHERE relname = $1`, table).Scan(&w.ins, &w.upd))
+		return w
+	}
+	require.Eventually(t, func() bool { return writes("waiting_rooms").ins >= 1 }, 15*time.Second, 100*time.Millisecond,
+		"the room's row reaches pg_stat_user_tables")
+	// Both edges have heard of the room.
+	probe := testserver.Token(t, "edges-probe")
+	for _, e := range edges {
+		require.Eventually(t, func() bool {
+			r, err := c.Do(ctx, http.MethodGet, e.URL+"/sales/"+sale+"/policy", "", "")
+			return err == nil && r.Status == http.StatusOK
+		}, 5*time.Second, 50*time.Millisecond)
+		_ = probe
+	}
+	time.Sleep(1500 * time.Millisecond)
+	limitsBefore, roomsBefore := writes("rate_limits"), writes("waiting_rooms")
+
+	const customers = 10000
+	tokens := make([]string, customers)
+	jwts := make([]string, customers)
+	for i := range jwts {
+		jwts[i] = testserver.Token(t, fmt.Sprintf("edges-%05d", i))
+	}
+	start := time.Now()
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 64 {
+		wg.Go(func() {
+			for i := range work {
+				r, err := c.Do(ctx, http.MethodGet, edges[i%2].URL+"/sales/"+sale+"/ticket", jwts[i], "")
+				if err != nil || r.Status != http.StatusOK {
+					if failed.Add(1) < 5 {
+						t.Errorf("ticket %d: %v %d %s", i, err, r.Status, r.Body)
+					}
+					continue
+				}
+				var v struct{ Token string }
+				if err := json.Unmarshal(r.Body, &v); err != nil {
+					t.Error(err)
+				}
+				tokens[i] = v.Token
+			}
+		})
+	}
+	for i := range customers {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	require.Zero(t, failed.Load())
+
+	// The count reaches the database with the edges' next pulls.
+	var counted int64
+	require.Eventually(t, func() bool {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT preopen_tickets FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&counted))
+		return counted == customers
+	}, 10*time.Second, 50*time.Millisecond, "the pre-open crowd counted %d of %d", counted, customers)
+	time.Sleep(1500 * time.Millisecond)
+	limitsAfter, roomsAfter := writes("rate_limits"), writes("waiting_rooms")
+	require.Equal(t, limitsBefore, limitsAfter, "a rate-limit row was written")
+	require.Zero(t, roomsAfter.ins-roomsBefore.ins)
+	flushes := roomsAfter.upd - roomsBefore.upd
+	// Each edge reports once a second; the origin writes what it heard at
+	// most every 100 ms.
+	bound := 2 * (int64(elapsed/time.Second) + 4)
+	require.LessOrEqual(t, flushes, bound, "more than one count per edge report")
+	t.Logf("%d tickets through two edges in %s (%.0f/s): %d UPDATEs of the room's row (the edges' counts), 0 rows inserted",
+		customers, elapsed.Round(time.Millisecond), customers/elapsed.Seconds(), flushes)
+
+	// Places agree on both edges and the origin: the draw's share of the
+	// whole crowd.
+	time.Sleep(1500 * time.Millisecond)
+	for i := 0; i < customers; i += 997 {
+		tk, err := keys.ParseTicket(tokens[i])
+		require.NoError(t, err)
+		want := waitroom.Rank(tk, "randomized_at_open", customers)
+		for _, srv := range []*testserver.Server{edges[0], edges[1], origin} {
+			st := getStatus(t, c, srv.URL, sale, jwts[i], tokens[i])
+			require.Equal(t, want, st.Position, "customer %d on %s", i, srv.URL)
+			require.LessOrEqual(t, st.PositionRange.P25, st.Position)
+			require.GreaterOrEqual(t, st.PositionRange.P75, st.Position)
+		}
+	}
+
+	// The open: the first in the draw are admitted by the edge (from the
+	// watermark it pulled) and buy at the origin, through the edge, once.
+	first := -1
+	for i, tok := range tokens {
+		tk, err := keys.ParseTicket(tok)
+		require.NoError(t, err)
+		if waitroom.Rank(tk, "randomized_at_open", customers) <= 5 {
+			first = i
+			break
+		}
+	}
+	require.GreaterOrEqual(t, first, 0)
+	r, err := c.To(origin.URL).OpenSale(ctx, testserver.AdminToken, sale)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	edge := edges[first%2]
+	var st edgeStatus
+	require.Eventually(t, func() bool {
+		st = getStatus(t, c, edge.URL, sale, jwts[first], tokens[first])
+		return st.State == "admitted"
+	}, 10*time.Second, 100*time.Millisecond, "never admitted: %+v", st)
+	res, err := c.Do(ctx, http.MethodPost, edge.URL+"/sales/"+sale+"/reservations", jwts[first], `{"quantity":1}`,
+		"Idempotency-Key", "edges-buy-1", "X-Admission-Token", st.AdmissionToken)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	// The same admission again, as a new request: used already.
+	res, err = c.Do(ctx, http.MethodPost, edges[1-first%2].URL+"/sales/"+sale+"/reservations", jwts[first], `{"quantity":1}`,
+		"Idempotency-Key", "edges-buy-2", "X-Admission-Token", st.AdmissionToken)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusForbidden, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), "admission_invalid")
+}
+
+// TestEdgeLosesItsOrigin: an edge whose origin stops keeps answering
+// "waiting", says stale, and admits nobody, not even a customer the last
+// watermark it heard had let in; tickets are refused 503 meanwhile; when the
+// origin is back (on the same address) it admits again.
+func TestEdgeLosesItsOrigin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	dbURL := testdb.New(t)
+	ctx := context.Background()
+	addr := testserver.FreeAddr(t)
+	origin := testserver.Start(t, dbURL, "--role", "origin", "--addr", addr)
+	edge := testserver.StartEdge(t, []string{origin.URL})
+	c := testserver.NewClient()
+	sale := c.CreateSale(t, origin.URL, `{"sku":"sku_edge_lost","initialStock":10,"admission":"waiting_room","fairness":"arrival_order"}`)
+	r, err := c.To(origin.URL).OpenSale(ctx, testserver.AdminToken, sale)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	jwt := testserver.Token(t, "edge-lost")
+	var ticket string
+	require.Eventually(t, func() bool {
+		r, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", jwt, "")
+		if err != nil || r.Status != http.StatusOK {
+			return false
+		}
+		var v struct{ Token string }
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		ticket = v.Token
+		return true
+	}, 5*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return getStatus(t, c, edge.URL, sale, jwt, ticket).State == "admitted" },
+		10*time.Second, 100*time.Millisecond, "admitted while the origin is up")
+
+	require.NoError(t, origin.Stop(t))
+	var st edgeStatus
+	require.Eventually(t, func() bool {
+		st = getStatus(t, c, edge.URL, sale, jwt, ticket)
+		return st.Stale
+	}, 10*time.Second, 100*time.Millisecond, "stale once the origin is gone")
+	require.Equal(t, "waiting", st.State)
+	require.Empty(t, st.AdmissionToken)
+	res, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", testserver.Token(t, "edge-lost-2"), "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
+	require.NotEmpty(t, res.Header.Get("Retry-After"))
+	res, err = c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/policy", "", "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
+	require.Equal(t, "2", res.Header.Get("Retry-After"))
+	// Still stale a few seconds on, never admitted.
+	for range 10 {
+		st = getStatus(t, c, edge.URL, sale, jwt, ticket)
+		require.Equal(t, "waiting", st.State)
+		require.True(t, st.Stale)
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	testserver.Start(t, dbURL, "--role", "origin", "--addr", addr)
+	require.Eventually(t, func() bool {
+		st = getStatus(t, c, edge.URL, sale, jwt, ticket)
+		return st.State == "admitted" && !st.Stale
+	}, 15*time.Second, 100*time.Millisecond, "admitted again once the origin is back: %+v", st)
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -135,13 +136,53 @@ func StartPlain(t testing.TB, databaseURL string, flags ...string) *Server {
 	return start(t, PlainBinary(t), databaseURL, nil, flags...)
 }
 
+// StartEdge runs `flashline serve --role edge` in front of origins (base
+// URLs), with no database at all: DATABASE_URL and every variable naming a
+// database are left out of its environment, and the admin token too.
+func StartEdge(t testing.TB, origins []string, flags ...string) *Server {
+	t.Helper()
+	flags = append([]string{"--role", "edge", "--origin", strings.Join(origins, ",")}, flags...)
+	return start(t, Binary(t), "", nil, flags...)
+}
+
+// FreeAddr returns a loopback address free now, for a server that must come
+// back on the same address after a stop (an origin its edges name).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// environ is this process's environment less what names a database (an edge
+// is started without one).
+func environ(withDB bool) []string {
+	if withDB {
+		return os.Environ()
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.Contains(name, "DATABASE_URL") || name == "FLASHLINE_DEVDB_DIR" || strings.HasPrefix(name, "PG") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
 func start(t testing.TB, bin, databaseURL string, env []string, flags ...string) *Server {
 	t.Helper()
 	args := append([]string{"serve", "--addr", "127.0.0.1:0"}, flags...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+databaseURL,
-		"FLASHLINE_ADMIN_TOKEN="+AdminToken,
+	cmd.Env = environ(databaseURL != "")
+	if databaseURL != "" {
+		cmd.Env = append(cmd.Env, "DATABASE_URL="+databaseURL, "FLASHLINE_ADMIN_TOKEN="+AdminToken)
+	}
+	cmd.Env = append(cmd.Env,
 		"FLASHLINE_JWT_SECRET="+JWTSecret,
 		"FLASHLINE_WAITROOM_KEYS="+WaitroomKeys,
 		"FLASHLINE_PAYMENT_WEBHOOK_SECRET="+PaymentSecret,
