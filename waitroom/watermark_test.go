@@ -1,0 +1,131 @@
+package waitroom
+
+import (
+	"bytes"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/salecache"
+)
+
+func watermarkSales() []salecache.Sale {
+	opens := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	return []salecache.Sale{
+		{ID: "sale_1", State: flashline.StateScheduled, OpensAt: &opens, Admission: flashline.AdmissionWaitingRoom,
+			Fairness: flashline.FairnessRandomizedAtOpen, ChallengeBits: 12, DrawSeed: bytes.Repeat([]byte{7}, 16),
+			PreopenCount: -1, PreopenPositions: -1, PreopenTickets: 42, Held: true, Broadcast: "soon", AdmittedThrough: 3, Pace: 1.5},
+		{ID: "sale_direct", State: flashline.StateOpen, Admission: flashline.AdmissionDirect},
+	}
+}
+
+// TestWatermarksRoundTrip: an edge holding the keys reads back what the
+// origin signed, the draw's seed included; a direct sale is left out.
+func TestWatermarksRoundTrip(t *testing.T) {
+	k := testRing(t, "k1:"+secret1)
+	now := time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
+	doc, seeds, err := k.OpenWatermarks(k.SignWatermarks(watermarkSales(), now, now.Add(time.Second)))
+	require.NoError(t, err)
+	require.Equal(t, now, doc.IssuedAt)
+	require.Equal(t, now.Add(WatermarksTTL), doc.ExpiresAt)
+	require.Equal(t, now.Add(time.Second), doc.DBNow)
+	require.Len(t, doc.Sales, 1)
+	s := doc.Sales[0]
+	require.Equal(t, "sale_1", s.ID)
+	require.Equal(t, int64(42), s.PreopenTickets)
+	require.Equal(t, int64(-1), s.PreopenCount)
+	require.True(t, s.Held)
+	require.Equal(t, "soon", s.Message)
+	require.Equal(t, bytes.Repeat([]byte{7}, 16), seeds["sale_1"])
+}
+
+// TestWatermarksRevealNoSeed: the document is public; the seed in it is
+// sealed, so that before the open nobody without the keys can compute a
+// draw.
+func TestWatermarksRevealNoSeed(t *testing.T) {
+	k := testRing(t, "k1:"+secret1)
+	token := k.SignWatermarks(watermarkSales(), time.Now(), time.Now())
+	_, payload, _ := strings.Cut(token, ".")
+	payload, _, _ = strings.Cut(payload, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 16)))
+	require.False(t, bytes.Contains(raw, bytes.Repeat([]byte{7}, 16)))
+}
+
+// TestWatermarksRefused: another keyring's document, an altered one, and
+// an edge's request presented as a document are all refused.
+func TestWatermarksRefused(t *testing.T) {
+	k := testRing(t, "k1:"+secret1)
+	other := testRing(t, "k2:"+strings.Repeat("x", 32))
+	token := k.SignWatermarks(watermarkSales(), time.Now(), time.Now())
+
+	_, _, err := other.OpenWatermarks(token)
+	require.ErrorIs(t, err, ErrUnknownKey)
+	// Same kid, another secret: the signature fails.
+	impostor := testRing(t, "k1:"+strings.Repeat("y", 32))
+	_, _, err = impostor.OpenWatermarks(token)
+	require.ErrorIs(t, err, ErrBadSignature)
+	// One character of the payload changed.
+	i := strings.Index(token, ".") + 10
+	altered := token[:i] + string(rune('A'+(token[i]-'A'+1)%26)) + token[i+1:]
+	_, _, err = k.OpenWatermarks(altered)
+	require.Error(t, err)
+	// A report is not a document.
+	rep := k.signDoc(reportAudience, time.Now(), requestTTL, EdgeReport{Edge: "e1", Seq: 1})
+	_, _, err = k.OpenWatermarks(rep)
+	require.ErrorIs(t, err, ErrWrongKind)
+	// A sealed seed moved to another sale does not open.
+	var body watermarksBody
+	_, signer, err := k.openDoc(watermarksAudience, token, &body)
+	require.NoError(t, err)
+	_, err = signer.unseal("sale_2", body.Sales[0].SealedSeed)
+	require.ErrorIs(t, err, ErrBadSignature)
+}
+
+// TestEdgeRequests: an edge's request is good for requestTTL at most, and
+// an origin counts a report once per edge and seq.
+func TestEdgeRequests(t *testing.T) {
+	k := testRing(t, "k1:"+secret1)
+	now := time.Now()
+	token := k.signDoc(reportAudience, now, requestTTL, EdgeReport{Edge: "e1", Seq: 1, Counts: map[string]int64{"sale_1": 3}})
+	var rep EdgeReport
+	require.NoError(t, k.openRequest(reportAudience, token, now.Add(time.Second), &rep))
+	require.Equal(t, int64(3), rep.Counts["sale_1"])
+	require.Error(t, k.openRequest(reportAudience, token, now.Add(requestTTL), &rep), "expired")
+	long := k.signDoc(reportAudience, now, time.Hour, rep)
+	require.Error(t, k.openRequest(reportAudience, long, now, &rep), "good for too long")
+	require.ErrorIs(t, k.openRequest(leaseAudience, token, now, &rep), ErrWrongKind)
+
+	var seqs edgeSeqs
+	require.True(t, seqs.first("e1", 1))
+	require.False(t, seqs.first("e1", 1))
+	require.True(t, seqs.first("e2", 1))
+	require.True(t, seqs.first("e1", 2))
+	require.False(t, seqs.first("e1", 1))
+}
+
+// FuzzOpenDoc: whatever an edge or a network sends an origin, opening it
+// never panics, and nothing but a document this keyring signed opens.
+func FuzzOpenDoc(f *testing.F) {
+	k := testRing(f, "k1:"+secret1)
+	f.Add(k.SignWatermarks(watermarkSales(), time.Now(), time.Now()))
+	f.Add(k.signDoc(reportAudience, time.Now(), requestTTL, EdgeReport{Edge: "e1", Seq: 1}))
+	f.Add("a.b.c")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, token string) {
+		var rep EdgeReport
+		if err := k.openRequest(reportAudience, token, time.Now(), &rep); err == nil {
+			require.NoError(t, checkEdgeID(rep.Edge), "a report signed here")
+		}
+		_, _, _ = k.OpenWatermarks(token)
+		// Signed with the fuzz key: the envelope's decoding is fuzzed too.
+		signed := k.keys[0].sign([]byte(token))
+		_, _, _ = k.OpenWatermarks(signed)
+		_ = k.openRequest(leaseAudience, signed, time.Now(), &EdgeLease{})
+	})
+}
