@@ -95,7 +95,10 @@ func NewEdge(keys *Keyring, opts EdgeOptions) (*Edge, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Edge{keys: keys, opts: opts, pending: map[string]int64{}}, nil
+	// Reports are numbered from the start time in microseconds, so that an
+	// edge restarted under the same id still numbers them above the last
+	// one an origin counted.
+	return &Edge{keys: keys, opts: opts, pending: map[string]int64{}, seq: time.Now().UnixMicro()}, nil
 }
 
 // ID is the edge's id.
