@@ -51,7 +51,7 @@ func (c *Config) setDefaults() error {
 		switch c.Scenario {
 		case "crowd":
 			c.Clients = 2000
-		case "no":
+		case "no", "edge":
 			c.Clients = 64
 		}
 	}

@@ -72,8 +72,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res, err = r.crowd(ctx)
 	case "no":
 		res, err = r.no(ctx)
+	case "edge":
+		res, err = r.edge(ctx)
 	default:
-		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, hot, overload, crowd, no)", cfg.Scenario)
+		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, hot, overload, crowd, no, edge)", cfg.Scenario)
 	}
 	if err != nil {
 		return res, err
