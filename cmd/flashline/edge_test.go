@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline/internal/loadtest"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
 	"github.com/flashline/flashline/waitroom"
@@ -229,6 +233,25 @@ func TestEdgeWithoutDatabase(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+	}
+
+	// The load test's edge scenario runs against it (briefly: the figures
+	// are the README's, measured without the race detector).
+	var out bytes.Buffer
+	res, err := loadtest.Run(ctx, loadtest.Config{
+		Targets:    []string{origin.URL, edge.URL},
+		AdminToken: testserver.AdminToken,
+		JWTSecret:  testserver.JWTSecret,
+		Scenario:   "edge",
+		Clients:    4,
+		Duration:   time.Second,
+		Out:        &out,
+		Err:        io.Discard,
+		Transport:  origin.Checked,
+	})
+	require.NoError(t, err, "%s", out.String())
+	for outcome := range res.Outcomes {
+		require.True(t, strings.HasSuffix(outcome, " 200"), "%s\n%s", outcome, out.String())
 	}
 }
 

@@ -2129,6 +2129,21 @@ func (e Metrics403JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Metrics404JSONResponseBodyErrorCode.
+const (
+	Metrics404JSONResponseBodyErrorCodeNotFound Metrics404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the Metrics404JSONResponseBodyErrorCode enum.
+func (e Metrics404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Metrics404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Metrics500JSONResponseBodyErrorCode.
 const (
 	Metrics500JSONResponseBodyErrorCodeInternal Metrics500JSONResponseBodyErrorCode = "internal"
@@ -4319,6 +4334,9 @@ type Metrics401JSONResponseBodyErrorCode string
 // Metrics403JSONResponseBodyErrorCode defines parameters for Metrics.
 type Metrics403JSONResponseBodyErrorCode string
 
+// Metrics404JSONResponseBodyErrorCode defines parameters for Metrics.
+type Metrics404JSONResponseBodyErrorCode string
+
 // Metrics500JSONResponseBodyErrorCode defines parameters for Metrics.
 type Metrics500JSONResponseBodyErrorCode string
 
@@ -4965,7 +4983,7 @@ type ClientInterface interface {
 
 	// Metrics Prometheus metrics
 	//
-	// The admin's (the metrics name sales). Also served without auth on `--metrics-addr`.
+	// The admin's (the metrics name sales). Also served without auth on `--metrics-addr`. Not served by an edge (404): its metrics are on `--metrics-addr` only.
 	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5718,7 +5736,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 
 // Metrics Prometheus metrics
 //
-// The admin's (the metrics name sales). Also served without auth on `--metrics-addr`.
+// The admin's (the metrics name sales). Also served without auth on `--metrics-addr`. Not served by an edge (404): its metrics are on `--metrics-addr` only.
 //
 // Corresponds with GET /metrics (the `Metrics` operationId).
 func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7962,7 +7980,7 @@ type ClientWithResponsesInterface interface {
 
 	// MetricsWithResponse Prometheus metrics
 	//
-	// The admin's (the metrics name sales). Also served without auth on `--metrics-addr`.
+	// The admin's (the metrics name sales). Also served without auth on `--metrics-addr`. Not served by an edge (404): its metrics are on `--metrics-addr` only.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10162,6 +10180,8 @@ type MetricsResponse struct {
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 }
@@ -10174,6 +10194,11 @@ func (r MetricsResponse) GetJSON401() *Unauthenticated {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r MetricsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r MetricsResponse) GetJSON404() *NotFound {
+	return r.JSON404
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12357,7 +12382,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 
 // MetricsWithResponse Prometheus metrics
 //
-// The admin's (the metrics name sales). Also served without auth on `--metrics-addr`.
+// The admin's (the metrics name sales). Also served without auth on `--metrics-addr`. Not served by an edge (404): its metrics are on `--metrics-addr` only.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14254,6 +14279,13 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
