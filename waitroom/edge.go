@@ -107,20 +107,47 @@ func (e *Edge) ID() string { return e.opts.ID }
 // Syncs is how many pulls have succeeded.
 func (e *Edge) Syncs() int64 { return e.syncs.Load() }
 
-// Run pulls every Interval until ctx is done.
+// Run pulls every Interval until ctx is done, and every nearOpenInterval
+// around a room's opening (see nearOpen).
 func (e *Edge) Run(ctx context.Context) error {
-	ticker := time.NewTicker(e.opts.Interval)
-	defer ticker.Stop()
 	for {
 		if err := e.Sync(ctx); err != nil && ctx.Err() == nil {
 			e.opts.Logger.WarnContext(ctx, "waitroom: edge: no origin answers", "err", err)
 		}
+		wait := e.opts.Interval
+		if e.nearOpen() {
+			wait = min(wait, nearOpenInterval)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-time.After(wait):
 		}
 	}
+}
+
+// nearOpenInterval is how often an edge pulls from 2 s before a room's
+// opening to 1 s after it: the origin freezes the pre-open crowd a quarter
+// second after the open, and the pre-open tickets this edge counted in its
+// last moments must reach it by then to be counted (one counted later
+// shares a rank).
+const nearOpenInterval = 100 * time.Millisecond
+
+// nearOpen reports whether a room of the document held opens within 2 s
+// or opened less than 1 s ago, by the database's clock as the document says.
+func (e *Edge) nearOpen() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.received.IsZero() {
+		return false
+	}
+	dbNow := e.doc.DBNow.Add(e.now().Sub(e.received))
+	for _, s := range e.doc.Sales {
+		if s.OpensAt != nil && s.OpensAt.After(dbNow.Add(-time.Second)) && s.OpensAt.Before(dbNow.Add(2*time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Sync pulls the document once, reporting the counts pending: from the
