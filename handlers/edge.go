@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -205,26 +207,42 @@ type originKey struct{}
 type failedKey struct{}
 
 func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	first := int(p.good.Load())
-	// A request without a body may be tried on the next origin; one with a
-	// body only on the first (its body is read once).
-	tries := len(p.origins)
-	if r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody && r.ContentLength < 0) {
-		tries = min(tries, 1)
+	// The body is read once, bounded, so that it can be sent again to the
+	// next origin when the first cannot be reached.
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		var err error
+		body, err = io.ReadAll(io.LimitReader(r.Body, maxEdgeBody+1))
+		if err != nil || len(body) > maxEdgeBody {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"code":"invalid_request","message":"the request body could not be read, or is too large"}}`))
+			return
+		}
 	}
+	first := int(p.good.Load())
 	var lastErr error
-	for i := range tries {
+	for i := range p.origins {
 		n := (first + i) % len(p.origins)
 		var failed error
 		ctx := context.WithValue(r.Context(), originKey{}, p.origins[n])
 		ctx = context.WithValue(ctx, failedKey{}, &failed)
-		p.proxy.ServeHTTP(w, r.WithContext(ctx))
+		out := r.WithContext(ctx)
+		if body != nil {
+			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		}
+		p.proxy.ServeHTTP(w, out)
 		if failed == nil {
 			p.good.Store(int64(n))
 			return
 		}
 		lastErr = failed
-		if r.Context().Err() != nil {
+		p.good.CompareAndSwap(int64(n), int64((n+1)%len(p.origins)))
+		// Only a request that never reached the origin (it could not be
+		// connected to) is sent to the next one, or one that changes
+		// nothing: a reservation that reached an origin and got no answer
+		// may have been made, and its client retries with its key.
+		if r.Context().Err() != nil || !(notConnected(failed) || r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			break
 		}
 	}
@@ -233,4 +251,11 @@ func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Retry-After", "2")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write([]byte(`{"error":{"code":"overloaded","message":"no origin answers right now; retry shortly"}}`))
+}
+
+// notConnected reports whether err is a failure to connect: nothing of the
+// request was sent.
+func notConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

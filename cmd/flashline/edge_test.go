@@ -469,3 +469,50 @@ func TestEdgeLosesItsOrigin(t *testing.T) {
 		return st.State == "admitted" && !st.Stale
 	}, 15*time.Second, 100*time.Millisecond, "admitted again once the origin is back: %+v", st)
 }
+
+// TestEdgeFailsOverToAnotherOrigin: an edge with two origins that loses one
+// keeps pulling from the other, never says stale, admits, and passes
+// requests on to the one left.
+func TestEdgeFailsOverToAnotherOrigin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	dbURL := testdb.New(t)
+	ctx := context.Background()
+	origins := testserver.StartN(t, 2, dbURL, "--role", "origin")
+	edge := testserver.StartEdge(t, []string{origins[0].URL, origins[1].URL})
+	c := testserver.NewClient()
+	sale := c.CreateSale(t, origins[1].URL, `{"sku":"sku_edge_failover","initialStock":10,"admission":"waiting_room","fairness":"arrival_order","confirmation":"customer"}`)
+	r, err := c.To(origins[1].URL).OpenSale(ctx, testserver.AdminToken, sale)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	require.NoError(t, origins[0].Stop(t))
+	jwt := testserver.Token(t, "edge-failover")
+	var ticket string
+	require.Eventually(t, func() bool {
+		res, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", jwt, "")
+		if err != nil || res.Status != http.StatusOK {
+			return false
+		}
+		var v struct{ Token string }
+		require.NoError(t, json.Unmarshal(res.Body, &v))
+		ticket = v.Token
+		return true
+	}, 10*time.Second, 100*time.Millisecond)
+	var st edgeStatus
+	require.Eventually(t, func() bool {
+		st = getStatus(t, c, edge.URL, sale, jwt, ticket)
+		require.False(t, st.Stale, "stale with an origin left")
+		return st.State == "admitted"
+	}, 10*time.Second, 100*time.Millisecond)
+	res, err := c.Do(ctx, http.MethodPost, edge.URL+"/sales/"+sale+"/reservations", jwt, `{"quantity":1}`,
+		"Idempotency-Key", "edge-failover-1", "X-Admission-Token", st.AdmissionToken)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	// Stale never came, over a few more pulls.
+	for range 10 {
+		require.NotEqual(t, true, getStatus(t, c, edge.URL, sale, jwt, ticket).Stale)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
