@@ -64,7 +64,7 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	}
 	now := r.opts.Now()
 	switch {
-	case !fresh:
+	case !fresh && !drawnBefore(s, r.cache.Now()):
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrUnavailable)
 	case s.State == flashline.StateClosed:
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrSaleNotOpen)
@@ -114,6 +114,17 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	}
 	r.metrics.tickets.WithLabelValues("new").Inc()
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
+}
+
+// drawnBefore reports whether a new ticket in s's room is placed by the draw
+// alone, known from s even when it is stale: a randomized_at_open room whose
+// opening time has not come by now. Such a ticket is signed here and written
+// nowhere, so an instance that cannot learn the line's state (an edge that
+// has lost its origins) still hands it out; its count reaches the room with
+// the next count that gets through.
+func drawnBefore(s salecache.Sale, now time.Time) bool {
+	return s.Fairness == flashline.FairnessRandomizedAtOpen && s.State == flashline.StateScheduled &&
+		s.OpensAt != nil && s.OpensAt.After(now)
 }
 
 // drawnTicket is a pre-open ticket of a randomized_at_open room: placed by

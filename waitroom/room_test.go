@@ -396,6 +396,7 @@ func TestStatusNeedsNoDatabase(t *testing.T) {
 		st := status(t, r, sale.ID, tk.Ticket.CustomerID, tk.Token, solution)
 		require.Equal(t, waitroom.StatusWaiting, st.State, "nobody is admitted on stale knowledge")
 		require.GreaterOrEqual(t, st.PollAfter, 5*time.Second)
+		require.True(t, st.Stale, "the answer says it is stale")
 		_, err = r.Ticket(ctx, waitroom.TicketRequest{SaleID: sale.ID, CustomerID: "new"})
 		require.ErrorIs(t, err, flashline.ErrUnavailable)
 	})

@@ -438,6 +438,13 @@ func TestEdgeLosesItsOrigin(t *testing.T) {
 	}, 5*time.Second, 100*time.Millisecond)
 	require.Eventually(t, func() bool { return getStatus(t, c, edge.URL, sale, jwt, ticket).State == "admitted" },
 		10*time.Second, 100*time.Millisecond, "admitted while the origin is up")
+	later := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_edge_later","initialStock":10,"admission":"waiting_room",
+		"fairness":"randomized_at_open","opensAt":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	require.Eventually(t, func() bool {
+		res, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+later+"/ticket", testserver.Token(t, "edge-lost-4"), "")
+		return err == nil && res.Status == http.StatusOK
+	}, 5*time.Second, 100*time.Millisecond, "the second room")
+	time.Sleep(1500 * time.Millisecond) // the edge's next pull (until then the origin answered for it)
 
 	require.NoError(t, origin.Stop(t))
 	var st edgeStatus
@@ -451,6 +458,11 @@ func TestEdgeLosesItsOrigin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
 	require.NotEmpty(t, res.Header.Get("Retry-After"))
+	// A ticket placed by the draw alone (before the open of a
+	// randomized_at_open room) is signed by the edge: it is still handed out.
+	res, err = c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+later+"/ticket", testserver.Token(t, "edge-lost-3"), "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	res, err = c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/policy", "", "")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
