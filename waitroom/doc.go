@@ -21,4 +21,11 @@
 // is the pacer. lottery.go is the lottery's part (admission "lottery"): its
 // draw order from the same keyed Draw, its audit from the revealed seed, and
 // the registration's proof of work.
+//
+// The room at the edge: watermark.go is the signed document an origin (an
+// instance with the database) publishes for edges, and the edges' signed
+// requests (their counts, their leases of positions); edge.go is the edge's
+// side (an Edge is the Source of an edge's sale cache and the Store of its
+// Room), so that a Room on an instance without a database answers as one
+// with it does, and fails closed when it has lost its origins.
 package waitroom
