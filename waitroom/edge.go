@@ -154,13 +154,29 @@ func (e *Edge) nearOpen() bool {
 // origin that answered last, then the others.
 func (e *Edge) Sync(ctx context.Context) error {
 	e.mu.Lock()
+	held := !e.received.IsZero()
+	e.mu.Unlock()
+	if !held {
+		// The first pull reads the public document first, so that the
+		// report is signed by the database's clock, which the origin
+		// judges it by, however far off this machine's is.
+		for n, origin := range e.opts.Origins {
+			var out struct {
+				Document string `json:"document"`
+			}
+			if err := e.get(ctx, origin+"/edge/watermarks", &out); err == nil && e.take(out.Document, n) == nil {
+				break
+			}
+		}
+	}
+	e.mu.Lock()
 	counts := e.pending
 	e.pending = map[string]int64{}
 	e.seq++
 	rep := EdgeReport{Edge: e.opts.ID, Seq: e.seq, Counts: counts}
 	first := e.good
 	e.mu.Unlock()
-	token := e.keys.signDoc(reportAudience, e.now(), requestTTL, rep)
+	token := e.keys.signDoc(reportAudience, e.dbNow(), requestTTL, rep)
 	var errs error
 	for i := range e.opts.Origins {
 		n := (first + i) % len(e.opts.Origins)
@@ -187,6 +203,41 @@ func (e *Edge) Sync(ctx context.Context) error {
 }
 
 func (e *Edge) now() time.Time { return e.opts.Now() }
+
+// dbNow is the database's clock as the last document said it (this edge's
+// own before any): what the edge's requests are signed by, since origins
+// judge their expiry by it.
+func (e *Edge) dbNow() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.received.IsZero() {
+		return e.now()
+	}
+	return e.doc.DBNow.Add(e.now().Sub(e.received))
+}
+
+// get reads url's 200 answer into out.
+func (e *Edge) get(ctx context.Context, url string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := e.opts.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxDocLen+1024))
+	if err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %.200s", url, resp.Status, raw)
+	}
+	return json.Unmarshal(raw, out)
+}
 
 // pull posts the report to one origin and returns the document it answers.
 func (e *Edge) pull(ctx context.Context, origin, report string) (string, error) {
@@ -326,7 +377,7 @@ func (e *Edge) Listen(ctx context.Context, changed func(saleID string)) error {
 // LeasePositions is Store's: the block is leased by an origin (POST
 // /edge/lease, one request per block). No origin answers: ErrUnavailable.
 func (e *Edge) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (int64, bool, error) {
-	token := e.keys.signDoc(leaseAudience, e.now(), requestTTL, EdgeLease{Edge: e.opts.ID, Sale: saleID, N: n, PreopenTickets: preopenTickets})
+	token := e.keys.signDoc(leaseAudience, e.dbNow(), requestTTL, EdgeLease{Edge: e.opts.ID, Sale: saleID, N: n, PreopenTickets: preopenTickets})
 	e.mu.Lock()
 	first := e.good
 	e.mu.Unlock()

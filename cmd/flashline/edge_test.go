@@ -528,3 +528,36 @@ func TestEdgeFailsOverToAnotherOrigin(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestEdgeWithSkewedClock: an edge whose machine's clock is 90 s off signs
+// its requests and its admission tokens by the database's clock, as the
+// origin's document tells it: it pulls, admits, and the origin takes the
+// admission.
+func TestEdgeWithSkewedClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	dbURL := testdb.New(t)
+	ctx := context.Background()
+	origin := testserver.Start(t, dbURL, "--role", "origin")
+	edge := testserver.StartEdgeEnv(t, []string{origin.URL}, []string{"FLASHLINE_TEST_CLOCK_SKEW=-90s"})
+	c := testserver.NewClient()
+	sale := c.CreateSale(t, origin.URL, `{"sku":"sku_edge_skew","initialStock":10,"admission":"waiting_room","fairness":"arrival_order","confirmation":"customer"}`)
+	r, err := c.To(origin.URL).OpenSale(ctx, testserver.AdminToken, sale)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	jwt := testserver.Token(t, "edge-skew")
+	time.Sleep(1500 * time.Millisecond) // the edge's next pull
+	ticket := getTicket(t, c, edge.URL, sale, jwt)
+	var st edgeStatus
+	require.Eventually(t, func() bool {
+		st = getStatus(t, c, edge.URL, sale, jwt, ticket)
+		require.False(t, st.Stale)
+		return st.State == "admitted"
+	}, 10*time.Second, 100*time.Millisecond)
+	res, err := c.Do(ctx, http.MethodPost, edge.URL+"/sales/"+sale+"/reservations", jwt, `{"quantity":1}`,
+		"Idempotency-Key", "edge-skew-1", "X-Admission-Token", st.AdmissionToken)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	require.NotContains(t, edge.Logs(), "no origin answers")
+}

@@ -141,8 +141,15 @@ func StartPlain(t testing.TB, databaseURL string, flags ...string) *Server {
 // database are left out of its environment, and the admin token too.
 func StartEdge(t testing.TB, origins []string, flags ...string) *Server {
 	t.Helper()
+	return StartEdgeEnv(t, origins, nil, flags...)
+}
+
+// StartEdgeEnv is StartEdge with extra environment variables (the test
+// hooks serve reads, such as FLASHLINE_TEST_CLOCK_SKEW).
+func StartEdgeEnv(t testing.TB, origins []string, env []string, flags ...string) *Server {
+	t.Helper()
 	flags = append([]string{"--role", "edge", "--origin", strings.Join(origins, ",")}, flags...)
-	return start(t, Binary(t), "", nil, flags...)
+	return start(t, Binary(t), "", env, flags...)
 }
 
 // FreeAddr returns a loopback address free now, for a server that must come
