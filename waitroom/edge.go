@@ -312,6 +312,16 @@ func (e *Edge) fresh() bool {
 	return !e.received.IsZero() && e.now().Sub(e.received) < e.doc.ExpiresAt.Sub(e.doc.IssuedAt)
 }
 
+// Age is how long ago the document held was received (-1 s: none yet).
+func (e *Edge) Age() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.received.IsZero() {
+		return -time.Second
+	}
+	return e.now().Sub(e.received)
+}
+
 // Fresh reports whether the edge holds a document within its lifetime.
 func (e *Edge) Fresh() bool {
 	e.mu.Lock()

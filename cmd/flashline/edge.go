@@ -112,6 +112,16 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashline_edge_watermarks_age_seconds",
+			Help: "How long ago this edge received its origins' watermarks (-1: never); past 3 it answers stale and admits nobody.",
+		}, func() float64 { return edge.Age().Seconds() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "flashline_edge_syncs_total",
+			Help: "Watermarks documents this edge has taken from its origins.",
+		}, func() float64 { return float64(edge.Syncs()) }),
+	)
 	// The sale cache reads the pulled document: an entry is trusted for a
 	// second past the document's own lifetime, so that an edge that has lost
 	// its origins says so (stale) within WatermarksTTL + 1 s.

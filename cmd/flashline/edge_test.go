@@ -561,3 +561,59 @@ func TestEdgeWithSkewedClock(t *testing.T) {
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	require.NotContains(t, edge.Logs(), "no origin answers")
 }
+
+// TestServeRoleFlags: the roles' flags are checked before anything starts,
+// and an edge never looks for a database, not even the development one.
+func TestServeRoleFlags(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"FLASHLINE_JWT_SECRET":       testserver.JWTSecret,
+		"FLASHLINE_ADMIN_TOKEN":      testserver.AdminToken,
+		"FLASHLINE_WAITROOM_KEYS":    testserver.WaitroomKeys,
+		"FLASHLINE_DEVDB_DIR":        t.TempDir(), // no development database there
+		"FLASHLINE_SHUTDOWN_TIMEOUT": "1s",
+	}
+	getenv := func(k string) string { return env[k] }
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"UnknownRole":        {[]string{"serve", "--role", "cdn"}, `--role "cdn"`},
+		"EdgeWithoutOrigin":  {[]string{"serve", "--role", "edge"}, "needs --origin"},
+		"EdgeBadOrigin":      {[]string{"serve", "--role", "edge", "--origin", "ftp://x"}, "base URL"},
+		"EdgeOriginWithPath": {[]string{"serve", "--role", "edge", "--origin", "http://x/api"}, "base URL"},
+		"OriginWithOrigin":   {[]string{"serve", "--role", "origin", "--origin", "http://x"}, "an edge's"},
+		"EdgeBadID":          {[]string{"serve", "--role", "edge", "--origin", "http://127.0.0.1:1", "--edge-id", "a b", "--addr", "127.0.0.1:0"}, "edge id"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := run(context.Background(), tc.args, getenv, io.Discard, io.Discard)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	t.Run("EdgeNeedsNoDatabase", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var stderr bytes.Buffer
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"serve", "--role", "edge", "--origin", "http://127.0.0.1:1", "--addr", "127.0.0.1:0"}, getenv, io.Discard, &lockedWriter{w: &stderr})
+		}()
+		time.Sleep(1500 * time.Millisecond)
+		cancel()
+		require.NoError(t, <-done)
+		require.Contains(t, stderr.String(), `msg="flashline: listening"`)
+		require.NotContains(t, stderr.String(), "DATABASE_URL")
+		require.NotContains(t, stderr.String(), "development database")
+	})
+}
+
+// lockedWriter is a writer safe for the logger's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
