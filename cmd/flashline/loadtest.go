@@ -21,6 +21,7 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	var quiet bool
 	var report, curve string
 	e.string(&targets, "target", "FLASHLINE_LOADTEST_TARGETS", "http://127.0.0.1:8080", "comma-separated base URLs of flashline instances")
+	e.string(&cfg.Admin, "admin-target", "FLASHLINE_LOADTEST_ADMIN", "", "base URL of the instance the admin's requests go to (default: the first target; with edges as targets, an origin)")
 	e.string(&cfg.AdminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "the service's admin token (creates the sale)")
 	e.string(&cfg.JWTSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "the service's JWT secret (mints customers)")
 	e.fs.StringVar(&cfg.Scenario, "scenario", "hot", "northline, hot, overload, crowd, no (the sold-out and status answers against /healthz) or edge (an edge's tickets and status answers against its /healthz; --target ORIGIN,EDGE)")

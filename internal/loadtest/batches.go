@@ -61,7 +61,11 @@ func (b BatchStats) String() string {
 // admin's); a target that does not answer counts as zero.
 func (r *runner) batchStats(ctx context.Context) BatchStats {
 	st := BatchStats{Buckets: map[string]float64{}}
-	for _, api := range r.gen {
+	apis := r.gen
+	if r.cfg.Admin != "" {
+		apis = append(apis[:len(apis):len(apis)], r.admin)
+	}
+	for _, api := range apis {
 		resp, err := api.MetricsWithResponse(ctx, bearer(r.cfg.AdminToken))
 		if err != nil || resp.StatusCode() != http.StatusOK {
 			continue

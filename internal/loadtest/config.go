@@ -12,7 +12,11 @@ import (
 type Config struct {
 	// Targets are base URLs of flashline instances; requests are spread over
 	// them round-robin.
-	Targets    []string
+	Targets []string
+	// Admin is the base URL the admin's requests (the sale's creation, the
+	// final check) go to; default Targets[0]. Edges serve no admin route:
+	// with edges as targets, name an origin here.
+	Admin      string
 	AdminToken string
 	JWTSecret  string
 	Scenario   string

@@ -58,6 +58,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		r.gen = append(r.gen, gen)
 	}
+	r.admin = r.gen[0]
+	if cfg.Admin != "" {
+		var err error
+		if r.admin, err = apiclient.NewClientWithResponses(strings.TrimRight(cfg.Admin, "/"), apiclient.WithHTTPClient(hc)); err != nil {
+			return nil, fmt.Errorf("loadtest: admin target %s: %w", cfg.Admin, err)
+		}
+	}
 	var res *Result
 	var err error
 	before := r.batchStats(ctx)
@@ -92,9 +99,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // document (internal/apiclient), one per target, sharing one pool of
 // connections.
 type runner struct {
-	cfg Config
-	gen []*apiclient.ClientWithResponses
-	run string
+	cfg   Config
+	gen   []*apiclient.ClientWithResponses
+	admin *apiclient.ClientWithResponses // Config.Admin's, or gen[0]
+	run   string
 }
 
 func newHTTPClient(conns int) *http.Client {
@@ -193,7 +201,7 @@ func (r *runner) createSale(ctx context.Context, sale client.NewSale) (string, e
 	if err != nil {
 		return "", err
 	}
-	res, err := r.generated(0).CreateSaleWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body), bearer(r.cfg.AdminToken))
+	res, err := r.admin.CreateSaleWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body), bearer(r.cfg.AdminToken))
 	if err != nil {
 		return "", fmt.Errorf("loadtest: create sale: %w", err)
 	}
@@ -218,7 +226,7 @@ func (r *runner) bar(max int64, what string) *progressbar.ProgressBar {
 // verify checks, from the admin API, that the sale adds up and that the
 // clients hold exactly the reservations the sale counts.
 func (r *runner) verify(ctx context.Context, res *Result) error {
-	got, err := r.generated(0).GetSaleWithResponse(ctx, res.SaleID, bearer(r.cfg.AdminToken))
+	got, err := r.admin.GetSaleWithResponse(ctx, res.SaleID, bearer(r.cfg.AdminToken))
 	switch {
 	case err != nil:
 		return fmt.Errorf("loadtest: verify: %w", err)
