@@ -61,6 +61,7 @@ type crowdStats struct {
 	states   map[string]int // "status <state>", "ticket <HTTP outcome>", ...
 	admitted []time.Time
 	lastSold time.Time
+	soldOut  []time.Time // when waiters heard sold_out from the status
 }
 
 func (c *crowdStats) count(f func()) {
@@ -155,6 +156,8 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 				time.Sleep(50 * time.Millisecond)
 			}
 		default: // sold_out
+			now := time.Now()
+			c.count(func() { c.soldOut = append(c.soldOut, now) })
 			return
 		}
 	}
@@ -180,6 +183,12 @@ func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
 	notes = append(notes, fmt.Sprintf("admitted\t%d, the first %v and the last %v after the open", len(c.admitted), first.Round(time.Millisecond), last.Round(time.Millisecond)))
 	if !c.lastSold.IsZero() {
 		notes = append(notes, fmt.Sprintf("last unit sold\t%v after the open", c.lastSold.Sub(opensAt).Round(time.Millisecond)))
+		if n := len(c.soldOut); n > 0 {
+			// How long after the last sale the waiting crowd heard it.
+			slices.SortFunc(c.soldOut, func(a, b time.Time) int { return a.Compare(b) })
+			at := func(q float64) time.Duration { return c.soldOut[min(n-1, int(q*float64(n)))].Sub(c.lastSold).Round(time.Millisecond) }
+			notes = append(notes, fmt.Sprintf("sold out heard\t%d waiters, p50 %v, p99 %v, last %v after the last unit sold", n, at(.5), at(.99), at(1)))
+		}
 	}
 	// Admissions per second after the open, as seen by the clients (they see
 	// an admission at their next poll).
