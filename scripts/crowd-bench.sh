@@ -38,3 +38,6 @@ GOGC=400 bin/flashline loadtest --quiet --target "$targets" --scenario hot --cli
 echo
 echo "== crowd: $clients customers, $stock units"
 GOGC=400 bin/flashline loadtest --quiet --target "$targets" --scenario crowd --clients "$clients" --stock "$stock" ${CROWD_ARGS:-} 2>&1
+if [ -n "${METRICS_OUT:-}" ]; then
+  for a in "$a1" "$a2"; do curl -s -H "Authorization: Bearer $FLASHLINE_ADMIN_TOKEN" "http://$a/metrics" >"$METRICS_OUT-$a.txt"; done
+fi
