@@ -10,10 +10,15 @@
 #
 #   scripts/crowd-bench.sh            CLIENTS=10000 STOCK=1000 HOT=5s HOT_CLIENTS=128
 #
+# SERVE_BIN runs another build's serve (e.g. the one before a change); the
+# load generator is always this one's. SAMPLER=cmd runs `cmd ADDR` beside
+# each instance (its output in $LOG-sample-ADDR.txt); METRICS_OUT=prefix
+# keeps each instance's /metrics at the end.
 # Uses $DATABASE_URL, else the development database (make devdb-up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s build
+serve=${SERVE_BIN:-bin/flashline}
 export DATABASE_URL="${DATABASE_URL:-$(bin/flashline devdb up)}"
 export FLASHLINE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef FLASHLINE_JWT_SECRET=bench-jwt-secret-0123456789abcdef \
   FLASHLINE_WAITROOM_KEYS=b1:bench-waitroom-key-0123456789abcdef
@@ -26,8 +31,8 @@ a1=127.0.0.1:$(port) a2=127.0.0.1:$(port)
 pids=()
 trap 'kill ${pids[*]:-} 2>/dev/null || true' EXIT
 log=${LOG:-/tmp/crowd-bench}
-bin/flashline serve --addr "$a1" 2>"$log-1.log" & pids+=($!)
-bin/flashline serve --addr "$a2" 2>"$log-2.log" & pids+=($!)
+$serve serve --addr "$a1" 2>"$log-1.log" & pids+=($!)
+$serve serve --addr "$a2" 2>"$log-2.log" & pids+=($!)
 for a in "$a1" "$a2"; do
   for _ in $(seq 100); do curl -fs "http://$a/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 done

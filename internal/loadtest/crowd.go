@@ -122,7 +122,11 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 			continue
 		}
 		st := sr.JSON200
-		c.count(func() { c.polls++; c.states["status "+string(st.State)]++ })
+		state := "status " + string(st.State)
+		if st.QueueIsFull != nil && !*st.QueueIsFull {
+			state += " (for now: holds pending)"
+		}
+		c.count(func() { c.polls++; c.states[state]++ })
 		switch st.State {
 		case apiclient.StatusStateWaiting:
 			wait = 0
@@ -155,7 +159,7 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-		default: // sold_out
+		default: // sold_out (for now or for good: this waiter stops asking)
 			now := time.Now()
 			c.count(func() { c.soldOut = append(c.soldOut, now) })
 			return
