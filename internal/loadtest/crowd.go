@@ -62,6 +62,7 @@ type crowdStats struct {
 	admitted []time.Time
 	lastSold time.Time
 	soldOut  []time.Time // when waiters heard sold_out from the status
+	pollLat  []time.Duration
 }
 
 func (c *crowdStats) count(f func()) {
@@ -122,6 +123,8 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 			continue
 		}
 		st := sr.JSON200
+		lat := time.Since(start)
+		c.count(func() { c.pollLat = append(c.pollLat, lat) })
 		state := "status " + string(st.State)
 		if st.QueueIsFull != nil && !*st.QueueIsFull {
 			state += " (for now: holds pending)"
@@ -179,6 +182,11 @@ func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
 	notes := []string{fmt.Sprintf("crowd\t%d customers, %d tickets, %d status polls", crowd, c.tickets, c.polls)}
 	for _, s := range slices.Sorted(maps.Keys(c.states)) {
 		notes = append(notes, fmt.Sprintf("  %s\t%d", s, c.states[s]))
+	}
+	if n := len(c.pollLat); n > 0 {
+		slices.Sort(c.pollLat)
+		notes = append(notes, fmt.Sprintf("status latency\tp50 %v, p99 %v (as the clients saw it)",
+			c.pollLat[n/2].Round(time.Millisecond), c.pollLat[min(n-1, n*99/100)].Round(time.Millisecond)))
 	}
 	if len(c.admitted) == 0 {
 		return append(notes, "admitted\tnobody")
