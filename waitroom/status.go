@@ -45,8 +45,9 @@ type StatusResult struct {
 const soldOutPoll = 5 * time.Second
 
 // Status says where a ticket stands: waiting, challenge_required, admitted or
-// sold_out (with QueueIsFull when for good, also for a closed sale). It verifies the ticket with the keyring and answers from memory:
-// no database round trip unless the sale's entry is missing or stale. When
+// sold_out (with QueueIsFull when for good, as for a closed sale). It
+// verifies the ticket with the keyring and answers from memory: no database
+// round trip unless the sale's entry is missing or stale. When
 // the database cannot be read and only a stale entry is left, the answer is
 // "waiting" (come back shortly): nobody is admitted on stale knowledge.
 // Errors: ErrAdmissionInvalid (a ticket not valid, or not this customer's or
