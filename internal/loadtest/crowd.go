@@ -198,7 +198,9 @@ func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
 		if n := len(c.soldOut); n > 0 {
 			// How long after the last sale the waiting crowd heard it.
 			slices.SortFunc(c.soldOut, func(a, b time.Time) int { return a.Compare(b) })
-			at := func(q float64) time.Duration { return c.soldOut[min(n-1, int(q*float64(n)))].Sub(c.lastSold).Round(time.Millisecond) }
+			at := func(q float64) time.Duration {
+				return c.soldOut[min(n-1, int(q*float64(n)))].Sub(c.lastSold).Round(time.Millisecond)
+			}
 			notes = append(notes, fmt.Sprintf("sold out heard\t%d waiters, p50 %v, p99 %v, last %v after the last unit sold", n, at(.5), at(.99), at(1)))
 		}
 	}
