@@ -263,7 +263,8 @@ func pollAfter(s salecache.Sale, distance int64, secs float64, now time.Time) ti
 	if distance <= 1 {
 		base = time.Second
 	}
-	if !s.SoldOut && distance <= OutstandingFactor*s.Available+OutstandingFloor {
+	reach := OutstandingFactor*s.Available + OutstandingFloor
+	if !s.SoldOut && distance <= reach {
 		if s.OpensAt == nil || !s.OpensAt.After(now) {
 			base = time.Second
 		}
@@ -275,5 +276,26 @@ func pollAfter(s salecache.Sale, distance int64, secs float64, now time.Time) ti
 		}
 		return d.Round(time.Millisecond)
 	}
-	return time.Duration(float64(base) * (0.7 + 0.6*rand.Float64())).Round(time.Millisecond)
+	d := time.Duration(float64(base) * (0.7 + 0.6*rand.Float64()))
+	if !s.SoldOut {
+		// Beyond reach: what comes after the open is most likely "sold
+		// out", as soon as those within reach have bought. Ask at least
+		// every (distance − reach) / beyondPollBudget after the open, not
+		// under beyondPollFloor: the tickets beyond reach then cost at most
+		// about 5,000 polls a second in all, whatever the crowd (those
+		// 30,000 ranks beyond it and more keep the 15 s).
+		beyond := max(time.Duration(float64(distance-reach)/beyondPollBudget*float64(time.Second)), beyondPollFloor)
+		var untilOpen time.Duration
+		if s.OpensAt != nil && s.OpensAt.After(now) {
+			untilOpen = s.OpensAt.Sub(now)
+		}
+		d = min(d, untilOpen+time.Duration(float64(beyond)*(0.7+0.6*rand.Float64())))
+	}
+	return d.Round(time.Millisecond)
 }
+
+// The poll budget of the tickets beyond the pacer's reach (see pollAfter).
+const (
+	beyondPollBudget = 2000 // ranks per second
+	beyondPollFloor  = 3 * time.Second
+)
