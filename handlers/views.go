@@ -203,6 +203,7 @@ type StatusView struct {
 	Challenge            *ChallengeView     `json:"challenge,omitempty"`
 	AdmissionToken       string             `json:"admissionToken,omitempty"`
 	ExpiresIn            *int64             `json:"expiresIn,omitempty"`
+	QueueIsFull          *bool              `json:"queueIsFull,omitempty"`
 }
 
 // NewStatusView renders a status.
@@ -219,6 +220,13 @@ func NewStatusView(s waitroom.StatusResult) StatusView {
 	case waitroom.StatusAdmitted:
 		secs := int64(s.ExpiresIn / time.Second)
 		v.AdmissionToken, v.ExpiresIn = s.AdmissionToken, &secs
+	case waitroom.StatusSoldOut:
+		full := s.QueueIsFull
+		v.QueueIsFull = &full
+		if !full {
+			poll := s.PollAfter.Milliseconds()
+			v.PollAfterMs = &poll
+		}
 	}
 	return v
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -383,5 +384,58 @@ func TestQueueControls(t *testing.T) {
 		long := strings.Repeat("x", waitroom.MaxBroadcastLen+1)
 		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":"`+long+`"}`), 400, "invalid_request")
 		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":"bell\u0007"}`), 400, "invalid_request")
+	})
+}
+
+// TestSoldOutStatus: a sold-out room says whether units can come back. While
+// a hold is pending, sold out for now (queueIsFull false, ask again after
+// pollAfterMs); once it is confirmed, for good (queueIsFull true, nothing
+// else); a closed sale's line is over too.
+func TestSoldOutStatus(t *testing.T) {
+	t.Parallel()
+	s := newWaitroomServer(t, waitroom.Options{})
+	keys := waitroom.DeriveKeyring(jwtSecret)
+	sale := s.createSale(t, `{"sku":"sku_so","initialStock":1,"admission":"waiting_room","confirmation":"customer"}`)
+	requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
+	time.Sleep(300 * time.Millisecond) // past the quarter second of draws after the open
+	hana, ivan := customer(t, "hana"), customer(t, "ivan")
+	tk := s.ticket(t, sale.SaleID, ivan, "")
+
+	admission := keys.SignAdmission(waitroom.Admission{ID: "adm-hana", SaleID: sale.SaleID, CustomerID: "hana", ExpiresAt: time.Now().Add(time.Minute)})
+	held := requireReservation(t, s.do(t, http.MethodPost, "/sales/"+sale.SaleID+"/reservations", hana, `{"quantity":1}`,
+		"Idempotency-Key", "k1", "X-Admission-Token", admission), http.StatusCreated)
+
+	var st statusJSON
+	var keysSeen []string
+	require.Eventually(t, func() bool {
+		st, keysSeen = s.status(t, sale.SaleID, ivan, tk.Token, "")
+		return st.State == "sold_out"
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, []string{"pollAfterMs", "queueIsFull", "state"}, keysSeen, "sold out for now")
+	require.InDelta(t, 5000, st.PollAfterMs, 1500)
+
+	requireOrder(t, s.do(t, http.MethodPost, "/reservations/"+held.ReservationID+"/confirm", hana, ""), held.ReservationID)
+	var full struct {
+		QueueIsFull *bool `json:"queueIsFull"`
+	}
+	require.Eventually(t, func() bool { // the cache reads it again within a second or so
+		r := s.do(t, http.MethodGet, "/sales/"+sale.SaleID+"/status?token="+url.QueryEscape(tk.Token), ivan, "")
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		full.QueueIsFull = nil
+		require.NoError(t, json.Unmarshal(r.Body, &full))
+		return full.QueueIsFull != nil && *full.QueueIsFull
+	}, 5*time.Second, 50*time.Millisecond)
+	_, keysSeen = s.status(t, sale.SaleID, ivan, tk.Token, "")
+	require.Equal(t, []string{"queueIsFull", "state"}, keysSeen, "sold out for good")
+
+	t.Run("Closed", func(t *testing.T) {
+		open := s.createSale(t, `{"sku":"sku_cl","initialStock":5,"admission":"waiting_room"}`)
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+open.SaleID+"/open", adminAuth, ""), 200)
+		tk := s.ticket(t, open.SaleID, ivan, "")
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+open.SaleID+"/close", adminAuth, ""), 200)
+		require.Eventually(t, func() bool {
+			st, keys := s.status(t, open.SaleID, ivan, tk.Token, "")
+			return st.State == "sold_out" && slices.Equal(keys, []string{"queueIsFull", "state"})
+		}, 5*time.Second, 20*time.Millisecond)
 	})
 }

@@ -52,6 +52,13 @@ type Sale struct {
 	PerCustomerLimit int
 	// SoldOut: no bucket holds a unit.
 	SoldOut bool
+	// Available is the units left in every bucket, as last read (the
+	// waiting room paces its polls by it; the purchase path never trusts
+	// it). PendingHolds, known only of a sold-out sale, is whether a
+	// pending hold could still give a unit back (cancelled or expired):
+	// sold out for now, not for good.
+	Available    int64
+	PendingHolds bool
 	// The waiting room (waiting_room sales only): the next position to hand
 	// out, the pre-open crowd as frozen at the open (-1: not frozen yet) in
 	// ranks (PreopenCount: the pre-open tickets under randomized_at_open)

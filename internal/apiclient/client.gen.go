@@ -3587,7 +3587,7 @@ type SaleState string
 // Examples: sale_01J8Z3K6Q9V2T7N4W5X8Y0A1B2
 type SaleId = string
 
-// Status exactly the fields of its state: waiting (position, estimatedWaitSeconds, pollAfterMs[, paused]), challenge_required (challenge), admitted (admissionToken, expiresIn), sold_out
+// Status exactly the fields of its state: waiting (position, estimatedWaitSeconds, pollAfterMs[, paused]), challenge_required (challenge), admitted (admissionToken, expiresIn), sold_out (queueIsFull; pollAfterMs while it is false; a closed sale answers sold_out with queueIsFull true)
 type Status struct {
 	// AdmissionToken send as X-Admission-Token with one reservation
 	AdmissionToken *string `json:"admissionToken,omitempty"`
@@ -3612,7 +3612,10 @@ type Status struct {
 
 	// PositionRange for a place decided by the draw: the likely range of places (25th to 75th percentile)
 	PositionRange *PositionRange `json:"positionRange,omitempty"`
-	State         StatusState    `json:"state"`
+
+	// QueueIsFull sold_out: true when no unit can come back (sold out with no pending hold, or the sale closed): stop asking; false while pending holds may still give units back (sold out for now): ask again after pollAfterMs
+	QueueIsFull *bool       `json:"queueIsFull,omitempty"`
+	State       StatusState `json:"state"`
 }
 
 // StatusState defines model for Status.State.
@@ -4707,7 +4710,7 @@ type ClientInterface interface {
 
 	// Status Where a ticket stands
 	//
-	// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds.
+	// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds. `sold_out` with `queueIsFull` true is final (no unit can come back, or the sale is closed): stop asking; with `queueIsFull` false the sale is sold out for now (pending holds may give units back): ask again after `pollAfterMs`.
 	//
 	// Corresponds with GET /sales/{saleId}/status (the `Status` operationId).
 	Status(ctx context.Context, saleId SaleId, params *StatusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5507,7 +5510,7 @@ func (c *Client) Reserve(ctx context.Context, saleId SaleId, params *ReservePara
 
 // Status Where a ticket stands
 //
-// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds.
+// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds. `sold_out` with `queueIsFull` true is final (no unit can come back, or the sale is closed): stop asking; with `queueIsFull` false the sale is sold out for now (pending holds may give units back): ask again after `pollAfterMs`.
 //
 // Corresponds with GET /sales/{saleId}/status (the `Status` operationId).
 func (c *Client) Status(ctx context.Context, saleId SaleId, params *StatusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7475,7 +7478,7 @@ type ClientWithResponsesInterface interface {
 
 	// StatusWithResponse Where a ticket stands
 	//
-	// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds.
+	// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds. `sold_out` with `queueIsFull` true is final (no unit can come back, or the sale is closed): stop asking; with `queueIsFull` false the sale is sold out for now (pending holds may give units back): ask again after `pollAfterMs`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11553,7 +11556,7 @@ func (c *ClientWithResponses) ReserveWithResponse(ctx context.Context, saleId Sa
 
 // StatusWithResponse Where a ticket stands
 //
-// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds.
+// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds. `sold_out` with `queueIsFull` true is final (no unit can come back, or the sale is closed): stop asking; with `queueIsFull` false the sale is sold out for now (pending holds may give units back): ask again after `pollAfterMs`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -138,6 +138,9 @@ type Status struct {
 	Challenge            *Challenge     `json:"challenge"`
 	AdmissionToken       string         `json:"admissionToken"`
 	ExpiresIn            int64          `json:"expiresIn"`
+	// QueueIsFull (sold_out): no unit can come back; false while pending
+	// holds may give some back (ask again after PollAfterMs).
+	QueueIsFull bool `json:"queueIsFull"`
 }
 
 // Policy is a sale's fairness policy in plain words, with the draw's

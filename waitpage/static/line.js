@@ -106,6 +106,12 @@ function poll() {
           if (state.worker) { state.worker.terminate(); state.worker = null; }
           return reserve();
         case "sold_out":
+          if (b.queueIsFull === false) {
+            // Sold out for now: pending holds may give units back.
+            if (typeof b.pollAfterMs === "number" && b.pollAfterMs > 0) state.pollAfterMs = b.pollAfterMs;
+            setState("sold_out_for_now", "Sold out for now: units may come back.");
+            return schedule(poll, state.pollAfterMs);
+          }
           return showSoldOut();
         default:
           return schedule(poll, state.pollAfterMs);

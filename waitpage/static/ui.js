@@ -1,7 +1,7 @@
 // The page's states on screen. The root element #app carries the state in
 // data-state: loading, signin, choose_account, lottery, waiting, paused, admitted,
-// reserving, reserved, awaiting_payment, paid, sold_out, limit_reached,
-// expired, cancelled, voided, error. Each has its <section id="state-…"> in
+// reserving, reserved, awaiting_payment, paid, sold_out, sold_out_for_now,
+// limit_reached, expired, cancelled, voided, error. Each has its <section id="state-…"> in
 // wait.html (reserving shows admitted's, awaiting_payment reserved's); only
 // the current one is shown.
 
