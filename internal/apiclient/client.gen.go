@@ -3259,12 +3259,15 @@ type NewSale struct {
 	Confirmation  *NewSaleConfirmation `json:"confirmation,omitempty"`
 
 	// DrawAt lottery sales: when the winners are drawn (at or after registration closes)
-	DrawAt               *time.Time       `json:"drawAt,omitempty"`
-	Fairness             *NewSaleFairness `json:"fairness,omitempty"`
-	Gate                 *NewSaleGate     `json:"gate,omitempty"`
-	InitialStock         int              `json:"initialStock"`
-	MinAccountAgeSeconds *int             `json:"minAccountAgeSeconds,omitempty"`
-	OpensAt              *time.Time       `json:"opensAt,omitempty"`
+	DrawAt   *time.Time       `json:"drawAt,omitempty"`
+	Fairness *NewSaleFairness `json:"fairness,omitempty"`
+	Gate     *NewSaleGate     `json:"gate,omitempty"`
+
+	// ImageUrl the product's picture on the waiting-room page: an absolute https URL, at most 2048 bytes of printable ASCII, with a host and no user name or password; the shopper's browser loads it, the service never does; null, absent or "": none
+	ImageUrl             *string    `json:"imageUrl,omitempty"`
+	InitialStock         int        `json:"initialStock"`
+	MinAccountAgeSeconds *int       `json:"minAccountAgeSeconds,omitempty"`
+	OpensAt              *time.Time `json:"opensAt,omitempty"`
 
 	// PerCustomerLimit 0: the default
 	PerCustomerLimit *int `json:"perCustomerLimit,omitempty"`
@@ -3286,6 +3289,9 @@ type NewSale struct {
 
 	// Sku 1-128 bytes of text (no control or format characters)
 	Sku string `json:"sku"`
+
+	// Title what the waiting-room page calls the product: 1-120 characters of text (no control or format characters, not only spaces); null or absent: the SKU
+	Title *string `json:"title,omitempty"`
 
 	// Waitlist lottery sales: a winner who does not buy in time passes the unit to the next drawn
 	Waitlist *bool `json:"waitlist,omitempty"`
@@ -3353,7 +3359,7 @@ type PaymentResultOutcome string
 // PaymentResultType defines model for PaymentResult.Type.
 type PaymentResultType string
 
-// Policy A waiting room's policy (policy, description, drawCommitment[, drawSeed]) or a lottery's (every field).
+// Policy A waiting room's policy (policy, description, drawCommitment[, drawSeed], title, imageUrl, opensAt) or a lottery's (every field but title, imageUrl and opensAt).
 type Policy struct {
 	Description string `json:"description"`
 
@@ -3370,7 +3376,13 @@ type Policy struct {
 	DrawSeed *string `json:"drawSeed,omitempty"`
 
 	// DrawnAt lottery: when the draw ran (null before)
-	DrawnAt *time.Time   `json:"drawnAt,omitempty"`
+	DrawnAt *time.Time `json:"drawnAt,omitempty"`
+
+	// ImageUrl a waiting room: the product's picture (https), null: none
+	ImageUrl *string `json:"imageUrl,omitempty"`
+
+	// OpensAt a waiting room: when the sale opens (null: when the store opens it)
+	OpensAt *time.Time   `json:"opensAt,omitempty"`
 	Policy  PolicyPolicy `json:"policy"`
 
 	// PurchaseWindowSeconds lottery
@@ -3381,6 +3393,9 @@ type Policy struct {
 
 	// RegistrationOpensAt lottery
 	RegistrationOpensAt *time.Time `json:"registrationOpensAt,omitempty"`
+
+	// Title a waiting room: the product's name (the SKU when the sale has no title)
+	Title *string `json:"title,omitempty"`
 
 	// Units lottery: the units drawn for
 	Units *int `json:"units,omitempty"`
@@ -3525,7 +3540,10 @@ type Sale struct {
 		Kind  SaleGateKind `json:"kind"`
 		Ok    *bool        `json:"ok,omitempty"`
 	} `json:"gate"`
-	InitialStock int `json:"initialStock"`
+
+	// ImageUrl the product's picture (https), null: none
+	ImageUrl     *string `json:"imageUrl"`
+	InitialStock int     `json:"initialStock"`
 
 	// Invariant the last verdict of `available + pending + confirmed = initial`
 	Invariant struct {
@@ -3563,8 +3581,11 @@ type Sale struct {
 	Sku    string `json:"sku"`
 
 	// State `sold_out` is not stored: an open sale with nothing available shows `sold_out`, and `open` again when stock returns
-	State  SaleState `json:"state"`
-	Voided int       `json:"voided"`
+	State SaleState `json:"state"`
+
+	// Title the product's name for shoppers (the SKU when the sale was created without one)
+	Title  string `json:"title"`
+	Voided int    `json:"voided"`
 }
 
 // SaleAdmission defines model for Sale.Admission.
