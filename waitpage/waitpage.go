@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"html"
 	"io/fs"
 	"net/http"
 	"path"
@@ -25,9 +26,10 @@ import (
 var static embed.FS
 
 // ContentSecurityPolicy is sent with the page and its assets: everything from
-// this origin only, no inline script or style, no frames, no plugins.
+// this origin only, but the product's picture (any https image: the sale's
+// imageUrl); no inline script or style, no frames, no plugins.
 const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; worker-src 'self'; " +
-	"style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; " +
+	"style-src 'self'; img-src 'self' https:; connect-src 'self'; object-src 'none'; " +
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // AssetPrefix is the path under which the assets are served.
@@ -39,9 +41,10 @@ type asset struct {
 }
 
 var (
-	assets  = map[string]asset{}
-	version string // content hash of all assets: part of their URLs
-	page    []byte // wait.html with the versioned asset URLs filled in
+	assets   = map[string]asset{}
+	version  string // content hash of all assets: part of their URLs
+	template string // wait.html as written, with its placeholders
+	page     []byte // wait.html as served: the versioned asset URLs filled in
 )
 
 // pageFile is the HTML document in static/; every other file there is an
@@ -79,11 +82,29 @@ func init() {
 		h.Write(b)
 	}
 	version = hex.EncodeToString(h.Sum(nil))[:12]
-	html, err := fs.ReadFile(static, "static/"+pageFile)
+	doc, err := fs.ReadFile(static, "static/"+pageFile)
 	if err != nil {
 		panic("waitpage: " + err.Error())
 	}
-	page = []byte(strings.ReplaceAll(string(html), "{{ASSETS}}", AssetPrefix+version))
+	template = string(doc)
+	page = []byte(render(AssetPrefix+version, "", "", ""))
+}
+
+// render fills wait.html's placeholders: where the assets are, the
+// Content-Security-Policy as a meta tag (an exported page's: a static host
+// sends no header), and the API's base URL and the sale's id (an exported
+// page's: served, the page talks to its own origin and reads the sale from
+// its address). Every value is HTML-escaped.
+func render(assets, csp, apiBase, saleID string) string {
+	if csp != "" {
+		csp = `<meta http-equiv="Content-Security-Policy" content="` + html.EscapeString(csp) + "\">\n"
+	}
+	return strings.NewReplacer(
+		"{{ASSETS}}", html.EscapeString(assets),
+		"{{CSP}}", csp,
+		"{{API}}", html.EscapeString(apiBase),
+		"{{SALE}}", html.EscapeString(saleID),
+	).Replace(template)
 }
 
 // Register adds the page and its assets to r.
