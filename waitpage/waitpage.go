@@ -13,7 +13,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"html"
 	"io/fs"
 	"net/http"
 	"path"
@@ -94,18 +93,23 @@ func init() {
 // Content-Security-Policy as a meta tag (an exported page's: a static host
 // sends no header), and the API's base URL and the sale's id (an exported
 // page's: served, the page talks to its own origin and reads the sale from
-// its address). Every value is HTML-escaped.
+// its address). Every value is escaped for a double-quoted attribute.
 func render(assets, csp, apiBase, saleID string) string {
 	if csp != "" {
-		csp = `<meta http-equiv="Content-Security-Policy" content="` + html.EscapeString(csp) + "\">\n"
+		csp = `<meta http-equiv="Content-Security-Policy" content="` + attr(csp) + "\">\n"
 	}
 	return strings.NewReplacer(
-		"{{ASSETS}}", html.EscapeString(assets),
+		"{{ASSETS}}", attr(assets),
 		"{{CSP}}", csp,
-		"{{API}}", html.EscapeString(apiBase),
-		"{{SALE}}", html.EscapeString(saleID),
+		"{{API}}", attr(apiBase),
+		"{{SALE}}", attr(saleID),
 	).Replace(template)
 }
+
+var attrEscaper = strings.NewReplacer(`&`, "&amp;", `"`, "&quot;", `<`, "&lt;", `>`, "&gt;")
+
+// attr escapes s for a double-quoted HTML attribute.
+func attr(s string) string { return attrEscaper.Replace(s) }
 
 // Register adds the page and its assets to r.
 func Register(r gin.IRoutes) {
