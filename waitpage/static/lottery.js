@@ -22,7 +22,10 @@ let registering = false;
 export function lotteryOrLine(fallback) {
   fetchPolicy().then(function (r) {
     if (roomDown(r)) return comeBackShortly(r, function () { lotteryOrLine(fallback); });
-    if (r.status === 200 && r.body) showSale(r.body);
+    if (r.status === 200 && r.body) {
+      showSale(r.body);
+      if (r.body.policy !== "lottery") showPolicy(r.body.description || r.body.policy);
+    }
     if (r.status !== 200 || !r.body || r.body.policy !== "lottery") return fallback();
     drawAt = Date.parse(r.body.drawAt) || 0;
     showPolicy(r.body.description);
