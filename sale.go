@@ -326,8 +326,8 @@ func validTitle(t string) error {
 }
 
 // ValidImageURL checks a sale's image URL: "" (none), or an absolute https
-// URL of at most 2048 bytes of printable ASCII (non-ASCII percent-encoded)
-// with a host and no user name or password. The page loads it in the
+// URL of at most 2048 bytes of printable ASCII (non-ASCII percent-encoded),
+// no backslash, with a host and no user name or password. The page loads it in the
 // shopper's browser (its Content-Security-Policy allows https: images); the
 // service never fetches it.
 func ValidImageURL(s string) error {
@@ -338,8 +338,10 @@ func ValidImageURL(s string) error {
 		return Invalid("imageUrl must be at most 2048 bytes")
 	}
 	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] >= 0x7f {
-			return Invalid("imageUrl must be printable ASCII without spaces (percent-encode anything else)")
+		// A backslash is a slash to browsers and not to url.Parse: the two
+		// would read another host.
+		if s[i] <= ' ' || s[i] >= 0x7f || s[i] == '\\' {
+			return Invalid("imageUrl must be printable ASCII without spaces or backslashes (percent-encode anything else)")
 		}
 	}
 	u, err := url.Parse(s)

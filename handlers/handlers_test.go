@@ -477,6 +477,7 @@ func TestCreateSaleRejectsBadInput(t *testing.T) {
 		{"ImageURLData", `{"sku":"sku_991","initialStock":10,"imageUrl":"data:image/png;base64,AAAA"}`},
 		{"ImageURLNoHost", `{"sku":"sku_991","initialStock":10,"imageUrl":"https:///a.png"}`},
 		{"ImageURLUser", `{"sku":"sku_991","initialStock":10,"imageUrl":"https://u:p@img.example/a.png"}`},
+		{"ImageURLBackslash", `{"sku":"sku_991","initialStock":10,"imageUrl":"https://img.example\\\\@evil.example/a.png"}`},
 		{"ImageURLSpace", `{"sku":"sku_991","initialStock":10,"imageUrl":"https://img.example/a b.png"}`},
 		{"ImageURLNonASCII", `{"sku":"sku_991","initialStock":10,"imageUrl":"https://img.example/é.png"}`},
 		{"ImageURLTooLong", `{"sku":"sku_991","initialStock":10,"imageUrl":"https://img.example/` + strings.Repeat("a", 2030) + `"}`},
