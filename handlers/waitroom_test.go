@@ -195,11 +195,14 @@ func TestWaitingRoom(t *testing.T) {
 	})
 	t.Run("StatusWithSomeoneElsesTicket", func(t *testing.T) {
 		t.Parallel()
-		tk := s.ticket(t, scheduled.SaleID, customer(t, "carol"), "")
+		// A sale of its own: carol's ticket would join the crowd alice is
+		// alone in (TicketAndStatusBeforeTheOpen).
+		other := s.createSale(t, `{"sku":"sku_w2","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`)
+		tk := s.ticket(t, other.SaleID, customer(t, "carol"), "")
 		q := "?token=" + url.QueryEscape(tk.Token)
-		requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/status"+q, customer(t, "mallory"), ""), 403, "admission_invalid")
-		requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/status?token=forged", customer(t, "carol"), ""), 403, "admission_invalid")
-		requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/status", customer(t, "carol"), ""), 403, "admission_invalid")
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+other.SaleID+"/status"+q, customer(t, "mallory"), ""), 403, "admission_invalid")
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+other.SaleID+"/status?token=forged", customer(t, "carol"), ""), 403, "admission_invalid")
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+other.SaleID+"/status", customer(t, "carol"), ""), 403, "admission_invalid")
 	})
 	t.Run("Policy", func(t *testing.T) {
 		t.Parallel()
@@ -287,9 +290,11 @@ func TestWaitingRoom(t *testing.T) {
 		greedy := customer(t, "greedy")
 		// Before the open of a randomized_at_open room asking again gives
 		// the same ticket, and nothing is limited.
-		first := s.ticket(t, scheduled.SaleID, greedy, "")
+		// (A sale of its own: alice is alone in scheduled's crowd.)
+		randomized := s.createSale(t, `{"sku":"sku_r","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`)
+		first := s.ticket(t, randomized.SaleID, greedy, "")
 		for range 10 {
-			require.Equal(t, first.Token, s.ticket(t, scheduled.SaleID, greedy, "").Token)
+			require.Equal(t, first.Token, s.ticket(t, randomized.SaleID, greedy, "").Token)
 		}
 		// In line by arrival every ask is a new place at the back: limited.
 		byArrival := s.createSale(t, `{"sku":"sku_a","initialStock":5,"admission":"waiting_room","fairness":"arrival_order","opensAt":"`+later+`"}`)
