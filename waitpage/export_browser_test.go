@@ -115,8 +115,8 @@ func (e *edge) requests() []seenRequest {
 // says "come back shortly" and tries again with growing waits; once it can,
 // the page shows the product and a countdown to the open in the shopper's
 // time zone, waits in line (an edge that says stale sends it back to "come
-// back shortly", never further), and after the open is admitted, reserves
-// and pays. It never calls the reserve endpoint without an admission token.
+// back shortly", never further), and after the open solves the challenge in
+// its worker (loaded from the static host), is admitted, reserves and pays. It never calls the reserve endpoint without an admission token.
 func TestExportedPage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives headless Chromium against a flashline serve process: not in -short")
@@ -128,7 +128,7 @@ func TestExportedPage(t *testing.T) {
 	opens := time.Now().Add(40 * time.Second).UTC().Truncate(time.Second)
 	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_export","title":%q,"imageUrl":"https://127.0.0.1:9/shoe.png",`+
 		`"initialStock":3,"perCustomerLimit":1,"reservationTtlSeconds":600,"opensAt":%q,"admission":"waiting_room",`+
-		`"fairness":"arrival_order","confirmation":"customer"}`, title, opens.Format(time.RFC3339)))
+		`"fairness":"arrival_order","challengeBits":8,"confirmation":"customer"}`, title, opens.Format(time.RFC3339)))
 	jwt := testserver.Token(t, "exported-page-customer")
 
 	e := newEdge(t, srv.URL)
@@ -230,6 +230,9 @@ func TestExportedPage(t *testing.T) {
 	// After the open: admitted, reserved, paid.
 	b.waitState(90*time.Second, "reserved")
 	reservationID := text("reservation-id")
+	if eval[string](b, storedJS(".pow")) == "" {
+		b.fail("reserved without the proof of work solved in the exported page's worker")
+	}
 	b.do("click #pay", 10*time.Second, chromedp.Click(chromedp.ID("pay")))
 	b.waitState(30*time.Second, "paid")
 	r, err := c.Do(context.Background(), http.MethodGet, srv.URL+"/reservations/"+reservationID, jwt, "")
