@@ -116,7 +116,8 @@ func (e *edge) requests() []seenRequest {
 // the page shows the product and a countdown to the open in the shopper's
 // time zone, waits in line (an edge that says stale sends it back to "come
 // back shortly", never further), and after the open solves the challenge in
-// its worker (loaded from the static host), is admitted, reserves and pays. It never calls the reserve endpoint without an admission token.
+// its worker (loaded from the static host), is admitted, reserves and pays.
+// It never calls the reserve endpoint without an admission token.
 func TestExportedPage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives headless Chromium against a flashline serve process: not in -short")
