@@ -237,6 +237,8 @@ type LotteryPolicyView struct {
 	DrawCommitment        string  `json:"drawCommitment"`
 	DrawSeed              *string `json:"drawSeed"`
 	DrawnAt               *string `json:"drawnAt"`
+	Title                 string  `json:"title"`
+	ImageURL              *string `json:"imageUrl"`
 }
 
 // DrawAlgorithm says, for the policy, how the order is computed from the
@@ -294,6 +296,8 @@ func NewLotteryPolicyView(l flashline.Lottery) LotteryPolicyView {
 		DrawAlgorithm:         DrawAlgorithm,
 		DrawCommitment:        waitroom.DrawCommitment(l.DrawSeed),
 		DrawnAt:               timeString(l.DrawnAt),
+		Title:                 l.Title,
+		ImageURL:              optionalString(l.ImageURL),
 	}
 	if !l.Now.Before(r.DrawAt) {
 		seed := hex.EncodeToString(l.DrawSeed)

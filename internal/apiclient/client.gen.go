@@ -3494,7 +3494,7 @@ type PaymentResultOutcome string
 // PaymentResultType defines model for PaymentResult.Type.
 type PaymentResultType string
 
-// Policy A waiting room's policy (policy, description, drawCommitment[, drawSeed], title, imageUrl, opensAt) or a lottery's (every field but title, imageUrl and opensAt).
+// Policy A waiting room's policy (policy, description, drawCommitment[, drawSeed], title, imageUrl, opensAt) or a lottery's (every field but opensAt).
 type Policy struct {
 	Description string `json:"description"`
 
@@ -3513,7 +3513,7 @@ type Policy struct {
 	// DrawnAt lottery: when the draw ran (null before)
 	DrawnAt *time.Time `json:"drawnAt,omitempty"`
 
-	// ImageUrl a waiting room: the product's picture (https), null: none
+	// ImageUrl the product's picture (https), null: none
 	ImageUrl *string `json:"imageUrl,omitempty"`
 
 	// OpensAt a waiting room: when the sale opens (null: when the store opens it)
@@ -3529,7 +3529,7 @@ type Policy struct {
 	// RegistrationOpensAt lottery
 	RegistrationOpensAt *time.Time `json:"registrationOpensAt,omitempty"`
 
-	// Title a waiting room: the product's name (the SKU when the sale has no title)
+	// Title the product's name (the SKU when the sale has no title)
 	Title *string `json:"title,omitempty"`
 
 	// Units lottery: the units drawn for
