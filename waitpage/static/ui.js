@@ -25,6 +25,10 @@ export function setState(name, announce) {
   // flooded with position updates.
   if (announce && (changed || $("status-text").textContent !== announce)) $("status-text").textContent = announce;
   if (name !== "waiting" && name !== "paused" && name !== "loading") $("challenge").hidden = true;
+  if (name !== "unreachable") {
+    window.clearInterval(state.retryTimer);
+    state.retryTimer = 0;
+  }
 }
 
 // showError stops everything and shows message; "Try again" starts over.
