@@ -56,6 +56,8 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 			Pace:                 r.PacePerSecond,
 			DBNow:                r.Now,
 			StockVersion:         r.StockVersion,
+			Title:                r.Title,
+			ImageURL:             r.ImageUrl,
 		}
 		if r.PreopenCount != nil {
 			out[i].PreopenCount = *r.PreopenCount

@@ -38,7 +38,11 @@ import (
 
 // Sale is what the cache knows of one sale.
 type Sale struct {
-	ID                   string
+	ID string
+	// Title and ImageURL are what the waiting-room page shows of the
+	// product (Title is the SKU when the sale was given none).
+	Title                string
+	ImageURL             string
 	State                flashline.SaleState // as stored: never sold_out
 	OpensAt              *time.Time
 	Admission            flashline.Admission

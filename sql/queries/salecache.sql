@@ -31,6 +31,8 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
        coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
        coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version,
+       coalesce(s.title, s.sku)::text AS title,
+       coalesce(s.image_url, '')::text AS image_url,
        now()::timestamptz AS now
   FROM sales s
   LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
