@@ -99,6 +99,8 @@ type Lottery struct {
 	DrawSeed []byte
 	DrawnAt  *time.Time
 	Now      time.Time // the database's clock when read
+	// Title and ImageURL ("": none) are what the page shows of the sale.
+	Title, ImageURL string
 	// Counts are set on a sale read (Store.Sale), not by LotteryStore.Lottery.
 	Counts LotteryCounts
 }

@@ -1,6 +1,11 @@
 package flashline
 
-import "time"
+import (
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
 
 // SaleState is the state of a sale. StateSoldOut is never stored: it is an
 // open sale with nothing available, derived when a sale is read
@@ -82,6 +87,10 @@ type GateStatus struct {
 const (
 	MaxBuckets   = 64
 	MaxSKULength = 128
+	// MaxTitleLength is the longest title a sale may have, in characters.
+	MaxTitleLength = 120
+	// MaxImageURLLength is the longest image URL a sale may have, in bytes.
+	MaxImageURLLength = 2048
 	// MaxChallengeBits is the hardest waiting-room challenge a sale may ask
 	// (about 2^32 hashes: minutes in a browser).
 	MaxChallengeBits = 32
@@ -91,7 +100,12 @@ const (
 
 // NewSale is what an admin supplies to create a sale.
 type NewSale struct {
-	SKU                   string
+	SKU string
+	// Title is what the waiting-room page calls the product ("": the SKU).
+	Title string
+	// ImageURL is the product's picture on the page, an https URL the
+	// shopper's browser loads ("": none).
+	ImageURL              string
 	InitialStock          int
 	PerCustomerLimit      int
 	ReservationTTLSeconds int
@@ -128,6 +142,12 @@ func (n *NewSale) Validate() error {
 		return Invalid("sku must be text without control or format characters")
 	case n.InitialStock < 1 || n.InitialStock > 100_000_000:
 		return Invalid("initialStock must be between 1 and 100000000")
+	}
+	if err := validTitle(n.Title); err != nil {
+		return err
+	}
+	if err := ValidImageURL(n.ImageURL); err != nil {
+		return err
 	}
 	if n.PerCustomerLimit == 0 {
 		n.PerCustomerLimit = 1
@@ -202,8 +222,12 @@ type Invariant struct {
 
 // Sale is a sale with its live counts, in units.
 type Sale struct {
-	ID           string
-	SKU          string
+	ID  string
+	SKU string
+	// Title is the product's name for shoppers (the SKU when none was
+	// given); ImageURL its picture ("": none).
+	Title        string
+	ImageURL     string
 	State        SaleState
 	InitialStock int
 	Available    int
@@ -285,4 +309,51 @@ func (a SaleAction) Transition() (to SaleState, from []SaleState, err error) {
 		return "", nil, Invalid("unknown action " + string(a))
 	}
 	return t.to, t.from, nil
+}
+
+// validTitle checks a sale's title: "" (none: the SKU is shown), or 1-120
+// characters of text that is not blank.
+func validTitle(t string) error {
+	switch {
+	case t == "":
+		return nil
+	case utf8.RuneCountInString(t) > MaxTitleLength || strings.TrimSpace(t) == "":
+		return Invalid("title must be 1-120 characters, not only spaces")
+	case !ValidText(t):
+		return Invalid("title must be text without control or format characters")
+	}
+	return nil
+}
+
+// ValidImageURL checks a sale's image URL: "" (none), or an absolute https
+// URL of at most 2048 bytes of printable ASCII (non-ASCII percent-encoded),
+// no backslash, with a host and no user name or password. The page loads it in the
+// shopper's browser (its Content-Security-Policy allows https: images); the
+// service never fetches it.
+func ValidImageURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) > MaxImageURLLength {
+		return Invalid("imageUrl must be at most 2048 bytes")
+	}
+	for i := 0; i < len(s); i++ {
+		// A backslash is a slash to browsers and not to url.Parse: the two
+		// would read another host.
+		if s[i] <= ' ' || s[i] >= 0x7f || s[i] == '\\' {
+			return Invalid("imageUrl must be printable ASCII without spaces or backslashes (percent-encode anything else)")
+		}
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return Invalid("imageUrl is not a URL")
+	case u.Scheme != "https" || !strings.HasPrefix(s, "https://"):
+		return Invalid("imageUrl must be an https URL")
+	case u.Host == "" || u.Hostname() == "":
+		return Invalid("imageUrl must name a host")
+	case u.User != nil:
+		return Invalid("imageUrl must not carry a user name or password")
+	}
+	return nil
 }

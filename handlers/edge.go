@@ -149,8 +149,13 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 		}
 		c.Next()
 	}
-	r.GET("/sales/:saleId/ticket", ours, customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
-	r.GET("/sales/:saleId/status", ours, customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
+	// The page may be served by another host (flashline page export): the
+	// edge's own routes answer any origin (CORS, cors.go), and an origin's
+	// answers passed on carry its own headers.
+	public := newCrossOrigin(r)
+	public.handle(http.MethodGet, "/sales/:saleId/ticket", ours, customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
+	public.handle(http.MethodGet, "/sales/:saleId/status", ours, customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
+	public.preflights()
 	waitpage.Register(r)
 	return r
 }
@@ -220,6 +225,11 @@ func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The origin's answer carries its own CORS headers (or none, on the
+	// admin's routes): none of the edge's are left to double them.
+	h := w.Header()
+	h.Del("Access-Control-Allow-Origin")
+	h.Del("Access-Control-Expose-Headers")
 	first := int(p.good.Load())
 	var lastErr error
 	for i := range p.origins {
@@ -247,8 +257,12 @@ func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.logger.WarnContext(r.Context(), "handlers: edge: passing on to an origin", "path", r.URL.Path, "err", errors.Join(errNoOrigin, lastErr))
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Retry-After", "2")
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Retry-After", "2")
+	// Readable by a page served from another host, which then says "come
+	// back shortly" rather than seeing a network error.
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Expose-Headers", CORSExposeHeaders)
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write([]byte(`{"error":{"code":"overloaded","message":"no origin answers right now; retry shortly"}}`))
 }

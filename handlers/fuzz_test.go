@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/flashline/flashline"
 )
@@ -116,6 +118,10 @@ func FuzzDecodeCreateSale(f *testing.F) {
 		`{"sku":"x","initialStock":3,"admission":"lottery","registrationOpensAt":"2030-01-01T00:00:00Z","registrationClosesAt":"2030-01-02T00:00:00Z","drawAt":"2030-01-02T00:00:00Z","purchaseWindowSeconds":600,"waitlist":true}`,
 		`{"sku":"x","initialStock":3,"admission":"lottery","registrationOpensAt":"2030-01-03T00:00:00Z","registrationClosesAt":"2030-01-02T00:00:00Z","drawAt":"2030-01-01T00:00:00Z","purchaseWindowSeconds":0}`,
 		`{"sku":"x","initialStock":3,"waitlist":false}`,
+		`{"sku":"x","initialStock":1,"title":"Trail runner — édition","imageUrl":"https://img.example/a.png?w=1"}`,
+		`{"sku":"x","initialStock":1,"title":"","imageUrl":"http://img.example/a.png"}`,
+		`{"sku":"x","initialStock":1,"title":" ","imageUrl":"https://u@img.example/"}`,
+		`{"sku":"x","initialStock":1,"imageUrl":"https:\\evil.example"}`,
 		`{}`, `[]`, ``,
 	} {
 		f.Add(seed)
@@ -137,6 +143,10 @@ func FuzzDecodeCreateSale(f *testing.F) {
 		switch {
 		case n.SKU == "" || len(n.SKU) > flashline.MaxSKULength || !flashline.ValidText(n.SKU):
 			t.Fatalf("%q: accepted sku %q", body, n.SKU)
+		case n.Title != "" && (utf8.RuneCountInString(n.Title) > flashline.MaxTitleLength || !flashline.ValidText(n.Title) || strings.TrimSpace(n.Title) == ""):
+			t.Fatalf("%q: accepted title %q", body, n.Title)
+		case n.ImageURL != "" && !validImageURL(n.ImageURL):
+			t.Fatalf("%q: accepted imageUrl %q", body, n.ImageURL)
 		case n.InitialStock < 1 || n.Buckets < 1 || n.Buckets > n.InitialStock || n.PerCustomerLimit < 1:
 			t.Fatalf("%q: accepted %+v", body, n)
 		case (n.Admission == flashline.AdmissionLottery) != (n.Lottery != nil):
@@ -190,4 +200,19 @@ func FuzzParsePaymentEvent(f *testing.F) {
 			t.Fatalf("parsePaymentEvent(%q) accepted %s without a payment reference", body, ev.Type)
 		}
 	})
+}
+
+// validImageURL is the oracle for an accepted image URL: what the page may
+// put in an img src, and the database's constraint takes.
+func validImageURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || !strings.HasPrefix(s, "https://") || len(s) > flashline.MaxImageURLLength || u.Host == "" || u.User != nil {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f || s[i] == '\\' {
+			return false
+		}
+	}
+	return true
 }

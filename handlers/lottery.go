@@ -237,6 +237,8 @@ type LotteryPolicyView struct {
 	DrawCommitment        string  `json:"drawCommitment"`
 	DrawSeed              *string `json:"drawSeed"`
 	DrawnAt               *string `json:"drawnAt"`
+	Title                 string  `json:"title"`
+	ImageURL              *string `json:"imageUrl"`
 }
 
 // DrawAlgorithm says, for the policy, how the order is computed from the
@@ -294,6 +296,8 @@ func NewLotteryPolicyView(l flashline.Lottery) LotteryPolicyView {
 		DrawAlgorithm:         DrawAlgorithm,
 		DrawCommitment:        waitroom.DrawCommitment(l.DrawSeed),
 		DrawnAt:               timeString(l.DrawnAt),
+		Title:                 l.Title,
+		ImageURL:              optionalString(l.ImageURL),
 	}
 	if !l.Now.Before(r.DrawAt) {
 		seed := hex.EncodeToString(l.DrawSeed)
@@ -320,12 +324,12 @@ func NewLotteryPolicyView(l flashline.Lottery) LotteryPolicyView {
 // writes a row and asking reads one, on the waiting room's pool: both take
 // a slot of the limiter at poll priority, so a crowd registering never
 // crowds out buyers.
-func registerLotteryRoutes(r *gin.Engine, d Deps, customer, oneCustomer gin.HandlerFunc) {
+func registerLotteryRoutes(r *gin.Engine, public *crossOrigin, d Deps, customer, oneCustomer gin.HandlerFunc) {
 	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
 	slot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
-	r.POST("/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Lottery, d.Keyring, d.now(), d.Logger))
-	r.GET("/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Lottery, d.Keyring, d.now(), d.Logger))
+	public.handle(http.MethodPost, "/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Lottery, d.Keyring, d.now(), d.Logger))
+	public.handle(http.MethodGet, "/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Lottery, d.Keyring, d.now(), d.Logger))
 	if d.Room == nil {
-		r.GET("/sales/:saleId/policy", slot, handleSalePolicy(nil, d.Lottery, d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/policy", slot, handleSalePolicy(nil, d.Lottery, d.Logger))
 	}
 }

@@ -196,7 +196,7 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 	s := startServer(t, nil, withLottery)
 	store := postgres.NewStore(postgres.SinglePool(s.pool))
 	const stock, registrants = 3, 10
-	saleID := s.createSale(t, lotteryBody(stock, "")).SaleID
+	saleID := s.createSale(t, lotteryBody(stock, `,"title":"Lucky sneaker","imageUrl":"https://img.example/l.png"`)).SaleID
 	auths := make(map[string]string)
 	for i := range registrants {
 		id := fmt.Sprintf("cust_%02d", i)
@@ -206,6 +206,8 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 	var policy handlers.LotteryPolicyView
 	require.NoError(t, json.Unmarshal(s.do(t, http.MethodGet, "/sales/"+saleID+"/policy", "", "").Body, &policy))
 	require.Nil(t, policy.DrawSeed, "the seed is secret before the draw")
+	require.Equal(t, "Lucky sneaker", policy.Title)
+	require.Equal(t, "https://img.example/l.png", *policy.ImageURL)
 	require.Len(t, policy.DrawCommitment, 64)
 
 	// Before the draw nobody can buy.

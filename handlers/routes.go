@@ -144,16 +144,19 @@ func Routes(d Deps) http.Handler {
 		r.Any("/admin/riverui/*path", adminOrSession(d.Verifier, d.now(), admin), gin.WrapH(d.RiverUI))
 	}
 
-	// Customers. A reservation takes a slot of the admission limiter only
+	// Customers: routes the waiting-room page calls, also from a page served
+	// by another host (CORS, cors.go; never on the admin's routes).
+	public := newCrossOrigin(r)
+	// A reservation takes a slot of the admission limiter only
 	// once its caller is known and its body has arrived and is valid
 	// (handleReserve): a client that sends headers and never the body holds
 	// nothing another buyer needs. Confirm and cancel finish sales and
 	// return stock: they are never shed, and a burst of them queues for the
 	// pool they use.
-	r.POST("/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, refuseFromMemory(d.Refuse, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
-	r.GET("/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
-	r.POST("/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
-	r.POST("/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))
+	public.handle(http.MethodPost, "/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, refuseFromMemory(d.Refuse, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
+	public.handle(http.MethodGet, "/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
+	public.handle(http.MethodPost, "/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
+	public.handle(http.MethodPost, "/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))
 	// The waiting room (waitroom/): a place in line, where it stands, and
 	// the sale's published fairness policy (public, but behind the limiter
 	// too: a sale it has not seen costs a database read). Polls may use only
@@ -162,9 +165,9 @@ func Routes(d Deps) http.Handler {
 	if d.Room != nil {
 		onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
 		pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
-		r.GET("/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
-		r.GET("/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-		r.GET("/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Lottery, d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Lottery, d.Logger))
 		// The operator's controls of a room's queue (audited).
 		r.POST("/admin/sales/:saleId/queue/hold", admin, handleQueueHold(d.Room, true, d.Logger))
 		r.POST("/admin/sales/:saleId/queue/release", admin, handleQueueHold(d.Room, false, d.Logger))
@@ -173,8 +176,11 @@ func Routes(d Deps) http.Handler {
 		registerOrigin(r, d, pollSlot)
 	}
 	if d.Lottery != nil {
-		registerLotteryRoutes(r, d, customer, oneCustomer)
+		registerLotteryRoutes(r, public, d, customer, oneCustomer)
 	}
+	// Browsers ask before a cross-origin request with these headers
+	// (cors.go): one preflight route per customer path.
+	public.preflights()
 	// The waiting-room page and its assets (no auth: the page calls the API
 	// with the customer's token).
 	waitpage.Register(r)

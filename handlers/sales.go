@@ -14,6 +14,8 @@ import (
 // CreateSaleRequest is the body of POST /admin/sales.
 type CreateSaleRequest struct {
 	SKU                   string     `json:"sku"`
+	Title                 *string    `json:"title"`    // null or absent: the SKU
+	ImageURL              *string    `json:"imageUrl"` // null, absent or "": none
 	InitialStock          *int       `json:"initialStock"`
 	PerCustomerLimit      int        `json:"perCustomerLimit"`
 	ReservationTTLSeconds int        `json:"reservationTtlSeconds"`
@@ -34,6 +36,9 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 	if r.InitialStock == nil {
 		return flashline.NewSale{}, flashline.Invalid("initialStock is required")
 	}
+	if r.Title != nil && *r.Title == "" {
+		return flashline.NewSale{}, flashline.Invalid("title must be 1-120 characters, or absent (the SKU is shown)")
+	}
 	perInstrument := 0
 	if r.PerInstrumentLimit != nil {
 		if *r.PerInstrumentLimit < 1 {
@@ -43,6 +48,8 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 	}
 	n := flashline.NewSale{
 		SKU:                   r.SKU,
+		Title:                 deref(r.Title),
+		ImageURL:              deref(r.ImageURL),
 		InitialStock:          *r.InitialStock,
 		PerCustomerLimit:      r.PerCustomerLimit,
 		ReservationTTLSeconds: r.ReservationTTLSeconds,
@@ -126,4 +133,11 @@ func handleGateRebuild(g GateRebuilder, logger *slog.Logger) gin.HandlerFunc {
 		}
 		writeJSON(c, http.StatusOK, gin.H{"counter": counter})
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

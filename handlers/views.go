@@ -14,6 +14,8 @@ import (
 type SaleView struct {
 	SaleID                string        `json:"saleId"`
 	SKU                   string        `json:"sku"`
+	Title                 string        `json:"title"`
+	ImageURL              *string       `json:"imageUrl"` // null: none
 	State                 string        `json:"state"`
 	InitialStock          int           `json:"initialStock"`
 	Available             int           `json:"available"`
@@ -67,6 +69,8 @@ func NewSaleView(s flashline.Sale) SaleView {
 	return SaleView{
 		SaleID:                s.ID,
 		SKU:                   s.SKU,
+		Title:                 s.Title,
+		ImageURL:              optionalString(s.ImageURL),
 		State:                 string(s.State),
 		InitialStock:          s.InitialStock,
 		Available:             s.Available,
@@ -125,6 +129,13 @@ func NewReservationView(r flashline.Reservation) ReservationView {
 type OrderView struct {
 	OrderID       string `json:"orderId"`
 	ReservationID string `json:"reservationId"`
+}
+
+func optionalString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func timeString(t *time.Time) *string {
@@ -204,6 +215,7 @@ type StatusView struct {
 	Challenge            *ChallengeView     `json:"challenge,omitempty"`
 	AdmissionToken       string             `json:"admissionToken,omitempty"`
 	ExpiresIn            *int64             `json:"expiresIn,omitempty"`
+	QueueIsFull          *bool              `json:"queueIsFull,omitempty"`
 }
 
 // NewStatusView renders a status.
@@ -220,6 +232,13 @@ func NewStatusView(s waitroom.StatusResult) StatusView {
 	case waitroom.StatusAdmitted:
 		secs := int64(s.ExpiresIn / time.Second)
 		v.AdmissionToken, v.ExpiresIn = s.AdmissionToken, &secs
+	case waitroom.StatusSoldOut:
+		full := s.QueueIsFull
+		v.QueueIsFull = &full
+		if !full {
+			poll := s.PollAfter.Milliseconds()
+			v.PollAfterMs = &poll
+		}
 	}
 	return v
 }
@@ -233,11 +252,18 @@ type PolicyView struct {
 	// before). See waitroom/draw.go.
 	DrawCommitment string `json:"drawCommitment"`
 	DrawSeed       string `json:"drawSeed,omitempty"`
+	// Title, ImageURL and OpensAt are what the waiting-room page shows of
+	// the sale: its product, and when it opens (null: when the store opens
+	// it).
+	Title    string  `json:"title"`
+	ImageURL *string `json:"imageUrl"`
+	OpensAt  *string `json:"opensAt"`
 }
 
 // NewPolicyView is the JSON form of a policy.
 func NewPolicyView(p waitroom.Policy) PolicyView {
-	v := PolicyView{Policy: string(p.Policy), Description: p.Description, DrawCommitment: p.Draw.Commitment}
+	v := PolicyView{Policy: string(p.Policy), Description: p.Description, DrawCommitment: p.Draw.Commitment,
+		Title: p.Title, ImageURL: optionalString(p.ImageURL), OpensAt: timeString(p.OpensAt)}
 	if p.Draw.Seed != nil {
 		v.DrawSeed = hex.EncodeToString(p.Draw.Seed)
 	}

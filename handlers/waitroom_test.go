@@ -3,8 +3,10 @@ package handlers_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -194,18 +196,21 @@ func TestWaitingRoom(t *testing.T) {
 	})
 	t.Run("StatusWithSomeoneElsesTicket", func(t *testing.T) {
 		t.Parallel()
-		tk := s.ticket(t, scheduled.SaleID, customer(t, "carol"), "")
+		// A sale of its own: carol's ticket would join the crowd alice is
+		// alone in (TicketAndStatusBeforeTheOpen).
+		other := s.createSale(t, `{"sku":"sku_w2","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`)
+		tk := s.ticket(t, other.SaleID, customer(t, "carol"), "")
 		q := "?token=" + url.QueryEscape(tk.Token)
-		requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/status"+q, customer(t, "mallory"), ""), 403, "admission_invalid")
-		requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/status?token=forged", customer(t, "carol"), ""), 403, "admission_invalid")
-		requireError(t, s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/status", customer(t, "carol"), ""), 403, "admission_invalid")
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+other.SaleID+"/status"+q, customer(t, "mallory"), ""), 403, "admission_invalid")
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+other.SaleID+"/status?token=forged", customer(t, "carol"), ""), 403, "admission_invalid")
+		requireError(t, s.do(t, http.MethodGet, "/sales/"+other.SaleID+"/status", customer(t, "carol"), ""), 403, "admission_invalid")
 	})
 	t.Run("Policy", func(t *testing.T) {
 		t.Parallel()
 		r := s.do(t, http.MethodGet, "/sales/"+scheduled.SaleID+"/policy", "", "")
 		require.Equal(t, 200, r.Status, "%s", r.Body)
 		// Before the open: the commitment, never the seed.
-		require.Equal(t, []string{"description", "drawCommitment", "policy"}, keysOf(t, r.Body))
+		require.Equal(t, []string{"description", "drawCommitment", "imageUrl", "opensAt", "policy", "title"}, keysOf(t, r.Body))
 		var p handlers.PolicyView
 		require.NoError(t, json.Unmarshal(r.Body, &p))
 		require.Equal(t, "randomized_at_open", p.Policy)
@@ -233,6 +238,41 @@ func TestWaitingRoom(t *testing.T) {
 		require.Equal(t, seed, got)
 		requireError(t, s.do(t, http.MethodGet, "/sales/sale_nope/policy", "", ""), 404, "not_found")
 	})
+	t.Run("TitleImageAndOpeningTime", func(t *testing.T) {
+		t.Parallel()
+		opens := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+		body := fmt.Sprintf(`{"sku":"sku_t","initialStock":5,"admission":"waiting_room","opensAt":%q,`+
+			`"title":"Trail runner — édition limitée","imageUrl":"https://img.example/shoe.png?w=600"}`, opens.Format(time.RFC3339))
+		r := s.do(t, http.MethodPost, "/admin/sales", adminAuth, body)
+		sale := requireSale(t, r, 201)
+		var created struct {
+			Title    string  `json:"title"`
+			ImageURL *string `json:"imageUrl"`
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &created))
+		require.Equal(t, "Trail runner — édition limitée", created.Title)
+		require.Equal(t, "https://img.example/shoe.png?w=600", *created.ImageURL)
+
+		var p handlers.PolicyView
+		r = s.do(t, http.MethodGet, "/sales/"+sale.SaleID+"/policy", "", "")
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		require.NoError(t, json.Unmarshal(r.Body, &p))
+		require.Equal(t, "Trail runner — édition limitée", p.Title)
+		require.Equal(t, "https://img.example/shoe.png?w=600", *p.ImageURL)
+		require.Equal(t, opens.Format(time.RFC3339), *p.OpensAt)
+
+		// Without a title the SKU is shown; without an image, null.
+		plain := s.createSale(t, `{"sku":"sku_plain","initialStock":5,"admission":"waiting_room"}`)
+		r = s.do(t, http.MethodGet, "/sales/"+plain.SaleID+"/policy", "", "")
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		p = handlers.PolicyView{}
+		require.NoError(t, json.Unmarshal(r.Body, &p))
+		require.Equal(t, "sku_plain", p.Title)
+		require.Nil(t, p.ImageURL)
+		require.Nil(t, p.OpensAt, "opened by the store, whenever it does")
+		r = s.do(t, http.MethodGet, "/admin/sales/"+plain.SaleID, adminAuth, "")
+		require.Contains(t, string(r.Body), `"title":"sku_plain","imageUrl":null`)
+	})
 	t.Run("Refusals", func(t *testing.T) {
 		t.Parallel()
 		direct := s.createSale(t, `{"sku":"sku_d","initialStock":5}`)
@@ -251,9 +291,11 @@ func TestWaitingRoom(t *testing.T) {
 		greedy := customer(t, "greedy")
 		// Before the open of a randomized_at_open room asking again gives
 		// the same ticket, and nothing is limited.
-		first := s.ticket(t, scheduled.SaleID, greedy, "")
+		// (A sale of its own: alice is alone in scheduled's crowd.)
+		randomized := s.createSale(t, `{"sku":"sku_r","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`)
+		first := s.ticket(t, randomized.SaleID, greedy, "")
 		for range 10 {
-			require.Equal(t, first.Token, s.ticket(t, scheduled.SaleID, greedy, "").Token)
+			require.Equal(t, first.Token, s.ticket(t, randomized.SaleID, greedy, "").Token)
 		}
 		// In line by arrival every ask is a new place at the back: limited.
 		byArrival := s.createSale(t, `{"sku":"sku_a","initialStock":5,"admission":"waiting_room","fairness":"arrival_order","opensAt":"`+later+`"}`)
@@ -383,5 +425,58 @@ func TestQueueControls(t *testing.T) {
 		long := strings.Repeat("x", waitroom.MaxBroadcastLen+1)
 		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":"`+long+`"}`), 400, "invalid_request")
 		requireError(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/message", adminAuth, `{"message":"bell\u0007"}`), 400, "invalid_request")
+	})
+}
+
+// TestSoldOutStatus: a sold-out room says whether units can come back. While
+// a hold is pending, sold out for now (queueIsFull false, ask again after
+// pollAfterMs); once it is confirmed, for good (queueIsFull true, nothing
+// else); a closed sale's line is over too.
+func TestSoldOutStatus(t *testing.T) {
+	t.Parallel()
+	s := newWaitroomServer(t, waitroom.Options{})
+	keys := waitroom.DeriveKeyring(jwtSecret)
+	sale := s.createSale(t, `{"sku":"sku_so","initialStock":1,"admission":"waiting_room","confirmation":"customer"}`)
+	requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
+	time.Sleep(300 * time.Millisecond) // past the quarter second of draws after the open
+	hana, ivan := customer(t, "hana"), customer(t, "ivan")
+	tk := s.ticket(t, sale.SaleID, ivan, "")
+
+	admission := keys.SignAdmission(waitroom.Admission{ID: "adm-hana", SaleID: sale.SaleID, CustomerID: "hana", ExpiresAt: time.Now().Add(time.Minute)})
+	held := requireReservation(t, s.do(t, http.MethodPost, "/sales/"+sale.SaleID+"/reservations", hana, `{"quantity":1}`,
+		"Idempotency-Key", "k1", "X-Admission-Token", admission), http.StatusCreated)
+
+	var st statusJSON
+	var keysSeen []string
+	require.Eventually(t, func() bool {
+		st, keysSeen = s.status(t, sale.SaleID, ivan, tk.Token, "")
+		return st.State == "sold_out"
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, []string{"pollAfterMs", "queueIsFull", "state"}, keysSeen, "sold out for now")
+	require.InDelta(t, 5000, st.PollAfterMs, 1500)
+
+	requireOrder(t, s.do(t, http.MethodPost, "/reservations/"+held.ReservationID+"/confirm", hana, ""), held.ReservationID)
+	var full struct {
+		QueueIsFull *bool `json:"queueIsFull"`
+	}
+	require.Eventually(t, func() bool { // the cache reads it again within a second or so
+		r := s.do(t, http.MethodGet, "/sales/"+sale.SaleID+"/status?token="+url.QueryEscape(tk.Token), ivan, "")
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		full.QueueIsFull = nil
+		require.NoError(t, json.Unmarshal(r.Body, &full))
+		return full.QueueIsFull != nil && *full.QueueIsFull
+	}, 5*time.Second, 50*time.Millisecond)
+	_, keysSeen = s.status(t, sale.SaleID, ivan, tk.Token, "")
+	require.Equal(t, []string{"queueIsFull", "state"}, keysSeen, "sold out for good")
+
+	t.Run("Closed", func(t *testing.T) {
+		open := s.createSale(t, `{"sku":"sku_cl","initialStock":5,"admission":"waiting_room"}`)
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+open.SaleID+"/open", adminAuth, ""), 200)
+		tk := s.ticket(t, open.SaleID, ivan, "")
+		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+open.SaleID+"/close", adminAuth, ""), 200)
+		require.Eventually(t, func() bool {
+			st, keys := s.status(t, open.SaleID, ivan, tk.Token, "")
+			return st.State == "sold_out" && slices.Equal(keys, []string{"queueIsFull", "state"})
+		}, 5*time.Second, 20*time.Millisecond)
 	})
 }

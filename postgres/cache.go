@@ -44,6 +44,8 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 			Gate:                 flashline.Gate(r.Gate),
 			PerCustomerLimit:     int(r.PerCustomerLimit),
 			SoldOut:              r.SoldOut,
+			Available:            r.Available,
+			PendingHolds:         r.PendingHolds,
 			NextPosition:         r.NextPosition,
 			PreopenCount:         -1,
 			PreopenPositions:     -1,
@@ -54,6 +56,8 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 			Pace:                 r.PacePerSecond,
 			DBNow:                r.Now,
 			StockVersion:         r.StockVersion,
+			Title:                r.Title,
+			ImageURL:             r.ImageUrl,
 		}
 		if r.PreopenCount != nil {
 			out[i].PreopenCount = *r.PreopenCount

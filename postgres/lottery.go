@@ -48,6 +48,8 @@ func (s *Store) lottery(ctx context.Context, q *dbsqlc.Queries, saleID string) (
 		DrawSeed:             r.DrawSeed,
 		DrawnAt:              r.DrawnAt,
 		Now:                  r.Now,
+		Title:                r.Title,
+		ImageURL:             r.ImageUrl,
 	}, nil
 }
 

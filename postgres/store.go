@@ -154,6 +154,8 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			DrawSeed:              seed,
 			Confirmation:          string(n.Confirmation),
 			Gate:                  string(n.Gate),
+			Title:                 optional(n.Title),
+			ImageUrl:              optional(n.ImageURL),
 		}); err != nil {
 			return err
 		}
@@ -226,6 +228,13 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 	}
 	if r.PauseReason != nil {
 		sale.PauseReason = *r.PauseReason
+	}
+	sale.Title = sale.SKU
+	if r.Title != nil {
+		sale.Title = *r.Title
+	}
+	if r.ImageUrl != nil {
+		sale.ImageURL = *r.ImageUrl
 	}
 	if r.PerInstrumentLimit != nil {
 		sale.PerInstrumentLimit = int(*r.PerInstrumentLimit)

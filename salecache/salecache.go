@@ -38,7 +38,11 @@ import (
 
 // Sale is what the cache knows of one sale.
 type Sale struct {
-	ID                   string
+	ID string
+	// Title and ImageURL are what the waiting-room page shows of the
+	// product (Title is the SKU when the sale was given none).
+	Title                string
+	ImageURL             string
 	State                flashline.SaleState // as stored: never sold_out
 	OpensAt              *time.Time
 	Admission            flashline.Admission
@@ -52,6 +56,13 @@ type Sale struct {
 	PerCustomerLimit int
 	// SoldOut: no bucket holds a unit.
 	SoldOut bool
+	// Available is the units left in every bucket, as last read (the
+	// waiting room paces its polls by it; the purchase path never trusts
+	// it). PendingHolds, known only of a sold-out sale, is whether a
+	// pending hold could still give a unit back (cancelled or expired):
+	// sold out for now, not for good.
+	Available    int64
+	PendingHolds bool
 	// The waiting room (waiting_room sales only): the next position to hand
 	// out, the pre-open crowd as frozen at the open (-1: not frozen yet) in
 	// ranks (PreopenCount: the pre-open tickets under randomized_at_open)

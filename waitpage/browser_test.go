@@ -341,6 +341,7 @@ func checkPolling(b *browser) int {
 // funnel is what the page is driven through and what it is checked against.
 type funnel struct {
 	base, saleID, jwt string
+	title             string // the product's name the page must show
 	challengeBits     int
 	// reservation reads GET /reservations/{id} as the customer.
 	reservation func(t *testing.T, id string) (state, orderID string)
@@ -376,6 +377,9 @@ func drive(t *testing.T, b *browser, f funnel) (reservationID, orderID string) {
 	loc := eval[string](b, `location.href`)
 	if strings.Contains(loc, "token=") {
 		b.fail("the token is still in the address bar: %s", loc)
+	}
+	if got := eval[string](b, `document.getElementById("product-title").textContent`); got != f.title {
+		b.fail("the page shows the product %q, want %q", got, f.title)
 	}
 	position := eval[string](b, `document.getElementById("position").textContent`)
 	if !regexp.MustCompile(`^\d[\d,.\s]*$`).MatchString(position) {
@@ -509,7 +513,7 @@ func TestWaitPageBuysThroughWaitingRoom(t *testing.T) {
 	jwt := testserver.Token(t, "browser-customer")
 
 	reservationID, orderID := drive(t, b, funnel{
-		base: srv.URL, saleID: saleID, jwt: jwt, challengeBits: bitsAsked,
+		base: srv.URL, saleID: saleID, jwt: jwt, title: "sku_wait", challengeBits: bitsAsked,
 		reservation: func(t *testing.T, id string) (string, string) {
 			t.Helper()
 			r, err := c.Do(context.Background(), http.MethodGet, srv.URL+"/reservations/"+id, jwt, "")
@@ -544,13 +548,13 @@ func TestWaitPageWaitsForPayment(t *testing.T) {
 	srv := testserver.Start(t, testdb.New(t))
 	c := testserver.NewClient()
 	opensAt := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
-	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_pay","initialStock":3,"perCustomerLimit":1,`+
+	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_pay","title":"Pay-later boots","initialStock":3,"perCustomerLimit":1,`+
 		`"reservationTtlSeconds":600,"opensAt":%q,"admission":"waiting_room","fairness":"arrival_order"}`, opensAt))
 	jwt := testserver.Token(t, "browser-payer")
 	api := c.To(srv.URL)
 
 	reservationID, orderID := drive(t, b, funnel{
-		base: srv.URL, saleID: saleID, jwt: jwt,
+		base: srv.URL, saleID: saleID, jwt: jwt, title: "Pay-later boots",
 		reservation: func(t *testing.T, id string) (string, string) {
 			t.Helper()
 			r, err := api.Reservation(context.Background(), jwt, id)

@@ -2,11 +2,14 @@
 // GET /sales/{saleId}/wait and, under /waitpage/, every other file in
 // static/: the page's scripts (ES modules: wait.js imports the others), the
 // proof-of-work worker and the style sheet. The files are plain HTML,
-// JavaScript and CSS embedded in the binary; there is no build step and
-// nothing is loaded from another origin.
+// JavaScript and CSS embedded in the binary; there is no build step and no
+// script or style is loaded from another origin (the product's picture may
+// be: any https image).
 //
 // The page needs no authentication to be served: it reads the customer's
 // token from the URL fragment (or localStorage) and calls the API with it.
+// Export (export.go) writes the same files for a static host, calling the
+// API on another origin.
 package waitpage
 
 import (
@@ -25,9 +28,10 @@ import (
 var static embed.FS
 
 // ContentSecurityPolicy is sent with the page and its assets: everything from
-// this origin only, no inline script or style, no frames, no plugins.
+// this origin only, but the product's picture (any https image: the sale's
+// imageUrl); no inline script or style, no frames, no plugins.
 const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; worker-src 'self'; " +
-	"style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; " +
+	"style-src 'self'; img-src 'self' https:; connect-src 'self'; object-src 'none'; " +
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // AssetPrefix is the path under which the assets are served.
@@ -39,9 +43,10 @@ type asset struct {
 }
 
 var (
-	assets  = map[string]asset{}
-	version string // content hash of all assets: part of their URLs
-	page    []byte // wait.html with the versioned asset URLs filled in
+	assets   = map[string]asset{}
+	version  string // content hash of all assets: part of their URLs
+	template string // wait.html as written, with its placeholders
+	page     []byte // wait.html as served: the versioned asset URLs filled in
 )
 
 // pageFile is the HTML document in static/; every other file there is an
@@ -79,12 +84,35 @@ func init() {
 		h.Write(b)
 	}
 	version = hex.EncodeToString(h.Sum(nil))[:12]
-	html, err := fs.ReadFile(static, "static/"+pageFile)
+	doc, err := fs.ReadFile(static, "static/"+pageFile)
 	if err != nil {
 		panic("waitpage: " + err.Error())
 	}
-	page = []byte(strings.ReplaceAll(string(html), "{{ASSETS}}", AssetPrefix+version))
+	template = string(doc)
+	page = []byte(render(AssetPrefix+version, "", "", ""))
 }
+
+// render fills wait.html's placeholders: where the assets are, the
+// Content-Security-Policy as a meta tag (an exported page's: a static host
+// sends no header), and the API's base URL and the sale's id (an exported
+// page's: served, the page talks to its own origin and reads the sale from
+// its address). Every value is escaped for a double-quoted attribute.
+func render(assets, csp, apiBase, saleID string) string {
+	if csp != "" {
+		csp = `<meta http-equiv="Content-Security-Policy" content="` + attr(csp) + "\">\n"
+	}
+	return strings.NewReplacer(
+		"{{ASSETS}}", attr(assets),
+		"{{CSP}}", csp,
+		"{{API}}", attr(apiBase),
+		"{{SALE}}", attr(saleID),
+	).Replace(template)
+}
+
+var attrEscaper = strings.NewReplacer(`&`, "&amp;", `"`, "&quot;", `<`, "&lt;", `>`, "&gt;")
+
+// attr escapes s for a double-quoted HTML attribute.
+func attr(s string) string { return attrEscaper.Replace(s) }
 
 // Register adds the page and its assets to r.
 func Register(r gin.IRoutes) {

@@ -43,6 +43,13 @@ func TestServesPageAndAssets(t *testing.T) {
 	require.NotContains(t, resp.Header.Get("Content-Security-Policy"), "unsafe-inline")
 	require.Equal(t, "no-cache", resp.Header.Get("Cache-Control"))
 	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "img-src 'self' https:;", "the product's picture")
+	// Served, the page calls its own origin and reads the sale from its
+	// address: the export's meta tags are empty, and no policy meta tag.
+	require.Contains(t, page, `<meta name="flashline-api" content="">`)
+	require.Contains(t, page, `<meta name="flashline-sale" content="">`)
+	require.NotContains(t, page, "http-equiv")
+	require.NotContains(t, page, "{{")
 
 	t.Run("NoInlineScriptOrStyle", func(t *testing.T) {
 		require.NotRegexp(t, `<script(\s[^>]*)?>\s*[^<\s]`, page, "inline script")

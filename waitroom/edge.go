@@ -359,7 +359,7 @@ func (e *Edge) SaleFacts(_ context.Context, saleID string) ([]salecache.Sale, er
 		out = append(out, salecache.Sale{
 			ID: s.ID, State: s.State, OpensAt: s.OpensAt, Admission: flashline.AdmissionWaitingRoom,
 			Fairness: s.Fairness, ChallengeBits: s.ChallengeBits, MinAccountAgeSeconds: s.MinAccountAgeSeconds,
-			DrawSeed: e.seeds[s.ID], SoldOut: s.SoldOut, NextPosition: s.NextPosition,
+			DrawSeed: e.seeds[s.ID], SoldOut: s.SoldOut, Available: s.Available, PendingHolds: s.PendingHolds, NextPosition: s.NextPosition,
 			PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
 			Held: s.Held, Broadcast: s.Message, AdmittedThrough: s.AdmittedThrough, Pace: s.Pace, DBNow: dbNow,
 		})

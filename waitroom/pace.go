@@ -20,9 +20,8 @@ import (
 
 // Pacing constants (see Step).
 const (
-	// ServiceTime is the time one slot of the purchase path's limiter is
-	// assumed to take per request until the limiter has measured one: a
-	// free slot absorbs Tick/latency admissions per tick.
+	// ServiceTime is the time the purchase path is assumed to take per
+	// transaction until the limiter has measured its latency.
 	ServiceTime = 100 * time.Millisecond
 	// minLatency keeps a lucky window of very fast requests from opening the
 	// gates wide.
@@ -40,6 +39,12 @@ type PaceInput struct {
 	// Headroom is the leader's limiter: Limit − InFlight (may be ≤ 0 when
 	// the purchase path is saturated).
 	Headroom int64
+	// Batch is the most reservations the purchase path completes per
+	// latency: --max-batch × --batches-in-flight (each transaction in
+	// flight carries up to a full batch of one sale's reservations, so a
+	// free slot of the limiter is not a reservation per latency). 0: no
+	// bound but Headroom.
+	Batch int64
 	// Available is the units left in the sale.
 	Available int64
 	// Latency is the purchase path's recent latency as the leader's limiter
@@ -54,9 +59,29 @@ type PaceInput struct {
 	Tick time.Duration
 }
 
+// Capacity is how many reservations the purchase path can absorb in one
+// tick: ceil(min(max(Headroom, 0), Batch) × Tick / Latency), the free part
+// of the path at the rate its measured latency allows (Batch bounds it to
+// what the coalescer completes per latency when Batch > 0).
+func (in PaceInput) Capacity() int64 {
+	if in.Tick <= 0 {
+		return 0
+	}
+	latency := in.Latency
+	if latency <= 0 {
+		latency = ServiceTime
+	}
+	latency = max(latency, minLatency)
+	slots := max(in.Headroom, 0)
+	if in.Batch > 0 {
+		slots = min(slots, in.Batch)
+	}
+	return int64(math.Ceil(float64(slots) * float64(in.Tick) / float64(latency)))
+}
+
 // Step is how far the watermark moves this tick:
 //
-//	min(ceil(max(Headroom, 0) × Tick / Latency),
+//	min(Capacity,
 //	    OutstandingFactor × Available + OutstandingFloor − Outstanding,
 //	    Waiting)
 //
@@ -72,12 +97,7 @@ func Step(in PaceInput) int64 {
 	if room <= 0 {
 		return 0
 	}
-	latency := in.Latency
-	if latency <= 0 {
-		latency = ServiceTime
-	}
-	latency = max(latency, minLatency)
-	capacity := int64(math.Ceil(float64(max(in.Headroom, 0)) * float64(in.Tick) / float64(latency)))
+	capacity := in.Capacity()
 	if outstanding == 0 {
 		capacity = max(capacity, 1)
 	}
@@ -269,6 +289,7 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 		}
 		step := Step(PaceInput{
 			Headroom:    headroom,
+			Batch:       int64(r.opts.Batch),
 			Latency:     latency,
 			Available:   row.Available,
 			Outstanding: h.outstanding(now, p.started, row.AdmittedThrough, row.AdmittedReserved, window),

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/salecache"
 )
 
 // TestOutstandingAgesOut: admissions given out long ago and never used stop
@@ -30,5 +32,36 @@ func TestOutstandingAgesOut(t *testing.T) {
 	require.LessOrEqual(t, len(h.marks), 62, "history is trimmed to the window")
 	for i := range h.marks[1:] {
 		require.True(t, h.marks[i+1].at.After(h.marks[i].at), fmt.Sprint(i))
+	}
+}
+
+// TestPollAfter: a ticket the pacer may reach at its next tick asks again
+// within about a second, and before the open just after it; one beyond
+// reach keeps the interval of its wait.
+func TestPollAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	opens := now.Add(5 * time.Second)
+	open := salecache.Sale{Available: 100, AdmittedThrough: 50}
+	scheduled := salecache.Sale{Available: 100, OpensAt: &opens}
+	reach := int64(OutstandingFactor*100 + OutstandingFloor)
+	for range 200 {
+		d := pollAfter(open, reach, 300, now)
+		require.True(t, d >= 700*time.Millisecond && d <= 1300*time.Millisecond, "within reach after the open: %v", d)
+		d = pollAfter(open, reach+1, 300, now)
+		require.True(t, d >= 2100*time.Millisecond && d <= 3900*time.Millisecond, "just beyond reach after the open: within the floor, %v", d)
+		d = pollAfter(open, reach+20000, 300, now)
+		require.True(t, d >= 7000*time.Millisecond && d <= 13000*time.Millisecond, "20,000 beyond: the poll budget's 10 s, %v", d)
+		d = pollAfter(open, reach+100000, 3000, now)
+		require.True(t, d >= 10500*time.Millisecond && d <= 19500*time.Millisecond, "far beyond: the usual 15 s, %v", d)
+		d = pollAfter(scheduled, 10, 300, now)
+		require.True(t, d >= 5300*time.Millisecond && d <= 6300*time.Millisecond, "within reach before the open: just after it, %v", d)
+		d = pollAfter(scheduled, reach+1, 300, now)
+		require.True(t, d >= 7100*time.Millisecond && d <= 8900*time.Millisecond, "beyond reach before the open: 3 s after it, %v", d)
+		far := now.Add(time.Hour)
+		d = pollAfter(salecache.Sale{Available: 100, OpensAt: &far}, 10, 3600, now)
+		require.True(t, d >= 10500*time.Millisecond && d <= 19500*time.Millisecond, "an open an hour away: the usual interval, %v", d)
+		d = pollAfter(salecache.Sale{SoldOut: true, AdmittedThrough: 50}, 10, 300, now)
+		require.True(t, d >= 10500*time.Millisecond, "sold out: nothing to reach, %v", d)
 	}
 }

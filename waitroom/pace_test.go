@@ -37,6 +37,13 @@ func TestStep(t *testing.T) {
 		{"LastUnitSmallFloor", waitroom.PaceInput{Headroom: 100, Available: 1, Waiting: 1000, Tick: tick}, 2 + waitroom.OutstandingFloor},
 		{"NegativeOutstandingIsNone", waitroom.PaceInput{Headroom: 0, Available: 5, Outstanding: -3, Waiting: 1000, Tick: tick}, 1},
 		{"NoTickNoStep", waitroom.PaceInput{Headroom: 10, Available: 5, Waiting: 10}, 0},
+		// The path completes a batch per latency, not a reservation per
+		// free slot: the limiter's wide headroom is bounded by the batch.
+		{"BatchBoundsTheHeadroom", waitroom.PaceInput{Headroom: 3000, Batch: 64, Latency: 20 * time.Millisecond, Available: 100000, Waiting: 100000, Tick: tick}, 640},
+		{"BatchAtTheAssumedServiceTime", waitroom.PaceInput{Headroom: 3000, Batch: 64, Available: 100000, Waiting: 100000, Tick: tick}, 128},
+		{"SmallHeadroomUnderTheBatch", waitroom.PaceInput{Headroom: 16, Batch: 64, Latency: 20 * time.Millisecond, Available: 100000, Waiting: 100000, Tick: tick}, 160},
+		{"StockBoundsTheBatch", waitroom.PaceInput{Headroom: 3000, Batch: 64, Latency: 20 * time.Millisecond, Available: 100, Waiting: 100000, Tick: tick}, 2*100 + waitroom.OutstandingFloor},
+		{"SaturatedBatchStillProgresses", waitroom.PaceInput{Headroom: -5, Batch: 64, Available: 100, Waiting: 100000, Tick: tick}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,18 +63,35 @@ func TestStepBounds(t *testing.T) {
 		for _, available := range []int64{0, 1, 3, 200} {
 			for _, outstanding := range []int64{0, 1, 10, 500} {
 				for _, waiting := range []int64{0, 1, 50, 100000} {
-					in := waitroom.PaceInput{Headroom: headroom, Available: available, Outstanding: outstanding, Waiting: waiting, Tick: 200 * time.Millisecond}
-					s := waitroom.Step(in)
-					require.GreaterOrEqual(t, s, int64(0), "%+v", in)
-					require.LessOrEqual(t, s, max(waiting, 0), "%+v", in)
-					require.LessOrEqual(t, outstanding+s, max(outstanding, waitroom.OutstandingFactor*available+waitroom.OutstandingFloor), "%+v", in)
-					if available > 0 && waiting > 0 && outstanding == 0 {
-						require.Positive(t, s, "%+v", in)
+					for _, batch := range []int64{0, 1, 64} {
+						in := waitroom.PaceInput{Headroom: headroom, Batch: batch, Available: available, Outstanding: outstanding, Waiting: waiting, Tick: 200 * time.Millisecond}
+						s := waitroom.Step(in)
+						require.GreaterOrEqual(t, s, int64(0), "%+v", in)
+						require.LessOrEqual(t, s, max(waiting, 0), "%+v", in)
+						require.LessOrEqual(t, outstanding+s, max(outstanding, waitroom.OutstandingFactor*available+waitroom.OutstandingFloor), "%+v", in)
+						if available > 0 && waiting > 0 && outstanding == 0 {
+							require.Positive(t, s, "%+v", in)
+						}
+						if batch > 0 {
+							require.LessOrEqual(t, s, max(batch*2, 1), "%+v: at most a batch per 100 ms assumed", in)
+						}
 					}
 				}
 			}
 		}
 	}
+}
+
+// TestCapacity: what the path absorbs in a tick at its measured latency,
+// bounded by the batch it completes per latency.
+func TestCapacity(t *testing.T) {
+	t.Parallel()
+	in := waitroom.PaceInput{Headroom: 10000, Batch: 64, Latency: 25 * time.Millisecond, Tick: time.Second}
+	require.Equal(t, int64(64*40), in.Capacity(), "64 a batch, 40 batches a second")
+	in.Batch = 0
+	require.Equal(t, int64(10000*40), in.Capacity(), "no batch given: the headroom alone")
+	in.Tick = 0
+	require.Zero(t, in.Capacity())
 }
 
 func TestRank(t *testing.T) {

@@ -239,8 +239,7 @@ type estimate struct {
 // wait estimates how long a ticket has to wait, conservatively: the distance
 // to the watermark at the last measured pace (AssumedPace before there is
 // one), rounded up and taken 1.5 times, plus the time until the sale opens.
-// The poll interval grows with the wait, from 1s near the front to 15s far
-// back, jittered ±30% so that waiters do not poll in step.
+// The poll interval is pollAfter's.
 func (r *Room) wait(s salecache.Sale, t Ticket, now time.Time) estimate {
 	distance := max(rank(s, t)-s.AdmittedThrough, 1)
 	pace := s.Pace
@@ -255,10 +254,59 @@ func (r *Room) wait(s salecache.Sale, t Ticket, now time.Time) estimate {
 	if drawn(s, t) {
 		e.low, e.high = placeRange(distance, crowd(s))
 	}
+	e.pollAfter = pollAfter(s, distance, secs, now)
+	return e
+}
+
+// pollAfter is when a ticket distance ranks from the watermark, expected in
+// secs, should ask again. It grows with the wait, from 1s near the front to
+// 15s far back, jittered ±30% so that waiters do not poll in step. But the
+// estimate is conservative and the pace it is taken at falls while the
+// pacer waits for admissions to be used, so a ticket the pacer may reach at
+// its next tick (within reach: OutstandingFactor × the units left +
+// OutstandingFloor, the most it admits before anyone buys) asks again
+// within about a second, and, before the open, within a second after it:
+// those admitted learn it at once, and the sale sells at the pace of the
+// purchase path rather than of the polls (at most reach tickets poll that
+// often).
+func pollAfter(s salecache.Sale, distance int64, secs float64, now time.Time) time.Duration {
 	base := min(max(time.Duration(secs*float64(time.Second))/5, time.Second), 15*time.Second)
 	if distance <= 1 {
 		base = time.Second
 	}
-	e.pollAfter = time.Duration(float64(base) * (0.7 + 0.6*rand.Float64())).Round(time.Millisecond)
-	return e
+	reach := OutstandingFactor*s.Available + OutstandingFloor
+	if !s.SoldOut && distance <= reach {
+		if s.OpensAt == nil || !s.OpensAt.After(now) {
+			base = time.Second
+		}
+		d := time.Duration(float64(base) * (0.7 + 0.6*rand.Float64()))
+		if s.OpensAt != nil && s.OpensAt.After(now) && s.OpensAt.Sub(now) < d {
+			// Not later than just after the open (and the crowd's freeze, a
+			// quarter second after it), spread over a second.
+			d = s.OpensAt.Sub(now) + 300*time.Millisecond + time.Duration(rand.Int64N(int64(time.Second)))
+		}
+		return d.Round(time.Millisecond)
+	}
+	d := time.Duration(float64(base) * (0.7 + 0.6*rand.Float64()))
+	if !s.SoldOut {
+		// Beyond reach: what comes after the open is most likely "sold
+		// out", as soon as those within reach have bought. Ask at least
+		// every (distance − reach) / beyondPollBudget after the open, not
+		// under beyondPollFloor: the tickets beyond reach then cost at most
+		// about 5,000 polls a second in all, whatever the crowd (those
+		// 30,000 ranks beyond it and more keep the 15 s).
+		beyond := max(time.Duration(float64(distance-reach)/beyondPollBudget*float64(time.Second)), beyondPollFloor)
+		var untilOpen time.Duration
+		if s.OpensAt != nil && s.OpensAt.After(now) {
+			untilOpen = s.OpensAt.Sub(now)
+		}
+		d = min(d, untilOpen+time.Duration(float64(beyond)*(0.7+0.6*rand.Float64())))
+	}
+	return d.Round(time.Millisecond)
 }
+
+// The poll budget of the tickets beyond the pacer's reach (see pollAfter).
+const (
+	beyondPollBudget = 2000 // ranks per second
+	beyondPollFloor  = 3 * time.Second
+)

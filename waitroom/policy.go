@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/flashline/flashline"
 )
@@ -14,6 +15,11 @@ type Policy struct {
 	// Draw is the commitment to the sale's draw seed, and from the open the
 	// seed itself (draw.go).
 	Draw DrawDisclosure
+	// Title, ImageURL ("": none) and OpensAt (nil: when an operator opens
+	// it) are what the page shows of the sale.
+	Title    string
+	ImageURL string
+	OpensAt  *time.Time
 }
 
 // Policy returns the sale's fairness policy in words a customer can read,
@@ -26,7 +32,8 @@ func (r *Room) Policy(ctx context.Context, saleID string) (Policy, error) {
 	// The seed is revealed once the database's clock (as last read) says the
 	// sale has opened: by then the pre-open draw is fixed, and nobody can
 	// take a pre-open place any more.
-	p := Policy{Policy: s.Fairness, Draw: DiscloseDraw(s.DrawSeed, s.Opened(s.DBNow))}
+	p := Policy{Policy: s.Fairness, Draw: DiscloseDraw(s.DrawSeed, s.Opened(s.DBNow)),
+		Title: s.Title, ImageURL: s.ImageURL, OpensAt: s.OpensAt}
 	switch s.Fairness {
 	case flashline.FairnessArrivalOrder:
 		p.Description = "Everyone is placed in the order they joined the waiting room, before and after the sale opens. " +

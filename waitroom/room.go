@@ -52,6 +52,11 @@ type Options struct {
 	// sale per minute on one instance (tickets presented again do not
 	// count; limit.go). Default 20.
 	TicketsPerMinute int
+	// Batch is the most reservations the purchase path completes at once
+	// on one instance (--max-batch × --batches-in-flight): the pacer admits
+	// at most Batch per measured latency (Step). 0: only the limiter's
+	// headroom bounds a step.
+	Batch int
 	// AssumedPace is the admissions per second estimates assume before any
 	// pace has been measured. Default 10.
 	AssumedPace float64

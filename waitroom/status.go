@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/flashline/flashline"
@@ -37,16 +38,25 @@ type StatusResult struct {
 	// reservation until it expires.
 	AdmissionToken string
 	ExpiresIn      time.Duration
+	// QueueIsFull (sold_out): no unit can come back — the sale is sold out
+	// with no pending hold that could be cancelled or expire, or it is
+	// closed — so asking again is pointless. False while holds are pending
+	// (sold out for now): ask again after PollAfter.
+	QueueIsFull bool
 }
 
+// soldOutPoll is how often a sold-out room's waiters ask again while
+// pending holds could still give units back (jittered ±30%).
+const soldOutPoll = 5 * time.Second
+
 // Status says where a ticket stands: waiting, challenge_required, admitted or
-// sold_out. It verifies the ticket with the keyring and answers from memory:
-// no database round trip unless the sale's entry is missing or stale. When
+// sold_out (with QueueIsFull when for good, as for a closed sale). It
+// verifies the ticket with the keyring and answers from memory: no database
+// round trip unless the sale's entry is missing or stale. When
 // the database cannot be read and only a stale entry is left, the answer is
 // "waiting" (come back shortly): nobody is admitted on stale knowledge.
 // Errors: ErrAdmissionInvalid (a ticket not valid, or not this customer's or
-// this sale's), ErrNotFound, ErrNoWaitingRoom, ErrSaleNotOpen (closed),
-// ErrUnavailable.
+// this sale's), ErrNotFound, ErrNoWaitingRoom, ErrUnavailable.
 func (r *Room) Status(ctx context.Context, saleID, customerID, token, solution string) (StatusResult, error) {
 	t, err := r.keys.ParseTicket(token)
 	if err != nil {
@@ -70,7 +80,8 @@ func (r *Room) Status(ctx context.Context, saleID, customerID, token, solution s
 func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (StatusResult, error) {
 	now := r.opts.Now()
 	if s.State == flashline.StateClosed {
-		return StatusResult{}, fmt.Errorf("status in sale %s: %w", s.ID, flashline.ErrSaleNotOpen)
+		// Nothing more is sold in a closed sale: the line is over.
+		return StatusResult{State: StatusSoldOut, QueueIsFull: true}, nil
 	}
 	waiting := func() StatusResult {
 		w := r.wait(s, t, now)
@@ -85,8 +96,13 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 	switch {
 	case !fresh:
 		return waiting(), nil
+	case s.SoldOut && s.PendingHolds:
+		// Sold out for now: a pending hold may be cancelled or expire, and
+		// its unit go to the next in line.
+		return StatusResult{State: StatusSoldOut,
+			PollAfter: time.Duration(float64(soldOutPoll) * (0.7 + 0.6*rand.Float64())).Round(time.Millisecond)}, nil
 	case s.SoldOut:
-		return StatusResult{State: StatusSoldOut}, nil
+		return StatusResult{State: StatusSoldOut, QueueIsFull: true}, nil
 	case s.State == flashline.StatePaused, s.Held, rank(s, t) > s.AdmittedThrough:
 		// The watermark moves only once the database's clock says the sale
 		// is open, so rank <= watermark also means "open".

@@ -67,8 +67,13 @@ type EdgeSale struct {
 	ChallengeBits        int                 `json:"challengeBits"`
 	MinAccountAgeSeconds int                 `json:"minAccountAgeSeconds"`
 	SoldOut              bool                `json:"soldOut"`
-	Held                 bool                `json:"held"`
-	Message              string              `json:"message,omitempty"`
+	// Available is the units left as last read, and PendingHolds whether a
+	// sold-out sale's pending holds could still give a unit back (status
+	// answers sold_out for now, not for good).
+	Available    int64  `json:"available"`
+	PendingHolds bool   `json:"pendingHolds"`
+	Held         bool   `json:"held"`
+	Message      string `json:"message,omitempty"`
 	// The line: the watermark (ranks up to it may be admitted), the pace it
 	// moves at, the next position to hand out, the pre-open crowd as frozen
 	// at the open (-1: not yet) in ranks and positions, and the pre-open
@@ -220,7 +225,8 @@ func (k *Keyring) SignWatermarks(sales []salecache.Sale, now, dbNow time.Time) s
 		}
 		body.Sales = append(body.Sales, EdgeSale{
 			ID: s.ID, State: s.State, OpensAt: s.OpensAt, Fairness: s.Fairness, ChallengeBits: s.ChallengeBits,
-			MinAccountAgeSeconds: s.MinAccountAgeSeconds, SoldOut: s.SoldOut, Held: s.Held, Message: s.Broadcast,
+			MinAccountAgeSeconds: s.MinAccountAgeSeconds, SoldOut: s.SoldOut, Available: s.Available, PendingHolds: s.PendingHolds,
+			Held: s.Held, Message: s.Broadcast,
 			AdmittedThrough: s.AdmittedThrough, Pace: s.Pace, NextPosition: s.NextPosition,
 			PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
 			SealedSeed: signer.seal(s.ID, s.DrawSeed),

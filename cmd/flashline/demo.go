@@ -92,7 +92,7 @@ curl -s -X POST "$BASE/admin/sales/$SALE/extend" -H "Authorization: Bearer $ADMI
 func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, paymentSecret, url string, stdout io.Writer) error {
 	opensAt := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
 	sale, err := store.CreateSale(ctx, flashline.NewSale{
-		SKU: "demo-sneaker", InitialStock: 200, PerCustomerLimit: 1, ReservationTTLSeconds: 600,
+		SKU: "demo-sneaker", Title: "Demo sneaker — limited run", InitialStock: 200, PerCustomerLimit: 1, ReservationTTLSeconds: 600,
 		OpensAt: &opensAt, Admission: flashline.AdmissionWaitingRoom,
 		Fairness: flashline.FairnessRandomizedAtOpen, ChallengeBits: 12,
 		Confirmation: flashline.ConfirmByPayment,

@@ -33,6 +33,8 @@ Usage:
   flashline loadtest --scenario northline|hot|overload --target URL[,URL...]
                                      load generator; verifies nothing was oversold
   flashline devdb   up|down|status|url  the local development PostgreSQL
+  flashline page    export --sale ID --out DIR --edge URL
+                                     the waiting-room page as static files for a CDN
 
 Every flag also reads an environment variable (shown in each command's -h);
 the flag wins. DATABASE_URL is a libpq URL; when it is unset, flashline uses
@@ -83,6 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDevDB(ctx, rest, getenv, stdout, stderr)
 	case "loadtest":
 		return runLoadtest(ctx, rest, getenv, stdout, stderr)
+	case "page":
+		return runPage(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -15,7 +15,8 @@ import (
 )
 
 const saleUsage = `usage:
-  flashline sale create --sku SKU --stock N [--limit 1] [--ttl 600] [--opens-at RFC3339]
+  flashline sale create --sku SKU --stock N [--title TEXT] [--image-url https://…]
+                        [--limit 1] [--ttl 600] [--opens-at RFC3339]
                         [--admission direct|waiting_room] [--buckets 1]
                         [--fairness randomized_at_open|arrival_order] [--challenge-bits 0]
                         [--per-instrument-limit 0] [--min-account-age-seconds 0]
@@ -47,7 +48,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	e := newFlags("sale "+sub, getenv, stderr)
 	e.fs.Usage = func() { fmt.Fprint(stderr, saleUsage); e.fs.PrintDefaults() }
-	var dbURL, redisURL, opensAt string
+	var dbURL, redisURL, opensAt, title, imageURL string
 	e.databaseURL(&dbURL)
 	e.redisURL(&redisURL)
 	var req handlers.CreateSaleRequest
@@ -58,6 +59,8 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	case "create":
 		e.fs.StringVar(&req.SKU, "sku", "", "the SKU on sale (required)")
 		e.fs.IntVar(&stock, "stock", 0, "units on sale (required)")
+		e.fs.StringVar(&title, "title", "", "what the waiting-room page calls the product, 1-120 characters (empty: the SKU)")
+		e.fs.StringVar(&imageURL, "image-url", "", "the product's picture on the waiting-room page, an https URL (empty: none)")
 		e.fs.IntVar(&req.PerCustomerLimit, "limit", 1, "most units one customer may hold")
 		e.fs.IntVar(&req.ReservationTTLSeconds, "ttl", 600, "seconds a reservation is held before it expires")
 		e.fs.StringVar(&opensAt, "opens-at", "", "when the sale opens (RFC 3339); empty: now")
@@ -83,6 +86,12 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 			return fmt.Errorf("sale create: unexpected argument %q", e.fs.Arg(0))
 		}
 		req.InitialStock = &stock
+		if title != "" {
+			req.Title = &title
+		}
+		if imageURL != "" {
+			req.ImageURL = &imageURL
+		}
 		if perInstrument != 0 {
 			req.PerInstrumentLimit = &perInstrument
 		}

@@ -432,7 +432,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	// on one instance and checked on another then lives its 120 s.
 	clock := cache.Now
 	keyring = keyring.WithClock(clock)
-	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry, Now: clock})
+	room := waitroom.NewRoom(cache, store, keyring, limiter, waitroom.Options{Logger: logger, Registry: registry, Now: clock,
+		Batch: cfg.maxBatch * cfg.batchesInFlight})
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}

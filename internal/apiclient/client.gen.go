@@ -2366,6 +2366,36 @@ func (e GetReservation503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for GetReservationPreflight404JSONResponseBodyErrorCode.
+const (
+	GetReservationPreflight404JSONResponseBodyErrorCodeNotFound GetReservationPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the GetReservationPreflight404JSONResponseBodyErrorCode enum.
+func (e GetReservationPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetReservationPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelPreflight404JSONResponseBodyErrorCode.
+const (
+	CancelPreflight404JSONResponseBodyErrorCodeNotFound CancelPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the CancelPreflight404JSONResponseBodyErrorCode enum.
+func (e CancelPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case CancelPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Cancel401JSONResponseBodyErrorCode.
 const (
 	Cancel401JSONResponseBodyErrorCodeUnauthenticated Cancel401JSONResponseBodyErrorCode = "unauthenticated"
@@ -2456,6 +2486,21 @@ const (
 func (e Cancel503JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case Cancel503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConfirmPreflight404JSONResponseBodyErrorCode.
+const (
+	ConfirmPreflight404JSONResponseBodyErrorCodeNotFound ConfirmPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the ConfirmPreflight404JSONResponseBodyErrorCode enum.
+func (e ConfirmPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ConfirmPreflight404JSONResponseBodyErrorCodeNotFound:
 		return true
 	default:
 		return false
@@ -2624,6 +2669,21 @@ func (e Policy503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for PolicyPreflight404JSONResponseBodyErrorCode.
+const (
+	PolicyPreflight404JSONResponseBodyErrorCodeNotFound PolicyPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the PolicyPreflight404JSONResponseBodyErrorCode enum.
+func (e PolicyPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case PolicyPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Registration400JSONResponseBodyErrorCode.
 const (
 	Registration400JSONResponseBodyErrorCodeInvalidRequest Registration400JSONResponseBodyErrorCode = "invalid_request"
@@ -2741,6 +2801,36 @@ func (e Registration503JSONResponseBodyErrorCode) Valid() bool {
 	case Registration503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	case Registration503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RegistrationPreflight404JSONResponseBodyErrorCode.
+const (
+	RegistrationPreflight404JSONResponseBodyErrorCodeNotFound RegistrationPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationPreflight404JSONResponseBodyErrorCode enum.
+func (e RegistrationPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RegistrationPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RegisterPreflight404JSONResponseBodyErrorCode.
+const (
+	RegisterPreflight404JSONResponseBodyErrorCodeNotFound RegisterPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the RegisterPreflight404JSONResponseBodyErrorCode enum.
+func (e RegisterPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RegisterPreflight404JSONResponseBodyErrorCodeNotFound:
 		return true
 	default:
 		return false
@@ -2876,6 +2966,21 @@ func (e Register503JSONResponseBodyErrorCode) Valid() bool {
 	case Register503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	case Register503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReservePreflight404JSONResponseBodyErrorCode.
+const (
+	ReservePreflight404JSONResponseBodyErrorCodeNotFound ReservePreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the ReservePreflight404JSONResponseBodyErrorCode enum.
+func (e ReservePreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReservePreflight404JSONResponseBodyErrorCodeNotFound:
 		return true
 	default:
 		return false
@@ -3155,6 +3260,21 @@ func (e Status503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for StatusPreflight404JSONResponseBodyErrorCode.
+const (
+	StatusPreflight404JSONResponseBodyErrorCodeNotFound StatusPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the StatusPreflight404JSONResponseBodyErrorCode enum.
+func (e StatusPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Ticket400JSONResponseBodyErrorCode.
 const (
 	Ticket400JSONResponseBodyErrorCodeInvalidRequest Ticket400JSONResponseBodyErrorCode = "invalid_request"
@@ -3281,6 +3401,21 @@ func (e Ticket503JSONResponseBodyErrorCode) Valid() bool {
 	case Ticket503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	case Ticket503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TicketPreflight404JSONResponseBodyErrorCode.
+const (
+	TicketPreflight404JSONResponseBodyErrorCodeNotFound TicketPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the TicketPreflight404JSONResponseBodyErrorCode enum.
+func (e TicketPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case TicketPreflight404JSONResponseBodyErrorCodeNotFound:
 		return true
 	default:
 		return false
@@ -3523,12 +3658,15 @@ type NewSale struct {
 	Confirmation  *NewSaleConfirmation `json:"confirmation,omitempty"`
 
 	// DrawAt lottery sales: when the winners are drawn (at or after registration closes)
-	DrawAt               *time.Time       `json:"drawAt,omitempty"`
-	Fairness             *NewSaleFairness `json:"fairness,omitempty"`
-	Gate                 *NewSaleGate     `json:"gate,omitempty"`
-	InitialStock         int              `json:"initialStock"`
-	MinAccountAgeSeconds *int             `json:"minAccountAgeSeconds,omitempty"`
-	OpensAt              *time.Time       `json:"opensAt,omitempty"`
+	DrawAt   *time.Time       `json:"drawAt,omitempty"`
+	Fairness *NewSaleFairness `json:"fairness,omitempty"`
+	Gate     *NewSaleGate     `json:"gate,omitempty"`
+
+	// ImageUrl the product's picture on the waiting-room page: an absolute https URL, at most 2048 bytes of printable ASCII, with a host and no user name or password; the shopper's browser loads it, the service never does; null, absent or "": none
+	ImageUrl             *string    `json:"imageUrl,omitempty"`
+	InitialStock         int        `json:"initialStock"`
+	MinAccountAgeSeconds *int       `json:"minAccountAgeSeconds,omitempty"`
+	OpensAt              *time.Time `json:"opensAt,omitempty"`
 
 	// PerCustomerLimit 0: the default
 	PerCustomerLimit *int `json:"perCustomerLimit,omitempty"`
@@ -3550,6 +3688,9 @@ type NewSale struct {
 
 	// Sku 1-128 bytes of text (no control or format characters)
 	Sku string `json:"sku"`
+
+	// Title what the waiting-room page calls the product: 1-120 characters of text (no control or format characters, not only spaces); null or absent: the SKU
+	Title *string `json:"title,omitempty"`
 
 	// Waitlist lottery sales: a winner who does not buy in time passes the unit to the next drawn
 	Waitlist *bool `json:"waitlist,omitempty"`
@@ -3617,7 +3758,7 @@ type PaymentResultOutcome string
 // PaymentResultType defines model for PaymentResult.Type.
 type PaymentResultType string
 
-// Policy A waiting room's policy (policy, description, drawCommitment[, drawSeed]) or a lottery's (every field).
+// Policy A waiting room's policy (policy, description, drawCommitment[, drawSeed], title, imageUrl, opensAt) or a lottery's (every field but opensAt).
 type Policy struct {
 	Description string `json:"description"`
 
@@ -3634,7 +3775,13 @@ type Policy struct {
 	DrawSeed *string `json:"drawSeed,omitempty"`
 
 	// DrawnAt lottery: when the draw ran (null before)
-	DrawnAt *time.Time   `json:"drawnAt,omitempty"`
+	DrawnAt *time.Time `json:"drawnAt,omitempty"`
+
+	// ImageUrl the product's picture (https), null: none
+	ImageUrl *string `json:"imageUrl,omitempty"`
+
+	// OpensAt a waiting room: when the sale opens (null: when the store opens it)
+	OpensAt *time.Time   `json:"opensAt,omitempty"`
 	Policy  PolicyPolicy `json:"policy"`
 
 	// PurchaseWindowSeconds lottery
@@ -3645,6 +3792,9 @@ type Policy struct {
 
 	// RegistrationOpensAt lottery
 	RegistrationOpensAt *time.Time `json:"registrationOpensAt,omitempty"`
+
+	// Title the product's name (the SKU when the sale has no title)
+	Title *string `json:"title,omitempty"`
 
 	// Units lottery: the units drawn for
 	Units *int `json:"units,omitempty"`
@@ -3789,7 +3939,10 @@ type Sale struct {
 		Kind  SaleGateKind `json:"kind"`
 		Ok    *bool        `json:"ok,omitempty"`
 	} `json:"gate"`
-	InitialStock int `json:"initialStock"`
+
+	// ImageUrl the product's picture (https), null: none
+	ImageUrl     *string `json:"imageUrl"`
+	InitialStock int     `json:"initialStock"`
 
 	// Invariant the last verdict of `available + pending + confirmed = initial`
 	Invariant struct {
@@ -3827,8 +3980,11 @@ type Sale struct {
 	Sku    string `json:"sku"`
 
 	// State `sold_out` is not stored: an open sale with nothing available shows `sold_out`, and `open` again when stock returns
-	State  SaleState `json:"state"`
-	Voided int       `json:"voided"`
+	State SaleState `json:"state"`
+
+	// Title the product's name for shoppers (the SKU when the sale was created without one)
+	Title  string `json:"title"`
+	Voided int    `json:"voided"`
 }
 
 // SaleAdmission defines model for Sale.Admission.
@@ -3851,7 +4007,7 @@ type SaleState string
 // Examples: sale_01J8Z3K6Q9V2T7N4W5X8Y0A1B2
 type SaleId = string
 
-// Status exactly the fields of its state: waiting (position, estimatedWaitSeconds, pollAfterMs[, paused]), challenge_required (challenge), admitted (admissionToken, expiresIn), sold_out
+// Status exactly the fields of its state: waiting (position, estimatedWaitSeconds, pollAfterMs[, paused]), challenge_required (challenge), admitted (admissionToken, expiresIn), sold_out (queueIsFull; pollAfterMs while it is false; a closed sale answers sold_out with queueIsFull true)
 type Status struct {
 	// AdmissionToken send as X-Admission-Token with one reservation
 	AdmissionToken *string `json:"admissionToken,omitempty"`
@@ -3876,6 +4032,9 @@ type Status struct {
 
 	// PositionRange for a place decided by the draw: the likely range of places (25th to 75th percentile)
 	PositionRange *PositionRange `json:"positionRange,omitempty"`
+
+	// QueueIsFull sold_out: true when no unit can come back (sold out with no pending hold, or the sale closed): stop asking; false while pending holds may still give units back (sold out for now): ask again after pollAfterMs
+	QueueIsFull *bool `json:"queueIsFull,omitempty"`
 
 	// Stale present (true) while the instance answering cannot learn the line's state (an edge that has lost every origin, an instance that cannot reach the database): waiting on what it knew last, nobody is admitted; come back shortly
 	Stale *bool       `json:"stale,omitempty"`
@@ -4379,6 +4538,12 @@ type GetReservation500JSONResponseBodyErrorCode string
 // GetReservation503JSONResponseBodyErrorCode defines parameters for GetReservation.
 type GetReservation503JSONResponseBodyErrorCode string
 
+// GetReservationPreflight404JSONResponseBodyErrorCode defines parameters for GetReservationPreflight.
+type GetReservationPreflight404JSONResponseBodyErrorCode string
+
+// CancelPreflight404JSONResponseBodyErrorCode defines parameters for CancelPreflight.
+type CancelPreflight404JSONResponseBodyErrorCode string
+
 // Cancel401JSONResponseBodyErrorCode defines parameters for Cancel.
 type Cancel401JSONResponseBodyErrorCode string
 
@@ -4396,6 +4561,9 @@ type Cancel500JSONResponseBodyErrorCode string
 
 // Cancel503JSONResponseBodyErrorCode defines parameters for Cancel.
 type Cancel503JSONResponseBodyErrorCode string
+
+// ConfirmPreflight404JSONResponseBodyErrorCode defines parameters for ConfirmPreflight.
+type ConfirmPreflight404JSONResponseBodyErrorCode string
 
 // Confirm401JSONResponseBodyErrorCode defines parameters for Confirm.
 type Confirm401JSONResponseBodyErrorCode string
@@ -4427,6 +4595,9 @@ type Policy500JSONResponseBodyErrorCode string
 // Policy503JSONResponseBodyErrorCode defines parameters for Policy.
 type Policy503JSONResponseBodyErrorCode string
 
+// PolicyPreflight404JSONResponseBodyErrorCode defines parameters for PolicyPreflight.
+type PolicyPreflight404JSONResponseBodyErrorCode string
+
 // Registration400JSONResponseBodyErrorCode defines parameters for Registration.
 type Registration400JSONResponseBodyErrorCode string
 
@@ -4451,6 +4622,12 @@ type Registration500JSONResponseBodyErrorCode string
 // Registration503JSONResponseBodyErrorCode defines parameters for Registration.
 type Registration503JSONResponseBodyErrorCode string
 
+// RegistrationPreflight404JSONResponseBodyErrorCode defines parameters for RegistrationPreflight.
+type RegistrationPreflight404JSONResponseBodyErrorCode string
+
+// RegisterPreflight404JSONResponseBodyErrorCode defines parameters for RegisterPreflight.
+type RegisterPreflight404JSONResponseBodyErrorCode string
+
 // Register400JSONResponseBodyErrorCode defines parameters for Register.
 type Register400JSONResponseBodyErrorCode string
 
@@ -4474,6 +4651,9 @@ type Register500JSONResponseBodyErrorCode string
 
 // Register503JSONResponseBodyErrorCode defines parameters for Register.
 type Register503JSONResponseBodyErrorCode string
+
+// ReservePreflight404JSONResponseBodyErrorCode defines parameters for ReservePreflight.
+type ReservePreflight404JSONResponseBodyErrorCode string
 
 // ReserveParams defines parameters for Reserve.
 type ReserveParams struct {
@@ -4541,6 +4721,9 @@ type Status500JSONResponseBodyErrorCode string
 // Status503JSONResponseBodyErrorCode defines parameters for Status.
 type Status503JSONResponseBodyErrorCode string
 
+// StatusPreflight404JSONResponseBodyErrorCode defines parameters for StatusPreflight.
+type StatusPreflight404JSONResponseBodyErrorCode string
+
 // TicketParams defines parameters for Ticket.
 type TicketParams struct {
 	// Token the ticket held
@@ -4570,6 +4753,9 @@ type Ticket500JSONResponseBodyErrorCode string
 
 // Ticket503JSONResponseBodyErrorCode defines parameters for Ticket.
 type Ticket503JSONResponseBodyErrorCode string
+
+// TicketPreflight404JSONResponseBodyErrorCode defines parameters for TicketPreflight.
+type TicketPreflight404JSONResponseBodyErrorCode string
 
 // WaitPage404JSONResponseBodyErrorCode defines parameters for WaitPage.
 type WaitPage404JSONResponseBodyErrorCode string
@@ -5025,12 +5211,33 @@ type ClientInterface interface {
 	// Corresponds with GET /reservations/{reservationId} (the `GetReservation` operationId).
 	GetReservation(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetReservationPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /reservations/{reservationId} (the `GetReservationPreflight` operationId).
+	GetReservationPreflight(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /reservations/{reservationId}/cancel (the `CancelPreflight` operationId).
+	CancelPreflight(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Cancel Cancel a hold
 	//
 	// Its units come back once.
 	//
 	// Corresponds with POST /reservations/{reservationId}/cancel (the `Cancel` operationId).
 	Cancel(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConfirmPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /reservations/{reservationId}/confirm (the `ConfirmPreflight` operationId).
+	ConfirmPreflight(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Confirm Confirm a hold (sales confirmed by the customer)
 	//
@@ -5044,10 +5251,31 @@ type ClientInterface interface {
 	// Corresponds with GET /sales/{saleId}/policy (the `Policy` operationId).
 	Policy(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PolicyPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/policy (the `PolicyPreflight` operationId).
+	PolicyPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Registration A customer's lottery registration
 	//
 	// Corresponds with GET /sales/{saleId}/registration (the `Registration` operationId).
 	Registration(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegistrationPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/registration (the `RegistrationPreflight` operationId).
+	RegistrationPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/registrations (the `RegisterPreflight` operationId).
+	RegisterPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RegisterWithBody Register for a lottery sale
 	//
@@ -5066,6 +5294,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
 	Register(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReservePreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/reservations (the `ReservePreflight` operationId).
+	ReservePreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReserveWithBody Reserve units (a hold)
 	//
@@ -5087,10 +5322,17 @@ type ClientInterface interface {
 
 	// Status Where a ticket stands
 	//
-	// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds.
+	// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds. `sold_out` with `queueIsFull` true is final (no unit can come back, or the sale is closed): stop asking; with `queueIsFull` false the sale is sold out for now (pending holds may give units back): ask again after `pollAfterMs`.
 	//
 	// Corresponds with GET /sales/{saleId}/status (the `Status` operationId).
 	Status(ctx context.Context, saleId SaleId, params *StatusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StatusPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/status (the `StatusPreflight` operationId).
+	StatusPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Ticket A place in the waiting room's line
 	//
@@ -5098,6 +5340,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /sales/{saleId}/ticket (the `Ticket` operationId).
 	Ticket(ctx context.Context, saleId SaleId, params *TicketParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TicketPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/ticket (the `TicketPreflight` operationId).
+	TicketPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// WaitPage The waiting-room page
 	//
@@ -5838,6 +6087,40 @@ func (c *Client) GetReservation(ctx context.Context, reservationId ReservationId
 	return c.Client.Do(req)
 }
 
+// GetReservationPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /reservations/{reservationId} (the `GetReservationPreflight` operationId).
+func (c *Client) GetReservationPreflight(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetReservationPreflightRequest(c.Server, reservationId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /reservations/{reservationId}/cancel (the `CancelPreflight` operationId).
+func (c *Client) CancelPreflight(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelPreflightRequest(c.Server, reservationId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Cancel Cancel a hold
 //
 // Its units come back once.
@@ -5845,6 +6128,23 @@ func (c *Client) GetReservation(ctx context.Context, reservationId ReservationId
 // Corresponds with POST /reservations/{reservationId}/cancel (the `Cancel` operationId).
 func (c *Client) Cancel(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelRequest(c.Server, reservationId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConfirmPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /reservations/{reservationId}/confirm (the `ConfirmPreflight` operationId).
+func (c *Client) ConfirmPreflight(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConfirmPreflightRequest(c.Server, reservationId)
 	if err != nil {
 		return nil, err
 	}
@@ -5887,11 +6187,62 @@ func (c *Client) Policy(ctx context.Context, saleId SaleId, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
+// PolicyPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/policy (the `PolicyPreflight` operationId).
+func (c *Client) PolicyPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPolicyPreflightRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Registration A customer's lottery registration
 //
 // Corresponds with GET /sales/{saleId}/registration (the `Registration` operationId).
 func (c *Client) Registration(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRegistrationRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegistrationPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/registration (the `RegistrationPreflight` operationId).
+func (c *Client) RegistrationPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegistrationPreflightRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/registrations (the `RegisterPreflight` operationId).
+func (c *Client) RegisterPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterPreflightRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -5930,6 +6281,23 @@ func (c *Client) RegisterWithBody(ctx context.Context, saleId SaleId, contentTyp
 // Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
 func (c *Client) Register(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRegisterRequest(c.Server, saleId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReservePreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/reservations (the `ReservePreflight` operationId).
+func (c *Client) ReservePreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReservePreflightRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -5980,11 +6348,28 @@ func (c *Client) Reserve(ctx context.Context, saleId SaleId, params *ReservePara
 
 // Status Where a ticket stands
 //
-// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds.
+// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds. `sold_out` with `queueIsFull` true is final (no unit can come back, or the sale is closed): stop asking; with `queueIsFull` false the sale is sold out for now (pending holds may give units back): ask again after `pollAfterMs`.
 //
 // Corresponds with GET /sales/{saleId}/status (the `Status` operationId).
 func (c *Client) Status(ctx context.Context, saleId SaleId, params *StatusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStatusRequest(c.Server, saleId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StatusPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/status (the `StatusPreflight` operationId).
+func (c *Client) StatusPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStatusPreflightRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -6002,6 +6387,23 @@ func (c *Client) Status(ctx context.Context, saleId SaleId, params *StatusParams
 // Corresponds with GET /sales/{saleId}/ticket (the `Ticket` operationId).
 func (c *Client) Ticket(ctx context.Context, saleId SaleId, params *TicketParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTicketRequest(c.Server, saleId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TicketPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/ticket (the `TicketPreflight` operationId).
+func (c *Client) TicketPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTicketPreflightRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -7106,6 +7508,74 @@ func NewGetReservationRequest(server string, reservationId ReservationId) (*http
 	return req, nil
 }
 
+// NewGetReservationPreflightRequest constructs an http.Request for the GetReservationPreflight method
+func NewGetReservationPreflightRequest(server string, reservationId ReservationId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "reservationId", reservationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/reservations/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelPreflightRequest constructs an http.Request for the CancelPreflight method
+func NewCancelPreflightRequest(server string, reservationId ReservationId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "reservationId", reservationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/reservations/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCancelRequest constructs an http.Request for the Cancel method
 func NewCancelRequest(server string, reservationId ReservationId) (*http.Request, error) {
 	var err error
@@ -7133,6 +7603,40 @@ func NewCancelRequest(server string, reservationId ReservationId) (*http.Request
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConfirmPreflightRequest constructs an http.Request for the ConfirmPreflight method
+func NewConfirmPreflightRequest(server string, reservationId ReservationId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "reservationId", reservationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/reservations/%s/confirm", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7208,6 +7712,40 @@ func NewPolicyRequest(server string, saleId SaleId) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPolicyPreflightRequest constructs an http.Request for the PolicyPreflight method
+func NewPolicyPreflightRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/policy", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRegistrationRequest constructs an http.Request for the Registration method
 func NewRegistrationRequest(server string, saleId SaleId) (*http.Request, error) {
 	var err error
@@ -7235,6 +7773,74 @@ func NewRegistrationRequest(server string, saleId SaleId) (*http.Request, error)
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRegistrationPreflightRequest constructs an http.Request for the RegistrationPreflight method
+func NewRegistrationPreflightRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/registration", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRegisterPreflightRequest constructs an http.Request for the RegisterPreflight method
+func NewRegisterPreflightRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/registrations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7285,6 +7891,40 @@ func NewRegisterRequestWithBody(server string, saleId SaleId, contentType string
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReservePreflightRequest constructs an http.Request for the ReservePreflight method
+func NewReservePreflightRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/reservations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -7429,6 +8069,40 @@ func NewStatusRequest(server string, saleId SaleId, params *StatusParams) (*http
 	return req, nil
 }
 
+// NewStatusPreflightRequest constructs an http.Request for the StatusPreflight method
+func NewStatusPreflightRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewTicketRequest constructs an http.Request for the Ticket method
 func NewTicketRequest(server string, saleId SaleId, params *TicketParams) (*http.Request, error) {
 	var err error
@@ -7483,6 +8157,40 @@ func NewTicketRequest(server string, saleId SaleId, params *TicketParams) (*http
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTicketPreflightRequest constructs an http.Request for the TicketPreflight method
+func NewTicketPreflightRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/ticket", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -8030,6 +8738,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /reservations/{reservationId} (the `GetReservation` operationId).
 	GetReservationWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*GetReservationResponse, error)
 
+	// GetReservationPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /reservations/{reservationId} (the `GetReservationPreflight` operationId).
+	GetReservationPreflightWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*GetReservationPreflightResponse, error)
+
+	// CancelPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /reservations/{reservationId}/cancel (the `CancelPreflight` operationId).
+	CancelPreflightWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*CancelPreflightResponse, error)
+
 	// CancelWithResponse Cancel a hold
 	//
 	// Its units come back once.
@@ -8038,6 +8764,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /reservations/{reservationId}/cancel (the `Cancel` operationId).
 	CancelWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*CancelResponse, error)
+
+	// ConfirmPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /reservations/{reservationId}/confirm (the `ConfirmPreflight` operationId).
+	ConfirmPreflightWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*ConfirmPreflightResponse, error)
 
 	// ConfirmWithResponse Confirm a hold (sales confirmed by the customer)
 	//
@@ -8055,12 +8790,39 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /sales/{saleId}/policy (the `Policy` operationId).
 	PolicyWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PolicyResponse, error)
 
+	// PolicyPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/policy (the `PolicyPreflight` operationId).
+	PolicyPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PolicyPreflightResponse, error)
+
 	// RegistrationWithResponse A customer's lottery registration
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /sales/{saleId}/registration (the `Registration` operationId).
 	RegistrationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*RegistrationResponse, error)
+
+	// RegistrationPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/registration (the `RegistrationPreflight` operationId).
+	RegistrationPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*RegistrationPreflightResponse, error)
+
+	// RegisterPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/registrations (the `RegisterPreflight` operationId).
+	RegisterPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*RegisterPreflightResponse, error)
 
 	// RegisterWithBodyWithResponse Register for a lottery sale
 	//
@@ -8079,6 +8841,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
 	RegisterWithResponse(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterResponse, error)
+
+	// ReservePreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/reservations (the `ReservePreflight` operationId).
+	ReservePreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*ReservePreflightResponse, error)
 
 	// ReserveWithBodyWithResponse Reserve units (a hold)
 	//
@@ -8100,12 +8871,21 @@ type ClientWithResponsesInterface interface {
 
 	// StatusWithResponse Where a ticket stands
 	//
-	// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds.
+	// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds. `sold_out` with `queueIsFull` true is final (no unit can come back, or the sale is closed): stop asking; with `queueIsFull` false the sale is sold out for now (pending holds may give units back): ask again after `pollAfterMs`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /sales/{saleId}/status (the `Status` operationId).
 	StatusWithResponse(ctx context.Context, saleId SaleId, params *StatusParams, reqEditors ...RequestEditorFn) (*StatusResponse, error)
+
+	// StatusPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/status (the `StatusPreflight` operationId).
+	StatusPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*StatusPreflightResponse, error)
 
 	// TicketWithResponse A place in the waiting room's line
 	//
@@ -8115,6 +8895,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /sales/{saleId}/ticket (the `Ticket` operationId).
 	TicketWithResponse(ctx context.Context, saleId SaleId, params *TicketParams, reqEditors ...RequestEditorFn) (*TicketResponse, error)
+
+	// TicketPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/ticket (the `TicketPreflight` operationId).
+	TicketPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*TicketPreflightResponse, error)
 
 	// WaitPageWithResponse The waiting-room page
 	//
@@ -10550,6 +11339,108 @@ func (r GetReservationResponse) ContentType() string {
 	return ""
 }
 
+// GetReservationPreflightResponse204Headers the declared response headers of an HTTP 204 response for GetReservationPreflight
+type GetReservationPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type GetReservationPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *GetReservationPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetReservationPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetReservationPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetReservationPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetReservationPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetReservationPreflightResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CancelPreflightResponse204Headers the declared response headers of an HTTP 204 response for CancelPreflight
+type CancelPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type CancelPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *CancelPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CancelPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelPreflightResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CancelResponse429Headers the declared response headers of an HTTP 429 response for Cancel
 type CancelResponse429Headers struct {
 	Connection *string
@@ -10656,6 +11547,57 @@ func (r CancelResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CancelResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ConfirmPreflightResponse204Headers the declared response headers of an HTTP 204 response for ConfirmPreflight
+type ConfirmPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type ConfirmPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *ConfirmPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ConfirmPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ConfirmPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConfirmPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConfirmPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConfirmPreflightResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10878,6 +11820,57 @@ func (r PolicyResponse) ContentType() string {
 	return ""
 }
 
+// PolicyPreflightResponse204Headers the declared response headers of an HTTP 204 response for PolicyPreflight
+type PolicyPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type PolicyPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *PolicyPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PolicyPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r PolicyPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PolicyPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PolicyPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PolicyPreflightResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RegistrationResponse429Headers the declared response headers of an HTTP 429 response for Registration
 type RegistrationResponse429Headers struct {
 	Connection *string
@@ -11012,6 +12005,108 @@ func (r RegistrationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RegistrationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RegistrationPreflightResponse204Headers the declared response headers of an HTTP 204 response for RegistrationPreflight
+type RegistrationPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type RegistrationPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *RegistrationPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RegistrationPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r RegistrationPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegistrationPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegistrationPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegistrationPreflightResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RegisterPreflightResponse204Headers the declared response headers of an HTTP 204 response for RegisterPreflight
+type RegisterPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type RegisterPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *RegisterPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RegisterPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r RegisterPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegisterPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegisterPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegisterPreflightResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11166,6 +12261,57 @@ func (r RegisterResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RegisterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReservePreflightResponse204Headers the declared response headers of an HTTP 204 response for ReservePreflight
+type ReservePreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type ReservePreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *ReservePreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReservePreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ReservePreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReservePreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReservePreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReservePreflightResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11529,6 +12675,57 @@ func (r StatusResponse) ContentType() string {
 	return ""
 }
 
+// StatusPreflightResponse204Headers the declared response headers of an HTTP 204 response for StatusPreflight
+type StatusPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type StatusPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *StatusPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r StatusPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r StatusPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StatusPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StatusPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StatusPreflightResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // TicketResponse200Headers the declared response headers of an HTTP 200 response for Ticket
 type TicketResponse200Headers struct {
 	CacheControl string
@@ -11684,6 +12881,57 @@ func (r TicketResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r TicketResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TicketPreflightResponse204Headers the declared response headers of an HTTP 204 response for TicketPreflight
+type TicketPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type TicketPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *TicketPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TicketPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r TicketPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TicketPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TicketPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TicketPreflightResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12468,6 +13716,36 @@ func (c *ClientWithResponses) GetReservationWithResponse(ctx context.Context, re
 	return ParseGetReservationResponse(rsp)
 }
 
+// GetReservationPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /reservations/{reservationId} (the `GetReservationPreflight` operationId).
+func (c *ClientWithResponses) GetReservationPreflightWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*GetReservationPreflightResponse, error) {
+	rsp, err := c.GetReservationPreflight(ctx, reservationId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetReservationPreflightResponse(rsp)
+}
+
+// CancelPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /reservations/{reservationId}/cancel (the `CancelPreflight` operationId).
+func (c *ClientWithResponses) CancelPreflightWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*CancelPreflightResponse, error) {
+	rsp, err := c.CancelPreflight(ctx, reservationId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelPreflightResponse(rsp)
+}
+
 // CancelWithResponse Cancel a hold
 //
 // Its units come back once.
@@ -12481,6 +13759,21 @@ func (c *ClientWithResponses) CancelWithResponse(ctx context.Context, reservatio
 		return nil, err
 	}
 	return ParseCancelResponse(rsp)
+}
+
+// ConfirmPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /reservations/{reservationId}/confirm (the `ConfirmPreflight` operationId).
+func (c *ClientWithResponses) ConfirmPreflightWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*ConfirmPreflightResponse, error) {
+	rsp, err := c.ConfirmPreflight(ctx, reservationId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfirmPreflightResponse(rsp)
 }
 
 // ConfirmWithResponse Confirm a hold (sales confirmed by the customer)
@@ -12511,6 +13804,21 @@ func (c *ClientWithResponses) PolicyWithResponse(ctx context.Context, saleId Sal
 	return ParsePolicyResponse(rsp)
 }
 
+// PolicyPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/policy (the `PolicyPreflight` operationId).
+func (c *ClientWithResponses) PolicyPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PolicyPreflightResponse, error) {
+	rsp, err := c.PolicyPreflight(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePolicyPreflightResponse(rsp)
+}
+
 // RegistrationWithResponse A customer's lottery registration
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12522,6 +13830,36 @@ func (c *ClientWithResponses) RegistrationWithResponse(ctx context.Context, sale
 		return nil, err
 	}
 	return ParseRegistrationResponse(rsp)
+}
+
+// RegistrationPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/registration (the `RegistrationPreflight` operationId).
+func (c *ClientWithResponses) RegistrationPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*RegistrationPreflightResponse, error) {
+	rsp, err := c.RegistrationPreflight(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegistrationPreflightResponse(rsp)
+}
+
+// RegisterPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/registrations (the `RegisterPreflight` operationId).
+func (c *ClientWithResponses) RegisterPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*RegisterPreflightResponse, error) {
+	rsp, err := c.RegisterPreflight(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterPreflightResponse(rsp)
 }
 
 // RegisterWithBodyWithResponse Register for a lottery sale
@@ -12552,6 +13890,21 @@ func (c *ClientWithResponses) RegisterWithResponse(ctx context.Context, saleId S
 		return nil, err
 	}
 	return ParseRegisterResponse(rsp)
+}
+
+// ReservePreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/reservations (the `ReservePreflight` operationId).
+func (c *ClientWithResponses) ReservePreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*ReservePreflightResponse, error) {
+	rsp, err := c.ReservePreflight(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReservePreflightResponse(rsp)
 }
 
 // ReserveWithBodyWithResponse Reserve units (a hold)
@@ -12586,7 +13939,7 @@ func (c *ClientWithResponses) ReserveWithResponse(ctx context.Context, saleId Sa
 
 // StatusWithResponse Where a ticket stands
 //
-// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds.
+// Ask again after `pollAfterMs`. Once admitted, the admission token is good for one reservation for `expiresIn` seconds. `sold_out` with `queueIsFull` true is final (no unit can come back, or the sale is closed): stop asking; with `queueIsFull` false the sale is sold out for now (pending holds may give units back): ask again after `pollAfterMs`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12597,6 +13950,21 @@ func (c *ClientWithResponses) StatusWithResponse(ctx context.Context, saleId Sal
 		return nil, err
 	}
 	return ParseStatusResponse(rsp)
+}
+
+// StatusPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/status (the `StatusPreflight` operationId).
+func (c *ClientWithResponses) StatusPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*StatusPreflightResponse, error) {
+	rsp, err := c.StatusPreflight(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStatusPreflightResponse(rsp)
 }
 
 // TicketWithResponse A place in the waiting room's line
@@ -12612,6 +13980,21 @@ func (c *ClientWithResponses) TicketWithResponse(ctx context.Context, saleId Sal
 		return nil, err
 	}
 	return ParseTicketResponse(rsp)
+}
+
+// TicketPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/ticket (the `TicketPreflight` operationId).
+func (c *ClientWithResponses) TicketPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*TicketPreflightResponse, error) {
+	rsp, err := c.TicketPreflight(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTicketPreflightResponse(rsp)
 }
 
 // WaitPageWithResponse The waiting-room page
@@ -14543,6 +15926,132 @@ func ParseGetReservationResponse(rsp *http.Response) (*GetReservationResponse, e
 	return response, nil
 }
 
+// ParseGetReservationPreflightResponse parses an HTTP response from a GetReservationPreflightWithResponse call
+func ParseGetReservationPreflightResponse(rsp *http.Response) (*GetReservationPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetReservationPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers GetReservationPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCancelPreflightResponse parses an HTTP response from a CancelPreflightWithResponse call
+func ParseCancelPreflightResponse(rsp *http.Response) (*CancelPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers CancelPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCancelResponse parses an HTTP response from a CancelWithResponse call
 func ParseCancelResponse(rsp *http.Response) (*CancelResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14643,6 +16152,69 @@ func ParseCancelResponse(rsp *http.Response) (*CancelResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseConfirmPreflightResponse parses an HTTP response from a ConfirmPreflightWithResponse call
+func ParseConfirmPreflightResponse(rsp *http.Response) (*ConfirmPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConfirmPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers ConfirmPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
 	}
 
 	return response, nil
@@ -14834,6 +16406,69 @@ func ParsePolicyResponse(rsp *http.Response) (*PolicyResponse, error) {
 	return response, nil
 }
 
+// ParsePolicyPreflightResponse parses an HTTP response from a PolicyPreflightWithResponse call
+func ParsePolicyPreflightResponse(rsp *http.Response) (*PolicyPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PolicyPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers PolicyPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRegistrationResponse parses an HTTP response from a RegistrationWithResponse call
 func ParseRegistrationResponse(rsp *http.Response) (*RegistrationResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14955,6 +16590,132 @@ func ParseRegistrationResponse(rsp *http.Response) (*RegistrationResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRegistrationPreflightResponse parses an HTTP response from a RegistrationPreflightWithResponse call
+func ParseRegistrationPreflightResponse(rsp *http.Response) (*RegistrationPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegistrationPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers RegistrationPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRegisterPreflightResponse parses an HTTP response from a RegisterPreflightWithResponse call
+func ParseRegisterPreflightResponse(rsp *http.Response) (*RegisterPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegisterPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers RegisterPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
 	}
 
 	return response, nil
@@ -15088,6 +16849,69 @@ func ParseRegisterResponse(rsp *http.Response) (*RegisterResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReservePreflightResponse parses an HTTP response from a ReservePreflightWithResponse call
+func ParseReservePreflightResponse(rsp *http.Response) (*ReservePreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReservePreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers ReservePreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
 	}
 
 	return response, nil
@@ -15403,6 +17227,69 @@ func ParseStatusResponse(rsp *http.Response) (*StatusResponse, error) {
 	return response, nil
 }
 
+// ParseStatusPreflightResponse parses an HTTP response from a StatusPreflightWithResponse call
+func ParseStatusPreflightResponse(rsp *http.Response) (*StatusPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StatusPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers StatusPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseTicketResponse parses an HTTP response from a TicketWithResponse call
 func ParseTicketResponse(rsp *http.Response) (*TicketResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -15541,6 +17428,69 @@ func ParseTicketResponse(rsp *http.Response) (*TicketResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTicketPreflightResponse parses an HTTP response from a TicketPreflightWithResponse call
+func ParseTicketPreflightResponse(rsp *http.Response) (*TicketPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TicketPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers TicketPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
 	}
 
 	return response, nil

@@ -16,7 +16,9 @@ import (
 type Sale struct {
 	SaleID                string     `json:"saleId"`
 	SKU                   string     `json:"sku"`
-	State                 string     `json:"state"` // scheduled, open, sold_out, paused, closed
+	Title                 string     `json:"title"`
+	ImageURL              *string    `json:"imageUrl"` // nil: none
+	State                 string     `json:"state"`    // scheduled, open, sold_out, paused, closed
 	InitialStock          int        `json:"initialStock"`
 	Available             int        `json:"available"`
 	Pending               int        `json:"pending"`
@@ -60,6 +62,8 @@ type Invariant struct {
 // service's defaults apply (initialStock is always sent).
 type NewSale struct {
 	SKU                   string     `json:"sku"`
+	Title                 string     `json:"title,omitempty"`
+	ImageURL              string     `json:"imageUrl,omitempty"`
 	InitialStock          int        `json:"initialStock"`
 	PerCustomerLimit      int        `json:"perCustomerLimit,omitempty"`
 	ReservationTTLSeconds int        `json:"reservationTtlSeconds,omitempty"`
@@ -139,6 +143,9 @@ type Status struct {
 	Challenge            *Challenge     `json:"challenge"`
 	AdmissionToken       string         `json:"admissionToken"`
 	ExpiresIn            int64          `json:"expiresIn"`
+	// QueueIsFull (sold_out): no unit can come back; false while pending
+	// holds may give some back (ask again after PollAfterMs).
+	QueueIsFull bool `json:"queueIsFull"`
 }
 
 // Policy is a sale's fairness policy in plain words, with the draw's
@@ -157,6 +164,10 @@ type Policy struct {
 	Units                 int        `json:"units"`
 	DrawAlgorithm         string     `json:"drawAlgorithm"`
 	DrawnAt               *time.Time `json:"drawnAt"`
+	// A waiting room's: what the page shows of the sale.
+	Title    string     `json:"title"`
+	ImageURL *string    `json:"imageUrl"`
+	OpensAt  *time.Time `json:"opensAt"`
 }
 
 // Health is the answer of /healthz and /readyz.

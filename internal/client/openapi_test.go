@@ -107,9 +107,12 @@ var calls = map[string]string{
 }
 
 // browser are the operations of a browser, not of an API client: pages,
-// their assets, the job UI and its sign-in.
+// their assets, the job UI and its sign-in, the preflights of cross-origin
+// requests (CORS).
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
 	"loginPage", "login", "logout", "riverUI",
+	"reservePreflight", "getReservationPreflight", "confirmPreflight", "cancelPreflight",
+	"ticketPreflight", "statusPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
 	// and an edge's own requests to its origins (waitroom.Edge makes them).
 	"edgeWatermarks", "edgeSync", "edgeLease"}
 

@@ -149,6 +149,7 @@ const lotteryGet = `-- name: LotteryGet :one
 SELECT l.sale_id, l.registration_opens_at, l.registration_closes_at, l.draw_at,
        l.purchase_window_seconds, l.waitlist, l.drawn_at,
        s.initial_stock, s.challenge_bits, s.min_account_age_seconds, s.draw_seed,
+       coalesce(s.title, s.sku)::text AS title, coalesce(s.image_url, '')::text AS image_url,
        now()::timestamptz AS now
   FROM lotteries l
   JOIN sales s ON s.sale_id = l.sale_id
@@ -171,6 +172,8 @@ type LotteryGetRow struct {
 	ChallengeBits         int32
 	MinAccountAgeSeconds  int32
 	DrawSeed              []byte
+	Title                 string
+	ImageUrl              string
 	Now                   time.Time
 }
 
@@ -190,6 +193,8 @@ func (q *Queries) LotteryGet(ctx context.Context, arg LotteryGetParams) (Lottery
 		&i.ChallengeBits,
 		&i.MinAccountAgeSeconds,
 		&i.DrawSeed,
+		&i.Title,
+		&i.ImageUrl,
 		&i.Now,
 	)
 	return i, err

@@ -185,6 +185,8 @@ type Sale struct {
 	Gate                  string
 	GateEpoch             int32
 	Confirmation          string
+	Title                 *string
+	ImageUrl              *string
 }
 
 type SaleInvariant struct {

@@ -30,6 +30,7 @@ SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
        s.pause_reason, s.created_at, s.fairness, s.challenge_bits,
        s.per_instrument_limit, s.min_account_age_seconds, s.confirmation, s.gate,
+       s.title, s.image_url,
        i.available, i.pending, i.confirmed, i.expired, i.cancelled, i.voided,
        i.ledger_total, i.ok AS counts_ok,
        v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,
@@ -63,6 +64,8 @@ type SaleGetRow struct {
 	MinAccountAgeSeconds  int32
 	Confirmation          string
 	Gate                  string
+	Title                 *string
+	ImageUrl              *string
 	Available             int64
 	Pending               int64
 	Confirmed             int64
@@ -100,6 +103,8 @@ func (q *Queries) SaleGet(ctx context.Context, arg SaleGetParams) (SaleGetRow, e
 		&i.MinAccountAgeSeconds,
 		&i.Confirmation,
 		&i.Gate,
+		&i.Title,
+		&i.ImageUrl,
 		&i.Available,
 		&i.Pending,
 		&i.Confirmed,
@@ -120,11 +125,13 @@ const saleInsert = `-- name: SaleInsert :one
 INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
-                   min_account_age_seconds, draw_seed, confirmation, gate)
+                   min_account_age_seconds, draw_seed, confirmation, gate,
+                   title, image_url)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9,
         $10, $11, $12,
-        $13, $14, $15, $16)
+        $13, $14, $15, $16,
+        $17, $18)
 RETURNING sale_id
 `
 
@@ -145,6 +152,8 @@ type SaleInsertParams struct {
 	DrawSeed              []byte
 	Confirmation          string
 	Gate                  string
+	Title                 *string
+	ImageUrl              *string
 }
 
 func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string, error) {
@@ -165,6 +174,8 @@ func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string,
 		arg.DrawSeed,
 		arg.Confirmation,
 		arg.Gate,
+		arg.Title,
+		arg.ImageUrl,
 	)
 	var sale_id string
 	err := row.Scan(&sale_id)

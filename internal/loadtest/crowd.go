@@ -61,6 +61,8 @@ type crowdStats struct {
 	states   map[string]int // "status <state>", "ticket <HTTP outcome>", ...
 	admitted []time.Time
 	lastSold time.Time
+	soldOut  []time.Time // when waiters heard sold_out from the status
+	pollLat  []time.Duration
 }
 
 func (c *crowdStats) count(f func()) {
@@ -121,7 +123,13 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 			continue
 		}
 		st := sr.JSON200
-		c.count(func() { c.polls++; c.states["status "+string(st.State)]++ })
+		lat := time.Since(start)
+		c.count(func() { c.pollLat = append(c.pollLat, lat) })
+		state := "status " + string(st.State)
+		if st.QueueIsFull != nil && !*st.QueueIsFull {
+			state += " (for now: holds pending)"
+		}
+		c.count(func() { c.polls++; c.states[state]++ })
 		switch st.State {
 		case apiclient.StatusStateWaiting:
 			wait = 0
@@ -154,7 +162,9 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-		default: // sold_out
+		default: // sold_out (for now or for good: this waiter stops asking)
+			now := time.Now()
+			c.count(func() { c.soldOut = append(c.soldOut, now) })
 			return
 		}
 	}
@@ -173,6 +183,11 @@ func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
 	for _, s := range slices.Sorted(maps.Keys(c.states)) {
 		notes = append(notes, fmt.Sprintf("  %s\t%d", s, c.states[s]))
 	}
+	if n := len(c.pollLat); n > 0 {
+		slices.Sort(c.pollLat)
+		notes = append(notes, fmt.Sprintf("status latency\tp50 %v, p99 %v (as the clients saw it)",
+			c.pollLat[n/2].Round(time.Millisecond), c.pollLat[min(n-1, n*99/100)].Round(time.Millisecond)))
+	}
 	if len(c.admitted) == 0 {
 		return append(notes, "admitted\tnobody")
 	}
@@ -180,6 +195,14 @@ func (c *crowdStats) notes(opensAt time.Time, crowd int) []string {
 	notes = append(notes, fmt.Sprintf("admitted\t%d, the first %v and the last %v after the open", len(c.admitted), first.Round(time.Millisecond), last.Round(time.Millisecond)))
 	if !c.lastSold.IsZero() {
 		notes = append(notes, fmt.Sprintf("last unit sold\t%v after the open", c.lastSold.Sub(opensAt).Round(time.Millisecond)))
+		if n := len(c.soldOut); n > 0 {
+			// How long after the last sale the waiting crowd heard it.
+			slices.SortFunc(c.soldOut, func(a, b time.Time) int { return a.Compare(b) })
+			at := func(q float64) time.Duration {
+				return c.soldOut[min(n-1, int(q*float64(n)))].Sub(c.lastSold).Round(time.Millisecond)
+			}
+			notes = append(notes, fmt.Sprintf("sold out heard\t%d waiters, p50 %v, p99 %v, last %v after the last unit sold", n, at(.5), at(.99), at(1)))
+		}
 	}
 	// Admissions per second after the open, as seen by the clients (they see
 	// an admission at their next poll).

@@ -16,6 +16,7 @@ VALUES (@sale_id, @registration_opens_at, @registration_closes_at, @draw_at,
 SELECT l.sale_id, l.registration_opens_at, l.registration_closes_at, l.draw_at,
        l.purchase_window_seconds, l.waitlist, l.drawn_at,
        s.initial_stock, s.challenge_bits, s.min_account_age_seconds, s.draw_seed,
+       coalesce(s.title, s.sku)::text AS title, coalesce(s.image_url, '')::text AS image_url,
        now()::timestamptz AS now
   FROM lotteries l
   JOIN sales s ON s.sale_id = l.sale_id

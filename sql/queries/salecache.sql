@@ -12,10 +12,16 @@
 -- so a cache can tell that holders may have come and gone between two reads
 -- that both saw the sale sold out. now is the database's clock at the read:
 -- instances judge times by it (an opening, a token's expiry), not by their
--- own, which may be off.
+-- own, which may be off. available is the units left in every bucket (the
+-- waiting room paces its polls by it); pending_holds, asked only of a sold-out
+-- sale, whether a pending hold could still give a unit back (an index probe
+-- of reservations_sale_state).
 SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
        s.min_account_age_seconds, s.draw_seed, s.gate, s.per_customer_limit,
        coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int <= 0 AS sold_out,
+       coalesce((SELECT sum(greatest(st.quantity, 0)) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
+       (coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0) <= 0
+        AND EXISTS (SELECT 1 FROM reservations r WHERE r.sale_id = s.sale_id AND r.state = 'pending'))::boolean AS pending_holds,
        coalesce(w.next_position, 1)::bigint AS next_position,
        w.preopen_count,
        w.preopen_positions,
@@ -25,6 +31,8 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
        coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
        coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version,
+       coalesce(s.title, s.sku)::text AS title,
+       coalesce(s.image_url, '')::text AS image_url,
        now()::timestamptz AS now
   FROM sales s
   LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id

@@ -1,8 +1,9 @@
-// The page's only network requests: the API, on this origin, with the
-// customer's token, never cached, no cookies, no referrer. The HTTP contract
-// is the README's API section.
+// The page's only network requests: the API (on this origin, or at the base
+// URL an exported page names: sale.api, which answers cross-origin requests),
+// with the customer's token, never cached, no cookies, no referrer. The HTTP
+// contract is the README's API section.
 
-import { state } from "./state.js";
+import { sale, state } from "./state.js";
 
 // api resolves (never rejects) to {status, headers, body, code, message},
 // and to {status: 0, network: true, …} when no answer came. It keeps
@@ -11,7 +12,7 @@ export function api(method, path, extraHeaders, body) {
   const headers = { "Accept": "application/json" };
   if (state.jwt) headers["Authorization"] = "Bearer " + state.jwt;
   if (extraHeaders) for (const h in extraHeaders) headers[h] = extraHeaders[h];
-  return window.fetch(path, {
+  return window.fetch(sale.api + path, {
     method: method,
     headers: headers,
     body: body,
@@ -53,4 +54,35 @@ export function retryAfterMs(r, fallback) {
   }
   if (isNaN(ms)) ms = fallback;
   return Math.min(120000, Math.max(500, ms));
+}
+
+// roomDown: the answer says the room cannot answer now (no answer at all,
+// a 5xx, or 429): the page says "come back shortly" and asks again later.
+export function roomDown(r) {
+  return r.network || r.status >= 500 || r.status === 429;
+}
+
+// retryAfterOnly is the answer's Retry-After in ms, 0 when there is none.
+export function retryAfterOnly(r) {
+  const v = r.headers.get("Retry-After");
+  if (!v) return 0;
+  let ms = NaN;
+  if (/^\s*\d+\s*$/.test(v)) ms = parseInt(v, 10) * 1000;
+  else ms = Date.parse(v) - (Date.now() + state.clockSkewMs);
+  return isNaN(ms) ? 0 : Math.min(120000, Math.max(0, ms));
+}
+
+let policyAnswer = null;
+
+// fetchPolicy reads the sale's policy (what the page shows of the sale, and
+// how the line works) once: a good answer is kept for the page's life, a
+// failed one is asked again next time.
+export function fetchPolicy() {
+  if (!policyAnswer) {
+    policyAnswer = api("GET", sale.base + "/policy").then(function (r) {
+      if (r.status !== 200 || !r.body) policyAnswer = null;
+      return r;
+    });
+  }
+  return policyAnswer;
 }

@@ -8,16 +8,31 @@
 // functions, and none is called while the modules are being loaded.
 
 import { store } from "./storage.js";
-import { sale, state, schedule, stopAll, backoffMs } from "./state.js";
-import { api, retryAfterMs } from "./api.js";
-import { app, $, setState, showError, showWaiting, showPaused, showPolicy, showBroadcast } from "./ui.js";
+import { sale, state, schedule, stopAll, comeBackMs } from "./state.js";
+import { api, retryAfterMs, retryAfterOnly, roomDown, fetchPolicy } from "./api.js";
+import { app, $, setState, showError, showWaiting, showPaused, showPolicy, showBroadcast, showUnreachable, showSale } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { reserve } from "./purchase.js";
 
+// loadPolicy shows the sale (its product, its opening time) and how the
+// line works, from the sale's policy.
 export function loadPolicy() {
-  api("GET", sale.base + "/policy").then(function (r) {
-    if (r.status === 200 && r.body) showPolicy(r.body.description || r.body.policy);
+  fetchPolicy().then(function (r) {
+    if (r.status !== 200 || !r.body) return;
+    showSale(r.body);
+    showPolicy(r.body.description || r.body.policy);
   });
+}
+
+// comeBackShortly: the room cannot answer (roomDown(r), or an edge that lost
+// its origin): say so, and run retry after a backoff (never sooner than
+// Retry-After, nor than floorMs). The ticket is kept, and nothing else is
+// tried meanwhile: above all, never the purchase path, which takes only an
+// admission token the room gave.
+export function comeBackShortly(r, retry, floorMs) {
+  const ms = Math.max(floorMs || 0, comeBackMs(r ? retryAfterOnly(r) : 0));
+  showUnreachable(ms);
+  schedule(retry, ms);
 }
 
 // getTicket asks for a ticket, or with the one kept, for the place it holds.
@@ -31,18 +46,15 @@ export function getTicket() {
       store.set(state.keys.ticket, state.ticket);
       if (typeof r.body.pollAfterMs === "number" && r.body.pollAfterMs > 0) state.pollAfterMs = r.body.pollAfterMs;
       if (!state.policyShown && typeof r.body.policy === "string") showPolicy(r.body.policy);
+      state.lastPollAt = Date.now();
+      if (r.body.stale === true) return comeBackShortly(null, poll, state.pollAfterMs);
       showWaiting(r.body);
       if (r.body.challenge) ensureSolving(r.body.challenge);
-      state.lastPollAt = Date.now();
       schedule(poll, state.pollAfterMs);
       return;
     }
-    if (r.network) return schedule(getTicket, backoffMs());
     if (r.status === 401) return rejectJWT();
-    if (r.status === 429 || r.status === 503) {
-      if (r.code === "sale_paused_fail_closed") showPaused();
-      return schedule(getTicket, retryAfterMs(r, backoffMs()));
-    }
+    if (roomDown(r)) return comeBackShortly(r, getTicket);
     if (sentTicket && renewTicket(r)) return;
     handleError(r, getTicket);
   });
@@ -75,13 +87,16 @@ function poll() {
   state.lastPollAt = Date.now();
   api("GET", url).then(function (r) {
     if (r.status === 200 && r.body) {
-      state.attempts = 0;
       state.ticketResets = 0;
       const b = r.body;
+      if (b.state !== "waiting" || b.stale !== true) state.attempts = 0;
       showBroadcast(b.message);
       switch (b.state) {
         case "waiting":
           if (typeof b.pollAfterMs === "number" && b.pollAfterMs > 0) state.pollAfterMs = b.pollAfterMs;
+          // An edge that cannot reach the origin says so (stale): it keeps
+          // the place but lets nobody in on what it last knew.
+          if (b.stale === true) return comeBackShortly(null, poll, state.pollAfterMs);
           if (b.paused || b.held) showPaused(b.position, b.held);
           else showWaiting(b);
           return schedule(poll, state.pollAfterMs);
@@ -106,17 +121,19 @@ function poll() {
           if (state.worker) { state.worker.terminate(); state.worker = null; }
           return reserve();
         case "sold_out":
+          if (b.queueIsFull === false) {
+            // Sold out for now: pending holds may give units back.
+            if (typeof b.pollAfterMs === "number" && b.pollAfterMs > 0) state.pollAfterMs = b.pollAfterMs;
+            setState("sold_out_for_now", "Sold out for now: units may come back.");
+            return schedule(poll, state.pollAfterMs);
+          }
           return showSoldOut();
         default:
           return schedule(poll, state.pollAfterMs);
       }
     }
-    if (r.network) return schedule(poll, Math.max(state.pollAfterMs, backoffMs()));
     if (r.status === 401) return rejectJWT();
-    if (r.status === 429 || r.status === 503) {
-      if (r.code === "sale_paused_fail_closed") showPaused();
-      return schedule(poll, retryAfterMs(r, Math.max(state.pollAfterMs, backoffMs())));
-    }
+    if (roomDown(r)) return comeBackShortly(r, poll, state.pollAfterMs);
     if (renewTicket(r)) return;
     handleError(r, poll);
   });

@@ -6,11 +6,11 @@
 
 import { store } from "./storage.js";
 import { sale, state, schedule, backoffMs } from "./state.js";
-import { api, retryAfterMs } from "./api.js";
-import { app, $, setState, showError, showPolicy } from "./ui.js";
+import { api, retryAfterMs, roomDown, fetchPolicy } from "./api.js";
+import { app, $, setState, showError, showPolicy, showSale } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { reserve } from "./purchase.js";
-import { solveInWorker } from "./line.js";
+import { solveInWorker, comeBackShortly } from "./line.js";
 
 let drawAt = 0;       // the draw's time (ms), from the policy
 let challenge = null; // {nonce, bits} asked to register, when the sale asks one
@@ -20,8 +20,12 @@ let registering = false;
 // lotteryOrLine starts the lottery's flow for a lottery sale, and calls
 // fallback (the waiting room's line) for any other.
 export function lotteryOrLine(fallback) {
-  api("GET", sale.base + "/policy").then(function (r) {
-    if (r.network || r.status === 503 || r.status === 429) return schedule(function () { lotteryOrLine(fallback); }, backoffMs());
+  fetchPolicy().then(function (r) {
+    if (roomDown(r)) return comeBackShortly(r, function () { lotteryOrLine(fallback); });
+    if (r.status === 200 && r.body) {
+      showSale(r.body);
+      if (r.body.policy !== "lottery") showPolicy(r.body.description || r.body.policy);
+    }
     if (r.status !== 200 || !r.body || r.body.policy !== "lottery") return fallback();
     drawAt = Date.parse(r.body.drawAt) || 0;
     showPolicy(r.body.description);
@@ -43,7 +47,7 @@ function show(title, text, formShown) {
 function pollRegistration() {
   api("GET", sale.base + "/registration").then(function (r) {
     if (r.status === 401) return rejectJWT();
-    if (r.network || r.status === 503 || r.status === 429) return schedule(pollRegistration, retryAfterMs(r, backoffMs()));
+    if (roomDown(r)) return comeBackShortly(r, pollRegistration);
     if (r.status !== 200 || !r.body) return showError(r.message);
     state.attempts = 0;
     const b = r.body;

@@ -4,13 +4,23 @@
 
 import { jwtKey } from "./storage.js";
 
-const match = window.location.pathname.match(/^\/sales\/([^/]+)\/wait\/?$/);
-const saleId = match ? decodeURIComponent(match[1]) : "";
+// The page is either served by the API itself at /sales/{id}/wait, or
+// exported as static files (flashline page export) for a CDN or any web
+// server: the export names the sale and the API's base URL in meta tags;
+// served, both are empty (the sale from the address, the API on this origin).
+function meta(name) {
+  const m = document.querySelector('meta[name="' + name + '"]');
+  return m ? m.content.trim() : "";
+}
+const exportedSale = meta("flashline-sale");
+const match = exportedSale ? null : window.location.pathname.match(/^\/sales\/([^/]+)\/wait\/?$/);
+const saleId = exportedSale || (match ? decodeURIComponent(match[1]) : "");
 
-// sale is fixed for the page's life, read from its address /sales/{id}/wait.
+// sale is fixed for the page's life.
 export const sale = Object.freeze({
-  known: !!match,        // false: the address is not a sale's waiting room
+  known: saleId !== "",  // false: the address is not a sale's waiting room
   id: saleId,
+  api: meta("flashline-api").replace(/\/+$/, ""), // the API's base URL ("": this origin)
   base: "/sales/" + encodeURIComponent(saleId), // the sale's API path
   jwtKey: jwtKey(saleId) // where the customer's token is kept
 });
@@ -34,6 +44,8 @@ export const state = Object.seal({
   ticketResets: 0,         // tickets dropped and renewed since the last good answer
   idemResets: 0,           // Idempotency-Keys replaced after idempotency_key_reused
   policyShown: false,      // the sale's policy is on the page
+  opensTimer: 0,           // the countdown to the open (setInterval; outlives stopAll)
+  retryTimer: 0,           // the "trying again in n s" countdown while unreachable
   linkToken: null          // the link's token while the customer chooses an account
 });
 
@@ -46,6 +58,8 @@ export function schedule(fn, ms) {
 function stopCountdown() {
   window.clearInterval(state.countdownTimer);
   state.countdownTimer = 0;
+  window.clearInterval(state.retryTimer);
+  state.retryTimer = 0;
 }
 
 // stopAll cancels the pending step, the countdown and the worker.
@@ -55,6 +69,17 @@ export function stopAll() {
   stopCountdown();
   if (state.worker) { state.worker.terminate(); state.worker = null; }
   state.awaitingSolution = false;
+}
+
+// comeBackMs is the wait before asking again a room that cannot answer
+// (no answer, 5xx, 429, or an edge that lost its origin): exponential from
+// one second, capped at 30 s, with jitter (a half to the whole of it) so
+// that a crowd that lost the room together does not come back together;
+// never sooner than the answer's Retry-After (retryAfter, ms; 0: none).
+export function comeBackMs(retryAfter) {
+  const ms = Math.min(30000, 1000 * Math.pow(2, state.attempts));
+  state.attempts++;
+  return Math.max(retryAfter || 0, ms * (0.5 + Math.random() / 2));
 }
 
 // backoffMs is the wait before the next retry of the current step:

@@ -1,7 +1,8 @@
 // The page's states on screen. The root element #app carries the state in
-// data-state: loading, signin, choose_account, lottery, waiting, paused, admitted,
-// reserving, reserved, awaiting_payment, paid, sold_out, limit_reached,
-// expired, cancelled, voided, error. Each has its <section id="state-…"> in
+// data-state: loading, signin, choose_account, lottery, waiting, paused,
+// unreachable, admitted, reserving, reserved, awaiting_payment, paid,
+// sold_out, sold_out_for_now, limit_reached, expired, cancelled, voided,
+// error. Each has its <section id="state-…"> in
 // wait.html (reserving shows admitted's, awaiting_payment reserved's); only
 // the current one is shown.
 
@@ -25,6 +26,10 @@ export function setState(name, announce) {
   // flooded with position updates.
   if (announce && (changed || $("status-text").textContent !== announce)) $("status-text").textContent = announce;
   if (name !== "waiting" && name !== "paused" && name !== "loading") $("challenge").hidden = true;
+  if (name !== "unreachable") {
+    window.clearInterval(state.retryTimer);
+    state.retryTimer = 0;
+  }
 }
 
 // showError stops everything and shows message; "Try again" starts over.
@@ -73,6 +78,64 @@ export function showBroadcast(message) {
   }
 }
 
+// showUnreachable says "come back shortly": the room cannot answer now
+// (no answer, 5xx, 429, or an edge that lost its origin). The place in line
+// is kept (the ticket is the customer's); the page asks again by itself in
+// ms, and counts down to it.
+export function showUnreachable(ms) {
+  setState("unreachable", "Come back shortly: the waiting room cannot be reached right now. This page tries again by itself.");
+  const until = Date.now() + ms;
+  const tick = function () {
+    const s = Math.max(0, Math.ceil((until - Date.now()) / 1000));
+    $("retry-in").textContent = s > 0 ? "in " + s + " s" : "now";
+  };
+  tick();
+  window.clearInterval(state.retryTimer);
+  state.retryTimer = window.setInterval(tick, 1000);
+}
+
+// showSale shows what the policy p says of the sale: the product's title
+// and picture (an https URL, as the API promises), and when it opens, in
+// the shopper's time zone, with a countdown by the server's clock.
+export function showSale(p) {
+  if (!p) return;
+  if (typeof p.title === "string" && p.title !== "") {
+    $("product-title").textContent = p.title;
+    document.title = p.title + " — waiting room";
+  }
+  const img = $("product-image");
+  if (typeof p.imageUrl === "string" && p.imageUrl.indexOf("https:") === 0 && img.getAttribute("src") !== p.imageUrl) {
+    img.alt = typeof p.title === "string" ? p.title : "";
+    img.onload = function () { img.hidden = false; };
+    img.onerror = function () { img.hidden = true; };
+    img.src = p.imageUrl;
+  }
+  const opens = typeof p.opensAt === "string" ? Date.parse(p.opensAt) : NaN;
+  if (isNaN(opens)) return;
+  const at = $("opens-at");
+  at.dateTime = p.opensAt;
+  at.textContent = formatOpening(opens);
+  const zone = timeZone();
+  $("opens-zone").textContent = zone ? " (your time zone: " + zone + ")" : "";
+  $("opens").hidden = false;
+  const tick = function () {
+    const left = opens - (Date.now() + state.clockSkewMs);
+    if (left <= 0) {
+      $("opens-label").textContent = "Opened";
+      $("opens-countdown").hidden = true;
+      window.clearInterval(state.opensTimer);
+      state.opensTimer = 0;
+      return;
+    }
+    $("opens-label").textContent = "Opens";
+    $("opens-left").textContent = formatLeft(left);
+    $("opens-countdown").hidden = false;
+  };
+  tick();
+  window.clearInterval(state.opensTimer);
+  state.opensTimer = window.setInterval(tick, 1000);
+}
+
 // showPolicy shows how the line works, as the sale describes it.
 export function showPolicy(text) {
   if (!text) return;
@@ -89,6 +152,29 @@ function formatWait(s) {
   const m = Math.round(s / 60);
   if (m < 60) return "about " + m + " min";
   return "about " + Math.floor(m / 60) + " h " + (m % 60) + " min";
+}
+
+// formatOpening is an opening time in the shopper's time zone, with the
+// zone's name ("Tuesday, 1 December at 15:00 Central European Standard
+// Time").
+function formatOpening(ms) {
+  const d = new Date(ms);
+  try {
+    return new Intl.DateTimeFormat(undefined, {
+      weekday: "long", day: "numeric", month: "long", year: "numeric",
+      hour: "numeric", minute: "2-digit", timeZoneName: "long"
+    }).format(d);
+  } catch (e) {
+    return d.toString();
+  }
+}
+
+function timeZone() {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+  } catch (e) {
+    return "";
+  }
 }
 
 function formatPosition(p) {

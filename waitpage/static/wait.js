@@ -39,7 +39,7 @@ function begin() {
   state.attempts = 0;
   state.ticketResets = 0;
   state.jwt = store.get(sale.jwtKey);
-  if (!state.policyShown) loadPolicy();
+  loadPolicy(); // read once per page (fetchPolicy): the product, the opening, the rules
   if (!state.jwt) return showSignin();
   const c = claims(state.jwt);
   if (!hasSubject(c)) {

@@ -1,0 +1,82 @@
+package waitpage_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/waitpage"
+)
+
+func TestExport(t *testing.T) {
+	t.Parallel()
+	saleID := flashline.NewID(flashline.SaleIDPrefix)
+	dir := t.TempDir()
+	files, err := waitpage.Export(dir, saleID, "https://edge.example:8443/api/", false)
+	require.NoError(t, err)
+	require.Contains(t, files, "index.html")
+
+	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	require.NoError(t, err)
+	html := string(page)
+	require.Contains(t, html, `<meta name="flashline-api" content="https://edge.example:8443/api">`)
+	require.Contains(t, html, `<meta name="flashline-sale" content="`+saleID+`">`)
+	csp := regexp.MustCompile(`<meta http-equiv="Content-Security-Policy" content="([^"]+)">`).FindStringSubmatch(html)
+	require.NotNil(t, csp, "the policy travels in a meta tag")
+	require.Equal(t, waitpage.ExportPolicy("https://edge.example:8443"), csp[1])
+	require.Contains(t, csp[1], "connect-src 'self' https://edge.example:8443;")
+	require.NotContains(t, html, "{{", "a placeholder left")
+
+	// Every asset the page names is written, under a relative path.
+	refs := regexp.MustCompile(`(?:src|href|data-worker)="([^"]+)"`).FindAllStringSubmatch(html, -1)
+	require.NotEmpty(t, refs)
+	for _, m := range refs {
+		require.True(t, strings.HasPrefix(m[1], "waitpage/"), "relative asset URL: %s", m[1])
+		require.Contains(t, files, m[1])
+		_, err := os.Stat(filepath.Join(dir, m[1]))
+		require.NoError(t, err)
+	}
+	require.Len(t, files, len(refs)+1, "the page and the assets it names")
+
+	t.Run("NotEmpty", func(t *testing.T) {
+		_, err := waitpage.Export(dir, saleID, "https://edge.example", false)
+		require.ErrorContains(t, err, "not empty")
+		_, err = waitpage.Export(dir, saleID, "https://edge2.example", true)
+		require.NoError(t, err)
+		page, err := os.ReadFile(filepath.Join(dir, "index.html"))
+		require.NoError(t, err)
+		require.Contains(t, string(page), `content="https://edge2.example"`)
+	})
+	t.Run("Refusals", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct{ name, dir, sale, url, want string }{
+			{"NoDir", filepath.Join(t.TempDir(), "nope"), saleID, "https://e.example", "does not exist"},
+			{"FileNotDir", writeFile(t), saleID, "https://e.example", "not a directory"},
+			{"BadSale", t.TempDir(), "sale_<script>", "https://e.example", "not a sale id"},
+			{"NoScheme", t.TempDir(), saleID, "edge.example", "http or https"},
+			{"FTP", t.TempDir(), saleID, "ftp://edge.example", "http or https"},
+			{"JavaScript", t.TempDir(), saleID, "javascript:alert(1)", "http or https"},
+			{"NoHost", t.TempDir(), saleID, "https:///x", "host"},
+			{"User", t.TempDir(), saleID, "https://u:p@edge.example", "user name"},
+			{"Query", t.TempDir(), saleID, "https://edge.example/?a=1", "query"},
+			{"Fragment", t.TempDir(), saleID, "https://edge.example/#x", "fragment"},
+			{"Quote", t.TempDir(), saleID, `https://edge.example/"onload=`, "quotes"},
+			{"Semicolon", t.TempDir(), saleID, "https://edge.example/;script-src", "semicolons"},
+		} {
+			_, err := waitpage.Export(tt.dir, tt.sale, tt.url, false)
+			require.ErrorContains(t, err, tt.want, tt.name)
+		}
+	})
+}
+
+func writeFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(p, []byte("x"), 0o644))
+	return p
+}
