@@ -133,7 +133,7 @@ func TestExportedPageThroughAnEdge(t *testing.T) {
 	const title = "Edge runner — limited édition"
 	// The open leaves room for the phases before it on a loaded machine;
 	// each waits on a condition, not a clock.
-	opens := time.Now().Add(75 * time.Second).UTC().Truncate(time.Second)
+	opens := time.Now().Add(60 * time.Second).UTC().Truncate(time.Second)
 	saleID := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_edge_page","title":%q,"initialStock":2,`+
 		`"perCustomerLimit":1,"reservationTtlSeconds":600,"opensAt":%q,"admission":"waiting_room",`+
 		`"fairness":"randomized_at_open","challengeBits":8,"confirmation":"customer"}`, title, opens.Format(time.RFC3339)))
@@ -205,6 +205,7 @@ func TestExportedPageThroughAnEdge(t *testing.T) {
 	}
 	b.screenshot("edge-origin-stopped.png")
 	noReservation("the origin stopped")
+	t.Logf("waitpage: the origin stopped: come back shortly, %s before the open", time.Until(opens).Round(time.Second))
 
 	// (2) The origin back on its address: the product, a ticket, the line.
 	testserver.Start(t, dbURL, "--role", "origin", "--addr", originAddr)
@@ -221,6 +222,7 @@ func TestExportedPageThroughAnEdge(t *testing.T) {
 	}
 	b.screenshot("edge-waiting.png")
 	noReservation("waiting before the open")
+	t.Logf("waitpage: the origin back: waiting, %s before the open", time.Until(opens).Round(time.Second))
 
 	// (3) The edge itself stopped mid-wait: come back shortly; an edge back
 	// on the same address (a new process, which knows nothing of the
@@ -237,6 +239,7 @@ func TestExportedPageThroughAnEdge(t *testing.T) {
 			b.fail("the page took a new ticket after the edge came back")
 		}
 		noReservation("back in line")
+		t.Logf("waitpage: the edge back: waiting, %s before the open", time.Until(opens).Round(time.Second))
 	}
 	if time.Now().After(opens) {
 		t.Logf("waitpage: the sale opened before the phases before it ended (slow machine)")
