@@ -202,6 +202,23 @@ func (b *browser) waitState(timeout time.Duration, want ...string) string {
 	}
 }
 
+// reaches reports whether the page is in one of the states want within
+// timeout, without failing the test when it is not.
+func (b *browser) reaches(timeout time.Duration, want ...string) bool {
+	b.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		st, err := chromedp.Run(ctx, chromedp.Evaluate[string](stateJS))
+		cancel()
+		if err == nil && slices.Contains(want, st) {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
 // screenshot saves a full-page PNG under screenshotDir.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
