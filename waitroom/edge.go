@@ -218,25 +218,7 @@ func (e *Edge) dbNow() time.Time {
 
 // get reads url's 200 answer into out.
 func (e *Edge) get(ctx context.Context, url string, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := e.opts.Client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxDocLen+1024))
-	if err != nil {
-		return fmt.Errorf("%s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s: %.200s", url, resp.Status, raw)
-	}
-	return json.Unmarshal(raw, out)
+	return e.do(ctx, http.MethodGet, url, nil, out)
 }
 
 // pull posts the report to one origin and returns the document it answers.
@@ -256,13 +238,26 @@ func (e *Edge) post(ctx context.Context, url string, body, out any) error {
 	if err != nil {
 		return err
 	}
+	return e.do(ctx, http.MethodPost, url, b, out)
+}
+
+// do sends a request to an origin (a JSON body when body is not nil) and
+// decodes a 200's answer into out; it reads at most MaxDocLen+1024 bytes and
+// gives up after 2 s.
+func (e *Edge) do(ctx context.Context, method, url string, body []byte, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := e.opts.Client.Do(req)
 	if err != nil {
 		return err

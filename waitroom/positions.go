@@ -54,14 +54,7 @@ type lease struct {
 // more in the pre-open crowd unless customer (the customer's draw) was
 // counted here before.
 func (r *Room) takePosition(ctx context.Context, s salecache.Sale, customer uint64) (position int64, preOpen bool, err error) {
-	r.leaseMu.Lock()
-	l := r.leases[s.ID]
-	if l == nil {
-		l = &lease{block: int64(r.opts.BlockSize)}
-		r.leases[s.ID] = l
-	}
-	r.leaseMu.Unlock()
-
+	l := r.lease(s.ID)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := r.opts.Now()
@@ -102,16 +95,22 @@ func (r *Room) takePosition(ctx context.Context, s salecache.Sale, customer uint
 // countPreopen counts one pre-open ticket for customer (its draw) in saleID,
 // once, for a ticket that took no position.
 func (r *Room) countPreopen(saleID string, customer uint64) {
+	l := r.lease(saleID)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.countLocked(l, customer)
+}
+
+// lease is saleID's lease on this instance, made on first use.
+func (r *Room) lease(saleID string) *lease {
 	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
 	l := r.leases[saleID]
 	if l == nil {
 		l = &lease{block: int64(r.opts.BlockSize)}
 		r.leases[saleID] = l
 	}
-	r.leaseMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r.countLocked(l, customer)
+	return l
 }
 
 // countLocked counts one pre-open ticket for customer, once. l.mu is held.

@@ -421,13 +421,7 @@ func (r *Room) known(saleID string) (salecache.Sale, bool) {
 // addPreopen adds n pre-open tickets counted elsewhere (an edge) to this
 // instance's pending count of saleID.
 func (r *Room) addPreopen(saleID string, n int64) {
-	r.leaseMu.Lock()
-	l := r.leases[saleID]
-	if l == nil {
-		l = &lease{block: int64(r.opts.BlockSize)}
-		r.leases[saleID] = l
-	}
-	r.leaseMu.Unlock()
+	l := r.lease(saleID)
 	l.mu.Lock()
 	l.pending += n
 	l.mu.Unlock()

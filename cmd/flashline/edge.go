@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"golang.org/x/net/netutil"
 
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
@@ -146,18 +144,10 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 	}
 	defer func() { stopBackground(); background.Wait() }()
 
-	ln, err := net.Listen("tcp", cfg.addr)
+	ln, metricsLn, err := listen(cfg)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+		return err
 	}
-	var metricsLn net.Listener
-	if cfg.metricsAddr != "" {
-		if metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
-			ln.Close()
-			return fmt.Errorf("listen on %s: %w", cfg.metricsAddr, err)
-		}
-	}
-	ln = netutil.LimitListener(ln, cfg.maxConns)
 	srv := newHTTPServer(handlers.EdgeRoutes(handlers.EdgeDeps{
 		Room:             room,
 		Edge:             edge,

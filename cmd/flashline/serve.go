@@ -445,20 +445,10 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	defer func() { stopBackground(); background.Wait() }()
 
 	// Listen first, so that a bad address fails at once.
-	ln, err := net.Listen("tcp", cfg.addr)
+	ln, metricsLn, err := listen(cfg)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+		return err
 	}
-	var metricsLn net.Listener
-	if cfg.metricsAddr != "" {
-		if metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
-			ln.Close()
-			return fmt.Errorf("listen on %s: %w", cfg.metricsAddr, err)
-		}
-	}
-	// Each connection costs a goroutine and buffers: at most maxConns are
-	// served, the rest wait to be accepted.
-	ln = netutil.LimitListener(ln, cfg.maxConns)
 	// River must not be stopped by the signal's cancellation (that is a hard
 	// stop); it is stopped below, after the HTTP server has drained.
 	runCtx := context.WithoutCancel(ctx)
@@ -629,4 +619,20 @@ func publicURL(addr net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// listen opens --addr, at most --max-conns connections served at once (each
+// costs a goroutine and buffers; the rest wait to be accepted), and
+// --metrics-addr when set (nil otherwise).
+func listen(cfg serveConfig) (ln, metricsLn net.Listener, err error) {
+	if ln, err = net.Listen("tcp", cfg.addr); err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	if cfg.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
+			ln.Close()
+			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.metricsAddr, err)
+		}
+	}
+	return netutil.LimitListener(ln, cfg.maxConns), metricsLn, nil
 }

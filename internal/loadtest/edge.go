@@ -60,52 +60,14 @@ func (r *runner) edge(ctx context.Context) (*Result, error) {
 		statuses[i] = []byte("GET /sales/" + room + "/status?" + url.Values{"token": {tr.JSON200.Token}}.Encode() +
 			" HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + token + "\r\n\r\n")
 	}
-	phases := []struct {
-		name   string
-		reqs   [][]byte
-		expect int
-	}{
+	res, err := r.alternate(ctx, "edge", host, []phase{
 		{"edge /healthz", healthz, http.StatusOK},
 		{"edge ticket", tickets, http.StatusOK},
 		{"edge status poll", statuses, http.StatusOK},
+	})
+	if err != nil {
+		return nil, err
 	}
-	slices := max(1, int(r.cfg.Duration/noSlice))
-	totals := make([]loopResult, len(phases))
-	start := time.Now()
-	bar := r.bar(int64(slices), "edge")
-	for i := range slices {
-		for j, p := range phases {
-			got, err := closedLoop(ctx, host, p.reqs, noSlice)
-			if err != nil {
-				return nil, fmt.Errorf("loadtest: edge: %s: %w", p.name, err)
-			}
-			if totals[j].statuses == nil {
-				totals[j].statuses = map[int]int{}
-			}
-			for status, count := range got.statuses {
-				totals[j].statuses[status] += count
-			}
-			totals[j].elapsed += got.elapsed
-		}
-		_ = bar.Set(i + 1)
-	}
-	_ = bar.Finish()
-	var rates []float64
-	res := &Result{SaleID: room, Outcomes: map[string]int{}}
-	for j, p := range phases {
-		got := totals[j]
-		for status, count := range got.statuses {
-			res.Outcomes[fmt.Sprintf("%s %d", p.name, status)] += count
-			res.Requests += count
-		}
-		rate := float64(got.statuses[p.expect]) / got.elapsed.Seconds()
-		rates = append(rates, rate)
-		line := fmt.Sprintf("%s answers/s\t%.0f", p.name, rate)
-		if len(rates) > 1 && rates[0] > 0 {
-			line += fmt.Sprintf(" (%.2fx /healthz)", rate/rates[0])
-		}
-		res.Notes = append(res.Notes, line)
-	}
-	res.Elapsed = time.Since(start)
+	res.SaleID = room
 	return res, nil
 }

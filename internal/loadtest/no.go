@@ -89,28 +89,42 @@ func (r *runner) no(ctx context.Context) (*Result, error) {
 			" HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + token + "\r\n\r\n")
 	}
 
-	phases := []struct {
-		name   string
-		reqs   [][]byte
-		expect int
-	}{
+	res, err := r.alternate(ctx, "no", host, []phase{
 		{"/healthz", healthz, http.StatusOK},
 		{"sold out", soldOutReqs, http.StatusConflict},
 		{"status poll", statusReqs, http.StatusOK},
+	})
+	if err != nil {
+		return nil, err
 	}
-	// The phases take turns, a slice of a second each, until each has had
-	// Duration: the machine is shared, and what else runs on it changes
-	// from one second to the next, so each phase meets the same weather and
-	// the ratios hold even when the rates move.
+	res.SaleID = soldOut
+	res.Reserved = 1
+	return res, nil
+}
+
+// phase is one kind of request the "no" and edge scenarios send in a closed
+// loop: its pre-built requests, and the status that counts as an answer.
+type phase struct {
+	name   string
+	reqs   [][]byte
+	expect int
+}
+
+// alternate runs the phases in turns, a slice of a second each, until each
+// has had Duration: the machine is shared, and what else runs on it changes
+// from one second to the next, so each phase meets the same weather and the
+// ratios hold even when the rates move. The first phase is the yardstick:
+// every other rate is also given as a ratio of its.
+func (r *runner) alternate(ctx context.Context, scenario, host string, phases []phase) (*Result, error) {
 	slices := max(1, int(r.cfg.Duration/noSlice))
 	totals := make([]loopResult, len(phases))
 	start := time.Now()
-	bar := r.bar(int64(slices), "no")
+	bar := r.bar(int64(slices), scenario)
 	for i := range slices {
 		for j, p := range phases {
 			got, err := closedLoop(ctx, host, p.reqs, noSlice)
 			if err != nil {
-				return nil, fmt.Errorf("loadtest: no: %s: %w", p.name, err)
+				return nil, fmt.Errorf("loadtest: %s: %s: %w", scenario, p.name, err)
 			}
 			if totals[j].statuses == nil {
 				totals[j].statuses = map[int]int{}
@@ -124,7 +138,7 @@ func (r *runner) no(ctx context.Context) (*Result, error) {
 	}
 	_ = bar.Finish()
 	var rates []float64
-	res := &Result{SaleID: soldOut, Outcomes: map[string]int{}}
+	res := &Result{Outcomes: map[string]int{}}
 	for j, p := range phases {
 		got := totals[j]
 		for status, count := range got.statuses {
@@ -140,7 +154,6 @@ func (r *runner) no(ctx context.Context) (*Result, error) {
 		res.Notes = append(res.Notes, line)
 	}
 	res.Elapsed = time.Since(start)
-	res.Reserved = 1
 	return res, nil
 }
 
