@@ -171,7 +171,43 @@ func (b *batchRun) execute(ctx context.Context) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	return b.allocate(ctx, rows[0], pending)
+	if err := b.allocate(ctx, rows[0], pending); err != nil {
+		return err
+	}
+	return b.replayNotSoldOut(ctx)
+}
+
+// replayNotSoldOut carries over to a later batch, instead of answering sold
+// out, every call whose key has a stored answer by now: another attempt with
+// the same key committed between this batch's read and its lock on the
+// customer, so the read saw the unit that attempt took but not its answer.
+// The later batch replays it. (TestNorthline's retry storm met it once: a
+// retry heard sold_out while its abandoned first attempt held the last unit.)
+func (b *batchRun) replayNotSoldOut(ctx context.Context) error {
+	var customers, keys []string
+	var idx []int
+	for i, err := range b.errs {
+		if errors.Is(err, flashline.ErrSoldOut) {
+			customers = append(customers, b.calls[i].req.CustomerID)
+			keys = append(keys, b.calls[i].req.IdempotencyKey)
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	stored, err := b.q.ReserveKeysStored(ctx, dbsqlc.ReserveKeysStoredParams{CustomerIds: customers, IdempotencyKeys: keys})
+	if err != nil {
+		return err
+	}
+	for _, k := range stored {
+		for _, i := range idx {
+			if c := b.calls[i].req; c.CustomerID == k.CustomerID && c.IdempotencyKey == k.Key {
+				b.errs[i], b.again[i] = nil, true
+			}
+		}
+	}
+	return nil
 }
 
 // decide answers one request from what ReserveBatchBegin read, in the order

@@ -177,6 +177,36 @@ func TestBatchConflictCommittedAfterReadIsSkippedNotFatal(t *testing.T) {
 	require.Equal(t, 3, checkInvariant(t, s, sale.ID).Pending)
 }
 
+func TestBatchSoldOutReplaysAKeyCommittedAfterRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 1, PerCustomerLimit: 1})
+	// erin's abandoned first attempt, on another instance, commits the last
+	// unit with her key after this batch's read (whose snapshot predates it)
+	// but before her lock was asked for: the read saw the unit, not the
+	// answer. Her retry must replay that answer, not hear sold_out
+	// (TestNorthline's retry storm met it once).
+	erin := newCall(sale.ID, "erin", "k", 1)
+	s.testHookAfterBegin = func() {
+		s.testHookAfterBegin = nil
+		_, err := s.admin.Exec(ctx, `
+			WITH d AS (UPDATE stock SET quantity = quantity - 1 WHERE sale_id = $1 RETURNING sale_id),
+			     r AS (INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity, idempotency_key, expires_at)
+			           SELECT 'res_first', sale_id, 'erin', 0, 1, 'k', now() + interval '10 minutes' FROM d RETURNING reservation_id),
+			     l AS (INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_id) SELECT sale_id, 0, -1, 'reserve', 'res_first' FROM d)
+			INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash, status_code, response_body, reservation_id)
+			SELECT 'erin', 'k', $1, $2, 201, '{"reservationId":"res_first"}', reservation_id FROM r`, sale.ID, erin.req.Fingerprint)
+		require.NoError(t, err)
+	}
+	again := runBatch(t, s, erin)
+	require.Len(t, again, 1, "carried over, not answered sold_out: %v", erin.err)
+	require.Empty(t, runBatch(t, s, again...))
+	require.NoError(t, erin.err)
+	require.True(t, erin.res.Replayed)
+	require.JSONEq(t, `{"reservationId":"res_first"}`, string(erin.res.Receipt))
+	require.Equal(t, 1, checkInvariant(t, s, sale.ID).Pending)
+}
+
 func TestBatchFailingStatementFailsOnlyItsRequest(t *testing.T) {
 	t.Parallel()
 	s, sale := batchStore(t, flashline.NewSale{InitialStock: 10, PerCustomerLimit: 1})

@@ -305,6 +305,50 @@ func (q *Queries) ReserveBatchCommit(ctx context.Context, arg ReserveBatchCommit
 	return i, err
 }
 
+const reserveKeysStored = `-- name: ReserveKeysStored :many
+WITH r AS (
+    SELECT unnest($1::text[])     AS customer_id,
+           unnest($2::text[]) AS idempotency_key
+)
+SELECT k.customer_id, k.key FROM idempotency_keys k
+  JOIN r ON k.customer_id = r.customer_id AND k.key = r.idempotency_key
+`
+
+type ReserveKeysStoredParams struct {
+	CustomerIds     []string
+	IdempotencyKeys []string
+}
+
+type ReserveKeysStoredRow struct {
+	CustomerID string
+	Key        string
+}
+
+// Which of a batch's (customer, key) pairs have a stored answer now. A batch
+// about to answer sold out asks again: its first read's snapshot may predate
+// the commit of another attempt with the same key (on another instance),
+// whose customer lock was free by the time the read asked for it, so the
+// read saw neither its stored answer nor the unit it took.
+func (q *Queries) ReserveKeysStored(ctx context.Context, arg ReserveKeysStoredParams) ([]ReserveKeysStoredRow, error) {
+	rows, err := q.db.Query(ctx, reserveKeysStored, arg.CustomerIds, arg.IdempotencyKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReserveKeysStoredRow
+	for rows.Next() {
+		var i ReserveKeysStoredRow
+		if err := rows.Scan(&i.CustomerID, &i.Key); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reserveLockBucket = `-- name: ReserveLockBucket :one
 SELECT quantity FROM stock WHERE sale_id = $1::text AND bucket = $2::int FOR UPDATE
 `

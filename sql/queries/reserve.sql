@@ -88,6 +88,19 @@ SELECT i.ord::int AS ord,
                       LIMIT 1) k ON true
  ORDER BY i.ord;
 
+-- name: ReserveKeysStored :many
+-- Which of a batch's (customer, key) pairs have a stored answer now. A batch
+-- about to answer sold out asks again: its first read's snapshot may predate
+-- the commit of another attempt with the same key (on another instance),
+-- whose customer lock was free by the time the read asked for it, so the
+-- read saw neither its stored answer nor the unit it took.
+WITH r AS (
+    SELECT unnest(@customer_ids::text[])     AS customer_id,
+           unnest(@idempotency_keys::text[]) AS idempotency_key
+)
+SELECT k.customer_id, k.key FROM idempotency_keys k
+  JOIN r ON k.customer_id = r.customer_id AND k.key = r.idempotency_key;
+
 -- name: ReserveLockBucket :one
 -- Locks one bucket's stock row and reads its quantity, for allocating a batch
 -- that ReserveBatchCommit could not take whole. The lock is held to COMMIT.
