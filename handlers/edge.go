@@ -106,13 +106,7 @@ type EdgeDeps struct {
 // proxy; no origin answering: 503 overloaded with Retry-After). The admin's
 // routes are not served (404): an operator talks to an origin.
 func EdgeRoutes(d EdgeDeps) http.Handler {
-	gin.SetMode(gin.ReleaseMode)
-	r := gin.New()
-	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
-		d.Logger.ErrorContext(c.Request.Context(), "handlers: panic", "err", err, "path", c.Request.URL.Path)
-		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: "internal", Message: "internal error"}})
-	}))
-	r.RedirectTrailingSlash = false
+	r := newEngine(d.Logger)
 	proxy := newOriginProxy(d.Origins, d.ProxyTimeout, d.Logger)
 	r.NoRoute(func(c *gin.Context) {
 		p := c.Request.URL.Path

@@ -77,17 +77,24 @@ func (d Deps) now() func() time.Time {
 	return d.Now
 }
 
-// Routes returns the HTTP handler for the whole API.
-func Routes(d Deps) http.Handler {
+// newEngine is a gin engine as both an instance and an edge serve it: a
+// panic is logged and answered 500 in the API's error shape, and a path with
+// a trailing slash is not found (JSON), not redirected (HTML).
+func newEngine(logger *slog.Logger) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
-		d.Logger.ErrorContext(c.Request.Context(), "handlers: panic", "err", err, "path", c.Request.URL.Path)
+		logger.ErrorContext(c.Request.Context(), "handlers: panic", "err", err, "path", c.Request.URL.Path)
 		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: "internal", Message: "internal error"}})
 	}))
-	r.HandleMethodNotAllowed = true
-	// A path with a trailing slash is not found (JSON), not redirected (HTML).
 	r.RedirectTrailingSlash = false
+	return r
+}
+
+// Routes returns the HTTP handler for the whole API.
+func Routes(d Deps) http.Handler {
+	r := newEngine(d.Logger)
+	r.HandleMethodNotAllowed = true
 	r.NoRoute(func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrNotFound) })
 	r.NoMethod(func(c *gin.Context) {
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{Error: errorDetail{Code: "method_not_allowed", Message: "method not allowed"}})
