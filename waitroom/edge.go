@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -21,13 +22,14 @@ import (
 )
 
 // Edge is the waiting room's source of truth on an edge: an instance
-// without a database (flashline serve --role edge). It pulls the watermarks
-// document from an origin every Interval (POST /edge/sync, which carries the
-// edge's report of the pre-open tickets it counted since the last one) and
-// gives the sale cache what it says (Edge is a salecache.Source), and leases
-// blocks of positions from an origin for the tickets it hands out by arrival
-// (Edge is a Store). A Room built on it answers tickets and status polls
-// from memory, as an origin's does, and never asks an origin per request.
+// without a database (flashline serve --role edge). Every Interval it sends
+// every origin its report (POST /edge/sync: the pre-open tickets it has
+// given out, in total per sale) and takes the watermarks document the first
+// of them answers, giving the sale cache what it says (Edge is a
+// salecache.Source); it leases positions from an origin for the tickets it
+// places by arrival (Edge is a Store). A Room built on it answers tickets
+// and status polls from memory, as an origin's does, and asks an origin
+// nothing per request but a lease per GatherWindow.
 //
 // When no origin has answered for the document's lifetime (WatermarksTTL),
 // SaleFacts fails: the cache's entries go stale, status polls answer
@@ -42,8 +44,7 @@ type Edge struct {
 	seeds    map[string][]byte
 	received time.Time // by this edge's clock
 	good     int       // the origin that answered last
-	pending  map[string]int64
-	seq      int64
+	totals   map[string]int64
 	changed  func(saleID string)
 
 	syncs atomic.Int64 // successful pulls, for tests and metrics
@@ -95,10 +96,7 @@ func NewEdge(keys *Keyring, opts EdgeOptions) (*Edge, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	// Reports are numbered from the start time in microseconds, so that an
-	// edge restarted under the same id still numbers them above the last
-	// one an origin counted.
-	return &Edge{keys: keys, opts: opts, pending: map[string]int64{}, seq: time.Now().UnixMicro()}, nil
+	return &Edge{keys: keys, opts: opts, totals: map[string]int64{}}, nil
 }
 
 // ID is the edge's id.
@@ -150,8 +148,10 @@ func (e *Edge) nearOpen() bool {
 	return false
 }
 
-// Sync pulls the document once, reporting the counts pending: from the
-// origin that answered last, then the others.
+// Sync sends the report to every origin at once and takes the document of
+// the first to answer. Every origin hears every edge's totals, so any of them
+// that comes to lead the pacer counts the edges' pre-open tickets when it
+// freezes the crowd.
 func (e *Edge) Sync(ctx context.Context) error {
 	e.mu.Lock()
 	held := !e.received.IsZero()
@@ -169,37 +169,47 @@ func (e *Edge) Sync(ctx context.Context) error {
 			}
 		}
 	}
-	e.mu.Lock()
-	counts := e.pending
-	e.pending = map[string]int64{}
-	e.seq++
-	rep := EdgeReport{Edge: e.opts.ID, Seq: e.seq, Counts: counts}
-	first := e.good
-	e.mu.Unlock()
-	token := e.keys.signDoc(reportAudience, e.dbNow(), requestTTL, rep)
+	token := e.keys.signDoc(reportAudience, e.dbNow(), requestTTL, e.report())
+	type answer struct {
+		origin int
+		doc    string
+		err    error
+	}
+	// Buffered for every origin: those answering after the first (or too
+	// late) never block.
+	answers := make(chan answer, len(e.opts.Origins))
+	for n, origin := range e.opts.Origins {
+		go func() {
+			doc, err := e.pull(ctx, origin, token)
+			answers <- answer{n, doc, err}
+		}()
+	}
 	var errs error
-	for i := range e.opts.Origins {
-		n := (first + i) % len(e.opts.Origins)
-		doc, err := e.pull(ctx, e.opts.Origins[n], token)
-		if err != nil {
-			errs = errors.Join(errs, err)
-			continue
+	for range e.opts.Origins {
+		a := <-answers
+		if a.err == nil {
+			a.err = e.take(a.doc, a.origin)
 		}
-		if err := e.take(doc, n); err != nil {
-			errs = errors.Join(errs, err)
-			continue
+		if a.err == nil {
+			return nil
 		}
-		return nil
+		errs = errors.Join(errs, a.err)
 	}
-	// Nobody heard the report: count it with the next one (a new seq; an
-	// origin that did count it and lost the answer counts it twice, which
-	// leaves a rank nobody holds, as a dropped lease does).
-	e.mu.Lock()
-	for id, n := range counts {
-		e.pending[id] += n
-	}
-	e.mu.Unlock()
 	return errs
+}
+
+// report is this edge's report now: its pre-open tickets in total, for the
+// rooms whose pre-open crowd is not frozen (the others are forgotten: no
+// origin counts them any more).
+func (e *Edge) report() EdgeReport {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.doc.Sales {
+		if s.PreopenCount >= 0 {
+			delete(e.totals, s.ID)
+		}
+	}
+	return EdgeReport{Edge: e.opts.ID, Preopen: maps.Clone(e.totals)}
 }
 
 func (e *Edge) now() time.Time { return e.opts.Now() }
@@ -380,9 +390,14 @@ func (e *Edge) Listen(ctx context.Context, changed func(saleID string)) error {
 }
 
 // LeasePositions is Store's: the block is leased by an origin (POST
-// /edge/lease, one request per block). No origin answers: ErrUnavailable.
-func (e *Edge) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (int64, bool, error) {
-	token := e.keys.signDoc(leaseAudience, e.dbNow(), requestTTL, EdgeLease{Edge: e.opts.ID, Sale: saleID, N: n, PreopenTickets: preopenTickets})
+// /edge/lease, one request per block; the origin counts the edges' pre-open
+// tickets it heard of if the lease freezes the crowd). preopenTickets join
+// this edge's totals. No origin answers: ErrUnavailable.
+func (e *Edge) LeasePositions(ctx context.Context, saleID string, n, preopenTickets, _ int64) (int64, bool, error) {
+	if preopenTickets > 0 {
+		_ = e.CountTickets(ctx, saleID, preopenTickets)
+	}
+	token := e.keys.signDoc(leaseAudience, e.dbNow(), requestTTL, EdgeLease{Edge: e.opts.ID, Sale: saleID, N: n})
 	e.mu.Lock()
 	first := e.good
 	e.mu.Unlock()
@@ -402,10 +417,11 @@ func (e *Edge) LeasePositions(ctx context.Context, saleID string, n, preopenTick
 	return 0, false, errors.Join(flashline.ErrUnavailable, errs)
 }
 
-// CountTickets is Store's: the count goes with the next pull's report.
+// CountTickets is Store's: the tickets join this edge's totals, which every
+// report carries.
 func (e *Edge) CountTickets(_ context.Context, saleID string, n int64) error {
 	e.mu.Lock()
-	e.pending[saleID] += n
+	e.totals[saleID] += n
 	e.mu.Unlock()
 	return nil
 }

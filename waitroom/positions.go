@@ -8,14 +8,13 @@ import (
 	"github.com/flashline/flashline/salecache"
 )
 
-// Counting the pre-open crowd (see also the 000008 migration). Positions are
-// leased in blocks and a dropped block leaves positions nobody holds, so the
-// crowd a randomized_at_open room draws among is counted in tickets: each
-// instance counts the pre-open tickets it gives out (once per customer, as
-// far as it can tell: asking again on the same instance is not counted
-// twice) and adds them to the room's count every countFlushDelay
-// (RunCounts), or with its next lease. The freeze at the open takes the
-// count.
+// Counting the pre-open crowd (see also the 000008 migration): a
+// randomized_at_open room draws among the pre-open crowd, counted in
+// tickets. Each instance counts the pre-open tickets it gives out (once per
+// customer, as far as it can tell: asking again on the same instance is not
+// counted twice) and adds them to the room's count every countFlushDelay
+// (RunCounts), or with its next lease; an edge reports its totals to every
+// origin instead (edge.go). The freeze at the open takes the count.
 const (
 	// countFlushDelay is how long pre-open tickets wait to be counted in the
 	// database: one UPDATE per instance and sale per delay, at most.
@@ -29,67 +28,99 @@ const (
 	maxSeen = 1 << 20
 )
 
-// lease is a block of positions [next, end) this instance may hand out for
-// one sale, and the pre-open tickets it gave out and has not counted yet.
+// Positions order the tickets placed by arrival. They are leased from the
+// room's row (one UPDATE per lease), and a lease takes exactly as many as
+// there are tickets waiting for one: the first ticket of a sale to need a
+// position waits GatherWindow, gathering those that arrive meanwhile, and
+// one lease serves them all, in their order of arrival (at most MaxBlock;
+// the others wait for the next). So no position is leased that nobody holds
+// (but for a lease whose answer is lost, or a ticket whose client left while
+// it waited) and a place counts the people ahead, while the room's row takes
+// one UPDATE per instance and GatherWindow however fast people arrive. On an
+// edge the lease is an origin's (POST /edge/lease), one request per window.
+
+// lease is one instance's state for one sale: the tickets waiting for a
+// position, and the pre-open tickets it gave out and has not counted yet.
 type lease struct {
-	mu       sync.Mutex
-	next     int64
-	end      int64
-	preOpen  bool // leased before the sale opened (by the database's clock)
-	takenAt  time.Time
-	lastUsed time.Time
-	block    int64
+	mu      sync.Mutex
+	waiters []*waiter // in order of arrival
+	leading bool      // a gatherer is leasing for them
 
 	pending  int64               // pre-open tickets not yet counted in the database
 	failures int                 // counts refused in a row
 	seen     map[uint64]struct{} // customers (by draw) given a pre-open ticket here
 }
 
-// takePosition hands out the next position of this instance's lease for the
-// sale, leasing a new block when the lease is used up, idle for LeaseIdle,
-// older than LeaseMaxAge, or leased before an open this instance now sees.
-// The block doubles when a lease was used up quickly and halves when most of
-// one went unused, so that a busy sale costs one UPDATE per many tickets and
-// a quiet one wastes few positions. A pre-open position is counted as one
-// more in the pre-open crowd unless customer (the customer's draw) was
-// counted here before.
+// waiter is one ticket waiting for its position.
+type waiter struct {
+	customer uint64 // the customer's draw, to count a pre-open ticket once
+	done     chan struct{}
+	position int64
+	preOpen  bool
+	err      error
+}
+
+// takePosition hands out the next position of the sale's room for one
+// ticket: it waits for the lease that gathers it with the tickets arriving
+// in the same GatherWindow. A pre-open position is counted as one more in
+// the pre-open crowd unless customer (the customer's draw) was counted here
+// before.
 func (r *Room) takePosition(ctx context.Context, s salecache.Sale, customer uint64) (position int64, preOpen bool, err error) {
 	l := r.lease(s.ID)
+	w := &waiter{customer: customer, done: make(chan struct{})}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := r.opts.Now()
-	usable := l.next < l.end &&
-		now.Sub(l.lastUsed) <= r.opts.LeaseIdle &&
-		now.Sub(l.takenAt) <= r.opts.LeaseMaxAge &&
-		!(l.preOpen && s.Opened(now))
-	if !usable {
+	l.waiters = append(l.waiters, w)
+	lead := !l.leading
+	l.leading = true
+	l.mu.Unlock()
+	if lead {
+		go r.gather(s.ID, l)
+	}
+	select {
+	case <-w.done:
+		return w.position, w.preOpen, w.err
+	case <-ctx.Done():
+		return 0, false, ctx.Err() // the position leased for it, if any, stays unheld
+	}
+}
+
+// gather leases positions for l's waiters, a window's arrivals per lease,
+// until none is left.
+func (r *Room) gather(saleID string, l *lease) {
+	for {
+		time.Sleep(r.opts.GatherWindow)
+		l.mu.Lock()
+		n := min(len(l.waiters), r.opts.MaxBlock)
+		if n == 0 {
+			l.waiters = nil
+			l.leading = false
+			l.mu.Unlock()
+			return
+		}
+		batch := l.waiters[:n:n]
+		l.waiters = l.waiters[n:]
+		pending := l.pending
+		l.pending = 0
+		l.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		first, preOpen, err := r.store.LeasePositions(ctx, saleID, int64(n), pending, r.edges.sum(saleID))
+		cancel()
+		l.mu.Lock()
 		switch {
-		case l.end == 0:
-		case l.next >= l.end && now.Sub(l.takenAt) < r.opts.LeaseIdle:
-			l.block *= 2
-		case l.end-l.next > l.block/2:
-			l.block /= 2
+		case err != nil:
+			l.pending += pending // counted with the next lease or flush
+		case preOpen:
+			for _, w := range batch {
+				r.countLocked(l, w.customer)
+			}
 		}
-		l.block = min(max(l.block, 1), int64(r.opts.MaxBlock))
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		first, preOpen, err := r.store.LeasePositions(ctx, s.ID, l.block, l.pending)
-		if err != nil {
-			l.next, l.end = 0, 0
-			return 0, false, err
+		l.mu.Unlock()
+		for i, w := range batch {
+			w.position, w.preOpen, w.err = first+int64(i), preOpen, err
+			close(w.done)
 		}
-		l.pending = 0 // counted with the lease (or too late to count)
-		l.next, l.end = first, first+l.block
-		l.preOpen = preOpen
-		l.takenAt = now
 	}
-	position = l.next
-	l.next++
-	l.lastUsed = now
-	if l.preOpen {
-		r.countLocked(l, customer)
-	}
-	return position, l.preOpen, nil
 }
 
 // countPreopen counts one pre-open ticket for customer (its draw) in saleID,
@@ -107,7 +138,7 @@ func (r *Room) lease(saleID string) *lease {
 	defer r.leaseMu.Unlock()
 	l := r.leases[saleID]
 	if l == nil {
-		l = &lease{block: int64(r.opts.BlockSize)}
+		l = &lease{}
 		r.leases[saleID] = l
 	}
 	return l

@@ -37,17 +37,12 @@ type Options struct {
 	AdmissionTTL time.Duration
 	// Tick is the pacer's period. Default 200ms.
 	Tick time.Duration
-	// BlockSize is the first number of positions an instance leases at once
-	// for a sale; it then adapts to the arrival rate, between 1 and MaxBlock.
-	// Default 8.
-	BlockSize int
-	// MaxBlock bounds the lease size. Default 256.
+	// GatherWindow is how long the first ticket of a sale that needs a
+	// position waits for others to arrive, so that one lease serves them
+	// all (positions.go). Default 20ms.
+	GatherWindow time.Duration
+	// MaxBlock bounds the positions one lease takes. Default 256.
 	MaxBlock int
-	// LeaseIdle drops a lease from which no position was taken for this
-	// long, and LeaseMaxAge one older than this, so that positions handed out
-	// by different instances stay close to arrival order. Defaults 250ms, 1s.
-	LeaseIdle   time.Duration
-	LeaseMaxAge time.Duration
 	// TicketsPerMinute is how many new tickets one customer may take in one
 	// sale per minute on one instance (tickets presented again do not
 	// count; limit.go). Default 20.
@@ -76,16 +71,11 @@ func (o *Options) setDefaults() {
 	}
 	def(&o.AdmissionTTL, 120*time.Second)
 	def(&o.Tick, 200*time.Millisecond)
-	def(&o.LeaseIdle, 250*time.Millisecond)
-	def(&o.LeaseMaxAge, time.Second)
+	def(&o.GatherWindow, 20*time.Millisecond)
 	def(&o.LeaderRetry, time.Second)
-	if o.BlockSize <= 0 {
-		o.BlockSize = 8
-	}
 	if o.MaxBlock <= 0 {
 		o.MaxBlock = 256
 	}
-	o.BlockSize = min(o.BlockSize, o.MaxBlock)
 	if o.TicketsPerMinute <= 0 {
 		o.TicketsPerMinute = 20
 	}
@@ -121,9 +111,9 @@ type Room struct {
 
 	leader  atomic.Bool
 	metrics roomMetrics
-	// edges remembers the last report of each edge counted here; wm is the
+	// edges is what the edges reported of their pre-open tickets; wm is the
 	// last watermarks document signed, reused for watermarksReuse.
-	edges edgeSeqs
+	edges edgeTally
 	wm    struct {
 		sync.Mutex
 		at  time.Time
@@ -183,6 +173,7 @@ func (r *Room) IsLeader() bool { return r.leader.Load() }
 // left (the database cannot be read).
 func (r *Room) room(ctx context.Context, saleID string) (s salecache.Sale, fresh bool, err error) {
 	s, fresh, err = r.cache.Sale(ctx, saleID)
+	s = r.withEdges(s)
 	switch {
 	case err != nil:
 		return s, false, fmt.Errorf("waiting room of sale %s: %w", saleID, err)
@@ -198,10 +189,20 @@ func (r *Room) rooms() []salecache.Sale {
 	rooms := all[:0]
 	for _, s := range all {
 		if s.Admission == flashline.AdmissionWaitingRoom {
-			rooms = append(rooms, s)
+			rooms = append(rooms, r.withEdges(s))
 		}
 	}
 	return rooms
+}
+
+// withEdges is s with the pre-open tickets the edges reported to this
+// instance (an origin) added to the room's count, until the crowd is
+// frozen. An edge hears the sum in the watermarks, and keeps no tally.
+func (r *Room) withEdges(s salecache.Sale) salecache.Sale {
+	if s.PreopenCount < 0 {
+		s.PreopenTickets += r.edges.sum(s.ID)
+	}
+	return s
 }
 
 // watermarks publishes each waiting room's watermark, as this instance knows

@@ -258,24 +258,23 @@ func (k *Keyring) OpenWatermarks(token string) (Watermarks, map[string][]byte, e
 	}, seeds, nil
 }
 
-// EdgeReport is what an edge tells an origin on each pull: the pre-open
-// tickets it gave out since its last report, by sale. Seq grows by one per
-// report an edge makes, so that an origin counts a report sent again (its
-// answer lost) once.
+// EdgeReport is what an edge tells every origin on each pull: the pre-open
+// tickets it has given out so far, in total, by sale. A report carries
+// totals, not what is new since the last one, so one heard twice, or lost,
+// changes no count, and an origin that restarts knows every edge's count
+// again after one pull.
 type EdgeReport struct {
-	Edge   string           `json:"edge"`
-	Seq    int64            `json:"seq"`
-	Counts map[string]int64 `json:"counts"`
+	Edge    string           `json:"edge"`
+	Preopen map[string]int64 `json:"preopen"`
 }
 
 // EdgeLease asks an origin for the next N positions of Sale's room for Edge
 // (one UPDATE for the block, as an instance with the database leases its
-// own), adding PreopenTickets to the room's count as it does.
+// own).
 type EdgeLease struct {
-	Edge           string `json:"edge"`
-	Sale           string `json:"sale"`
-	N              int64  `json:"n"`
-	PreopenTickets int64  `json:"preopenTickets"`
+	Edge string `json:"edge"`
+	Sale string `json:"sale"`
+	N    int64  `json:"n"`
 }
 
 // LeaseAnswer is an origin's answer to an EdgeLease.
@@ -307,31 +306,60 @@ func (k *Keyring) openRequest(aud, token string, now time.Time, v any) error {
 	return nil
 }
 
-// edgeSeqs remembers the last report of each edge an origin has counted.
-type edgeSeqs struct {
-	mu   sync.Mutex
-	last map[string]int64
+// edgeTally is what an origin has heard of the edges' pre-open tickets:
+// each edge's total per sale, as its latest report said. Nothing of it is
+// written to the database: the origin adds it to the room's own count
+// (Room.withEdges) in what it answers and publishes, and the pacer's leader
+// adds it when it freezes the pre-open crowd at the open (so every edge
+// reports to every origin: see Edge.Sync).
+type edgeTally struct {
+	mu     sync.Mutex
+	totals map[string]map[string]int64 // sale id → edge id → tickets
 }
 
-// maxEdges bounds the edges an origin remembers: beyond it, reports are
-// counted without the check for a repeat.
+// maxEdges bounds the edges an origin counts per sale: a report from one
+// more is not counted.
 const maxEdges = 4096
 
-// first reports whether seq is news from edge (and records it).
-func (e *edgeSeqs) first(edge string, seq int64) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.last == nil {
-		e.last = map[string]int64{}
+// set records edge's total n of pre-open tickets in saleID (a total only
+// grows: an edge restarted under the same id counts from 0 again, and its
+// earlier tickets still stand).
+func (t *edgeTally) set(saleID, edge string, n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.totals == nil {
+		t.totals = map[string]map[string]int64{}
 	}
-	last, ok := e.last[edge]
-	if ok && seq <= last {
-		return false
+	m := t.totals[saleID]
+	if m == nil {
+		m = map[string]int64{}
+		t.totals[saleID] = m
 	}
-	if ok || len(e.last) < maxEdges {
-		e.last[edge] = seq
+	if old, ok := m[edge]; ok || len(m) < maxEdges {
+		m[edge] = max(old, n)
 	}
-	return true
+}
+
+// sum is the edges' pre-open tickets in saleID.
+func (t *edgeTally) sum(saleID string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n int64
+	for _, v := range t.totals[saleID] {
+		n += v
+	}
+	return n
+}
+
+// keep forgets the sales for which keep is false.
+func (t *edgeTally) keep(keep func(saleID string) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id := range t.totals {
+		if !keep(id) {
+			delete(t.totals, id)
+		}
+	}
 }
 
 // Watermarks is the watermarks document of every waiting room this instance
@@ -351,11 +379,10 @@ func (r *Room) Watermarks() string {
 // cost is one signature and a seal per room, whatever the number of edges.
 const watermarksReuse = 100 * time.Millisecond
 
-// EdgeReport counts an edge's signed report of pre-open tickets in this
-// instance's counts, which reach the room's row with this instance's own
-// (RunCounts: one UPDATE per sale every 100 ms at most, however many edges
-// report). A report counted before (same edge and seq) is not counted
-// again. Errors: ErrAdmissionInvalid for a report that does not verify.
+// EdgeReport records an edge's signed report of its pre-open tickets (the
+// origin's side of POST /edge/sync): in memory only, for the rooms whose
+// pre-open crowd is not frozen yet. Errors: ErrAdmissionInvalid for a report
+// that does not verify.
 func (r *Room) EdgeReport(token string) error {
 	var rep EdgeReport
 	if err := r.keys.openRequest(reportAudience, token, r.cache.Now(), &rep); err != nil {
@@ -364,18 +391,17 @@ func (r *Room) EdgeReport(token string) error {
 	if err := checkEdgeID(rep.Edge); err != nil {
 		return errors.Join(flashline.ErrAdmissionInvalid, err)
 	}
-	if !r.edges.first(rep.Edge, rep.Seq) {
-		return nil
+	counting := map[string]bool{} // the rooms whose crowd is not frozen
+	for _, s := range r.cache.Sales() {
+		if s.Admission == flashline.AdmissionWaitingRoom && s.PreopenCount < 0 {
+			counting[s.ID] = true
+		}
 	}
-	for saleID, n := range rep.Counts {
-		if n <= 0 || n > maxReportedTickets {
-			continue
+	r.edges.keep(func(saleID string) bool { return counting[saleID] })
+	for saleID, n := range rep.Preopen {
+		if n > 0 && n <= maxReportedTickets && counting[saleID] {
+			r.edges.set(saleID, rep.Edge, n)
 		}
-		s, ok := r.known(saleID)
-		if !ok {
-			continue
-		}
-		r.addPreopen(s.ID, n)
 	}
 	return nil
 }
@@ -392,7 +418,7 @@ func (r *Room) EdgeLease(ctx context.Context, token string) (LeaseAnswer, error)
 	if err := checkEdgeID(req.Edge); err != nil {
 		return LeaseAnswer{}, errors.Join(flashline.ErrAdmissionInvalid, err)
 	}
-	if req.N < 1 || req.N > int64(r.opts.MaxBlock) || req.PreopenTickets < 0 || req.PreopenTickets > maxReportedTickets {
+	if req.N < 1 || req.N > int64(r.opts.MaxBlock) {
 		return LeaseAnswer{}, flashline.Invalid(fmt.Sprintf("a lease is 1-%d positions", r.opts.MaxBlock))
 	}
 	if _, _, err := r.room(ctx, req.Sale); err != nil {
@@ -400,29 +426,9 @@ func (r *Room) EdgeLease(ctx context.Context, token string) (LeaseAnswer, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	first, preOpen, err := r.store.LeasePositions(ctx, req.Sale, req.N, req.PreopenTickets)
+	first, preOpen, err := r.store.LeasePositions(ctx, req.Sale, req.N, 0, r.edges.sum(req.Sale))
 	if err != nil {
 		return LeaseAnswer{}, fmt.Errorf("edge lease in sale %s: %w", req.Sale, err)
 	}
 	return LeaseAnswer{First: first, PreOpen: preOpen}, nil
-}
-
-// known returns the waiting room saleID as this instance knows it, without
-// reading: reports name sales the edge heard of from an origin.
-func (r *Room) known(saleID string) (salecache.Sale, bool) {
-	for _, s := range r.rooms() {
-		if s.ID == saleID {
-			return s, true
-		}
-	}
-	return salecache.Sale{}, false
-}
-
-// addPreopen adds n pre-open tickets counted elsewhere (an edge) to this
-// instance's pending count of saleID.
-func (r *Room) addPreopen(saleID string, n int64) {
-	l := r.lease(saleID)
-	l.mu.Lock()
-	l.pending += n
-	l.mu.Unlock()
 }

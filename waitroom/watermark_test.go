@@ -76,7 +76,7 @@ func TestWatermarksRefused(t *testing.T) {
 	_, _, err = k.OpenWatermarks(altered)
 	require.Error(t, err)
 	// A report is not a document.
-	rep := k.signDoc(reportAudience, time.Now(), requestTTL, EdgeReport{Edge: "e1", Seq: 1})
+	rep := k.signDoc(reportAudience, time.Now(), requestTTL, EdgeReport{Edge: "e1"})
 	_, _, err = k.OpenWatermarks(rep)
 	require.ErrorIs(t, err, ErrWrongKind)
 	// A sealed seed moved to another sale does not open.
@@ -88,25 +88,28 @@ func TestWatermarksRefused(t *testing.T) {
 }
 
 // TestEdgeRequests: an edge's request is good for requestTTL at most, and
-// an origin counts a report once per edge and seq.
+// an origin keeps each edge's latest total (a total only grows).
 func TestEdgeRequests(t *testing.T) {
 	k := testRing(t, "k1:"+secret1)
 	now := time.Now()
-	token := k.signDoc(reportAudience, now, requestTTL, EdgeReport{Edge: "e1", Seq: 1, Counts: map[string]int64{"sale_1": 3}})
+	token := k.signDoc(reportAudience, now, requestTTL, EdgeReport{Edge: "e1", Preopen: map[string]int64{"sale_1": 3}})
 	var rep EdgeReport
 	require.NoError(t, k.openRequest(reportAudience, token, now.Add(time.Second), &rep))
-	require.Equal(t, int64(3), rep.Counts["sale_1"])
+	require.Equal(t, int64(3), rep.Preopen["sale_1"])
 	require.Error(t, k.openRequest(reportAudience, token, now.Add(requestTTL), &rep), "expired")
 	long := k.signDoc(reportAudience, now, time.Hour, rep)
 	require.Error(t, k.openRequest(reportAudience, long, now, &rep), "good for too long")
 	require.ErrorIs(t, k.openRequest(leaseAudience, token, now, &rep), ErrWrongKind)
 
-	var seqs edgeSeqs
-	require.True(t, seqs.first("e1", 1))
-	require.False(t, seqs.first("e1", 1))
-	require.True(t, seqs.first("e2", 1))
-	require.True(t, seqs.first("e1", 2))
-	require.False(t, seqs.first("e1", 1))
+	var tally edgeTally
+	tally.set("sale_1", "e1", 3)
+	tally.set("sale_1", "e1", 3) // heard twice
+	tally.set("sale_1", "e2", 5)
+	require.Equal(t, int64(8), tally.sum("sale_1"))
+	tally.set("sale_1", "e1", 1) // restarted: its earlier tickets stand
+	require.Equal(t, int64(8), tally.sum("sale_1"))
+	tally.keep(func(string) bool { return false })
+	require.Zero(t, tally.sum("sale_1"))
 }
 
 // FuzzOpenDoc: whatever an edge or a network sends an origin, opening it
@@ -114,7 +117,7 @@ func TestEdgeRequests(t *testing.T) {
 func FuzzOpenDoc(f *testing.F) {
 	k := testRing(f, "k1:"+secret1)
 	f.Add(k.SignWatermarks(watermarkSales(), time.Now(), time.Now()))
-	f.Add(k.signDoc(reportAudience, time.Now(), requestTTL, EdgeReport{Edge: "e1", Seq: 1}))
+	f.Add(k.signDoc(reportAudience, time.Now(), requestTTL, EdgeReport{Edge: "e1"}))
 	f.Add("a.b.c")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, token string) {

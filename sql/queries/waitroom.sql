@@ -17,12 +17,14 @@ INSERT INTO waiting_rooms (sale_id) VALUES (@sale_id);
 -- gave out just before) freezes the pre-open crowd (see WaitroomAdvance), so
 -- every later lease starts after it; preopen_count IS NULL in the answer
 -- means this lease is pre-open: its tickets are placed by the draw.
+-- @edge_tickets is what the edges reported to the instance leasing (never
+-- stored before the freeze: see WaitroomAdvance).
 UPDATE waiting_rooms w
    SET next_position = w.next_position + @block::bigint,
        preopen_tickets = w.preopen_tickets + CASE WHEN w.preopen_count IS NULL THEN @preopen_tickets::bigint ELSE 0 END,
        preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
                             THEN CASE WHEN s.fairness = 'randomized_at_open'
-                                      THEN w.preopen_tickets + @preopen_tickets::bigint
+                                      THEN w.preopen_tickets + (@preopen_tickets::bigint) + (@edge_tickets::bigint)
                                       ELSE w.next_position - 1 END
                             ELSE w.preopen_count END,
        preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
@@ -71,14 +73,15 @@ SELECT s.sale_id, s.state,
 -- freezes the pre-open crowd at the first tick after the open if no lease
 -- did, and records the pace. Returns no row when there was nothing to change.
 -- The freeze: preopen_positions is the positions handed out so far;
--- preopen_count the pre-open tickets counted under randomized_at_open (never
--- more than the positions), the positions under arrival_order (whose ranks
--- are positions).
+-- preopen_count the pre-open tickets counted under randomized_at_open (the
+-- instances' own, stored, and @edge_tickets, the edges' as they reported
+-- them to the leader, held in its memory only), the positions under
+-- arrival_order (whose ranks are positions).
 UPDATE waiting_rooms w
    SET admitted_through = greatest(w.admitted_through, @target::bigint),
        preopen_count = coalesce(w.preopen_count,
                                 CASE WHEN s.fairness = 'randomized_at_open'
-                                     THEN w.preopen_tickets
+                                     THEN w.preopen_tickets + @edge_tickets::bigint
                                      ELSE w.next_position - 1 END),
        preopen_positions = coalesce(w.preopen_positions, w.next_position - 1),
        pace_per_second = CASE WHEN w.admitted_through < @target::bigint
