@@ -14,7 +14,7 @@
 // The Room (room.go) reads what it knows of each sale from the sale cache
 // (package salecache) and writes through a Store (store.go: the database, as
 // package postgres implements it): place.go hands out places and estimates
-// the wait, positions.go leases the blocks of positions each instance hands
+// the wait, positions.go leases the positions each instance hands
 // out, status.go says where a ticket stands, policy.go publishes the
 // fairness policy, draw.go its commitment to the draw's seed, the seed's
 // reveal at the open and the audit of admissions against the draw, pace.go
@@ -24,7 +24,7 @@
 //
 // The room at the edge: watermark.go is the signed document an origin (an
 // instance with the database) publishes for edges, and the edges' signed
-// requests (their counts, their leases of positions); edge.go is the edge's
+// requests (their totals of pre-open tickets, their leases of positions); edge.go is the edge's
 // side (an Edge is the Source of an edge's sale cache and the Store of its
 // Room), so that a Room on an instance without a database answers as one
 // with it does, and fails closed when it has lost its origins.

@@ -26,8 +26,9 @@ import (
 // instance with the database) publishes every waiting room it knows of in
 // one signed document, the watermarks: what an edge, which has no database,
 // needs to hand out tickets and answer status polls and admit. Edges send the
-// origin signed requests of their own: the pre-open tickets they counted
-// (report) and blocks of positions (lease).
+// origins signed requests of their own: the pre-open tickets they gave out,
+// in total (report), and the positions for the tickets they place by arrival
+// (lease).
 //
 // Each is a JWS in compact form, HS256, signed with the waiting-room
 // keyring's signing key (the header is a ticket's, {"alg":"HS256","kid":...,

@@ -3574,10 +3574,10 @@ type Challenge struct {
 
 // EdgeRequest defines model for EdgeRequest.
 type EdgeRequest struct {
-	// Report POST /edge/sync: a JWS signed like the document, aud "flashline-edge-report", good 10 s, body {edge, seq, counts: {saleId: pre-open tickets since the last report}}
+	// Report POST /edge/sync: a JWS signed like the document, aud "flashline-edge-report", good 10 s, body {edge, preopen: {saleId: pre-open tickets given out so far, in total}}
 	Report *string `json:"report,omitempty"`
 
-	// Request POST /edge/lease: a JWS, aud "flashline-edge-lease", good 10 s, body {edge, sale, n (1-256 positions), preopenTickets}
+	// Request POST /edge/lease: a JWS, aud "flashline-edge-lease", good 10 s, body {edge, sale, n (1-256 positions)}
 	Request *string `json:"request,omitempty"`
 }
 
@@ -5121,7 +5121,7 @@ type ClientInterface interface {
 
 	// EdgeLeaseWithBody A block of positions for an edge
 	//
-	// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+	// An edge leases the next n positions of a waiting room for the n tickets waiting for one (those that arrived in its gather window), in their order of arrival: one UPDATE per lease, as an instance with the database leases its own. Served by role all and origin.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -5130,7 +5130,7 @@ type ClientInterface interface {
 
 	// EdgeLease A block of positions for an edge
 	//
-	// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+	// An edge leases the next n positions of a waiting room for the n tickets waiting for one (those that arrived in its gather window), in their order of arrival: one UPDATE per lease, as an instance with the database leases its own. Served by role all and origin.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5139,7 +5139,7 @@ type ClientInterface interface {
 
 	// EdgeSyncWithBody An edge's pull: its report in, the watermarks out
 	//
-	// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -5148,7 +5148,7 @@ type ClientInterface interface {
 
 	// EdgeSync An edge's pull: its report in, the watermarks out
 	//
-	// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5877,7 +5877,7 @@ func (c *Client) ResumeSale(ctx context.Context, saleId SaleId, reqEditors ...Re
 
 // EdgeLeaseWithBody A block of positions for an edge
 //
-// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+// An edge leases the next n positions of a waiting room for the n tickets waiting for one (those that arrived in its gather window), in their order of arrival: one UPDATE per lease, as an instance with the database leases its own. Served by role all and origin.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5896,7 +5896,7 @@ func (c *Client) EdgeLeaseWithBody(ctx context.Context, contentType string, body
 
 // EdgeLease A block of positions for an edge
 //
-// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+// An edge leases the next n positions of a waiting room for the n tickets waiting for one (those that arrived in its gather window), in their order of arrival: one UPDATE per lease, as an instance with the database leases its own. Served by role all and origin.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5915,7 +5915,7 @@ func (c *Client) EdgeLease(ctx context.Context, body EdgeLeaseJSONRequestBody, r
 
 // EdgeSyncWithBody An edge's pull: its report in, the watermarks out
 //
-// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5934,7 +5934,7 @@ func (c *Client) EdgeSyncWithBody(ctx context.Context, contentType string, body 
 
 // EdgeSync An edge's pull: its report in, the watermarks out
 //
-// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8636,7 +8636,7 @@ type ClientWithResponsesInterface interface {
 
 	// EdgeLeaseWithBodyWithResponse A block of positions for an edge
 	//
-	// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+	// An edge leases the next n positions of a waiting room for the n tickets waiting for one (those that arrived in its gather window), in their order of arrival: one UPDATE per lease, as an instance with the database leases its own. Served by role all and origin.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8645,7 +8645,7 @@ type ClientWithResponsesInterface interface {
 
 	// EdgeLeaseWithResponse A block of positions for an edge
 	//
-	// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+	// An edge leases the next n positions of a waiting room for the n tickets waiting for one (those that arrived in its gather window), in their order of arrival: one UPDATE per lease, as an instance with the database leases its own. Served by role all and origin.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8654,7 +8654,7 @@ type ClientWithResponsesInterface interface {
 
 	// EdgeSyncWithBodyWithResponse An edge's pull: its report in, the watermarks out
 	//
-	// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8663,7 +8663,7 @@ type ClientWithResponsesInterface interface {
 
 	// EdgeSyncWithResponse An edge's pull: its report in, the watermarks out
 	//
-	// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13542,7 +13542,7 @@ func (c *ClientWithResponses) ResumeSaleWithResponse(ctx context.Context, saleId
 
 // EdgeLeaseWithBodyWithResponse A block of positions for an edge
 //
-// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+// An edge leases the next n positions of a waiting room for the n tickets waiting for one (those that arrived in its gather window), in their order of arrival: one UPDATE per lease, as an instance with the database leases its own. Served by role all and origin.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13557,7 +13557,7 @@ func (c *ClientWithResponses) EdgeLeaseWithBodyWithResponse(ctx context.Context,
 
 // EdgeLeaseWithResponse A block of positions for an edge
 //
-// An edge leases the next n positions of a waiting room for the tickets it hands out by arrival: one UPDATE per block, as an instance with the database leases its own. Served by role all and origin.
+// An edge leases the next n positions of a waiting room for the n tickets waiting for one (those that arrived in its gather window), in their order of arrival: one UPDATE per lease, as an instance with the database leases its own. Served by role all and origin.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13572,7 +13572,7 @@ func (c *ClientWithResponses) EdgeLeaseWithResponse(ctx context.Context, body Ed
 
 // EdgeSyncWithBodyWithResponse An edge's pull: its report in, the watermarks out
 //
-// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13587,7 +13587,7 @@ func (c *ClientWithResponses) EdgeSyncWithBodyWithResponse(ctx context.Context, 
 
 // EdgeSyncWithResponse An edge's pull: its report in, the watermarks out
 //
-// An edge posts its signed report of the pre-open tickets it counted since its last one (counted here once per edge and seq, and added to the room's count with this instance's own, one UPDATE per sale every 100 ms at most) and gets the watermarks document. Served by role all and origin.
+// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
