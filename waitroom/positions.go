@@ -30,17 +30,18 @@ const (
 
 // Positions order the tickets placed by arrival. They are leased from the
 // room's row (one UPDATE per lease), and a lease takes exactly as many as
-// there are tickets waiting for one: the first ticket of a sale to need a
-// position waits GatherWindow, gathering those that arrive meanwhile, and
-// one lease serves them all, in their order of arrival (at most MaxBlock;
-// the others wait for the next). So no position is leased that nobody holds
-// (but for a lease whose answer is lost, or a ticket whose client left while
-// it waited) and a place counts the people ahead, while the room's row takes
-// one UPDATE per instance and GatherWindow however fast people arrive. On an
-// edge the lease is an origin's (POST /edge/lease), one request per window.
+// are waiting for one: the first ticket of a sale to need a position waits
+// GatherWindow, gathering those that arrive meanwhile, and one lease serves
+// them all, in their order of arrival (at most MaxBlock positions; the
+// others wait for the next). An origin gathers its edges' leases (POST
+// /edge/lease, one per edge and window) with its own tickets the same way.
+// So no position is leased that nobody holds (but for a lease whose answer
+// is lost, or a ticket whose client left while it waited) and a place counts
+// the people ahead, while the room's row takes one UPDATE per instance and
+// GatherWindow however fast people arrive, whatever the number of edges.
 
-// lease is one instance's state for one sale: the tickets waiting for a
-// position, and the pre-open tickets it gave out and has not counted yet.
+// lease is one instance's state for one sale: what waits for positions, and
+// the pre-open tickets it gave out and has not counted yet.
 type lease struct {
 	mu      sync.Mutex
 	waiters []*waiter // in order of arrival
@@ -51,36 +52,44 @@ type lease struct {
 	seen     map[uint64]struct{} // customers (by draw) given a pre-open ticket here
 }
 
-// waiter is one ticket waiting for its position.
+// waiter is a ticket waiting for its position (n = 1), or an edge's lease
+// waiting for its n.
 type waiter struct {
-	customer uint64 // the customer's draw, to count a pre-open ticket once
+	n        int64
+	ticket   bool   // a ticket of this instance: counted if pre-open
+	customer uint64 // its customer's draw, to count a pre-open ticket once
 	done     chan struct{}
-	position int64
+	first    int64
 	preOpen  bool
 	err      error
 }
 
 // takePosition hands out the next position of the sale's room for one
-// ticket: it waits for the lease that gathers it with the tickets arriving
-// in the same GatherWindow. A pre-open position is counted as one more in
+// ticket (see positions). A pre-open position is counted as one more in
 // the pre-open crowd unless customer (the customer's draw) was counted here
 // before.
 func (r *Room) takePosition(ctx context.Context, s salecache.Sale, customer uint64) (position int64, preOpen bool, err error) {
-	l := r.lease(s.ID)
-	w := &waiter{customer: customer, done: make(chan struct{})}
+	return r.takePositions(ctx, s.ID, &waiter{n: 1, ticket: true, customer: customer})
+}
+
+// takePositions waits for w's positions, leased with whatever else waits
+// for some in saleID's room in the same GatherWindow.
+func (r *Room) takePositions(ctx context.Context, saleID string, w *waiter) (first int64, preOpen bool, err error) {
+	w.done = make(chan struct{})
+	l := r.lease(saleID)
 	l.mu.Lock()
 	l.waiters = append(l.waiters, w)
 	lead := !l.leading
 	l.leading = true
 	l.mu.Unlock()
 	if lead {
-		go r.gather(s.ID, l)
+		go r.gather(saleID, l)
 	}
 	select {
 	case <-w.done:
-		return w.position, w.preOpen, w.err
+		return w.first, w.preOpen, w.err
 	case <-ctx.Done():
-		return 0, false, ctx.Err() // the position leased for it, if any, stays unheld
+		return 0, false, ctx.Err() // the positions leased for it, if any, stay unheld
 	}
 }
 
@@ -90,21 +99,25 @@ func (r *Room) gather(saleID string, l *lease) {
 	for {
 		time.Sleep(r.opts.GatherWindow)
 		l.mu.Lock()
-		n := min(len(l.waiters), r.opts.MaxBlock)
-		if n == 0 {
+		k, n := 0, int64(0)
+		for k < len(l.waiters) && (k == 0 || n+l.waiters[k].n <= int64(r.opts.MaxBlock)) {
+			n += l.waiters[k].n
+			k++
+		}
+		if k == 0 {
 			l.waiters = nil
 			l.leading = false
 			l.mu.Unlock()
 			return
 		}
-		batch := l.waiters[:n:n]
-		l.waiters = l.waiters[n:]
+		batch := l.waiters[:k:k]
+		l.waiters = l.waiters[k:]
 		pending := l.pending
 		l.pending = 0
 		l.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		first, preOpen, err := r.store.LeasePositions(ctx, saleID, int64(n), pending, r.edges.sum(saleID))
+		first, preOpen, err := r.store.LeasePositions(ctx, saleID, n, pending, r.edges.sum(saleID))
 		cancel()
 		l.mu.Lock()
 		switch {
@@ -112,12 +125,15 @@ func (r *Room) gather(saleID string, l *lease) {
 			l.pending += pending // counted with the next lease or flush
 		case preOpen:
 			for _, w := range batch {
-				r.countLocked(l, w.customer)
+				if w.ticket {
+					r.countLocked(l, w.customer)
+				}
 			}
 		}
 		l.mu.Unlock()
-		for i, w := range batch {
-			w.position, w.preOpen, w.err = first+int64(i), preOpen, err
+		for _, w := range batch {
+			w.first, w.preOpen, w.err = first, preOpen, err
+			first += w.n
 			close(w.done)
 		}
 	}

@@ -3,11 +3,15 @@ package waitroom_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
@@ -577,4 +581,61 @@ func TestLeaderFailover(t *testing.T) {
 		require.Eventually(t, func() bool { return b.IsLeader() != c.IsLeader() }, 5*time.Second, 10*time.Millisecond)
 		t.Logf("a leader again %v after the kill", time.Since(start).Round(time.Millisecond))
 	})
+}
+
+// leaseCounter counts the leases a Room takes.
+type leaseCounter struct {
+	waitroom.Store
+	leases atomic.Int64
+}
+
+func (c *leaseCounter) LeasePositions(ctx context.Context, saleID string, n, preopenTickets, edgeTickets int64) (int64, bool, error) {
+	c.leases.Add(1)
+	return c.Store.LeasePositions(ctx, saleID, n, preopenTickets, edgeTickets)
+}
+
+// TestPositionsAreGatheredAndConsecutive: 600 customers arrive at once in an
+// arrival_order room, half on each of two instances. Every position handed
+// out is held (1-600, none twice, none skipped), so each place counts the
+// people ahead; and the leases number one per instance and GatherWindow,
+// not one per ticket.
+func TestPositionsAreGatheredAndConsecutive(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sale := e.sale(t, flashline.NewSale{Fairness: flashline.FairnessArrivalOrder})
+	const customers = 600
+	opts := waitroom.Options{TicketsPerMinute: customers}
+	counters := []*leaseCounter{{Store: e.store}, {Store: e.store}}
+	rooms := []testRoom{e.roomWith(t, opts, salecache.Options{}, counters[0]), e.roomWith(t, opts, salecache.Options{}, counters[1])}
+	for _, r := range rooms {
+		require.NoError(t, r.Load(ctx))
+	}
+	positions := make([]int64, customers)
+	places := make([]int64, customers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range customers {
+		wg.Go(func() {
+			res, err := rooms[i%2].Ticket(ctx, waitroom.TicketRequest{SaleID: sale.ID, CustomerID: fmt.Sprintf("c%03d", i)})
+			if !assert.NoError(t, err) {
+				return
+			}
+			positions[i], places[i] = res.Ticket.Position, res.Position
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for i := range customers {
+		require.Equal(t, positions[i], places[i], "the place is the position: nobody is let in yet")
+	}
+	slices.Sort(positions)
+	for i, p := range positions {
+		require.Equal(t, int64(i+1), p, "positions are consecutive")
+	}
+	next, _, _ := e.roomRow(t, sale.ID)
+	require.Equal(t, int64(customers+1), next, "no position leased that nobody holds")
+	leases := counters[0].leases.Load() + counters[1].leases.Load()
+	windows := int64(elapsed/(20*time.Millisecond)) + 1
+	require.LessOrEqual(t, leases, 2*windows, "more than one lease per instance and window")
+	t.Logf("%d tickets on two instances in %s: %d leases", customers, elapsed.Round(time.Millisecond), leases)
 }

@@ -408,9 +408,11 @@ func (r *Room) EdgeReport(token string) error {
 }
 
 // EdgeLease leases a block of positions to an edge (the origin's side of
-// POST /edge/lease). Errors: ErrAdmissionInvalid for a request that does
-// not verify, ErrNotFound, ErrNoWaitingRoom, flashline.Invalid for a block
-// size out of bounds, ErrUnavailable.
+// POST /edge/lease), gathered with this instance's own tickets and other
+// edges' leases of the same moment into one lease (positions.go). Errors:
+// ErrAdmissionInvalid for a request that does not verify, ErrNotFound,
+// ErrNoWaitingRoom, flashline.Invalid for a block size out of bounds,
+// ErrUnavailable.
 func (r *Room) EdgeLease(ctx context.Context, token string) (LeaseAnswer, error) {
 	var req EdgeLease
 	if err := r.keys.openRequest(leaseAudience, token, r.cache.Now(), &req); err != nil {
@@ -427,7 +429,7 @@ func (r *Room) EdgeLease(ctx context.Context, token string) (LeaseAnswer, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	first, preOpen, err := r.store.LeasePositions(ctx, req.Sale, req.N, 0, r.edges.sum(req.Sale))
+	first, preOpen, err := r.takePositions(ctx, req.Sale, &waiter{n: req.N})
 	if err != nil {
 		return LeaseAnswer{}, fmt.Errorf("edge lease in sale %s: %w", req.Sale, err)
 	}
