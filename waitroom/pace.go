@@ -229,9 +229,10 @@ func newPacerState() *pacerState {
 
 // outstanding estimates the admissions given out and not used yet: those
 // not matched by a reservation made with an admission token (admitted −
-// reserved), but only among the ones given out within window; older ones
-// were abandoned (an admission is good for AdmissionTTL). Ranks nobody holds
-// (gaps in the draw, unused leases) count as outstanding until they age out.
+// reserved), but only among the ones given out within window (UseWindow);
+// older ones were most likely abandoned. Ranks nobody holds (gaps in the
+// draw, positions whose lease's answer was lost) count as outstanding until
+// they age out.
 func (h *roomHistory) outstanding(now time.Time, started time.Time, admitted, reserved int64, window time.Duration) int64 {
 	total := admitted - reserved
 	cutoff := now.Add(-window)
@@ -272,7 +273,7 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 	if p.started.IsZero() {
 		p.started = now
 	}
-	window := r.opts.AdmissionTTL + 15*time.Second // + the longest poll interval
+	window := r.opts.UseWindow
 	headroom, latency := int64(0), time.Duration(0)
 	if r.capacity != nil {
 		headroom, latency = r.capacity.Limit()-r.capacity.InFlight(), r.capacity.Latency()

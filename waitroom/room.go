@@ -35,6 +35,14 @@ type Capacity interface {
 type Options struct {
 	// AdmissionTTL is how long an admission token is good for. Default 120s.
 	AdmissionTTL time.Duration
+	// UseWindow is how long the pacer counts an admission not yet used for
+	// a reservation as outstanding: one unused for longer was most likely
+	// abandoned (the page reserves as soon as it hears it is admitted, and
+	// a ticket the pacer may reach polls every second), so the pacer tops
+	// the room up in its place. The token stays good for AdmissionTTL (one
+	// used late is one reservation more than the bound asked; the stock's
+	// CHECK still decides). Default 20s, at most AdmissionTTL + 15s.
+	UseWindow time.Duration
 	// Tick is the pacer's period. Default 200ms.
 	Tick time.Duration
 	// GatherWindow is how long the first ticket of a sale that needs a
@@ -70,6 +78,8 @@ func (o *Options) setDefaults() {
 		}
 	}
 	def(&o.AdmissionTTL, 120*time.Second)
+	def(&o.UseWindow, 20*time.Second)
+	o.UseWindow = min(o.UseWindow, o.AdmissionTTL+15*time.Second) // + the longest poll interval
 	def(&o.Tick, 200*time.Millisecond)
 	def(&o.GatherWindow, 20*time.Millisecond)
 	def(&o.LeaderRetry, time.Second)

@@ -115,6 +115,9 @@ export function resumeReservation(res, onGone) {
 const REFRESH_RESERVED_MS = 15000;
 const REFRESH_PAYMENT_MS = 2000;
 
+// paying: a confirm is in flight.
+let paying = false;
+
 // holding: the page shows a hold (waiting for the customer or the payment).
 function holding() {
   return app.dataset.state === "reserved" || app.dataset.state === "awaiting_payment";
@@ -175,9 +178,9 @@ function showReserved(res) {
 // ends the wait.
 function refresh() {
   const res = store.getJSON(state.keys.reservation);
-  if (!res || !holding()) return;
+  if (!res || !holding() || paying) return;
   api("GET", "/reservations/" + encodeURIComponent(res.reservationId)).then(function (r) {
-    if (!holding()) return;
+    if (!holding() || paying) return; // a confirm sent meanwhile decides
     if (r.status === 200 && r.body) {
       state.attempts = 0;
       switch (r.body.state) {
@@ -229,12 +232,18 @@ function timeUp() {
 export function pay() {
   const res = store.getJSON(state.keys.reservation);
   if (!res) return;
+  // No refresh while the confirm is in flight: its answer decides what the
+  // page shows next (a refresh that moved the countdown would put the Pay
+  // button back while the confirm is on its way).
+  window.clearTimeout(state.timer);
+  paying = true;
   const btn = $("pay");
   btn.disabled = true;
   btn.setAttribute("aria-busy", "true");
   btn.textContent = "Paying…";
   $("pay-error").hidden = true;
   api("POST", "/reservations/" + encodeURIComponent(res.reservationId) + "/confirm").then(function (r) {
+    paying = false;
     if (r.status === 200 && r.body && r.body.orderId) {
       state.attempts = 0;
       return paid({ orderId: r.body.orderId, reservationId: r.body.reservationId || res.reservationId });
