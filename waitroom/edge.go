@@ -148,10 +148,12 @@ func (e *Edge) nearOpen() bool {
 	return false
 }
 
-// Sync sends the report to every origin at once and takes the document of
-// the first to answer. Every origin hears every edge's totals, so any of them
-// that comes to lead the pacer counts the edges' pre-open tickets when it
-// freezes the crowd.
+// Sync sends the report to every origin at once, and takes the document of
+// the origin that answered last time, or, if it fails, of the first other
+// to answer: sticking to one origin keeps what the edge knows from going
+// back and forth between origins whose caches are a moment apart. Every
+// origin hears every edge's totals, so any of them that comes to lead the
+// pacer counts the edges' pre-open tickets when it freezes the crowd.
 func (e *Edge) Sync(ctx context.Context) error {
 	e.mu.Lock()
 	held := !e.received.IsZero()
@@ -170,13 +172,16 @@ func (e *Edge) Sync(ctx context.Context) error {
 		}
 	}
 	token := e.keys.signDoc(reportAudience, e.dbNow(), requestTTL, e.report())
+	e.mu.Lock()
+	preferred := e.good
+	e.mu.Unlock()
 	type answer struct {
 		origin int
 		doc    string
 		err    error
 	}
-	// Buffered for every origin: those answering after the first (or too
-	// late) never block.
+	// Buffered for every origin: those answering after the one taken never
+	// block.
 	answers := make(chan answer, len(e.opts.Origins))
 	for n, origin := range e.opts.Origins {
 		go func() {
@@ -185,15 +190,31 @@ func (e *Edge) Sync(ctx context.Context) error {
 		}()
 	}
 	var errs error
+	var waiting []answer // others' documents, kept while the preferred origin may still answer
+	preferredFailed := false
 	for range e.opts.Origins {
 		a := <-answers
-		if a.err == nil {
-			a.err = e.take(a.doc, a.origin)
+		if a.err == nil && (a.origin == preferred || preferredFailed) {
+			if a.err = e.take(a.doc, a.origin); a.err == nil {
+				return nil
+			}
 		}
 		if a.err == nil {
-			return nil
+			waiting = append(waiting, a)
+			continue
 		}
 		errs = errors.Join(errs, a.err)
+		if a.origin == preferred {
+			preferredFailed = true
+			for _, w := range waiting {
+				err := e.take(w.doc, w.origin)
+				if err == nil {
+					return nil
+				}
+				errs = errors.Join(errs, err)
+			}
+			waiting = nil
+		}
 	}
 	return errs
 }

@@ -448,6 +448,10 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 					continue
 				}
 				positions[i] = tk.Position
+				if tk.PreOpen && failed.Add(1) < 3 {
+					pol, _ := c.Do(ctx, http.MethodGet, edges[i%2].URL+"/sales/"+sale+"/policy", "", "")
+					t.Errorf("late ticket %d on edge %d taken as pre-open: %s; policy now: %s", i, i%2, r.Body, pol.Body)
+				}
 			}
 		})
 	}
