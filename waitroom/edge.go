@@ -24,8 +24,8 @@ import (
 // Edge is the waiting room's source of truth on an edge: an instance
 // without a database (flashline serve --role edge). Every Interval it sends
 // every origin its report (POST /edge/sync: the pre-open tickets it has
-// given out, in total per sale) and takes the watermarks document the first
-// of them answers, giving the sale cache what it says (Edge is a
+// given out, in total per sale) and takes the watermarks document of one of
+// them (see Sync), giving the sale cache what it says (Edge is a
 // salecache.Source); it leases positions from an origin for the tickets it
 // places by arrival (Edge is a Store). A Room built on it answers tickets
 // and status polls from memory, as an origin's does, and asks an origin

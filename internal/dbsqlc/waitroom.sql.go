@@ -209,10 +209,10 @@ type WaitroomLeaseRow struct {
 	PreopenCount  *int64
 }
 
-// Leases the next @block positions to one instance: it hands them out from
-// memory and comes back when they are used up (or too old to keep arrival
-// order across instances). The row lock serialises leases, so no two leases
-// overlap. It also adds the @preopen_tickets pre-open tickets the instance
+// Leases the next @block positions to one instance, for exactly the @block
+// tickets (its own, and its edges') that arrived in its gather window
+// (waitroom/positions.go): one UPDATE per instance and window, not per
+// ticket. The row lock serialises leases, so no two leases overlap. It also adds the @preopen_tickets pre-open tickets the instance
 // gave out since it last said (while the room is pre-open). The first lease
 // taken a quarter second after the open (by the database's clock: opens_at
 // set and passed by 250 ms, time for every instance to count the tickets it
