@@ -120,6 +120,10 @@ func (r *Room) gather(saleID string, l *lease) {
 		first, preOpen, err := r.store.LeasePositions(ctx, saleID, n, pending, r.edges.sum(saleID))
 		cancel()
 		l.mu.Lock()
+		if err == nil {
+			r.metrics.leases.Inc()
+			r.metrics.leased.Add(float64(n))
+		}
 		switch {
 		case err != nil:
 			l.pending += pending // counted with the next lease or flush

@@ -134,6 +134,9 @@ type Room struct {
 type roomMetrics struct {
 	tickets  *prometheus.CounterVec
 	statuses *prometheus.CounterVec
+	// leases and leased count the leases of positions this instance took
+	// (its own tickets' and its edges') and the positions they took.
+	leases, leased prometheus.Counter
 }
 
 // NewRoom returns a Room that reads sales from cache (kept current by its
@@ -161,7 +164,15 @@ func NewRoom(cache *salecache.Cache, store Store, keys *Keyring, capacity Capaci
 			Help: "Waiting-room status answers by state.",
 		}, []string{"state"}),
 	}
-	opts.Registry.MustRegister(r.metrics.tickets, r.metrics.statuses, watermarks{r},
+	r.metrics.leases = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "flashline_waitroom_leases_total",
+		Help: "Leases of positions this instance took (one UPDATE each) for the tickets placed by arrival, its own and its edges'.",
+	})
+	r.metrics.leased = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "flashline_waitroom_leased_positions_total",
+		Help: "Positions those leases took.",
+	})
+	opts.Registry.MustRegister(r.metrics.tickets, r.metrics.statuses, r.metrics.leases, r.metrics.leased, watermarks{r},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flashline_waitroom_pacer_leader",
 			Help: "1 while this instance leads the waiting-room pacer.",

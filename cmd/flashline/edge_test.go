@@ -420,6 +420,13 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 		}, 5*time.Second, 50*time.Millisecond, "edge %s hears of the open", e.URL)
 	}
 	const late = 1000
+	leases := func() (n float64) {
+		for _, o := range origins {
+			n += metric(t, c, o.URL, "flashline_waitroom_leases_total")
+		}
+		return n
+	}
+	leasesBefore := leases()
 	positions := make([]int64, late)
 	start = time.Now()
 	work = make(chan int)
@@ -466,8 +473,10 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 	for i, p := range positions {
 		require.Equal(t, preopenPositions+1+int64(i), p, "the positions after the open are consecutive: %v (frozen after %d)", positions[:min(len(positions), 20)], preopenPositions)
 	}
-	t.Logf("%d tickets after the open through two edges in %s: positions %d-%d",
-		late, elapsed.Round(time.Millisecond), positions[0], positions[late-1])
+	taken := leases() - leasesBefore
+	require.LessOrEqual(t, taken, float64(2*(elapsed/(20*time.Millisecond)+1)), "more than one lease per origin and gather window")
+	t.Logf("%d tickets after the open through two edges in %s: positions %d-%d, %.0f leases (UPDATEs of the room's row)",
+		late, elapsed.Round(time.Millisecond), positions[0], positions[late-1], taken)
 }
 
 // TestEdgeLosesItsOrigin: an edge whose origin stops keeps answering
