@@ -22,8 +22,8 @@ var _ waitroom.Store = (*Store)(nil)
 
 // LeasePositions leases the next n positions of saleID's room (see
 // WaitroomLease for why that keeps every instance's positions apart).
-func (s *Store) LeasePositions(ctx context.Context, saleID string, n, preopenTickets, edgeTickets int64) (first int64, preOpen bool, err error) {
-	row, err := dbsqlc.New(s.room).WaitroomLease(ctx, dbsqlc.WaitroomLeaseParams{Block: n, PreopenTickets: preopenTickets, EdgeTickets: edgeTickets, SaleID: saleID})
+func (s *Store) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (first int64, preOpen bool, err error) {
+	row, err := dbsqlc.New(s.room).WaitroomLease(ctx, dbsqlc.WaitroomLeaseParams{Block: n, PreopenTickets: preopenTickets, SaleID: saleID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, fmt.Errorf("lease positions of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
 	}
@@ -38,6 +38,21 @@ func (s *Store) LeasePositions(ctx context.Context, saleID string, n, preopenTic
 func (s *Store) CountTickets(ctx context.Context, saleID string, n int64) error {
 	if err := dbsqlc.New(s.room).WaitroomCountTickets(ctx, dbsqlc.WaitroomCountTicketsParams{N: n, SaleID: saleID}); err != nil {
 		return fmt.Errorf("count tickets of sale %s: %w", saleID, translate(err))
+	}
+	return nil
+}
+
+// RecordEdgeTickets records the edges' pre-open tickets in saleID as this
+// instance last heard them, the larger total winning per edge, unless the
+// crowd is frozen.
+func (s *Store) RecordEdgeTickets(ctx context.Context, saleID string, totals map[string]int64) error {
+	p := dbsqlc.WaitroomEdgeTicketsParams{SaleID: saleID}
+	for edge, n := range totals {
+		p.Edges = append(p.Edges, edge)
+		p.Tickets = append(p.Tickets, n)
+	}
+	if err := dbsqlc.New(s.room).WaitroomEdgeTickets(ctx, p); err != nil {
+		return fmt.Errorf("record edge tickets of sale %s: %w", saleID, translate(err))
 	}
 	return nil
 }
@@ -141,8 +156,8 @@ func (p pacerDB) PaceInputs(ctx context.Context) ([]waitroom.PaceRow, error) {
 	return out, nil
 }
 
-func (p pacerDB) Advance(ctx context.Context, saleID string, target int64, pace float64, edgeTickets int64) (int64, bool, error) {
-	watermark, err := dbsqlc.New(p.conn).WaitroomAdvance(ctx, dbsqlc.WaitroomAdvanceParams{Target: target, EdgeTickets: edgeTickets, PacePerSecond: pace, SaleID: saleID})
+func (p pacerDB) Advance(ctx context.Context, saleID string, target int64, pace float64) (int64, bool, error) {
+	watermark, err := dbsqlc.New(p.conn).WaitroomAdvance(ctx, dbsqlc.WaitroomAdvanceParams{Target: target, PacePerSecond: pace, SaleID: saleID})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, false, nil

@@ -49,7 +49,7 @@ func TestWatermarkMonotonicWithTwoPacers(t *testing.T) {
 					return
 				}
 				for _, row := range rows {
-					if _, _, err := db.Advance(ctx, row.SaleID, row.AdmittedThrough+int64(1+i+rand.IntN(50)), 1, 0); err != nil {
+					if _, _, err := db.Advance(ctx, row.SaleID, row.AdmittedThrough+int64(1+i+rand.IntN(50)), 1); err != nil {
 						t.Error(err)
 						return
 					}
@@ -70,7 +70,7 @@ func TestWatermarkMonotonicWithTwoPacers(t *testing.T) {
 		for time.Now().Before(deadline) {
 			target := rand.Int64N(5000)
 			highestAttempt.Store(max(highestAttempt.Load(), target))
-			if _, _, err := db.Advance(ctx, sale.ID, target, 1, 0); err != nil {
+			if _, _, err := db.Advance(ctx, sale.ID, target, 1); err != nil {
 				t.Error(err)
 				return
 			}

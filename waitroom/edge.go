@@ -152,8 +152,8 @@ func (e *Edge) nearOpen() bool {
 // the origin that answered last time, or, if it fails, of the first other
 // to answer: sticking to one origin keeps what the edge knows from going
 // back and forth between origins whose caches are a moment apart. Every
-// origin hears every edge's totals, so any of them that comes to lead the
-// pacer counts the edges' pre-open tickets when it freezes the crowd.
+// origin hears the edge's totals, and answers and publishes places counting
+// them.
 func (e *Edge) Sync(ctx context.Context) error {
 	e.mu.Lock()
 	held := !e.received.IsZero()
@@ -411,10 +411,9 @@ func (e *Edge) Listen(ctx context.Context, changed func(saleID string)) error {
 }
 
 // LeasePositions is Store's: the block is leased by an origin (POST
-// /edge/lease, one request per block; the origin counts the edges' pre-open
-// tickets it heard of if the lease freezes the crowd). preopenTickets join
-// this edge's totals. No origin answers: ErrUnavailable.
-func (e *Edge) LeasePositions(ctx context.Context, saleID string, n, preopenTickets, _ int64) (int64, bool, error) {
+// /edge/lease, one request per block). preopenTickets join this edge's
+// totals. No origin answers: ErrUnavailable.
+func (e *Edge) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (int64, bool, error) {
 	if preopenTickets > 0 {
 		_ = e.CountTickets(ctx, saleID, preopenTickets)
 	}
@@ -446,6 +445,9 @@ func (e *Edge) CountTickets(_ context.Context, saleID string, n int64) error {
 	e.mu.Unlock()
 	return nil
 }
+
+// RecordEdgeTickets is Store's: an edge hears no other edge's reports.
+func (e *Edge) RecordEdgeTickets(context.Context, string, map[string]int64) error { return errEdge }
 
 // errEdge refuses what only an instance with the database does.
 var errEdge = errors.New("waitroom: an edge has no database: the queue controls are an origin's")

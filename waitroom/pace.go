@@ -302,7 +302,7 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 		h.pace = 0.8*h.pace + 0.2*float64(step)/r.opts.Tick.Seconds()
 		watermark := row.AdmittedThrough
 		if step > 0 || !row.PreopenFrozen {
-			adv, moved, err := db.Advance(ctx, row.SaleID, row.AdmittedThrough+step, h.pace, r.edges.sum(row.SaleID))
+			adv, moved, err := db.Advance(ctx, row.SaleID, row.AdmittedThrough+step, h.pace)
 			switch {
 			case err != nil:
 				errs = errors.Join(errs, err)

@@ -117,7 +117,7 @@ func (r *Room) gather(saleID string, l *lease) {
 		l.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		first, preOpen, err := r.store.LeasePositions(ctx, saleID, n, pending, r.edges.sum(saleID))
+		first, preOpen, err := r.store.LeasePositions(ctx, saleID, n, pending)
 		cancel()
 		l.mu.Lock()
 		if err == nil {
@@ -179,8 +179,9 @@ func (r *Room) countLocked(l *lease, customer uint64) {
 }
 
 // RunCounts adds every sale's pending pre-open tickets to the database's
-// counts every countFlushDelay until ctx is done. Every instance that gives
-// out tickets runs it (serve does, next to RunPacer).
+// counts every countFlushDelay until ctx is done, and, on an origin, the
+// edges' at the open (flushEdges). Every instance runs it (serve does, next
+// to RunPacer; an edge too).
 func (r *Room) RunCounts(ctx context.Context) error {
 	ticker := time.NewTicker(countFlushDelay)
 	defer ticker.Stop()
@@ -199,6 +200,7 @@ func (r *Room) RunCounts(ctx context.Context) error {
 		for id, l := range leases {
 			r.flushCount(ctx, id, l)
 		}
+		r.flushEdges(ctx)
 	}
 }
 

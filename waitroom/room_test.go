@@ -589,9 +589,9 @@ type leaseCounter struct {
 	leases atomic.Int64
 }
 
-func (c *leaseCounter) LeasePositions(ctx context.Context, saleID string, n, preopenTickets, edgeTickets int64) (int64, bool, error) {
+func (c *leaseCounter) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (int64, bool, error) {
 	c.leases.Add(1)
-	return c.Store.LeasePositions(ctx, saleID, n, preopenTickets, edgeTickets)
+	return c.Store.LeasePositions(ctx, saleID, n, preopenTickets)
 }
 
 // TestPositionsAreGatheredAndConsecutive: 600 customers arrive at once in an
@@ -638,4 +638,43 @@ func TestPositionsAreGatheredAndConsecutive(t *testing.T) {
 	windows := int64(elapsed/(20*time.Millisecond)) + 1
 	require.LessOrEqual(t, leases, 2*windows, "more than one lease per instance and window")
 	t.Logf("%d tickets on two instances in %s: %d leases", customers, elapsed.Round(time.Millisecond), leases)
+}
+
+// TestEdgeTicketsReachTheFreezeThroughAnyOrigin: two edges report their
+// pre-open tickets to one origin only (a load balancer in front of the
+// origins sends each report to one), and another leads the pacer. Nothing
+// is written before the open; the origin that heard the reports writes the
+// freshest totals at the open, and the leader's freeze counts them.
+func TestEdgeTicketsReachTheFreezeThroughAnyOrigin(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	opens := time.Now().Add(2 * time.Second)
+	sale := e.sale(t, flashline.NewSale{Fairness: flashline.FairnessRandomizedAtOpen, OpensAt: &opens})
+	heard, leader := e.room(t, waitroom.Options{}), e.room(t, waitroom.Options{})
+	require.NoError(t, heard.Load(ctx))
+	run(t, heard, false)
+	report := func(edge string, n int64) {
+		token := waitroom.SignEdgeReport(keys, waitroom.EdgeReport{Edge: edge, Preopen: map[string]int64{sale.ID: n}}, time.Now())
+		require.NoError(t, heard.EdgeReport(token))
+	}
+	report("edge-1", 600)
+	report("edge-2", 300)
+	report("edge-1", 700) // a later total
+	report("edge-2", 250) // an older one, arriving late
+	// The origin that heard them counts them in the places it gives.
+	res := ticket(t, heard, sale.ID, "c1", "")
+	require.LessOrEqual(t, res.PositionHigh, int64(1000))
+	require.Greater(t, res.PositionHigh, int64(1), "the crowd counted is the edges' 1,000")
+	var rows int64
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM waitroom_edge_tickets`).Scan(&rows))
+	require.Zero(t, rows, "nothing is written before the open")
+
+	run(t, leader, true)
+	require.Eventually(t, func() bool {
+		_, preopen, _ := e.roomRow(t, sale.ID)
+		return preopen != nil
+	}, 10*time.Second, 50*time.Millisecond, "the crowd is frozen")
+	_, preopen, _ := e.roomRow(t, sale.ID)
+	// 1,000 from the edges and the one ticket the origin gave itself.
+	require.Equal(t, int64(1001), *preopen)
 }

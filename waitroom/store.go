@@ -14,13 +14,16 @@ type Store interface {
 	// instance: the first of them, and whether they are pre-open (handed
 	// out before the sale opened, by the database's clock). It also adds
 	// preopenTickets to the room's count of pre-open tickets (as
-	// CountTickets); a lease that freezes the pre-open crowd counts
-	// edgeTickets in it too (the edges' tickets, as reported to this
-	// instance). No room: flashline.ErrNoWaitingRoom.
-	LeasePositions(ctx context.Context, saleID string, n, preopenTickets, edgeTickets int64) (first int64, preOpen bool, err error)
+	// CountTickets). No room: flashline.ErrNoWaitingRoom.
+	LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (first int64, preOpen bool, err error)
 	// CountTickets adds n pre-open tickets this instance gave out to
 	// saleID's count, unless the room has frozen its pre-open crowd.
 	CountTickets(ctx context.Context, saleID string, n int64) error
+	// RecordEdgeTickets records the edges' pre-open tickets in saleID as
+	// this instance last heard them (totals by edge id), unless the room
+	// has frozen its pre-open crowd; the larger total wins per edge. The
+	// freeze counts them with the instances' own.
+	RecordEdgeTickets(ctx context.Context, saleID string, totals map[string]int64) error
 	// SetQueueHeld holds or releases saleID's queue, and SetBroadcast sets
 	// the message its waiters see; both audited under operator. No room:
 	// flashline.ErrNoWaitingRoom.
@@ -41,10 +44,8 @@ type PacerDB interface {
 	// Advance moves saleID's watermark forward to target (never back) and
 	// records the pace; moved is false when it was there already (someone
 	// else moved it further meanwhile). It also freezes the room's pre-open
-	// count at its first advance after the open, counting edgeTickets (the
-	// edges' pre-open tickets, as they reported them to the leader) with
-	// the instances' own.
-	Advance(ctx context.Context, saleID string, target int64, pace float64, edgeTickets int64) (watermark int64, moved bool, err error)
+	// count at its first advance after the open.
+	Advance(ctx context.Context, saleID string, target int64, pace float64) (watermark int64, moved bool, err error)
 	// Ping checks that the leader's session is alive.
 	Ping(ctx context.Context) error
 }

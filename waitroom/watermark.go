@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -308,14 +309,15 @@ func (k *Keyring) openRequest(aud, token string, now time.Time, v any) error {
 }
 
 // edgeTally is what an origin has heard of the edges' pre-open tickets:
-// each edge's total per sale, as its latest report said. Nothing of it is
-// written to the database: the origin adds it to the room's own count
-// (Room.withEdges) in what it answers and publishes, and the pacer's leader
-// adds it when it freezes the pre-open crowd at the open (so every edge
-// reports to every origin: see Edge.Sync).
+// each edge's total per sale, as its latest report said. The origin adds it
+// to the room's own count (Room.withEdges) in what it answers and
+// publishes, and writes it to the database only at the open (flushEdges),
+// for whichever instance freezes the crowd.
 type edgeTally struct {
-	mu     sync.Mutex
-	totals map[string]map[string]int64 // sale id → edge id → tickets
+	mu      sync.Mutex
+	totals  map[string]map[string]int64 // sale id → edge id → tickets
+	version map[string]int64            // sale id → changes to its totals
+	written map[string]int64            // sale id → the version last written
 }
 
 // maxEdges bounds the edges an origin counts per sale: a report from one
@@ -329,15 +331,36 @@ func (t *edgeTally) set(saleID, edge string, n int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.totals == nil {
-		t.totals = map[string]map[string]int64{}
+		t.totals, t.version, t.written = map[string]map[string]int64{}, map[string]int64{}, map[string]int64{}
 	}
 	m := t.totals[saleID]
 	if m == nil {
 		m = map[string]int64{}
 		t.totals[saleID] = m
 	}
-	if old, ok := m[edge]; ok || len(m) < maxEdges {
-		m[edge] = max(old, n)
+	if old, ok := m[edge]; (ok || len(m) < maxEdges) && n > old {
+		m[edge] = n
+		t.version[saleID]++
+	}
+}
+
+// unwritten returns saleID's totals and their version when they changed
+// since they were last written (ok false otherwise).
+func (t *edgeTally) unwritten(saleID string) (totals map[string]int64, version int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.version[saleID] == t.written[saleID] {
+		return nil, 0, false
+	}
+	return maps.Clone(t.totals[saleID]), t.version[saleID], true
+}
+
+// wrote records that saleID's totals of version were written.
+func (t *edgeTally) wrote(saleID string, version int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.totals[saleID]; ok {
+		t.written[saleID] = version
 	}
 }
 
@@ -359,6 +382,8 @@ func (t *edgeTally) keep(keep func(saleID string) bool) {
 	for id := range t.totals {
 		if !keep(id) {
 			delete(t.totals, id)
+			delete(t.version, id)
+			delete(t.written, id)
 		}
 	}
 }
@@ -381,8 +406,8 @@ func (r *Room) Watermarks() string {
 const watermarksReuse = 100 * time.Millisecond
 
 // EdgeReport records an edge's signed report of its pre-open tickets (the
-// origin's side of POST /edge/sync): in memory only, for the rooms whose
-// pre-open crowd is not frozen yet. Errors: ErrAdmissionInvalid for a report
+// origin's side of POST /edge/sync): in memory, for the rooms whose
+// pre-open crowd is not frozen yet, written at the open (flushEdges). Errors: ErrAdmissionInvalid for a report
 // that does not verify.
 func (r *Room) EdgeReport(token string) error {
 	var rep EdgeReport
@@ -434,4 +459,32 @@ func (r *Room) EdgeLease(ctx context.Context, token string) (LeaseAnswer, error)
 		return LeaseAnswer{}, fmt.Errorf("edge lease in sale %s: %w", req.Sale, err)
 	}
 	return LeaseAnswer{First: first, PreOpen: preOpen}, nil
+}
+
+// flushEdges writes what this origin heard of the edges' pre-open tickets
+// (RecordEdgeTickets), for each room whose opening time has come by the
+// database's clock and whose crowd is not frozen yet, when it has heard
+// more since it last wrote: a few statements per origin and room around the
+// open, none before it. The crowd is frozen a quarter second after the
+// open; an edge reports every 100 ms around it and RunCounts calls this
+// every 100 ms, so the edges' last pre-open tickets are written in time.
+func (r *Room) flushEdges(ctx context.Context) {
+	now := r.cache.Now()
+	for _, s := range r.cache.Sales() {
+		if s.Admission != flashline.AdmissionWaitingRoom || s.PreopenCount >= 0 || !s.Opened(now) {
+			continue
+		}
+		totals, version, ok := r.edges.unwritten(s.ID)
+		if !ok {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := r.store.RecordEdgeTickets(wctx, s.ID, totals)
+		cancel()
+		if err != nil {
+			r.opts.Logger.WarnContext(ctx, "waitroom: record the edges' pre-open tickets", "sale_id", s.ID, "err", err)
+			continue
+		}
+		r.edges.wrote(s.ID, version)
+	}
 }

@@ -252,3 +252,9 @@ type WaitingRoom struct {
 	Held             bool
 	Broadcast        string
 }
+
+type WaitroomEdgeTicket struct {
+	SaleID  string
+	Edge    string
+	Tickets int64
+}

@@ -54,21 +54,21 @@ UPDATE waiting_rooms w
    SET admitted_through = greatest(w.admitted_through, $1::bigint),
        preopen_count = coalesce(w.preopen_count,
                                 CASE WHEN s.fairness = 'randomized_at_open'
-                                     THEN w.preopen_tickets + $2::bigint
+                                     THEN w.preopen_tickets
+                                          + coalesce((SELECT sum(e.tickets) FROM waitroom_edge_tickets e WHERE e.sale_id = w.sale_id), 0)
                                      ELSE w.next_position - 1 END),
        preopen_positions = coalesce(w.preopen_positions, w.next_position - 1),
        pace_per_second = CASE WHEN w.admitted_through < $1::bigint
-                              THEN $3::float8 ELSE w.pace_per_second END,
+                              THEN $2::float8 ELSE w.pace_per_second END,
        updated_at = now()
   FROM sales s
- WHERE w.sale_id = $4::text AND s.sale_id = w.sale_id
+ WHERE w.sale_id = $3::text AND s.sale_id = w.sale_id
    AND (w.admitted_through < $1::bigint OR w.preopen_count IS NULL)
 RETURNING w.admitted_through
 `
 
 type WaitroomAdvanceParams struct {
 	Target        int64
-	EdgeTickets   int64
 	PacePerSecond float64
 	SaleID        string
 }
@@ -79,16 +79,11 @@ type WaitroomAdvanceParams struct {
 // did, and records the pace. Returns no row when there was nothing to change.
 // The freeze: preopen_positions is the positions handed out so far;
 // preopen_count the pre-open tickets counted under randomized_at_open (the
-// instances' own, stored, and @edge_tickets, the edges' as they reported
-// them to the leader, held in its memory only), the positions under
-// arrival_order (whose ranks are positions).
+// instances' own and the edges', as the origins wrote them at the open: see
+// WaitroomEdgeTickets), the positions under arrival_order (whose ranks are
+// positions).
 func (q *Queries) WaitroomAdvance(ctx context.Context, arg WaitroomAdvanceParams) (int64, error) {
-	row := q.db.QueryRow(ctx, waitroomAdvance,
-		arg.Target,
-		arg.EdgeTickets,
-		arg.PacePerSecond,
-		arg.SaleID,
-	)
+	row := q.db.QueryRow(ctx, waitroomAdvance, arg.Target, arg.PacePerSecond, arg.SaleID)
 	var admitted_through int64
 	err := row.Scan(&admitted_through)
 	return admitted_through, err
@@ -157,6 +152,30 @@ func (q *Queries) WaitroomDrawRecord(ctx context.Context, arg WaitroomDrawRecord
 	return i, err
 }
 
+const waitroomEdgeTickets = `-- name: WaitroomEdgeTickets :exec
+INSERT INTO waitroom_edge_tickets (sale_id, edge, tickets)
+SELECT w.sale_id, u.edge, ($1::bigint[])[u.i]
+  FROM waiting_rooms w, unnest($2::text[]) WITH ORDINALITY AS u(edge, i)
+ WHERE w.sale_id = $3::text AND w.preopen_count IS NULL AND ($1::bigint[])[u.i] > 0
+ON CONFLICT (sale_id, edge) DO UPDATE SET tickets = greatest(waitroom_edge_tickets.tickets, excluded.tickets)
+`
+
+type WaitroomEdgeTicketsParams struct {
+	Tickets []int64
+	Edges   []string
+	SaleID  string
+}
+
+// Records the edges' pre-open tickets as one origin last heard them (@edges
+// and @tickets, in step), while the room's crowd is not frozen: the larger
+// total wins per edge, so origins that each heard some of the reports (a
+// load balancer in front of them) agree on the freshest. Origins write it at
+// the open, not per report (waitroom/watermark.go).
+func (q *Queries) WaitroomEdgeTickets(ctx context.Context, arg WaitroomEdgeTicketsParams) error {
+	_, err := q.db.Exec(ctx, waitroomEdgeTickets, arg.Tickets, arg.Edges, arg.SaleID)
+	return err
+}
+
 const waitroomLeaderTryLock = `-- name: WaitroomLeaderTryLock :one
 SELECT pg_try_advisory_lock(x'666c77616974726d'::bigint) AS locked
 `
@@ -186,21 +205,21 @@ UPDATE waiting_rooms w
        preopen_tickets = w.preopen_tickets + CASE WHEN w.preopen_count IS NULL THEN $2::bigint ELSE 0 END,
        preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
                             THEN CASE WHEN s.fairness = 'randomized_at_open'
-                                      THEN w.preopen_tickets + ($2::bigint) + ($3::bigint)
+                                      THEN w.preopen_tickets + ($2::bigint)
+                                           + coalesce((SELECT sum(e.tickets) FROM waitroom_edge_tickets e WHERE e.sale_id = w.sale_id), 0)
                                       ELSE w.next_position - 1 END
                             ELSE w.preopen_count END,
        preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
                                 THEN w.next_position - 1 ELSE w.preopen_positions END,
        updated_at = now()
   FROM sales s
- WHERE w.sale_id = $4::text AND s.sale_id = w.sale_id
+ WHERE w.sale_id = $3::text AND s.sale_id = w.sale_id
 RETURNING (w.next_position - $1::bigint)::bigint AS first_position, w.preopen_count
 `
 
 type WaitroomLeaseParams struct {
 	Block          int64
 	PreopenTickets int64
-	EdgeTickets    int64
 	SaleID         string
 }
 
@@ -219,15 +238,8 @@ type WaitroomLeaseRow struct {
 // gave out just before) freezes the pre-open crowd (see WaitroomAdvance), so
 // every later lease starts after it; preopen_count IS NULL in the answer
 // means this lease is pre-open: its tickets are placed by the draw.
-// @edge_tickets is what the edges reported to the instance leasing (never
-// stored before the freeze: see WaitroomAdvance).
 func (q *Queries) WaitroomLease(ctx context.Context, arg WaitroomLeaseParams) (WaitroomLeaseRow, error) {
-	row := q.db.QueryRow(ctx, waitroomLease,
-		arg.Block,
-		arg.PreopenTickets,
-		arg.EdgeTickets,
-		arg.SaleID,
-	)
+	row := q.db.QueryRow(ctx, waitroomLease, arg.Block, arg.PreopenTickets, arg.SaleID)
 	var i WaitroomLeaseRow
 	err := row.Scan(&i.FirstPosition, &i.PreopenCount)
 	return i, err

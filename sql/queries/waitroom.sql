@@ -17,14 +17,13 @@ INSERT INTO waiting_rooms (sale_id) VALUES (@sale_id);
 -- gave out just before) freezes the pre-open crowd (see WaitroomAdvance), so
 -- every later lease starts after it; preopen_count IS NULL in the answer
 -- means this lease is pre-open: its tickets are placed by the draw.
--- @edge_tickets is what the edges reported to the instance leasing (never
--- stored before the freeze: see WaitroomAdvance).
 UPDATE waiting_rooms w
    SET next_position = w.next_position + @block::bigint,
        preopen_tickets = w.preopen_tickets + CASE WHEN w.preopen_count IS NULL THEN @preopen_tickets::bigint ELSE 0 END,
        preopen_count = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
                             THEN CASE WHEN s.fairness = 'randomized_at_open'
-                                      THEN w.preopen_tickets + (@preopen_tickets::bigint) + (@edge_tickets::bigint)
+                                      THEN w.preopen_tickets + (@preopen_tickets::bigint)
+                                           + coalesce((SELECT sum(e.tickets) FROM waitroom_edge_tickets e WHERE e.sale_id = w.sale_id), 0)
                                       ELSE w.next_position - 1 END
                             ELSE w.preopen_count END,
        preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
@@ -41,6 +40,18 @@ RETURNING (w.next_position - @block::bigint)::bigint AS first_position, w.preope
 UPDATE waiting_rooms
    SET preopen_tickets = preopen_tickets + @n::bigint
  WHERE sale_id = @sale_id::text AND preopen_count IS NULL;
+
+-- name: WaitroomEdgeTickets :exec
+-- Records the edges' pre-open tickets as one origin last heard them (@edges
+-- and @tickets, in step), while the room's crowd is not frozen: the larger
+-- total wins per edge, so origins that each heard some of the reports (a
+-- load balancer in front of them) agree on the freshest. Origins write it at
+-- the open, not per report (waitroom/watermark.go).
+INSERT INTO waitroom_edge_tickets (sale_id, edge, tickets)
+SELECT w.sale_id, u.edge, (@tickets::bigint[])[u.i]
+  FROM waiting_rooms w, unnest(@edges::text[]) WITH ORDINALITY AS u(edge, i)
+ WHERE w.sale_id = @sale_id::text AND w.preopen_count IS NULL AND (@tickets::bigint[])[u.i] > 0
+ON CONFLICT (sale_id, edge) DO UPDATE SET tickets = greatest(waitroom_edge_tickets.tickets, excluded.tickets);
 
 -- name: WaitroomLeaderTryLock :one
 -- The pacer's leadership: a session-level advisory lock held on one
@@ -74,14 +85,15 @@ SELECT s.sale_id, s.state,
 -- did, and records the pace. Returns no row when there was nothing to change.
 -- The freeze: preopen_positions is the positions handed out so far;
 -- preopen_count the pre-open tickets counted under randomized_at_open (the
--- instances' own, stored, and @edge_tickets, the edges' as they reported
--- them to the leader, held in its memory only), the positions under
--- arrival_order (whose ranks are positions).
+-- instances' own and the edges', as the origins wrote them at the open: see
+-- WaitroomEdgeTickets), the positions under arrival_order (whose ranks are
+-- positions).
 UPDATE waiting_rooms w
    SET admitted_through = greatest(w.admitted_through, @target::bigint),
        preopen_count = coalesce(w.preopen_count,
                                 CASE WHEN s.fairness = 'randomized_at_open'
-                                     THEN w.preopen_tickets + @edge_tickets::bigint
+                                     THEN w.preopen_tickets
+                                          + coalesce((SELECT sum(e.tickets) FROM waitroom_edge_tickets e WHERE e.sale_id = w.sale_id), 0)
                                      ELSE w.next_position - 1 END),
        preopen_positions = coalesce(w.preopen_positions, w.next_position - 1),
        pace_per_second = CASE WHEN w.admitted_through < @target::bigint
