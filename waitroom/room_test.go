@@ -488,6 +488,8 @@ func TestPausedAndSoldOut(t *testing.T) {
 		st := status(t, r, sale.ID, "alice", tk.Token, "")
 		return st.State == waitroom.StatusWaiting && st.Paused
 	}, 5*time.Second, 20*time.Millisecond)
+	st := status(t, r, sale.ID, "alice", tk.Token, "")
+	require.GreaterOrEqual(t, st.PollAfter, 3500*time.Millisecond, "nobody is let in while paused: no need to ask every second")
 
 	_, err = e.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
 	require.NoError(t, err)

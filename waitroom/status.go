@@ -46,8 +46,15 @@ type StatusResult struct {
 }
 
 // soldOutPoll is how often a sold-out room's waiters ask again while
-// pending holds could still give units back (jittered ±30%).
+// pending holds could still give units back, and how often at most the
+// waiters of a paused sale or a held queue ask (nobody is let in
+// meanwhile: the front need not ask every second); jittered ±30%.
 const soldOutPoll = 5 * time.Second
+
+// jitter is d ±30%, to the millisecond.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.7 + 0.6*rand.Float64())).Round(time.Millisecond)
+}
 
 // Status says where a ticket stands: waiting, challenge_required, admitted or
 // sold_out (with QueueIsFull when for good, as for a closed sale). It
@@ -87,6 +94,9 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 		w := r.wait(s, t, now)
 		res := StatusResult{State: StatusWaiting, Position: w.position, PositionLow: w.low, PositionHigh: w.high, EstimatedWaitSeconds: w.seconds,
 			PollAfter: w.pollAfter, Paused: s.State == flashline.StatePaused, Held: s.Held}
+		if res.Paused || res.Held {
+			res.PollAfter = max(res.PollAfter, jitter(soldOutPoll))
+		}
 		if !fresh {
 			res.PollAfter = max(res.PollAfter, 5*time.Second)
 			res.Stale = true
@@ -99,8 +109,7 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 	case s.SoldOut && s.PendingHolds:
 		// Sold out for now: a pending hold may be cancelled or expire, and
 		// its unit go to the next in line.
-		return StatusResult{State: StatusSoldOut,
-			PollAfter: time.Duration(float64(soldOutPoll) * (0.7 + 0.6*rand.Float64())).Round(time.Millisecond)}, nil
+		return StatusResult{State: StatusSoldOut, PollAfter: jitter(soldOutPoll)}, nil
 	case s.SoldOut:
 		return StatusResult{State: StatusSoldOut, QueueIsFull: true}, nil
 	case s.State == flashline.StatePaused, s.Held, rank(s, t) > s.AdmittedThrough:
