@@ -166,7 +166,7 @@ func NewRoom(cache *salecache.Cache, store Store, keys *Keyring, capacity Capaci
 	}
 	r.metrics.leases = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "flashline_waitroom_leases_total",
-		Help: "Leases of positions this instance took (one UPDATE each) for the tickets placed by arrival, its own and its edges'.",
+		Help: "Leases of positions this instance took for the tickets placed by arrival, its own and its edges' (one UPDATE each; on an edge, one request to an origin).",
 	})
 	r.metrics.leased = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "flashline_waitroom_leased_positions_total",

@@ -407,8 +407,8 @@ const watermarksReuse = 100 * time.Millisecond
 
 // EdgeReport records an edge's signed report of its pre-open tickets (the
 // origin's side of POST /edge/sync): in memory, for the rooms whose
-// pre-open crowd is not frozen yet, written at the open (flushEdges). Errors: ErrAdmissionInvalid for a report
-// that does not verify.
+// pre-open crowd is not frozen yet, written at the open (flushEdges).
+// Errors: ErrAdmissionInvalid for a report that does not verify.
 func (r *Room) EdgeReport(token string) error {
 	var rep EdgeReport
 	if err := r.keys.openRequest(reportAudience, token, r.cache.Now(), &rep); err != nil {
