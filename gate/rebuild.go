@@ -35,7 +35,7 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 		return 0, fmt.Errorf("rebuild the gate of sale %s (%s): pause it first: %w", saleID, sale.State, flashline.ErrInvalidTransition)
 	}
 	k := keysOf(saleID)
-	rctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+	rctx, cancel := context.WithTimeout(ctx, g.background())
 	err = g.rdb.Set(rctx, k.paused, "rebuild", 0).Err()
 	cancel()
 	if err != nil {
@@ -51,7 +51,7 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 		buyers[h.CustomerID] += h.Quantity
 		attempts[attemptField(h.CustomerID, h.IdempotencyKey)] = strconv.FormatInt(h.Seq, 10)
 	}
-	rctx, cancel = context.WithTimeout(ctx, 4*g.opts.Timeout)
+	rctx, cancel = context.WithTimeout(ctx, g.background())
 	defer cancel()
 	pipe := g.rdb.TxPipeline()
 	pipe.Del(rctx, k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied)
