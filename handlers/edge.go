@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -213,9 +214,7 @@ func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var err error
 		body, err = io.ReadAll(io.LimitReader(r.Body, maxEdgeBody+1))
 		if err != nil || len(body) > maxEdgeBody {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write([]byte(`{"error":{"code":"invalid_request","message":"the request body could not be read, or is too large"}}`))
+			writeBareError(w, http.StatusBadRequest, "invalid_request", "the request body could not be read, or is too large")
 			return
 		}
 	}
@@ -251,14 +250,21 @@ func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.logger.WarnContext(r.Context(), "handlers: edge: passing on to an origin", "path", r.URL.Path, "err", errors.Join(errNoOrigin, lastErr))
-	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("Retry-After", "2")
 	// Readable by a page served from another host, which then says "come
 	// back shortly" rather than seeing a network error.
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Expose-Headers", CORSExposeHeaders)
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = w.Write([]byte(`{"error":{"code":"overloaded","message":"no origin answers right now; retry shortly"}}`))
+	writeBareError(w, http.StatusServiceUnavailable, "overloaded", "no origin answers right now; retry shortly")
+}
+
+// writeBareError answers the API's error shape (errorBody) on a bare
+// ResponseWriter, where there is no gin context for writeError.
+func writeBareError(w http.ResponseWriter, status int, code, message string) {
+	b, _ := json.Marshal(errorBody{Error: errorDetail{Code: code, Message: message}})
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 // notConnected reports whether err is a failure to connect: nothing of the

@@ -279,7 +279,7 @@ func pollAfter(s salecache.Sale, distance int64, secs float64, now time.Time) ti
 		if s.OpensAt == nil || !s.OpensAt.After(now) {
 			base = time.Second
 		}
-		d := time.Duration(float64(base) * (0.7 + 0.6*rand.Float64()))
+		d := jitter(base)
 		if s.OpensAt != nil && s.OpensAt.After(now) && s.OpensAt.Sub(now) < d {
 			// Not later than just after the open (and the crowd's freeze, a
 			// quarter second after it), spread over a second.
@@ -287,7 +287,7 @@ func pollAfter(s salecache.Sale, distance int64, secs float64, now time.Time) ti
 		}
 		return d.Round(time.Millisecond)
 	}
-	d := time.Duration(float64(base) * (0.7 + 0.6*rand.Float64()))
+	d := jitter(base)
 	if !s.SoldOut {
 		// Beyond reach: what comes after the open is most likely "sold
 		// out", as soon as those within reach have bought. Ask at least
@@ -300,7 +300,7 @@ func pollAfter(s salecache.Sale, distance int64, secs float64, now time.Time) ti
 		if s.OpensAt != nil && s.OpensAt.After(now) {
 			untilOpen = s.OpensAt.Sub(now)
 		}
-		d = min(d, untilOpen+time.Duration(float64(beyond)*(0.7+0.6*rand.Float64())))
+		d = min(d, untilOpen+jitter(beyond))
 	}
 	return d.Round(time.Millisecond)
 }

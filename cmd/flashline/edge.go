@@ -158,24 +158,5 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		CustomerInFlight: cfg.customerInFlight,
 	}))
 	logger.Info("flashline: listening", "url", publicURL(ln.Addr()), "role", roleEdge, "edge_id", edge.ID(), "origins", strings.Join(origins, ","))
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(ln) }()
-	metricsSrv := newHTTPServer(privateMux(registry))
-	if metricsLn != nil {
-		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
-	}
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	logger.Info("flashline: shutting down, draining in-flight requests")
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancelShutdown()
-	err = srv.Shutdown(shutdownCtx)
-	if metricsLn != nil {
-		err = errors.Join(err, metricsSrv.Shutdown(shutdownCtx))
-	}
-	logger.Info("flashline: stopped")
-	return err
+	return serveUntilDone(ctx, cfg, logger, registry, srv, ln, metricsLn, nil)
 }

@@ -65,40 +65,11 @@ func TestPreopenTicketsWriteNoRowPerArrival(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT next_position FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&next0))
 
 	const customers = 10000
-	tokens := make([]string, customers)
 	jwts := make([]string, customers)
 	for i := range jwts {
 		jwts[i] = testserver.Token(t, fmt.Sprintf("edge-%05d", i))
 	}
-	start := time.Now()
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 64 {
-		wg.Go(func() {
-			for i := range work {
-				r, err := c.Do(ctx, http.MethodGet, servers[i%2].URL+"/sales/"+sale+"/ticket", jwts[i], "")
-				if err != nil || r.Status != http.StatusOK {
-					if failed.Add(1) < 5 {
-						t.Errorf("ticket %d: %v %d %s", i, err, r.Status, r.Body)
-					}
-					continue
-				}
-				var v struct{ Token string }
-				if err := json.Unmarshal(r.Body, &v); err != nil {
-					t.Error(err)
-				}
-				tokens[i] = v.Token
-			}
-		})
-	}
-	for i := range customers {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	elapsed := time.Since(start)
-	require.Zero(t, failed.Load())
+	tokens, elapsed := takeTickets(t, c, urls(servers), sale, jwts)
 
 	// The count reaches the database within a flush (100 ms).
 	var counted, next int64
@@ -298,52 +269,21 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 	require.Eventually(t, func() bool { return writes("waiting_rooms").ins >= 1 }, 15*time.Second, 100*time.Millisecond,
 		"the room's row reaches pg_stat_user_tables")
 	// Both edges have heard of the room.
-	probe := testserver.Token(t, "edges-probe")
 	for _, e := range edges {
 		require.Eventually(t, func() bool {
 			r, err := c.Do(ctx, http.MethodGet, e.URL+"/sales/"+sale+"/policy", "", "")
 			return err == nil && r.Status == http.StatusOK
 		}, 5*time.Second, 50*time.Millisecond)
-		_ = probe
 	}
 	time.Sleep(1500 * time.Millisecond)
 	limitsBefore, roomsBefore := writes("rate_limits"), writes("waiting_rooms")
 
 	const customers = 10000
-	tokens := make([]string, customers)
 	jwts := make([]string, customers)
 	for i := range jwts {
 		jwts[i] = testserver.Token(t, fmt.Sprintf("edges-%05d", i))
 	}
-	start := time.Now()
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 64 {
-		wg.Go(func() {
-			for i := range work {
-				r, err := c.Do(ctx, http.MethodGet, edges[i%2].URL+"/sales/"+sale+"/ticket", jwts[i], "")
-				if err != nil || r.Status != http.StatusOK {
-					if failed.Add(1) < 5 {
-						t.Errorf("ticket %d: %v %d %s", i, err, r.Status, r.Body)
-					}
-					continue
-				}
-				var v struct{ Token string }
-				if err := json.Unmarshal(r.Body, &v); err != nil {
-					t.Error(err)
-				}
-				tokens[i] = v.Token
-			}
-		})
-	}
-	for i := range customers {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	elapsed := time.Since(start)
-	require.Zero(t, failed.Load())
+	tokens, elapsed := takeTickets(t, c, urls(edges), sale, jwts)
 
 	// Nothing reached the database: the edges' totals are in the origins'
 	// memory (the second pull after the last ticket carries them all).
@@ -427,48 +367,18 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 		return n
 	}
 	leasesBefore := leases()
+	lateJWTs := make([]string, late)
+	for i := range lateJWTs {
+		lateJWTs[i] = testserver.Token(t, fmt.Sprintf("edges-late-%04d", i))
+	}
+	lateTokens, elapsed := takeTickets(t, c, urls(edges), sale, lateJWTs)
 	positions := make([]int64, late)
-	start = time.Now()
-	work = make(chan int)
-	for range 64 {
-		wg.Go(func() {
-			for i := range work {
-				jwt := testserver.Token(t, fmt.Sprintf("edges-late-%04d", i))
-				r, err := c.Do(ctx, http.MethodGet, edges[i%2].URL+"/sales/"+sale+"/ticket", jwt, "")
-				if err != nil || r.Status != http.StatusOK {
-					if failed.Add(1) < 5 {
-						t.Errorf("late ticket %d: %v %d %s", i, err, r.Status, r.Body)
-					}
-					continue
-				}
-				var v struct {
-					Token    string
-					Position int64
-				}
-				if err := json.Unmarshal(r.Body, &v); err != nil {
-					t.Error(err)
-					continue
-				}
-				tk, err := keys.ParseTicket(v.Token)
-				if err != nil {
-					t.Error(err)
-					continue
-				}
-				positions[i] = tk.Position
-				if tk.PreOpen && failed.Add(1) < 3 {
-					pol, _ := c.Do(ctx, http.MethodGet, edges[i%2].URL+"/sales/"+sale+"/policy", "", "")
-					t.Errorf("late ticket %d on edge %d taken as pre-open: %s; policy now: %s", i, i%2, r.Body, pol.Body)
-				}
-			}
-		})
+	for i, tok := range lateTokens {
+		tk, err := keys.ParseTicket(tok)
+		require.NoError(t, err)
+		require.False(t, tk.PreOpen, "late ticket %d on edge %d taken as pre-open", i, i%2)
+		positions[i] = tk.Position
 	}
-	for i := range late {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	elapsed = time.Since(start)
-	require.Zero(t, failed.Load())
 	slices.Sort(positions)
 	for i, p := range positions {
 		require.Equal(t, preopenPositions+1+int64(i), p, "the positions after the open are consecutive: %v (frozen after %d)", positions[:min(len(positions), 20)], preopenPositions)
@@ -689,4 +599,51 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// urls is the servers' base URLs.
+func urls(servers []*testserver.Server) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.URL
+	}
+	return out
+}
+
+// takeTickets asks for a ticket in sale for each of jwts, 64 at a time, the
+// i-th at bases[i%len(bases)], and returns the tokens and how long it took;
+// any answer but 200 fails the test.
+func takeTickets(t *testing.T, c *testserver.Client, bases []string, sale string, jwts []string) ([]string, time.Duration) {
+	t.Helper()
+	tokens := make([]string, len(jwts))
+	start := time.Now()
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 64 {
+		wg.Go(func() {
+			for i := range work {
+				r, err := c.Do(context.Background(), http.MethodGet, bases[i%len(bases)]+"/sales/"+sale+"/ticket", jwts[i], "")
+				if err != nil || r.Status != http.StatusOK {
+					if failed.Add(1) < 5 {
+						t.Errorf("ticket %d: %v %d %s", i, err, r.Status, r.Body)
+					}
+					continue
+				}
+				var v struct{ Token string }
+				if err := json.Unmarshal(r.Body, &v); err != nil {
+					t.Error(err)
+				}
+				tokens[i] = v.Token
+			}
+		})
+	}
+	for i := range jwts {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	require.Zero(t, failed.Load())
+	return tokens, elapsed
 }

@@ -489,6 +489,24 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		}
 	}
 
+	return serveUntilDone(ctx, cfg, logger, registry, srv, ln, metricsLn, func(ctx context.Context) error {
+		if cfg.noWorkers {
+			return nil
+		}
+		if err := riverClient.Stop(ctx); err != nil {
+			return fmt.Errorf("stop river: %w", err)
+		}
+		return nil
+	})
+}
+
+// serveUntilDone serves srv on ln, and the private mux (privateMux) on
+// metricsLn if there is one, until ctx is done or a server fails; then it
+// drains the requests in flight within cfg.shutdownTimeout and, within the
+// same deadline, runs drained (if not nil: what else stops with the
+// process).
+func serveUntilDone(ctx context.Context, cfg serveConfig, logger *slog.Logger, registry *prometheus.Registry,
+	srv *http.Server, ln, metricsLn net.Listener, drained func(context.Context) error) error {
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	var metricsSrv *http.Server
@@ -506,14 +524,12 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	logger.Info("flashline: shutting down, draining in-flight requests")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
-	err = srv.Shutdown(shutdownCtx)
+	err := srv.Shutdown(shutdownCtx)
 	if metricsSrv != nil {
 		err = errors.Join(err, metricsSrv.Shutdown(shutdownCtx))
 	}
-	if !cfg.noWorkers {
-		if stopErr := riverClient.Stop(shutdownCtx); stopErr != nil {
-			err = errors.Join(err, fmt.Errorf("stop river: %w", stopErr))
-		}
+	if drained != nil {
+		err = errors.Join(err, drained(shutdownCtx))
 	}
 	logger.Info("flashline: stopped")
 	return err
