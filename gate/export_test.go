@@ -18,7 +18,7 @@ func (g *Gate) Step(ctx context.Context, req flashline.ReserveRequest, limit int
 }
 
 // Apply applies movements as a relay does.
-func (g *Gate) Apply(ctx context.Context, moves []Movement) ([]string, error) {
+func (g *Gate) Apply(ctx context.Context, moves []flashline.GateMovement) ([]string, error) {
 	r := relayRun{g: g, skip: map[string]bool{}}
 	return r.apply(ctx, moves)
 }

@@ -24,7 +24,7 @@
 //
 // Files: gate.go (the Gate and its Redis scripts), reserve.go (the Store it
 // wraps), relay.go, maintain.go (reconciling units, drift, incidents),
-// rebuild.go, store.go (what it needs of the database).
+// rebuild.go. What it needs of the database is flashline.GateStore.
 package gate
 
 import (
@@ -66,7 +66,7 @@ type Options struct {
 // Gate counts gated sales' units in Redis. Safe for concurrent use.
 type Gate struct {
 	rdb   *redis.Client // nil: no Redis configured, every gated sale fails closed
-	store Store
+	store flashline.GateStore
 	cache *salecache.Cache
 	opts  Options
 
@@ -87,7 +87,7 @@ type metrics struct {
 
 // New returns a Gate using rdb (nil: none configured) in front of store,
 // reading which sales are gated from cache.
-func New(rdb *redis.Client, store Store, cache *salecache.Cache, opts Options) *Gate {
+func New(rdb *redis.Client, store flashline.GateStore, cache *salecache.Cache, opts Options) *Gate {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 250 * time.Millisecond
 	}
@@ -279,7 +279,7 @@ func attemptField(customerID, key string) string { return customerID + "\n" + ke
 // gated reports whether the cache says saleID is gated (reading it when it
 // does not know the sale). A sale the cache cannot read is treated as gated:
 // it fails closed rather than bypass a gate it might have.
-func (g *Gate) gated(ctx context.Context, saleID string) (salecache.Sale, bool, error) {
+func (g *Gate) gated(ctx context.Context, saleID string) (flashline.SaleFacts, bool, error) {
 	s, _, err := g.cache.Sale(ctx, saleID)
 	if errors.Is(err, flashline.ErrNotFound) {
 		return s, false, nil

@@ -66,7 +66,7 @@ func (g *Gate) Maintain(ctx context.Context) error {
 }
 
 // maintain looks after one gated sale and returns the relay's lag for it.
-func (g *Gate) maintain(ctx context.Context, s GatedSale) (time.Duration, error) {
+func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Duration, error) {
 	selling := s.State == flashline.StateOpen || s.State == flashline.StateScheduled
 	st, err := g.state(ctx, s.ID)
 	g.mu.Lock()
@@ -101,7 +101,7 @@ func (g *Gate) maintain(ctx context.Context, s GatedSale) (time.Duration, error)
 	if err != nil {
 		return 0, err
 	}
-	ledger, err := g.store.Ledger(ctx, s.ID)
+	ledger, err := g.store.GateLedger(ctx, s.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -151,11 +151,11 @@ func (g *Gate) reconcile(ctx context.Context, saleID string, st state) (inflight
 		case s.Reserved:
 			held = append(held, strconv.FormatInt(seq, 10))
 		case s.Returned:
-			// Owed back (Ledger.Owed) until the relay applies it.
+			// Owed back (GateLedger.Owed) until the relay applies it.
 		case time.Since(u.at) > g.opts.ReturnGrace:
 			req := flashline.ReserveRequest{SaleID: saleID, CustomerID: u.customer, IdempotencyKey: u.key}
 			g.forget(ctx, req, seq)
-			returned, err := g.store.ReturnUnit(ctx, Unit{SaleID: saleID, CustomerID: u.customer, Seq: seq, Quantity: u.quantity})
+			returned, err := g.store.ReturnUnit(ctx, flashline.GateUnit{SaleID: saleID, CustomerID: u.customer, Seq: seq, Quantity: u.quantity})
 			switch {
 			case err != nil:
 				inflight += int64(u.quantity)
@@ -216,7 +216,7 @@ func (g *Gate) Status(ctx context.Context, saleID string) flashline.GateStatus {
 			}
 		}
 	}
-	ledger, err := g.store.Ledger(ctx, saleID)
+	ledger, err := g.store.GateLedger(ctx, saleID)
 	if err != nil {
 		return status
 	}

@@ -3,6 +3,8 @@ package gate
 import (
 	"context"
 	"strconv"
+
+	"github.com/flashline/flashline"
 )
 
 // relayBatch is how many movements one relay transaction takes.
@@ -37,7 +39,7 @@ type relayRun struct {
 
 // apply applies movements to their counters, each once, and returns the ids
 // applied (now or before).
-func (r *relayRun) apply(ctx context.Context, moves []Movement) ([]string, error) {
+func (r *relayRun) apply(ctx context.Context, moves []flashline.GateMovement) ([]string, error) {
 	var applied []string
 	for _, m := range moves {
 		if r.skip[m.SaleID] {

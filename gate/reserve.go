@@ -103,7 +103,7 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 		}
 		req.GateSeq = out.seq
 		res, err := w.Store.Reserve(ctx, req)
-		unit := Unit{SaleID: req.SaleID, CustomerID: req.CustomerID, Seq: out.seq, Quantity: req.Quantity}
+		unit := flashline.GateUnit{SaleID: req.SaleID, CustomerID: req.CustomerID, Seq: out.seq, Quantity: req.Quantity}
 		if errors.Is(err, flashline.ErrGateUnitReturned) && try == 0 {
 			// The attempt's unit went back (the gate job judged it
 			// abandoned): forget it and take a new one, once.
@@ -166,7 +166,7 @@ func (g *Gate) forget(ctx context.Context, req flashline.ReserveRequest, seq int
 // giveBack returns a unit no reservation took, off the request's path: the
 // client has its answer already. The attempt is forgotten first, so that its
 // retry takes a new unit rather than this one.
-func (g *Gate) giveBack(req flashline.ReserveRequest, u Unit) {
+func (g *Gate) giveBack(req flashline.ReserveRequest, u flashline.GateUnit) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -294,7 +294,7 @@ func NewLotteryPolicyView(l flashline.Lottery) LotteryPolicyView {
 		Waitlist:              r.Waitlist,
 		Units:                 l.InitialStock,
 		DrawAlgorithm:         DrawAlgorithm,
-		DrawCommitment:        waitroom.DrawCommitment(l.DrawSeed),
+		DrawCommitment:        flashline.DrawCommitment(l.DrawSeed),
 		DrawnAt:               timeString(l.DrawnAt),
 		Title:                 l.Title,
 		ImageURL:              optionalString(l.ImageURL),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/postgres"
@@ -230,12 +231,12 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 	require.NotNil(t, policy.DrawSeed)
 	seed, err := hex.DecodeString(*policy.DrawSeed)
 	require.NoError(t, err)
-	require.Equal(t, policy.DrawCommitment, waitroom.DrawCommitment(seed))
+	require.Equal(t, policy.DrawCommitment, flashline.DrawCommitment(seed))
 	customers := make([]string, 0, registrants)
 	for id := range auths {
 		customers = append(customers, id)
 	}
-	order := waitroom.LotteryOrder(seed, saleID, customers)
+	order := flashline.LotteryOrder(seed, saleID, customers)
 
 	var winners []string
 	for rank, id := range order {

@@ -249,7 +249,7 @@ type PolicyView struct {
 	Description string `json:"description"`
 	// DrawCommitment is the hex SHA-256 of the sale's draw seed, published
 	// before the open; DrawSeed is the seed in hex, from the open on (absent
-	// before). See waitroom/draw.go.
+	// before). See flashline.DiscloseDraw (draw.go).
 	DrawCommitment string `json:"drawCommitment"`
 	DrawSeed       string `json:"drawSeed,omitempty"`
 	// Title, ImageURL and OpensAt are what the waiting-room page shows of

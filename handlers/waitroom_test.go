@@ -217,7 +217,7 @@ func TestWaitingRoom(t *testing.T) {
 		require.Contains(t, p.Description, "draw")
 		var seed []byte
 		require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT draw_seed FROM sales WHERE sale_id = $1`, scheduled.SaleID).Scan(&seed))
-		require.Equal(t, waitroom.DrawCommitment(seed), p.DrawCommitment)
+		require.Equal(t, flashline.DrawCommitment(seed), p.DrawCommitment)
 		require.Empty(t, p.DrawSeed)
 
 		// From the open: the seed, which matches the commitment.
@@ -232,7 +232,7 @@ func TestWaitingRoom(t *testing.T) {
 		}, 5*time.Second, 20*time.Millisecond)
 		r = s.do(t, http.MethodGet, "/sales/"+open.SaleID+"/policy", "", "")
 		require.Equal(t, 200, r.Status, "%s", r.Body)
-		got, err := waitroom.VerifyDrawSeed(o.DrawCommitment, o.DrawSeed)
+		got, err := flashline.VerifyDrawSeed(o.DrawCommitment, o.DrawSeed)
 		require.NoError(t, err, "%s", r.Body)
 		require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT draw_seed FROM sales WHERE sale_id = $1`, open.SaleID).Scan(&seed))
 		require.Equal(t, seed, got)

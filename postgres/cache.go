@@ -11,17 +11,16 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
-	"github.com/flashline/flashline/salecache"
 )
 
-// What the sale cache reads (salecache.Source), on the waiting room's pool:
-// the cache serves the room's polls, and its reads must never wait behind
-// buyers or an admin.
+// What the sale cache reads (flashline.FactSource), on the waiting room's
+// pool: the cache serves the room's polls, and its reads must never wait
+// behind buyers or an admin.
 
-var _ salecache.Source = (*Store)(nil)
+var _ flashline.FactSource = (*Store)(nil)
 
 // SaleFacts reads saleID, or with "" every sale worth keeping in memory.
-func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale, error) {
+func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]flashline.SaleFacts, error) {
 	var filter *string
 	if saleID != "" {
 		filter = &saleID
@@ -30,40 +29,42 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]salecache.Sale,
 	if err != nil {
 		return nil, fmt.Errorf("sale facts: %w", translate(err))
 	}
-	out := make([]salecache.Sale, len(rows))
+	out := make([]flashline.SaleFacts, len(rows))
 	for i, r := range rows {
-		out[i] = salecache.Sale{
-			ID:                   r.SaleID,
-			State:                flashline.SaleState(r.State),
-			OpensAt:              r.OpensAt,
-			Admission:            flashline.Admission(r.Admission),
-			Fairness:             flashline.Fairness(r.Fairness),
-			ChallengeBits:        int(r.ChallengeBits),
-			MinAccountAgeSeconds: int(r.MinAccountAgeSeconds),
-			DrawSeed:             r.DrawSeed,
-			Gate:                 flashline.Gate(r.Gate),
-			PerCustomerLimit:     int(r.PerCustomerLimit),
-			SoldOut:              r.SoldOut,
-			Available:            r.Available,
-			PendingHolds:         r.PendingHolds,
-			NextPosition:         r.NextPosition,
-			PreopenCount:         -1,
-			PreopenPositions:     -1,
-			PreopenTickets:       r.PreopenTickets,
-			Held:                 r.Held,
-			Broadcast:            r.Broadcast,
-			AdmittedThrough:      r.AdmittedThrough,
-			Pace:                 r.PacePerSecond,
-			DBNow:                r.Now,
-			StockVersion:         r.StockVersion,
-			Title:                r.Title,
-			ImageURL:             r.ImageUrl,
+		out[i] = flashline.SaleFacts{
+			ID:               r.SaleID,
+			State:            flashline.SaleState(r.State),
+			OpensAt:          r.OpensAt,
+			Admission:        flashline.Admission(r.Admission),
+			Gate:             flashline.Gate(r.Gate),
+			PerCustomerLimit: int(r.PerCustomerLimit),
+			SoldOut:          r.SoldOut,
+			Available:        r.Available,
+			PendingHolds:     r.PendingHolds,
+			DBNow:            r.Now,
+			StockVersion:     r.StockVersion,
+			Title:            r.Title,
+			ImageURL:         r.ImageUrl,
+			Room: flashline.RoomFacts{
+				Fairness:             flashline.Fairness(r.Fairness),
+				ChallengeBits:        int(r.ChallengeBits),
+				MinAccountAgeSeconds: int(r.MinAccountAgeSeconds),
+				DrawSeed:             r.DrawSeed,
+				NextPosition:         r.NextPosition,
+				PreopenCount:         -1,
+				PreopenPositions:     -1,
+				PreopenTickets:       r.PreopenTickets,
+				Held:                 r.Held,
+				Broadcast:            r.Broadcast,
+				AdmittedThrough:      r.AdmittedThrough,
+				Pace:                 r.PacePerSecond,
+			},
 		}
 		if r.PreopenCount != nil {
-			out[i].PreopenCount = *r.PreopenCount
+			out[i].Room.PreopenCount = *r.PreopenCount
 		}
 		if r.PreopenPositions != nil {
-			out[i].PreopenPositions = *r.PreopenPositions
+			out[i].Room.PreopenPositions = *r.PreopenPositions
 		}
 	}
 	return out, nil

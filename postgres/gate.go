@@ -10,19 +10,18 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/gate"
 	"github.com/flashline/flashline/internal/dbsqlc"
 )
 
-// What the Redis gate needs of the database (gate.Store), on the purchase
-// path's pool: returns and the relay are part of selling.
+// What the Redis gate needs of the database (flashline.GateStore), on the
+// purchase path's pool: returns and the relay are part of selling.
 
-var _ gate.Store = (*Store)(nil)
+var _ flashline.GateStore = (*Store)(nil)
 
 // ReturnUnit gives a gate unit back under the customer's lock: the purchase
 // path holds the same lock while it may reserve with the unit, so exactly
 // one of the two wins (see GateReturn and ReserveBatchCommit).
-func (s *Store) ReturnUnit(ctx context.Context, u gate.Unit) (bool, error) {
+func (s *Store) ReturnUnit(ctx context.Context, u flashline.GateUnit) (bool, error) {
 	var returned bool
 	err := withTx(ctx, s.sale, func(q *dbsqlc.Queries) error {
 		if err := q.GateLockCustomer(ctx, dbsqlc.GateLockCustomerParams{CustomerID: u.CustomerID}); err != nil {
@@ -42,14 +41,14 @@ func (s *Store) ReturnUnit(ctx context.Context, u gate.Unit) (bool, error) {
 
 // Settlements says which of the units a reservation holds and which were
 // returned.
-func (s *Store) Settlements(ctx context.Context, saleID string, seqs []int64) (map[int64]gate.Settlement, error) {
+func (s *Store) Settlements(ctx context.Context, saleID string, seqs []int64) (map[int64]flashline.GateSettlement, error) {
 	rows, err := dbsqlc.New(s.sale).GateSettlements(ctx, dbsqlc.GateSettlementsParams{SaleID: saleID, Seqs: seqs})
 	if err != nil {
 		return nil, fmt.Errorf("gate settlements of sale %s: %w", saleID, translate(err))
 	}
-	out := make(map[int64]gate.Settlement, len(rows))
+	out := make(map[int64]flashline.GateSettlement, len(rows))
 	for _, r := range rows {
-		out[r.Seq] = gate.Settlement{Reserved: r.Reserved, Returned: r.Returned}
+		out[r.Seq] = flashline.GateSettlement{Reserved: r.Reserved, Returned: r.Returned}
 	}
 	return out, nil
 }
@@ -59,7 +58,7 @@ func (s *Store) Settlements(ctx context.Context, saleID string, seqs []int64) (m
 // applied, in one transaction. A relay that dies after applying and before
 // committing leaves them owed: applying them again is a no-op in Redis,
 // which records every movement id it applied.
-func (s *Store) RelayOwed(ctx context.Context, n int, skip []string, apply func(context.Context, []gate.Movement) ([]string, error)) (int, error) {
+func (s *Store) RelayOwed(ctx context.Context, n int, skip []string, apply func(context.Context, []flashline.GateMovement) ([]string, error)) (int, error) {
 	var taken int
 	err := withTx(ctx, s.sale, func(q *dbsqlc.Queries) error {
 		rows, err := q.GateOutboxTake(ctx, dbsqlc.GateOutboxTakeParams{BatchSize: int32(n), SkipSales: append([]string{}, skip...)})
@@ -67,9 +66,9 @@ func (s *Store) RelayOwed(ctx context.Context, n int, skip []string, apply func(
 			return err
 		}
 		taken = len(rows)
-		moves := make([]gate.Movement, len(rows))
+		moves := make([]flashline.GateMovement, len(rows))
 		for i, r := range rows {
-			moves[i] = gate.Movement{ID: r.MovementID, SaleID: r.SaleID, CustomerID: r.CustomerID, Quantity: int(r.Quantity)}
+			moves[i] = flashline.GateMovement{ID: r.MovementID, SaleID: r.SaleID, CustomerID: r.CustomerID, Quantity: int(r.Quantity)}
 			if r.GateSeq != nil {
 				moves[i].Seq = *r.GateSeq
 			}
@@ -92,13 +91,13 @@ func (s *Store) RelayOwed(ctx context.Context, n int, skip []string, apply func(
 	return taken, nil
 }
 
-// Ledger reads what a gated sale's counter should account for.
-func (s *Store) Ledger(ctx context.Context, saleID string) (gate.Ledger, error) {
+// GateLedger reads what a gated sale's counter should account for.
+func (s *Store) GateLedger(ctx context.Context, saleID string) (flashline.GateLedger, error) {
 	r, err := dbsqlc.New(s.sale).GateLedger(ctx, dbsqlc.GateLedgerParams{SaleID: saleID})
 	if err != nil {
-		return gate.Ledger{}, fmt.Errorf("gate ledger of sale %s: %w", saleID, translate(err))
+		return flashline.GateLedger{}, fmt.Errorf("gate ledger of sale %s: %w", saleID, translate(err))
 	}
-	return gate.Ledger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second))}, nil
+	return flashline.GateLedger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second))}, nil
 }
 
 // StoredAnswer is the stored answer to the request's idempotency key, to
@@ -131,14 +130,14 @@ func (s *Store) OwedToCustomer(ctx context.Context, saleID, customerID string) (
 }
 
 // GatedSales lists the gated sales the gate job looks after.
-func (s *Store) GatedSales(ctx context.Context) ([]gate.GatedSale, error) {
+func (s *Store) GatedSales(ctx context.Context) ([]flashline.GatedSale, error) {
 	rows, err := dbsqlc.New(s.admin).GatedSales(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("gated sales: %w", translate(err))
 	}
-	out := make([]gate.GatedSale, len(rows))
+	out := make([]flashline.GatedSale, len(rows))
 	for i, r := range rows {
-		out[i] = gate.GatedSale{ID: r.SaleID, State: flashline.SaleState(r.State), CreatedAt: r.CreatedAt}
+		out[i] = flashline.GatedSale{ID: r.SaleID, State: flashline.SaleState(r.State), CreatedAt: r.CreatedAt}
 	}
 	return out, nil
 }
@@ -159,8 +158,8 @@ func (s *Store) Incident(ctx context.Context, saleID, kind, detail string, pause
 // committing gated reservations), the units owed to the old counter settled
 // (the new one is computed from this database, so it counts them already),
 // and the new counter with the holds it is made of.
-func (s *Store) BeginRebuild(ctx context.Context, saleID string) (gate.Rebuild, error) {
-	var rb gate.Rebuild
+func (s *Store) BeginRebuild(ctx context.Context, saleID string) (flashline.GateRebuild, error) {
+	var rb flashline.GateRebuild
 	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
 		epoch, err := q.GateNextEpoch(ctx, dbsqlc.GateNextEpochParams{SaleID: saleID})
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -188,12 +187,12 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string) (gate.Rebuild, 
 			return err
 		}
 		for _, h := range holds {
-			rb.Holds = append(rb.Holds, gate.Hold{CustomerID: h.CustomerID, IdempotencyKey: h.IdempotencyKey, Quantity: int(h.Quantity), Seq: *h.GateSeq})
+			rb.Holds = append(rb.Holds, flashline.GateHold{CustomerID: h.CustomerID, IdempotencyKey: h.IdempotencyKey, Quantity: int(h.Quantity), Seq: *h.GateSeq})
 		}
 		return nil
 	})
 	if err != nil {
-		return gate.Rebuild{}, fmt.Errorf("rebuild gate of sale %s: %w", saleID, translate(err))
+		return flashline.GateRebuild{}, fmt.Errorf("rebuild gate of sale %s: %w", saleID, translate(err))
 	}
 	return rb, nil
 }

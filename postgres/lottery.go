@@ -11,7 +11,6 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
-	"github.com/flashline/flashline/waitroom"
 )
 
 var _ flashline.LotteryStore = (*Store)(nil)
@@ -172,7 +171,7 @@ func (s *Store) DrawDue(ctx context.Context) ([]flashline.DrawResult, error) {
 // once however many callers try at once: the conditional UPDATE of the
 // lottery's row (LotteryClaimDraw) lets one transaction through; the others
 // match nothing and return Drew false. In that transaction: every
-// registration's rank in the keyed draw order (waitroom.LotteryOrder), the
+// registration's rank in the keyed draw order (flashline.LotteryOrder), the
 // first initial-stock win with a purchase window from now, the rest lose or
 // are waitlisted, and every customer's notification goes to the outbox.
 func (s *Store) DrawLottery(ctx context.Context, saleID string) (flashline.DrawResult, error) {
@@ -195,7 +194,7 @@ func (s *Store) DrawLottery(ctx context.Context, saleID string) (flashline.DrawR
 			byCustomer[r.CustomerID] = r.RegistrationID
 			customers[i] = r.CustomerID
 		}
-		order := waitroom.LotteryOrder(claim.DrawSeed, saleID, customers)
+		order := flashline.LotteryOrder(claim.DrawSeed, saleID, customers)
 		ids, ranks := make([]string, len(order)), make([]int32, len(order))
 		for i, c := range order {
 			ids[i], ranks[i] = byCustomer[c], int32(i+1)

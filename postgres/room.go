@@ -11,14 +11,13 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
-	"github.com/flashline/flashline/waitroom"
 )
 
-// What the waiting room needs of the database (waitroom.Store), on its own
-// pool: a crowd taking tickets never waits behind buyers, and never delays
-// an admin or a confirm.
+// What the waiting room needs of the database (flashline.RoomStore), on its
+// own pool: a crowd taking tickets never waits behind buyers, and never
+// delays an admin or a confirm.
 
-var _ waitroom.Store = (*Store)(nil)
+var _ flashline.RoomStore = (*Store)(nil)
 
 // LeasePositions leases the next n positions of saleID's room (see
 // WaitroomLease for why that keeps every instance's positions apart).
@@ -87,7 +86,7 @@ func (s *Store) SetBroadcast(ctx context.Context, saleID, message, operator stri
 // keeps for as long as it leads: the leadership is a session advisory lock
 // (WaitroomLeaderTryLock), which goes with the session if the connection or
 // the process dies, and another instance takes over.
-func (s *Store) LeadPacer(ctx context.Context, lead func(ctx context.Context, db waitroom.PacerDB) error) (bool, error) {
+func (s *Store) LeadPacer(ctx context.Context, lead func(ctx context.Context, db flashline.PacerStore) error) (bool, error) {
 	conn, err := s.room.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("pacer: acquire: %w", translate(err))
@@ -132,14 +131,14 @@ func destroy(conn *pgxpool.Conn) {
 // pacerDB is the leader's session.
 type pacerDB struct{ conn *pgxpool.Conn }
 
-func (p pacerDB) PaceInputs(ctx context.Context) ([]waitroom.PaceRow, error) {
+func (p pacerDB) PaceInputs(ctx context.Context) ([]flashline.PacerRoom, error) {
 	rows, err := dbsqlc.New(p.conn).WaitroomPaceInputs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pace inputs: %w", translate(err))
 	}
-	out := make([]waitroom.PaceRow, len(rows))
+	out := make([]flashline.PacerRoom, len(rows))
 	for i, r := range rows {
-		out[i] = waitroom.PaceRow{
+		out[i] = flashline.PacerRoom{
 			SaleID:           r.SaleID,
 			State:            flashline.SaleState(r.State),
 			Available:        r.Available,
@@ -170,31 +169,31 @@ func (p pacerDB) Advance(ctx context.Context, saleID string, target int64, pace 
 func (p pacerDB) Ping(ctx context.Context) error { return translate(p.conn.Ping(ctx)) }
 
 // DrawRecord reads what the database records of saleID's admissions, for an
-// audit of its draw (waitroom.AuditDraw): the room's counters and every
+// audit of its draw (flashline.AuditDraw): the room's counters and every
 // reservation made with an admission token. A sale without a waiting room:
 // flashline.ErrNoWaitingRoom.
-func (s *Store) DrawRecord(ctx context.Context, saleID string) (waitroom.DrawRecord, error) {
+func (s *Store) DrawRecord(ctx context.Context, saleID string) (flashline.DrawRecord, error) {
 	q := dbsqlc.New(s.admin)
 	row, err := q.WaitroomDrawRecord(ctx, dbsqlc.WaitroomDrawRecordParams{SaleID: saleID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := s.Sale(ctx, saleID); err != nil {
-			return waitroom.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, err)
+			return flashline.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, err)
 		}
-		return waitroom.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
+		return flashline.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
 	}
 	if err != nil {
-		return waitroom.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, translate(err))
+		return flashline.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, translate(err))
 	}
-	rec := waitroom.DrawRecord{SaleID: saleID, Fairness: flashline.Fairness(row.Fairness), PreopenCount: -1, AdmittedThrough: row.AdmittedThrough}
+	rec := flashline.DrawRecord{SaleID: saleID, Fairness: flashline.Fairness(row.Fairness), PreopenCount: -1, AdmittedThrough: row.AdmittedThrough}
 	if row.PreopenCount != nil {
 		rec.PreopenCount = *row.PreopenCount
 	}
 	rows, err := q.WaitroomAdmissions(ctx, dbsqlc.WaitroomAdmissionsParams{SaleID: saleID})
 	if err != nil {
-		return waitroom.DrawRecord{}, fmt.Errorf("admissions of sale %s: %w", saleID, translate(err))
+		return flashline.DrawRecord{}, fmt.Errorf("admissions of sale %s: %w", saleID, translate(err))
 	}
 	for _, r := range rows {
-		rec.Admitted = append(rec.Admitted, waitroom.AdmittedCustomer{CustomerID: r.CustomerID, AdmissionID: r.AdmissionID, ReservedAt: r.CreatedAt})
+		rec.Admitted = append(rec.Admitted, flashline.AdmittedCustomer{CustomerID: r.CustomerID, AdmissionID: r.AdmissionID, ReservedAt: r.CreatedAt})
 	}
 	return rec, nil
 }

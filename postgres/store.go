@@ -38,8 +38,9 @@ type Pools struct {
 // SinglePool is Pools with one pool in every role.
 func SinglePool(p *pgxpool.Pool) Pools { return Pools{Sale: p, Admin: p, Room: p, Jobs: p} }
 
-// Store implements flashline.Store, and what the sale cache (salecache.Source)
-// and the waiting room (waitroom.Store) need of the database.
+// Store implements flashline.Store, and what the sale cache
+// (flashline.FactSource), the Redis gate (flashline.GateStore) and the
+// waiting room (flashline.RoomStore) need of the database.
 type Store struct {
 	sale, admin, room, jobs *pgxpool.Pool
 	// ReserveTimeout bounds one reserve attempt, its wait for a batch

@@ -6,7 +6,7 @@
 // which answers every status poll from it (package waitroom).
 //
 // The database stays the authority. It tells every instance when a sale
-// changes (a Source's Listen: a bucket runs out or gets stock back, a state
+// changes (a flashline.FactSource's Listen: a bucket runs out or gets stock back, a state
 // or opening time changes, a room's watermark moves), and the cache re-reads
 // that sale; it re-reads every sale once a second in case a notification was
 // missed. A stale "available" costs one round trip (the conditional UPDATE
@@ -36,82 +36,6 @@ import (
 	"github.com/flashline/flashline"
 )
 
-// Sale is what the cache knows of one sale.
-type Sale struct {
-	ID string
-	// Title and ImageURL are what the waiting-room page shows of the
-	// product (Title is the SKU when the sale was given none).
-	Title                string
-	ImageURL             string
-	State                flashline.SaleState // as stored: never sold_out
-	OpensAt              *time.Time
-	Admission            flashline.Admission
-	Fairness             flashline.Fairness
-	ChallengeBits        int
-	MinAccountAgeSeconds int
-	// DrawSeed is the secret seed of the waiting room's pre-open draw.
-	DrawSeed []byte
-	// Gate counts the sale's units in front of the database (package gate).
-	Gate             flashline.Gate
-	PerCustomerLimit int
-	// SoldOut: no bucket holds a unit.
-	SoldOut bool
-	// Available is the units left in every bucket, as last read (the
-	// waiting room paces its polls by it; the purchase path never trusts
-	// it). PendingHolds, known only of a sold-out sale, is whether a
-	// pending hold could still give a unit back (cancelled or expired):
-	// sold out for now, not for good.
-	Available    int64
-	PendingHolds bool
-	// The waiting room (waiting_room sales only): the next position to hand
-	// out, the pre-open crowd as frozen at the open (-1: not frozen yet) in
-	// ranks (PreopenCount: the pre-open tickets under randomized_at_open)
-	// and in positions, the pre-open tickets counted so far, the watermark
-	// (ranks up to it may be admitted) and the pace it moves at (ranks per
-	// second).
-	NextPosition     int64
-	PreopenCount     int64
-	PreopenPositions int64
-	PreopenTickets   int64
-	// Held: an operator holds the queue (nobody is admitted); Broadcast: the
-	// operator's message to everyone waiting ("" none).
-	Held            bool
-	Broadcast       string
-	AdmittedThrough int64
-	Pace            float64
-	// DBNow is the database's clock when this was read (Cache.Now).
-	DBNow time.Time
-	// StockVersion changes whenever the stock of any bucket changes: two
-	// reads that saw the sale sold out with different versions had units
-	// come back and taken in between, perhaps by a new holder.
-	StockVersion string
-}
-
-// Opened reports whether the sale has opened by now's clock (it may be
-// paused or closed since): its opening time has passed (opening a sale sets
-// it), or it was created open, without one. The database's clock decides
-// what is stored; this only shapes answers given from memory.
-func (s Sale) Opened(now time.Time) bool {
-	if s.OpensAt == nil {
-		return s.State != flashline.StateScheduled
-	}
-	return !s.OpensAt.After(now)
-}
-
-// Source is what the cache reads (*postgres.Store).
-type Source interface {
-	// SaleFacts reads saleID, or with "" every sale worth keeping (not
-	// closed, or closed for less than a day). An unknown id reads nothing.
-	SaleFacts(ctx context.Context, saleID string) ([]Sale, error)
-	// SaleCustomers lists the customers who ever held a reservation in the
-	// sale.
-	SaleCustomers(ctx context.Context, saleID string) ([]string, error)
-	// Listen calls changed with the id of every sale the database says
-	// changed, and with "" (every sale) whenever it had to (re)connect, until
-	// ctx is done.
-	Listen(ctx context.Context, changed func(saleID string)) error
-}
-
 // Options configure a Cache. Zero values take the defaults shown.
 type Options struct {
 	// RefreshInterval is how often every sale is re-read, as the fallback
@@ -130,7 +54,7 @@ type Options struct {
 
 // Cache is safe for concurrent use.
 type Cache struct {
-	src  Source
+	src  flashline.FactSource
 	opts Options
 
 	mu    sync.RWMutex
@@ -148,7 +72,7 @@ type Cache struct {
 }
 
 type entry struct {
-	Sale
+	flashline.SaleFacts
 	loaded time.Time
 	// customers who ever held a reservation; loaded while the sale refuses,
 	// after a read that saw the stock at customersVersion.
@@ -165,7 +89,7 @@ func (e *entry) refuses() bool {
 
 // New returns a Cache that reads from src. Call Load to start warm and Run
 // to keep it current.
-func New(src Source, opts Options) *Cache {
+func New(src flashline.FactSource, opts Options) *Cache {
 	if opts.RefreshInterval == 0 {
 		opts.RefreshInterval = time.Second
 	}
@@ -241,12 +165,12 @@ func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) er
 		c.offset.Store(int64(rows[0].DBNow.Sub(now)))
 	}
 	for _, s := range rows {
-		e := &entry{Sale: s, loaded: now}
+		e := &entry{SaleFacts: s, loaded: now}
 		old := c.entry(s.ID)
-		if old != nil && old.AdmittedThrough > e.AdmittedThrough {
+		if old != nil && old.Room.AdmittedThrough > e.Room.AdmittedThrough {
 			// A read that started before a newer one finished must not
 			// move the watermark back in memory.
-			e.AdmittedThrough, e.PreopenCount, e.PreopenPositions = old.AdmittedThrough, old.PreopenCount, old.PreopenPositions
+			e.Room.AdmittedThrough, e.Room.PreopenCount, e.Room.PreopenPositions = old.Room.AdmittedThrough, old.Room.PreopenCount, old.Room.PreopenPositions
 		}
 		if e.refuses() {
 			// The list of holders is kept while the stock has not moved since
@@ -315,12 +239,12 @@ func (c *Cache) Now() time.Time {
 }
 
 // Sales is every sale in memory now, fresh or not.
-func (c *Cache) Sales() []Sale {
+func (c *Cache) Sales() []flashline.SaleFacts {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]Sale, 0, len(c.sales))
+	out := make([]flashline.SaleFacts, 0, len(c.sales))
 	for _, e := range c.sales {
-		out = append(out, e.Sale)
+		out = append(out, e.SaleFacts)
 	}
 	return out
 }
@@ -331,9 +255,9 @@ func (c *Cache) Sales() []Sale {
 // the database has no such sale (nothing is kept of it: ids are the client's
 // to choose, and a cache of what does not exist would be theirs to fill);
 // ErrUnavailable: nothing is known and the database cannot be read.
-func (c *Cache) Sale(ctx context.Context, saleID string) (s Sale, fresh bool, err error) {
+func (c *Cache) Sale(ctx context.Context, saleID string) (s flashline.SaleFacts, fresh bool, err error) {
 	if e := c.entry(saleID); c.fresh(e) {
-		return e.Sale, true, nil
+		return e.SaleFacts, true, nil
 	}
 	read := c.reads.DoChan(saleID, func() (any, error) {
 		// Detached from the first caller, whom others may be waiting
@@ -353,12 +277,12 @@ func (c *Cache) Sale(ctx context.Context, saleID string) (s Sale, fresh bool, er
 	select {
 	case res := <-read:
 		if res.Err != nil {
-			return Sale{}, false, res.Err
+			return flashline.SaleFacts{}, false, res.Err
 		}
 		e := res.Val.(*entry)
-		return e.Sale, c.fresh(e), nil
+		return e.SaleFacts, c.fresh(e), nil
 	case <-ctx.Done():
-		return Sale{}, false, errors.Join(flashline.ErrUnavailable, ctx.Err())
+		return flashline.SaleFacts{}, false, errors.Join(flashline.ErrUnavailable, ctx.Err())
 	}
 }
 

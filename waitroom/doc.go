@@ -12,15 +12,15 @@
 // database, by the unique admission id stored with the reservation.
 //
 // The Room (room.go) reads what it knows of each sale from the sale cache
-// (package salecache) and writes through a Store (store.go: the database, as
-// package postgres implements it): place.go hands out places and estimates
-// the wait, positions.go leases the positions each instance hands
-// out, status.go says where a ticket stands, policy.go publishes the
-// fairness policy, draw.go its commitment to the draw's seed, the seed's
-// reveal at the open and the audit of admissions against the draw, pace.go
-// is the pacer. lottery.go is the lottery's part (admission "lottery"): its
-// draw order from the same keyed Draw, its audit from the revealed seed, and
-// the registration's proof of work.
+// (package salecache) and writes through a flashline.RoomStore (the
+// database, as package postgres implements it): place.go hands out places
+// and estimates the wait, positions.go leases the positions each instance
+// hands out, status.go says where a ticket stands, policy.go publishes the
+// fairness policy and the commitment to the draw's seed (the seed itself
+// from the open), pace.go is the pacer. lottery.go is the lottery's
+// registration proof of work. The draw's math (the keyed Draw, its
+// commitment, the audits of a room's admissions and of a lottery) is the
+// domain's: flashline.Draw, flashline.AuditDraw, flashline.AuditLottery.
 //
 // The room at the edge: watermark.go is the signed document an origin (an
 // instance with the database) publishes for edges, and the edges' signed

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/salecache"
 )
 
 // Edge is the waiting room's source of truth on an edge: an instance
@@ -26,7 +25,7 @@ import (
 // every origin its report (POST /edge/sync: the pre-open tickets it has
 // given out, in total per sale) and takes the watermarks document of one of
 // them (see Sync), giving the sale cache what it says (Edge is a
-// salecache.Source); it leases positions from an origin for the tickets it
+// flashline.FactSource); it leases positions from an origin for the tickets it
 // places by arrival (Edge is a Store). A Room built on it answers tickets
 // and status polls from memory, as an origin's does, and asks an origin
 // nothing per request but a lease per GatherWindow.
@@ -368,36 +367,39 @@ func (e *Edge) Knows(saleID string) bool {
 	return false
 }
 
-// SaleFacts is salecache.Source's: the waiting rooms of the document held,
+// SaleFacts is flashline.FactSource's: the waiting rooms of the document held,
 // or an error once it has expired (the cache's entries then go stale).
-func (e *Edge) SaleFacts(_ context.Context, saleID string) ([]salecache.Sale, error) {
+func (e *Edge) SaleFacts(_ context.Context, saleID string) ([]flashline.SaleFacts, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.fresh() {
 		return nil, fmt.Errorf("edge: no current watermarks from any origin: %w", flashline.ErrUnavailable)
 	}
 	dbNow := e.doc.DBNow.Add(e.now().Sub(e.received))
-	var out []salecache.Sale
+	var out []flashline.SaleFacts
 	for _, s := range e.doc.Sales {
 		if saleID != "" && s.ID != saleID {
 			continue
 		}
-		out = append(out, salecache.Sale{
+		out = append(out, flashline.SaleFacts{
 			ID: s.ID, State: s.State, OpensAt: s.OpensAt, Admission: flashline.AdmissionWaitingRoom,
-			Fairness: s.Fairness, ChallengeBits: s.ChallengeBits, MinAccountAgeSeconds: s.MinAccountAgeSeconds,
-			DrawSeed: e.seeds[s.ID], SoldOut: s.SoldOut, Available: s.Available, PendingHolds: s.PendingHolds, NextPosition: s.NextPosition,
-			PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
-			Held: s.Held, Broadcast: s.Message, AdmittedThrough: s.AdmittedThrough, Pace: s.Pace, DBNow: dbNow,
+			SoldOut: s.SoldOut, Available: s.Available, PendingHolds: s.PendingHolds, DBNow: dbNow,
+			Room: flashline.RoomFacts{
+				Fairness: s.Fairness, ChallengeBits: s.ChallengeBits, MinAccountAgeSeconds: s.MinAccountAgeSeconds,
+				DrawSeed: e.seeds[s.ID], NextPosition: s.NextPosition,
+				PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
+				Held: s.Held, Broadcast: s.Message, AdmittedThrough: s.AdmittedThrough, Pace: s.Pace,
+			},
 		})
 	}
 	return out, nil
 }
 
-// SaleCustomers is salecache.Source's: an edge serves no purchase path, so
+// SaleCustomers is flashline.FactSource's: an edge serves no purchase path, so
 // it keeps no holders.
 func (e *Edge) SaleCustomers(context.Context, string) ([]string, error) { return nil, nil }
 
-// Listen is salecache.Source's: changed("") is called after every document
+// Listen is flashline.FactSource's: changed("") is called after every document
 // taken, until ctx is done.
 func (e *Edge) Listen(ctx context.Context, changed func(saleID string)) error {
 	e.mu.Lock()
@@ -459,6 +461,6 @@ func (e *Edge) SetQueueHeld(context.Context, string, bool, string, string) error
 func (e *Edge) SetBroadcast(context.Context, string, string, string) error { return errEdge }
 
 // LeadPacer is Store's: an edge never leads the pacer.
-func (e *Edge) LeadPacer(context.Context, func(context.Context, PacerDB) error) (bool, error) {
+func (e *Edge) LeadPacer(context.Context, func(context.Context, flashline.PacerStore) error) (bool, error) {
 	return false, nil
 }

@@ -16,7 +16,7 @@ import (
 // that session or the process dies, the leadership goes with it and another
 // instance takes over within LeaderRetry. Even two leaders at once (a
 // leadership lost without the old leader noticing yet) cannot move a
-// watermark back: PacerDB.Advance only ever raises it.
+// watermark back: PacerStore.Advance only ever raises it.
 
 // Pacing constants (see Step).
 const (
@@ -136,7 +136,7 @@ func (r *Room) wantsPacer() bool {
 // tryLead leads the pacer if no instance does, until ctx is done or the
 // leader's session fails.
 func (r *Room) tryLead(ctx context.Context) error {
-	_, err := r.store.LeadPacer(ctx, func(ctx context.Context, db PacerDB) error {
+	_, err := r.store.LeadPacer(ctx, func(ctx context.Context, db flashline.PacerStore) error {
 		r.leader.Store(true)
 		defer r.leader.Store(false)
 		r.opts.Logger.InfoContext(ctx, "waitroom: pacer leading")
@@ -146,7 +146,7 @@ func (r *Room) tryLead(ctx context.Context) error {
 }
 
 // lead ticks until ctx is done (nil) or the leader's session fails.
-func (r *Room) lead(ctx context.Context, db PacerDB) error {
+func (r *Room) lead(ctx context.Context, db flashline.PacerStore) error {
 	ticker := time.NewTicker(r.opts.Tick)
 	defer ticker.Stop()
 	p := newPacerState()
@@ -262,9 +262,9 @@ func (h *roomHistory) record(now time.Time, watermark int64, window time.Duratio
 }
 
 // tick advances every open waiting room by its Step. It is safe to run on
-// any number of instances at once (PacerDB.Advance never moves a watermark
+// any number of instances at once (PacerStore.Advance never moves a watermark
 // back).
-func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
+func (r *Room) tick(ctx context.Context, db flashline.PacerStore, p *pacerState) error {
 	rows, err := db.PaceInputs(ctx)
 	if err != nil {
 		return err
@@ -320,7 +320,7 @@ func (r *Room) tick(ctx context.Context, db PacerDB, p *pacerState) error {
 // the pre-open crowd is frozen, post-open positions rank right after it. A
 // crowd frozen at 0 still has rank 1, where any pre-open ticket not counted
 // in time ranks (Rank draws among at least one).
-func lastRank(row PaceRow) int64 {
+func lastRank(row flashline.PacerRoom) int64 {
 	if !row.PreopenFrozen {
 		return max(row.NextPosition-1, 1)
 	}

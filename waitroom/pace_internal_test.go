@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/salecache"
+	"github.com/flashline/flashline"
 )
 
 // TestOutstandingAgesOut: admissions given out long ago and never used stop
@@ -42,8 +42,8 @@ func TestPollAfter(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	opens := now.Add(5 * time.Second)
-	open := salecache.Sale{Available: 100, AdmittedThrough: 50}
-	scheduled := salecache.Sale{Available: 100, OpensAt: &opens}
+	open := flashline.SaleFacts{Available: 100, Room: flashline.RoomFacts{AdmittedThrough: 50}}
+	scheduled := flashline.SaleFacts{Available: 100, OpensAt: &opens}
 	reach := int64(OutstandingFactor*100 + OutstandingFloor)
 	for range 200 {
 		d := pollAfter(open, reach, 300, now)
@@ -59,9 +59,9 @@ func TestPollAfter(t *testing.T) {
 		d = pollAfter(scheduled, reach+1, 300, now)
 		require.True(t, d >= 7100*time.Millisecond && d <= 8900*time.Millisecond, "beyond reach before the open: 3 s after it, %v", d)
 		far := now.Add(time.Hour)
-		d = pollAfter(salecache.Sale{Available: 100, OpensAt: &far}, 10, 3600, now)
+		d = pollAfter(flashline.SaleFacts{Available: 100, OpensAt: &far}, 10, 3600, now)
 		require.True(t, d >= 10500*time.Millisecond && d <= 19500*time.Millisecond, "an open an hour away: the usual interval, %v", d)
-		d = pollAfter(salecache.Sale{SoldOut: true, AdmittedThrough: 50}, 10, 300, now)
+		d = pollAfter(flashline.SaleFacts{SoldOut: true, Room: flashline.RoomFacts{AdmittedThrough: 50}}, 10, 300, now)
 		require.True(t, d >= 10500*time.Millisecond, "sold out: nothing to reach, %v", d)
 	}
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"time"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/salecache"
 )
 
 // TicketRequest is a customer asking for a place in a sale's waiting room.
@@ -68,7 +66,7 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrUnavailable)
 	case s.State == flashline.StateClosed:
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrSaleNotOpen)
-	case !flashline.AccountOldEnough(req.AccountCreated, s.MinAccountAgeSeconds, now):
+	case !flashline.AccountOldEnough(req.AccountCreated, s.Room.MinAccountAgeSeconds, now):
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrAccountTooNew)
 	}
 	if req.PreviousToken != "" {
@@ -87,8 +85,8 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	if len(req.CustomerID) > MaxIDLen {
 		return TicketResult{}, flashline.Invalid(fmt.Sprintf("the waiting room takes customer ids of at most %d bytes", MaxIDLen))
 	}
-	draw := Draw(s.DrawSeed, req.SaleID, req.CustomerID)
-	if s.Fairness == flashline.FairnessRandomizedAtOpen && !s.Opened(r.cache.Now()) {
+	draw := flashline.Draw(s.Room.DrawSeed, req.SaleID, req.CustomerID)
+	if s.Room.Fairness == flashline.FairnessRandomizedAtOpen && !s.Opened(r.cache.Now()) {
 		// Before the open the draw orders everyone: the ticket takes no
 		// position, no write and no limit (asking again gives the same
 		// place), and is the same for every ask within the hour (see
@@ -122,8 +120,8 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 // nowhere, so an instance that cannot learn the line's state (an edge that
 // has lost its origins) still hands it out; its count reaches the room with
 // the next count that gets through.
-func drawnBefore(s salecache.Sale, now time.Time) bool {
-	return s.Fairness == flashline.FairnessRandomizedAtOpen && s.State == flashline.StateScheduled &&
+func drawnBefore(s flashline.SaleFacts, now time.Time) bool {
+	return s.Room.Fairness == flashline.FairnessRandomizedAtOpen && s.State == flashline.StateScheduled &&
 		s.OpensAt != nil && s.OpensAt.After(now)
 }
 
@@ -137,7 +135,7 @@ func drawnTicket(saleID, customerID string, draw uint64, now time.Time) Ticket {
 		Position: 1, PreOpen: true, Draw: draw}
 }
 
-func (r *Room) ticketResult(s salecache.Sale, t Ticket, token string, renewed bool, now time.Time) TicketResult {
+func (r *Room) ticketResult(s flashline.SaleFacts, t Ticket, token string, renewed bool, now time.Time) TicketResult {
 	w := r.wait(s, t, now)
 	res := TicketResult{
 		Token:                token,
@@ -148,10 +146,10 @@ func (r *Room) ticketResult(s salecache.Sale, t Ticket, token string, renewed bo
 		PositionHigh:         w.high,
 		EstimatedWaitSeconds: w.seconds,
 		PollAfter:            w.pollAfter,
-		Policy:               s.Fairness,
+		Policy:               s.Room.Fairness,
 	}
-	if s.ChallengeBits > 0 {
-		res.Challenge = &Challenge{Nonce: r.keys.ChallengeNonce(t), Bits: s.ChallengeBits}
+	if s.Room.ChallengeBits > 0 {
+		res.Challenge = &Challenge{Nonce: r.keys.ChallengeNonce(t), Bits: s.Room.ChallengeBits}
 	}
 	return res
 }
@@ -167,23 +165,21 @@ func Rank(t Ticket, fairness flashline.Fairness, preopenCount int64) int64 {
 	if !t.PreOpen || fairness != flashline.FairnessRandomizedAtOpen {
 		return t.Position
 	}
-	n := max(preopenCount, 1)
-	hi, _ := bits.Mul64(t.Draw, uint64(n)) // floor(draw × n / 2^64), exactly
-	return 1 + int64(hi)
+	return flashline.DrawRank(t.Draw, preopenCount)
 }
 
 // drawn reports whether t is placed by the draw in s's room.
-func drawn(s salecache.Sale, t Ticket) bool {
-	return t.PreOpen && s.Fairness == flashline.FairnessRandomizedAtOpen
+func drawn(s flashline.SaleFacts, t Ticket) bool {
+	return t.PreOpen && s.Room.Fairness == flashline.FairnessRandomizedAtOpen
 }
 
 // crowd is the pre-open crowd of s's room: as frozen at the open, or, before,
 // the pre-open tickets counted so far.
-func crowd(s salecache.Sale) int64 {
-	if s.PreopenCount >= 0 {
-		return s.PreopenCount
+func crowd(s flashline.SaleFacts) int64 {
+	if s.Room.PreopenCount >= 0 {
+		return s.Room.PreopenCount
 	}
-	return max(s.PreopenTickets, 1)
+	return max(s.Room.PreopenTickets, 1)
 }
 
 // RankIn is t's rank in a room whose pre-open crowd was frozen at
@@ -204,11 +200,11 @@ func RankIn(t Ticket, fairness flashline.Fairness, preopenCount, preopenPosition
 
 // rank is t's rank in s's room (RankIn; before the freeze, a pre-open ticket
 // ranks among the crowd counted so far).
-func rank(s salecache.Sale, t Ticket) int64 {
+func rank(s flashline.SaleFacts, t Ticket) int64 {
 	if drawn(s, t) {
-		return Rank(t, s.Fairness, crowd(s))
+		return Rank(t, s.Room.Fairness, crowd(s))
 	}
-	return RankIn(t, s.Fairness, s.PreopenCount, s.PreopenPositions)
+	return RankIn(t, s.Room.Fairness, s.Room.PreopenCount, s.Room.PreopenPositions)
 }
 
 // placeRange is the 25th and 75th percentiles of the place of a ticket placed
@@ -240,9 +236,9 @@ type estimate struct {
 // to the watermark at the last measured pace (AssumedPace before there is
 // one), rounded up and taken 1.5 times, plus the time until the sale opens.
 // The poll interval is pollAfter's.
-func (r *Room) wait(s salecache.Sale, t Ticket, now time.Time) estimate {
-	distance := max(rank(s, t)-s.AdmittedThrough, 1)
-	pace := s.Pace
+func (r *Room) wait(s flashline.SaleFacts, t Ticket, now time.Time) estimate {
+	distance := max(rank(s, t)-s.Room.AdmittedThrough, 1)
+	pace := s.Room.Pace
 	if pace <= 0 {
 		pace = r.opts.AssumedPace
 	}
@@ -269,7 +265,7 @@ func (r *Room) wait(s salecache.Sale, t Ticket, now time.Time) estimate {
 // those admitted learn it at once, and the sale sells at the pace of the
 // purchase path rather than of the polls (at most reach tickets poll that
 // often).
-func pollAfter(s salecache.Sale, distance int64, secs float64, now time.Time) time.Duration {
+func pollAfter(s flashline.SaleFacts, distance int64, secs float64, now time.Time) time.Duration {
 	base := min(max(time.Duration(secs*float64(time.Second))/5, time.Second), 15*time.Second)
 	if distance <= 1 {
 		base = time.Second

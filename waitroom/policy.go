@@ -13,8 +13,8 @@ type Policy struct {
 	Policy      flashline.Fairness
 	Description string
 	// Draw is the commitment to the sale's draw seed, and from the open the
-	// seed itself (draw.go).
-	Draw DrawDisclosure
+	// seed itself (flashline.DiscloseDraw).
+	Draw flashline.DrawDisclosure
 	// Title, ImageURL ("": none) and OpensAt (nil: when an operator opens
 	// it) are what the page shows of the sale.
 	Title    string
@@ -32,9 +32,9 @@ func (r *Room) Policy(ctx context.Context, saleID string) (Policy, error) {
 	// The seed is revealed once the database's clock (as last read) says the
 	// sale has opened: by then the pre-open draw is fixed, and nobody can
 	// take a pre-open place any more.
-	p := Policy{Policy: s.Fairness, Draw: DiscloseDraw(s.DrawSeed, s.Opened(s.DBNow)),
+	p := Policy{Policy: s.Room.Fairness, Draw: flashline.DiscloseDraw(s.Room.DrawSeed, s.Opened(s.DBNow)),
 		Title: s.Title, ImageURL: s.ImageURL, OpensAt: s.OpensAt}
-	switch s.Fairness {
+	switch s.Room.Fairness {
 	case flashline.FairnessArrivalOrder:
 		p.Description = "Everyone is placed in the order they joined the waiting room, before and after the sale opens. " +
 			"Refreshing the page or joining again never moves you forward."
@@ -44,17 +44,17 @@ func (r *Room) Policy(ctx context.Context, saleID string) (Policy, error) {
 			"People who join after the sale opens (by more than a quarter of a second) are placed after them, in the order they join."
 	}
 	p.Description += " People are let in at the pace the checkout can handle, and each admission is good for one reservation for a limited time."
-	if s.ChallengeBits > 0 {
+	if s.Room.ChallengeBits > 0 {
 		p.Description += " Before you are let in, your browser solves a small puzzle; this slows down automated buying."
 	}
-	if s.MinAccountAgeSeconds > 0 {
-		p.Description += fmt.Sprintf(" Accounts created less than %s before joining cannot take part.", humanDuration(s.MinAccountAgeSeconds))
+	if s.Room.MinAccountAgeSeconds > 0 {
+		p.Description += fmt.Sprintf(" Accounts created less than %s before joining cannot take part.", humanDuration(s.Room.MinAccountAgeSeconds))
 	}
 	// Operators void orders after the fact (POST /admin/reservations/{id}/void,
 	// refunds): customers are told before they buy.
 	p.Description += " The store may cancel an order after it is made if it matches patterns of automated buying, or when its payment is refunded;" +
 		" the item then goes back on sale and any payment is refunded."
-	if s.Fairness == flashline.FairnessRandomizedAtOpen {
+	if s.Room.Fairness == flashline.FairnessRandomizedAtOpen {
 		p.Description += " Before the open this policy publishes a commitment to the draw's secret seed (its SHA-256); from the open, the seed itself:" +
 			" anyone can then check it against the commitment and recompute every customer's draw."
 	}

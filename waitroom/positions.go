@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashline/flashline/salecache"
+	"github.com/flashline/flashline"
 )
 
 // Counting the pre-open crowd (see also the 000008 migration): a
@@ -68,7 +68,7 @@ type waiter struct {
 // ticket (see positions). A pre-open position is counted as one more in
 // the pre-open crowd unless customer (the customer's draw) was counted here
 // before.
-func (r *Room) takePosition(ctx context.Context, s salecache.Sale, customer uint64) (position int64, preOpen bool, err error) {
+func (r *Room) takePosition(ctx context.Context, s flashline.SaleFacts, customer uint64) (position int64, preOpen bool, err error) {
 	return r.takePositions(ctx, s.ID, &waiter{n: 1, ticket: true, customer: customer})
 }
 

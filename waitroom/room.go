@@ -110,7 +110,7 @@ func (o *Options) setDefaults() {
 // from memory. Safe for concurrent use.
 type Room struct {
 	cache    *salecache.Cache
-	store    Store
+	store    flashline.RoomStore
 	keys     *Keyring
 	capacity Capacity
 	opts     Options
@@ -143,7 +143,7 @@ type roomMetrics struct {
 // owner: salecache.Cache.Run), writes through store, signs with keys, and
 // paces by capacity (the purchase path's limiter). Call RunPacer to take
 // part in pacing.
-func NewRoom(cache *salecache.Cache, store Store, keys *Keyring, capacity Capacity, opts Options) *Room {
+func NewRoom(cache *salecache.Cache, store flashline.RoomStore, keys *Keyring, capacity Capacity, opts Options) *Room {
 	opts.setDefaults()
 	r := &Room{
 		cache:    cache,
@@ -192,7 +192,7 @@ func (r *Room) IsLeader() bool { return r.leader.Load() }
 // (ErrNotFound, or ErrNoWaitingRoom for a direct sale), reading it first
 // when it is missing or stale. fresh is false when only a stale entry is
 // left (the database cannot be read).
-func (r *Room) room(ctx context.Context, saleID string) (s salecache.Sale, fresh bool, err error) {
+func (r *Room) room(ctx context.Context, saleID string) (s flashline.SaleFacts, fresh bool, err error) {
 	s, fresh, err = r.cache.Sale(ctx, saleID)
 	s = r.withEdges(s)
 	switch {
@@ -205,7 +205,7 @@ func (r *Room) room(ctx context.Context, saleID string) (s salecache.Sale, fresh
 }
 
 // rooms is every waiting room in memory.
-func (r *Room) rooms() []salecache.Sale {
+func (r *Room) rooms() []flashline.SaleFacts {
 	all := r.cache.Sales()
 	rooms := all[:0]
 	for _, s := range all {
@@ -219,9 +219,9 @@ func (r *Room) rooms() []salecache.Sale {
 // withEdges is s with the pre-open tickets the edges reported to this
 // instance (an origin) added to the room's count, until the crowd is
 // frozen. An edge hears the sum in the watermarks, and keeps no tally.
-func (r *Room) withEdges(s salecache.Sale) salecache.Sale {
-	if s.PreopenCount < 0 {
-		s.PreopenTickets += r.edges.sum(s.ID)
+func (r *Room) withEdges(s flashline.SaleFacts) flashline.SaleFacts {
+	if s.Room.PreopenCount < 0 {
+		s.Room.PreopenTickets += r.edges.sum(s.ID)
 	}
 	return s
 }
@@ -241,7 +241,7 @@ func (w watermarks) Collect(ch chan<- prometheus.Metric) {
 	now := w.r.opts.Now()
 	for _, s := range w.r.rooms() {
 		if s.Opened(now) {
-			ch <- prometheus.MustNewConstMetric(watermarkDesc, prometheus.GaugeValue, float64(s.AdmittedThrough), s.ID)
+			ch <- prometheus.MustNewConstMetric(watermarkDesc, prometheus.GaugeValue, float64(s.Room.AdmittedThrough), s.ID)
 		}
 	}
 }

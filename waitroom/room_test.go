@@ -59,7 +59,7 @@ func (e env) room(t *testing.T, opts waitroom.Options) testRoom {
 }
 
 // roomWith is room with the cache's options and the store it writes through.
-func (e env) roomWith(t *testing.T, opts waitroom.Options, cacheOpts salecache.Options, store waitroom.Store) testRoom {
+func (e env) roomWith(t *testing.T, opts waitroom.Options, cacheOpts salecache.Options, store flashline.RoomStore) testRoom {
 	t.Helper()
 	cache := salecache.New(e.store, cacheOpts)
 	return testRoom{Room: waitroom.NewRoom(cache, store, keys, capacity{limit: 20}, opts), cache: cache}
@@ -143,7 +143,7 @@ func TestTicketIsStable(t *testing.T) {
 	first := ticket(t, r, sale.ID, "alice", "")
 	require.False(t, first.Renewed)
 	require.True(t, first.Ticket.PreOpen)
-	require.Equal(t, waitroom.Draw(seed, sale.ID, "alice"), first.Ticket.Draw)
+	require.Equal(t, flashline.Draw(seed, sale.ID, "alice"), first.Ticket.Draw)
 	require.Equal(t, flashline.FairnessRandomizedAtOpen, first.Policy)
 	require.Nil(t, first.Challenge)
 	require.Positive(t, first.EstimatedWaitSeconds)
@@ -587,13 +587,13 @@ func TestLeaderFailover(t *testing.T) {
 
 // leaseCounter counts the leases a Room takes.
 type leaseCounter struct {
-	waitroom.Store
+	flashline.RoomStore
 	leases atomic.Int64
 }
 
 func (c *leaseCounter) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (int64, bool, error) {
 	c.leases.Add(1)
-	return c.Store.LeasePositions(ctx, saleID, n, preopenTickets)
+	return c.RoomStore.LeasePositions(ctx, saleID, n, preopenTickets)
 }
 
 // TestPositionsAreGatheredAndConsecutive: 600 customers arrive at once in an
@@ -607,7 +607,7 @@ func TestPositionsAreGatheredAndConsecutive(t *testing.T) {
 	sale := e.sale(t, flashline.NewSale{Fairness: flashline.FairnessArrivalOrder})
 	const customers = 600
 	opts := waitroom.Options{TicketsPerMinute: customers}
-	counters := []*leaseCounter{{Store: e.store}, {Store: e.store}}
+	counters := []*leaseCounter{{RoomStore: e.store}, {RoomStore: e.store}}
 	rooms := []testRoom{e.roomWith(t, opts, salecache.Options{}, counters[0]), e.roomWith(t, opts, salecache.Options{}, counters[1])}
 	for _, r := range rooms {
 		require.NoError(t, r.Load(ctx))

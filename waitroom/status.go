@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/salecache"
 )
 
 // StatusResult is where a ticket stands.
@@ -77,14 +76,14 @@ func (r *Room) Status(ctx context.Context, saleID, customerID, token, solution s
 		return StatusResult{}, err
 	}
 	res, err := r.status(s, fresh, t, solution)
-	res.Message = s.Broadcast
+	res.Message = s.Room.Broadcast
 	if err == nil {
 		r.metrics.statuses.WithLabelValues(res.State).Inc()
 	}
 	return res, err
 }
 
-func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (StatusResult, error) {
+func (r *Room) status(s flashline.SaleFacts, fresh bool, t Ticket, solution string) (StatusResult, error) {
 	now := r.opts.Now()
 	if s.State == flashline.StateClosed {
 		// Nothing more is sold in a closed sale: the line is over.
@@ -93,7 +92,7 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 	waiting := func() StatusResult {
 		w := r.wait(s, t, now)
 		res := StatusResult{State: StatusWaiting, Position: w.position, PositionLow: w.low, PositionHigh: w.high, EstimatedWaitSeconds: w.seconds,
-			PollAfter: w.pollAfter, Paused: s.State == flashline.StatePaused, Held: s.Held}
+			PollAfter: w.pollAfter, Paused: s.State == flashline.StatePaused, Held: s.Room.Held}
 		if res.Paused || res.Held {
 			res.PollAfter = max(res.PollAfter, jitter(soldOutPoll))
 		}
@@ -112,13 +111,13 @@ func (r *Room) status(s salecache.Sale, fresh bool, t Ticket, solution string) (
 		return StatusResult{State: StatusSoldOut, PollAfter: jitter(soldOutPoll)}, nil
 	case s.SoldOut:
 		return StatusResult{State: StatusSoldOut, QueueIsFull: true}, nil
-	case s.State == flashline.StatePaused, s.Held, rank(s, t) > s.AdmittedThrough:
+	case s.State == flashline.StatePaused, s.Room.Held, rank(s, t) > s.Room.AdmittedThrough:
 		// The watermark moves only once the database's clock says the sale
 		// is open, so rank <= watermark also means "open".
 		return waiting(), nil
-	case s.ChallengeBits > 0 && !r.keys.VerifyChallenge(t, solution, s.ChallengeBits):
+	case s.Room.ChallengeBits > 0 && !r.keys.VerifyChallenge(t, solution, s.Room.ChallengeBits):
 		return StatusResult{State: StatusChallengeRequired,
-			Challenge: &Challenge{Nonce: r.keys.ChallengeNonce(t), Bits: s.ChallengeBits}}, nil
+			Challenge: &Challenge{Nonce: r.keys.ChallengeNonce(t), Bits: s.Room.ChallengeBits}}, nil
 	}
 	a := Admission{ID: AdmissionID(t), SaleID: t.SaleID, CustomerID: t.CustomerID, ExpiresAt: now.Add(r.opts.AdmissionTTL)}
 	return StatusResult{State: StatusAdmitted, AdmissionToken: r.keys.SignAdmission(a), ExpiresIn: r.opts.AdmissionTTL}, nil

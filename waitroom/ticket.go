@@ -2,10 +2,8 @@ package waitroom
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 )
 
@@ -148,19 +146,4 @@ func AdmissionID(t Ticket) string {
 		Draw:       t.Draw,
 	}))
 	return b64.EncodeToString(sum[:16])
-}
-
-// Draw is the customer's fixed place in a sale's pre-open shuffle: the first 8
-// bytes of SHA-256(seed || saleID || 0x00 || customerID) as a big-endian
-// uint64. seed is the sale's random secret, stored with the sale: without it
-// nobody can compute a draw ahead of time, and asking again gives the same
-// draw.
-func Draw(seed []byte, saleID, customerID string) uint64 {
-	h := sha256.New()
-	h.Write(seed)
-	io.WriteString(h, saleID)
-	h.Write([]byte{0})
-	io.WriteString(h, customerID)
-	var sum [sha256.Size]byte
-	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
 }

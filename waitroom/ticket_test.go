@@ -3,7 +3,6 @@ package waitroom
 import (
 	"encoding/json"
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,49 +110,6 @@ func TestTicketExpiry(t *testing.T) {
 		stale.ArrivedAt = time.Now().Add(-TicketTTL - time.Second)
 		_, err = k.ParseTicket(k.SignTicket(stale))
 		requireSentinel(t, err, ErrTicketExpired)
-	})
-}
-
-func TestDraw(t *testing.T) {
-	t.Parallel()
-	seed := []byte("seed-0123456789ab")
-	// From Python: first 8 bytes of SHA-256(seed || "sale_1" || 0x00 || "cust_1").
-	require.Equal(t, uint64(394214697377342774), Draw(seed, "sale_1", "cust_1"))
-
-	tests := []struct {
-		name string
-		a, b [3]string // seed, sale, customer
-	}{
-		{"OtherCustomer", [3]string{"seed", "s", "c1"}, [3]string{"seed", "s", "c2"}},
-		{"OtherSale", [3]string{"seed", "s1", "c"}, [3]string{"seed", "s2", "c"}},
-		{"OtherSeed", [3]string{"seed1", "s", "c"}, [3]string{"seed2", "s", "c"}},
-		{"SeparatorBetweenSaleAndCustomer", [3]string{"seed", "ab", "c"}, [3]string{"seed", "a", "bc"}},
-		{"NoSeed", [3]string{"", "s", "c1"}, [3]string{"", "s", "c2"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			da := Draw([]byte(tt.a[0]), tt.a[1], tt.a[2])
-			require.Equal(t, da, Draw([]byte(tt.a[0]), tt.a[1], tt.a[2]), "deterministic")
-			require.NotEqual(t, da, Draw([]byte(tt.b[0]), tt.b[1], tt.b[2]))
-		})
-	}
-
-	t.Run("Spread", func(t *testing.T) {
-		t.Parallel()
-		// 1000 customers fall into the top and bottom halves about evenly
-		// and never collide.
-		seen := make(map[uint64]bool)
-		top := 0
-		for i := range 1000 {
-			d := Draw(seed, "sale_1", "cust_"+strconv.Itoa(i))
-			require.False(t, seen[d])
-			seen[d] = true
-			if d >= 1<<63 {
-				top++
-			}
-		}
-		require.InDelta(t, 500, top, 100)
 	})
 }
 

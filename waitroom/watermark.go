@@ -20,7 +20,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/salecache"
 )
 
 // The edge's documents (see edge.go for the edge's side). An origin (an
@@ -60,7 +59,7 @@ const (
 )
 
 // EdgeSale is what the watermarks say of one waiting room: the sale cache's
-// entry (salecache.Sale) less what only the purchase path needs.
+// entry (flashline.SaleFacts) less what only the purchase path needs.
 type EdgeSale struct {
 	ID                   string              `json:"id"`
 	State                flashline.SaleState `json:"state"`
@@ -218,7 +217,7 @@ func (k key) unseal(saleID string, sealed []byte) ([]byte, error) {
 // SignWatermarks signs every waiting room of sales (others are left out) as
 // a watermarks document made at now (the origin's clock), good for
 // WatermarksTTL; dbNow is the database's clock as the origin estimates it.
-func (k *Keyring) SignWatermarks(sales []salecache.Sale, now, dbNow time.Time) string {
+func (k *Keyring) SignWatermarks(sales []flashline.SaleFacts, now, dbNow time.Time) string {
 	signer := k.keys[0]
 	body := watermarksBody{DBNow: dbNow.UnixMilli(), Sales: []EdgeSale{}}
 	for _, s := range sales {
@@ -226,12 +225,12 @@ func (k *Keyring) SignWatermarks(sales []salecache.Sale, now, dbNow time.Time) s
 			continue
 		}
 		body.Sales = append(body.Sales, EdgeSale{
-			ID: s.ID, State: s.State, OpensAt: s.OpensAt, Fairness: s.Fairness, ChallengeBits: s.ChallengeBits,
-			MinAccountAgeSeconds: s.MinAccountAgeSeconds, SoldOut: s.SoldOut, Available: s.Available, PendingHolds: s.PendingHolds,
-			Held: s.Held, Message: s.Broadcast,
-			AdmittedThrough: s.AdmittedThrough, Pace: s.Pace, NextPosition: s.NextPosition,
-			PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
-			SealedSeed: signer.seal(s.ID, s.DrawSeed),
+			ID: s.ID, State: s.State, OpensAt: s.OpensAt, Fairness: s.Room.Fairness, ChallengeBits: s.Room.ChallengeBits,
+			MinAccountAgeSeconds: s.Room.MinAccountAgeSeconds, SoldOut: s.SoldOut, Available: s.Available, PendingHolds: s.PendingHolds,
+			Held: s.Room.Held, Message: s.Room.Broadcast,
+			AdmittedThrough: s.Room.AdmittedThrough, Pace: s.Room.Pace, NextPosition: s.Room.NextPosition,
+			PreopenCount: s.Room.PreopenCount, PreopenPositions: s.Room.PreopenPositions, PreopenTickets: s.Room.PreopenTickets,
+			SealedSeed: signer.seal(s.ID, s.Room.DrawSeed),
 		})
 	}
 	return k.signDoc(watermarksAudience, now, WatermarksTTL, body)
@@ -419,7 +418,7 @@ func (r *Room) EdgeReport(token string) error {
 	}
 	counting := map[string]bool{} // the rooms whose crowd is not frozen
 	for _, s := range r.cache.Sales() {
-		if s.Admission == flashline.AdmissionWaitingRoom && s.PreopenCount < 0 {
+		if s.Admission == flashline.AdmissionWaitingRoom && s.Room.PreopenCount < 0 {
 			counting[s.ID] = true
 		}
 	}
@@ -471,7 +470,7 @@ func (r *Room) EdgeLease(ctx context.Context, token string) (LeaseAnswer, error)
 func (r *Room) flushEdges(ctx context.Context) {
 	now := r.cache.Now()
 	for _, s := range r.cache.Sales() {
-		if s.Admission != flashline.AdmissionWaitingRoom || s.PreopenCount >= 0 || !s.Opened(now) {
+		if s.Admission != flashline.AdmissionWaitingRoom || s.Room.PreopenCount >= 0 || !s.Opened(now) {
 			continue
 		}
 		totals, version, ok := r.edges.unwritten(s.ID)

@@ -10,15 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/salecache"
 )
 
-func watermarkSales() []salecache.Sale {
+func watermarkSales() []flashline.SaleFacts {
 	opens := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
-	return []salecache.Sale{
+	return []flashline.SaleFacts{
 		{ID: "sale_1", State: flashline.StateScheduled, OpensAt: &opens, Admission: flashline.AdmissionWaitingRoom,
-			Fairness: flashline.FairnessRandomizedAtOpen, ChallengeBits: 12, DrawSeed: bytes.Repeat([]byte{7}, 16),
-			PreopenCount: -1, PreopenPositions: -1, PreopenTickets: 42, Held: true, Broadcast: "soon", AdmittedThrough: 3, Pace: 1.5},
+			Room: flashline.RoomFacts{Fairness: flashline.FairnessRandomizedAtOpen, ChallengeBits: 12, DrawSeed: bytes.Repeat([]byte{7}, 16),
+				PreopenCount: -1, PreopenPositions: -1, PreopenTickets: 42, Held: true, Broadcast: "soon", AdmittedThrough: 3, Pace: 1.5}},
 		{ID: "sale_direct", State: flashline.StateOpen, Admission: flashline.AdmissionDirect},
 	}
 }

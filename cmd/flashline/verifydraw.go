@@ -15,7 +15,6 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/waitroom"
 )
 
 const verifyDrawUsage = `usage: flashline sale verify-draw SALE_ID [--url URL] [--database-url URL]
@@ -70,7 +69,7 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 		fmt.Fprintln(stdout, "seed        not revealed yet: the sale has not opened. Ask again after the open.")
 		return nil
 	}
-	seed, err := waitroom.VerifyDrawSeed(policy.DrawCommitment, policy.DrawSeed)
+	seed, err := flashline.VerifyDrawSeed(policy.DrawCommitment, policy.DrawSeed)
 	if err != nil {
 		fmt.Fprintf(stdout, "seed        %s\nMISMATCH: %v\n", policy.DrawSeed, err)
 		return errDrawMismatch
@@ -89,7 +88,7 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return fmt.Errorf("sale verify-draw: %w", err)
 	}
-	audit := waitroom.AuditDraw(seed, rec)
+	audit := flashline.AuditDraw(seed, rec)
 	preopen := "not fixed yet"
 	if rec.PreopenCount >= 0 {
 		preopen = fmt.Sprint(rec.PreopenCount)

@@ -6,14 +6,14 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/waitroom"
 )
 
 // verifyLotteryDraw is `flashline sale verify-draw` for a lottery sale, once
 // the seed checks against its commitment: every registration's recorded
 // rank and outcome against the order recomputed from the seed
-// (waitroom.AuditLottery).
+// (flashline.AuditLottery).
 func verifyLotteryDraw(ctx context.Context, store *postgres.Store, saleID string, seed []byte, stdout io.Writer) error {
 	l, err := store.Lottery(ctx, saleID)
 	if err != nil {
@@ -27,11 +27,11 @@ func verifyLotteryDraw(ctx context.Context, store *postgres.Store, saleID string
 	if err != nil {
 		return fmt.Errorf("sale verify-draw: %w", err)
 	}
-	entries := make([]waitroom.LotteryEntry, len(regs))
+	entries := make([]flashline.LotteryEntry, len(regs))
 	for i, r := range regs {
-		entries[i] = waitroom.LotteryEntry{CustomerID: r.CustomerID, State: r.State, Rank: r.DrawRank}
+		entries[i] = flashline.LotteryEntry{CustomerID: r.CustomerID, State: r.State, Rank: r.DrawRank}
 	}
-	audit := waitroom.AuditLottery(seed, saleID, l.InitialStock, l.Rules.Waitlist, entries)
+	audit := flashline.AuditLottery(seed, saleID, l.InitialStock, l.Rules.Waitlist, entries)
 	fmt.Fprintf(stdout, "lottery: %d registration(s), %d unit(s), waitlist %t, drawn at %s; %d window(s) expired, %d promoted\n\n",
 		len(entries), l.InitialStock, l.Rules.Waitlist, l.DrawnAt.UTC().Format("2006-01-02T15:04:05.000Z"), audit.Expired, audit.Promoted)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

@@ -251,7 +251,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	var cheat string
 	for i := 0; cheat == ""; i++ {
 		id := fmt.Sprintf("cheat-%d", i)
-		if waitroom.Rank(waitroom.Ticket{PreOpen: true, Position: 1, Draw: waitroom.Draw(seed, sale, id)}, flashline.FairnessRandomizedAtOpen, *preopen) > *preopen-2 {
+		if waitroom.Rank(waitroom.Ticket{PreOpen: true, Position: 1, Draw: flashline.Draw(seed, sale, id)}, flashline.FairnessRandomizedAtOpen, *preopen) > *preopen-2 {
 			cheat = id
 		}
 	}

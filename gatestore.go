@@ -1,36 +1,34 @@
-package gate
+package flashline
 
 import (
 	"context"
 	"time"
-
-	"github.com/flashline/flashline"
 )
 
-// Store is what the gate needs of the database (*postgres.Store). The
-// database stays the authority: it decides, under the customer's lock,
-// whether a unit the gate handed out is held by a reservation or given
-// back, and it keeps what is owed back to the gate until the relay applies
-// it.
-type Store interface {
-	flashline.Store
+// GateStore is what the Redis gate of peak sales (package gate) needs of the
+// database (*postgres.Store). The database stays the authority: it decides,
+// under the customer's lock, whether a unit the gate handed out is held by a
+// reservation or given back, and it keeps what is owed back to the gate
+// until the relay applies it.
+type GateStore interface {
+	Store
 	// ReturnUnit gives unit seq of the sale back to the gate (an outbox row
 	// for the relay), unless a reservation holds it, it was returned
 	// already, or it was handed out before the counter's last rebuild.
-	ReturnUnit(ctx context.Context, u Unit) (returned bool, err error)
+	ReturnUnit(ctx context.Context, u GateUnit) (returned bool, err error)
 	// Settlements says, for units handed out, which a reservation holds and
 	// which were returned.
-	Settlements(ctx context.Context, saleID string, seqs []int64) (map[int64]Settlement, error)
+	Settlements(ctx context.Context, saleID string, seqs []int64) (map[int64]GateSettlement, error)
 	// RelayOwed takes up to n movements owed to gates, oldest first, but for
 	// the sales in skip, and marks applied, in the same transaction, those
 	// apply says it applied. It reports how many it took.
-	RelayOwed(ctx context.Context, n int, skip []string, apply func(context.Context, []Movement) (applied []string, err error)) (int, error)
-	// Ledger is what the database says a gated sale's counter should
+	RelayOwed(ctx context.Context, n int, skip []string, apply func(context.Context, []GateMovement) (applied []string, err error)) (int, error)
+	// GateLedger is what the database says a gated sale's counter should
 	// account for.
-	Ledger(ctx context.Context, saleID string) (Ledger, error)
+	GateLedger(ctx context.Context, saleID string) (GateLedger, error)
 	// StoredAnswer is the stored answer to the request's idempotency key, to
 	// replay (stored false: none), without reserving anything.
-	StoredAnswer(ctx context.Context, req flashline.ReserveRequest) (res flashline.ReserveResult, stored bool, err error)
+	StoredAnswer(ctx context.Context, req ReserveRequest) (res ReserveResult, stored bool, err error)
 	// OwedToCustomer is how many units of the customer are owed back to the
 	// sale's gate and not applied yet: the gate's count of their units is
 	// above the database's by as many until the relay applies them.
@@ -42,31 +40,32 @@ type Store interface {
 	Incident(ctx context.Context, saleID, kind, detail string, pause bool) (paused bool, err error)
 	// BeginRebuild starts a rebuild of a paused gated sale's counter: a new
 	// epoch, the units owed to the old counter settled, and what the new
-	// counter holds (flashline.ErrInvalidTransition: not paused;
-	// flashline.ErrNotFound: no such gated sale).
-	BeginRebuild(ctx context.Context, saleID string) (Rebuild, error)
+	// counter holds (ErrInvalidTransition: not paused; ErrNotFound: no such
+	// gated sale).
+	BeginRebuild(ctx context.Context, saleID string) (GateRebuild, error)
 }
 
-// Unit is one unit handed out by a sale's gate.
-type Unit struct {
+// GateUnit is one unit handed out by a sale's gate.
+type GateUnit struct {
 	SaleID, CustomerID string
 	Seq                int64
 	Quantity           int
 }
 
-// Settlement is where a unit the gate handed out ended.
-type Settlement struct{ Reserved, Returned bool }
+// GateSettlement is where a unit the gate handed out ended.
+type GateSettlement struct{ Reserved, Returned bool }
 
-// Movement is units owed back to a sale's gate.
-type Movement struct {
+// GateMovement is units owed back to a sale's gate.
+type GateMovement struct {
 	ID, SaleID, CustomerID string
 	Quantity               int
 	// Seq is the unit a return gives back (0 for a restock).
 	Seq int64
 }
 
-// Ledger is what the database says a gated sale's counter should account for.
-type Ledger struct {
+// GateLedger is what the database says a gated sale's counter should account
+// for.
+type GateLedger struct {
 	Available int64 // units in the stock rows
 	Owed      int64 // units owed back to the gate, not applied yet
 	// OwedAge is how long ago the oldest of them was written: the relay's
@@ -77,19 +76,19 @@ type Ledger struct {
 // GatedSale is one gated sale the gate job looks after.
 type GatedSale struct {
 	ID        string
-	State     flashline.SaleState
+	State     SaleState
 	CreatedAt time.Time
 }
 
-// Rebuild is a gated sale's counter rebuilt from the database.
-type Rebuild struct {
+// GateRebuild is a gated sale's counter rebuilt from the database.
+type GateRebuild struct {
 	Epoch   int64
 	Counter int64 // initial − pending − confirmed
-	Holds   []Hold
+	Holds   []GateHold
 }
 
-// Hold is an active reservation that came through the gate.
-type Hold struct {
+// GateHold is an active reservation that came through the gate.
+type GateHold struct {
 	CustomerID, IdempotencyKey string
 	Quantity                   int
 	Seq                        int64

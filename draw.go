@@ -1,15 +1,42 @@
-package waitroom
+package flashline
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"math/bits"
+	"slices"
 	"time"
-
-	"github.com/flashline/flashline"
 )
+
+// Draw is the customer's fixed place in a sale's pre-open shuffle: the first 8
+// bytes of SHA-256(seed || saleID || 0x00 || customerID) as a big-endian
+// uint64. seed is the sale's random secret, stored with the sale: without it
+// nobody can compute a draw ahead of time, and asking again gives the same
+// draw.
+func Draw(seed []byte, saleID, customerID string) uint64 {
+	h := sha256.New()
+	h.Write(seed)
+	io.WriteString(h, saleID)
+	h.Write([]byte{0})
+	io.WriteString(h, customerID)
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+}
+
+// DrawRank is the place a draw takes in a pre-open line of preopenCount
+// (at least 1) under randomized_at_open: 1 + floor(draw / 2^64 ×
+// preopenCount), in the units of the watermark.
+func DrawRank(draw uint64, preopenCount int64) int64 {
+	n := max(preopenCount, 1)
+	hi, _ := bits.Mul64(draw, uint64(n)) // floor(draw × n / 2^64), exactly
+	return 1 + int64(hi)
+}
 
 // The auditable draw. A sale's draw seed (sales.draw_seed) is secret until
 // the sale opens: whoever knew it could compute every customer's draw ahead
@@ -73,7 +100,7 @@ func VerifyDrawSeed(commitment, seedHex string) ([]byte, error) {
 // admission token.
 type DrawRecord struct {
 	SaleID   string
-	Fairness flashline.Fairness
+	Fairness Fairness
 	// PreopenCount is the number of places handed out before the open (-1:
 	// not frozen yet, the room has not opened).
 	PreopenCount int64
@@ -94,7 +121,7 @@ type DrawCheck struct {
 	AdmittedCustomer
 	Draw uint64
 	// Rank is the customer's place in the pre-open line by their draw
-	// (Rank of a pre-open ticket); 0 when there is no pre-open line.
+	// (DrawRank); 0 when there is no pre-open line.
 	Rank int64
 	// Problem is empty when the admission is consistent with the draw.
 	Problem string
@@ -131,7 +158,7 @@ func (a DrawAudit) Problems() int {
 func AuditDraw(seed []byte, rec DrawRecord) DrawAudit {
 	a := DrawAudit{Checks: make([]DrawCheck, len(rec.Admitted))}
 	switch {
-	case rec.Fairness != flashline.FairnessRandomizedAtOpen:
+	case rec.Fairness != FairnessRandomizedAtOpen:
 		a.Note = fmt.Sprintf("the room orders by %s: the draw does not decide the order", rec.Fairness)
 	case rec.PreopenCount < 0:
 		a.Note = "the room has not opened: the pre-open line is not fixed yet"
@@ -149,12 +176,124 @@ func AuditDraw(seed []byte, rec DrawRecord) DrawAudit {
 		d := Draw(seed, rec.SaleID, c.CustomerID)
 		check := DrawCheck{AdmittedCustomer: c, Draw: d}
 		if rec.PreopenCount > 0 {
-			check.Rank = Rank(Ticket{PreOpen: true, Draw: d, Position: 1}, flashline.FairnessRandomizedAtOpen, rec.PreopenCount)
+			check.Rank = DrawRank(d, rec.PreopenCount)
 		}
 		if a.Decisive && check.Rank > rec.AdmittedThrough {
 			check.Problem = fmt.Sprintf("draw rank %d is beyond the watermark %d", check.Rank, rec.AdmittedThrough)
 		}
 		a.Checks[i] = check
+	}
+	return a
+}
+
+// The lottery's draw (admission "lottery"): the registrations of a sale are
+// put in the order of each customer's keyed draw, Draw(seed, sale,
+// customer), ascending (ties, which need a 64-bit collision, by customer
+// id); the first initial-stock of them win. The seed is the sale's draw_seed,
+// committed to before the draw (DrawCommitment, published on the policy) and
+// revealed once it is due, so anyone can recompute the order.
+
+// LotteryOrder returns customerIDs in draw order: by Draw(seed, saleID,
+// customer), then by customer id. It does not modify customerIDs.
+func LotteryOrder(seed []byte, saleID string, customerIDs []string) []string {
+	type drawn struct {
+		customer string
+		draw     uint64
+	}
+	d := make([]drawn, len(customerIDs))
+	for i, c := range customerIDs {
+		d[i] = drawn{c, Draw(seed, saleID, c)}
+	}
+	slices.SortFunc(d, func(a, b drawn) int {
+		return cmp.Or(cmp.Compare(a.draw, b.draw), cmp.Compare(a.customer, b.customer))
+	})
+	out := make([]string, len(d))
+	for i := range d {
+		out[i] = d[i].customer
+	}
+	return out
+}
+
+// LotteryEntry is one registration as the database records its outcome.
+type LotteryEntry struct {
+	CustomerID string
+	State      RegistrationState
+	Rank       int // 0: not drawn
+}
+
+// LotteryCheck is one registration as the lottery's audit sees it.
+type LotteryCheck struct {
+	LotteryEntry
+	Draw uint64
+	// DrawnRank is the registration's place recomputed from the seed.
+	DrawnRank int
+	// Problem is empty when the record agrees with the draw.
+	Problem string
+}
+
+// LotteryAudit is the result of AuditLottery.
+type LotteryAudit struct {
+	Checks   []LotteryCheck // in recomputed draw order
+	Promoted int            // waitlisted registrations that won a unit passed down
+	Expired  int            // winners whose window ended without a purchase
+}
+
+// Problems counts the registrations whose outcome disagrees with the draw.
+func (a LotteryAudit) Problems() int {
+	n := 0
+	for _, c := range a.Checks {
+		if c.Problem != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// AuditLottery recomputes a lottery's draw from its revealed seed and checks
+// every registration's recorded rank and outcome: the first units ranks won
+// (and may since have expired); the rest lost, or, with a waitlist, wait in
+// draw order, the units passed down going to the next in that order (nobody
+// waitlisted ranks before someone promoted) and never more of them than
+// windows expired.
+func AuditLottery(seed []byte, saleID string, units int, waitlist bool, entries []LotteryEntry) LotteryAudit {
+	byCustomer := make(map[string]LotteryEntry, len(entries))
+	customers := make([]string, len(entries))
+	for i, e := range entries {
+		byCustomer[e.CustomerID] = e
+		customers[i] = e.CustomerID
+	}
+	order := LotteryOrder(seed, saleID, customers)
+	a := LotteryAudit{Checks: make([]LotteryCheck, len(order))}
+	firstWaiting := 0 // the best rank still waitlisted
+	for i, c := range order {
+		e := byCustomer[c]
+		check := LotteryCheck{LotteryEntry: e, Draw: Draw(seed, saleID, c), DrawnRank: i + 1}
+		won := e.State == RegistrationWon || e.State == RegistrationExpired
+		switch {
+		case e.State == RegistrationRegistered:
+			check.Problem = "not drawn"
+		case e.Rank != check.DrawnRank:
+			check.Problem = fmt.Sprintf("recorded rank %d, the draw gives %d", e.Rank, check.DrawnRank)
+		case check.DrawnRank <= units && !won:
+			check.Problem = fmt.Sprintf("ranked within the %d units but %s", units, e.State)
+		case check.DrawnRank > units && !waitlist && e.State != RegistrationLost:
+			check.Problem = fmt.Sprintf("ranked past the %d units with no waitlist but %s", units, e.State)
+		case check.DrawnRank > units && won && firstWaiting > 0:
+			check.Problem = fmt.Sprintf("promoted while rank %d still waits", firstWaiting)
+		}
+		if e.State == RegistrationExpired {
+			a.Expired++
+		}
+		if check.DrawnRank > units && won {
+			a.Promoted++
+		}
+		if e.State == RegistrationWaitlisted && firstWaiting == 0 {
+			firstWaiting = check.DrawnRank
+		}
+		a.Checks[i] = check
+	}
+	if a.Promoted > a.Expired && len(a.Checks) > 0 {
+		a.Checks[len(a.Checks)-1].Problem += fmt.Sprintf(" (%d promoted for %d windows expired)", a.Promoted, a.Expired)
 	}
 	return a
 }

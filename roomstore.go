@@ -1,20 +1,17 @@
-package waitroom
+package flashline
 
-import (
-	"context"
+import "context"
 
-	"github.com/flashline/flashline"
-)
-
-// Store is what the waiting room needs of the database (*postgres.Store).
-// What it reads to answer tickets and polls comes from the sale cache
-// (salecache.Cache), not from here.
-type Store interface {
+// RoomStore is what the waiting room (package waitroom) needs of the
+// database (*postgres.Store), or of an edge's origins (package edge). What
+// it reads to answer tickets and polls comes from the sale cache
+// (SaleFacts), not from here.
+type RoomStore interface {
 	// LeasePositions leases the next n positions of saleID's room to this
 	// instance: the first of them, and whether they are pre-open (handed
 	// out before the sale opened, by the database's clock). It also adds
 	// preopenTickets to the room's count of pre-open tickets (as
-	// CountTickets). No room: flashline.ErrNoWaitingRoom.
+	// CountTickets). No room: ErrNoWaitingRoom.
 	LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (first int64, preOpen bool, err error)
 	// CountTickets adds n pre-open tickets this instance gave out to
 	// saleID's count, unless the room has frozen its pre-open crowd.
@@ -26,21 +23,21 @@ type Store interface {
 	RecordEdgeTickets(ctx context.Context, saleID string, totals map[string]int64) error
 	// SetQueueHeld holds or releases saleID's queue, and SetBroadcast sets
 	// the message its waiters see; both audited under operator. No room:
-	// flashline.ErrNoWaitingRoom.
+	// ErrNoWaitingRoom.
 	SetQueueHeld(ctx context.Context, saleID string, held bool, operator, detail string) error
 	SetBroadcast(ctx context.Context, saleID, message, operator string) error
 	// LeadPacer makes this instance the pacer's leader if no instance is,
 	// and runs lead while it is; led is false, at once, when another
 	// instance leads. The leadership lasts as long as a session of the
 	// database (lost with it, and then taken over by another instance).
-	LeadPacer(ctx context.Context, lead func(ctx context.Context, db PacerDB) error) (led bool, err error)
+	LeadPacer(ctx context.Context, lead func(ctx context.Context, db PacerStore) error) (led bool, err error)
 }
 
-// PacerDB is the database as the pacer's leader sees it, on the session that
-// holds the leadership.
-type PacerDB interface {
+// PacerStore is the database as the pacer's leader sees it, on the session
+// that holds the leadership.
+type PacerStore interface {
 	// PaceInputs reads every waiting room that has opened and is not closed.
-	PaceInputs(ctx context.Context) ([]PaceRow, error)
+	PaceInputs(ctx context.Context) ([]PacerRoom, error)
 	// Advance moves saleID's watermark forward to target (never back) and
 	// records the pace; moved is false when it was there already (someone
 	// else moved it further meanwhile). It also freezes the room's pre-open
@@ -50,10 +47,10 @@ type PacerDB interface {
 	Ping(ctx context.Context) error
 }
 
-// PaceRow is what the pacer knows of one room at one tick.
-type PaceRow struct {
+// PacerRoom is what the pacer knows of one room at one tick.
+type PacerRoom struct {
 	SaleID           string
-	State            flashline.SaleState
+	State            SaleState
 	Available        int64 // units left
 	NextPosition     int64
 	PreopenFrozen    bool
