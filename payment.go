@@ -129,6 +129,8 @@ type PaymentResult struct {
 	Type          PaymentEventType
 	Outcome       PaymentOutcome
 	ReservationID string
+	// SaleID is the reservation's sale ("" for an unknown reservation).
+	SaleID string
 	// State is the reservation's state after the event ("" on a replay).
 	State ReservationState
 	// OrderID is the order a payment confirmed, or the one a refund voided.
@@ -136,6 +138,13 @@ type PaymentResult struct {
 	// Replayed: the event id was applied before; this delivery changed
 	// nothing and the first outcome is answered.
 	Replayed bool
+}
+
+// ReturnedUnits reports whether applying the event returned the
+// reservation's units to stock: a failed payment that cancelled its hold, or
+// a refund that voided its order (a replay changed nothing).
+func (r PaymentResult) ReturnedUnits() bool {
+	return !r.Replayed && (r.Outcome == OutcomeCancelled || r.Outcome == OutcomeVoided)
 }
 
 // LateReason is why a payment is late.

@@ -46,7 +46,7 @@ func newFixture(t *testing.T, own bool, opts gate.Options) *fixture {
 	}
 	f.rdb = testredis.Client(t, url)
 	f.pool, _ = testdb.NewPool(t)
-	f.pg = postgres.NewStore(postgres.SinglePool(f.pool))
+	f.pg = postgres.NewStore(postgres.SinglePool(f.pool), postgres.Options{})
 	if opts.Timeout == 0 {
 		// The tests that are not about a slow Redis must not fail on a
 		// loaded machine's 250 ms.

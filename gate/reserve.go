@@ -10,10 +10,21 @@ import (
 	"github.com/flashline/flashline"
 )
 
+// Sees is what the gate must see of the Store it wraps: every method that
+// makes stock (a gated sale's counter is set before it can sell), takes it
+// (the gate step hands out the unit) or returns it (the relay gives the
+// units back to the counter at once rather than at the gate job's next
+// run). Wrap's store declares each of them itself (flashline.StockEffectOf),
+// and Sale and SetSaleState besides; a test of package stack fails when one
+// would pass through unseen.
+const Sees = flashline.StockCreated | flashline.StockTaken | flashline.StockReturned
+
 // Wrap returns store with the gate in front of gated sales: Reserve passes
 // through the gate step first, CreateSale sets a gated sale's counter, Sale
-// shows how the counter stands, and resuming a gated sale needs a counter
-// that agrees with the database. Sales without a gate pass straight through.
+// shows how the counter stands, resuming a gated sale needs a counter that
+// agrees with the database, and what returns units (Cancel, Void, a payment
+// event that cancels or voids) relays them at once. Sales without a gate
+// pass straight through.
 func (g *Gate) Wrap(store flashline.Store) flashline.Store {
 	return gated{Store: store, g: g}
 }
@@ -225,6 +236,26 @@ func (w gated) Cancel(ctx context.Context, reservationID string, by flashline.Ac
 		w.g.Kick()
 	}
 	return r, err
+}
+
+// Void voids the order; a gated one's units go back to the counter now, as
+// Cancel's.
+func (w gated) Void(ctx context.Context, reservationID, reason, operator string) (flashline.Reservation, error) {
+	r, err := w.Store.Void(ctx, reservationID, reason, operator)
+	if err == nil {
+		w.g.Kick()
+	}
+	return r, err
+}
+
+// ApplyPaymentEvent applies the event; one that returned units (a failed
+// payment's cancel, a refund's void) relays them now, as Cancel.
+func (w gated) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent) (flashline.PaymentResult, error) {
+	res, err := w.Store.ApplyPaymentEvent(ctx, e)
+	if err == nil && res.ReturnedUnits() {
+		w.g.Kick()
+	}
+	return res, err
 }
 
 // Sale reads the sale, with how a gated sale's counter stands.

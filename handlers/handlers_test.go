@@ -57,8 +57,8 @@ func startServer(t *testing.T, roomOpts *waitroom.Options, tweaks ...func(*handl
 	// about the contract, not about shedding.
 	limiter, err := loadshed.New(loadshed.Options{InitialLimit: 200, MinLimit: 200, MaxLimit: 200})
 	require.NoError(t, err)
-	store := postgres.NewStore(postgres.SinglePool(pool))
-	store.ReserveTimeout = time.Minute // nor about timeouts on a loaded machine
+	// Nor about timeouts on a loaded machine.
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{ReserveTimeout: time.Minute})
 	deps := handlers.Deps{
 		Store:    store,
 		Verifier: verifier,

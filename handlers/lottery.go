@@ -327,9 +327,9 @@ func NewLotteryPolicyView(l flashline.Lottery) LotteryPolicyView {
 func registerLotteryRoutes(r *gin.Engine, public *crossOrigin, d Deps, customer, oneCustomer gin.HandlerFunc) {
 	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
 	slot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
-	public.handle(http.MethodPost, "/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Lottery, d.Keyring, d.now(), d.Logger))
-	public.handle(http.MethodGet, "/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Lottery, d.Keyring, d.now(), d.Logger))
+	public.handle(http.MethodPost, "/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Store, d.Keyring, d.now(), d.Logger))
+	public.handle(http.MethodGet, "/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Store, d.Keyring, d.now(), d.Logger))
 	if d.Room == nil {
-		public.handle(http.MethodGet, "/sales/:saleId/policy", slot, handleSalePolicy(nil, d.Lottery, d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/policy", slot, handleSalePolicy(nil, d.Store, d.Logger))
 	}
 }

@@ -18,8 +18,6 @@ import (
 	"github.com/flashline/flashline/waitroom"
 )
 
-func withLottery(d *handlers.Deps) { d.Lottery = d.Store.(*postgres.Store) }
-
 // lotteryBody is a lottery sale's create body: registration open now, the
 // draw in an hour (tests move it with dueLottery).
 func lotteryBody(stock int, extra string) string {
@@ -68,7 +66,7 @@ func (s *server) registration(t *testing.T, saleID, authorization string) regist
 
 func TestCreateLotterySale(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil, withLottery)
+	s := newServer(t)
 	created := s.do(t, http.MethodPost, "/admin/sales", adminAuth, lotteryBody(3, `,"waitlist":true`))
 	sale := requireSale(t, created, http.StatusCreated)
 	require.Equal(t, "lottery", sale.Admission)
@@ -104,7 +102,7 @@ func TestCreateLotterySale(t *testing.T) {
 
 func TestLotteryRegistration(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil, withLottery)
+	s := newServer(t)
 	saleID := s.createSale(t, lotteryBody(1, "")).SaleID
 
 	t.Run("Unregistered", func(t *testing.T) {
@@ -167,7 +165,7 @@ func TestLotteryRegistration(t *testing.T) {
 
 func TestLotteryRegistrationRules(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil, withLottery)
+	s := newServer(t)
 	saleID := s.createSale(t, lotteryBody(1, `,"challengeBits":8,"minAccountAgeSeconds":3600`)).SaleID
 	old := func(id string) string {
 		tok, err := authMintCreated(id, time.Now().Add(-2*time.Hour))
@@ -194,8 +192,8 @@ func TestLotteryRegistrationRules(t *testing.T) {
 // the seed, from which the order is recomputed.
 func TestLotteryDrawAndBuy(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil, withLottery)
-	store := postgres.NewStore(postgres.SinglePool(s.pool))
+	s := newServer(t)
+	store := postgres.NewStore(postgres.SinglePool(s.pool), postgres.Options{})
 	const stock, registrants = 3, 10
 	saleID := s.createSale(t, lotteryBody(stock, `,"title":"Lucky sneaker","imageUrl":"https://img.example/l.png"`)).SaleID
 	auths := make(map[string]string)
@@ -276,8 +274,8 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 // once, until the list ends.
 func TestLotteryWaitlist(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil, withLottery)
-	store := postgres.NewStore(postgres.SinglePool(s.pool))
+	s := newServer(t)
+	store := postgres.NewStore(postgres.SinglePool(s.pool), postgres.Options{})
 	saleID := s.createSale(t, lotteryBody(1, `,"waitlist":true`)).SaleID
 	auths := make(map[string]string)
 	for i := range 3 {

@@ -38,8 +38,9 @@ type noGate struct{}
 
 func (noGate) Rebuild(context.Context, string) (int64, error) { return 0, nil }
 
-// noLottery wires the lottery's routes in; the route test calls none.
-type noLottery struct{ flashline.LotteryStore }
+// noStore wires the store's routes in (the lottery's with them); the route
+// test calls none.
+type noStore struct{ flashline.Store }
 
 // TestOpenAPIHasEveryRoute: the document and the router list the same
 // routes, with every optional part of the API wired in (waiting room,
@@ -58,7 +59,7 @@ func TestOpenAPIHasEveryRoute(t *testing.T) {
 		Keyring: keyring,
 		Room:    waitroom.NewRoom(nil, nil, keyring, limiter, waitroom.Options{Registry: prometheus.NewRegistry()}),
 		Gate:    noGate{},
-		Lottery: noLottery{},
+		Store:   noStore{},
 	})
 	engine, ok := h.(*gin.Engine)
 	require.True(t, ok, "Routes returns a *gin.Engine")

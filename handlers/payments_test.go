@@ -252,7 +252,7 @@ func TestPaymentEventRefusals(t *testing.T) {
 func TestPaymentFailedAndLate(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	store := postgres.NewStore(postgres.SinglePool(s.pool))
+	store := postgres.NewStore(postgres.SinglePool(s.pool), postgres.Options{})
 	sale := s.createSale(t, `{"sku":"sku_pay","initialStock":4,"reservationTtlSeconds":1}`)
 	alice, bob := customer(t, "alice"), customer(t, "bob")
 	a := requireCreated(t, s.reserve(t, sale.SaleID, alice, "k1", `{"quantity":1}`), sale.SaleID, 1)

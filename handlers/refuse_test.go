@@ -29,7 +29,7 @@ func withSaleCache(t *testing.T) func(*handlers.Deps) {
 		var wg sync.WaitGroup
 		wg.Go(func() { _ = cache.Run(ctx) })
 		t.Cleanup(func() { cancel(); wg.Wait() })
-		d.Store, d.Refuse = cache.Wrap(store), cache.Refuse
+		d.Store = cache.Wrap(store)
 	}
 }
 

@@ -23,6 +23,11 @@ import (
 
 // Deps is what the HTTP layer needs.
 type Deps struct {
+	// Store is the one store every route goes through (stack.New puts it
+	// together: the sale cache in front of the gate in front of the
+	// database), the lottery's routes included; the reservation route asks
+	// it first whether the sale's queue is full (SaleBusy) and whether
+	// memory refuses (RefuseFromMemory).
 	Store    flashline.Store
 	Verifier *auth.Verifier
 	Limiter  *loadshed.Limiter
@@ -45,26 +50,12 @@ type Deps struct {
 	// at once on the customer routes; more are answered 429 at once. 0: no
 	// cap.
 	CustomerInFlight int
-	// Refuse, when set, answers a reservation from memory once its caller
-	// is known, before its body is decoded or anything else is done for it:
-	// ErrSoldOut or ErrSaleNotOpen for a customer who never held a
-	// reservation in the sale, nil when the purchase path must decide
-	// (salecache.Cache.Refuse).
-	Refuse func(saleID, customerID string) error
-	// SaleBusy, when set, reports whether a sale's purchase queue is full
-	// (postgres.Store.SaleBusy): its reservations are then refused before
-	// anything else is done for them.
-	SaleBusy func(saleID string) bool
 	// Payments checks the signatures of payment events (POST
 	// /payments/events). Nil: the instance takes no payment events, and
 	// refuses to create sales confirmed by payment.
 	Payments *webhook.Verifier
 	// Gate, when set, serves POST /admin/sales/{id}/gate/rebuild.
 	Gate GateRebuilder
-	// Lottery serves lottery registrations (POST /sales/{id}/registrations,
-	// GET /sales/{id}/registration) and a lottery's policy; without it
-	// those routes are not there.
-	Lottery flashline.LotteryStore
 	// Now is the clock admission tokens' expiry is judged by; nil:
 	// time.Now. Only serve's test hook (FLASHLINE_TEST_CLOCK_SKEW) sets it.
 	Now func() time.Time
@@ -160,7 +151,7 @@ func Routes(d Deps) http.Handler {
 	// nothing another buyer needs. Confirm and cancel finish sales and
 	// return stock: they are never shed, and a burst of them queues for the
 	// pool they use.
-	public.handle(http.MethodPost, "/sales/:saleId/reservations", shedBusySale(d.SaleBusy, d.Logger), customer, oneCustomer, refuseFromMemory(d.Refuse, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
+	public.handle(http.MethodPost, "/sales/:saleId/reservations", shedBusySale(d.Store, d.Logger), customer, oneCustomer, refuseFromMemory(d.Store, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
 	public.handle(http.MethodGet, "/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
 	public.handle(http.MethodPost, "/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
 	public.handle(http.MethodPost, "/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))
@@ -174,7 +165,7 @@ func Routes(d Deps) http.Handler {
 		pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 		public.handle(http.MethodGet, "/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 		public.handle(http.MethodGet, "/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-		public.handle(http.MethodGet, "/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Lottery, d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Store, d.Logger))
 		// The operator's controls of a room's queue (audited).
 		r.POST("/admin/sales/:saleId/queue/hold", admin, handleQueueHold(d.Room, true, d.Logger))
 		r.POST("/admin/sales/:saleId/queue/release", admin, handleQueueHold(d.Room, false, d.Logger))
@@ -182,7 +173,7 @@ func Routes(d Deps) http.Handler {
 		// What edges pull and lease (edge.go).
 		registerOrigin(r, d, pollSlot)
 	}
-	if d.Lottery != nil {
+	if d.Store != nil {
 		registerLotteryRoutes(r, public, d, customer, oneCustomer)
 	}
 	// Browsers ask before a cross-origin request with these headers
@@ -216,12 +207,9 @@ func MetricsHandler(reg *prometheus.Registry) http.Handler {
 // verified or its body read, when its sale's purchase queue is full: the
 // cheapest "no", for the crowd that exceeds what the sale's batches take. The
 // refusal holds nothing and is the answer it would have had later.
-func shedBusySale(busy func(string) bool, logger *slog.Logger) gin.HandlerFunc {
-	if busy == nil {
-		return func(c *gin.Context) { c.Next() }
-	}
+func shedBusySale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if busy(c.Param("saleId")) {
+		if store.SaleBusy(c.Param("saleId")) {
 			writeError(c, logger, flashline.ErrOverloaded)
 			return
 		}
@@ -241,12 +229,9 @@ func shedBusySale(busy func(string) bool, logger *slog.Logger) gin.HandlerFunc {
 // request. The body is read and dropped within the bounds a decoded one has
 // (MaxBodyBytes, bodyReadTimeout), so the connection carries the client's
 // next request; a body that breaks them closes the connection instead.
-func refuseFromMemory(refuse func(saleID, customerID string) error, logger *slog.Logger) gin.HandlerFunc {
-	if refuse == nil {
-		return func(c *gin.Context) { c.Next() }
-	}
+func refuseFromMemory(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		err := refuse(c.Param("saleId"), actorOf(c).CustomerID)
+		err := store.RefuseFromMemory(c.Param("saleId"), actorOf(c).CustomerID)
 		if err == nil {
 			c.Next()
 			return

@@ -214,7 +214,7 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 		for range 2 {
 			p := newPool(t, pool.Config().ConnString())
 			reg := prometheus.NewRegistry()
-			client, err := jobs.NewClient(p, postgres.NewStore(postgres.SinglePool(p)), jobs.Config{SweepBatchSize: 5, Registry: reg})
+			client, err := jobs.NewClient(p, postgres.NewStore(postgres.SinglePool(p), postgres.Options{}), jobs.Config{SweepBatchSize: 5, Registry: reg})
 			require.NoError(t, err)
 			require.NoError(t, client.Start(context.Background()))
 			t.Cleanup(func() {
@@ -360,7 +360,7 @@ func TestSweepSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool, dbURL := testdb.NewPool(t)
-	store := postgres.NewStore(postgres.SinglePool(pool))
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
 	a := testserver.Start(t, dbURL, "--sweep-interval", "1s")
 
 	const n = 3000
@@ -608,7 +608,7 @@ func TestNewClientRejectsSubSecondIntervals(t *testing.T) {
 func newStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
-	return postgres.NewStore(postgres.SinglePool(pool)), pool
+	return postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}), pool
 }
 
 func newPool(t *testing.T, url string) *pgxpool.Pool {
@@ -657,7 +657,7 @@ func reserveMany(t *testing.T, pool *pgxpool.Pool, saleID string, n, maxQty int)
 	fast, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	defer fast.Close()
-	store := postgres.NewStore(postgres.SinglePool(fast))
+	store := postgres.NewStore(postgres.SinglePool(fast), postgres.Options{})
 	ids := make([]string, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

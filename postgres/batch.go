@@ -24,8 +24,8 @@ import (
 // reserveBatch runs one batch and answers its calls, except those it returns:
 // requests to carry over to a later batch.
 func (s *Store) reserveBatch(batch []*call) (again []*call) {
-	if s.OnBatch != nil {
-		s.OnBatch(len(batch))
+	if s.opts.OnBatch != nil {
+		s.opts.OnBatch(len(batch))
 	}
 	deadline := batch[0].deadline
 	for _, c := range batch[1:] {
@@ -94,8 +94,8 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 func (s *Store) withSaleConn(ctx context.Context, fn func(*pgxpool.Conn) error) error {
 	start := time.Now()
 	conn, err := s.sale.Acquire(ctx)
-	if s.OnConnWait != nil {
-		s.OnConnWait(time.Since(start))
+	if s.opts.OnConnWait != nil {
+		s.opts.OnConnWait(time.Since(start))
 	}
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 func batchStore(t *testing.T, n flashline.NewSale) (*Store, flashline.Sale) {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
-	s := NewStore(SinglePool(pool))
+	s := NewStore(SinglePool(pool), Options{})
 	if n.SKU == "" {
 		n.SKU = "sku_batch"
 	}
@@ -273,10 +273,10 @@ func TestBatchBucketServesTheAsksItCan(t *testing.T) {
 func TestSaleQueueIsBounded(t *testing.T) {
 	t.Parallel()
 	s, sale := batchStore(t, flashline.NewSale{InitialStock: 10, PerCustomerLimit: 1})
-	s.MaxBatch, s.QueueRounds = 1, 2
+	s.opts.MaxBatch, s.opts.QueueRounds = 1, 2
 	var waits, full atomic.Int64
-	s.OnConnWait = func(time.Duration) { waits.Add(1) }
-	s.OnQueueFull = func() { full.Add(1) }
+	s.opts.OnConnWait = func(time.Duration) { waits.Add(1) }
+	s.opts.OnQueueFull = func() { full.Add(1) }
 	running, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	s.testHookAfterBegin = func() {
@@ -349,13 +349,13 @@ func TestQueueBound(t *testing.T) {
 	next()
 	require.Equal(t, 2, b.rounds, "an interval without batches says nothing")
 
-	s := &Store{MaxBatch: 64, BatchesInFlight: 1, QueueRounds: 16}
+	s := &Store{opts: Options{MaxBatch: 64, BatchesInFlight: 1, QueueRounds: 16}}
 	co := &coalescer{store: s}
 	q := &saleQueue{waiting: make([]*call, 127), bound: queueBound{rounds: 2}}
 	require.False(t, co.fullLocked(q))
 	q.waiting = append(q.waiting, nil)
 	require.True(t, co.fullLocked(q), "two rounds of 64 wait")
-	s.QueueRounds = 0
+	s.opts.QueueRounds = 0
 	require.False(t, co.fullLocked(q), "QueueRounds 0: no bound")
 }
 

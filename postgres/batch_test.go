@@ -27,15 +27,14 @@ func TestCoalescedReserveUnderContention(t *testing.T) {
 	var maxBatch atomic.Int64
 	stores := make([]*postgres.Store, 3)
 	for i := range stores {
-		stores[i] = postgres.NewStore(postgres.SinglePool(pool))
-		stores[i].OnBatch = func(n int) {
+		stores[i] = postgres.NewStore(postgres.SinglePool(pool), postgres.Options{OnBatch: func(n int) {
 			for {
 				m := maxBatch.Load()
 				if int64(n) <= m || maxBatch.CompareAndSwap(m, int64(n)) {
 					return
 				}
 			}
-		}
+		}})
 	}
 	const stock, customers = 60, 150
 	sale := createSale(t, stores[0], stock, 1)
@@ -113,10 +112,11 @@ func BenchmarkReserveHotRow(b *testing.B) {
 		b.Run(fmt.Sprintf("max-batch=%d", maxBatch), func(b *testing.B) {
 			ctx := context.Background()
 			pool, _ := testdb.NewPool(b)
-			s := postgres.NewStore(postgres.SinglePool(pool))
-			s.MaxBatch = maxBatch
 			var batches, requests atomic.Int64
-			s.OnBatch = func(n int) { batches.Add(1); requests.Add(int64(n)) }
+			s := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{
+				MaxBatch: maxBatch,
+				OnBatch:  func(n int) { batches.Add(1); requests.Add(int64(n)) },
+			})
 			sale, err := s.CreateSale(ctx, flashline.NewSale{SKU: "sku_bench", InitialStock: 100_000_000, PerCustomerLimit: 1, ReservationTTLSeconds: 3600})
 			require.NoError(b, err)
 			var seq atomic.Int64
@@ -145,7 +145,7 @@ func TestBucketsNeverSoldOutWhileStockRemains(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
-	stores := []*postgres.Store{postgres.NewStore(postgres.SinglePool(pool)), postgres.NewStore(postgres.SinglePool(pool)), postgres.NewStore(postgres.SinglePool(pool))}
+	stores := []*postgres.Store{postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}), postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}), postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})}
 	const units = 90
 	sale, err := stores[0].CreateSale(ctx, flashline.NewSale{SKU: "sku_buckets", InitialStock: units, PerCustomerLimit: 1, ReservationTTLSeconds: 600, Buckets: 8})
 	require.NoError(t, err)

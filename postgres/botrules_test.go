@@ -67,7 +67,7 @@ func TestPerInstrumentLimitAndAccountAge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
-	stores := []*postgres.Store{postgres.NewStore(postgres.SinglePool(pool)), postgres.NewStore(postgres.SinglePool(pool))}
+	stores := []*postgres.Store{postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}), postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})}
 	sale, err := stores[0].CreateSale(ctx, flashline.NewSale{SKU: "sku_card", InitialStock: 50, PerCustomerLimit: 1,
 		ReservationTTLSeconds: 600, PerInstrumentLimit: 3, MinAccountAgeSeconds: 3600})
 	require.NoError(t, err)

@@ -58,7 +58,7 @@ type saleQueue struct {
 	started uint64 // batches started
 	bound   queueBound
 	// busy counts the running batches of the sale that hold each bucket:
-	// with several batches in flight (Store.BatchesInFlight) and several
+	// with several batches in flight (Options.BatchesInFlight) and several
 	// buckets, each batch takes a bucket no other holds, so that they run
 	// side by side, their commits sharing an fsync, instead of queueing
 	// for one row lock.
@@ -75,7 +75,7 @@ type saleQueue struct {
 // request waited over a whole interval is 1 or more, the queue never drained
 // to less than a batch: it stands, and the bound is halved (down to one
 // round); every interval in which it did drain, the bound grows by a round,
-// back up to Store.QueueRounds. A burst, or a hiccup of the database, is
+// back up to Options.QueueRounds. A burst, or a hiccup of the database, is
 // absorbed by the whole allowance and served once it passes; a steady
 // overload settles at one or two rounds: about two batch times of waiting.
 type queueBound struct {
@@ -125,13 +125,13 @@ func (co *coalescer) submit(c *call) {
 	co.mu.Lock()
 	q := co.sales[c.req.SaleID]
 	if q == nil {
-		q = &saleQueue{bound: queueBound{rounds: co.store.QueueRounds, start: time.Now()}}
+		q = &saleQueue{bound: queueBound{rounds: co.store.opts.QueueRounds, start: time.Now()}}
 		co.sales[c.req.SaleID] = q
 	}
 	if co.fullLocked(q) {
 		co.mu.Unlock()
-		if co.store.OnQueueFull != nil {
-			co.store.OnQueueFull()
+		if co.store.opts.OnQueueFull != nil {
+			co.store.opts.OnQueueFull()
 		}
 		c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: its batches are full: %w", c.req.SaleID, flashline.ErrOverloaded))
 		return
@@ -156,27 +156,27 @@ func (co *coalescer) full(saleID string) bool {
 }
 
 func (co *coalescer) fullLocked(q *saleQueue) bool {
-	return co.store.QueueRounds > 0 &&
-		len(q.waiting) >= q.bound.rounds*co.store.MaxBatch*co.store.BatchesInFlight
+	return co.store.opts.QueueRounds > 0 &&
+		len(q.waiting) >= q.bound.rounds*co.store.opts.MaxBatch*co.store.opts.BatchesInFlight
 }
 
 // take returns the next batch for a sale, or nil when the sale already has
 // as many batches running as allowed or nothing waits. co.mu is held.
 func (co *coalescer) take(saleID string, q *saleQueue) []*call {
-	if q.running >= co.store.BatchesInFlight || len(q.waiting) == 0 {
+	if q.running >= co.store.opts.BatchesInFlight || len(q.waiting) == 0 {
 		if q.running == 0 && len(q.waiting) == 0 {
 			delete(co.sales, saleID)
 		}
 		return nil
 	}
-	if q.running > 0 && len(q.waiting) < concurrentFill(co.store.MaxBatch) {
+	if q.running > 0 && len(q.waiting) < concurrentFill(co.store.opts.MaxBatch) {
 		// A batch beside a running one would be small: it would pay a
 		// commit (an fsync) for a few requests, and on one bucket hold the
 		// row lock as long as a full batch. The running batch's end takes
 		// them.
 		return nil
 	}
-	max := co.store.MaxBatch
+	max := co.store.opts.MaxBatch
 	batch := make([]*call, 0, min(max, len(q.waiting)))
 	customers := make(map[string]bool, cap(batch))
 	instruments := make(map[string]bool)
@@ -205,7 +205,7 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 		}
 		return nil
 	}
-	q.bound.tick(now, co.store.QueueRounds)
+	q.bound.tick(now, co.store.opts.QueueRounds)
 	for _, c := range batch {
 		if c.attempts == 0 { // a carried-over request waited for its own reasons
 			q.bound.observe(q.started - c.round)
@@ -250,7 +250,7 @@ func (co *coalescer) releaseBucket(saleID string, bucket int32) {
 }
 
 // concurrentFill is how many requests must wait before a batch starts beside
-// one of the same sale already running (Store.BatchesInFlight > 1): a quarter
+// one of the same sale already running (Options.BatchesInFlight > 1): a quarter
 // of a full batch. The first batch of a sale always starts at once.
 func concurrentFill(maxBatch int) int { return max(1, maxBatch/4) }
 

@@ -48,6 +48,7 @@ func (s *Store) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent)
 		if err != nil {
 			return err
 		}
+		res.SaleID = r.SaleID
 		_, err = q.PaymentEventInsert(ctx, dbsqlc.PaymentEventInsertParams{
 			EventID:          e.ID,
 			Type:             string(e.Type),

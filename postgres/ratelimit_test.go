@@ -27,7 +27,7 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 		pool, err := pgxpool.New(ctx, url)
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		stores[i] = postgres.NewStore(postgres.SinglePool(pool))
+		stores[i] = postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
 	}
 	// A window long enough that the test never straddles two.
 	const window, limit = time.Hour, 25

@@ -20,22 +20,26 @@ func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flas
 	// The attempt is detached from the client: a mobile client that gives up
 	// after a few milliseconds must not abort the transaction half way, or
 	// its retry would do the work again instead of replaying the answer.
-	c := &call{req: req, deadline: time.Now().Add(s.ReserveTimeout), done: make(chan struct{})}
+	c := &call{req: req, deadline: time.Now().Add(s.opts.ReserveTimeout), done: make(chan struct{})}
 	s.batches.submit(c)
 	return c.res, c.err
 }
 
 // SaleBusy reports whether a reservation of saleID would be refused at once
-// because the sale's queue is full (Store.QueueRounds): a peek, without
+// because the sale's queue is full (Options.QueueRounds): a peek, without
 // queueing, so that the HTTP layer can refuse it before it has paid for the
 // body and the token.
 func (s *Store) SaleBusy(saleID string) bool { return s.batches.full(saleID) }
 
+// RefuseFromMemory refuses nothing: the database decides every reservation
+// it is asked (the sale cache in front of it answers from memory).
+func (s *Store) RefuseFromMemory(saleID, customerID string) error { return nil }
+
 // Reserve attempts with a valid admission token (waiting-room sales) are
 // rate limited per account and per payment instrument, across instances, on
 // the purchase path's pool. The check sits here, behind the sale cache
-// (salecache.Wrap), so that a sold-out or closed sale refuses from memory
-// without this write.
+// (package salecache, in front of this Store), so that a sold-out or closed
+// sale refuses from memory without this write.
 const (
 	reserveWindow         = 10 * time.Second
 	reservesPerAccount    = 10

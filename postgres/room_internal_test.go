@@ -24,7 +24,7 @@ func TestWatermarkMonotonicWithTwoPacers(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.NewPool(t)
 	ctx := context.Background()
-	store := NewStore(SinglePool(pool))
+	store := NewStore(SinglePool(pool), Options{})
 	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku_race", InitialStock: 1_000_000, Admission: flashline.AdmissionWaitingRoom})
 	require.NoError(t, err)
 	_, err = store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)

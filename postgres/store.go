@@ -38,19 +38,17 @@ type Pools struct {
 // SinglePool is Pools with one pool in every role.
 func SinglePool(p *pgxpool.Pool) Pools { return Pools{Sale: p, Admin: p, Room: p, Jobs: p} }
 
-// Store implements flashline.Store, and what the sale cache
-// (flashline.FactSource), the Redis gate (flashline.GateStore) and the
-// waiting room (flashline.RoomStore) need of the database.
-type Store struct {
-	sale, admin, room, jobs *pgxpool.Pool
+// Options configure a Store. Zero values take the defaults shown.
+type Options struct {
 	// ReserveTimeout bounds one reserve attempt, its wait for a batch
 	// included. The transaction runs to the end even if the client hangs up,
 	// so that its retry finds the stored answer rather than a half-done
-	// attempt.
+	// attempt. Default 5s.
 	ReserveTimeout time.Duration
 	// MaxBatch is the most reservations of one sale coalesced into one
 	// transaction (1: one transaction per reservation), and BatchesInFlight
 	// how many such transactions one sale may have running on this instance.
+	// Defaults 64 and 1.
 	MaxBatch        int
 	BatchesInFlight int
 	// QueueRounds bounds the reservations of one sale that may wait for a
@@ -72,6 +70,14 @@ type Store struct {
 	// Logger takes what goes wrong in the background (a lost LISTEN
 	// connection); nil discards it.
 	Logger *slog.Logger
+}
+
+// Store implements flashline.Store, and what the sale cache
+// (flashline.FactSource), the Redis gate (flashline.GateStore) and the
+// waiting room (flashline.RoomStore) need of the database.
+type Store struct {
+	sale, admin, room, jobs *pgxpool.Pool
+	opts                    Options
 
 	batches coalescer
 
@@ -81,25 +87,32 @@ type Store struct {
 var _ flashline.Store = (*Store)(nil)
 
 // DefaultQueueRounds is the burst allowance of a sale's queue that serve
-// sets (Store.QueueRounds): 8 rounds absorb a spike or a hiccup of the
+// sets (Options.QueueRounds): 8 rounds absorb a spike or a hiccup of the
 // database, whose requests are served once it passes (about 9 batch times,
 // 60-80 ms, at most), while a steady overload settles at one or two rounds.
 const DefaultQueueRounds = 8
 
-func (s *Store) logger() *slog.Logger {
-	if s.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return s.Logger
-}
+func (s *Store) logger() *slog.Logger { return s.opts.Logger }
 
 // NewStore returns a Store on the given pools.
-func NewStore(p Pools) *Store {
+func NewStore(p Pools, opts Options) *Store {
 	jobs := p.Jobs
 	if jobs == nil {
 		jobs = p.Admin
 	}
-	s := &Store{sale: p.Sale, admin: p.Admin, room: p.Room, jobs: jobs, ReserveTimeout: 5 * time.Second, MaxBatch: 64, BatchesInFlight: 1}
+	if opts.ReserveTimeout <= 0 {
+		opts.ReserveTimeout = 5 * time.Second
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 64
+	}
+	if opts.BatchesInFlight <= 0 {
+		opts.BatchesInFlight = 1
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{sale: p.Sale, admin: p.Admin, room: p.Room, jobs: jobs, opts: opts}
 	s.batches = coalescer{store: s, sales: make(map[string]*saleQueue)}
 	return s
 }

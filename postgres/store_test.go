@@ -20,7 +20,7 @@ import (
 func newStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
-	return postgres.NewStore(postgres.SinglePool(pool)), pool
+	return postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}), pool
 }
 
 func createSale(t *testing.T, s *postgres.Store, stock, limit int) flashline.Sale {
@@ -121,11 +121,11 @@ func TestReserve(t *testing.T) {
 func TestNorthlineRace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t)
 	// 500 transactions queue for 40 connections and one row; on a loaded
 	// machine that takes longer than the production timeout, which is not
 	// what this test is about.
-	s.ReserveTimeout = 2 * time.Minute
+	pool, _ := testdb.NewPool(t)
+	s := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{ReserveTimeout: 2 * time.Minute})
 	sale := createSale(t, s, 200, 1)
 	var mu sync.Mutex
 	outcomes := map[string]int{}

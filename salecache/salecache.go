@@ -2,8 +2,10 @@
 // without asking the database: whether each is scheduled, open, paused,
 // closed or sold out, its waiting room's rules and counters. One cache
 // serves the purchase path, which answers the 99% "no" (sold out, not open)
-// from it with no database round trip (Cache.Wrap), and the waiting room,
-// which answers every status poll from it (package waitroom).
+// from it with no database round trip (Cache.Wrap), the Redis gate (which
+// sales it counts), and the waiting room, which answers every status poll
+// from it (package waitroom). What it keeps of a sale is a
+// flashline.SaleFacts, read from a flashline.FactSource.
 //
 // The database stays the authority. It tells every instance when a sale
 // changes (a flashline.FactSource's Listen: a bucket runs out or gets stock back, a state
@@ -321,7 +323,17 @@ func (c *Cache) Decide(saleID, customerID string) error {
 // memory is behind (the database said sold out or not open).
 func (c *Cache) Changed(saleID string) { c.reloads.request(saleID) }
 
-// Wrap returns store with Reserve answering from the cache first.
+// Sees is what the cache must see of the Store it wraps: every method that
+// takes stock (a reservation: refused from memory first, and what the
+// database said learnt at once) or returns it (memory that saw the sale sold
+// out is wrong from the commit on). Wrap's store declares each of them
+// itself (flashline.StockEffectOf); a test of package stack fails when one
+// would pass through unseen.
+const Sees = flashline.StockTaken | flashline.StockReturned
+
+// Wrap returns store with the cache in front: RefuseFromMemory and Reserve
+// answer from memory first, and what returns units (Cancel, Void, a payment
+// event that cancels or voids) clears a sold-out sale in memory at once.
 func (c *Cache) Wrap(store flashline.Store) flashline.Store {
 	return guarded{Store: store, c: c}
 }
@@ -331,8 +343,14 @@ type guarded struct {
 	c *Cache
 }
 
+// RefuseFromMemory is the cache's Refuse: what the HTTP layer asks before it
+// reads a reservation's body.
+func (g guarded) RefuseFromMemory(saleID, customerID string) error {
+	return g.c.Refuse(saleID, customerID)
+}
+
 // Refuse is Decide, counted in flashline_fast_rejections_total when it
-// refuses: what the HTTP layer asks before it reads a reservation's body.
+// refuses.
 func (c *Cache) Refuse(saleID, customerID string) error {
 	err := c.Decide(saleID, customerID)
 	switch {
@@ -345,6 +363,9 @@ func (c *Cache) Refuse(saleID, customerID string) error {
 	return err
 }
 
+// Reserve asks memory again (a request may have waited for the admission
+// limiter since RefuseFromMemory: a crowd queued there when the sale sells
+// out is refused here, without the database), then the store.
 func (g guarded) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
 	if err := g.c.Refuse(req.SaleID, req.CustomerID); err != nil {
 		return flashline.ReserveResult{}, err
@@ -376,6 +397,16 @@ func (g guarded) Void(ctx context.Context, reservationID, reason, operator strin
 		g.c.unitsBack(r.SaleID)
 	}
 	return r, err
+}
+
+// ApplyPaymentEvent applies the event; one that returned units (a failed
+// payment's cancel, a refund's void) clears the sale in memory, as Cancel.
+func (g guarded) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent) (flashline.PaymentResult, error) {
+	res, err := g.Store.ApplyPaymentEvent(ctx, e)
+	if err == nil && res.ReturnedUnits() {
+		g.c.unitsBack(res.SaleID)
+	}
+	return res, err
 }
 
 // unitsBack forgets that saleID is sold out, as of a commit this instance

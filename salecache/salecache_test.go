@@ -20,7 +20,7 @@ import (
 // periodic refresh is pushed out of the way).
 func startCache(t *testing.T, pool *pgxpool.Pool) *salecache.Cache {
 	t.Helper()
-	c := salecache.New(postgres.NewStore(postgres.SinglePool(pool)), salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+	c := salecache.New(postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}), salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
 	require.NoError(t, c.Load(context.Background()))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -61,7 +61,7 @@ func waitFor(t *testing.T, c *salecache.Cache, saleID, customer string, want err
 func TestCacheFollowsTheDatabase(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.NewPool(t)
-	store := postgres.NewStore(postgres.SinglePool(pool))
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
 	ctx := context.Background()
 	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 3, PerCustomerLimit: 1, ReservationTTLSeconds: 600})
 	require.NoError(t, err)
@@ -102,7 +102,7 @@ func TestCacheFollowsTheDatabase(t *testing.T) {
 func TestStaleEntriesAreNotTrusted(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.NewPool(t)
-	store := postgres.NewStore(postgres.SinglePool(pool))
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
 	sale, err := store.CreateSale(context.Background(), flashline.NewSale{SKU: "sku", InitialStock: 1})
 	require.NoError(t, err)
 	_, err = store.SetSaleState(context.Background(), sale.ID, flashline.ActionPause)
@@ -125,7 +125,7 @@ func TestStaleEntriesAreNotTrusted(t *testing.T) {
 func TestHoldersReloadedWhenStockMovedUnheard(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
-	store := postgres.NewStore(postgres.SinglePool(pool))
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
 	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600})
 	require.NoError(t, err)
 	alice := reserve(t, store, sale.ID, "alice")
@@ -153,7 +153,7 @@ func TestHoldersReloadedWhenStockMovedUnheard(t *testing.T) {
 func TestOwnCancelClearsSoldOutAtOnce(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
-	store := postgres.NewStore(postgres.SinglePool(pool))
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
 	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600})
 	require.NoError(t, err)
 	alice := reserve(t, store, sale.ID, "alice")
@@ -166,4 +166,29 @@ func TestOwnCancelClearsSoldOutAtOnce(t *testing.T) {
 	_, err = c.Wrap(store).Cancel(ctx, alice, flashline.Actor{Admin: true})
 	require.NoError(t, err)
 	require.NoError(t, c.Decide(sale.ID, "bob"), "the cancel through this instance put the unit back")
+}
+
+// TestPaymentEventClearsSoldOutAtOnce: a failed payment that cancels a hold
+// through this instance puts its unit back for the next buyer here at once,
+// as a cancel does: the event no longer returns units past the cache.
+func TestPaymentEventClearsSoldOutAtOnce(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600, Confirmation: flashline.ConfirmByPayment})
+	require.NoError(t, err)
+	alice := reserve(t, store, sale.ID, "alice")
+
+	// No Run: no notification will tell it.
+	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+	require.NoError(t, c.Load(ctx))
+	require.ErrorIs(t, c.Decide(sale.ID, "bob"), flashline.ErrSoldOut)
+
+	res, err := c.Wrap(store).ApplyPaymentEvent(ctx, flashline.PaymentEvent{
+		ID: "evt_failed", Type: flashline.PaymentFailed, ReservationID: alice, Hash: []byte("h"),
+	})
+	require.NoError(t, err)
+	require.Equal(t, flashline.OutcomeCancelled, res.Outcome)
+	require.Equal(t, sale.ID, res.SaleID)
+	require.NoError(t, c.Decide(sale.ID, "bob"), "the failed payment through this instance put the unit back")
 }

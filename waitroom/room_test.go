@@ -39,7 +39,7 @@ type env struct {
 func newEnv(t *testing.T) env {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
-	return env{pool: pool, store: postgres.NewStore(postgres.SinglePool(pool))}
+	return env{pool: pool, store: postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})}
 }
 
 // testRoom is a Room with the sale cache it reads.
@@ -388,7 +388,7 @@ func TestStatusNeedsNoDatabase(t *testing.T) {
 	t.Run("StaleEntryUnreachableDatabaseWaits", func(t *testing.T) {
 		closed, err := pgxpool.New(ctx, e.pool.Config().ConnString())
 		require.NoError(t, err)
-		store := postgres.NewStore(postgres.SinglePool(closed))
+		store := postgres.NewStore(postgres.SinglePool(closed), postgres.Options{})
 		cache := salecache.New(store, salecache.Options{StaleAfter: 200 * time.Millisecond})
 		r := testRoom{Room: waitroom.NewRoom(cache, store, keys, capacity{}, waitroom.Options{}), cache: cache}
 		require.NoError(t, r.Load(ctx))

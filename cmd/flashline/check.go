@@ -26,7 +26,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer pool.Close()
-	rows, err := postgres.NewStore(postgres.SinglePool(pool)).SaleInvariants(ctx)
+	rows, err := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}).SaleInvariants(ctx)
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}

@@ -103,7 +103,7 @@ func TestCLI(t *testing.T) {
 		pool, err := pgxpool.New(context.Background(), dbURL)
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		_, err = postgres.NewStore(postgres.SinglePool(pool)).Reserve(context.Background(), flashline.ReserveRequest{
+		_, err = postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}).Reserve(context.Background(), flashline.ReserveRequest{
 			SaleID: one.SaleID, CustomerID: "c1", IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("f"),
 		})
 		require.NoError(t, err)

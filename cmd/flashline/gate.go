@@ -9,10 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashline/flashline/gate"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/salecache"
+	"github.com/flashline/flashline/stack"
 )
 
 const gateUsage = `usage:
@@ -45,12 +44,6 @@ func newRedis(url string) (*redis.Client, error) {
 	// Redis that is down is answered 503 at once.
 	opts.MaxRetries, opts.MinRetryBackoff, opts.MaxRetryBackoff = 1, time.Millisecond, 10*time.Millisecond
 	return redis.NewClient(opts), nil
-}
-
-// cliGate is the gate of a command-line tool, in front of store, with rdb
-// (nil: none).
-func cliGate(rdb *redis.Client, store *postgres.Store) *gate.Gate {
-	return gate.New(rdb, store, salecache.New(store, salecache.Options{}), gate.Options{})
 }
 
 func runGate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -87,19 +80,18 @@ func runGate(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	store := postgres.NewStore(postgres.SinglePool(pool))
-	g := cliGate(rdb, store)
+	st := stack.New(stack.Options{Pools: postgres.SinglePool(pool), Redis: rdb})
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	saleID := e.fs.Arg(0)
 	if sub == "rebuild" {
-		counter, err := g.Rebuild(ctx, saleID)
+		counter, err := st.Gate.Rebuild(ctx, saleID)
 		if err != nil {
 			return err
 		}
 		return enc.Encode(map[string]int64{"counter": counter})
 	}
-	sale, err := g.Wrap(store).Sale(ctx, saleID)
+	sale, err := st.Store.Sale(ctx, saleID)
 	if err != nil {
 		return err
 	}

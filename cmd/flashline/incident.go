@@ -58,7 +58,7 @@ func runIncident(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer pool.Close()
-	store := postgres.NewStore(postgres.SinglePool(pool))
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
 	if sub == "list" {
 		list, err := store.Incidents(ctx, e.fs.Arg(0))
 		if err != nil {

@@ -651,7 +651,7 @@ func TestServeRefusesPaymentAndRetentionSettings(t *testing.T) {
 func TestDemoPrintsThePaymentFlow(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.NewPool(t)
-	store := postgres.NewStore(postgres.SinglePool(pool))
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
 	cfg := serveConfig{adminToken: "dev-admin-token", jwtSecret: "dev-jwt-secret", demo: true}
 	var out bytes.Buffer
 	secret := webhook.DevSecret(cfg.jwtSecret)

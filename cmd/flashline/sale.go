@@ -12,6 +12,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/stack"
 )
 
 const saleUsage = `usage:
@@ -145,8 +146,8 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	pg := postgres.NewStore(postgres.SinglePool(pool))
-	store := cliGate(rdb, pg).Wrap(pg)
+	st := stack.New(stack.Options{Pools: postgres.SinglePool(pool), Redis: rdb})
+	pg, store := st.DB, st.Store
 	var sale flashline.Sale
 	switch sub {
 	case "create":
@@ -222,7 +223,7 @@ func runPayments(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer pool.Close()
-	late, err := postgres.NewStore(postgres.SinglePool(pool)).LatePayments(ctx, all, 500)
+	late, err := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}).LatePayments(ctx, all, 500)
 	if err != nil {
 		return err
 	}

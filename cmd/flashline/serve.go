@@ -24,13 +24,12 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/gate"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/jobs"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/migrations"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/salecache"
+	"github.com/flashline/flashline/stack"
 	"github.com/flashline/flashline/waitroom"
 	"github.com/flashline/flashline/webhook"
 )
@@ -355,13 +354,6 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 	defer jobsPool.Close()
 
-	store := postgres.NewStore(postgres.Pools{Sale: salePool, Admin: adminPool, Room: roomPool, Jobs: jobsPool})
-	store.Logger = logger
-	store.MaxBatch, store.BatchesInFlight = cfg.maxBatch, cfg.batchesInFlight
-	if !cfg.noShed {
-		store.QueueRounds = postgres.DefaultQueueRounds
-	}
-	store.OnConnWait = limiter.ObserveWait
 	registry := prometheus.NewRegistry()
 	batchSizes := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "flashline_reserve_batch_size",
@@ -373,15 +365,12 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Help: "Reservations refused overloaded because their sale's batches were full (the per-sale queue bound).",
 	})
 	registry.MustRegister(batchSizes, queueFull)
-	store.OnBatch = func(n int) { batchSizes.Observe(float64(n)) }
-	store.OnQueueFull = queueFull.Inc
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "room": roomPool, "river": riverPool, "jobs": jobsPool})
 
-	// The sale cache (below) and the Redis gate of peak sales: a gated sale
-	// fails closed (503) on an instance without Redis, or whose Redis does
-	// not answer; this one still serves every other sale.
-	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry, Now: now})
+	// The Redis gate of peak sales: a gated sale fails closed (503) on an
+	// instance without Redis, or whose Redis does not answer; this one
+	// still serves every other sale.
 	rdb, err := newRedis(cfg.redisURL)
 	if err != nil {
 		return err
@@ -394,7 +383,23 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		}
 		cancel()
 	}
-	gt := gate.New(rdb, store, cache, gate.Options{Logger: logger, Registry: registry})
+	// The store: the sale cache (below) in front of the gate in front of the
+	// database, the one Store the handlers use.
+	queueRounds := 0
+	if !cfg.noShed {
+		queueRounds = postgres.DefaultQueueRounds
+	}
+	st := stack.New(stack.Options{
+		Pools: postgres.Pools{Sale: salePool, Admin: adminPool, Room: roomPool, Jobs: jobsPool},
+		Postgres: postgres.Options{
+			MaxBatch: cfg.maxBatch, BatchesInFlight: cfg.batchesInFlight, QueueRounds: queueRounds,
+			OnConnWait:  limiter.ObserveWait,
+			OnBatch:     func(n int) { batchSizes.Observe(float64(n)) },
+			OnQueueFull: queueFull.Inc,
+		},
+		Redis: rdb, Logger: logger, Registry: registry, Now: now,
+	})
+	store, cache, gt := st.DB, st.Cache, st.Gate
 
 	var riverClient *river.Client[pgx.Tx]
 	if cfg.noWorkers {
@@ -464,7 +469,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 
 	srv := newHTTPServer(handlers.Routes(handlers.Deps{
-		Store:            cache.Wrap(gt.Wrap(store)),
+		Store:            st.Store,
 		Verifier:         verifier,
 		Limiter:          limiter,
 		Logger:           logger,
@@ -472,11 +477,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Registry:         registry,
 		RiverUI:          ui,
 		Room:             room,
-		Lottery:          store,
 		Keyring:          keyring,
 		CustomerInFlight: cfg.customerInFlight,
-		Refuse:           cache.Refuse,
-		SaleBusy:         store.SaleBusy,
 		Payments:         payments,
 		Gate:             gt,
 		Now:              clock,

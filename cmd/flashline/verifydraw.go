@@ -82,9 +82,9 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 	}
 	defer pool.Close()
 	if policy.Policy == string(flashline.AdmissionLottery) {
-		return verifyLotteryDraw(ctx, postgres.NewStore(postgres.SinglePool(pool)), saleID, seed, stdout)
+		return verifyLotteryDraw(ctx, postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}), saleID, seed, stdout)
 	}
-	rec, err := postgres.NewStore(postgres.SinglePool(pool)).DrawRecord(ctx, saleID)
+	rec, err := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}).DrawRecord(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("sale verify-draw: %w", err)
 	}
