@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/roomtoken"
 )
 
 // TestAdmissionTokens: the purchase endpoint of a waiting-room sale cannot be
@@ -17,7 +17,7 @@ import (
 func TestAdmissionTokens(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	keys := waitroom.DeriveKeyring(jwtSecret)
+	keys := roomtoken.DeriveKeyring(jwtSecret)
 	newRoomSale := func() string {
 		sale := s.createSale(t, `{"sku":"sku_room","initialStock":10,"admission":"waiting_room"}`)
 		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
@@ -25,7 +25,7 @@ func TestAdmissionTokens(t *testing.T) {
 	}
 	saleA, saleB := newRoomSale(), newRoomSale()
 	admission := func(id, saleID, customerID string, ttl time.Duration) string {
-		return keys.SignAdmission(waitroom.Admission{ID: id, SaleID: saleID, CustomerID: customerID, ExpiresAt: time.Now().Add(ttl)})
+		return keys.SignAdmission(roomtoken.Admission{ID: id, SaleID: saleID, CustomerID: customerID, ExpiresAt: time.Now().Add(ttl)})
 	}
 	reserve := func(saleID, who, key, token string) reply {
 		return s.do(t, http.MethodPost, "/sales/"+saleID+"/reservations", customer(t, who), `{"quantity":1}`,
@@ -40,7 +40,7 @@ func TestAdmissionTokens(t *testing.T) {
 	tampered := []byte(aliceA)
 	tampered[len(tampered)/2] ^= 1
 	requireError(t, reserve(saleA, "alice", "k1", string(tampered)), 403, "admission_invalid")
-	ticket := keys.SignTicket(waitroom.Ticket{SaleID: saleA, CustomerID: "alice", ArrivedAt: time.Now(), Position: 1})
+	ticket := keys.SignTicket(roomtoken.Ticket{SaleID: saleA, CustomerID: "alice", ArrivedAt: time.Now(), Position: 1})
 	requireError(t, reserve(saleA, "alice", "k1", ticket), 403, "admission_invalid") // a ticket is not an admission
 
 	first := reserve(saleA, "alice", "k1", aliceA)

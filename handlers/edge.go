@@ -19,6 +19,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/edge"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/waitpage"
 	"github.com/flashline/flashline/waitroom"
@@ -26,7 +27,7 @@ import (
 
 // The edge (flashline serve --role edge): the waiting room without a
 // database. An origin (role origin or all) serves the edges' side here:
-// the watermarks document they pull (waitroom/watermark.go) and the blocks
+// the watermarks document they pull (roomtoken/documents.go) and the blocks
 // of positions they lease. EdgeRoutes is the edge's whole surface.
 
 // maxEdgeBody bounds an edge's request to an origin: a report names every
@@ -88,7 +89,7 @@ func registerOrigin(r *gin.Engine, d Deps, pollSlot gin.HandlerFunc) {
 // EdgeDeps is what an edge's HTTP layer needs.
 type EdgeDeps struct {
 	Room     *waitroom.Room
-	Edge     *waitroom.Edge
+	Edge     *edge.Client
 	Verifier *auth.Verifier
 	Limiter  *loadshed.Limiter
 	Logger   *slog.Logger

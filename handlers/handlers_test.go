@@ -26,6 +26,7 @@ import (
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
 	"github.com/flashline/flashline/webhook"
@@ -66,7 +67,7 @@ func startServer(t *testing.T, roomOpts *waitroom.Options, tweaks ...func(*handl
 		Logger:   testLogger(t),
 		Ready:    func(context.Context) error { return nil },
 		Registry: prometheus.NewRegistry(),
-		Keyring:  waitroom.DeriveKeyring(jwtSecret),
+		Keyring:  roomtoken.DeriveKeyring(jwtSecret),
 		Payments: webhook.NewVerifier(paymentSecret),
 	}
 	if roomOpts != nil {

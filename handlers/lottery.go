@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -123,7 +124,7 @@ type RegistrationView struct {
 // payment instrument) are checked here, before the draw, not at the
 // purchase. Idempotent per customer and sale: a repeat answers the same
 // registration.
-func handleRegister(lottery flashline.LotteryStore, keyring *waitroom.Keyring, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
+func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		actor := actorOf(c)
 		var body registerRequest
@@ -176,12 +177,12 @@ func handleRegister(lottery flashline.LotteryStore, keyring *waitroom.Keyring, n
 // still open gets the admission token, bound to customer and sale, good
 // until the window ends and for one reservation (its id is the
 // registration's, stored with the reservation under a unique index).
-func newRegistrationView(r flashline.Registration, keyring *waitroom.Keyring, now time.Time) RegistrationView {
+func newRegistrationView(r flashline.Registration, keyring *roomtoken.Keyring, now time.Time) RegistrationView {
 	v := RegistrationView{RegistrationID: r.ID, State: string(r.State), DrawRank: r.DrawRank,
 		PurchaseWindowEndsAt: timeString(r.PurchaseWindowEndsAt)}
 	if r.State == flashline.RegistrationWon && r.PurchaseWindowEndsAt != nil &&
 		now.Before(*r.PurchaseWindowEndsAt) && keyring != nil {
-		v.AdmissionToken = keyring.SignAdmission(waitroom.Admission{
+		v.AdmissionToken = keyring.SignAdmission(roomtoken.Admission{
 			ID: r.ID, SaleID: r.SaleID, CustomerID: r.CustomerID, ExpiresAt: *r.PurchaseWindowEndsAt,
 		})
 	}
@@ -192,7 +193,7 @@ func newRegistrationView(r flashline.Registration, keyring *waitroom.Keyring, no
 // registration and, once won, the admission token. A customer not
 // registered is told whether registration is open and the proof of work to
 // solve.
-func handleRegistration(lottery flashline.LotteryStore, keyring *waitroom.Keyring, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
+func handleRegistration(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := c.Request.Context()
 		saleID, customerID := c.Param("saleId"), actorOf(c).CustomerID

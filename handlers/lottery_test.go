@@ -15,7 +15,7 @@ import (
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/roomtoken"
 )
 
 // lotteryBody is a lottery sale's create body: registration open now, the
@@ -182,7 +182,7 @@ func TestLotteryRegistrationRules(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(s.do(t, http.MethodGet, "/sales/"+saleID+"/registration", old("cust_old"), "").Body, &unreg))
 	require.Equal(t, 8, unreg.Challenge.Bits)
-	solution := waitroom.Solve(unreg.Challenge.Nonce, unreg.Challenge.Bits)
+	solution := roomtoken.Solve(unreg.Challenge.Nonce, unreg.Challenge.Bits)
 	r := s.do(t, http.MethodPost, "/sales/"+saleID+"/registrations", old("cust_old"), fmt.Sprintf(`{"paymentInstrument":"card-1","solution":%q}`, solution))
 	require.Equal(t, "registered", decodeRegistration(t, r, http.StatusCreated).State)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/internal/contract"
 	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -51,7 +52,7 @@ func TestOpenAPIHasEveryRoute(t *testing.T) {
 	require.NoError(t, err)
 	limiter, err := loadshed.New(loadshed.Options{})
 	require.NoError(t, err)
-	keyring := waitroom.DeriveKeyring(jwtSecret)
+	keyring := roomtoken.DeriveKeyring(jwtSecret)
 	h := handlers.Routes(handlers.Deps{
 		Verifier: verifier, Limiter: limiter, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
 		Ready:   func(context.Context) error { return nil },

@@ -12,7 +12,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/roomtoken"
 )
 
 type reserveRequest struct {
@@ -46,7 +46,7 @@ func fingerprint(saleID string, quantity int, instrument string) []byte {
 // instrument); only then does it wait for the purchase path. keyring verifies
 // admission tokens (signature, expiry, sale, customer) without a database
 // round trip; single use is the database's part.
-func handleReserve(store flashline.Store, keyring *waitroom.Keyring, limiter *loadshed.Limiter, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
+func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *loadshed.Limiter, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		actor := actorOf(c)
 		key, present := c.Request.Header["Idempotency-Key"]

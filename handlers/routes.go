@@ -16,6 +16,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitpage"
 	"github.com/flashline/flashline/waitroom"
 	"github.com/flashline/flashline/webhook"
@@ -45,7 +46,7 @@ type Deps struct {
 	Room *waitroom.Room
 	// Keyring signs and verifies waiting-room tickets and admission tokens
 	// (the reserve path checks X-Admission-Token with it).
-	Keyring *waitroom.Keyring
+	Keyring *roomtoken.Keyring
 	// CustomerInFlight is how many requests one customer may have in flight
 	// at once on the customer routes; more are answered 429 at once. 0: no
 	// cap.

@@ -18,6 +18,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -339,7 +340,7 @@ func TestWaitingRoom(t *testing.T) {
 		require.Equal(t, "challenge_required", st.State)
 		require.Equal(t, []string{"challenge", "state"}, keys)
 		require.Equal(t, tk.Challenge.Nonce, st.Challenge.Nonce)
-		st, keys = s.status(t, sale.SaleID, erin, tk.Token, waitroom.Solve(st.Challenge.Nonce, st.Challenge.Bits))
+		st, keys = s.status(t, sale.SaleID, erin, tk.Token, roomtoken.Solve(st.Challenge.Nonce, st.Challenge.Bits))
 		require.Equal(t, "admitted", st.State)
 		require.Equal(t, []string{"admissionToken", "expiresIn", "state"}, keys)
 		require.Equal(t, 120, st.ExpiresIn)
@@ -435,14 +436,14 @@ func TestQueueControls(t *testing.T) {
 func TestSoldOutStatus(t *testing.T) {
 	t.Parallel()
 	s := newWaitroomServer(t, waitroom.Options{})
-	keys := waitroom.DeriveKeyring(jwtSecret)
+	keys := roomtoken.DeriveKeyring(jwtSecret)
 	sale := s.createSale(t, `{"sku":"sku_so","initialStock":1,"admission":"waiting_room","confirmation":"customer"}`)
 	requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
 	time.Sleep(300 * time.Millisecond) // past the quarter second of draws after the open
 	hana, ivan := customer(t, "hana"), customer(t, "ivan")
 	tk := s.ticket(t, sale.SaleID, ivan, "")
 
-	admission := keys.SignAdmission(waitroom.Admission{ID: "adm-hana", SaleID: sale.SaleID, CustomerID: "hana", ExpiresAt: time.Now().Add(time.Minute)})
+	admission := keys.SignAdmission(roomtoken.Admission{ID: "adm-hana", SaleID: sale.SaleID, CustomerID: "hana", ExpiresAt: time.Now().Add(time.Minute)})
 	held := requireReservation(t, s.do(t, http.MethodPost, "/sales/"+sale.SaleID+"/reservations", hana, `{"quantity":1}`,
 		"Idempotency-Key", "k1", "X-Admission-Token", admission), http.StatusCreated)
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
-	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/roomtoken"
 )
 
 // TestWaitPageSoldOutForNowThenForGood: a shopper waits while the last unit
@@ -43,10 +43,10 @@ func TestWaitPageSoldOutForNowThenForGood(t *testing.T) {
 	b.waitState(20*time.Second, "paused")
 
 	// Someone admitted earlier takes the last unit.
-	keys, err := waitroom.ParseKeyring(testserver.WaitroomKeys)
+	keys, err := roomtoken.ParseKeyring(testserver.WaitroomKeys)
 	require.NoError(t, err)
 	buyer := testserver.Token(t, "earlier")
-	admission := keys.SignAdmission(waitroom.Admission{ID: "adm-earlier", SaleID: saleID, CustomerID: "earlier", ExpiresAt: time.Now().Add(time.Minute)})
+	admission := keys.SignAdmission(roomtoken.Admission{ID: "adm-earlier", SaleID: saleID, CustomerID: "earlier", ExpiresAt: time.Now().Add(time.Minute)})
 	r, err := c.Do(ctx, http.MethodPost, srv.URL+"/sales/"+saleID+"/reservations", buyer, `{"quantity":1}`,
 		"Idempotency-Key", "last", "X-Admission-Token", admission)
 	require.NoError(t, err)

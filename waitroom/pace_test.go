@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -96,10 +97,10 @@ func TestCapacity(t *testing.T) {
 
 func TestRank(t *testing.T) {
 	t.Parallel()
-	pre := func(position int64, draw uint64) waitroom.Ticket {
-		return waitroom.Ticket{Position: position, PreOpen: true, Draw: draw}
+	pre := func(position int64, draw uint64) roomtoken.Ticket {
+		return roomtoken.Ticket{Position: position, PreOpen: true, Draw: draw}
 	}
-	post := waitroom.Ticket{Position: 101}
+	post := roomtoken.Ticket{Position: 101}
 	random, arrival := flashline.FairnessRandomizedAtOpen, flashline.FairnessArrivalOrder
 
 	require.Equal(t, int64(1), waitroom.Rank(pre(7, 0), random, 100), "the lowest draw ranks first")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/roomtoken"
 )
 
 // TicketRequest is a customer asking for a place in a sale's waiting room.
@@ -22,7 +23,8 @@ type TicketRequest struct {
 	PreviousToken string
 }
 
-// Challenge is a proof of work to solve before admission (see challenge.go).
+// Challenge is a proof of work to solve before admission (see
+// roomtoken/challenge.go).
 type Challenge struct {
 	Nonce string
 	Bits  int
@@ -31,7 +33,7 @@ type Challenge struct {
 // TicketResult is a ticket with where it stands now.
 type TicketResult struct {
 	Token  string
-	Ticket Ticket
+	Ticket roomtoken.Ticket
 	// Renewed is set when PreviousToken was given back.
 	Renewed bool
 	// Position is the place in line now: 1 is next to be let in (the people
@@ -82,8 +84,8 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	if s.SoldOut {
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrSoldOut)
 	}
-	if len(req.CustomerID) > MaxIDLen {
-		return TicketResult{}, flashline.Invalid(fmt.Sprintf("the waiting room takes customer ids of at most %d bytes", MaxIDLen))
+	if len(req.CustomerID) > roomtoken.MaxIDLen {
+		return TicketResult{}, flashline.Invalid(fmt.Sprintf("the waiting room takes customer ids of at most %d bytes", roomtoken.MaxIDLen))
 	}
 	draw := flashline.Draw(s.Room.DrawSeed, req.SaleID, req.CustomerID)
 	if s.Room.Fairness == flashline.FairnessRandomizedAtOpen && !s.Opened(r.cache.Now()) {
@@ -106,7 +108,7 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	if err != nil {
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
 	}
-	t := Ticket{SaleID: req.SaleID, CustomerID: req.CustomerID, ArrivedAt: now.UTC().Truncate(time.Second), Position: position, PreOpen: preOpen}
+	t := roomtoken.Ticket{SaleID: req.SaleID, CustomerID: req.CustomerID, ArrivedAt: now.UTC().Truncate(time.Second), Position: position, PreOpen: preOpen}
 	if preOpen {
 		t.Draw = draw
 	}
@@ -130,12 +132,12 @@ func drawnBefore(s flashline.SaleFacts, now time.Time) bool {
 // arrives at the start of the hour, so that asking again within the hour
 // gives the same token, and at any time the same place. Its admission id is
 // then the same too: one admission per customer and hour.
-func drawnTicket(saleID, customerID string, draw uint64, now time.Time) Ticket {
-	return Ticket{SaleID: saleID, CustomerID: customerID, ArrivedAt: now.UTC().Truncate(time.Hour),
+func drawnTicket(saleID, customerID string, draw uint64, now time.Time) roomtoken.Ticket {
+	return roomtoken.Ticket{SaleID: saleID, CustomerID: customerID, ArrivedAt: now.UTC().Truncate(time.Hour),
 		Position: 1, PreOpen: true, Draw: draw}
 }
 
-func (r *Room) ticketResult(s flashline.SaleFacts, t Ticket, token string, renewed bool, now time.Time) TicketResult {
+func (r *Room) ticketResult(s flashline.SaleFacts, t roomtoken.Ticket, token string, renewed bool, now time.Time) TicketResult {
 	w := r.wait(s, t, now)
 	res := TicketResult{
 		Token:                token,
@@ -161,7 +163,7 @@ func (r *Room) ticketResult(s flashline.SaleFacts, t Ticket, token string, renew
 // (in a room whose pre-open crowd took as many positions as it counts
 // tickets; see rank for the general case). preopenCount < 0 means not yet
 // known: the caller passes an estimate.
-func Rank(t Ticket, fairness flashline.Fairness, preopenCount int64) int64 {
+func Rank(t roomtoken.Ticket, fairness flashline.Fairness, preopenCount int64) int64 {
 	if !t.PreOpen || fairness != flashline.FairnessRandomizedAtOpen {
 		return t.Position
 	}
@@ -169,7 +171,7 @@ func Rank(t Ticket, fairness flashline.Fairness, preopenCount int64) int64 {
 }
 
 // drawn reports whether t is placed by the draw in s's room.
-func drawn(s flashline.SaleFacts, t Ticket) bool {
+func drawn(s flashline.SaleFacts, t roomtoken.Ticket) bool {
 	return t.PreOpen && s.Room.Fairness == flashline.FairnessRandomizedAtOpen
 }
 
@@ -188,7 +190,7 @@ func crowd(s flashline.SaleFacts) int64 {
 // the freeze right after the crowd, preopenCount + (position −
 // preopenPositions), so that positions nobody holds are not counted as
 // people; any other ticket by its position.
-func RankIn(t Ticket, fairness flashline.Fairness, preopenCount, preopenPositions int64) int64 {
+func RankIn(t roomtoken.Ticket, fairness flashline.Fairness, preopenCount, preopenPositions int64) int64 {
 	if t.PreOpen && fairness == flashline.FairnessRandomizedAtOpen {
 		return Rank(t, fairness, preopenCount)
 	}
@@ -200,7 +202,7 @@ func RankIn(t Ticket, fairness flashline.Fairness, preopenCount, preopenPosition
 
 // rank is t's rank in s's room (RankIn; before the freeze, a pre-open ticket
 // ranks among the crowd counted so far).
-func rank(s flashline.SaleFacts, t Ticket) int64 {
+func rank(s flashline.SaleFacts, t roomtoken.Ticket) int64 {
 	if drawn(s, t) {
 		return Rank(t, s.Room.Fairness, crowd(s))
 	}
@@ -236,7 +238,7 @@ type estimate struct {
 // to the watermark at the last measured pace (AssumedPace before there is
 // one), rounded up and taken 1.5 times, plus the time until the sale opens.
 // The poll interval is pollAfter's.
-func (r *Room) wait(s flashline.SaleFacts, t Ticket, now time.Time) estimate {
+func (r *Room) wait(s flashline.SaleFacts, t roomtoken.Ticket, now time.Time) estimate {
 	distance := max(rank(s, t)-s.Room.AdmittedThrough, 1)
 	pace := s.Room.Pace
 	if pace <= 0 {

@@ -79,3 +79,7 @@ func plural(n int, unit string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, unit)
 }
+
+// HumanDuration says secs in words ("10 minutes", "1 day"), as the policies
+// do.
+func HumanDuration(secs int) string { return humanDuration(secs) }

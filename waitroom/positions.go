@@ -14,7 +14,7 @@ import (
 // customer, as far as it can tell: asking again on the same instance is not
 // counted twice) and adds them to the room's count every countFlushDelay
 // (RunCounts), or with its next lease; an edge reports its totals to every
-// origin instead (edge.go). The freeze at the open takes the count.
+// origin instead (package edge). The freeze at the open takes the count.
 const (
 	// countFlushDelay is how long pre-open tickets wait to be counted in the
 	// database: one UPDATE per instance and sale per delay, at most.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/salecache"
 )
 
@@ -111,7 +112,7 @@ func (o *Options) setDefaults() {
 type Room struct {
 	cache    *salecache.Cache
 	store    flashline.RoomStore
-	keys     *Keyring
+	keys     *roomtoken.Keyring
 	capacity Capacity
 	opts     Options
 
@@ -143,7 +144,7 @@ type roomMetrics struct {
 // owner: salecache.Cache.Run), writes through store, signs with keys, and
 // paces by capacity (the purchase path's limiter). Call RunPacer to take
 // part in pacing.
-func NewRoom(cache *salecache.Cache, store flashline.RoomStore, keys *Keyring, capacity Capacity, opts Options) *Room {
+func NewRoom(cache *salecache.Cache, store flashline.RoomStore, keys *roomtoken.Keyring, capacity Capacity, opts Options) *Room {
 	opts.setDefaults()
 	r := &Room{
 		cache:    cache,

@@ -17,11 +17,12 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
 )
 
-var keys = waitroom.DeriveKeyring("waitroom-test-secret")
+var keys = roomtoken.DeriveKeyring("waitroom-test-secret")
 
 // capacity is a limiter with a fixed headroom.
 type capacity struct{ limit, inFlight int64 }
@@ -175,7 +176,7 @@ func TestTicketIsStable(t *testing.T) {
 		require.Equal(t, other.ID, res.Ticket.SaleID)
 	})
 	t.Run("ForgedTokenIsNotGivenBack", func(t *testing.T) {
-		forged := waitroom.DeriveKeyring("another secret").SignTicket(first.Ticket)
+		forged := roomtoken.DeriveKeyring("another secret").SignTicket(first.Ticket)
 		res := ticket(t, r, sale.ID, "alice", forged)
 		require.False(t, res.Renewed)
 	})
@@ -334,7 +335,7 @@ func TestRankOrder(t *testing.T) {
 						a, err := keys.ParseAdmission(st.AdmissionToken)
 						require.NoError(t, err)
 						require.NoError(t, a.Check(sale.ID, w.id, time.Now()))
-						require.Equal(t, waitroom.AdmissionID(w.ticket.Ticket), a.ID)
+						require.Equal(t, roomtoken.AdmissionID(w.ticket.Ticket), a.ID)
 					} else {
 						require.Equal(t, waitroom.StatusWaiting, st.State)
 						minWaiting = min(minWaiting, w.rank)
@@ -374,7 +375,7 @@ func TestStatusNeedsNoDatabase(t *testing.T) {
 		for i, tk := range tickets {
 			solution := ""
 			if i%2 == 0 && tk.Challenge != nil {
-				solution = waitroom.Solve(tk.Challenge.Nonce, tk.Challenge.Bits)
+				solution = roomtoken.Solve(tk.Challenge.Nonce, tk.Challenge.Bits)
 			}
 			st := status(t, r, sale.ID, tk.Ticket.CustomerID, tk.Token, solution)
 			states[st.State]++
@@ -393,7 +394,7 @@ func TestStatusNeedsNoDatabase(t *testing.T) {
 		r := testRoom{Room: waitroom.NewRoom(cache, store, keys, capacity{}, waitroom.Options{}), cache: cache}
 		require.NoError(t, r.Load(ctx))
 		tk := tickets[0] // admitted above, with a solution
-		solution := waitroom.Solve(tk.Challenge.Nonce, tk.Challenge.Bits)
+		solution := roomtoken.Solve(tk.Challenge.Nonce, tk.Challenge.Bits)
 		require.Equal(t, waitroom.StatusAdmitted, status(t, r, sale.ID, tk.Ticket.CustomerID, tk.Token, solution).State)
 		closed.Close()
 		time.Sleep(300 * time.Millisecond)
@@ -420,7 +421,7 @@ func TestStatusRefusals(t *testing.T) {
 	tk := ticket(t, r, sale.ID, "alice", "")
 	for name, call := range map[string]func() error{
 		"Forged": func() error {
-			_, err := r.Status(ctx, sale.ID, "alice", waitroom.DeriveKeyring("x-another-secret").SignTicket(tk.Ticket), "")
+			_, err := r.Status(ctx, sale.ID, "alice", roomtoken.DeriveKeyring("x-another-secret").SignTicket(tk.Ticket), "")
 			return err
 		},
 		"Garbage":       func() error { _, err := r.Status(ctx, sale.ID, "alice", "not a ticket", ""); return err },
@@ -458,12 +459,12 @@ func TestChallengeThenAdmitted(t *testing.T) {
 	if !keys.VerifyChallenge(tk.Ticket, "12345", 10) {
 		require.Equal(t, waitroom.StatusChallengeRequired, wrong.State)
 	}
-	st = status(t, r, sale.ID, "alice", tk.Token, waitroom.Solve(st.Challenge.Nonce, st.Challenge.Bits))
+	st = status(t, r, sale.ID, "alice", tk.Token, roomtoken.Solve(st.Challenge.Nonce, st.Challenge.Bits))
 	require.Equal(t, waitroom.StatusAdmitted, st.State)
 	require.Equal(t, 120*time.Second, st.ExpiresIn)
 	a, err := keys.ParseAdmission(st.AdmissionToken)
 	require.NoError(t, err)
-	require.Equal(t, waitroom.AdmissionID(tk.Ticket), a.ID)
+	require.Equal(t, roomtoken.AdmissionID(tk.Ticket), a.ID)
 	require.NoError(t, a.Check(sale.ID, "alice", time.Now()))
 	require.Error(t, a.Check(sale.ID, "alice", time.Now().Add(121*time.Second)))
 }
@@ -656,7 +657,7 @@ func TestEdgeTicketsReachTheFreezeThroughAnyOrigin(t *testing.T) {
 	require.NoError(t, heard.Load(ctx))
 	run(t, heard, false)
 	report := func(edge string, n int64) {
-		token := waitroom.SignEdgeReport(keys, waitroom.EdgeReport{Edge: edge, Preopen: map[string]int64{sale.ID: n}}, time.Now())
+		token := keys.SignEdgeReport(roomtoken.EdgeReport{Edge: edge, Preopen: map[string]int64{sale.ID: n}}, time.Now())
 		require.NoError(t, heard.EdgeReport(token))
 	}
 	report("edge-1", 600)

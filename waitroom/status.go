@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/roomtoken"
 )
 
 // StatusResult is where a ticket stands.
@@ -83,7 +84,7 @@ func (r *Room) Status(ctx context.Context, saleID, customerID, token, solution s
 	return res, err
 }
 
-func (r *Room) status(s flashline.SaleFacts, fresh bool, t Ticket, solution string) (StatusResult, error) {
+func (r *Room) status(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, solution string) (StatusResult, error) {
 	now := r.opts.Now()
 	if s.State == flashline.StateClosed {
 		// Nothing more is sold in a closed sale: the line is over.
@@ -119,7 +120,7 @@ func (r *Room) status(s flashline.SaleFacts, fresh bool, t Ticket, solution stri
 		return StatusResult{State: StatusChallengeRequired,
 			Challenge: &Challenge{Nonce: r.keys.ChallengeNonce(t), Bits: s.Room.ChallengeBits}}, nil
 	}
-	a := Admission{ID: AdmissionID(t), SaleID: t.SaleID, CustomerID: t.CustomerID, ExpiresAt: now.Add(r.opts.AdmissionTTL)}
+	a := roomtoken.Admission{ID: roomtoken.AdmissionID(t), SaleID: t.SaleID, CustomerID: t.CustomerID, ExpiresAt: now.Add(r.opts.AdmissionTTL)}
 	return StatusResult{State: StatusAdmitted, AdmissionToken: r.keys.SignAdmission(a), ExpiresIn: r.opts.AdmissionTTL}, nil
 }
 

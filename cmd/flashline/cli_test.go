@@ -15,7 +15,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/roomtoken"
 )
 
 // runCLI calls run in-process with DATABASE_URL set, as a user's shell would.
@@ -147,8 +147,8 @@ func TestSolve(t *testing.T) {
 	require.NoError(t, err)
 	solution := strings.TrimSpace(out)
 	sum := sha256.Sum256([]byte("n0nce-from-a-status-answer:" + solution))
-	require.GreaterOrEqual(t, waitroom.LeadingZeroBits(sum), 16)
-	require.Equal(t, waitroom.Solve("n0nce-from-a-status-answer", 16), solution)
+	require.GreaterOrEqual(t, roomtoken.LeadingZeroBits(sum), 16)
+	require.Equal(t, roomtoken.Solve("n0nce-from-a-status-answer", 16), solution)
 
 	for _, args := range [][]string{
 		{"solve", "--bits", "8"},

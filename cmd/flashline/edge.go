@@ -17,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/edge"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
 )
@@ -78,10 +80,10 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 	if skew := cfg.clockSkew; skew != 0 {
 		now = func() time.Time { return time.Now().Add(skew) }
 	}
-	keyring := waitroom.DeriveKeyring(cfg.jwtSecret)
+	keyring := roomtoken.DeriveKeyring(cfg.jwtSecret)
 	if cfg.waitroomKeys != "" {
 		var err error
-		if keyring, err = waitroom.ParseKeyring(cfg.waitroomKeys); err != nil {
+		if keyring, err = roomtoken.ParseKeyring(cfg.waitroomKeys); err != nil {
 			return fmt.Errorf("serve: --waitroom-keys: %w", err)
 		}
 		if keyring.Uses(cfg.jwtSecret) {
@@ -106,7 +108,7 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	edge, err := waitroom.NewEdge(keyring, waitroom.EdgeOptions{Origins: origins, ID: cfg.edgeID, Logger: logger, Now: now})
+	client, err := edge.NewClient(keyring, edge.Options{Origins: origins, ID: cfg.edgeID, Logger: logger, Now: now})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -114,24 +116,24 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flashline_edge_watermarks_age_seconds",
 			Help: "How long ago this edge received its origins' watermarks (-1: never); past 3 it answers stale and admits nobody.",
-		}, func() float64 { return edge.Age().Seconds() }),
+		}, func() float64 { return client.Age().Seconds() }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "flashline_edge_syncs_total",
 			Help: "Watermarks documents this edge has taken from its origins.",
-		}, func() float64 { return float64(edge.Syncs()) }),
+		}, func() float64 { return float64(client.Syncs()) }),
 	)
 	// The sale cache reads the pulled document: an entry is trusted for a
 	// second past the document's own lifetime, so that an edge that has lost
 	// its origins says so (stale) within WatermarksTTL + 1 s.
-	cache := salecache.New(edge, salecache.Options{Logger: logger, Registry: registry, Now: now,
+	cache := salecache.New(client, salecache.Options{Logger: logger, Registry: registry, Now: now,
 		RefreshInterval: 250 * time.Millisecond, StaleAfter: time.Second})
 	clock := cache.Now
 	keyring = keyring.WithClock(clock)
-	room := waitroom.NewRoom(cache, edge, keyring, nil, waitroom.Options{Logger: logger, Registry: registry, Now: clock})
+	room := waitroom.NewRoom(cache, client, keyring, nil, waitroom.Options{Logger: logger, Registry: registry, Now: clock})
 	// A first pull before serving, so that an edge whose origin is up
 	// starts warm; one that is not starts anyway and answers "stale".
 	syncCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	if err := edge.Sync(syncCtx); err != nil {
+	if err := client.Sync(syncCtx); err != nil {
 		logger.Warn("flashline: edge: no origin answers yet; serving stale until one does", "err", err)
 	} else if err := cache.Load(syncCtx); err != nil {
 		logger.Warn("flashline: edge: load", "err", err)
@@ -139,7 +141,7 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 	cancel()
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
-	for _, run := range []func(context.Context) error{edge.Run, cache.Run, room.RunCounts} {
+	for _, run := range []func(context.Context) error{client.Run, cache.Run, room.RunCounts} {
 		background.Go(func() { _ = run(bgCtx) })
 	}
 	defer func() { stopBackground(); background.Wait() }()
@@ -150,13 +152,13 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 	}
 	srv := newHTTPServer(handlers.EdgeRoutes(handlers.EdgeDeps{
 		Room:             room,
-		Edge:             edge,
+		Edge:             client,
 		Verifier:         verifier,
 		Limiter:          limiter,
 		Logger:           logger,
 		Origins:          origins,
 		CustomerInFlight: cfg.customerInFlight,
 	}))
-	logger.Info("flashline: listening", "url", publicURL(ln.Addr()), "role", roleEdge, "edge_id", edge.ID(), "origins", strings.Join(origins, ","))
+	logger.Info("flashline: listening", "url", publicURL(ln.Addr()), "role", roleEdge, "edge_id", client.ID(), "origins", strings.Join(origins, ","))
 	return serveUntilDone(ctx, cfg, logger, registry, srv, ln, metricsLn, nil)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/flashline/flashline/internal/loadtest"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -40,7 +41,7 @@ func TestPreopenTicketsWriteNoRowPerArrival(t *testing.T) {
 	t.Cleanup(pool.Close)
 	servers := testserver.StartN(t, 2, dbURL)
 	c := testserver.NewClient()
-	keys, err := waitroom.ParseKeyring(testserver.WaitroomKeys)
+	keys, err := roomtoken.ParseKeyring(testserver.WaitroomKeys)
 	require.NoError(t, err)
 
 	opensAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
@@ -251,7 +252,7 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 	originURLs := []string{origins[0].URL, origins[1].URL}
 	edges := []*testserver.Server{testserver.StartEdge(t, originURLs), testserver.StartEdge(t, originURLs)}
 	c := testserver.NewClient()
-	keys, err := waitroom.ParseKeyring(testserver.WaitroomKeys)
+	keys, err := roomtoken.ParseKeyring(testserver.WaitroomKeys)
 	require.NoError(t, err)
 
 	opensAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)

@@ -29,6 +29,7 @@ import (
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/migrations"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/stack"
 	"github.com/flashline/flashline/waitroom"
 	"github.com/flashline/flashline/webhook"
@@ -276,9 +277,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	}
 	// Every instance must hold the same keys: a ticket taken on one is
 	// checked on another. Tickets' expiry is judged by the instance's clock.
-	keyring := waitroom.DeriveKeyring(cfg.jwtSecret)
+	keyring := roomtoken.DeriveKeyring(cfg.jwtSecret)
 	if cfg.waitroomKeys != "" {
-		if keyring, err = waitroom.ParseKeyring(cfg.waitroomKeys); err != nil {
+		if keyring, err = roomtoken.ParseKeyring(cfg.waitroomKeys); err != nil {
 			return fmt.Errorf("serve: --waitroom-keys: %w", err)
 		}
 		if keyring.Uses(cfg.jwtSecret) || keyring.Uses(cfg.adminToken) || (cfg.paymentSecret != "" && keyring.Uses(cfg.paymentSecret)) {

@@ -10,7 +10,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/roomtoken"
 )
 
 // maxNonceLen bounds --nonce: the service's nonces are 22 characters.
@@ -43,7 +43,7 @@ func runSolve(ctx context.Context, args []string, getenv func(string) string, st
 			progressbar.OptionSetDescription("hashes"), progressbar.OptionShowCount(),
 			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
 	}
-	solution, err := waitroom.SolveContext(ctx, nonce, bits, func(tried uint64) { _ = bar.Set64(int64(tried)) })
+	solution, err := roomtoken.SolveContext(ctx, nonce, bits, func(tried uint64) { _ = bar.Set64(int64(tried)) })
 	_ = bar.Finish()
 	if errors.Is(err, context.Canceled) {
 		return errors.New("solve: interrupted")

@@ -17,6 +17,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -37,7 +38,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	c := testserver.NewClient()
 	ctx := context.Background()
 	// Every instance holds the same waiting-room keys.
-	keys, err := waitroom.ParseKeyring(testserver.WaitroomKeys)
+	keys, err := roomtoken.ParseKeyring(testserver.WaitroomKeys)
 	require.NoError(t, err)
 
 	const customers, stock, bits = 60, 20, 6
@@ -48,7 +49,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	type customer struct {
 		id, jwt   string
 		token     string
-		ticket    waitroom.Ticket
+		ticket    roomtoken.Ticket
 		rank      int64
 		admitted  int // poll round in which it was first admitted; -1: not yet
 		decided   int // poll round in which it was first admitted or told sold out
@@ -168,7 +169,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 				}
 				require.NoError(t, json.Unmarshal(st["challenge"], &ch))
 				require.Equal(t, bits, ch.Bits)
-				_, st = get(base, q+"&solution="+waitroom.Solve(ch.Nonce, ch.Bits), cu.jwt)
+				_, st = get(base, q+"&solution="+roomtoken.Solve(ch.Nonce, ch.Bits), cu.jwt)
 				state = str(st, "state")
 			}
 			switch state {
@@ -251,7 +252,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	var cheat string
 	for i := 0; cheat == ""; i++ {
 		id := fmt.Sprintf("cheat-%d", i)
-		if waitroom.Rank(waitroom.Ticket{PreOpen: true, Position: 1, Draw: flashline.Draw(seed, sale, id)}, flashline.FairnessRandomizedAtOpen, *preopen) > *preopen-2 {
+		if waitroom.Rank(roomtoken.Ticket{PreOpen: true, Position: 1, Draw: flashline.Draw(seed, sale, id)}, flashline.FairnessRandomizedAtOpen, *preopen) > *preopen-2 {
 			cheat = id
 		}
 	}

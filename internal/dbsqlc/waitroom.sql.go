@@ -170,7 +170,7 @@ type WaitroomEdgeTicketsParams struct {
 // and @tickets, in step), while the room's crowd is not frozen: the larger
 // total wins per edge, so origins that each heard some of the reports (a
 // load balancer in front of them) agree on the freshest. Origins write it at
-// the open, not per report (waitroom/watermark.go).
+// the open, not per report (waitroom/origin.go).
 func (q *Queries) WaitroomEdgeTickets(ctx context.Context, arg WaitroomEdgeTicketsParams) error {
 	_, err := q.db.Exec(ctx, waitroomEdgeTickets, arg.Tickets, arg.Edges, arg.SaleID)
 	return err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/flashline/flashline/internal/apiclient"
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/roomtoken"
 )
 
 // crowd: Clients customers come to a waiting-room sale of Stock units, half
@@ -97,7 +97,7 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 	c.count(func() { c.tickets++ })
 	solution := ""
 	if ticket.Challenge != nil {
-		solution = waitroom.Solve(ticket.Challenge.Nonce, ticket.Challenge.Bits)
+		solution = roomtoken.Solve(ticket.Challenge.Nonce, ticket.Challenge.Bits)
 	}
 	wait := time.Duration(ticket.PollAfterMs) * time.Millisecond
 	for ctx.Err() == nil && time.Now().Before(deadline) {
@@ -137,7 +137,7 @@ func (r *runner) waiter(ctx context.Context, i int, saleID string, opensAt, dead
 				wait = time.Duration(*st.PollAfterMs) * time.Millisecond
 			}
 		case apiclient.StatusStateChallengeRequired:
-			solution, wait = waitroom.Solve(st.Challenge.Nonce, st.Challenge.Bits), 0
+			solution, wait = roomtoken.Solve(st.Challenge.Nonce, st.Challenge.Bits), 0
 		case apiclient.StatusStateAdmitted:
 			now := time.Now()
 			c.count(func() { c.admitted = append(c.admitted, now) })

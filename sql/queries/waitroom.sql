@@ -46,7 +46,7 @@ UPDATE waiting_rooms
 -- and @tickets, in step), while the room's crowd is not frozen: the larger
 -- total wins per edge, so origins that each heard some of the reports (a
 -- load balancer in front of them) agree on the freshest. Origins write it at
--- the open, not per report (waitroom/watermark.go).
+-- the open, not per report (waitroom/origin.go).
 INSERT INTO waitroom_edge_tickets (sale_id, edge, tickets)
 SELECT w.sale_id, u.edge, (@tickets::bigint[])[u.i]
   FROM waiting_rooms w, unnest(@edges::text[]) WITH ORDINALITY AS u(edge, i)

@@ -1,20 +1,16 @@
-package waitroom
+package roomtoken
 
 import (
 	"bytes"
-	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -22,7 +18,8 @@ import (
 	"github.com/flashline/flashline"
 )
 
-// The edge's documents (see edge.go for the edge's side). An origin (an
+// The edge's documents (package edge is the edge's side, waitroom's origin.go
+// the origin's). An origin (an
 // instance with the database) publishes every waiting room it knows of in
 // one signed document, the watermarks: what an edge, which has no database,
 // needs to hand out tickets and answer status polls and admit. Edges send the
@@ -284,15 +281,39 @@ type LeaseAnswer struct {
 	PreOpen bool  `json:"preOpen"`
 }
 
-// maxReportedTickets bounds one report's count for one sale.
-const maxReportedTickets = 1 << 30
-
-// checkEdgeID checks an edge's id: 1-MaxEdgeIDLen bytes of [A-Za-z0-9_-].
-func checkEdgeID(id string) error {
+// CheckEdgeID checks an edge's id: 1-MaxEdgeIDLen bytes of [A-Za-z0-9_-].
+func CheckEdgeID(id string) error {
 	if id == "" || len(id) > MaxEdgeIDLen || !validAlphabet(id) {
 		return fmt.Errorf("%w: edge id must be 1-%d characters of [A-Za-z0-9_-]", ErrMalformed, MaxEdgeIDLen)
 	}
 	return nil
+}
+
+// SignEdgeReport signs an edge's report as of now (the database's clock as
+// the edge knows it, by which the origin judges its expiry), good for
+// requestTTL.
+func (k *Keyring) SignEdgeReport(rep EdgeReport, now time.Time) string {
+	return k.signDoc(reportAudience, now, requestTTL, rep)
+}
+
+// OpenEdgeReport verifies an edge's signed report, good at now.
+func (k *Keyring) OpenEdgeReport(token string, now time.Time) (EdgeReport, error) {
+	var rep EdgeReport
+	err := k.openRequest(reportAudience, token, now, &rep)
+	return rep, err
+}
+
+// SignEdgeLease signs an edge's request for a lease of positions, as
+// SignEdgeReport.
+func (k *Keyring) SignEdgeLease(l EdgeLease, now time.Time) string {
+	return k.signDoc(leaseAudience, now, requestTTL, l)
+}
+
+// OpenEdgeLease verifies an edge's signed request for a lease, good at now.
+func (k *Keyring) OpenEdgeLease(token string, now time.Time) (EdgeLease, error) {
+	var l EdgeLease
+	err := k.openRequest(leaseAudience, token, now, &l)
+	return l, err
 }
 
 // openRequest verifies an edge's signed request of kind aud, good at now.
@@ -305,185 +326,4 @@ func (k *Keyring) openRequest(aud, token string, now time.Time, v any) error {
 		return fmt.Errorf("%w: request expired or good for too long", ErrMalformed)
 	}
 	return nil
-}
-
-// edgeTally is what an origin has heard of the edges' pre-open tickets:
-// each edge's total per sale, as its latest report said. The origin adds it
-// to the room's own count (Room.withEdges) in what it answers and
-// publishes, and writes it to the database only at the open (flushEdges),
-// for whichever instance freezes the crowd.
-type edgeTally struct {
-	mu      sync.Mutex
-	totals  map[string]map[string]int64 // sale id → edge id → tickets
-	version map[string]int64            // sale id → changes to its totals
-	written map[string]int64            // sale id → the version last written
-}
-
-// maxEdges bounds the edges an origin counts per sale: a report from one
-// more is not counted.
-const maxEdges = 4096
-
-// set records edge's total n of pre-open tickets in saleID (a total only
-// grows: an edge restarted under the same id counts from 0 again, and its
-// earlier tickets still stand).
-func (t *edgeTally) set(saleID, edge string, n int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.totals == nil {
-		t.totals, t.version, t.written = map[string]map[string]int64{}, map[string]int64{}, map[string]int64{}
-	}
-	m := t.totals[saleID]
-	if m == nil {
-		m = map[string]int64{}
-		t.totals[saleID] = m
-	}
-	if old, ok := m[edge]; (ok || len(m) < maxEdges) && n > old {
-		m[edge] = n
-		t.version[saleID]++
-	}
-}
-
-// unwritten returns saleID's totals and their version when they changed
-// since they were last written (ok false otherwise).
-func (t *edgeTally) unwritten(saleID string) (totals map[string]int64, version int64, ok bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.version[saleID] == t.written[saleID] {
-		return nil, 0, false
-	}
-	return maps.Clone(t.totals[saleID]), t.version[saleID], true
-}
-
-// wrote records that saleID's totals of version were written.
-func (t *edgeTally) wrote(saleID string, version int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.totals[saleID]; ok {
-		t.written[saleID] = version
-	}
-}
-
-// sum is the edges' pre-open tickets in saleID.
-func (t *edgeTally) sum(saleID string) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var n int64
-	for _, v := range t.totals[saleID] {
-		n += v
-	}
-	return n
-}
-
-// keep forgets the sales for which keep is false.
-func (t *edgeTally) keep(keep func(saleID string) bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for id := range t.totals {
-		if !keep(id) {
-			delete(t.totals, id)
-			delete(t.version, id)
-			delete(t.written, id)
-		}
-	}
-}
-
-// Watermarks is the watermarks document of every waiting room this instance
-// knows of (the origin's side of GET /edge/watermarks). It reads nothing:
-// the sale cache is kept current by the database's notifications.
-func (r *Room) Watermarks() string {
-	now := r.opts.Now()
-	r.wm.Lock()
-	defer r.wm.Unlock()
-	if r.wm.doc == "" || now.Sub(r.wm.at) >= watermarksReuse || now.Before(r.wm.at) {
-		r.wm.doc, r.wm.at = r.keys.SignWatermarks(r.rooms(), now, r.cache.Now()), now
-	}
-	return r.wm.doc
-}
-
-// watermarksReuse is how long one signed document answers every edge: its
-// cost is one signature and a seal per room, whatever the number of edges.
-const watermarksReuse = 100 * time.Millisecond
-
-// EdgeReport records an edge's signed report of its pre-open tickets (the
-// origin's side of POST /edge/sync): in memory, for the rooms whose
-// pre-open crowd is not frozen yet, written at the open (flushEdges).
-// Errors: ErrAdmissionInvalid for a report that does not verify.
-func (r *Room) EdgeReport(token string) error {
-	var rep EdgeReport
-	if err := r.keys.openRequest(reportAudience, token, r.cache.Now(), &rep); err != nil {
-		return errors.Join(flashline.ErrAdmissionInvalid, fmt.Errorf("edge report: %w", err))
-	}
-	if err := checkEdgeID(rep.Edge); err != nil {
-		return errors.Join(flashline.ErrAdmissionInvalid, err)
-	}
-	counting := map[string]bool{} // the rooms whose crowd is not frozen
-	for _, s := range r.cache.Sales() {
-		if s.Admission == flashline.AdmissionWaitingRoom && s.Room.PreopenCount < 0 {
-			counting[s.ID] = true
-		}
-	}
-	r.edges.keep(func(saleID string) bool { return counting[saleID] })
-	for saleID, n := range rep.Preopen {
-		if n > 0 && n <= maxReportedTickets && counting[saleID] {
-			r.edges.set(saleID, rep.Edge, n)
-		}
-	}
-	return nil
-}
-
-// EdgeLease leases a block of positions to an edge (the origin's side of
-// POST /edge/lease), gathered with this instance's own tickets and other
-// edges' leases of the same moment into one lease (positions.go). Errors:
-// ErrAdmissionInvalid for a request that does not verify, ErrNotFound,
-// ErrNoWaitingRoom, flashline.Invalid for a block size out of bounds,
-// ErrUnavailable.
-func (r *Room) EdgeLease(ctx context.Context, token string) (LeaseAnswer, error) {
-	var req EdgeLease
-	if err := r.keys.openRequest(leaseAudience, token, r.cache.Now(), &req); err != nil {
-		return LeaseAnswer{}, errors.Join(flashline.ErrAdmissionInvalid, fmt.Errorf("edge lease: %w", err))
-	}
-	if err := checkEdgeID(req.Edge); err != nil {
-		return LeaseAnswer{}, errors.Join(flashline.ErrAdmissionInvalid, err)
-	}
-	if req.N < 1 || req.N > int64(r.opts.MaxBlock) {
-		return LeaseAnswer{}, flashline.Invalid(fmt.Sprintf("a lease is 1-%d positions", r.opts.MaxBlock))
-	}
-	if _, _, err := r.room(ctx, req.Sale); err != nil {
-		return LeaseAnswer{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	first, preOpen, err := r.takePositions(ctx, req.Sale, &waiter{n: req.N})
-	if err != nil {
-		return LeaseAnswer{}, fmt.Errorf("edge lease in sale %s: %w", req.Sale, err)
-	}
-	return LeaseAnswer{First: first, PreOpen: preOpen}, nil
-}
-
-// flushEdges writes what this origin heard of the edges' pre-open tickets
-// (RecordEdgeTickets), for each room whose opening time has come by the
-// database's clock and whose crowd is not frozen yet, when it has heard
-// more since it last wrote: a few statements per origin and room around the
-// open, none before it. The crowd is frozen a quarter second after the
-// open; an edge reports every 100 ms around it and RunCounts calls this
-// every 100 ms, so the edges' last pre-open tickets are written in time.
-func (r *Room) flushEdges(ctx context.Context) {
-	now := r.cache.Now()
-	for _, s := range r.cache.Sales() {
-		if s.Admission != flashline.AdmissionWaitingRoom || s.Room.PreopenCount >= 0 || !s.Opened(now) {
-			continue
-		}
-		totals, version, ok := r.edges.unwritten(s.ID)
-		if !ok {
-			continue
-		}
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := r.store.RecordEdgeTickets(wctx, s.ID, totals)
-		cancel()
-		if err != nil {
-			r.opts.Logger.WarnContext(ctx, "waitroom: record the edges' pre-open tickets", "sale_id", s.ID, "err", err)
-			continue
-		}
-		r.edges.wrote(s.ID, version)
-	}
 }

@@ -1,8 +1,6 @@
-package waitroom
+package roomtoken
 
-import (
-	"crypto/sha256"
-)
+import "crypto/sha256"
 
 // RegistrationNonce is the nonce of the proof of work asked to register in
 // a lottery: derived, like a ticket's (ChallengeNonce), from the signing key,
@@ -38,7 +36,3 @@ func (k *Keyring) VerifyRegistrationChallenge(saleID, customerID, solution strin
 func registrationChallengeID(saleID, customerID string) string {
 	return "lottery\x00" + saleID + "\x00" + customerID
 }
-
-// HumanDuration says secs in words ("10 minutes", "1 day"), as the policies
-// do.
-func HumanDuration(secs int) string { return humanDuration(secs) }

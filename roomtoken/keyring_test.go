@@ -1,4 +1,4 @@
-package waitroom
+package roomtoken
 
 import (
 	"encoding/hex"
@@ -72,7 +72,7 @@ func TestParseKeyring(t *testing.T) {
 		k := testRing(t, "new:"+secret2+",old:"+secret1)
 		for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
 			s := fmt.Sprintf(format, k)
-			require.Equal(t, "waitroom.Keyring(new,old)", s, format)
+			require.Equal(t, "roomtoken.Keyring(new,old)", s, format)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package waitroom
+package roomtoken
 
 import (
 	"crypto/hmac"

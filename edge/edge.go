@@ -1,4 +1,10 @@
-package waitroom
+// Package edge is the edge's side of the waiting room at the edge: a Client
+// of the origins (instances with the database) that an instance without one
+// (flashline serve --role edge) builds its sale cache and its waiting room
+// on. What passes between them is signed and verified by package roomtoken;
+// the origin's side is waitroom's (origin.go) and the HTTP routes are
+// handlers' (edge.go).
+package edge
 
 import (
 	"bytes"
@@ -18,28 +24,30 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/roomtoken"
 )
 
-// Edge is the waiting room's source of truth on an edge: an instance
-// without a database (flashline serve --role edge). Every Interval it sends
-// every origin its report (POST /edge/sync: the pre-open tickets it has
-// given out, in total per sale) and takes the watermarks document of one of
-// them (see Sync), giving the sale cache what it says (Edge is a
-// flashline.FactSource); it leases positions from an origin for the tickets it
-// places by arrival (Edge is a Store). A Room built on it answers tickets
-// and status polls from memory, as an origin's does, and asks an origin
-// nothing per request but a lease per GatherWindow.
+// Client is an edge's link to its origins, and the waiting room's source of
+// truth on the edge: an instance without a database (flashline serve --role
+// edge). Every Interval it sends every origin its report (POST /edge/sync:
+// the pre-open tickets it has given out, in total per sale) and takes the
+// watermarks document of one of them (see Sync), giving the sale cache what
+// it says (a Client is a flashline.FactSource); it leases positions from an
+// origin for the tickets it places by arrival (a Client is a
+// flashline.RoomStore). A waitroom.Room built on it answers tickets and
+// status polls from memory, as an origin's does, and asks an origin nothing
+// per request but a lease per GatherWindow.
 //
-// When no origin has answered for the document's lifetime (WatermarksTTL),
-// SaleFacts fails: the cache's entries go stale, status polls answer
-// "waiting" with stale set, and nobody is admitted (fail closed). Safe for
-// concurrent use.
-type Edge struct {
-	keys *Keyring
-	opts EdgeOptions
+// When no origin has answered for the document's lifetime
+// (roomtoken.WatermarksTTL), SaleFacts fails: the cache's entries go stale,
+// status polls answer "waiting" with stale set, and nobody is admitted (fail
+// closed). Safe for concurrent use.
+type Client struct {
+	keys *roomtoken.Keyring
+	opts Options
 
 	mu       sync.Mutex
-	doc      Watermarks
+	doc      roomtoken.Watermarks
 	seeds    map[string][]byte
 	received time.Time // by this edge's clock
 	good     int       // the origin that answered last
@@ -49,8 +57,8 @@ type Edge struct {
 	syncs atomic.Int64 // successful pulls, for tests and metrics
 }
 
-// EdgeOptions configure an Edge. Zero values take the defaults shown.
-type EdgeOptions struct {
+// Options configure a Client. Zero values take the defaults shown.
+type Options struct {
 	// Origins are the base URLs of the instances with the database, tried
 	// in turn: the one that answered last first.
 	Origins []string
@@ -59,16 +67,16 @@ type EdgeOptions struct {
 	ID string
 	// Interval is how often the document is pulled. Default 1s.
 	Interval time.Duration
-	// Client makes the requests to origins. Default: a client with a 2 s
-	// timeout.
-	Client *http.Client
-	Logger *slog.Logger
-	Now    func() time.Time
+	// HTTPClient makes the requests to origins. Default: a client with a
+	// 2 s timeout.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
-// NewEdge returns an Edge pulling from opts.Origins, verifying with keys.
+// NewClient returns a Client pulling from opts.Origins, verifying with keys.
 // Call Run to keep it current.
-func NewEdge(keys *Keyring, opts EdgeOptions) (*Edge, error) {
+func NewClient(keys *roomtoken.Keyring, opts Options) (*Client, error) {
 	if len(opts.Origins) == 0 {
 		return nil, errors.New("waitroom: an edge needs at least one origin")
 	}
@@ -80,14 +88,14 @@ func NewEdge(keys *Keyring, opts EdgeOptions) (*Edge, error) {
 		rand.Read(b[:])
 		opts.ID = "edge-" + hex.EncodeToString(b[:])
 	}
-	if err := checkEdgeID(opts.ID); err != nil {
+	if err := roomtoken.CheckEdgeID(opts.ID); err != nil {
 		return nil, err
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
-	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: 2 * time.Second}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 2 * time.Second}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -95,18 +103,18 @@ func NewEdge(keys *Keyring, opts EdgeOptions) (*Edge, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Edge{keys: keys, opts: opts, totals: map[string]int64{}}, nil
+	return &Client{keys: keys, opts: opts, totals: map[string]int64{}}, nil
 }
 
 // ID is the edge's id.
-func (e *Edge) ID() string { return e.opts.ID }
+func (e *Client) ID() string { return e.opts.ID }
 
 // Syncs is how many pulls have succeeded.
-func (e *Edge) Syncs() int64 { return e.syncs.Load() }
+func (e *Client) Syncs() int64 { return e.syncs.Load() }
 
 // Run pulls every Interval until ctx is done, and every nearOpenInterval
 // around a room's opening (see nearOpen).
-func (e *Edge) Run(ctx context.Context) error {
+func (e *Client) Run(ctx context.Context) error {
 	for {
 		if err := e.Sync(ctx); err != nil && ctx.Err() == nil {
 			e.opts.Logger.WarnContext(ctx, "waitroom: edge: no origin answers", "err", err)
@@ -132,7 +140,7 @@ const nearOpenInterval = 100 * time.Millisecond
 
 // nearOpen reports whether a room of the document held opens within 2 s
 // or opened less than 1 s ago, by the database's clock as the document says.
-func (e *Edge) nearOpen() bool {
+func (e *Client) nearOpen() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.received.IsZero() {
@@ -153,7 +161,7 @@ func (e *Edge) nearOpen() bool {
 // back and forth between origins whose caches are a moment apart. Every
 // origin hears the edge's totals, and answers and publishes places counting
 // them.
-func (e *Edge) Sync(ctx context.Context) error {
+func (e *Client) Sync(ctx context.Context) error {
 	e.mu.Lock()
 	held := !e.received.IsZero()
 	e.mu.Unlock()
@@ -170,7 +178,7 @@ func (e *Edge) Sync(ctx context.Context) error {
 			}
 		}
 	}
-	token := e.keys.signDoc(reportAudience, e.dbNow(), requestTTL, e.report())
+	token := e.keys.SignEdgeReport(e.report(), e.dbNow())
 	e.mu.Lock()
 	preferred := e.good
 	e.mu.Unlock()
@@ -221,7 +229,7 @@ func (e *Edge) Sync(ctx context.Context) error {
 // report is this edge's report now: its pre-open tickets in total, for the
 // rooms whose pre-open crowd is not frozen (the others are forgotten: no
 // origin counts them any more).
-func (e *Edge) report() EdgeReport {
+func (e *Client) report() roomtoken.EdgeReport {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, s := range e.doc.Sales {
@@ -229,15 +237,15 @@ func (e *Edge) report() EdgeReport {
 			delete(e.totals, s.ID)
 		}
 	}
-	return EdgeReport{Edge: e.opts.ID, Preopen: maps.Clone(e.totals)}
+	return roomtoken.EdgeReport{Edge: e.opts.ID, Preopen: maps.Clone(e.totals)}
 }
 
-func (e *Edge) now() time.Time { return e.opts.Now() }
+func (e *Client) now() time.Time { return e.opts.Now() }
 
 // dbNow is the database's clock as the last document said it (this edge's
 // own before any): what the edge's requests are signed by, since origins
 // judge their expiry by it.
-func (e *Edge) dbNow() time.Time {
+func (e *Client) dbNow() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.received.IsZero() {
@@ -247,12 +255,12 @@ func (e *Edge) dbNow() time.Time {
 }
 
 // get reads url's 200 answer into out.
-func (e *Edge) get(ctx context.Context, url string, out any) error {
+func (e *Client) get(ctx context.Context, url string, out any) error {
 	return e.do(ctx, http.MethodGet, url, nil, out)
 }
 
 // pull posts the report to one origin and returns the document it answers.
-func (e *Edge) pull(ctx context.Context, origin, report string) (string, error) {
+func (e *Client) pull(ctx context.Context, origin, report string) (string, error) {
 	var out struct {
 		Document string `json:"document"`
 	}
@@ -263,7 +271,7 @@ func (e *Edge) pull(ctx context.Context, origin, report string) (string, error) 
 }
 
 // post sends body as JSON to url and decodes a 200's answer into out.
-func (e *Edge) post(ctx context.Context, url string, body, out any) error {
+func (e *Client) post(ctx context.Context, url string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -272,9 +280,9 @@ func (e *Edge) post(ctx context.Context, url string, body, out any) error {
 }
 
 // do sends a request to an origin (a JSON body when body is not nil) and
-// decodes a 200's answer into out; it reads at most MaxDocLen+1024 bytes and
+// decodes a 200's answer into out; it reads at most roomtoken.MaxDocLen+1024 bytes and
 // gives up after 2 s.
-func (e *Edge) do(ctx context.Context, method, url string, body []byte, out any) error {
+func (e *Client) do(ctx context.Context, method, url string, body []byte, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var rd io.Reader
@@ -288,12 +296,12 @@ func (e *Edge) do(ctx context.Context, method, url string, body []byte, out any)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := e.opts.Client.Do(req)
+	resp, err := e.opts.HTTPClient.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxDocLen+1024))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, roomtoken.MaxDocLen+1024))
 	if err != nil {
 		return fmt.Errorf("%s: %w", url, err)
 	}
@@ -308,13 +316,13 @@ func (e *Edge) do(ctx context.Context, method, url string, body []byte, out any)
 
 // take verifies a document and makes it the edge's knowledge, unless it is
 // older than the one held.
-func (e *Edge) take(token string, origin int) error {
+func (e *Client) take(token string, origin int) error {
 	doc, seeds, err := e.keys.OpenWatermarks(token)
 	if err != nil {
 		return err
 	}
 	if !doc.ExpiresAt.After(doc.IssuedAt) || doc.ExpiresAt.Sub(doc.IssuedAt) > time.Minute {
-		return fmt.Errorf("open watermarks: %w: lifetime out of bounds", ErrMalformed)
+		return fmt.Errorf("open watermarks: %w: lifetime out of bounds", roomtoken.ErrMalformed)
 	}
 	e.mu.Lock()
 	if !e.received.IsZero() && doc.IssuedAt.Before(e.doc.IssuedAt) && e.fresh() {
@@ -333,12 +341,12 @@ func (e *Edge) take(token string, origin int) error {
 
 // fresh reports whether the document held is within its lifetime, by this
 // edge's clock: it was received less than (exp − iat) ago. e.mu is held.
-func (e *Edge) fresh() bool {
+func (e *Client) fresh() bool {
 	return !e.received.IsZero() && e.now().Sub(e.received) < e.doc.ExpiresAt.Sub(e.doc.IssuedAt)
 }
 
 // Age is how long ago the document held was received (-1 s: none yet).
-func (e *Edge) Age() time.Duration {
+func (e *Client) Age() time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.received.IsZero() {
@@ -348,7 +356,7 @@ func (e *Edge) Age() time.Duration {
 }
 
 // Fresh reports whether the edge holds a document within its lifetime.
-func (e *Edge) Fresh() bool {
+func (e *Client) Fresh() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.fresh()
@@ -356,7 +364,7 @@ func (e *Edge) Fresh() bool {
 
 // Knows reports whether saleID is a waiting room of the document held (fresh
 // or not): the edge answers its tickets and polls itself.
-func (e *Edge) Knows(saleID string) bool {
+func (e *Client) Knows(saleID string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, s := range e.doc.Sales {
@@ -369,7 +377,7 @@ func (e *Edge) Knows(saleID string) bool {
 
 // SaleFacts is flashline.FactSource's: the waiting rooms of the document held,
 // or an error once it has expired (the cache's entries then go stale).
-func (e *Edge) SaleFacts(_ context.Context, saleID string) ([]flashline.SaleFacts, error) {
+func (e *Client) SaleFacts(_ context.Context, saleID string) ([]flashline.SaleFacts, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.fresh() {
@@ -397,11 +405,11 @@ func (e *Edge) SaleFacts(_ context.Context, saleID string) ([]flashline.SaleFact
 
 // SaleCustomers is flashline.FactSource's: an edge serves no purchase path, so
 // it keeps no holders.
-func (e *Edge) SaleCustomers(context.Context, string) ([]string, error) { return nil, nil }
+func (e *Client) SaleCustomers(context.Context, string) ([]string, error) { return nil, nil }
 
 // Listen is flashline.FactSource's: changed("") is called after every document
 // taken, until ctx is done.
-func (e *Edge) Listen(ctx context.Context, changed func(saleID string)) error {
+func (e *Client) Listen(ctx context.Context, changed func(saleID string)) error {
 	e.mu.Lock()
 	e.changed = changed
 	e.mu.Unlock()
@@ -412,21 +420,21 @@ func (e *Edge) Listen(ctx context.Context, changed func(saleID string)) error {
 	return nil
 }
 
-// LeasePositions is Store's: the block is leased by an origin (POST
+// LeasePositions is flashline.RoomStore's: the block is leased by an origin (POST
 // /edge/lease, one request per block). preopenTickets join this edge's
 // totals. No origin answers: ErrUnavailable.
-func (e *Edge) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (int64, bool, error) {
+func (e *Client) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (int64, bool, error) {
 	if preopenTickets > 0 {
 		_ = e.CountTickets(ctx, saleID, preopenTickets)
 	}
-	token := e.keys.signDoc(leaseAudience, e.dbNow(), requestTTL, EdgeLease{Edge: e.opts.ID, Sale: saleID, N: n})
+	token := e.keys.SignEdgeLease(roomtoken.EdgeLease{Edge: e.opts.ID, Sale: saleID, N: n}, e.dbNow())
 	e.mu.Lock()
 	first := e.good
 	e.mu.Unlock()
 	var errs error
 	for i := range e.opts.Origins {
 		origin := e.opts.Origins[(first+i)%len(e.opts.Origins)]
-		var a LeaseAnswer
+		var a roomtoken.LeaseAnswer
 		if err := e.post(ctx, origin+"/edge/lease", map[string]string{"request": token}, &a); err != nil {
 			errs = errors.Join(errs, err)
 			continue
@@ -439,28 +447,33 @@ func (e *Edge) LeasePositions(ctx context.Context, saleID string, n, preopenTick
 	return 0, false, errors.Join(flashline.ErrUnavailable, errs)
 }
 
-// CountTickets is Store's: the tickets join this edge's totals, which every
+// CountTickets is flashline.RoomStore's: the tickets join this edge's totals, which every
 // report carries.
-func (e *Edge) CountTickets(_ context.Context, saleID string, n int64) error {
+func (e *Client) CountTickets(_ context.Context, saleID string, n int64) error {
 	e.mu.Lock()
 	e.totals[saleID] += n
 	e.mu.Unlock()
 	return nil
 }
 
-// RecordEdgeTickets is Store's: an edge hears no other edge's reports.
-func (e *Edge) RecordEdgeTickets(context.Context, string, map[string]int64) error { return errEdge }
+// RecordEdgeTickets is flashline.RoomStore's: an edge hears no other edge's reports.
+func (e *Client) RecordEdgeTickets(context.Context, string, map[string]int64) error { return errEdge }
 
 // errEdge refuses what only an instance with the database does.
 var errEdge = errors.New("waitroom: an edge has no database: the queue controls are an origin's")
 
-// SetQueueHeld is Store's: not on an edge.
-func (e *Edge) SetQueueHeld(context.Context, string, bool, string, string) error { return errEdge }
+// SetQueueHeld is flashline.RoomStore's: not on an edge.
+func (e *Client) SetQueueHeld(context.Context, string, bool, string, string) error { return errEdge }
 
-// SetBroadcast is Store's: not on an edge.
-func (e *Edge) SetBroadcast(context.Context, string, string, string) error { return errEdge }
+// SetBroadcast is flashline.RoomStore's: not on an edge.
+func (e *Client) SetBroadcast(context.Context, string, string, string) error { return errEdge }
 
-// LeadPacer is Store's: an edge never leads the pacer.
-func (e *Edge) LeadPacer(context.Context, func(context.Context, flashline.PacerStore) error) (bool, error) {
+// LeadPacer is flashline.RoomStore's: an edge never leads the pacer.
+func (e *Client) LeadPacer(context.Context, func(context.Context, flashline.PacerStore) error) (bool, error) {
 	return false, nil
 }
+
+var (
+	_ flashline.FactSource = (*Client)(nil)
+	_ flashline.RoomStore  = (*Client)(nil)
+)

@@ -1,4 +1,4 @@
-package waitroom
+package roomtoken
 
 import (
 	"crypto/hmac"
@@ -105,7 +105,7 @@ func (k *Keyring) String() string {
 	for i, key := range k.keys {
 		ids[i] = key.id
 	}
-	return "waitroom.Keyring(" + strings.Join(ids, ",") + ")"
+	return "roomtoken.Keyring(" + strings.Join(ids, ",") + ")"
 }
 
 // GoString is String, for %#v.

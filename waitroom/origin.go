@@ -1,0 +1,202 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/roomtoken"
+)
+
+// The origin's side of the edges (package edge is the edge's; roomtoken
+// signs and verifies what passes between them): the watermarks document
+// this instance publishes, the edges' reports of their pre-open tickets,
+// and their leases of positions.
+
+// maxReportedTickets bounds one report's count for one sale.
+const maxReportedTickets = 1 << 30
+
+// edgeTally is what an origin has heard of the edges' pre-open tickets:
+// each edge's total per sale, as its latest report said. The origin adds it
+// to the room's own count (Room.withEdges) in what it answers and
+// publishes, and writes it to the database only at the open (flushEdges),
+// for whichever instance freezes the crowd.
+type edgeTally struct {
+	mu      sync.Mutex
+	totals  map[string]map[string]int64 // sale id → edge id → tickets
+	version map[string]int64            // sale id → changes to its totals
+	written map[string]int64            // sale id → the version last written
+}
+
+// maxEdges bounds the edges an origin counts per sale: a report from one
+// more is not counted.
+const maxEdges = 4096
+
+// set records edge's total n of pre-open tickets in saleID (a total only
+// grows: an edge restarted under the same id counts from 0 again, and its
+// earlier tickets still stand).
+func (t *edgeTally) set(saleID, edge string, n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.totals == nil {
+		t.totals, t.version, t.written = map[string]map[string]int64{}, map[string]int64{}, map[string]int64{}
+	}
+	m := t.totals[saleID]
+	if m == nil {
+		m = map[string]int64{}
+		t.totals[saleID] = m
+	}
+	if old, ok := m[edge]; (ok || len(m) < maxEdges) && n > old {
+		m[edge] = n
+		t.version[saleID]++
+	}
+}
+
+// unwritten returns saleID's totals and their version when they changed
+// since they were last written (ok false otherwise).
+func (t *edgeTally) unwritten(saleID string) (totals map[string]int64, version int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.version[saleID] == t.written[saleID] {
+		return nil, 0, false
+	}
+	return maps.Clone(t.totals[saleID]), t.version[saleID], true
+}
+
+// wrote records that saleID's totals of version were written.
+func (t *edgeTally) wrote(saleID string, version int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.totals[saleID]; ok {
+		t.written[saleID] = version
+	}
+}
+
+// sum is the edges' pre-open tickets in saleID.
+func (t *edgeTally) sum(saleID string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n int64
+	for _, v := range t.totals[saleID] {
+		n += v
+	}
+	return n
+}
+
+// keep forgets the sales for which keep is false.
+func (t *edgeTally) keep(keep func(saleID string) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id := range t.totals {
+		if !keep(id) {
+			delete(t.totals, id)
+			delete(t.version, id)
+			delete(t.written, id)
+		}
+	}
+}
+
+// Watermarks is the watermarks document of every waiting room this instance
+// knows of (the origin's side of GET /edge/watermarks). It reads nothing:
+// the sale cache is kept current by the database's notifications.
+func (r *Room) Watermarks() string {
+	now := r.opts.Now()
+	r.wm.Lock()
+	defer r.wm.Unlock()
+	if r.wm.doc == "" || now.Sub(r.wm.at) >= watermarksReuse || now.Before(r.wm.at) {
+		r.wm.doc, r.wm.at = r.keys.SignWatermarks(r.rooms(), now, r.cache.Now()), now
+	}
+	return r.wm.doc
+}
+
+// watermarksReuse is how long one signed document answers every edge: its
+// cost is one signature and a seal per room, whatever the number of edges.
+const watermarksReuse = 100 * time.Millisecond
+
+// EdgeReport records an edge's signed report of its pre-open tickets (the
+// origin's side of POST /edge/sync): in memory, for the rooms whose
+// pre-open crowd is not frozen yet, written at the open (flushEdges).
+// Errors: ErrAdmissionInvalid for a report that does not verify.
+func (r *Room) EdgeReport(token string) error {
+	rep, err := r.keys.OpenEdgeReport(token, r.cache.Now())
+	if err != nil {
+		return errors.Join(flashline.ErrAdmissionInvalid, fmt.Errorf("edge report: %w", err))
+	}
+	if err := roomtoken.CheckEdgeID(rep.Edge); err != nil {
+		return errors.Join(flashline.ErrAdmissionInvalid, err)
+	}
+	counting := map[string]bool{} // the rooms whose crowd is not frozen
+	for _, s := range r.cache.Sales() {
+		if s.Admission == flashline.AdmissionWaitingRoom && s.Room.PreopenCount < 0 {
+			counting[s.ID] = true
+		}
+	}
+	r.edges.keep(func(saleID string) bool { return counting[saleID] })
+	for saleID, n := range rep.Preopen {
+		if n > 0 && n <= maxReportedTickets && counting[saleID] {
+			r.edges.set(saleID, rep.Edge, n)
+		}
+	}
+	return nil
+}
+
+// EdgeLease leases a block of positions to an edge (the origin's side of
+// POST /edge/lease), gathered with this instance's own tickets and other
+// edges' leases of the same moment into one lease (positions.go). Errors:
+// ErrAdmissionInvalid for a request that does not verify, ErrNotFound,
+// ErrNoWaitingRoom, flashline.Invalid for a block size out of bounds,
+// ErrUnavailable.
+func (r *Room) EdgeLease(ctx context.Context, token string) (roomtoken.LeaseAnswer, error) {
+	req, err := r.keys.OpenEdgeLease(token, r.cache.Now())
+	if err != nil {
+		return roomtoken.LeaseAnswer{}, errors.Join(flashline.ErrAdmissionInvalid, fmt.Errorf("edge lease: %w", err))
+	}
+	if err := roomtoken.CheckEdgeID(req.Edge); err != nil {
+		return roomtoken.LeaseAnswer{}, errors.Join(flashline.ErrAdmissionInvalid, err)
+	}
+	if req.N < 1 || req.N > int64(r.opts.MaxBlock) {
+		return roomtoken.LeaseAnswer{}, flashline.Invalid(fmt.Sprintf("a lease is 1-%d positions", r.opts.MaxBlock))
+	}
+	if _, _, err := r.room(ctx, req.Sale); err != nil {
+		return roomtoken.LeaseAnswer{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	first, preOpen, err := r.takePositions(ctx, req.Sale, &waiter{n: req.N})
+	if err != nil {
+		return roomtoken.LeaseAnswer{}, fmt.Errorf("edge lease in sale %s: %w", req.Sale, err)
+	}
+	return roomtoken.LeaseAnswer{First: first, PreOpen: preOpen}, nil
+}
+
+// flushEdges writes what this origin heard of the edges' pre-open tickets
+// (RecordEdgeTickets), for each room whose opening time has come by the
+// database's clock and whose crowd is not frozen yet, when it has heard
+// more since it last wrote: a few statements per origin and room around the
+// open, none before it. The crowd is frozen a quarter second after the
+// open; an edge reports every 100 ms around it and RunCounts calls this
+// every 100 ms, so the edges' last pre-open tickets are written in time.
+func (r *Room) flushEdges(ctx context.Context) {
+	now := r.cache.Now()
+	for _, s := range r.cache.Sales() {
+		if s.Admission != flashline.AdmissionWaitingRoom || s.Room.PreopenCount >= 0 || !s.Opened(now) {
+			continue
+		}
+		totals, version, ok := r.edges.unwritten(s.ID)
+		if !ok {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := r.store.RecordEdgeTickets(wctx, s.ID, totals)
+		cancel()
+		if err != nil {
+			r.opts.Logger.WarnContext(ctx, "waitroom: record the edges' pre-open tickets", "sale_id", s.ID, "err", err)
+			continue
+		}
+		r.edges.wrote(s.ID, version)
+	}
+}
