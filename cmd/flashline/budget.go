@@ -168,14 +168,13 @@ type connectionsCollector struct {
 const connectionsCacheFor = 5 * time.Second
 
 func newConnectionsCollector(pool *pgxpool.Pool, b budget) *connectionsCollector {
-	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &connectionsCollector{pool: pool, budget: b,
-		max:       d("flashline_db_server_max_connections", "The database server's max_connections."),
-		reserved:  d("flashline_db_server_reserved_connections", "Connection slots the server keeps for superusers (superuser_reserved_connections, reserved_connections)."),
-		inUse:     d("flashline_db_server_connections", "Client sessions open on the database server, every application's."),
-		flashline: d("flashline_db_server_flashline_connections", "Sessions flashline holds on the server (application_name flashline-*), every instance's."),
-		instances: d("flashline_db_server_instances", "flashline serve processes connected to the server (each holds one LISTEN connection)."),
-		planned:   d("flashline_db_conns_budget", "The most connections this instance opens (--db-conns, as split among its roles)."),
+		max:       prometheus.NewDesc("flashline_db_server_max_connections", "The database server's max_connections.", nil, nil),
+		reserved:  prometheus.NewDesc("flashline_db_server_reserved_connections", "Connection slots the server keeps for superusers (superuser_reserved_connections, reserved_connections).", nil, nil),
+		inUse:     prometheus.NewDesc("flashline_db_server_connections", "Client sessions open on the database server, every application's.", nil, nil),
+		flashline: prometheus.NewDesc("flashline_db_server_flashline_connections", "Sessions flashline holds on the server (application_name flashline-*), every instance's.", nil, nil),
+		instances: prometheus.NewDesc("flashline_db_server_instances", "flashline serve processes connected to the server (each holds one LISTEN connection).", nil, nil),
+		planned:   prometheus.NewDesc("flashline_db_conns_budget", "The most connections this instance opens (--db-conns, as split among its roles).", nil, nil),
 	}
 }
 
