@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/postgres"
 )
 
 func TestSplitBudget(t *testing.T) {
@@ -46,4 +51,29 @@ func TestSplitBudget(t *testing.T) {
 		_, err := splitBudget(8, 1, roleFlags{sale: 20})
 		require.ErrorContains(t, err, "--db-conns 8 is too few: the roles need at least 27")
 	})
+}
+
+func TestCheckServerWarnsWhenTheFleetCannotFit(t *testing.T) {
+	t.Parallel()
+	b, err := splitBudget(defaultDBConns, 1, roleFlags{})
+	require.NoError(t, err)
+	check := func(c postgres.Connections, pooler bool) string {
+		var out bytes.Buffer
+		checkServer(context.Background(), slog.New(slog.NewTextHandler(&out, nil)), c, b, pooler)
+		return out.String()
+	}
+	// Five instances running, a sixth starting: 84 of 97.
+	out := check(postgres.Connections{Max: 100, Reserved: 3, InUse: 75, Flashline: 70, Instances: 5}, false)
+	require.Contains(t, out, "instances_seen=5 fleet_planned=84")
+	require.NotContains(t, out, "WARN")
+	// A seventh: 98 of 97.
+	out = check(postgres.Connections{Max: 100, Reserved: 3, InUse: 89, Flashline: 84, Instances: 6}, false)
+	require.Contains(t, out, "the fleet cannot fit")
+	// The same seven behind a pooler: only their direct connections (5
+	// each) reach the server from them.
+	out = check(postgres.Connections{Max: 100, Reserved: 3, InUse: 50, Flashline: 50, Instances: 6}, true)
+	require.NotContains(t, out, "WARN")
+	// Another application holds nearly every slot.
+	out = check(postgres.Connections{Max: 100, Reserved: 3, InUse: 90, Flashline: 0, Instances: 0}, false)
+	require.Contains(t, out, "the fleet cannot fit")
 }
