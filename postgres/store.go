@@ -28,12 +28,26 @@ import (
 //   - Jobs: the River jobs' statements (sweeper, invariant, pruning), so
 //     that they name themselves in pg_stat_activity and stock_audit
 //     (flashline-jobs) and a slow sweep never holds an admin connection.
-//     Nil: the admin pool.
+//     Nil: the admin pool;
+//   - Session: what needs a session of its own, which a pooler in
+//     transaction mode (PgBouncer) cannot give: the pacer's leader, whose
+//     leadership is a session advisory lock, and the LISTEN connection
+//     (made like this pool's connections, named flashline-listen). Nil: the
+//     room's pool.
 //
 // They may be the same pool (SinglePool), as in tests and the CLI.
+//
+// Every role but the purchase path waits for a connection, a full server
+// included, for up to RoleWait (db.Acquire); the purchase path never waits
+// longer than its batch may.
 type Pools struct {
-	Sale, Admin, Room, Jobs *pgxpool.Pool
+	Sale, Admin, Room, Jobs, Session *pgxpool.Pool
 }
+
+// RoleWait is how long confirm, cancel, payment events, the admin's calls,
+// the waiting room and the jobs wait for a connection (a busy pool, or a
+// server without a free slot) before they are answered overloaded.
+const RoleWait = 5 * time.Second
 
 // SinglePool is Pools with one pool in every role.
 func SinglePool(p *pgxpool.Pool) Pools { return Pools{Sale: p, Admin: p, Room: p, Jobs: p} }
@@ -76,8 +90,8 @@ type Options struct {
 // (flashline.FactSource), the Redis gate (flashline.GateStore) and the
 // waiting room (flashline.RoomStore) need of the database.
 type Store struct {
-	sale, admin, room, jobs *pgxpool.Pool
-	opts                    Options
+	sale, admin, room, jobs, session *db
+	opts                             Options
 
 	batches coalescer
 
@@ -96,9 +110,12 @@ func (s *Store) logger() *slog.Logger { return s.opts.Logger }
 
 // NewStore returns a Store on the given pools.
 func NewStore(p Pools, opts Options) *Store {
-	jobs := p.Jobs
+	jobs, session := p.Jobs, p.Session
 	if jobs == nil {
 		jobs = p.Admin
+	}
+	if session == nil {
+		session = p.Room
 	}
 	if opts.ReserveTimeout <= 0 {
 		opts.ReserveTimeout = 5 * time.Second
@@ -112,7 +129,8 @@ func NewStore(p Pools, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{sale: p.Sale, admin: p.Admin, room: p.Room, jobs: jobs, opts: opts}
+	waiting := func(p *pgxpool.Pool) *db { return &db{Pool: p, wait: RoleWait} }
+	s := &Store{sale: &db{Pool: p.Sale}, admin: waiting(p.Admin), room: waiting(p.Room), jobs: waiting(jobs), session: waiting(session), opts: opts}
 	s.batches = coalescer{store: s, sales: make(map[string]*saleQueue)}
 	return s
 }

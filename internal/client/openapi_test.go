@@ -110,10 +110,10 @@ var calls = map[string]string{
 // their assets, the job UI and its sign-in, the preflights of cross-origin
 // requests (CORS).
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
-	"loginPage", "login", "logout", "riverUI",
+	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI",
 	"reservePreflight", "getReservationPreflight", "confirmPreflight", "cancelPreflight",
 	"ticketPreflight", "statusPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
-	// and an edge's own requests to its origins (waitroom.Edge makes them).
+	// and an edge's own requests to its origins (edge.Client makes them).
 	"edgeWatermarks", "edgeSync", "edgeLease"}
 
 // TestEveryOperationHasACall: the client calls every operation of the
