@@ -28,8 +28,11 @@ CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 
 .PHONY: run test test-short chaos fuzz bench profile build devdb-up devdb-down generate check-generated vet chromium pgbouncer clean
 
+## build: bin/flashline (the service and its tools) and bin/flashline-loadtest
+## (the load generator, a command of its own: the service links none of it)
 build:
 	$(GO) build -o $(BIN) ./cmd/flashline
+	$(GO) build -o bin/flashline-loadtest ./cmd/flashline-loadtest
 
 ## run: the service with a demo sale on http://localhost:8080
 run: build

@@ -11,7 +11,7 @@
 #     10,000-SKU rate: with the defaults (one stock row, one batch in flight),
 #     and with the SKU's stock spread over SPREAD rows (default 4) and as many
 #     batches in flight (--batches-in-flight);
-#  3. the answers that should cost what a route costs (`loadtest --scenario
+#  3. the answers that should cost what a route costs (`flashline-loadtest --scenario
 #     no`, an in-process closed-loop generator over 64 keep-alive
 #     connections): /healthz, a sold-out sale's reservations and waiting-room
 #     status polls on the same instance, taking turns a second at a time, as
@@ -109,7 +109,7 @@ for mode in "${modes[@]}"; do
   echo "bench: flashline hot ($mode), ${duration}s per run" >&2
   start_serve "${flags[@]}"
   for c in "${clients[@]}"; do
-    out=$(bin/flashline loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s" --buckets "$rows")
+    out=$(bin/flashline-loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s" --buckets "$rows")
     rate=$(sed -n 's/^successful reservations.*(\([0-9]*\)\/s).*/\1/p' <<<"$out")
     lat=$(awk -F/ '/^latency p50/ {gsub(/ /, "", $6); print $6}' <<<"$out")
     grep -q '^verified *ok' <<<"$out" || { echo "bench: the $mode run at $c clients did not verify:" >&2; echo "$out" >&2; exit 1; }
@@ -127,7 +127,7 @@ done
 
 echo "bench: the \"no\" answers, ${duration}s per phase, a second at a time" >&2
 start_serve "${serve_flags[@]}"
-no=$(bin/flashline loadtest --quiet --target "http://$addr" --scenario no --clients 64 --duration "${duration}s")
+no=$(bin/flashline-loadtest --quiet --target "http://$addr" --scenario no --clients 64 --duration "${duration}s")
 stop_serve
 grep -q '^verified *ok' <<<"$no" || { echo "bench: the no scenario did not verify:" >&2; echo "$no" >&2; exit 1; }
 healthz=$(sed -n 's#^/healthz answers/s *\([0-9]*\).*#\1#p' <<<"$no")
@@ -151,7 +151,7 @@ for c in "${clients[@]}"; do
 done
 printf 'pgbench, the same transaction over 10,000 SKUs (no hot row), 32 clients: %s/s\n' "$cold"
 echo
-echo "the \"no\" answers on one instance, 64 keep-alive connections, closed loop (loadtest --scenario no)"
+echo "the \"no\" answers on one instance, 64 keep-alive connections, closed loop (flashline-loadtest --scenario no)"
 printf '%-34s %10s %8s\n' "" "answers/s" "ratio"
 printf '%-34s %10s %8s\n' "GET /healthz" "$healthz" "1.00x"
 printf '%-34s %10s %8s\n' "reservation in a sold-out sale" "$soldout" "$(ratio "$soldout" "$healthz")"

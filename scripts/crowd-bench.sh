@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The waiting room's pace against the purchase path's, measured with
-# `flashline loadtest` against two `flashline serve` processes on this
+# `flashline-loadtest` against two `flashline serve` processes on this
 # machine: first the hot scenario (reservations per second the path sells,
 # no waiting room), then the crowd scenario (CLIENTS customers through a
 # waiting room of STOCK units): when the last unit sold after the open,
@@ -58,10 +58,10 @@ else
 fi
 if [ -n "${SAMPLER:-}" ]; then for a in "$a1" ${a2:+"$a2"}; do $SAMPLER "$a" >"$log-sample-$a.txt" 2>&1 & pids+=($!); done; fi
 echo "== hot: $hot_clients clients for $hot"
-GOGC=400 bin/flashline loadtest --quiet --target "$targets" --scenario hot --clients "$hot_clients" --duration "$hot" 2>&1
+GOGC=400 bin/flashline-loadtest --quiet --target "$targets" --scenario hot --clients "$hot_clients" --duration "$hot" 2>&1
 echo
 echo "== crowd: $clients customers, $stock units"
-GOGC=400 bin/flashline loadtest --quiet --target "$crowd" ${admin_target[@]+"${admin_target[@]}"} --scenario crowd --clients "$clients" --stock "$stock" ${CROWD_ARGS:-} 2>&1
+GOGC=400 bin/flashline-loadtest --quiet --target "$crowd" ${admin_target[@]+"${admin_target[@]}"} --scenario crowd --clients "$clients" --stock "$stock" ${CROWD_ARGS:-} 2>&1
 if [ -n "${METRICS_OUT:-}" ]; then
   for a in "$a1" ${a2:+"$a2"}; do curl -s -H "Authorization: Bearer $FLASHLINE_ADMIN_TOKEN" "http://$a/metrics" >"$METRICS_OUT-$a.txt"; done
 fi

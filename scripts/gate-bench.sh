@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Redis gate, on and off, measured with `flashline loadtest` against one
+# The Redis gate, on and off, measured with `flashline-loadtest` against one
 # `flashline serve` (River workers off, so that the database's transaction
 # count is the purchase path's): for each run, the reservations per second,
 # p99, and PostgreSQL transactions per attempt (pg_stat_database, before
@@ -45,7 +45,7 @@ for run in hot sell-out sold-out crowd; do
       crowd) args=(--scenario crowd) ;;
     esac
     sleep 1.5; x0=$(xacts)
-    out=$(GOGC=400 ${LOADGEN_PREFIX-nice -n 19} bin/flashline loadtest --quiet --target "http://$addr" --gate "$gate" "${args[@]}" 2>&1 || true)
+    out=$(GOGC=400 ${LOADGEN_PREFIX-nice -n 19} bin/flashline-loadtest --quiet --target "http://$addr" --gate "$gate" "${args[@]}" 2>&1 || true)
     sleep 1.5; x1=$(xacts)   # the statistics reach pg_stat_database within a second
     tries=$(awk '/^requests/{print $2; exit}' <<<"$out")
     good=$(awk -F'  +' '/^successful reservations/{print $2}' <<<"$out" | sed 's/.*(\(.*\)\/s)/\1/')

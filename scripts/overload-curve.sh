@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Goodput under overload, with and without the admission limiter: one
 # `flashline serve` with a small purchase pool, flooded open-loop at rising
-# rates by `flashline loadtest --scenario overload`. Prints one line per run,
+# rates by `flashline-loadtest --scenario overload`. Prints one line per run,
 # records the points in $OUT.tsv and draws them in $OUT.svg.
 #
 #   scripts/overload-curve.sh [rates...]      (default: 1000 4000 6000 10000 20000)
@@ -43,7 +43,7 @@ for mode in on off; do
   for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
   for rate in "${rates[@]}"; do
     s0=$(cpu_of $pid); p0=$(cpu_pg); t0=$(date +%s.%N)
-    run=$(GOGC=400 /usr/bin/time -f 'generator-cpu %U %S' ${LOADGEN_PREFIX-nice -n 19} bin/flashline loadtest --quiet --target "http://$addr" --scenario overload --rate "$rate" --duration "$duration" --stock 10000000 2>&1 || true)
+    run=$(GOGC=400 /usr/bin/time -f 'generator-cpu %U %S' ${LOADGEN_PREFIX-nice -n 19} bin/flashline-loadtest --quiet --target "http://$addr" --scenario overload --rate "$rate" --duration "$duration" --stock 10000000 2>&1 || true)
     wall=$(echo "$(date +%s.%N) - $t0" | bc)
     cores=$(awk -v s="$(echo "$(cpu_of $pid) - $s0" | bc)" -v p="$(echo "$(cpu_pg) - $p0" | bc)" -v w="$wall" \
       '/^generator-cpu/{printf "%.2f/%.2f/%.2f", ($2+$3)/w, s/w, p/w}' <<<"$run")
@@ -58,4 +58,4 @@ for mode in on off; do
   kill $pid; wait $pid 2>/dev/null || true
   trap - EXIT
 done
-bin/flashline loadtest --curve "$out.tsv" --report "$out.svg"
+bin/flashline-loadtest --curve "$out.tsv" --report "$out.svg"

@@ -42,7 +42,7 @@ for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break
 profile() {
   local name=$1 scenario=$2 duration=$3
   curl -fs -o "$out/$name.allocs.before" "http://$pprof/debug/pprof/allocs"
-  bin/flashline loadtest --quiet --target "http://$addr" --scenario "$scenario" --clients "$4" --duration "$duration" >"$out/$name.loadtest" &
+  bin/flashline-loadtest --quiet --target "http://$addr" --scenario "$scenario" --clients "$4" --duration "$duration" >"$out/$name.loadtest" &
   local lt=$!
   sleep "${5:-2}"
   curl -fs -o "$out/$name.cpu" "http://$pprof/debug/pprof/profile?seconds=$6"

@@ -18,7 +18,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	e := newFlags("check", getenv, stderr)
 	var dbURL string
 	e.databaseURL(&dbURL)
-	if err := e.fs.Parse(args); err != nil {
+	if err := e.FS.Parse(args); err != nil {
 		return err
 	}
 	pool, err := openAdmin(ctx, dbURL, getenv, stderr)

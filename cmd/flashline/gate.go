@@ -23,7 +23,7 @@ A rebuilt sale stays paused: resume it with 'flashline sale resume SALE_ID'.
 
 // redisURL registers --redis-url.
 func (e env) redisURL(p *string) {
-	e.string(p, "redis-url", "FLASHLINE_REDIS_URL", "", "Redis of the gate of peak sales, e.g. redis://127.0.0.1:6379/0 (empty: none; gated sales then answer 503)")
+	e.String(p, "redis-url", "FLASHLINE_REDIS_URL", "", "Redis of the gate of peak sales, e.g. redis://127.0.0.1:6379/0 (empty: none; gated sales then answer 503)")
 }
 
 // newRedis returns a client of url (nil for ""): it dials lazily, and every
@@ -53,18 +53,18 @@ func runGate(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	sub := args[0]
 	e := newFlags("gate "+sub, getenv, stderr)
-	e.fs.Usage = func() { fmt.Fprint(stderr, gateUsage); e.fs.PrintDefaults() }
+	e.FS.Usage = func() { fmt.Fprint(stderr, gateUsage); e.FS.PrintDefaults() }
 	var dbURL, redisURL string
 	e.databaseURL(&dbURL)
 	e.redisURL(&redisURL)
-	if err := e.fs.Parse(args[1:]); err != nil {
+	if err := e.FS.Parse(args[1:]); err != nil {
 		return err
 	}
 	if sub != "show" && sub != "rebuild" {
 		fmt.Fprint(stderr, gateUsage)
 		return fmt.Errorf("gate: unknown subcommand %q", sub)
 	}
-	if e.fs.NArg() != 1 {
+	if e.FS.NArg() != 1 {
 		return fmt.Errorf("gate %s: give exactly one SALE_ID", sub)
 	}
 	if redisURL == "" {
@@ -83,7 +83,7 @@ func runGate(ctx context.Context, args []string, getenv func(string) string, std
 	st := stack.New(stack.Options{Pools: postgres.SinglePool(pool), Redis: rdb})
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	saleID := e.fs.Arg(0)
+	saleID := e.FS.Arg(0)
 	if sub == "rebuild" {
 		counter, err := st.Gate.Rebuild(ctx, saleID)
 		if err != nil {

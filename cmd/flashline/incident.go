@@ -28,26 +28,26 @@ func runIncident(ctx context.Context, args []string, getenv func(string) string,
 	}
 	sub := args[0]
 	e := newFlags("incident "+sub, getenv, stderr)
-	e.fs.Usage = func() { fmt.Fprint(stderr, incidentUsage); e.fs.PrintDefaults() }
+	e.FS.Usage = func() { fmt.Fprint(stderr, incidentUsage); e.FS.PrintDefaults() }
 	var dbURL string
 	e.databaseURL(&dbURL)
-	if err := e.fs.Parse(args[1:]); err != nil {
+	if err := e.FS.Parse(args[1:]); err != nil {
 		return err
 	}
 	var id int64
 	switch sub {
 	case "list":
-		if e.fs.NArg() > 1 {
+		if e.FS.NArg() > 1 {
 			return fmt.Errorf("incident list: give at most one SALE_ID")
 		}
 	case "show":
-		if e.fs.NArg() != 1 {
+		if e.FS.NArg() != 1 {
 			fmt.Fprint(stderr, incidentUsage)
 			return fmt.Errorf("incident show: give exactly one incident ID")
 		}
 		var err error
-		if id, err = strconv.ParseInt(e.fs.Arg(0), 10, 64); err != nil || id < 1 {
-			return fmt.Errorf("incident show: %q is not an incident id (a positive number, see 'flashline incident list')", e.fs.Arg(0))
+		if id, err = strconv.ParseInt(e.FS.Arg(0), 10, 64); err != nil || id < 1 {
+			return fmt.Errorf("incident show: %q is not an incident id (a positive number, see 'flashline incident list')", e.FS.Arg(0))
 		}
 	default:
 		fmt.Fprint(stderr, incidentUsage)
@@ -60,7 +60,7 @@ func runIncident(ctx context.Context, args []string, getenv func(string) string,
 	defer pool.Close()
 	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
 	if sub == "list" {
-		list, err := store.Incidents(ctx, e.fs.Arg(0))
+		list, err := store.Incidents(ctx, e.FS.Arg(0))
 		if err != nil {
 			return err
 		}

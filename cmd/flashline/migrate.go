@@ -13,13 +13,13 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	e := newFlags("migrate", getenv, stderr)
 	var dbURL string
 	e.databaseURL(&dbURL)
-	e.fs.Usage = func() { fmt.Fprintln(stderr, "usage: flashline migrate up | down N | status"); e.fs.PrintDefaults() }
-	if err := e.fs.Parse(args); err != nil {
+	e.FS.Usage = func() { fmt.Fprintln(stderr, "usage: flashline migrate up | down N | status"); e.FS.PrintDefaults() }
+	if err := e.FS.Parse(args); err != nil {
 		return err
 	}
-	rest := e.fs.Args()
+	rest := e.FS.Args()
 	if len(rest) == 0 {
-		e.fs.Usage()
+		e.FS.Usage()
 		return fmt.Errorf("migrate: up, down N or status")
 	}
 	pool, err := openAdmin(ctx, dbURL, getenv, stderr)

@@ -35,20 +35,20 @@ func runPage(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("page: unknown subcommand %q", args[0])
 	}
 	e := newFlags("page export", getenv, stderr)
-	e.fs.Usage = func() { fmt.Fprint(stderr, pageUsage); e.fs.PrintDefaults() }
+	e.FS.Usage = func() { fmt.Fprint(stderr, pageUsage); e.FS.PrintDefaults() }
 	var saleID, out, edge string
 	var force, check bool
-	e.fs.StringVar(&saleID, "sale", "", "the sale whose page is exported (required)")
-	e.fs.StringVar(&out, "out", "", "the directory the files are written to (required; must exist)")
-	e.string(&edge, "edge", "FLASHLINE_EDGE_URL", "", "the API's base URL the page calls, http(s)://host[:port][/prefix] (required)")
-	e.fs.BoolVar(&force, "force", false, "write into a directory that is not empty (the page's files are overwritten)")
-	e.fs.BoolVar(&check, "check", false, "check first that the API at --edge knows the sale")
-	if err := e.fs.Parse(args[1:]); err != nil {
+	e.FS.StringVar(&saleID, "sale", "", "the sale whose page is exported (required)")
+	e.FS.StringVar(&out, "out", "", "the directory the files are written to (required; must exist)")
+	e.String(&edge, "edge", "FLASHLINE_EDGE_URL", "", "the API's base URL the page calls, http(s)://host[:port][/prefix] (required)")
+	e.FS.BoolVar(&force, "force", false, "write into a directory that is not empty (the page's files are overwritten)")
+	e.FS.BoolVar(&check, "check", false, "check first that the API at --edge knows the sale")
+	if err := e.FS.Parse(args[1:]); err != nil {
 		return err
 	}
 	switch {
-	case e.fs.NArg() != 0:
-		return fmt.Errorf("page export: unexpected argument %q", e.fs.Arg(0))
+	case e.FS.NArg() != 0:
+		return fmt.Errorf("page export: unexpected argument %q", e.FS.Arg(0))
 	case saleID == "" || out == "" || edge == "":
 		fmt.Fprint(stderr, pageUsage)
 		return errors.New("page export: --sale, --out and --edge are required")

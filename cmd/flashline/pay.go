@@ -21,20 +21,20 @@ func runPay(ctx context.Context, args []string, getenv func(string) string, stdo
 	e := newFlags("pay", getenv, stderr)
 	var base, secret, reservation, typ, reference, eventID, currency, reason string
 	var amount int64
-	e.string(&base, "url", "FLASHLINE_URL", "http://localhost:8080", "the service's base URL")
-	e.string(&secret, "secret", "FLASHLINE_PAYMENT_WEBHOOK_SECRET", "", "the payment webhook secret to sign with (required; `serve --demo` prints its development one)")
-	e.fs.StringVar(&reservation, "reservation", "", "the reservation paid for (required)")
-	e.fs.StringVar(&typ, "type", string(flashline.PaymentSucceeded), "payment.succeeded, payment.failed or refund.succeeded")
-	e.fs.StringVar(&reference, "reference", "", `the payment's reference (default "pay_" + the reservation's ULID: the same payment every time)`)
-	e.fs.StringVar(&eventID, "event-id", "", `the event's id (default a new "evt_" id: every run is a new event)`)
-	e.fs.Int64Var(&amount, "amount", -1, "the amount in minor units, as the provider gives it (-1: none)")
-	e.fs.StringVar(&currency, "currency", "", "the amount's currency, three letters")
-	e.fs.StringVar(&reason, "reason", "", "a failure's or refund's reason")
-	if err := e.fs.Parse(args); err != nil {
+	e.String(&base, "url", "FLASHLINE_URL", "http://localhost:8080", "the service's base URL")
+	e.String(&secret, "secret", "FLASHLINE_PAYMENT_WEBHOOK_SECRET", "", "the payment webhook secret to sign with (required; `serve --demo` prints its development one)")
+	e.FS.StringVar(&reservation, "reservation", "", "the reservation paid for (required)")
+	e.FS.StringVar(&typ, "type", string(flashline.PaymentSucceeded), "payment.succeeded, payment.failed or refund.succeeded")
+	e.FS.StringVar(&reference, "reference", "", `the payment's reference (default "pay_" + the reservation's ULID: the same payment every time)`)
+	e.FS.StringVar(&eventID, "event-id", "", `the event's id (default a new "evt_" id: every run is a new event)`)
+	e.FS.Int64Var(&amount, "amount", -1, "the amount in minor units, as the provider gives it (-1: none)")
+	e.FS.StringVar(&currency, "currency", "", "the amount's currency, three letters")
+	e.FS.StringVar(&reason, "reason", "", "a failure's or refund's reason")
+	if err := e.FS.Parse(args); err != nil {
 		return err
 	}
-	if e.fs.NArg() != 0 {
-		return fmt.Errorf("pay: unexpected argument %q", e.fs.Arg(0))
+	if e.FS.NArg() != 0 {
+		return fmt.Errorf("pay: unexpected argument %q", e.FS.Arg(0))
 	}
 	if reservation == "" || secret == "" {
 		return errors.New("pay: --reservation and FLASHLINE_PAYMENT_WEBHOOK_SECRET (or --secret) are required")

@@ -6,12 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline/internal/devdb"
+	"github.com/flashline/flashline/internal/envflag"
 	"github.com/flashline/flashline/postgres"
 )
 
@@ -30,8 +30,6 @@ Usage:
   flashline payments late [--all]    payments that came too late: to refund
   flashline token   --customer ID    mint a customer JWT (demo and testing)
   flashline solve   --nonce N --bits B  solve a waiting-room challenge (prints the solution)
-  flashline loadtest --scenario northline|hot|overload --target URL[,URL...]
-                                     load generator; verifies nothing was oversold
   flashline devdb   up|down|status|url  the local development PostgreSQL
   flashline page    export --sale ID --out DIR --edge URL
                                      the waiting-room page as static files for a CDN
@@ -39,6 +37,10 @@ Usage:
 Every flag also reads an environment variable (shown in each command's -h);
 the flag wins. DATABASE_URL is a libpq URL; when it is unset, flashline uses
 the development database in ./.devdb (started by 'make run' or 'flashline devdb up').
+
+The load generator is a command of its own, flashline-loadtest ('make build'
+puts it in bin/): flashline-loadtest --scenario northline|hot|overload|crowd|no|edge
+--target URL[,URL...] runs a scenario and verifies nothing was oversold.
 `
 
 // errMismatch makes `flashline check` exit 1 without printing an error.
@@ -84,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "devdb":
 		return runDevDB(ctx, rest, getenv, stdout, stderr)
 	case "loadtest":
-		return runLoadtest(ctx, rest, getenv, stdout, stderr)
+		return errors.New("the load generator is a command of its own: flashline-loadtest (make build puts it in bin/)")
 	case "page":
 		return runPage(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
@@ -96,42 +98,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // env reads configuration: a flag's default comes from its environment
-// variable, so a flag given on the command line wins.
-type env struct {
-	getenv func(string) string
-	fs     *flag.FlagSet
-}
+// variable, so a flag given on the command line wins (envflag.Set: String,
+// Int, Duration, Bool).
+type env struct{ envflag.Set }
 
 func newFlags(name string, getenv func(string) string, stderr io.Writer) env {
-	fs := flag.NewFlagSet("flashline "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return env{getenv: getenv, fs: fs}
-}
-
-func (e env) string(p *string, name, envVar, def, help string) {
-	if v := e.getenv(envVar); v != "" {
-		def = v
-	}
-	e.fs.StringVar(p, name, def, help+" ($"+envVar+")")
-}
-
-func (e env) int(p *int, name, envVar string, def int, help string) {
-	if v, err := strconv.Atoi(e.getenv(envVar)); err == nil {
-		def = v
-	}
-	e.fs.IntVar(p, name, def, help+" ($"+envVar+")")
-}
-
-func (e env) duration(p *time.Duration, name, envVar string, def time.Duration, help string) {
-	if v, err := time.ParseDuration(e.getenv(envVar)); err == nil {
-		def = v
-	}
-	e.fs.DurationVar(p, name, def, help+" ($"+envVar+")")
-}
-
-func (e env) bool(p *bool, name, envVar string, help string) {
-	def, _ := strconv.ParseBool(e.getenv(envVar))
-	e.fs.BoolVar(p, name, def, help+" ($"+envVar+")")
+	return env{envflag.New("flashline "+name, getenv, stderr)}
 }
 
 // databaseURL registers a command-line tool's --database-url: the server
@@ -140,10 +112,10 @@ func (e env) bool(p *bool, name, envVar string, help string) {
 // does not keep), else DATABASE_URL.
 func (e env) databaseURL(p *string) {
 	envVar := "DATABASE_URL"
-	if e.getenv(directURLEnv) != "" {
+	if e.Getenv(directURLEnv) != "" {
 		envVar = directURLEnv
 	}
-	e.string(p, "database-url", envVar, "", "PostgreSQL URL (libpq form)")
+	e.String(p, "database-url", envVar, "", "PostgreSQL URL (libpq form)")
 }
 
 // directURLEnv names serve's --database-direct-url.

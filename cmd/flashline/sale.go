@@ -48,7 +48,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		return runVerifyDraw(ctx, args[1:], getenv, stdout, stderr)
 	}
 	e := newFlags("sale "+sub, getenv, stderr)
-	e.fs.Usage = func() { fmt.Fprint(stderr, saleUsage); e.fs.PrintDefaults() }
+	e.FS.Usage = func() { fmt.Fprint(stderr, saleUsage); e.FS.PrintDefaults() }
 	var dbURL, redisURL, opensAt, title, imageURL string
 	e.databaseURL(&dbURL)
 	e.redisURL(&redisURL)
@@ -58,33 +58,33 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	var operator string
 	switch sub {
 	case "create":
-		e.fs.StringVar(&req.SKU, "sku", "", "the SKU on sale (required)")
-		e.fs.IntVar(&stock, "stock", 0, "units on sale (required)")
-		e.fs.StringVar(&title, "title", "", "what the waiting-room page calls the product, 1-120 characters (empty: the SKU)")
-		e.fs.StringVar(&imageURL, "image-url", "", "the product's picture on the waiting-room page, an https URL (empty: none)")
-		e.fs.IntVar(&req.PerCustomerLimit, "limit", 1, "most units one customer may hold")
-		e.fs.IntVar(&req.ReservationTTLSeconds, "ttl", 600, "seconds a reservation is held before it expires")
-		e.fs.StringVar(&opensAt, "opens-at", "", "when the sale opens (RFC 3339); empty: now")
-		e.fs.StringVar(&req.Admission, "admission", string(flashline.AdmissionDirect), "direct or waiting_room")
-		e.fs.IntVar(&req.Buckets, "buckets", 1, "rows the stock is spread over")
-		e.fs.StringVar(&req.Fairness, "fairness", string(flashline.FairnessRandomizedAtOpen), "waiting-room order: randomized_at_open or arrival_order")
-		e.fs.IntVar(&req.ChallengeBits, "challenge-bits", 0, "proof of work asked before admission through the waiting room, 0-32 bits (0: none)")
-		e.fs.IntVar(&perInstrument, "per-instrument-limit", 0, "most units one payment instrument may hold (0: no limit)")
-		e.fs.IntVar(&req.MinAccountAgeSeconds, "min-account-age-seconds", 0, "refuse accounts younger than this (the token's acct_created claim)")
-		e.fs.StringVar(&req.Confirmation, "confirmation", string(flashline.ConfirmByPayment), "who confirms holds: payment (a signed payment event; serve needs FLASHLINE_PAYMENT_WEBHOOK_SECRET) or customer")
-		e.fs.StringVar(&req.Gate, "gate", string(flashline.GateNone), "none, or redis: a Redis counter in front of the stock rows (peak sales)")
+		e.FS.StringVar(&req.SKU, "sku", "", "the SKU on sale (required)")
+		e.FS.IntVar(&stock, "stock", 0, "units on sale (required)")
+		e.FS.StringVar(&title, "title", "", "what the waiting-room page calls the product, 1-120 characters (empty: the SKU)")
+		e.FS.StringVar(&imageURL, "image-url", "", "the product's picture on the waiting-room page, an https URL (empty: none)")
+		e.FS.IntVar(&req.PerCustomerLimit, "limit", 1, "most units one customer may hold")
+		e.FS.IntVar(&req.ReservationTTLSeconds, "ttl", 600, "seconds a reservation is held before it expires")
+		e.FS.StringVar(&opensAt, "opens-at", "", "when the sale opens (RFC 3339); empty: now")
+		e.FS.StringVar(&req.Admission, "admission", string(flashline.AdmissionDirect), "direct or waiting_room")
+		e.FS.IntVar(&req.Buckets, "buckets", 1, "rows the stock is spread over")
+		e.FS.StringVar(&req.Fairness, "fairness", string(flashline.FairnessRandomizedAtOpen), "waiting-room order: randomized_at_open or arrival_order")
+		e.FS.IntVar(&req.ChallengeBits, "challenge-bits", 0, "proof of work asked before admission through the waiting room, 0-32 bits (0: none)")
+		e.FS.IntVar(&perInstrument, "per-instrument-limit", 0, "most units one payment instrument may hold (0: no limit)")
+		e.FS.IntVar(&req.MinAccountAgeSeconds, "min-account-age-seconds", 0, "refuse accounts younger than this (the token's acct_created claim)")
+		e.FS.StringVar(&req.Confirmation, "confirmation", string(flashline.ConfirmByPayment), "who confirms holds: payment (a signed payment event; serve needs FLASHLINE_PAYMENT_WEBHOOK_SECRET) or customer")
+		e.FS.StringVar(&req.Gate, "gate", string(flashline.GateNone), "none, or redis: a Redis counter in front of the stock rows (peak sales)")
 	case "repair":
-		e.fs.BoolVar(&apply, "apply", false, "write the correction (without it: only show the plan)")
-		e.string(&operator, "operator", "USER", "", "who repairs, recorded with the correction (default: $USER)")
+		e.FS.BoolVar(&apply, "apply", false, "write the correction (without it: only show the plan)")
+		e.String(&operator, "operator", "USER", "", "who repairs, recorded with the correction (default: $USER)")
 	}
-	if err := e.fs.Parse(args[1:]); err != nil {
+	if err := e.FS.Parse(args[1:]); err != nil {
 		return err
 	}
 	var saleID string
 	switch sub {
 	case "create":
-		if e.fs.NArg() != 0 {
-			return fmt.Errorf("sale create: unexpected argument %q", e.fs.Arg(0))
+		if e.FS.NArg() != 0 {
+			return fmt.Errorf("sale create: unexpected argument %q", e.FS.Arg(0))
 		}
 		req.InitialStock = &stock
 		if title != "" {
@@ -104,11 +104,11 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 			req.OpensAt = &t
 		}
 	case "open", "pause", "resume", "close", "show", "repair":
-		if e.fs.NArg() != 1 {
+		if e.FS.NArg() != 1 {
 			fmt.Fprint(stderr, saleUsage)
 			return fmt.Errorf("sale %s: give exactly one SALE_ID", sub)
 		}
-		saleID = e.fs.Arg(0)
+		saleID = e.FS.Arg(0)
 		if !flashline.ValidID(flashline.SaleIDPrefix, saleID) {
 			return fmt.Errorf("sale %s: sale %q not found (a sale id is sale_ and 26 characters, as 'flashline sale create' prints)", sub, saleID)
 		}
@@ -214,8 +214,8 @@ func runPayments(ctx context.Context, args []string, getenv func(string) string,
 	var dbURL string
 	var all bool
 	e.databaseURL(&dbURL)
-	e.fs.BoolVar(&all, "all", false, "list refunded late payments too")
-	if err := e.fs.Parse(args[1:]); err != nil {
+	e.FS.BoolVar(&all, "all", false, "list refunded late payments too")
+	if err := e.FS.Parse(args[1:]); err != nil {
 		return err
 	}
 	pool, err := openAdmin(ctx, dbURL, getenv, stderr)

@@ -23,10 +23,10 @@ func runSolve(ctx context.Context, args []string, getenv func(string) string, st
 	var nonce string
 	var bits int
 	var quiet bool
-	e.fs.StringVar(&nonce, "nonce", "", "the challenge's nonce, from a status answer's challenge (required)")
-	e.fs.IntVar(&bits, "bits", 0, fmt.Sprintf("the challenge's bits, 0-%d (required)", flashline.MaxChallengeBits))
-	e.fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
-	if err := e.fs.Parse(args); err != nil {
+	e.FS.StringVar(&nonce, "nonce", "", "the challenge's nonce, from a status answer's challenge (required)")
+	e.FS.IntVar(&bits, "bits", 0, fmt.Sprintf("the challenge's bits, 0-%d (required)", flashline.MaxChallengeBits))
+	e.FS.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	if err := e.FS.Parse(args); err != nil {
 		return err
 	}
 	switch {

@@ -16,11 +16,11 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	e := newFlags("token", getenv, stderr)
 	var secret, customer string
 	var ttl, age time.Duration
-	e.string(&secret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret (required)")
-	e.fs.StringVar(&customer, "customer", "", "customer id, the token's sub (required)")
-	e.fs.DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid")
-	e.fs.DurationVar(&age, "account-age", 0, "set acct_created this long ago (0: leave it out)")
-	if err := e.fs.Parse(args); err != nil {
+	e.String(&secret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret (required)")
+	e.FS.StringVar(&customer, "customer", "", "customer id, the token's sub (required)")
+	e.FS.DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid")
+	e.FS.DurationVar(&age, "account-age", 0, "set acct_created this long ago (0: leave it out)")
+	if err := e.FS.Parse(args); err != nil {
 		return err
 	}
 	if secret == "" || customer == "" {

@@ -34,21 +34,21 @@ var errDrawMismatch = errors.New("verify-draw: the draw does not check out")
 // runVerifyDraw is `flashline sale verify-draw SALE_ID`.
 func runVerifyDraw(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	e := newFlags("sale verify-draw", getenv, stderr)
-	e.fs.Usage = func() { fmt.Fprint(stderr, verifyDrawUsage); e.fs.PrintDefaults() }
+	e.FS.Usage = func() { fmt.Fprint(stderr, verifyDrawUsage); e.FS.PrintDefaults() }
 	var dbURL, base string
 	e.databaseURL(&dbURL)
-	e.string(&base, "url", "FLASHLINE_URL", "http://127.0.0.1:8080", "the service whose published policy is checked")
+	e.String(&base, "url", "FLASHLINE_URL", "http://127.0.0.1:8080", "the service whose published policy is checked")
 	// The sale id may come before the flags.
 	var saleID string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		saleID, args = args[0], args[1:]
 	}
-	if err := e.fs.Parse(args); err != nil {
+	if err := e.FS.Parse(args); err != nil {
 		return err
 	}
-	if saleID == "" && e.fs.NArg() == 1 {
-		saleID = e.fs.Arg(0)
-	} else if e.fs.NArg() != 0 || saleID == "" {
+	if saleID == "" && e.FS.NArg() == 1 {
+		saleID = e.FS.Arg(0)
+	} else if e.FS.NArg() != 0 || saleID == "" {
 		fmt.Fprint(stderr, verifyDrawUsage)
 		return errors.New("sale verify-draw: give exactly one SALE_ID")
 	}

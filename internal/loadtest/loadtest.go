@@ -1,4 +1,4 @@
-// Package loadtest is `flashline loadtest`: a load generator and scenario
+// Package loadtest is `flashline-loadtest` (cmd/flashline-loadtest): a load generator and scenario
 // runner that speaks only the HTTP contract, prints a summary table, and
 // verifies at the end, from the admin API, that nothing was oversold or
 // duplicated.

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/flashline/flashline/internal/envflag"
+	"github.com/flashline/flashline/internal/loadtest"
+)
+
+// run is the whole command, with its environment injected (as flashline's
+// run): the flags, then the run or the curve.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	e := envflag.New("flashline-loadtest", getenv, stderr)
+	var cfg loadtest.Config
+	var targets string
+	var quiet bool
+	var report, curve string
+	e.String(&targets, "target", "FLASHLINE_LOADTEST_TARGETS", "http://127.0.0.1:8080", "comma-separated base URLs of flashline instances")
+	e.String(&cfg.Admin, "admin-target", "FLASHLINE_LOADTEST_ADMIN", "", "base URL of the instance the admin's requests go to (default: the first target; with edges as targets, an origin)")
+	e.String(&cfg.AdminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "the service's admin token (creates the sale)")
+	e.String(&cfg.JWTSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "the service's JWT secret (mints customers)")
+	e.FS.StringVar(&cfg.Scenario, "scenario", "hot", "northline, hot, overload, crowd, no (the sold-out and status answers against /healthz) or edge (an edge's tickets and status answers against its /healthz; --target ORIGIN,EDGE)")
+	e.FS.IntVar(&cfg.Clients, "clients", 0, "hot: concurrent buyers (default 128); northline: retry-storm clients (128); crowd: customers (2000); no, edge: keep-alive connections (64)")
+	e.FS.IntVar(&cfg.Rate, "rate", 2000, "overload: reservations per second, open loop")
+	e.FS.DurationVar(&cfg.Duration, "duration", 0, "hot, overload: how long (default 10s); no, edge: each phase (10s); crowd: the most to wait after the open (60s)")
+	e.FS.IntVar(&cfg.Checkouts, "checkouts", 9000, "northline: checkouts in the retry storm")
+	e.FS.IntVar(&cfg.Stock, "stock", 0, "units on sale (hot, overload: 10000000; crowd: 200)")
+	e.FS.DurationVar(&cfg.OpenIn, "open-in", 3*time.Second, "crowd: the sale opens this long after the start; half the crowd comes before")
+	e.FS.StringVar(&cfg.Fairness, "fairness", "randomized_at_open", "crowd: the waiting room's policy (randomized_at_open or arrival_order)")
+	e.FS.IntVar(&cfg.ChallengeBits, "challenge-bits", 8, "crowd: proof-of-work difficulty")
+	e.FS.IntVar(&cfg.Buckets, "buckets", 1, "rows the sale's stock is spread over")
+	e.FS.StringVar(&cfg.Gate, "gate", "none", "the sale's gate: none, or redis (the service needs --redis-url)")
+	e.FS.BoolVar(&quiet, "quiet", false, "no progress bar")
+	e.FS.StringVar(&report, "report", "", "also write an HTML report (the summary, throughput and latency over time) to this file")
+	e.FS.StringVar(&curve, "curve", "", "run nothing: draw the overload curve recorded in this file by scripts/overload-curve.sh as an SVG image to --report")
+	if err := e.FS.Parse(args); err != nil {
+		return err
+	}
+	if curve != "" {
+		return plotCurve(curve, report, stdout)
+	}
+	cfg.Targets = strings.Split(targets, ",")
+	cfg.Progress = !quiet
+	cfg.Out, cfg.Err = stdout, stderr
+	var f *os.File
+	if report != "" {
+		// Created before the run, so that a bad path fails now, not after it.
+		var err error
+		if f, err = os.Create(report); err != nil {
+			return fmt.Errorf("loadtest: report: %w", err)
+		}
+	}
+	res, err := loadtest.Run(ctx, cfg)
+	if f == nil {
+		return err
+	}
+	if res == nil { // nothing ran: no report
+		return errors.Join(err, f.Close(), os.Remove(report))
+	}
+	// A run that failed its checks is reported too: that is when the
+	// charts matter most.
+	if werr := errors.Join(res.WriteReport(f), f.Close()); werr != nil {
+		return errors.Join(err, fmt.Errorf("loadtest: report: %w", werr))
+	}
+	fmt.Fprintf(stdout, "report: %s\n", report)
+	return err
+}
+
+// plotCurve is `flashline-loadtest --curve in.tsv --report out.svg`.
+func plotCurve(in, out string, stdout io.Writer) error {
+	if out == "" {
+		return errors.New("loadtest: --curve needs --report, the SVG file to write")
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		return fmt.Errorf("loadtest: curve: %w", err)
+	}
+	defer f.Close()
+	points, err := loadtest.ReadCurve(f)
+	if err != nil {
+		return err
+	}
+	var svg bytes.Buffer
+	if err := loadtest.WriteCurveSVG(&svg, points); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, svg.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("loadtest: curve: %w", err)
+	}
+	fmt.Fprintf(stdout, "curve: %s\n", out)
+	return nil
+}
