@@ -66,6 +66,12 @@ func translate(err error) error {
 	return err
 }
 
+// notFound reports whether err is a statement that found no row, as
+// translate reads it (flashline.ErrNotFound): the thing a read names is not
+// there, or a conditional statement's condition did not hold. Each caller
+// says which it means.
+func notFound(err error) bool { return errors.Is(translate(err), flashline.ErrNotFound) }
+
 // unreachable reports whether err means the database could not be reached or
 // is going away: no connection (including a connect that timed out), a broken
 // one, or a server shutting down or refusing sessions. On the purchase path

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
 )
@@ -109,7 +107,7 @@ func (s *Store) StoredAnswer(ctx context.Context, req flashline.ReserveRequest) 
 	}
 	r, err := dbsqlc.New(s.sale).GateStoredAnswer(ctx, dbsqlc.GateStoredAnswerParams{CustomerID: req.CustomerID, Key: req.IdempotencyKey})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case notFound(err):
 		return flashline.ReserveResult{}, false, nil
 	case err != nil:
 		return flashline.ReserveResult{}, false, fmt.Errorf("stored answer of %s's key: %w", req.CustomerID, translate(err))
@@ -162,7 +160,7 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string) (flashline.Gate
 	var rb flashline.GateRebuild
 	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
 		epoch, err := q.GateNextEpoch(ctx, dbsqlc.GateNextEpochParams{SaleID: saleID})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if notFound(err) {
 			sale, err := s.Sale(ctx, saleID)
 			switch {
 			case err != nil:

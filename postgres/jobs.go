@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
 )
@@ -123,8 +121,7 @@ func mismatchDetail(available, pending, confirmed, initial, ledger int) string {
 }
 
 func (s *Store) recordInvariant(ctx context.Context, pool *db, res *InvariantResult) error {
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		q := dbsqlc.New(tx)
+	err := withTx(ctx, pool, func(q *dbsqlc.Queries) error {
 		if err := q.SaleLockForVerdict(ctx, dbsqlc.SaleLockForVerdictParams{SaleID: res.SaleID}); err != nil {
 			return err
 		}

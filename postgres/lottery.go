@@ -7,8 +7,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
 )
@@ -22,7 +20,7 @@ func (s *Store) Lottery(ctx context.Context, saleID string) (flashline.Lottery, 
 
 func (s *Store) lottery(ctx context.Context, q *dbsqlc.Queries, saleID string) (flashline.Lottery, error) {
 	r, err := q.LotteryGet(ctx, dbsqlc.LotteryGetParams{SaleID: saleID})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if notFound(err) {
 		// Unknown sale, or one that is not a lottery: tell which.
 		if _, err := s.Sale(ctx, saleID); err != nil {
 			return flashline.Lottery{}, err
@@ -93,7 +91,7 @@ func (s *Store) Register(ctx context.Context, n flashline.NewRegistration) (flas
 	var reg flashline.Registration
 	err := withTx(ctx, s.room, func(q *dbsqlc.Queries) error {
 		open, err := q.LotteryLockForRegistration(ctx, dbsqlc.LotteryLockForRegistrationParams{SaleID: n.SaleID})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if notFound(err) {
 			return flashline.ErrNoLottery
 		}
 		if err != nil {
@@ -108,12 +106,12 @@ func (s *Store) Register(ctx context.Context, n flashline.NewRegistration) (flas
 			CustomerID:        n.CustomerID,
 			PaymentInstrument: n.PaymentInstrument,
 		})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if notFound(err) {
 			// A conflict: the customer's own registration, committed by a
 			// concurrent request (the insert waited for it), or another
 			// account's with this instrument.
 			existing, err := q.RegistrationGet(ctx, dbsqlc.RegistrationGetParams{SaleID: n.SaleID, CustomerID: n.CustomerID})
-			if errors.Is(err, pgx.ErrNoRows) {
+			if notFound(err) {
 				return flashline.ErrInstrumentRegistered
 			}
 			if err != nil {
@@ -178,7 +176,7 @@ func (s *Store) DrawLottery(ctx context.Context, saleID string) (flashline.DrawR
 	res := flashline.DrawResult{SaleID: saleID}
 	err := withTx(ctx, s.jobs, func(q *dbsqlc.Queries) error {
 		claim, err := q.LotteryClaimDraw(ctx, dbsqlc.LotteryClaimDrawParams{SaleID: saleID})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if notFound(err) {
 			return nil // drawn already, or not due
 		}
 		if err != nil {

@@ -3,10 +3,7 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
@@ -37,12 +34,11 @@ func (s *Store) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent)
 	if err := e.Validate(); err != nil {
 		return res, err
 	}
-	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
-		q := dbsqlc.New(tx)
+	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
 		// The reservation first (an unknown one: nothing written), then the
 		// event's row (sql/queries/payments.sql says why in this order).
 		r, err := q.ReservationLockForPayment(ctx, dbsqlc.ReservationLockForPaymentParams{ReservationID: e.ReservationID})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if notFound(err) {
 			return flashline.ErrUnknownReservation
 		}
 		if err != nil {
@@ -58,7 +54,7 @@ func (s *Store) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent)
 			Currency:         optional(e.Currency),
 			RequestHash:      e.Hash,
 		})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if notFound(err) {
 			return replay(ctx, q, e, &res)
 		}
 		if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
 )
@@ -93,8 +91,7 @@ func (s *Store) Repair(ctx context.Context, saleID, operator string, apply bool)
 		return RepairPlan{}, err
 	}
 	plan := RepairPlan{SaleID: saleID, Operator: operator}
-	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
-		q := dbsqlc.New(tx)
+	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
 		state, err := q.SaleLockForRepair(ctx, dbsqlc.SaleLockForRepairParams{SaleID: saleID})
 		if err != nil {
 			return err

@@ -2,10 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
@@ -83,7 +80,7 @@ func (s *Store) Confirm(ctx context.Context, reservationID string, by flashline.
 		_, err := dbsqlc.New(s.admin).ReservationConfirm(ctx, dbsqlc.ReservationConfirmParams{
 			OrderID: flashline.NewID(flashline.OrderIDPrefix), ReservationID: reservationID,
 		})
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !notFound(err) {
 			return r, fmt.Errorf("confirm reservation %s: %w", reservationID, translate(err))
 		}
 		// Matched or not (a concurrent confirm or cancel won, or it expired),

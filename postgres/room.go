@@ -2,11 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
@@ -23,7 +21,7 @@ var _ flashline.RoomStore = (*Store)(nil)
 // WaitroomLease for why that keeps every instance's positions apart).
 func (s *Store) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (first int64, preOpen bool, err error) {
 	row, err := dbsqlc.New(s.room).WaitroomLease(ctx, dbsqlc.WaitroomLeaseParams{Block: n, PreopenTickets: preopenTickets, SaleID: saleID})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if notFound(err) {
 		return 0, false, fmt.Errorf("lease positions of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
 	}
 	if err != nil {
@@ -159,7 +157,7 @@ func (p pacerDB) PaceInputs(ctx context.Context) ([]flashline.PacerRoom, error) 
 func (p pacerDB) Advance(ctx context.Context, saleID string, target int64, pace float64) (int64, bool, error) {
 	watermark, err := dbsqlc.New(p.conn).WaitroomAdvance(ctx, dbsqlc.WaitroomAdvanceParams{Target: target, PacePerSecond: pace, SaleID: saleID})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case notFound(err):
 		return 0, false, nil
 	case err != nil:
 		return 0, false, fmt.Errorf("advance sale %s: %w", saleID, translate(err))
@@ -176,7 +174,7 @@ func (p pacerDB) Ping(ctx context.Context) error { return translate(p.conn.Ping(
 func (s *Store) DrawRecord(ctx context.Context, saleID string) (flashline.DrawRecord, error) {
 	q := dbsqlc.New(s.admin)
 	row, err := q.WaitroomDrawRecord(ctx, dbsqlc.WaitroomDrawRecordParams{SaleID: saleID})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if notFound(err) {
 		if _, err := s.Sale(ctx, saleID); err != nil {
 			return flashline.DrawRecord{}, fmt.Errorf("draw record of sale %s: %w", saleID, err)
 		}

@@ -3,12 +3,10 @@ package postgres
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
@@ -326,7 +324,7 @@ func (s *Store) SetSaleState(ctx context.Context, saleID string, action flashlin
 	_, err = dbsqlc.New(s.admin).SaleSetState(ctx, dbsqlc.SaleSetStateParams{
 		State: string(to), OpenNow: action == flashline.ActionOpen, PauseReason: reason, SaleID: saleID, FromStates: fromStates,
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if notFound(err) {
 		// Unknown sale, or a transition that is not allowed: tell which.
 		if _, err := s.Sale(ctx, saleID); err != nil {
 			return flashline.Sale{}, err
