@@ -577,7 +577,7 @@ func TestWaitPageWaitsForPayment(t *testing.T) {
 			r, err := api.Reservation(context.Background(), jwt, id)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusOK, r.Status, "GET /reservations/%s: %s", id, r.Body)
-			return r.Value.State, r.Value.OrderID
+			return string(r.Value.State), r.Value.OrderID
 		},
 		payment: func(t *testing.T, id string, step paymentStep) {
 			t.Helper()

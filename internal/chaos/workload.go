@@ -167,7 +167,7 @@ func (b *buyer) reserve(ctx context.Context, key string, qty int) *Op {
 					op.Outcome = "replay_differs"
 				}
 				op.Body = r.Body
-				op.ResID, op.ExpiresAt = r.Value.ReservationID, r.Value.ExpiresAt
+				op.ResID, op.ExpiresAt = r.Value.ReservationID, client.Time(r.Value.ExpiresAt)
 				return OutCreated, true
 			case r.Status == http.StatusConflict && (r.Code() == "sold_out" || r.Code() == "limit_reached" || r.Code() == "sale_not_open"):
 				return r.Code(), true
@@ -197,11 +197,11 @@ func (b *buyer) act(ctx context.Context, kind Kind, res string, expiresAt time.T
 		case Cancel:
 			var r client.Result[client.Reservation]
 			r, err = c.Cancel(ctx, tok, res)
-			resp, state = r.Response, r.Value.State
+			resp, state = r.Response, string(r.Value.State)
 		default:
 			var r client.Result[client.Reservation]
 			r, err = c.Reservation(ctx, tok, res)
-			resp, state = r.Response, r.Value.State
+			resp, state = r.Response, string(r.Value.State)
 		}
 		if err != nil && resp.Status == 0 {
 			return resp, nil

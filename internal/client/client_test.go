@@ -87,7 +87,7 @@ func TestReserve(t *testing.T) {
 	require.Equal(t, created, string(r.Body), "the raw body, byte for byte")
 	require.Equal(t, "res_1", r.Value.ReservationID)
 	require.Equal(t, 2, r.Value.Quantity)
-	require.Equal(t, 2030, r.Value.ExpiresAt.Year())
+	require.Equal(t, 2030, client.Time(r.Value.ExpiresAt).Year())
 
 	t.Run("WithoutOptionalFields", func(t *testing.T) {
 		c, got := fake(t, http.StatusCreated, nil, created)
@@ -213,7 +213,7 @@ func TestTypedAnswers(t *testing.T) {
 	require.Equal(t, "sale_1", s.Value.SaleID)
 	require.Equal(t, 5, s.Value.InitialStock)
 	require.Nil(t, s.Value.PerInstrumentLimit)
-	require.Equal(t, 2030, s.Value.OpensAt.Year())
+	require.Equal(t, 2030, client.TimeOf(s.Value.OpensAt).Year())
 	require.True(t, s.Value.Invariant.OK)
 	require.Nil(t, s.Value.Invariant.CheckedAt)
 

@@ -7,56 +7,36 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/flashline/flashline/handlers"
 )
 
-// The contract's JSON shapes, decoded independently of the handlers
-// package's own types.
-
-// Sale is the sale object.
-type Sale struct {
-	SaleID                string     `json:"saleId"`
-	SKU                   string     `json:"sku"`
-	Title                 string     `json:"title"`
-	ImageURL              *string    `json:"imageUrl"` // nil: none
-	State                 string     `json:"state"`    // scheduled, open, sold_out, paused, closed
-	InitialStock          int        `json:"initialStock"`
-	Available             int        `json:"available"`
-	Pending               int        `json:"pending"`
-	Confirmed             int        `json:"confirmed"`
-	Expired               int        `json:"expired"`
-	Cancelled             int        `json:"cancelled"`
-	Voided                int        `json:"voided"`
-	PerCustomerLimit      int        `json:"perCustomerLimit"`
-	ReservationTTLSeconds int        `json:"reservationTtlSeconds"`
-	Admission             string     `json:"admission"` // direct, waiting_room
-	Buckets               int        `json:"buckets"`
-	Fairness              string     `json:"fairness"`
-	ChallengeBits         int        `json:"challengeBits"`
-	PerInstrumentLimit    *int       `json:"perInstrumentLimit"` // nil: no limit
-	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds"`
-	Confirmation          string     `json:"confirmation"` // payment, customer
-	OpensAt               *time.Time `json:"opensAt"`
-	PauseReason           string     `json:"pauseReason"`
-	Invariant             Invariant  `json:"invariant"`
-	Gate                  Gate       `json:"gate"`
-	Lottery               *Lottery   `json:"lottery"` // a lottery sale's rules and counts
-}
-
-// Gate is what counts the sale's units in front of the database; for a
-// Redis gate, how its counter stands (nil: unknown).
-type Gate struct {
-	Kind    string `json:"kind"` // none, redis
-	Counter *int64 `json:"counter"`
-	Drift   *int64 `json:"drift"`
-	OK      *bool  `json:"ok"`
-}
-
-// Invariant is a sale's last invariant verdict.
-type Invariant struct {
-	OK        bool       `json:"ok"`
-	CheckedAt *time.Time `json:"checkedAt"`
-	Detail    string     `json:"detail"`
-}
+// The contract's JSON shapes. The server's (package handlers) are the one
+// source: where a client reads an answer as the server writes it, the
+// client decodes into the server's own type (these aliases); where it reads
+// it otherwise (times as time.Time, a field of one state as a value), its
+// type here must name exactly the server's fields (TestDecodersMatchTheServer).
+type (
+	Order           = handlers.OrderView
+	Challenge       = handlers.ChallengeView
+	PositionRange   = handlers.PositionRangeView
+	Ticket          = handlers.TicketView
+	Gate            = handlers.GateView
+	PaymentResult   = handlers.PaymentResultView
+	Extended        = handlers.ExtendView
+	VoidResult      = handlers.VoidResultView
+	BulkVoided      = handlers.BulkVoidView
+	LotteryCounts   = handlers.LotteryCountsView
+	Queue           = handlers.QueueView
+	Sale            = handlers.SaleView
+	Invariant       = handlers.InvariantView
+	Reservation     = handlers.ReservationView
+	Status          = handlers.StatusView
+	LatePayment     = handlers.LatePaymentView
+	LatePaymentList = handlers.LatePaymentsView
+	Lottery         = handlers.LotteryView
+	Registration    = handlers.RegistrationView
+)
 
 // NewSale is the body of POST /admin/sales. Zero fields are left out, so the
 // service's defaults apply (initialStock is always sent).
@@ -82,70 +62,6 @@ type NewSale struct {
 	DrawAt                *time.Time `json:"drawAt,omitempty"`
 	PurchaseWindowSeconds int        `json:"purchaseWindowSeconds,omitempty"`
 	Waitlist              bool       `json:"waitlist,omitempty"`
-}
-
-// Reservation is the reservation object (a 201 to a reservation has the
-// first five fields only).
-type Reservation struct {
-	ReservationID string    `json:"reservationId"`
-	SaleID        string    `json:"saleId"`
-	Quantity      int       `json:"quantity"`
-	State         string    `json:"state"` // pending, confirmed, expired, cancelled, voided
-	ExpiresAt     time.Time `json:"expiresAt"`
-	OrderID       string    `json:"orderId"`
-}
-
-// Order is the answer to a confirm.
-type Order struct {
-	OrderID       string `json:"orderId"`
-	ReservationID string `json:"reservationId"`
-}
-
-// Challenge is the waiting room's proof of work: a decimal solution such
-// that SHA-256 of "nonce:solution" has Bits leading zero bits.
-type Challenge struct {
-	Nonce string `json:"nonce"`
-	Bits  int    `json:"bits"`
-}
-
-// Ticket is a place in a waiting room. Challenge is nil when the sale asks
-// none.
-type Ticket struct {
-	Token                string         `json:"token"`
-	Position             int64          `json:"position"`
-	PositionRange        *PositionRange `json:"positionRange"`
-	EstimatedWaitSeconds int64          `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64          `json:"pollAfterMs"`
-	Policy               string         `json:"policy"`
-	Challenge            *Challenge     `json:"challenge"`
-}
-
-// PositionRange is the likely range of a place decided by the draw.
-type PositionRange struct {
-	P25 int64 `json:"p25"`
-	P75 int64 `json:"p75"`
-}
-
-// Status is where a ticket stands. Only the fields of its State are sent:
-// waiting (Position, EstimatedWaitSeconds, PollAfterMs, Paused),
-// challenge_required (Challenge), admitted (AdmissionToken, ExpiresIn),
-// sold_out.
-type Status struct {
-	State                string         `json:"state"`
-	Position             int64          `json:"position"`
-	PositionRange        *PositionRange `json:"positionRange"`
-	EstimatedWaitSeconds int64          `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64          `json:"pollAfterMs"`
-	Paused               bool           `json:"paused"`
-	Held                 bool           `json:"held"`    // the operator holds the queue
-	Stale                bool           `json:"stale"`   // the instance answers on what it knew last; nobody is admitted
-	Message              string         `json:"message"` // the operator's, any state
-	Challenge            *Challenge     `json:"challenge"`
-	AdmissionToken       string         `json:"admissionToken"`
-	ExpiresIn            int64          `json:"expiresIn"`
-	// QueueIsFull (sold_out): no unit can come back; false while pending
-	// holds may give some back (ask again after PollAfterMs).
-	QueueIsFull bool `json:"queueIsFull"`
 }
 
 // Policy is a sale's fairness policy in plain words, with the draw's
@@ -357,4 +273,22 @@ func (c *Client) OpenAPI(ctx context.Context) (Response, error) {
 // Metrics is GET /metrics (the admin's): Prometheus's text format in Body.
 func (c *Client) Metrics(ctx context.Context, adminToken string) (Response, error) {
 	return c.Do(ctx, Request{Method: http.MethodGet, Path: "/metrics", Token: adminToken})
+}
+
+// Time reads a time of the contract, RFC 3339 as the server writes it
+// (handlers' views carry times as strings); zero when s is empty or not one.
+func Time(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// TimeOf is Time of an optional time (nil: zero).
+func TimeOf(s *string) time.Time {
+	if s == nil {
+		return time.Time{}
+	}
+	return Time(*s)
 }

@@ -4,42 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"time"
 )
-
-// Lottery is a lottery sale's rules and its registrations by state, on the
-// admin's view of the sale.
-type Lottery struct {
-	RegistrationOpensAt   time.Time     `json:"registrationOpensAt"`
-	RegistrationClosesAt  time.Time     `json:"registrationClosesAt"`
-	DrawAt                time.Time     `json:"drawAt"`
-	PurchaseWindowSeconds int           `json:"purchaseWindowSeconds"`
-	Waitlist              bool          `json:"waitlist"`
-	DrawnAt               *time.Time    `json:"drawnAt"`
-	Registrations         LotteryCounts `json:"registrations"`
-}
-
-// LotteryCounts counts a lottery's registrations by state.
-type LotteryCounts struct {
-	Total      int `json:"total"`
-	Registered int `json:"registered"`
-	Won        int `json:"won"`
-	Lost       int `json:"lost"`
-	Waitlisted int `json:"waitlisted"`
-	Expired    int `json:"expired"`
-}
-
-// Registration is a customer's registration in a lottery.
-type Registration struct {
-	RegistrationID string `json:"registrationId"`
-	// State: unregistered, registered, won, lost, waitlisted, expired.
-	State                string     `json:"state"`
-	DrawRank             int        `json:"drawRank"`
-	AdmissionToken       string     `json:"admissionToken"` // a winner's, for one reservation
-	PurchaseWindowEndsAt *time.Time `json:"purchaseWindowEndsAt"`
-	RegistrationOpen     *bool      `json:"registrationOpen"` // unregistered only
-	Challenge            *Challenge `json:"challenge"`        // unregistered only
-}
 
 // Register is POST /sales/{id}/registrations (idempotent per customer and
 // sale); solution answers the sale's proof of work, when it asks one.
@@ -58,13 +23,6 @@ func (c *Client) Register(ctx context.Context, token, saleID, instrument, soluti
 // registration stands.
 func (c *Client) Registration(ctx context.Context, token, saleID string) (Result[Registration], error) {
 	return call[Registration](ctx, c, Request{Method: http.MethodGet, Path: salePath(saleID) + "/registration", Token: token})
-}
-
-// Queue is the answer to the waiting room's queue controls.
-type Queue struct {
-	SaleID  string  `json:"saleId"`
-	Held    *bool   `json:"held"`
-	Message *string `json:"message"`
 }
 
 // HoldQueue is POST /admin/sales/{id}/queue/hold: nobody is admitted until

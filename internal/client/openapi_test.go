@@ -13,12 +13,17 @@ import (
 	"github.com/flashline/flashline/internal/contract"
 )
 
-// jsonNames are the JSON names of t's fields.
+// jsonNames are the JSON names of t's fields, those of an embedded struct
+// without a name of its own included (encoding/json's promotion).
 func jsonNames(t reflect.Type) []string {
 	var names []string
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			names = append(names, jsonNames(f.Type)...)
+		case name != "" && name != "-":
 			names = append(names, name)
 		}
 	}

@@ -27,17 +27,6 @@ type PaymentData struct {
 	Reason           string `json:"reason,omitempty"`
 }
 
-// PaymentResult is the answer to a payment event.
-type PaymentResult struct {
-	EventID       string `json:"eventId"`
-	Type          string `json:"type"`
-	Outcome       string `json:"outcome"` // confirmed, already_confirmed, late_payment, cancelled, voided, refund_recorded, no_effect
-	ReservationID string `json:"reservationId"`
-	State         string `json:"state"`
-	OrderID       string `json:"orderId"`
-	Replayed      bool   `json:"replayed"`
-}
-
 // SendPaymentEvent is POST /payments/events with ev as its body, signed at
 // time at with each of secrets (one v1 each), as the payment side sends it.
 func (c *Client) SendPaymentEvent(ctx context.Context, at time.Time, ev PaymentEvent, secrets ...string) (Result[PaymentResult], error) {
@@ -58,25 +47,6 @@ func (c *Client) SendPaymentEventBody(ctx context.Context, signature string, bod
 	return call[PaymentResult](ctx, c, Request{Method: http.MethodPost, Path: "/payments/events", Body: string(body), Header: h})
 }
 
-// LatePayment is a payment to refund.
-type LatePayment struct {
-	EventID          string     `json:"eventId"`
-	ReservationID    string     `json:"reservationId"`
-	SaleID           string     `json:"saleId"`
-	PaymentReference string     `json:"paymentReference"`
-	Amount           *int64     `json:"amount"`
-	Currency         string     `json:"currency"`
-	Reason           string     `json:"reason"` // hold_expired, hold_cancelled, hold_voided, duplicate_payment
-	ReceivedAt       time.Time  `json:"receivedAt"`
-	RefundedAt       *time.Time `json:"refundedAt"`
-	RefundEventID    string     `json:"refundEventId"`
-}
-
-// LatePaymentList is the answer to GET /admin/payments/late.
-type LatePaymentList struct {
-	LatePayments []LatePayment `json:"latePayments"`
-}
-
 // LatePayments is GET /admin/payments/late: the late payments still to
 // refund, or with all every one.
 func (c *Client) LatePayments(ctx context.Context, adminToken string, all bool) (Result[LatePaymentList], error) {
@@ -85,14 +55,6 @@ func (c *Client) LatePayments(ctx context.Context, adminToken string, all bool) 
 		path += "?all=true"
 	}
 	return call[LatePaymentList](ctx, c, Request{Method: http.MethodGet, Path: path, Token: adminToken})
-}
-
-// Extended is what extending a sale's holds did.
-type Extended struct {
-	SaleID   string `json:"saleId"`
-	Seconds  int    `json:"seconds"`
-	Extended int    `json:"extended"`
-	AtCap    int    `json:"atCap"`
 }
 
 // ExtendSale is POST /admin/sales/{id}/extend: every pending hold of the
@@ -131,20 +93,6 @@ func (c *Client) Void(ctx context.Context, adminToken, reservationID, reason, op
 		return Result[Reservation]{}, err
 	}
 	return call[Reservation](ctx, c, Request{Method: http.MethodPost, Path: "/admin" + reservationPath(reservationID) + "/void", Token: adminToken, Body: string(body)})
-}
-
-// VoidResult is one reservation's line of a bulk void.
-type VoidResult struct {
-	ReservationID string     `json:"reservationId"`
-	State         string     `json:"state"`
-	OrderID       string     `json:"orderId"`
-	Error         *ErrorBody `json:"error"`
-}
-
-// BulkVoided is the answer to a bulk void.
-type BulkVoided struct {
-	Voided  int          `json:"voided"`
-	Results []VoidResult `json:"results"`
 }
 
 // VoidMany is POST /admin/reservations/void: each of ids voided on its own.
