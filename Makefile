@@ -111,7 +111,7 @@ vet:
 	$(GO) tool -modfile=scripts/tools/go.mod staticcheck ./...
 
 ## generate: regenerate internal/dbsqlc from sql/queries and migrations (sqlc),
-## and internal/apiclient from the OpenAPI document handlers/openapi.json
+## and internal/apiclient from the OpenAPI document api/openapi.json
 ## (oapi-codegen)
 generate:
 	cd sql && $(GO) tool -modfile=../scripts/tools/go.mod sqlc generate
@@ -124,7 +124,7 @@ check-generated:
 	cd sql && $(GO) tool -modfile=../scripts/tools/go.mod sqlc diff
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd internal/apiclient && \
 	sed "s|^output: .*|output: $$tmp/client.gen.go|" oapi-codegen.yaml >"$$tmp/config.yaml" && \
-	$(GO) tool -modfile=../../scripts/tools/go.mod oapi-codegen -config "$$tmp/config.yaml" ../../handlers/openapi.json && \
+	$(GO) tool -modfile=../../scripts/tools/go.mod oapi-codegen -config "$$tmp/config.yaml" ../../api/openapi.json && \
 	cmp -s "$$tmp/client.gen.go" client.gen.go || { echo "internal/apiclient/client.gen.go is stale: run make generate" >&2; exit 1; }
 
 clean:

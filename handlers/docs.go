@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/flashline/flashline/api"
 )
 
 // The API reference, GET /docs: the OpenAPI document (openapi.json) rendered
@@ -134,7 +136,7 @@ func handleDocsPage(c *gin.Context) {
 func handleDocsAsset(c *gin.Context) {
 	a, ok := docsAssets[c.Param("file")]
 	if !ok {
-		c.JSON(http.StatusNotFound, errorBody{Error: errorDetail{Code: "not_found", Message: "not found"}})
+		c.JSON(http.StatusNotFound, api.ErrorBody{Error: api.ErrorDetail{Code: "not_found", Message: "not found"}})
 		return
 	}
 	h := c.Writer.Header()

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/api"
 )
 
 // docsRecorder runs before the page's own scripts: it keeps every
@@ -60,7 +60,7 @@ func TestDocsPageRenders(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}
-	require.NoError(t, json.Unmarshal(handlers.OpenAPI(), &doc))
+	require.NoError(t, json.Unmarshal(api.OpenAPI(), &doc))
 	var want []string
 	for path, item := range doc.Paths {
 		for method := range item {

@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/edge"
 	"github.com/flashline/flashline/loadshed"
@@ -41,11 +42,6 @@ type edgeRequest struct {
 	Request string `json:"request"`
 }
 
-// WatermarksView is the answer to GET /edge/watermarks and POST /edge/sync.
-type WatermarksView struct {
-	Document string `json:"document"`
-}
-
 // registerOrigin adds an origin's edge endpoints.
 func registerOrigin(r *gin.Engine, d Deps, pollSlot gin.HandlerFunc) {
 	// The document is signed and reveals nothing secret (the draw's seed is
@@ -53,7 +49,7 @@ func registerOrigin(r *gin.Engine, d Deps, pollSlot gin.HandlerFunc) {
 	// second by a CDN in front of origins.
 	r.GET("/edge/watermarks", pollSlot, func(c *gin.Context) {
 		c.Header("Cache-Control", "public, max-age=1")
-		writeJSON(c, http.StatusOK, WatermarksView{Document: d.Room.Watermarks()})
+		writeJSON(c, http.StatusOK, api.Watermarks{Document: d.Room.Watermarks()})
 	})
 	// An edge's pull: its signed report of the pre-open tickets it counted,
 	// answered with the document.
@@ -68,7 +64,7 @@ func registerOrigin(r *gin.Engine, d Deps, pollSlot gin.HandlerFunc) {
 			return
 		}
 		c.Header("Cache-Control", "no-store")
-		writeJSON(c, http.StatusOK, WatermarksView{Document: d.Room.Watermarks()})
+		writeJSON(c, http.StatusOK, api.Watermarks{Document: d.Room.Watermarks()})
 	})
 	r.POST("/edge/lease", func(c *gin.Context) {
 		var req edgeRequest
@@ -260,10 +256,10 @@ func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeBareError(w, http.StatusServiceUnavailable, "overloaded", "no origin answers right now; retry shortly")
 }
 
-// writeBareError answers the API's error shape (errorBody) on a bare
+// writeBareError answers the API's error shape (api.ErrorBody) on a bare
 // ResponseWriter, where there is no gin context for writeError.
 func writeBareError(w http.ResponseWriter, status int, code, message string) {
-	b, _ := json.Marshal(errorBody{Error: errorDetail{Code: code, Message: message}})
+	b, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: message}})
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)

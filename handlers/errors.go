@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 )
 
 // apiError is one row of the contract's error table.
@@ -85,15 +86,6 @@ func lookupError(err error) apiError {
 	return errInternal
 }
 
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // writeError answers with the contract's error for err. A 500 tells the client
 // "internal error" and logs the cause; nothing else logs at error level.
 func writeError(c *gin.Context, logger *slog.Logger, err error) {
@@ -114,7 +106,7 @@ func writeError(c *gin.Context, logger *slog.Logger, err error) {
 		c.Header("Retry-After", strconv.Itoa(e.retryAfter+rand.IntN(e.retryAfter+1)))
 	}
 	c.Set(outcomeKey, e.code)
-	c.AbortWithStatusJSON(e.status, errorBody{Error: errorDetail{Code: e.code, Message: e.message}})
+	c.AbortWithStatusJSON(e.status, api.ErrorBody{Error: api.ErrorDetail{Code: e.code, Message: e.message}})
 }
 
 // outcomeKey is where handlers leave the outcome a request's metrics record.

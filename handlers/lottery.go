@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
@@ -56,41 +57,20 @@ func (r LotteryRequest) rules() *flashline.LotteryRules {
 	return &l
 }
 
-// LotteryView is a lottery sale's rules and counts, on the admin's sale view.
-type LotteryView struct {
-	RegistrationOpensAt   string            `json:"registrationOpensAt"`
-	RegistrationClosesAt  string            `json:"registrationClosesAt"`
-	DrawAt                string            `json:"drawAt"`
-	PurchaseWindowSeconds int               `json:"purchaseWindowSeconds"`
-	Waitlist              bool              `json:"waitlist"`
-	DrawnAt               *string           `json:"drawnAt"`
-	Registrations         LotteryCountsView `json:"registrations"`
-}
-
-// LotteryCountsView counts a lottery's registrations by state.
-type LotteryCountsView struct {
-	Total      int `json:"total"`
-	Registered int `json:"registered"`
-	Won        int `json:"won"`
-	Lost       int `json:"lost"`
-	Waitlisted int `json:"waitlisted"`
-	Expired    int `json:"expired"`
-}
-
 // NewLotteryView renders a lottery (nil: not a lottery sale).
-func NewLotteryView(l *flashline.Lottery) *LotteryView {
+func NewLotteryView(l *flashline.Lottery) *api.Lottery {
 	if l == nil {
 		return nil
 	}
 	c := l.Counts
-	return &LotteryView{
+	return &api.Lottery{
 		RegistrationOpensAt:   rfc3339(l.Rules.RegistrationOpensAt),
 		RegistrationClosesAt:  rfc3339(l.Rules.RegistrationClosesAt),
 		DrawAt:                rfc3339(l.Rules.DrawAt),
 		PurchaseWindowSeconds: l.Rules.PurchaseWindowSeconds,
 		Waitlist:              l.Rules.Waitlist,
 		DrawnAt:               timeString(l.DrawnAt),
-		Registrations: LotteryCountsView{Total: c.Total(), Registered: c.Registered, Won: c.Won,
+		Registrations: api.LotteryCounts{Total: c.Total(), Registered: c.Registered, Won: c.Won,
 			Lost: c.Lost, Waitlisted: c.Waitlisted, Expired: c.Expired},
 	}
 }
@@ -102,21 +82,6 @@ type registerRequest struct {
 	// Solution solves the registration's proof of work, when the sale asks
 	// one (challengeBits).
 	Solution string `json:"solution"`
-}
-
-// RegistrationView is a customer's registration.
-type RegistrationView struct {
-	RegistrationID string `json:"registrationId,omitempty"`
-	State          string `json:"state"`
-	DrawRank       int    `json:"drawRank,omitempty"`
-	// AdmissionToken: a winner's, to send as X-Admission-Token with the
-	// reservation, until PurchaseWindowEndsAt.
-	AdmissionToken       string  `json:"admissionToken,omitempty"`
-	PurchaseWindowEndsAt *string `json:"purchaseWindowEndsAt,omitempty"`
-	// For a customer not registered: whether registration is open, and the
-	// proof of work to solve to register.
-	RegistrationOpen *bool          `json:"registrationOpen,omitempty"`
-	Challenge        *ChallengeView `json:"challenge,omitempty"`
 }
 
 // handleRegister is POST /sales/{saleId}/registrations. The sale's rules
@@ -177,8 +142,8 @@ func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, 
 // still open gets the admission token, bound to customer and sale, good
 // until the window ends and for one reservation (its id is the
 // registration's, stored with the reservation under a unique index).
-func newRegistrationView(r flashline.Registration, keyring *roomtoken.Keyring, now time.Time) RegistrationView {
-	v := RegistrationView{RegistrationID: r.ID, State: string(r.State), DrawRank: r.DrawRank,
+func newRegistrationView(r flashline.Registration, keyring *roomtoken.Keyring, now time.Time) api.Registration {
+	v := api.Registration{RegistrationID: r.ID, State: string(r.State), DrawRank: r.DrawRank,
 		PurchaseWindowEndsAt: timeString(r.PurchaseWindowEndsAt)}
 	if r.State == flashline.RegistrationWon && r.PurchaseWindowEndsAt != nil &&
 		now.Before(*r.PurchaseWindowEndsAt) && keyring != nil {
@@ -213,33 +178,12 @@ func handleRegistration(lottery flashline.LotteryStore, keyring *roomtoken.Keyri
 			return
 		}
 		open := l.RegistrationOpen()
-		v := RegistrationView{State: string(flashline.RegistrationNone), RegistrationOpen: &open}
+		v := api.Registration{State: string(flashline.RegistrationNone), RegistrationOpen: &open}
 		if l.ChallengeBits > 0 && keyring != nil {
-			v.Challenge = &ChallengeView{Nonce: keyring.RegistrationNonce(saleID, customerID), Bits: l.ChallengeBits}
+			v.Challenge = &api.Challenge{Nonce: keyring.RegistrationNonce(saleID, customerID), Bits: l.ChallengeBits}
 		}
 		writeJSON(c, http.StatusOK, v)
 	}
-}
-
-// LotteryPolicyView is a lottery sale's published rules and its draw: the
-// commitment (hex SHA-256 of the seed) from the start, the seed (hex) once
-// the draw is due, so that anyone can recompute the order
-// (`flashline sale verify-draw`).
-type LotteryPolicyView struct {
-	Policy                string  `json:"policy"` // "lottery"
-	Description           string  `json:"description"`
-	RegistrationOpensAt   string  `json:"registrationOpensAt"`
-	RegistrationClosesAt  string  `json:"registrationClosesAt"`
-	DrawAt                string  `json:"drawAt"`
-	PurchaseWindowSeconds int     `json:"purchaseWindowSeconds"`
-	Waitlist              bool    `json:"waitlist"`
-	Units                 int     `json:"units"`
-	DrawAlgorithm         string  `json:"drawAlgorithm"`
-	DrawCommitment        string  `json:"drawCommitment"`
-	DrawSeed              *string `json:"drawSeed"`
-	DrawnAt               *string `json:"drawnAt"`
-	Title                 string  `json:"title"`
-	ImageURL              *string `json:"imageUrl"`
 }
 
 // DrawAlgorithm says, for the policy, how the order is computed from the
@@ -284,9 +228,9 @@ func handleSalePolicy(room *waitroom.Room, lottery flashline.LotteryStore, logge
 
 // NewLotteryPolicyView renders a lottery's policy; the seed is revealed once
 // the draw is due by the database's clock (registration is closed by then).
-func NewLotteryPolicyView(l flashline.Lottery) LotteryPolicyView {
+func NewLotteryPolicyView(l flashline.Lottery) api.LotteryPolicy {
 	r := l.Rules
-	v := LotteryPolicyView{
+	v := api.LotteryPolicy{
 		Policy:                string(flashline.AdmissionLottery),
 		RegistrationOpensAt:   rfc3339(r.RegistrationOpensAt),
 		RegistrationClosesAt:  rfc3339(r.RegistrationClosesAt),

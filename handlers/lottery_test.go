@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/roomtoken"
 )
@@ -72,7 +72,7 @@ func TestCreateLotterySale(t *testing.T) {
 	require.Equal(t, "lottery", sale.Admission)
 	require.Equal(t, "scheduled", sale.State)
 	var view struct {
-		Lottery handlers.LotteryView `json:"lottery"`
+		Lottery api.Lottery `json:"lottery"`
 	}
 	require.NoError(t, json.Unmarshal(created.Body, &view))
 	require.True(t, view.Lottery.Waitlist)
@@ -155,7 +155,7 @@ func TestLotteryRegistration(t *testing.T) {
 	})
 	t.Run("AdminCounts", func(t *testing.T) {
 		var view struct {
-			Lottery handlers.LotteryView `json:"lottery"`
+			Lottery api.Lottery `json:"lottery"`
 		}
 		require.NoError(t, json.Unmarshal(s.do(t, http.MethodGet, "/admin/sales/"+saleID, adminAuth, "").Body, &view))
 		require.Equal(t, 1, view.Lottery.Registrations.Total)
@@ -202,7 +202,7 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 		auths[id] = customer(t, id)
 		require.Equal(t, http.StatusCreated, s.register(t, saleID, auths[id], "card-"+id).Status)
 	}
-	var policy handlers.LotteryPolicyView
+	var policy api.LotteryPolicy
 	require.NoError(t, json.Unmarshal(s.do(t, http.MethodGet, "/sales/"+saleID+"/policy", "", "").Body, &policy))
 	require.Nil(t, policy.DrawSeed, "the seed is secret before the draw")
 	require.Equal(t, "Lucky sneaker", policy.Title)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/internal/contract"
@@ -100,5 +101,5 @@ func TestOpenAPIServed(t *testing.T) {
 	r := s.do(t, http.MethodGet, "/openapi.json", "", "")
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Equal(t, "application/json; charset=utf-8", r.Header.Get("Content-Type"))
-	require.JSONEq(t, string(handlers.OpenAPI()), string(r.Body))
+	require.JSONEq(t, string(api.OpenAPI()), string(r.Body))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 )
 
 // What operators do after the click, through the admin API: extend holds
@@ -71,7 +72,7 @@ func handleExtendSale(store flashline.Store, logger *slog.Logger) gin.HandlerFun
 		}
 		logger.InfoContext(c.Request.Context(), "handlers: holds extended", "sale_id", res.SaleID,
 			"seconds", seconds, "extended", res.Extended, "at_cap", res.AtCap, "operator", operator)
-		writeJSON(c, http.StatusOK, ExtendView{SaleID: res.SaleID, Seconds: res.Seconds, Extended: res.Extended, AtCap: res.AtCap})
+		writeJSON(c, http.StatusOK, api.Extended{SaleID: res.SaleID, Seconds: res.Seconds, Extended: res.Extended, AtCap: res.AtCap})
 	}
 }
 
@@ -146,9 +147,9 @@ func handleBulkVoid(store flashline.Store, logger *slog.Logger) gin.HandlerFunc 
 			return
 		}
 		ctx := c.Request.Context()
-		v := BulkVoidView{Results: make([]VoidResultView, len(req.ReservationIDs))}
+		v := api.BulkVoided{Results: make([]api.VoidResult, len(req.ReservationIDs))}
 		for i, id := range req.ReservationIDs {
-			res := VoidResultView{ReservationID: id}
+			res := api.VoidResult{ReservationID: id}
 			var r flashline.Reservation
 			err := flashline.ErrNotFound // an id of a shape the service never makes names nothing
 			if flashline.ValidID(flashline.ReservationIDPrefix, id) {
@@ -163,7 +164,7 @@ func handleBulkVoid(store flashline.Store, logger *slog.Logger) gin.HandlerFunc 
 					writeError(c, logger, err) // the database, not this id: stop here
 					return
 				}
-				res.Error = &errorDetail{Code: e.code, Message: e.message}
+				res.Error = &api.ErrorDetail{Code: e.code, Message: e.message}
 			} else {
 				v.Voided++
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/webhook"
 )
 
@@ -149,7 +150,7 @@ func handleLatePayments(store flashline.Store, logger *slog.Logger) gin.HandlerF
 			writeError(c, logger, err)
 			return
 		}
-		v := LatePaymentsView{LatePayments: make([]LatePaymentView, len(late))}
+		v := api.LatePayments{LatePayments: make([]api.LatePayment, len(late))}
 		for i, l := range late {
 			v.LatePayments[i] = NewLatePaymentView(l)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/roomtoken"
 )
@@ -148,7 +149,7 @@ func handleConfirm(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 			writeError(c, logger, err)
 			return
 		}
-		writeJSON(c, http.StatusOK, OrderView{OrderID: r.OrderID, ReservationID: r.ID})
+		writeJSON(c, http.StatusOK, api.Order{OrderID: r.OrderID, ReservationID: r.ID})
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package handlers is Flashline's HTTP layer (Gin): the whole API surface is
-// listed in Routes below; the JSON shapes are in views.go, decoding in json.go
-// and the one error table in errors.go.
+// listed in Routes below; the JSON shapes are package api's (views.go fills
+// them), decoding is in json.go and the one error table in errors.go.
 package handlers
 
 import (
@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/roomtoken"
@@ -77,7 +78,7 @@ func newEngine(logger *slog.Logger) *gin.Engine {
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
 		logger.ErrorContext(c.Request.Context(), "handlers: panic", "err", err, "path", c.Request.URL.Path)
-		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: "internal", Message: "internal error"}})
+		c.AbortWithStatusJSON(http.StatusInternalServerError, api.ErrorBody{Error: api.ErrorDetail{Code: "internal", Message: "internal error"}})
 	}))
 	r.RedirectTrailingSlash = false
 	return r
@@ -89,7 +90,7 @@ func Routes(d Deps) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.NoRoute(func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrNotFound) })
 	r.NoMethod(func(c *gin.Context) {
-		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{Error: errorDetail{Code: "method_not_allowed", Message: "method not allowed"}})
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, api.ErrorBody{Error: api.ErrorDetail{Code: "method_not_allowed", Message: "method not allowed"}})
 	})
 	metrics := NewMetrics(d.Registry, d.Limiter)
 	r.Use(metrics.middleware())

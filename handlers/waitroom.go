@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/waitroom"
 )
 
@@ -55,13 +56,6 @@ type queueRequest struct {
 	Message  *string `json:"message"`
 }
 
-// QueueView is the answer to the queue controls.
-type QueueView struct {
-	SaleID  string  `json:"saleId"`
-	Held    *bool   `json:"held,omitempty"`
-	Message *string `json:"message,omitempty"`
-}
-
 // handleQueueHold is POST /admin/sales/{saleId}/queue/hold and .../release
 // (body optional: {operator, reason}).
 func handleQueueHold(room *waitroom.Room, held bool, logger *slog.Logger) gin.HandlerFunc {
@@ -84,7 +78,7 @@ func handleQueueHold(room *waitroom.Room, held bool, logger *slog.Logger) gin.Ha
 			return
 		}
 		logger.InfoContext(c.Request.Context(), "handlers: queue held", "sale_id", saleID, "held", held, "operator", operator, "reason", req.Reason)
-		writeJSON(c, http.StatusOK, QueueView{SaleID: saleID, Held: &held})
+		writeJSON(c, http.StatusOK, api.Queue{SaleID: saleID, Held: &held})
 	}
 }
 
@@ -112,6 +106,6 @@ func handleQueueMessage(room *waitroom.Room, logger *slog.Logger) gin.HandlerFun
 			return
 		}
 		logger.InfoContext(c.Request.Context(), "handlers: queue message", "sale_id", saleID, "operator", operator)
-		writeJSON(c, http.StatusOK, QueueView{SaleID: saleID, Message: req.Message})
+		writeJSON(c, http.StatusOK, api.Queue{SaleID: saleID, Message: req.Message})
 	}
 }

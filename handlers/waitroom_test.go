@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
 )
@@ -39,12 +39,12 @@ func keysOf(t *testing.T, body []byte) []string {
 }
 
 type ticketJSON struct {
-	Token                string                      `json:"token"`
-	Position             int64                       `json:"position"`
-	PositionRange        *handlers.PositionRangeView `json:"positionRange"`
-	EstimatedWaitSeconds int64                       `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64                       `json:"pollAfterMs"`
-	Policy               string                      `json:"policy"`
+	Token                string             `json:"token"`
+	Position             int64              `json:"position"`
+	PositionRange        *api.PositionRange `json:"positionRange"`
+	EstimatedWaitSeconds int64              `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64              `json:"pollAfterMs"`
+	Policy               string             `json:"policy"`
 	Challenge            *struct {
 		Nonce string `json:"nonce"`
 		Bits  int    `json:"bits"`
@@ -52,14 +52,14 @@ type ticketJSON struct {
 }
 
 type statusJSON struct {
-	Held                 bool                        `json:"held"`
-	Message              string                      `json:"message"`
-	State                string                      `json:"state"`
-	Position             int64                       `json:"position"`
-	PositionRange        *handlers.PositionRangeView `json:"positionRange"`
-	EstimatedWaitSeconds int64                       `json:"estimatedWaitSeconds"`
-	PollAfterMs          int64                       `json:"pollAfterMs"`
-	Paused               bool                        `json:"paused"`
+	Held                 bool               `json:"held"`
+	Message              string             `json:"message"`
+	State                string             `json:"state"`
+	Position             int64              `json:"position"`
+	PositionRange        *api.PositionRange `json:"positionRange"`
+	EstimatedWaitSeconds int64              `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64              `json:"pollAfterMs"`
+	Paused               bool               `json:"paused"`
 	Challenge            *struct {
 		Nonce string `json:"nonce"`
 		Bits  int    `json:"bits"`
@@ -125,7 +125,7 @@ func TestCreateSaleWaitingRoomFields(t *testing.T) {
 			"challengeBits":12,"perInstrumentLimit":2,"minAccountAgeSeconds":86400}`
 		r := s.do(t, http.MethodPost, "/admin/sales", adminAuth, body)
 		require.Equal(t, 201, r.Status, "%s", r.Body)
-		var v handlers.SaleView
+		var v api.Sale
 		require.NoError(t, json.Unmarshal(r.Body, &v))
 		require.Equal(t, "arrival_order", v.Fairness)
 		require.Equal(t, 12, v.ChallengeBits)
@@ -133,7 +133,7 @@ func TestCreateSaleWaitingRoomFields(t *testing.T) {
 		require.Equal(t, 2, *v.PerInstrumentLimit)
 		require.Equal(t, 86400, v.MinAccountAgeSeconds)
 		again := s.do(t, http.MethodGet, "/admin/sales/"+v.SaleID, adminAuth, "")
-		var got handlers.SaleView
+		var got api.Sale
 		require.NoError(t, json.Unmarshal(again.Body, &got))
 		require.Equal(t, v.Fairness, got.Fairness)
 		require.Equal(t, *v.PerInstrumentLimit, *got.PerInstrumentLimit)
@@ -186,7 +186,7 @@ func TestWaitingRoom(t *testing.T) {
 		st, keys := s.status(t, scheduled.SaleID, alice, tk.Token, "")
 		require.Equal(t, "waiting", st.State)
 		require.Equal(t, []string{"estimatedWaitSeconds", "pollAfterMs", "position", "positionRange", "state"}, keys)
-		require.Equal(t, &handlers.PositionRangeView{P25: 1, P75: 1}, st.PositionRange, "alone in the crowd")
+		require.Equal(t, &api.PositionRange{P25: 1, P75: 1}, st.PositionRange, "alone in the crowd")
 	})
 	t.Run("Auth", func(t *testing.T) {
 		t.Parallel()
@@ -212,7 +212,7 @@ func TestWaitingRoom(t *testing.T) {
 		require.Equal(t, 200, r.Status, "%s", r.Body)
 		// Before the open: the commitment, never the seed.
 		require.Equal(t, []string{"description", "drawCommitment", "imageUrl", "opensAt", "policy", "title"}, keysOf(t, r.Body))
-		var p handlers.PolicyView
+		var p api.Policy
 		require.NoError(t, json.Unmarshal(r.Body, &p))
 		require.Equal(t, "randomized_at_open", p.Policy)
 		require.Contains(t, p.Description, "draw")
@@ -224,7 +224,7 @@ func TestWaitingRoom(t *testing.T) {
 		// From the open: the seed, which matches the commitment.
 		open := s.createSale(t, `{"sku":"sku_open","initialStock":5,"admission":"waiting_room"}`)
 		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+open.SaleID+"/open", adminAuth, ""), 200)
-		var o handlers.PolicyView
+		var o api.Policy
 		require.Eventually(t, func() bool { // once the cache has heard of the open
 			r = s.do(t, http.MethodGet, "/sales/"+open.SaleID+"/policy", "", "")
 			require.Equal(t, 200, r.Status, "%s", r.Body)
@@ -254,7 +254,7 @@ func TestWaitingRoom(t *testing.T) {
 		require.Equal(t, "Trail runner — édition limitée", created.Title)
 		require.Equal(t, "https://img.example/shoe.png?w=600", *created.ImageURL)
 
-		var p handlers.PolicyView
+		var p api.Policy
 		r = s.do(t, http.MethodGet, "/sales/"+sale.SaleID+"/policy", "", "")
 		require.Equal(t, 200, r.Status, "%s", r.Body)
 		require.NoError(t, json.Unmarshal(r.Body, &p))
@@ -266,7 +266,7 @@ func TestWaitingRoom(t *testing.T) {
 		plain := s.createSale(t, `{"sku":"sku_plain","initialStock":5,"admission":"waiting_room"}`)
 		r = s.do(t, http.MethodGet, "/sales/"+plain.SaleID+"/policy", "", "")
 		require.Equal(t, 200, r.Status, "%s", r.Body)
-		p = handlers.PolicyView{}
+		p = api.Policy{}
 		require.NoError(t, json.Unmarshal(r.Body, &p))
 		require.Equal(t, "sku_plain", p.Title)
 		require.Nil(t, p.ImageURL)

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
 	"github.com/flashline/flashline/jobs"
@@ -911,7 +911,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // HTTP helpers.
 
 // saleView is the sale object as the admin API sends it.
-type saleView = handlers.SaleView
+type saleView = api.Sale
 
 func getSale(t testing.TB, c *testserver.Client, base, saleID string) saleView {
 	t.Helper()

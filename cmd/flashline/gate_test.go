@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/internal/client"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testredis"
@@ -308,9 +308,9 @@ func grepLines(s, sub string) string {
 }
 
 type saleGate struct {
-	State       string            `json:"state"`
-	PauseReason string            `json:"pauseReason"`
-	Gate        handlers.GateView `json:"gate"`
+	State       string   `json:"state"`
+	PauseReason string   `json:"pauseReason"`
+	Gate        api.Gate `json:"gate"`
 }
 
 // waitGate polls the admin view of a gated sale until ok says so.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/postgres"
 )
 
@@ -120,31 +120,31 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 }
 
 // fetchPolicy reads a sale's published policy.
-func fetchPolicy(ctx context.Context, u string) (handlers.PolicyView, error) {
+func fetchPolicy(ctx context.Context, u string) (api.Policy, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return handlers.PolicyView{}, err
+		return api.Policy{}, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: %w", err)
+		return api.Policy{}, fmt.Errorf("fetch the policy: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: %w", err)
+		return api.Policy{}, fmt.Errorf("fetch the policy: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+		return api.Policy{}, fmt.Errorf("fetch the policy: GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
 	}
-	var p handlers.PolicyView
+	var p api.Policy
 	if err := json.Unmarshal(body, &p); err != nil {
-		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: %w", err)
+		return api.Policy{}, fmt.Errorf("fetch the policy: %w", err)
 	}
 	if p.DrawCommitment == "" {
-		return handlers.PolicyView{}, fmt.Errorf("fetch the policy: GET %s publishes no draw commitment", u)
+		return api.Policy{}, fmt.Errorf("fetch the policy: GET %s publishes no draw commitment", u)
 	}
 	return p, nil
 }

@@ -1,5 +1,5 @@
 // Package client is the typed client of Flashline's HTTP contract, the
-// OpenAPI document handlers/openapi.json (served at /openapi.json), for the
+// OpenAPI document api/openapi.json (served at /openapi.json), for the
 // load test, the fault harness and the tests. Its types and calls are checked
 // against the document (openapi_test.go), and the tests send its requests
 // through internal/contract, which checks every exchange against it.
@@ -20,6 +20,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/flashline/flashline/api"
 )
 
 // Client speaks the contract to the instance at BaseURL.
@@ -65,17 +67,12 @@ type Response struct {
 
 // ErrorBody is the contract's error, {"error": {"code", "message"}}: an
 // answer, not a Go error.
-type ErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+type ErrorBody = api.ErrorDetail
 
 // ErrorBody decodes the contract's error from the body; it is zero when the
 // body is not one (a success, or not JSON).
 func (r Response) ErrorBody() ErrorBody {
-	var e struct {
-		Error ErrorBody `json:"error"`
-	}
+	var e api.ErrorBody
 	_ = json.Unmarshal(r.Body, &e)
 	return e.Error
 }

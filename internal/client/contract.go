@@ -8,34 +8,35 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/flashline/flashline/handlers"
+	"github.com/flashline/flashline/api"
 )
 
-// The contract's JSON shapes. The server's (package handlers) are the one
-// source: where a client reads an answer as the server writes it, the
-// client decodes into the server's own type (these aliases); where it reads
-// it otherwise (times as time.Time, a field of one state as a value), its
-// type here must name exactly the server's fields (TestDecodersMatchTheServer).
+// The contract's JSON shapes are package api's, one set for the server and
+// its clients: the client decodes every answer into the type the server
+// fills (these aliases; times arrive as the strings the server writes, read
+// with Time). What the client sends (NewSale, ReserveRequest, PaymentEvent)
+// and Policy, which decodes both a waiting room's policy and a lottery's,
+// are its own, checked against the document (TestTypesMatchTheDocument).
 type (
-	Order           = handlers.OrderView
-	Challenge       = handlers.ChallengeView
-	PositionRange   = handlers.PositionRangeView
-	Ticket          = handlers.TicketView
-	Gate            = handlers.GateView
-	PaymentResult   = handlers.PaymentResultView
-	Extended        = handlers.ExtendView
-	VoidResult      = handlers.VoidResultView
-	BulkVoided      = handlers.BulkVoidView
-	LotteryCounts   = handlers.LotteryCountsView
-	Queue           = handlers.QueueView
-	Sale            = handlers.SaleView
-	Invariant       = handlers.InvariantView
-	Reservation     = handlers.ReservationView
-	Status          = handlers.StatusView
-	LatePayment     = handlers.LatePaymentView
-	LatePaymentList = handlers.LatePaymentsView
-	Lottery         = handlers.LotteryView
-	Registration    = handlers.RegistrationView
+	Order           = api.Order
+	Challenge       = api.Challenge
+	PositionRange   = api.PositionRange
+	Ticket          = api.Ticket
+	Gate            = api.Gate
+	PaymentResult   = api.PaymentResult
+	Extended        = api.Extended
+	VoidResult      = api.VoidResult
+	BulkVoided      = api.BulkVoided
+	LotteryCounts   = api.LotteryCounts
+	Queue           = api.Queue
+	Sale            = api.Sale
+	Invariant       = api.Invariant
+	Reservation     = api.Reservation
+	Status          = api.Status
+	LatePayment     = api.LatePayment
+	LatePaymentList = api.LatePayments
+	Lottery         = api.Lottery
+	Registration    = api.Registration
 )
 
 // NewSale is the body of POST /admin/sales. Zero fields are left out, so the

@@ -40,8 +40,8 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/handlers"
 )
 
 // riverUIPrefix is the subtree River serves; the document has one
@@ -80,7 +80,7 @@ var (
 func Document() (*openapi3.T, error) {
 	loadOnce.Do(func() {
 		loader := openapi3.NewLoader()
-		loaded, loadErr = loader.LoadFromData(handlers.OpenAPI())
+		loaded, loadErr = loader.LoadFromData(api.OpenAPI())
 		if loadErr != nil {
 			loadErr = fmt.Errorf("contract: load the document: %w", loadErr)
 			return
@@ -106,7 +106,7 @@ func New() (*Checker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("contract: router: %w", err)
 	}
-	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(handlers.OpenAPI()))
+	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(api.OpenAPI()))
 	if err != nil {
 		return nil, fmt.Errorf("contract: %w", err)
 	}

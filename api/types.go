@@ -1,0 +1,264 @@
+package api
+
+import "github.com/flashline/flashline"
+
+// The contract's JSON shapes. Field order is the order clients see.
+
+// Sale is the sale object of the HTTP contract.
+type Sale struct {
+	SaleID                string    `json:"saleId"`
+	SKU                   string    `json:"sku"`
+	Title                 string    `json:"title"`
+	ImageURL              *string   `json:"imageUrl"` // null: none
+	State                 string    `json:"state"`
+	InitialStock          int       `json:"initialStock"`
+	Available             int       `json:"available"`
+	Pending               int       `json:"pending"`
+	Confirmed             int       `json:"confirmed"`
+	Expired               int       `json:"expired"`
+	Cancelled             int       `json:"cancelled"`
+	Voided                int       `json:"voided"`
+	PerCustomerLimit      int       `json:"perCustomerLimit"`
+	ReservationTTLSeconds int       `json:"reservationTtlSeconds"`
+	Admission             string    `json:"admission"`
+	Buckets               int       `json:"buckets"`
+	Fairness              string    `json:"fairness"`
+	ChallengeBits         int       `json:"challengeBits"`
+	PerInstrumentLimit    *int      `json:"perInstrumentLimit"` // null: no limit
+	MinAccountAgeSeconds  int       `json:"minAccountAgeSeconds"`
+	Confirmation          string    `json:"confirmation"`
+	OpensAt               *string   `json:"opensAt"`
+	PauseReason           string    `json:"pauseReason,omitempty"`
+	Invariant             Invariant `json:"invariant"`
+	Gate                  Gate      `json:"gate"`
+	Lottery               *Lottery  `json:"lottery,omitempty"`
+}
+
+// Gate is what counts the sale's units in front of the database, and
+// for a Redis gate how its counter stands: counter as Redis holds it (-1:
+// missing or unreachable), drift = available in the database − counter −
+// units owed back − units in flight, ok when they agree and the counter is
+// not being rebuilt.
+type Gate struct {
+	Kind    string `json:"kind"` // none or redis
+	Counter *int64 `json:"counter,omitempty"`
+	Drift   *int64 `json:"drift,omitempty"`
+	OK      *bool  `json:"ok,omitempty"`
+}
+
+// Invariant is the sale's invariant verdict.
+type Invariant struct {
+	OK        bool    `json:"ok"`
+	CheckedAt *string `json:"checkedAt"`
+	Detail    string  `json:"detail,omitempty"`
+}
+
+// Reservation is the reservation object of the HTTP contract: the
+// reservation's receipt (the 201 answer to a reservation, stored and
+// replayed byte for byte: flashline.Receipt) and, once confirmed, its order.
+type Reservation struct {
+	flashline.Receipt
+	OrderID string `json:"orderId,omitempty"`
+}
+
+// Order is the answer to a confirm.
+type Order struct {
+	OrderID       string `json:"orderId"`
+	ReservationID string `json:"reservationId"`
+}
+
+// Challenge is the waiting room's proof of work: find a decimal solution
+// such that SHA-256(nonce + ":" + solution) has bits leading zero bits.
+type Challenge struct {
+	Nonce string `json:"nonce"`
+	Bits  int    `json:"bits"`
+}
+
+// PositionRange is the 25th and 75th percentiles of a place placed by a
+// random draw: position is then an estimate, and the page shows the range.
+type PositionRange struct {
+	P25 int64 `json:"p25"`
+	P75 int64 `json:"p75"`
+}
+
+// Ticket is the answer to GET /sales/{saleId}/ticket. challenge is null
+// when the sale asks none; positionRange is there only when the place is an
+// estimate (placed by the draw).
+type Ticket struct {
+	Token                string         `json:"token"`
+	Position             int64          `json:"position"`
+	PositionRange        *PositionRange `json:"positionRange,omitempty"`
+	EstimatedWaitSeconds int64          `json:"estimatedWaitSeconds"`
+	PollAfterMs          int64          `json:"pollAfterMs"`
+	Policy               string         `json:"policy"`
+	Challenge            *Challenge     `json:"challenge"`
+}
+
+// Status is the answer to GET /sales/{saleId}/status: exactly the fields
+// of its state.
+type Status struct {
+	State                string         `json:"state"`
+	Position             *int64         `json:"position,omitempty"`
+	PositionRange        *PositionRange `json:"positionRange,omitempty"`
+	EstimatedWaitSeconds *int64         `json:"estimatedWaitSeconds,omitempty"`
+	PollAfterMs          *int64         `json:"pollAfterMs,omitempty"`
+	Paused               bool           `json:"paused,omitempty"`
+	Held                 bool           `json:"held,omitempty"`
+	Stale                bool           `json:"stale,omitempty"`
+	Message              string         `json:"message,omitempty"`
+	Challenge            *Challenge     `json:"challenge,omitempty"`
+	AdmissionToken       string         `json:"admissionToken,omitempty"`
+	ExpiresIn            *int64         `json:"expiresIn,omitempty"`
+	QueueIsFull          *bool          `json:"queueIsFull,omitempty"`
+}
+
+// Policy is a sale's published fairness policy.
+type Policy struct {
+	Policy      string `json:"policy"`
+	Description string `json:"description"`
+	// DrawCommitment is the hex SHA-256 of the sale's draw seed, published
+	// before the open; DrawSeed is the seed in hex, from the open on (absent
+	// before). See flashline.DiscloseDraw (draw.go).
+	DrawCommitment string `json:"drawCommitment"`
+	DrawSeed       string `json:"drawSeed,omitempty"`
+	// Title, ImageURL and OpensAt are what the waiting-room page shows of
+	// the sale: its product, and when it opens (null: when the store opens
+	// it).
+	Title    string  `json:"title"`
+	ImageURL *string `json:"imageUrl"`
+	OpensAt  *string `json:"opensAt"`
+}
+
+// PaymentResult is the answer to a payment event.
+type PaymentResult struct {
+	EventID       string `json:"eventId"`
+	Type          string `json:"type"`
+	Outcome       string `json:"outcome"`
+	ReservationID string `json:"reservationId"`
+	State         string `json:"state,omitempty"`
+	OrderID       string `json:"orderId,omitempty"`
+	Replayed      bool   `json:"replayed"`
+}
+
+// LatePayment is a payment to refund.
+type LatePayment struct {
+	EventID          string  `json:"eventId"`
+	ReservationID    string  `json:"reservationId"`
+	SaleID           string  `json:"saleId"`
+	PaymentReference string  `json:"paymentReference"`
+	Amount           *int64  `json:"amount"`
+	Currency         string  `json:"currency,omitempty"`
+	Reason           string  `json:"reason"`
+	ReceivedAt       string  `json:"receivedAt"`
+	RefundedAt       *string `json:"refundedAt"`
+	RefundEventID    string  `json:"refundEventId,omitempty"`
+}
+
+// LatePayments is GET /admin/payments/late.
+type LatePayments struct {
+	LatePayments []LatePayment `json:"latePayments"`
+}
+
+// Extended is what extending a sale's holds did.
+type Extended struct {
+	SaleID   string `json:"saleId"`
+	Seconds  int    `json:"seconds"`
+	Extended int    `json:"extended"`
+	AtCap    int    `json:"atCap"`
+}
+
+// VoidResult is one reservation's line of a bulk void: its state now,
+// or the error that kept it from being voided.
+type VoidResult struct {
+	ReservationID string       `json:"reservationId"`
+	State         string       `json:"state,omitempty"`
+	OrderID       string       `json:"orderId,omitempty"`
+	Error         *ErrorDetail `json:"error,omitempty"`
+}
+
+// BulkVoided is the answer to a bulk void.
+type BulkVoided struct {
+	Voided  int          `json:"voided"`
+	Results []VoidResult `json:"results"`
+}
+
+// Lottery is a lottery sale's rules and counts, on the admin's sale view.
+type Lottery struct {
+	RegistrationOpensAt   string        `json:"registrationOpensAt"`
+	RegistrationClosesAt  string        `json:"registrationClosesAt"`
+	DrawAt                string        `json:"drawAt"`
+	PurchaseWindowSeconds int           `json:"purchaseWindowSeconds"`
+	Waitlist              bool          `json:"waitlist"`
+	DrawnAt               *string       `json:"drawnAt"`
+	Registrations         LotteryCounts `json:"registrations"`
+}
+
+// LotteryCounts counts a lottery's registrations by state.
+type LotteryCounts struct {
+	Total      int `json:"total"`
+	Registered int `json:"registered"`
+	Won        int `json:"won"`
+	Lost       int `json:"lost"`
+	Waitlisted int `json:"waitlisted"`
+	Expired    int `json:"expired"`
+}
+
+// Registration is a customer's registration.
+type Registration struct {
+	RegistrationID string `json:"registrationId,omitempty"`
+	State          string `json:"state"`
+	DrawRank       int    `json:"drawRank,omitempty"`
+	// AdmissionToken: a winner's, to send as X-Admission-Token with the
+	// reservation, until PurchaseWindowEndsAt.
+	AdmissionToken       string  `json:"admissionToken,omitempty"`
+	PurchaseWindowEndsAt *string `json:"purchaseWindowEndsAt,omitempty"`
+	// For a customer not registered: whether registration is open, and the
+	// proof of work to solve to register.
+	RegistrationOpen *bool      `json:"registrationOpen,omitempty"`
+	Challenge        *Challenge `json:"challenge,omitempty"`
+}
+
+// LotteryPolicy is a lottery sale's published rules and its draw: the
+// commitment (hex SHA-256 of the seed) from the start, the seed (hex) once
+// the draw is due, so that anyone can recompute the order
+// (`flashline sale verify-draw`).
+type LotteryPolicy struct {
+	Policy                string  `json:"policy"` // "lottery"
+	Description           string  `json:"description"`
+	RegistrationOpensAt   string  `json:"registrationOpensAt"`
+	RegistrationClosesAt  string  `json:"registrationClosesAt"`
+	DrawAt                string  `json:"drawAt"`
+	PurchaseWindowSeconds int     `json:"purchaseWindowSeconds"`
+	Waitlist              bool    `json:"waitlist"`
+	Units                 int     `json:"units"`
+	DrawAlgorithm         string  `json:"drawAlgorithm"`
+	DrawCommitment        string  `json:"drawCommitment"`
+	DrawSeed              *string `json:"drawSeed"`
+	DrawnAt               *string `json:"drawnAt"`
+	Title                 string  `json:"title"`
+	ImageURL              *string `json:"imageUrl"`
+}
+
+// Queue is the answer to the queue controls.
+type Queue struct {
+	SaleID  string  `json:"saleId"`
+	Held    *bool   `json:"held,omitempty"`
+	Message *string `json:"message,omitempty"`
+}
+
+// Watermarks is the answer to GET /edge/watermarks and POST /edge/sync.
+type Watermarks struct {
+	Document string `json:"document"`
+}
+
+// ErrorBody is every error answer: {"error": {"code", "message"}}, the
+// code one of the contract's (handlers/errors.go holds the table).
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is an error answer's code and message.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
