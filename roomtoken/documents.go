@@ -298,9 +298,7 @@ func (k *Keyring) SignEdgeReport(rep EdgeReport, now time.Time) string {
 
 // OpenEdgeReport verifies an edge's signed report, good at now.
 func (k *Keyring) OpenEdgeReport(token string, now time.Time) (EdgeReport, error) {
-	var rep EdgeReport
-	err := k.openRequest(reportAudience, token, now, &rep)
-	return rep, err
+	return openRequestOf[EdgeReport](k, reportAudience, token, now)
 }
 
 // SignEdgeLease signs an edge's request for a lease of positions, as
@@ -311,9 +309,14 @@ func (k *Keyring) SignEdgeLease(l EdgeLease, now time.Time) string {
 
 // OpenEdgeLease verifies an edge's signed request for a lease, good at now.
 func (k *Keyring) OpenEdgeLease(token string, now time.Time) (EdgeLease, error) {
-	var l EdgeLease
-	err := k.openRequest(leaseAudience, token, now, &l)
-	return l, err
+	return openRequestOf[EdgeLease](k, leaseAudience, token, now)
+}
+
+// openRequestOf is openRequest decoding into a new T.
+func openRequestOf[T any](k *Keyring, aud, token string, now time.Time) (T, error) {
+	var v T
+	err := k.openRequest(aud, token, now, &v)
+	return v, err
 }
 
 // openRequest verifies an edge's signed request of kind aud, good at now.

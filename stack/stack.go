@@ -11,6 +11,7 @@
 package stack
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -68,23 +69,13 @@ type Stack struct {
 // New puts the store together from o. It opens nothing: the pools and the
 // Redis client are the caller's, as is running the cache and the gate.
 func New(o Options) *Stack {
-	if o.Postgres.Logger == nil {
-		o.Postgres.Logger = o.Logger
-	}
-	if o.Cache.Logger == nil {
-		o.Cache.Logger = o.Logger
-	}
-	if o.Cache.Registry == nil {
-		o.Cache.Registry = o.Registry
-	}
+	o.Postgres.Logger = cmp.Or(o.Postgres.Logger, o.Logger)
+	o.Cache.Logger = cmp.Or(o.Cache.Logger, o.Logger)
+	o.Cache.Registry = cmp.Or(o.Cache.Registry, o.Registry)
+	o.Gate.Logger = cmp.Or(o.Gate.Logger, o.Logger)
+	o.Gate.Registry = cmp.Or(o.Gate.Registry, o.Registry)
 	if o.Cache.Now == nil {
 		o.Cache.Now = o.Now
-	}
-	if o.Gate.Logger == nil {
-		o.Gate.Logger = o.Logger
-	}
-	if o.Gate.Registry == nil {
-		o.Gate.Registry = o.Registry
 	}
 	db := postgres.NewStore(o.Pools, o.Postgres)
 	cache := salecache.New(db, o.Cache)
