@@ -505,7 +505,7 @@ func TestRepairCorruptedSale(t *testing.T) {
 	}
 	v, err := api.Void(ctx, testserver.AdminToken, ids[0], "automation pattern", "")
 	require.NoError(t, err)
-	require.Equal(t, "voided", v.Value.State)
+	require.Equal(t, "voided", string(v.Value.State))
 
 	out, _, err := runCLI(t, dbURL, "sale", "repair", saleID)
 	require.ErrorContains(t, err, "not paused", "an open sale is not repaired")
