@@ -74,7 +74,7 @@ func TestChaos(t *testing.T) {
 	cluster := chaos.StartCluster(t, nil)
 	var rows []string
 	for _, f := range chaos.Faults(skew) {
-		if only != nil && !slices.Contains(only, f.Name) {
+		if only != nil && !slices.Contains(only, f.Name) || only == nil && f.LongOnly && !full {
 			continue
 		}
 		t.Run(f.Name, func(t *testing.T) {
@@ -89,6 +89,16 @@ func TestChaos(t *testing.T) {
 			t.Logf("  outcomes: %s", chaos.FormatCounts(res.Outcomes))
 			t.Logf("  verdict %s; worst client wait %.2fs; instances ready %.2fs after healing; run %.0fs",
 				res.Verdict, res.WorstWait.Seconds(), res.Ready.Seconds(), res.Took.Seconds())
+			for i, fo := range res.Failovers {
+				t.Logf("  failover %d: promoted %.2fs after the stop; first 201 %.2fs after the promotion; every instance ready %.2fs after it",
+					i+1, fo.Promoted.Sub(fo.Stopped).Seconds(), fo.FirstCreated.Seconds(), fo.Ready.Seconds())
+			}
+			if f.Replication != "" {
+				t.Logf("  loss: %s", res.Loss)
+			}
+			for _, l := range res.Losses {
+				t.Logf("  lost (reported, not a violation: %s replication): %s", f.Replication, l)
+			}
 			if f.Gate {
 				t.Logf("  gate: selling with its gate OK %.2fs after healing (worst round); counter agreed with the database %.2fs after the load",
 					res.GateRecovery.Seconds(), res.GateSettled.Seconds())

@@ -20,7 +20,7 @@ func TestCheckRecorded(t *testing.T) {
 	}
 	start := time.Now()
 	v := Check(context.Background(), rec.Initial, rec.OpensAt, rec.Customers, rec.Ops, rec.Facts)
-	t.Logf("porcupine %s in %s", v.Porcupine, time.Since(start))
+	t.Logf("porcupine %s in %s (%d reads left to the timeline)", v.Porcupine, time.Since(start), v.ReadsLeftOut)
 	for _, s := range v.Violations {
 		t.Errorf("violation: %s", s)
 	}
