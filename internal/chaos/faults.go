@@ -95,10 +95,16 @@ func Faults(skew time.Duration) []Fault {
 		// The failover runs (replica.go): a primary and a streaming
 		// standby of their own.
 		{Name: "failover", What: "primary with a synchronous standby: mid-reserve, the primary stopped (pg_ctl stop -m immediate) and the standby promoted 1 s later; the instances find it through their multi-host URL (target_session_attrs=read-write); three times the stock, so that buying goes on after it",
-			Replication: "sync", Inject: failover(time.Second),
+			Replication: "sync", Inject: failover(time.Second, 0),
 			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
 		{Name: "failover-async", What: "as failover, with asynchronous replication: what the primary acknowledged and had not yet sent to the standby is lost, and reported (not failed on)",
-			Replication: "async", MayLose: true, LongOnly: true, Inject: failover(time.Second),
+			Replication: "async", MayLose: true, LongOnly: true, Inject: failover(time.Second, 0),
+			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+		{Name: "failover-lag", What: "as failover, the standby's replication link black-holed (toxiproxy timeout, both ways) for the last second before the crash, a standby cut off or behind: the commits of that second wait for it and are never acknowledged",
+			Replication: "sync", LongOnly: true, Inject: failover(time.Second, time.Second),
+			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+		{Name: "failover-async-lag", What: "as failover-lag, with asynchronous replication: what the primary acknowledged in the last second before the crash never reached the standby, and is lost (reported, not failed on)",
+			Replication: "async", MayLose: true, LongOnly: true, Inject: failover(time.Second, time.Second),
 			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
 		// The gated runs (gate.go): the Redis gate on, faults on its side.
 		{Name: "gate-kill-batch", What: "gated sale: SIGKILL an instance while its reservations are at the database after the gate step (its link to PostgreSQL slowed by 150 ms), start it again; the units it had taken from the counter come back through the gate job after the return grace",
@@ -296,9 +302,10 @@ func stall(ctx context.Context, r *Run, rng *rand.Rand, hold time.Duration) (tim
 
 // failover crashes the primary once reservations are at the database (up to
 // 2 s of waiting for one), promotes the standby after, and returns at the
-// promotion. A pair that failed over before is first given its standby
-// again (Rebuild: the old primary copied from the new one).
-func failover(after time.Duration) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
+// promotion; with cut, the standby's replication link is black-holed for
+// that long before the crash. A pair that failed over before is first given
+// its standby again (Rebuild: the old primary copied from the new one).
+func failover(after, cut time.Duration) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
 	return func(ctx context.Context, r *Run, _ *rand.Rand, _ time.Duration) (time.Time, error) {
 		if r.pairFailedOver {
 			start := time.Now()
@@ -318,9 +325,20 @@ func failover(after time.Duration) func(context.Context, *Run, *rand.Rand, time.
 		for inFlight() == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
 			sleep(ctx, time.Millisecond)
 		}
+		link := r.pair.ReplicationLink()
+		if cut > 0 {
+			for _, s := range []string{"upstream", "downstream"} {
+				if err := Toxic(link, "cut-"+s, "timeout", s, `{"timeout":0}`); err != nil {
+					return time.Now(), err
+				}
+			}
+			r.Note("the standby's replication link black-holed for %s before the crash", cut)
+			sleep(ctx, cut)
+		}
 		n := inFlight()
 		old := r.pair.Primary()
 		stopped, promoted, err := r.pair.Failover(ctx, after)
+		ClearToxics(link)
 		if err != nil {
 			return time.Now(), err
 		}

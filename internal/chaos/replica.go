@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -218,6 +219,12 @@ func (p *Pair) Failover(ctx context.Context, after time.Duration) (stopped, prom
 // one: its data is replaced by a fresh copy, on the same port.
 func (p *Pair) Rebuild(ctx context.Context) error {
 	return p.follow(ctx, 1-p.primary, p.primary)
+}
+
+// Log is node i's server log so far.
+func (p *Pair) Log(i int) []byte {
+	b, _ := os.ReadFile(filepath.Join(p.nodes[i].Dir, "postgres.log"))
+	return b
 }
 
 // Failover is one failover of a run, and how the service came back from it.

@@ -428,6 +428,14 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 			}
 		}
 	}
+	if r.pair != nil && len(res.Files) > 0 {
+		for node := range 2 {
+			path := filepath.Join(cfg.OutDir, fmt.Sprintf("%s-seed%d-node%d-postgres.log", cfg.Fault.Name, cfg.Seed, node))
+			if err := os.WriteFile(path, r.pair.Log(node), 0o644); err == nil {
+				res.Files = append(res.Files, path)
+			}
+		}
+	}
 	res.Took = time.Since(started)
 	return res
 }
