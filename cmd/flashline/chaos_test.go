@@ -90,8 +90,8 @@ func TestChaos(t *testing.T) {
 			t.Logf("  verdict %s; worst client wait %.2fs; instances ready %.2fs after healing; run %.0fs",
 				res.Verdict, res.WorstWait.Seconds(), res.Ready.Seconds(), res.Took.Seconds())
 			for i, fo := range res.Failovers {
-				t.Logf("  failover %d: promoted %.2fs after the stop; first 201 %.2fs after the promotion; every instance ready %.2fs after it",
-					i+1, fo.Promoted.Sub(fo.Stopped).Seconds(), fo.FirstCreated.Seconds(), fo.Ready.Seconds())
+				t.Logf("  failover %d: promoted %.2fs after the stop; after the promotion: first 201 %.2fs, first write answered %.2fs, every instance ready %.2fs",
+					i+1, fo.Promoted.Sub(fo.Stopped).Seconds(), fo.FirstCreated.Seconds(), fo.FirstWrite.Seconds(), fo.Ready.Seconds())
 			}
 			if f.Replication != "" {
 				t.Logf("  loss: %s", res.Loss)

@@ -308,12 +308,20 @@ func stall(ctx context.Context, r *Run, rng *rand.Rand, hold time.Duration) (tim
 func failover(after, cut time.Duration) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
 	return func(ctx context.Context, r *Run, _ *rand.Rand, _ time.Duration) (time.Time, error) {
 		if r.pairFailedOver {
+			// Not cut short by the load's end: a copy half made is
+			// of no use to anyone.
 			start := time.Now()
-			if err := r.pair.Rebuild(ctx); err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			err := r.pair.Rebuild(rctx)
+			cancel()
+			if err != nil {
 				return time.Now(), err
 			}
 			r.pairFailedOver = false
 			r.Note("node %d made a standby of node %d again (pg_basebackup): %.1fs", 1-r.pair.Primary(), r.pair.Primary(), time.Since(start).Seconds())
+		}
+		if ctx.Err() != nil {
+			return time.Now(), nil
 		}
 		deadline := time.Now().Add(2 * time.Second)
 		inFlight := func() (n int64) {

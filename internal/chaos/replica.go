@@ -122,7 +122,7 @@ func (p *Pair) follow(ctx context.Context, standby, primary int) error {
 	}
 	u, err := devdb.Standby(ctx, p.nodes[standby], link)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w\n--- the server log of node %d (the primary) ---\n%s", err, primary, tailLines(p.Log(primary), 30))
 	}
 	port, err := portOf(u)
 	if err != nil {
@@ -194,6 +194,9 @@ func (p *Pair) ReplicationLink() *toxiproxy.Proxy { return p.repl[p.primary] }
 // for after, and promotes the standby, which is the primary from then on.
 // It returns when the primary was stopped and when the promotion was done.
 func (p *Pair) Failover(ctx context.Context, after time.Duration) (stopped, promoted time.Time, err error) {
+	// Once begun, not cut short: a pair left without a primary is no
+	// failover.
+	ctx = context.WithoutCancel(ctx)
 	old, next := p.primary, 1-p.primary
 	if err := devdb.Stop(ctx, p.nodes[old], "immediate"); err != nil {
 		return time.Time{}, time.Time{}, err
@@ -233,21 +236,20 @@ type Failover struct {
 	// had been promoted.
 	Stopped, Promoted time.Time
 	// FirstCreated is from the promotion to the end of the first attempt
-	// answered 201 after it (a reservation on the new primary; 0: none);
-	// Ready to every instance answering /readyz 200 again.
-	FirstCreated, Ready time.Duration
+	// answered 201 after it (a reservation on the new primary; 0: none),
+	// FirstWrite to the first answered with a write of the new primary (a
+	// 201, a confirm's or a cancel's 200: a sold-out sale has no 201 to
+	// give), Ready to every instance answering /readyz 200 again.
+	FirstCreated, FirstWrite, Ready time.Duration
 }
 
-// firstCreatedAfter is how long after t the first reserve attempt answered
-// 201 ended (0: none did).
-func firstCreatedAfter(ops []*Op, t time.Time) time.Duration {
+// firstAnswerAfter is how long after t the first attempt of ops that wrote
+// ended (0: none did).
+func firstAnswerAfter(ops []*Op, t time.Time, wrote func(*Op, Attempt) bool) time.Duration {
 	var first time.Time
 	for _, op := range ops {
-		if op.Kind != Reserve {
-			continue
-		}
 		for _, a := range op.Attempts {
-			if a.Status == 201 && a.End.After(t) && (first.IsZero() || a.End.Before(first)) {
+			if wrote(op, a) && a.End.After(t) && (first.IsZero() || a.End.Before(first)) {
 				first = a.End
 			}
 		}
@@ -256,6 +258,12 @@ func firstCreatedAfter(ops []*Op, t time.Time) time.Duration {
 		return 0
 	}
 	return first.Sub(t)
+}
+
+func answeredCreated(op *Op, a Attempt) bool { return op.Kind == Reserve && a.Status == 201 }
+
+func answeredWrite(op *Op, a Attempt) bool {
+	return answeredCreated(op, a) || (op.Kind == Confirm || op.Kind == Cancel) && a.Status == 200
 }
 
 // createDatabase (re)creates database name on the cluster of adminURL.
@@ -307,4 +315,10 @@ func portOf(u string) (int, error) {
 		return 0, errors.New("chaos: no port in " + u)
 	}
 	return port, nil
+}
+
+// tailLines is the last n lines of b.
+func tailLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

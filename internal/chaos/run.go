@@ -409,7 +409,8 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	r.mu.Unlock()
 	if r.pair != nil {
 		for i := range res.Failovers {
-			res.Failovers[i].FirstCreated = firstCreatedAfter(ops, res.Failovers[i].Promoted)
+			fo := &res.Failovers[i]
+			fo.FirstCreated, fo.FirstWrite = firstAnswerAfter(ops, fo.Promoted, answeredCreated), firstAnswerAfter(ops, fo.Promoted, answeredWrite)
 		}
 		res.Loss = Losses(sale.InitialStock, ops, facts)
 	}
