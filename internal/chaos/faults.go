@@ -94,18 +94,18 @@ func Faults(skew time.Duration) []Fault {
 		},
 		// The failover runs (replica.go): a primary and a streaming
 		// standby of their own.
-		{Name: "failover", What: "primary with a synchronous standby: mid-reserve, the primary stopped (pg_ctl stop -m immediate) and the standby promoted 1 s later; the instances find it through their multi-host URL (target_session_attrs=read-write); three times the stock, so that buying goes on after it",
+		{Name: "failover", What: "primary with a synchronous standby: mid-reserve, the primary stopped (pg_ctl stop -m immediate) and the standby promoted 1 s later; the instances find it through their multi-host URL (target_session_attrs=read-write); ten times the stock, so that the sale never sells out and every checkout is a write the failover could lose",
 			Replication: "sync", Inject: failover(time.Second, 0),
-			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+			Sale: func(s *client.NewSale) { s.InitialStock *= 10 }},
 		{Name: "failover-async", What: "as failover, with asynchronous replication: what the primary acknowledged and had not yet sent to the standby is lost, and reported (not failed on)",
 			Replication: "async", MayLose: true, LongOnly: true, Inject: failover(time.Second, 0),
-			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+			Sale: func(s *client.NewSale) { s.InitialStock *= 10 }},
 		{Name: "failover-lag", What: "as failover, the standby's replication link black-holed (toxiproxy timeout, both ways) for the last second before the crash, a standby cut off or behind: the commits of that second wait for it and are never acknowledged",
 			Replication: "sync", LongOnly: true, Inject: failover(time.Second, time.Second),
-			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+			Sale: func(s *client.NewSale) { s.InitialStock *= 10 }},
 		{Name: "failover-async-lag", What: "as failover-lag, with asynchronous replication: what the primary acknowledged in the last second before the crash never reached the standby, and is lost (reported, not failed on)",
 			Replication: "async", MayLose: true, LongOnly: true, Inject: failover(time.Second, time.Second),
-			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+			Sale: func(s *client.NewSale) { s.InitialStock *= 10 }},
 		// The gated runs (gate.go): the Redis gate on, faults on its side.
 		{Name: "gate-kill-batch", What: "gated sale: SIGKILL an instance while its reservations are at the database after the gate step (its link to PostgreSQL slowed by 150 ms), start it again; the units it had taken from the counter come back through the gate job after the return grace",
 			Gate: true, Inject: killMid(Reserve), PauseWithin: 3 * time.Second,

@@ -138,7 +138,7 @@ type Run struct {
 	// gate: the operator's pauses and resumes of a gated sale, and the
 	// longest a fault kept it from selling with its gate OK.
 	gate    gateRecord
-	loadEnd time.Time
+	loadStart, loadEnd time.Time
 }
 
 var kinds = []Kind{Reserve, Confirm, Cancel, ReadReservation}
@@ -171,10 +171,14 @@ func (r *Run) Server(slot int) *testserver.Server {
 	return r.servers[slot]
 }
 
-// Note records what the fault did, for the report.
+// Note records what the fault did, for the report, with when (from the
+// load's start).
 func (r *Run) Note(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
 	r.mu.Lock()
+	if !r.loadStart.IsZero() {
+		s = fmt.Sprintf("%5.1fs: %s", time.Since(r.loadStart).Seconds(), s)
+	}
 	r.notes = append(r.notes, s)
 	r.mu.Unlock()
 	r.cfg.Logf("chaos %s: %s", r.cfg.Fault.Name, s)
@@ -316,6 +320,9 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		tokens[i] = testserver.Token(t, customers[i])
 	}
 	loadStart := time.Now()
+	r.mu.Lock()
+	r.loadStart = loadStart
+	r.mu.Unlock()
 	w := &Workload{
 		SaleID: created.Value.SaleID, Customers: customers, Tokens: tokens, Targets: r, History: r.History,
 		HTTP: hc, Seed: cfg.Seed, LoadUntil: loadStart.Add(cfg.Load),
