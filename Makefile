@@ -26,7 +26,7 @@ END_TEST_DB = rc=$$?; if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$
 # The browsers the tests in waitpage/ drive (the first found on PATH).
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 
-.PHONY: run test test-short chaos fuzz bench profile build devdb-up devdb-down generate check-generated vet chromium clean
+.PHONY: run test test-short chaos fuzz bench profile build devdb-up devdb-down generate check-generated vet chromium pgbouncer clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flashline
@@ -39,7 +39,7 @@ run: build
 ## then every benchmark once (-benchtime 1x: do they still run, not how fast),
 ## then every fuzz target for a few seconds (FUZZTIME, default 3s).
 ## A development cluster that this run had to start is stopped at the end.
-test: build vet check-generated chromium
+test: build vet check-generated chromium pgbouncer
 	@$(WITH_TEST_DB) $(GO) test -race -count=1 -timeout 30m ./... && \
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...; $(END_TEST_DB)
 	@scripts/fuzz.sh
@@ -63,22 +63,16 @@ chaos: build
 	FLASHLINE_CHAOS=full FLASHLINE_CHAOS_SEED=$(SEED) FLASHLINE_CHAOS_FAULTS=$(FAULTS) \
 		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./cmd/flashline/
 
-## chromium: a browser for the tests in waitpage/ (make test needs it). Does
-## nothing when one is on PATH; as root with apt-get, installs Debian's chromium
-## (no other package is upgraded); otherwise says how to install one and fails.
+## chromium: a browser for the tests in waitpage/ (make test needs it);
+## pgbouncer: PgBouncer for the pooled deployment's tests (TestNorthlineThroughPgBouncer).
+## Each does nothing when the program is on PATH; as root with apt-get, says so
+## and installs Debian's package (no other package is upgraded); otherwise says
+## how to install it and fails (scripts/need.sh).
 chromium:
-	@for b in $(CHROMIUM_NAMES); do command -v $$b >/dev/null 2>&1 && exit 0; done; \
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "chromium: none on PATH; installing Debian's chromium for the browser tests (apt-get update && apt-get install -y --no-install-recommends chromium)"; \
-		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get update && apt-get install -y --no-install-recommends chromium || exit 1; \
-		for b in $(CHROMIUM_NAMES); do command -v $$b >/dev/null 2>&1 && exit 0; done; \
-		echo "chromium: apt-get installed chromium, but none of $(CHROMIUM_NAMES) is on PATH" >&2; exit 1; \
-	else \
-		echo "chromium: the browser tests in waitpage/ need one of $(CHROMIUM_NAMES) on PATH." >&2; \
-		echo "chromium: install one (Debian/Ubuntu: sudo apt-get install --no-install-recommends chromium), then run make test again." >&2; \
-		exit 1; \
-	fi
+	@scripts/need.sh "the browser tests in waitpage/" chromium $(CHROMIUM_NAMES)
+
+pgbouncer:
+	@scripts/need.sh "the tests of the pooled deployment (TestNorthlineThroughPgBouncer)" pgbouncer pgbouncer /usr/sbin/pgbouncer
 
 ## fuzz: every fuzz target for FUZZTIME (default 3s) each
 fuzz:

@@ -129,6 +129,7 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 		c.JSON(http.StatusOK, gin.H{"status": "ready"})
 	})
 	r.GET("/openapi.json", handleOpenAPI)
+	registerDocs(r)
 
 	customer := authenticate(d.Verifier, false, true)
 	oneCustomer := capPerCustomer(d.CustomerInFlight, d.Logger)

@@ -116,8 +116,10 @@ func Routes(d Deps) http.Handler {
 	// Operations.
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", handleReady(d.Ready, d.Logger))
-	// The contract itself (openapi.go).
+	// The contract itself (openapi.go), and the API reference page that
+	// renders it (docs.go).
 	r.GET("/openapi.json", handleOpenAPI)
+	registerDocs(r)
 	// The metrics name sales and show the limiter's state: the admin's.
 	r.GET("/metrics", admin, gin.WrapH(MetricsHandler(d.Registry)))
 

@@ -85,7 +85,8 @@ func (s *Store) SaleCustomers(ctx context.Context, saleID string) ([]string, err
 // a room was made).
 var changeChannels = []string{"flashline_sale_changed", "flashline_waitroom"}
 
-// Listen holds one connection of its own (made like the waiting room pool's)
+// Listen holds one connection of its own (made like the session pool's, a
+// session that no transaction pooler shares, named flashline-listen)
 // LISTENing on the change channels, and calls changed with each
 // notification's sale id, and with "" after every (re)connect, when anything
 // may have changed meanwhile. It reconnects a second after losing the
@@ -93,7 +94,9 @@ var changeChannels = []string{"flashline_sale_changed", "flashline_waitroom"}
 func (s *Store) Listen(ctx context.Context, changed func(saleID string)) error {
 	listener := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			return pgx.ConnectConfig(ctx, s.room.Config().ConnConfig.Copy())
+			cfg := s.session.Config().ConnConfig.Copy()
+			cfg.RuntimeParams["application_name"] = ListenApplicationName
+			return pgx.ConnectConfig(ctx, cfg)
 		},
 		LogError: func(ctx context.Context, err error) {
 			if ctx.Err() == nil {
@@ -112,6 +115,11 @@ func (s *Store) Listen(ctx context.Context, changed func(saleID string)) error {
 	}
 	return err
 }
+
+// ListenApplicationName names the LISTEN connection in pg_stat_activity:
+// every serve process holds exactly one, so counting them counts the
+// instances connected to the server.
+const ListenApplicationName = "flashline-listen"
 
 type notified func(saleID string)
 

@@ -34,6 +34,12 @@ func translate(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return flashline.ErrNotFound
 	}
+	if serverFull(err) {
+		// The server answers but has no session slot left (53300): a busy
+		// server, to be retried, not an outage. Roles that may wait have
+		// waited already (db.Acquire).
+		return errors.Join(flashline.ErrOverloaded, err)
+	}
 	if unreachable(err) {
 		return errors.Join(flashline.ErrUnavailable, err)
 	}
@@ -71,12 +77,12 @@ func unreachable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && !errors.As(err, &connectErr) {
 		// The server answered, but is going away or refusing sessions:
-		// connection exceptions, shutdown, "too many connections".
+		// connection exceptions, shutdown, starting up or in recovery. (A
+		// full server, 53300, is overload: serverFull.)
 		return pgerrcode.IsConnectionException(pgErr.Code) ||
 			pgErr.Code == pgerrcode.AdminShutdown ||
 			pgErr.Code == pgerrcode.CrashShutdown ||
-			pgErr.Code == pgerrcode.CannotConnectNow ||
-			pgErr.Code == pgerrcode.TooManyConnections
+			pgErr.Code == pgerrcode.CannotConnectNow
 	}
 	// A connection the server's side closed in the middle of an answer
 	// (a crash, an immediate shutdown, a proxy going away) ends in a bare

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
@@ -84,7 +83,7 @@ func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]Invariant
 	return s.checkInvariants(ctx, s.jobs, saleID)
 }
 
-func (s *Store) checkInvariants(ctx context.Context, pool *pgxpool.Pool, saleID string) ([]InvariantResult, error) {
+func (s *Store) checkInvariants(ctx context.Context, pool *db, saleID string) ([]InvariantResult, error) {
 	var filter *string
 	if saleID != "" {
 		filter = &saleID
@@ -123,7 +122,7 @@ func mismatchDetail(available, pending, confirmed, initial, ledger int) string {
 		available, pending, confirmed, available+pending+confirmed, initial, ledger)
 }
 
-func (s *Store) recordInvariant(ctx context.Context, pool *pgxpool.Pool, res *InvariantResult) error {
+func (s *Store) recordInvariant(ctx context.Context, pool *db, res *InvariantResult) error {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		if err := q.SaleLockForVerdict(ctx, dbsqlc.SaleLockForVerdictParams{SaleID: res.SaleID}); err != nil {

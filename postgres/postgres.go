@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,13 @@ type PoolOptions struct {
 	// AcquireTimeout bounds how long a caller waits for a connection (and for
 	// a new connection to be made) before it gets an error.
 	AcquireTimeout time.Duration
+	// Pooler says the URL is a pooler in transaction mode (PgBouncer), which
+	// gives each transaction whichever server connection is free: named
+	// prepared statements, pgx's default, would be missing on the next one.
+	// The pool then caches statement descriptions instead
+	// (QueryExecModeCacheDescribe: one round trip, an unnamed statement),
+	// unless the URL names its own default_query_exec_mode.
+	Pooler bool
 }
 
 // NewPool builds a pgx pool for databaseURL, sized by o, and pings it.
@@ -41,6 +49,9 @@ func NewPool(ctx context.Context, databaseURL, name string, o PoolOptions) (*pgx
 	}
 	if o.AcquireTimeout > 0 {
 		cfg.ConnConfig.ConnectTimeout = o.AcquireTimeout
+	}
+	if o.Pooler && !strings.Contains(databaseURL, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
@@ -62,8 +73,13 @@ func NewPool(ctx context.Context, databaseURL, name string, o PoolOptions) (*pgx
 // withTx runs fn in a transaction on pool (READ COMMITTED, the default: every
 // statement that needs more is written so that READ COMMITTED is enough, and
 // says why).
-func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(q *dbsqlc.Queries) error) error {
+func withTx(ctx context.Context, pool beginner, fn func(q *dbsqlc.Queries) error) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(dbsqlc.New(tx)) })
+}
+
+// beginner is what a transaction is begun on: a db, or a *pgxpool.Pool.
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // errRetry marks a request to try again in a later batch, and errRollback a
@@ -72,3 +88,30 @@ var (
 	errRetry    = errors.New("retry")
 	errRollback = errors.New("roll back the batch")
 )
+
+// Connections is what the server allows and what is in use (the
+// ServerConnections query): every serve process holds one LISTEN
+// connection, so Instances counts the instances connected.
+type Connections struct {
+	// Max is max_connections, Reserved the slots kept for superusers (and
+	// reserved_connections' roles): ordinary roles may open Max - Reserved.
+	Max, Reserved int
+	// InUse are the client sessions open now, Flashline those of flashline
+	// (application_name flashline-*), Instances the serve processes.
+	InUse, Flashline, Instances int
+}
+
+// Available is how many sessions an ordinary role may open in all.
+func (c Connections) Available() int { return c.Max - c.Reserved }
+
+// ServerConnections reads the server's connection slots on pool (one
+// statement; through a transaction pooler it is answered by the server
+// behind it).
+func ServerConnections(ctx context.Context, pool *pgxpool.Pool) (Connections, error) {
+	r, err := dbsqlc.New(pool).ServerConnections(ctx)
+	if err != nil {
+		return Connections{}, fmt.Errorf("server connections: %w", translate(err))
+	}
+	return Connections{Max: int(r.MaxConnections), Reserved: int(r.Reserved), InUse: int(r.InUse),
+		Flashline: int(r.Flashline), Instances: int(r.Instances)}, nil
+}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
 )
@@ -22,7 +20,7 @@ func (s *Store) RateLimit(ctx context.Context, scope, subject string, window tim
 	return rateLimit(ctx, s.room, scope, subject, window, max)
 }
 
-func rateLimit(ctx context.Context, pool *pgxpool.Pool, scope, subject string, window time.Duration, max int) error {
+func rateLimit(ctx context.Context, pool *db, scope, subject string, window time.Duration, max int) error {
 	secs := int32(window / time.Second)
 	if secs < 1 || window > time.Hour || max < 1 {
 		return fmt.Errorf("rate limit %s: window must be 1s-1h and max at least 1, got %v and %d", scope, window, max)

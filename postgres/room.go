@@ -83,12 +83,13 @@ func (s *Store) SetBroadcast(ctx context.Context, saleID, message, operator stri
 	return nil
 }
 
-// LeadPacer leads the pacer on one connection of the room's pool that it
-// keeps for as long as it leads: the leadership is a session advisory lock
+// LeadPacer leads the pacer on one connection of the session pool
+// (Pools.Session: a session of its own, never through a transaction
+// pooler) that it keeps for as long as it leads: the leadership is a session advisory lock
 // (WaitroomLeaderTryLock), which goes with the session if the connection or
 // the process dies, and another instance takes over.
 func (s *Store) LeadPacer(ctx context.Context, lead func(ctx context.Context, db waitroom.PacerDB) error) (bool, error) {
-	conn, err := s.room.Acquire(ctx)
+	conn, err := s.session.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("pacer: acquire: %w", translate(err))
 	}

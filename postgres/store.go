@@ -28,12 +28,26 @@ import (
 //   - Jobs: the River jobs' statements (sweeper, invariant, pruning), so
 //     that they name themselves in pg_stat_activity and stock_audit
 //     (flashline-jobs) and a slow sweep never holds an admin connection.
-//     Nil: the admin pool.
+//     Nil: the admin pool;
+//   - Session: what needs a session of its own, which a pooler in
+//     transaction mode (PgBouncer) cannot give: the pacer's leader, whose
+//     leadership is a session advisory lock, and the LISTEN connection
+//     (made like this pool's connections, named flashline-listen). Nil: the
+//     room's pool.
 //
 // They may be the same pool (SinglePool), as in tests and the CLI.
+//
+// Every role but the purchase path waits for a connection, a full server
+// included, for up to RoleWait (db.Acquire); the purchase path never waits
+// longer than its batch may.
 type Pools struct {
-	Sale, Admin, Room, Jobs *pgxpool.Pool
+	Sale, Admin, Room, Jobs, Session *pgxpool.Pool
 }
+
+// RoleWait is how long confirm, cancel, payment events, the admin's calls,
+// the waiting room and the jobs wait for a connection (a busy pool, or a
+// server without a free slot) before they are answered overloaded.
+const RoleWait = 5 * time.Second
 
 // SinglePool is Pools with one pool in every role.
 func SinglePool(p *pgxpool.Pool) Pools { return Pools{Sale: p, Admin: p, Room: p, Jobs: p} }
@@ -41,7 +55,7 @@ func SinglePool(p *pgxpool.Pool) Pools { return Pools{Sale: p, Admin: p, Room: p
 // Store implements flashline.Store, and what the sale cache (salecache.Source)
 // and the waiting room (waitroom.Store) need of the database.
 type Store struct {
-	sale, admin, room, jobs *pgxpool.Pool
+	sale, admin, room, jobs, session *db
 	// ReserveTimeout bounds one reserve attempt, its wait for a batch
 	// included. The transaction runs to the end even if the client hangs up,
 	// so that its retry finds the stored answer rather than a half-done
@@ -94,11 +108,16 @@ func (s *Store) logger() *slog.Logger {
 
 // NewStore returns a Store on the given pools.
 func NewStore(p Pools) *Store {
-	jobs := p.Jobs
+	jobs, session := p.Jobs, p.Session
 	if jobs == nil {
 		jobs = p.Admin
 	}
-	s := &Store{sale: p.Sale, admin: p.Admin, room: p.Room, jobs: jobs, ReserveTimeout: 5 * time.Second, MaxBatch: 64, BatchesInFlight: 1}
+	if session == nil {
+		session = p.Room
+	}
+	waiting := func(p *pgxpool.Pool) *db { return &db{Pool: p, wait: RoleWait} }
+	s := &Store{sale: &db{Pool: p.Sale}, admin: waiting(p.Admin), room: waiting(p.Room), jobs: waiting(jobs), session: waiting(session),
+		ReserveTimeout: 5 * time.Second, MaxBatch: 64, BatchesInFlight: 1}
 	s.batches = coalescer{store: s, sales: make(map[string]*saleQueue)}
 	return s
 }

@@ -32,7 +32,7 @@ rpid=$!
 spid=
 trap 'kill $rpid ${spid:-} 2>/dev/null || true; rm -rf "$rdir"' EXIT
 xacts() { psql -XAtq "$DATABASE_URL" -c "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"; }
-bin/flashline serve --addr "$addr" --redis-url "redis://127.0.0.1:$rport/0" --no-workers --sale-pool-size "$pool" 2>/tmp/gate-bench-serve.log &
+bin/flashline serve --addr "$addr" --redis-url "redis://127.0.0.1:$rport/0" --no-workers --db-conns "$((pool + 10))" --sale-pool-size "$pool" 2>/tmp/gate-bench-serve.log &
 spid=$!
 for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 printf '%-9s %-6s %9s %12s %10s %8s %10s  %s\n' run gate attempts reserved/s p99 "pg tx" "tx/1k try" outcomes

@@ -45,6 +45,14 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	fmt.Fprintf(stdout, "%d sales, %d mismatched\n", len(rows), bad)
+	// What the database's connections look like beside the sales: every
+	// instance counted by its LISTEN connection.
+	if c, err := postgres.ServerConnections(ctx, pool); err != nil {
+		fmt.Fprintf(stderr, "check: connections: %v\n", err)
+	} else {
+		fmt.Fprintf(stdout, "connections: %d of %d in use (max_connections %d, %d reserved for superusers); flashline holds %d in %d instances\n",
+			c.InUse, c.Available(), c.Max, c.Reserved, c.Flashline, c.Instances)
+	}
 	if bad > 0 {
 		return errMismatch
 	}

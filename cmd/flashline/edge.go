@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -137,17 +136,13 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		logger.Warn("flashline: edge: load", "err", err)
 	}
 	cancel()
-	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	var background sync.WaitGroup
-	for _, run := range []func(context.Context) error{edge.Run, cache.Run, room.RunCounts} {
-		background.Go(func() { _ = run(bgCtx) })
-	}
-	defer func() { stopBackground(); background.Wait() }()
-
+	running := newParts(logger)
+	running.startLoops(map[string]func(context.Context) error{"edge sync": edge.Run, "sale cache": cache.Run, "room counts": room.RunCounts})
 	ln, metricsLn, err := listen(cfg)
 	if err != nil {
-		return err
+		return errors.Join(err, running.stopWithin(cfg.shutdownTimeout))
 	}
+	running.addClose("listeners", func() { ln.Close(); closeIf(metricsLn) })
 	srv := newHTTPServer(handlers.EdgeRoutes(handlers.EdgeDeps{
 		Room:             room,
 		Edge:             edge,
@@ -157,6 +152,7 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		Origins:          origins,
 		CustomerInFlight: cfg.customerInFlight,
 	}))
+	startHTTP(running, logger, srv, ln, metricsLn, registry)
 	logger.Info("flashline: listening", "url", publicURL(ln.Addr()), "role", roleEdge, "edge_id", edge.ID(), "origins", strings.Join(origins, ","))
-	return serveUntilDone(ctx, cfg, logger, registry, srv, ln, metricsLn, nil)
+	return serveUntilDone(ctx, cfg, logger, running)
 }

@@ -35,8 +35,7 @@ func TestGate(t *testing.T) {
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	servers := testserver.StartN(t, 6, dbURL, "--redis-url", rs.URL,
-		"--sale-pool-size", "10", "--admin-pool-size", "3", "--river-pool-size", "3", "--room-pool-size", "2")
+	servers := testserver.StartN(t, 6, dbURL, "--redis-url", rs.URL)
 	c := testserver.NewClient()
 	instance := func(i int) string { return servers[i%len(servers)].URL }
 

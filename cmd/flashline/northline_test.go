@@ -18,23 +18,65 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testpgbouncer"
 	"github.com/flashline/flashline/internal/testserver"
 )
 
-// TestNorthline replays the Northline case study against six `flashline
-// serve` processes sharing one database, each with 20 purchase-path
-// connections, spoken to only through the HTTP contract.
+// TestNorthline replays the Northline case study with Northline's own
+// topology: six `flashline serve` processes with default flags on a
+// PostgreSQL of its own with a default server's max_connections (100),
+// spoken to only through the HTTP contract. Besides the case's checks, no
+// connection is ever refused by the server, its backends stay under its
+// limit, and no answer says the sale is paused.
 func TestNorthline(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts flashline serve processes: not in -short")
+		t.Skip("starts a PostgreSQL cluster and flashline serve processes: not in -short")
 	}
+	t.Parallel()
+	cluster := testdb.StartCluster(t, 100)
+	n := northline{c: testserver.NewClient(), checkouts: 9000}
+	n.pool = cluster.Pool(t)
+	n.servers = testserver.StartN(t, 6, cluster.URL)
+	peak := watchBackends(t, n.pool)
+	n.run(t)
+	p := peak()
+	refused := strings.Count(cluster.Log(), "too many clients already") + strings.Count(cluster.Log(), "remaining connection slots are reserved")
+	t.Logf("six instances, default flags, max_connections 100: peak backends %d, refused connections %d", p, refused)
+	require.Zero(t, refused, "connections refused by the server")
+	require.Less(t, p, 100)
+}
+
+// TestNorthlineThroughPgBouncer runs the same checks on six instances that
+// reach the database through one PgBouncer in transaction pooling mode with
+// 20 server connections (--database-url), and the server itself for what
+// needs a session (--database-direct-url).
+func TestNorthlineThroughPgBouncer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts pgbouncer and flashline serve processes: not in -short")
+	}
+	t.Parallel()
 	dbURL := testdb.New(t)
+	bouncer := testpgbouncer.Start(t, dbURL, 20)
+	n := northline{c: testserver.NewClient(), checkouts: 3000}
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
+	n.pool = pool
+	n.servers = testserver.StartN(t, 6, bouncer.URL(dbURL), "--database-direct-url", dbURL)
+	n.run(t)
+}
 
-	servers := testserver.StartN(t, 6, dbURL, "--sale-pool-size", "20", "--admin-pool-size", "3", "--river-pool-size", "3")
-	c := testserver.NewClient()
+// northline is the case study's checks against instances sharing one
+// database, however they reach it.
+type northline struct {
+	servers   []*testserver.Server
+	pool      *pgxpool.Pool // direct, for the checks
+	c         *testserver.Client
+	checkouts int // of the retry storm
+}
+
+func (n northline) run(t *testing.T) {
+	c, pool, servers := n.c, n.pool, n.servers
 	instance := func(i int) string { return servers[i%len(servers)].URL }
 
 	t.Run("Race", func(t *testing.T) {
@@ -73,11 +115,11 @@ func TestNorthline(t *testing.T) {
 	})
 
 	t.Run("RetryStorm", func(t *testing.T) {
-		// 9,000 checkouts. About 15% of first attempts are abandoned by the
+		// n.checkouts checkouts. About 15% of first attempts are abandoned by the
 		// client after a few milliseconds and retried with the same key; 10%
 		// of successes are retried again. One reservation per key, and every
 		// answer for a key is byte for byte the same.
-		const checkouts = 9000
+		checkouts := n.checkouts
 		sale := c.CreateSale(t, instance(0), fmt.Sprintf(`{"sku":"sku_storm","initialStock":%d,"perCustomerLimit":1}`, checkouts))
 		var abandoned, replays, inProgress, overloaded, failClosed atomic.Int64
 		bodies := make([][]byte, checkouts)
@@ -145,7 +187,7 @@ func TestNorthline(t *testing.T) {
 		wg.Wait()
 		elapsed := time.Since(started)
 		t.Logf("retry storm: %d checkouts in %v (%.0f/s) across 6 instances; abandoned first attempts %d, replays %d, request_in_progress %d, shed %d, fail-closed %d",
-			checkouts, elapsed.Round(time.Millisecond), checkouts/elapsed.Seconds(), abandoned.Load(), replays.Load(), inProgress.Load(), overloaded.Load(), failClosed.Load())
+			checkouts, elapsed.Round(time.Millisecond), float64(checkouts)/elapsed.Seconds(), abandoned.Load(), replays.Load(), inProgress.Load(), overloaded.Load(), failClosed.Load())
 
 		var reservations, keys, dupKeys int
 		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE sale_id = $1`, sale).Scan(&reservations))
@@ -157,6 +199,7 @@ func TestNorthline(t *testing.T) {
 		require.Equal(t, checkouts, keys)
 		require.Zero(t, dupKeys)
 		require.Positive(t, replays.Load())
+		require.Zero(t, failClosed.Load(), "answers that said the sale was paused while it was open and the database up")
 		for i, b := range bodies {
 			var v struct{ ReservationID string }
 			require.NoError(t, json.Unmarshal(b, &v), "checkout %d", i)
@@ -274,6 +317,110 @@ func TestNorthline(t *testing.T) {
 		require.Equal(t, holds, orders+cancelLedger, "every hold ends exactly once")
 		requireStock(t, pool, sale, cancelLedger, orders)
 	})
+	t.Run("ConfirmCancelBurst", func(t *testing.T) { n.confirmCancelBurst(t) })
+}
+
+// confirmCancelBurst is a store's own calls at once: 30 holds, each
+// confirmed 3 times and cancelled 5 times, across the instances. Every
+// answer is kept, the ones retried included: none may say the sale is
+// paused (it is open, and the database up), each hold ends confirmed (one
+// order) or cancelled (its unit back once), never both.
+func (n northline) confirmCancelBurst(t *testing.T) {
+	const holds = 30
+	c, servers := n.c, n.servers
+	instance := func(i int) string { return servers[i%len(servers)].URL }
+	sale := c.CreateSale(t, instance(0), fmt.Sprintf(`{"sku":"sku_store","initialStock":%d,"perCustomerLimit":1,"confirmation":"customer"}`, holds))
+	ids, toks := make([]string, holds), make([]string, holds)
+	for i := range ids {
+		toks[i] = testserver.Token(t, fmt.Sprintf("store-%02d", i))
+		r := retryShed(t, func(attempt int) (testserver.Response, error) {
+			return c.Reserve(context.Background(), instance(i+attempt), sale, toks[i], "k", 1)
+		})
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+		var v struct{ ReservationID string }
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		ids[i] = v.ReservationID
+	}
+	var mu sync.Mutex
+	answers := map[string]int{}
+	orders := make([]sync.Map, holds)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		for j := range 8 {
+			action := "cancel"
+			if j < 3 {
+				action = "confirm"
+			}
+			wg.Go(func() {
+				<-start
+				r := retryShed(t, func(attempt int) (testserver.Response, error) {
+					r, err := c.Do(context.Background(), http.MethodPost, instance(i*8+j+attempt)+"/reservations/"+id+"/"+action, toks[i], "")
+					if err == nil {
+						mu.Lock()
+						answers[strings.TrimSpace(fmt.Sprintf("%s %d %s", action, r.Status, errorCode(r.Body)))]++
+						mu.Unlock()
+					}
+					return r, err
+				})
+				switch {
+				case r.Status == 200 && action == "confirm":
+					var v struct{ OrderID string }
+					require.NoError(t, json.Unmarshal(r.Body, &v))
+					orders[i].Store(v.OrderID, true)
+				case r.Status == 200:
+				case r.Status == 409 && (errorCode(r.Body) == "reservation_cancelled" || errorCode(r.Body) == "reservation_confirmed"):
+				default:
+					t.Errorf("%s %s: %d %s", action, id, r.Status, r.Body)
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	t.Logf("confirm/cancel burst (%d holds x 3 confirms + 5 cancels): %v", holds, answers)
+	for a := range answers {
+		require.NotContains(t, a, "sale_paused_fail_closed", "an answer said the sale was paused: %v", answers)
+	}
+	var confirmed int
+	for i := range orders {
+		k := 0
+		orders[i].Range(func(any, any) bool { k++; return true })
+		require.LessOrEqual(t, k, 1, "one order id per reservation")
+		confirmed += k
+	}
+	var ordered, cancelled int
+	require.NoError(t, n.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM orders o JOIN reservations r USING (reservation_id) WHERE r.sale_id = $1`, sale).Scan(&ordered))
+	require.NoError(t, n.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM stock_ledger WHERE sale_id = $1 AND reason = 'cancel'`, sale).Scan(&cancelled))
+	require.Equal(t, confirmed, ordered)
+	require.Equal(t, holds, ordered+cancelled, "every hold ends exactly once")
+	requireStock(t, n.pool, sale, cancelled, ordered)
+}
+
+// watchBackends samples the server's client backends every 20 ms until the
+// function it returns is called, which returns the most seen at once.
+func watchBackends(t *testing.T, pool *pgxpool.Pool) func() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	var peak atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var n int64
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'`).Scan(&n); err == nil && n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	stop := func() int { cancel(); <-done; return int(peak.Load()) }
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 // retryShed sends a request again, as a mobile client would, while the

@@ -134,10 +134,20 @@ func (e env) bool(p *bool, name, envVar string, help string) {
 	e.fs.BoolVar(p, name, def, help+" ($"+envVar+")")
 }
 
-// databaseURL registers --database-url.
+// databaseURL registers a command-line tool's --database-url: the server
+// itself, FLASHLINE_DATABASE_DIRECT_URL when that is set (the tools take
+// session locks and prepare statements, which a pooler in transaction mode
+// does not keep), else DATABASE_URL.
 func (e env) databaseURL(p *string) {
-	e.string(p, "database-url", "DATABASE_URL", "", "PostgreSQL URL (libpq form)")
+	envVar := "DATABASE_URL"
+	if e.getenv(directURLEnv) != "" {
+		envVar = directURLEnv
+	}
+	e.string(p, "database-url", envVar, "", "PostgreSQL URL (libpq form)")
 }
+
+// directURLEnv names serve's --database-direct-url.
+const directURLEnv = "FLASHLINE_DATABASE_DIRECT_URL"
 
 // devDBDir is where the development database lives.
 func devDBDir(getenv func(string) string) string {

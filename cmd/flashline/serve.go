@@ -36,11 +36,18 @@ import (
 )
 
 type serveConfig struct {
-	addr, metricsAddr, databaseURL         string
-	redisURL                               string
-	adminToken, jwtSecret                  string
-	salePoolSize, adminPoolSize, roomPool  int
-	riverPool, jobsPool                    int
+	addr, metricsAddr, databaseURL string
+	// directURL is what needs a session of its own (LISTEN, River, the
+	// pacer's advisory lock, migrations): databaseURL unless set, which
+	// then may be a pooler in transaction mode.
+	directURL             string
+	redisURL              string
+	adminToken, jwtSecret string
+	// dbConns is the most connections the instance opens (--db-conns),
+	// split among the roles (budget.go); pools are the role flags that
+	// override the split.
+	dbConns                                int
+	pools                                  roleFlags
 	maxInFlight, maxBatch, batchesInFlight int
 	customerInFlight, maxConns             int
 	noMigrate, noWorkers, demo, noShed     bool
@@ -88,16 +95,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.string(&cfg.origins, "origin", "FLASHLINE_ORIGIN", "", "an edge's origins: base URLs of instances with the database, comma-separated (role edge only)")
 	e.string(&cfg.edgeID, "edge-id", "FLASHLINE_EDGE_ID", "", "an edge's name in its reports to origins, 1-64 of [A-Za-z0-9_-] (default: edge- and random hex)")
 	e.string(&cfg.metricsAddr, "metrics-addr", "FLASHLINE_METRICS_ADDR", "", "also serve /metrics, without auth, on this address (a private network's; empty: /metrics only on --addr, to the admin)")
-	e.databaseURL(&cfg.databaseURL)
+	e.string(&cfg.databaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL URL (libpq form); may be a pooler in transaction mode (PgBouncer) when --database-direct-url names the server itself")
 	e.redisURL(&cfg.redisURL)
 	e.string(&cfg.adminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "bearer token of the admin API (required)")
 	e.string(&cfg.jwtSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret of customer JWTs (required)")
-	e.int(&cfg.salePoolSize, "sale-pool-size", "FLASHLINE_SALE_POOL_SIZE", 20, "connections the purchase path may hold")
-	e.int(&cfg.adminPoolSize, "admin-pool-size", "FLASHLINE_ADMIN_POOL_SIZE", 5, "connections for admin, reads, confirm and cancel")
-	e.int(&cfg.roomPool, "room-pool-size", "FLASHLINE_ROOM_POOL_SIZE", 5, "connections for the waiting room and the sale cache (the pacer's leader holds one)")
-	e.int(&cfg.riverPool, "river-pool-size", "FLASHLINE_RIVER_POOL_SIZE", 5, "connections for River's job workers")
-	e.int(&cfg.jobsPool, "jobs-pool-size", "FLASHLINE_JOBS_POOL_SIZE", 2, "connections for the jobs' statements (sweeper, invariant, pruning)")
-	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the admission limit may let into the purchase path at once (0: (2+1) x max-batch x batches-in-flight x sale-pool-size)")
+	e.string(&cfg.directURL, "database-direct-url", directURLEnv, "", "PostgreSQL URL of the server itself, for what needs a session (LISTEN, River, the pacer's lock, migrations), when --database-url is a pooler in transaction mode such as PgBouncer (default: --database-url)")
+	e.int(&cfg.dbConns, "db-conns", "FLASHLINE_DB_CONNS", defaultDBConns, "the most database connections this instance opens in all, split among its roles (the role pool flags override their share)")
+	e.int(&cfg.pools.sale, "sale-pool-size", "FLASHLINE_SALE_POOL_SIZE", 0, "connections the purchase path may hold (0: its share of --db-conns)")
+	e.int(&cfg.pools.admin, "admin-pool-size", "FLASHLINE_ADMIN_POOL_SIZE", 0, "connections for admin, reads, confirm, cancel and payment events (0: its share of --db-conns)")
+	e.int(&cfg.pools.room, "room-pool-size", "FLASHLINE_ROOM_POOL_SIZE", 0, "connections for the waiting room and the sale cache (0: its share of --db-conns)")
+	e.int(&cfg.pools.river, "river-pool-size", "FLASHLINE_RIVER_POOL_SIZE", 0, "connections for River (0: its share of --db-conns)")
+	e.int(&cfg.pools.jobs, "jobs-pool-size", "FLASHLINE_JOBS_POOL_SIZE", 0, "connections for the jobs' statements: sweeper, invariant, pruning (0: its share of --db-conns)")
+	e.int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the admission limit may let into the purchase path at once (0: (8+1) x max-batch x batches-in-flight x the sale pool's size)")
 	e.int(&cfg.customerInFlight, "customer-in-flight", "FLASHLINE_CUSTOMER_IN_FLIGHT", 4, "requests one customer may have in flight at once (0: no cap)")
 	e.int(&cfg.maxConns, "max-conns", "FLASHLINE_MAX_CONNS", 10000, "open client connections at most; more wait to be accepted")
 	e.int(&cfg.maxBatch, "max-batch", "FLASHLINE_MAX_BATCH", 64, "the most concurrent reservations of one sale coalesced into one transaction (1: one transaction each)")
@@ -149,31 +158,37 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		// a second reservation instead of replaying the first.
 		return fmt.Errorf("serve: --key-retention is %s; it must be at least %s, the published minimum (a retry within a day replays its answer)", cfg.jobs.KeyRetention, minKeyRetention)
 	}
-	if cfg.salePoolSize < 1 || cfg.adminPoolSize < 1 || cfg.roomPool < 2 || cfg.riverPool < 1 || cfg.jobsPool < 1 {
-		return errors.New("serve: pool sizes must be at least 1 (the room's at least 2: the pacer's leader holds one)")
+	if p := cfg.pools; p.sale < 0 || p.admin < 0 || p.room < 0 || p.river < 0 || p.jobs < 0 {
+		return errors.New("serve: pool sizes must be at least 1 (0: the role's share of --db-conns)")
 	}
 	if cfg.maxBatch < 1 || cfg.batchesInFlight < 1 {
 		return errors.New("serve: --max-batch and --batches-in-flight must be at least 1")
+	}
+	conns, err := splitBudget(cfg.dbConns, cfg.batchesInFlight, cfg.pools)
+	if err != nil {
+		return err
 	}
 	if cfg.customerInFlight < 0 || cfg.maxConns < 1 {
 		return errors.New("serve: --customer-in-flight must be at least 0 and --max-conns at least 1")
 	}
 	if cfg.maxInFlight == 0 {
-		cfg.maxInFlight = saleShare(cfg) * cfg.salePoolSize
+		cfg.maxInFlight = saleShare(cfg) * conns.sale
 	}
-	if cfg.maxInFlight < cfg.salePoolSize {
-		return fmt.Errorf("serve: --max-in-flight (%d) must be at least --sale-pool-size (%d), where the limit starts", cfg.maxInFlight, cfg.salePoolSize)
+	if cfg.maxInFlight < conns.sale {
+		return fmt.Errorf("serve: --max-in-flight (%d) must be at least the sale pool's size (%d), where the limit starts", cfg.maxInFlight, conns.sale)
 	}
-	var err error
 	if cfg.databaseURL, err = resolveDatabaseURL(cfg.databaseURL, getenv, stderr); err != nil {
 		return err
+	}
+	if cfg.directURL == "" {
+		cfg.directURL = cfg.databaseURL
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if cfg.clockSkew != 0 {
 		logger.Warn("flashline: TEST HOOK: this instance's clock is skewed; for the fault harness only, never in production",
 			"env", clockSkewEnv, "skew", cfg.clockSkew)
 	}
-	return serve(ctx, cfg, logger, stdout)
+	return serve(ctx, cfg, conns, logger, stdout)
 }
 
 // checkSecrets refuses secrets an attacker could guess: outside --demo, the
@@ -265,12 +280,7 @@ func (h minLevel) WithGroup(g string) slog.Handler {
 	return minLevel{Handler: h.Handler.WithGroup(g), min: h.min}
 }
 
-func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.Writer) error {
-	// The instance's clock: the machine's, unless the test hook skews it.
-	now := time.Now
-	if skew := cfg.clockSkew; skew != 0 {
-		now = func() time.Time { return time.Now().Add(skew) }
-	}
+func serve(ctx context.Context, cfg serveConfig, conns budget, logger *slog.Logger, stdout io.Writer) error {
 	verifier, err := auth.NewVerifier(cfg.jwtSecret, cfg.adminToken)
 	if err != nil {
 		return err
@@ -318,44 +328,85 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		return err
 	}
 
-	// Separate pools, each sized explicitly, so that one cannot starve
-	// another: a flood of buyers holds at most the sale pool.
-	const acquire = 3 * time.Second
-	adminPool, err := postgres.NewPool(ctx, cfg.databaseURL, "admin", postgres.PoolOptions{MaxConns: int32(cfg.adminPoolSize), MinConns: 1, AcquireTimeout: acquire})
+	// Whatever is started from here on is stopped, last first, within the
+	// drain deadline, however serve ends: a signal while it was still
+	// starting included.
+	running := newParts(logger)
+	err = startServe(ctx, cfg, conns, running, logger, stdout, verifier, keyring, payments, paymentSecret, limiter)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			// A stop signal while starting: stop what started, and say so.
+			logger.Info("flashline: stopped while starting", "err", err)
+			err = nil
+		}
+		return errors.Join(err, running.stopWithin(cfg.shutdownTimeout))
 	}
-	defer adminPool.Close()
+	return serveUntilDone(ctx, cfg, logger, running)
+}
+
+// startServe starts the instance's parts in order, each recorded in running
+// as soon as it runs: the pools (direct ones first, after the migration),
+// the store and what stands in front of it, River, the background loops,
+// and the HTTP servers.
+func startServe(ctx context.Context, cfg serveConfig, conns budget, running *parts, logger *slog.Logger, stdout io.Writer,
+	verifier *auth.Verifier, keyring *waitroom.Keyring, payments *webhook.Verifier, paymentSecret string, limiter *loadshed.Limiter) error {
+	// The migration first, on a pool of its own closed before the others
+	// open: it holds a lock on one connection while golang-migrate and
+	// River's migrator use others, and counts in the instance's budget.
 	if !cfg.noMigrate {
-		if err := migrate(ctx, cfg.databaseURL); err != nil {
+		if err := migrate(ctx, cfg.directURL, min(4, conns.total)); err != nil {
 			return err
 		}
 	}
+	// Separate pools, each sized explicitly (the budget's split), so that
+	// one cannot starve another: a flood of buyers holds at most the sale
+	// pool. What needs a session of its own is on the direct URL; the rest
+	// may go through a pooler in transaction mode.
+	const acquire = 3 * time.Second
+	pooler := cfg.directURL != cfg.databaseURL
+	open := func(url, name string, o postgres.PoolOptions) (*pgxpool.Pool, error) {
+		o.AcquireTimeout, o.Pooler = acquire, pooler && url == cfg.databaseURL
+		pool, err := postgres.NewPool(ctx, url, name, o)
+		if err != nil {
+			return nil, err
+		}
+		running.addClose(name+" pool", pool.Close)
+		return pool, nil
+	}
+	sessionPool, err := open(cfg.directURL, "session", postgres.PoolOptions{MaxConns: int32(conns.session)})
+	if err != nil {
+		return err
+	}
+	if c, err := postgres.ServerConnections(ctx, sessionPool); err != nil {
+		logger.Warn("flashline: cannot read the database's connection slots", "err", err)
+	} else {
+		checkServer(ctx, logger, c, conns, pooler)
+	}
+	riverPool, err := open(cfg.directURL, "river", postgres.PoolOptions{MaxConns: int32(conns.river)})
+	if err != nil {
+		return err
+	}
+	adminPool, err := open(cfg.databaseURL, "admin", postgres.PoolOptions{MaxConns: int32(conns.admin), MinConns: 1})
+	if err != nil {
+		return err
+	}
 	// MinConns pre-warms the purchase path: the first buyers pay no handshake.
-	salePool, err := postgres.NewPool(ctx, cfg.databaseURL, "sale", postgres.PoolOptions{MaxConns: int32(cfg.salePoolSize), MinConns: int32(min(cfg.salePoolSize, 4)), AcquireTimeout: acquire})
+	salePool, err := open(cfg.databaseURL, "sale", postgres.PoolOptions{MaxConns: int32(conns.sale), MinConns: int32(min(conns.sale, 4))})
 	if err != nil {
 		return err
 	}
-	defer salePool.Close()
-	roomPool, err := postgres.NewPool(ctx, cfg.databaseURL, "room", postgres.PoolOptions{MaxConns: int32(cfg.roomPool), MinConns: 1, AcquireTimeout: acquire})
+	roomPool, err := open(cfg.databaseURL, "room", postgres.PoolOptions{MaxConns: int32(conns.room), MinConns: 1})
 	if err != nil {
 		return err
 	}
-	defer roomPool.Close()
-	riverPool, err := postgres.NewPool(ctx, cfg.databaseURL, "river", postgres.PoolOptions{MaxConns: int32(cfg.riverPool), AcquireTimeout: acquire})
-	if err != nil {
-		return err
-	}
-	defer riverPool.Close()
 	// The jobs' statements name themselves (flashline-jobs) in
 	// pg_stat_activity and stock_audit, and never hold an admin connection.
-	jobsPool, err := postgres.NewPool(ctx, cfg.databaseURL, "jobs", postgres.PoolOptions{MaxConns: int32(cfg.jobsPool), AcquireTimeout: acquire})
+	jobsPool, err := open(cfg.databaseURL, "jobs", postgres.PoolOptions{MaxConns: int32(conns.jobs)})
 	if err != nil {
 		return err
 	}
-	defer jobsPool.Close()
 
-	store := postgres.NewStore(postgres.Pools{Sale: salePool, Admin: adminPool, Room: roomPool, Jobs: jobsPool})
+	store := postgres.NewStore(postgres.Pools{Sale: salePool, Admin: adminPool, Room: roomPool, Jobs: jobsPool, Session: sessionPool})
 	store.Logger = logger
 	store.MaxBatch, store.BatchesInFlight = cfg.maxBatch, cfg.batchesInFlight
 	if !cfg.noShed {
@@ -376,18 +427,19 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	store.OnBatch = func(n int) { batchSizes.Observe(float64(n)) }
 	store.OnQueueFull = queueFull.Inc
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "room": roomPool, "river": riverPool, "jobs": jobsPool})
+	registerPoolMetrics(registry, map[string]*pgxpool.Pool{"sale": salePool, "admin": adminPool, "room": roomPool, "river": riverPool, "jobs": jobsPool, "session": sessionPool})
+	registry.MustRegister(newConnectionsCollector(adminPool, conns))
 
 	// The sale cache (below) and the Redis gate of peak sales: a gated sale
 	// fails closed (503) on an instance without Redis, or whose Redis does
 	// not answer; this one still serves every other sale.
-	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry, Now: now})
+	cache := salecache.New(store, salecache.Options{Logger: logger, Registry: registry, Now: now(cfg)})
 	rdb, err := newRedis(cfg.redisURL)
 	if err != nil {
 		return err
 	}
 	if rdb != nil {
-		defer rdb.Close()
+		running.addClose("redis client", func() { rdb.Close() })
 		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if err := rdb.Ping(pingCtx).Err(); err != nil {
 			logger.Warn("flashline: Redis does not answer; gated sales fail closed until it does", "err", err)
@@ -424,8 +476,6 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	// before serving, so a sale about to open is warm. The waiting room's
 	// pacer: one instance leads it at a time.
 	//
-	// Both run until serve returns, and are stopped before the pools close
-	// (the pacer's leader hands its lock over).
 	// Times that instances compare (an opening, a ticket's or an admission
 	// token's expiry) are judged by the database's clock as the cache
 	// estimates it, not by this machine's, which may be off: a token minted
@@ -437,31 +487,41 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 	if err := cache.Load(ctx); err != nil {
 		return err
 	}
-	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	var background sync.WaitGroup
-	for _, run := range []func(context.Context) error{cache.Run, room.RunPacer, room.RunCounts, gt.Run} {
-		background.Go(func() { _ = run(bgCtx) })
-	}
-	defer func() { stopBackground(); background.Wait() }()
+	// The loops run until the service stops, and are stopped before the
+	// pools close (the pacer's leader hands its lock over).
+	running.startLoops(map[string]func(context.Context) error{
+		"sale cache": cache.Run, "pacer": room.RunPacer, "room counts": room.RunCounts, "gate": gt.Run,
+	})
 
 	// Listen first, so that a bad address fails at once.
 	ln, metricsLn, err := listen(cfg)
 	if err != nil {
 		return err
 	}
+	running.addClose("listeners", func() { ln.Close(); closeIf(metricsLn) })
 	// River must not be stopped by the signal's cancellation (that is a hard
-	// stop); it is stopped below, after the HTTP server has drained.
-	runCtx := context.WithoutCancel(ctx)
+	// stop); it is stopped in turn, after the HTTP server has drained.
 	if !cfg.noWorkers {
-		if err := riverClient.Start(runCtx); err != nil {
-			ln.Close()
-			return fmt.Errorf("start river: %w", err)
+		// Its start asks the database: a signal meanwhile is not kept
+		// waiting for a database that does not answer.
+		started := make(chan error, 1)
+		go func() { started <- riverClient.Start(context.WithoutCancel(ctx)) }()
+		running.add("river", func(ctx context.Context) error { return riverClient.Stop(ctx) })
+		select {
+		case err := <-started:
+			if err != nil {
+				return fmt.Errorf("start river: %w", err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("start river: %w", ctx.Err())
 		}
 	}
-	if err := ui.Start(runCtx); err != nil {
-		ln.Close()
+	uiCtx, stopUI := context.WithCancel(context.WithoutCancel(ctx))
+	if err := ui.Start(uiCtx); err != nil {
+		stopUI()
 		return fmt.Errorf("start river ui: %w", err)
 	}
+	running.addClose("river ui", stopUI)
 
 	srv := newHTTPServer(handlers.Routes(handlers.Deps{
 		Store:            cache.Wrap(gt.Wrap(store)),
@@ -482,56 +542,75 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stdout io.
 		Now:              clock,
 	}))
 	url := publicURL(ln.Addr())
-	logger.Info("flashline: listening", "url", url, "role", cfg.role, "sale_pool", cfg.salePoolSize, "workers", !cfg.noWorkers, "redis", rdb != nil)
+	startHTTP(running, logger, srv, ln, metricsLn, registry)
+	logger.Info("flashline: listening", "url", url, "role", cfg.role, "workers", !cfg.noWorkers, "redis", rdb != nil)
 	if cfg.demo {
 		if err := printDemo(ctx, store, cfg, paymentSecret, url, stdout); err != nil {
 			logger.Warn("flashline: demo sale", "err", err)
 		}
 	}
-
-	return serveUntilDone(ctx, cfg, logger, registry, srv, ln, metricsLn, func(ctx context.Context) error {
-		if cfg.noWorkers {
-			return nil
-		}
-		if err := riverClient.Stop(ctx); err != nil {
-			return fmt.Errorf("stop river: %w", err)
-		}
-		return nil
-	})
+	return nil
 }
 
-// serveUntilDone serves srv on ln, and the private mux (privateMux) on
-// metricsLn if there is one, until ctx is done or a server fails; then it
-// drains the requests in flight within cfg.shutdownTimeout and, within the
-// same deadline, runs drained (if not nil: what else stops with the
-// process).
-func serveUntilDone(ctx context.Context, cfg serveConfig, logger *slog.Logger, registry *prometheus.Registry,
-	srv *http.Server, ln, metricsLn net.Listener, drained func(context.Context) error) error {
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(ln) }()
+// now is the instance's clock: the machine's, unless the test hook skews it.
+func now(cfg serveConfig) func() time.Time {
+	if skew := cfg.clockSkew; skew != 0 {
+		return func() time.Time { return time.Now().Add(skew) }
+	}
+	return time.Now
+}
+
+func closeIf(ln net.Listener) {
+	if ln != nil {
+		ln.Close()
+	}
+}
+
+// startHTTP serves srv on ln, and the private mux (privateMux) on metricsLn
+// if there is one; a server that fails ends the service (running.failed).
+// Stopping it drains the requests in flight.
+func startHTTP(running *parts, logger *slog.Logger, srv *http.Server, ln, metricsLn net.Listener, registry *prometheus.Registry) {
+	failed := func(err error) {
+		if !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case running.failed <- fmt.Errorf("serve: %w", err):
+			default:
+			}
+		}
+	}
+	go func() { failed(srv.Serve(ln)) }()
 	var metricsSrv *http.Server
 	if metricsLn != nil {
 		metricsSrv = newHTTPServer(privateMux(registry))
 		logger.Info("flashline: metrics", "url", publicURL(metricsLn.Addr())+"/metrics")
-		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
+		go func() { failed(metricsSrv.Serve(metricsLn)) }()
 	}
+	running.add("http server", func(ctx context.Context) error {
+		logger.Info("flashline: shutting down, draining in-flight requests")
+		err := srv.Shutdown(ctx)
+		if metricsSrv != nil {
+			err = errors.Join(err, metricsSrv.Shutdown(ctx))
+		}
+		return err
+	})
+}
+
+// serveUntilDone waits until ctx is done (the stop signal), or until a
+// server or a background loop fails; then it stops every running part, the
+// HTTP server's drain first, within cfg.shutdownTimeout.
+func serveUntilDone(ctx context.Context, cfg serveConfig, logger *slog.Logger, running *parts) error {
+	var failure error
 	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
+	case failure = <-running.failed:
+		logger.Warn("flashline: stopping: a part of the service failed", "err", failure)
 	case <-ctx.Done():
 	}
-
-	logger.Info("flashline: shutting down, draining in-flight requests")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	if metricsSrv != nil {
-		err = errors.Join(err, metricsSrv.Shutdown(shutdownCtx))
+	err := errors.Join(failure, running.stopWithin(cfg.shutdownTimeout))
+	if err != nil {
+		logger.Warn("flashline: stopped", "err", err)
+	} else {
+		logger.Info("flashline: stopped")
 	}
-	if drained != nil {
-		err = errors.Join(err, drained(shutdownCtx))
-	}
-	logger.Info("flashline: stopped")
 	return err
 }
 
@@ -551,8 +630,8 @@ func privateMux(registry *prometheus.Registry) http.Handler {
 // migrate brings the schema up on a pool of its own, closed afterwards:
 // migrating holds a lock on one connection while golang-migrate and River's
 // migrator use others, more than a small admin pool may have.
-func migrate(ctx context.Context, databaseURL string) error {
-	pool, err := postgres.NewPool(ctx, databaseURL, "migrate", postgres.PoolOptions{MaxConns: 4, AcquireTimeout: 3 * time.Second})
+func migrate(ctx context.Context, databaseURL string, conns int) error {
+	pool, err := postgres.NewPool(ctx, databaseURL, "migrate", postgres.PoolOptions{MaxConns: int32(conns), AcquireTimeout: 3 * time.Second})
 	if err != nil {
 		return err
 	}

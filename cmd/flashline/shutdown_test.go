@@ -3,11 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/internal/testdb"
@@ -60,4 +67,100 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	for i, st := range statuses {
 		require.Equal(t, 201, st, "request %d", i)
 	}
+}
+
+// TestStopSignalAlwaysStops: serve ends within its drain deadline after
+// SIGTERM whatever the database is doing: still starting against a database
+// that never answers, or serving while every connection to it has stalled
+// mid-request (a partition: nothing refused, nothing answered). A drain that
+// cannot finish gives up, says what it abandoned, and exits non-zero.
+// Orchestrators send SIGTERM, then kill.
+func TestStopSignalAlwaysStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	t.Parallel()
+	const drain = 2 * time.Second
+	// The deadline, and room for a loaded machine to end a process.
+	const limit = drain + 8*time.Second
+
+	t.Run("WhileStarting", func(t *testing.T) {
+		t.Parallel()
+		// A database that takes connections and never answers.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		connected := make(chan struct{}, 1)
+		var held []net.Conn
+		var mu sync.Mutex
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				held = append(held, c)
+				mu.Unlock()
+				select {
+				case connected <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		t.Cleanup(func() {
+			ln.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range held {
+				c.Close()
+			}
+		})
+		srv := testserver.Spawn(t, "postgres://postgres@"+ln.Addr().String()+"/flashline?sslmode=disable&connect_timeout=60",
+			"--shutdown-timeout", drain.String())
+		select {
+		case <-connected: // serve waits for the database's answer
+		case <-time.After(time.Minute):
+			t.Fatalf("serve never connected\n%s", srv.Logs())
+		}
+		took, err := srv.Terminate(t, limit)
+		t.Logf("stopped %v after SIGTERM while starting", took.Round(time.Millisecond))
+		require.NoError(t, err, "a stop signal while starting is a clean stop\n%s", srv.Logs())
+		require.Contains(t, srv.Logs(), "stopped while starting")
+	})
+
+	t.Run("DatabaseStalled", func(t *testing.T) {
+		t.Parallel()
+		dbURL := testdb.New(t)
+		u, err := url.Parse(dbURL)
+		require.NoError(t, err)
+		server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+		proxy := toxiproxy.NewProxy(server, "postgres", "127.0.0.1:0", u.Host)
+		require.NoError(t, proxy.Start())
+		t.Cleanup(proxy.Stop)
+		u.Host = proxy.Listen
+		srv := testserver.Start(t, u.String(), "--shutdown-timeout", drain.String())
+		c := testserver.NewClient()
+		sale := c.CreateSale(t, srv.URL, `{"sku":"sku_stall","initialStock":10,"perCustomerLimit":1,"confirmation":"customer"}`)
+		tok := testserver.Token(t, "stalled")
+		r, err := c.Reserve(context.Background(), srv.URL, sale, tok, "k", 1)
+		require.NoError(t, err)
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+		id := strings.Split(strings.Split(string(r.Body), `"reservationId":"`)[1], `"`)[0]
+
+		// Every byte either way is held from now on.
+		for _, stream := range []string{"upstream", "downstream"} {
+			_, err := proxy.Toxics.AddToxicJson(strings.NewReader(`{"type":"timeout","stream":"` + stream + `","attributes":{"timeout":0}}`))
+			require.NoError(t, err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		for range 3 {
+			go func() { _, _ = c.Do(ctx, http.MethodPost, srv.URL+"/reservations/"+id+"/cancel", tok, "") }()
+		}
+		time.Sleep(500 * time.Millisecond) // the cancels wait on the stalled database
+		took, err := srv.Terminate(t, limit)
+		t.Logf("stopped %v after SIGTERM with the database stalled: %v", took.Round(time.Millisecond), err)
+		require.Error(t, err, "a drain that could not finish exits non-zero")
+		require.Contains(t, srv.Logs(), "abandoned")
+	})
 }

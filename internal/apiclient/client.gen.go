@@ -1898,6 +1898,51 @@ func (e ResumeSale503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Docs500JSONResponseBodyErrorCode.
+const (
+	Docs500JSONResponseBodyErrorCodeInternal Docs500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the Docs500JSONResponseBodyErrorCode enum.
+func (e Docs500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Docs500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DocsAsset404JSONResponseBodyErrorCode.
+const (
+	DocsAsset404JSONResponseBodyErrorCodeNotFound DocsAsset404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the DocsAsset404JSONResponseBodyErrorCode enum.
+func (e DocsAsset404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DocsAsset404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DocsAsset500JSONResponseBodyErrorCode.
+const (
+	DocsAsset500JSONResponseBodyErrorCodeInternal DocsAsset500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the DocsAsset500JSONResponseBodyErrorCode enum.
+func (e DocsAsset500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DocsAsset500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EdgeLease400JSONResponseBodyErrorCode.
 const (
 	EdgeLease400JSONResponseBodyErrorCodeInvalidRequest EdgeLease400JSONResponseBodyErrorCode = "invalid_request"
@@ -4448,6 +4493,15 @@ type ResumeSale500JSONResponseBodyErrorCode string
 // ResumeSale503JSONResponseBodyErrorCode defines parameters for ResumeSale.
 type ResumeSale503JSONResponseBodyErrorCode string
 
+// Docs500JSONResponseBodyErrorCode defines parameters for Docs.
+type Docs500JSONResponseBodyErrorCode string
+
+// DocsAsset404JSONResponseBodyErrorCode defines parameters for DocsAsset.
+type DocsAsset404JSONResponseBodyErrorCode string
+
+// DocsAsset500JSONResponseBodyErrorCode defines parameters for DocsAsset.
+type DocsAsset500JSONResponseBodyErrorCode string
+
 // EdgeLease400JSONResponseBodyErrorCode defines parameters for EdgeLease.
 type EdgeLease400JSONResponseBodyErrorCode string
 
@@ -5118,6 +5172,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
 	ResumeSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Docs The API reference page
+	//
+	// This document rendered in the browser (Swagger UI, embedded in the binary). The page and its assets come from this instance only, under a Content-Security-Policy that allows nothing else; "Try it out" sends its requests to this instance.
+	//
+	// Corresponds with GET /docs (the `Docs` operationId).
+	Docs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DocsAsset The API reference page's scripts, styles and licences
+	//
+	// Immutable per version; gzip when the client takes it.
+	//
+	// Corresponds with GET /docs/{version}/{file} (the `DocsAsset` operationId).
+	DocsAsset(ctx context.Context, version string, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EdgeLeaseWithBody A block of positions for an edge
 	//
@@ -5865,6 +5933,40 @@ func (c *Client) ReleaseQueue(ctx context.Context, saleId SaleId, body ReleaseQu
 // Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
 func (c *Client) ResumeSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeSaleRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Docs The API reference page
+//
+// This document rendered in the browser (Swagger UI, embedded in the binary). The page and its assets come from this instance only, under a Content-Security-Policy that allows nothing else; "Try it out" sends its requests to this instance.
+//
+// Corresponds with GET /docs (the `Docs` operationId).
+func (c *Client) Docs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDocsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DocsAsset The API reference page's scripts, styles and licences
+//
+// Immutable per version; gzip when the client takes it.
+//
+// Corresponds with GET /docs/{version}/{file} (the `DocsAsset` operationId).
+func (c *Client) DocsAsset(ctx context.Context, version string, file string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDocsAssetRequest(c.Server, version, file)
 	if err != nil {
 		return nil, err
 	}
@@ -7212,6 +7314,74 @@ func NewResumeSaleRequest(server string, saleId SaleId) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDocsRequest constructs an http.Request for the Docs method
+func NewDocsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/docs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDocsAssetRequest constructs an http.Request for the DocsAsset method
+func NewDocsAssetRequest(server string, version string, file string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "version", version, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "file", file, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/docs/%s/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -8633,6 +8803,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
 	ResumeSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*ResumeSaleResponse, error)
+
+	// DocsWithResponse The API reference page
+	//
+	// This document rendered in the browser (Swagger UI, embedded in the binary). The page and its assets come from this instance only, under a Content-Security-Policy that allows nothing else; "Try it out" sends its requests to this instance.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /docs (the `Docs` operationId).
+	DocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DocsResponse, error)
+
+	// DocsAssetWithResponse The API reference page's scripts, styles and licences
+	//
+	// Immutable per version; gzip when the client takes it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /docs/{version}/{file} (the `DocsAsset` operationId).
+	DocsAssetWithResponse(ctx context.Context, version string, file string, reqEditors ...RequestEditorFn) (*DocsAssetResponse, error)
 
 	// EdgeLeaseWithBodyWithResponse A block of positions for an edge
 	//
@@ -10620,6 +10808,95 @@ func (r ResumeSaleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ResumeSaleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DocsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DocsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DocsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DocsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DocsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DocsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DocsAssetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DocsAssetResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DocsAssetResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DocsAssetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DocsAssetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DocsAssetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DocsAssetResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13540,6 +13817,36 @@ func (c *ClientWithResponses) ResumeSaleWithResponse(ctx context.Context, saleId
 	return ParseResumeSaleResponse(rsp)
 }
 
+// DocsWithResponse The API reference page
+//
+// This document rendered in the browser (Swagger UI, embedded in the binary). The page and its assets come from this instance only, under a Content-Security-Policy that allows nothing else; "Try it out" sends its requests to this instance.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /docs (the `Docs` operationId).
+func (c *ClientWithResponses) DocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DocsResponse, error) {
+	rsp, err := c.Docs(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDocsResponse(rsp)
+}
+
+// DocsAssetWithResponse The API reference page's scripts, styles and licences
+//
+// Immutable per version; gzip when the client takes it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /docs/{version}/{file} (the `DocsAsset` operationId).
+func (c *ClientWithResponses) DocsAssetWithResponse(ctx context.Context, version string, file string, reqEditors ...RequestEditorFn) (*DocsAssetResponse, error) {
+	rsp, err := c.DocsAsset(ctx, version, file, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDocsAssetResponse(rsp)
+}
+
 // EdgeLeaseWithBodyWithResponse A block of positions for an edge
 //
 // An edge leases the next n positions of a waiting room for the n tickets waiting for one (those that arrived in its gather window), in their order of arrival: one UPDATE per lease, as an instance with the database leases its own. Served by role all and origin.
@@ -15379,6 +15686,65 @@ func ParseResumeSaleResponse(rsp *http.Response) (*ResumeSaleResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDocsResponse parses an HTTP response from a DocsWithResponse call
+func ParseDocsResponse(rsp *http.Response) (*DocsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DocsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDocsAssetResponse parses an HTTP response from a DocsAssetWithResponse call
+func ParseDocsAssetResponse(rsp *http.Response) (*DocsAssetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DocsAssetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	}
 
 	return response, nil

@@ -41,9 +41,9 @@ type Cluster struct {
 	redis *testredis.Server // started by the first gated run
 }
 
-// MaxConnections is the cluster's max_connections: three instances of
-// 4+3+2+3 pooled connections plus LISTEN, River's and migration's, and the
-// harness's checks, with room to spare; small enough that the
+// MaxConnections is the cluster's max_connections: three instances of 14
+// connections (serve's default budget) and a migration's, and the harness's
+// checks, with room to spare; small enough that the
 // connection-exhaustion fault can take every slot.
 const MaxConnections = 120
 

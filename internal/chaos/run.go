@@ -184,9 +184,9 @@ func (r *Run) Note(format string, args ...any) {
 	r.cfg.Logf("chaos %s: %s", r.cfg.Fault.Name, s)
 }
 
-// serveFlags size the instances for three to a small cluster.
+// serveFlags are the instances' flags: the default connection budget
+// (three instances fit the small cluster), faster jobs.
 var serveFlags = []string{
-	"--sale-pool-size", "4", "--admin-pool-size", "3", "--room-pool-size", "2", "--river-pool-size", "3",
 	"--sweep-interval", "1s", "--invariant-interval", "1s", "--shutdown-timeout", "5s",
 }
 

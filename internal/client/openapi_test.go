@@ -110,7 +110,7 @@ var calls = map[string]string{
 // their assets, the job UI and its sign-in, the preflights of cross-origin
 // requests (CORS).
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
-	"loginPage", "login", "logout", "riverUI",
+	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI",
 	"reservePreflight", "getReservationPreflight", "confirmPreflight", "cancelPreflight",
 	"ticketPreflight", "statusPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
 	// and an edge's own requests to its origins (waitroom.Edge makes them).

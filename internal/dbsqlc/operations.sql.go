@@ -410,6 +410,43 @@ func (q *Queries) SaleLockForRepair(ctx context.Context, arg SaleLockForRepairPa
 	return state, err
 }
 
+const serverConnections = `-- name: ServerConnections :one
+SELECT current_setting('max_connections')::int AS max_connections,
+       (current_setting('superuser_reserved_connections')::int
+         + coalesce(nullif(current_setting('reserved_connections', true), ''), '0')::int)::int AS reserved,
+       (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'client backend')::int AS in_use,
+       (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = 'flashline-listen')::int AS instances,
+       (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name LIKE 'flashline-%')::int AS flashline
+`
+
+type ServerConnectionsRow struct {
+	MaxConnections int32
+	Reserved       int32
+	InUse          int32
+	Instances      int32
+	Flashline      int32
+}
+
+// The server's connection slots as a DBA reads them: max_connections, the
+// slots kept back for superusers (superuser_reserved_connections, and from
+// PostgreSQL 16 reserved_connections), the client sessions open now, and
+// the flashline instances connected (each holds exactly one LISTEN
+// connection, named flashline-listen) with the sessions flashline holds in
+// all (application_name flashline-*). pg_stat_activity shows every
+// session's application_name to every role.
+func (q *Queries) ServerConnections(ctx context.Context) (ServerConnectionsRow, error) {
+	row := q.db.QueryRow(ctx, serverConnections)
+	var i ServerConnectionsRow
+	err := row.Scan(
+		&i.MaxConnections,
+		&i.Reserved,
+		&i.InUse,
+		&i.Instances,
+		&i.Flashline,
+	)
+	return i, err
+}
+
 const stockAuditAround = `-- name: StockAuditAround :many
 SELECT audit_id, bucket, old_quantity, new_quantity, xact_id, application_name, db_user, backend_pid, client_addr, statement_tag, query, changed_at FROM (
     (SELECT a.audit_id, a.bucket, a.old_quantity, a.new_quantity, a.xact_id,

@@ -111,6 +111,8 @@ type Server struct {
 	logs     bytes.Buffer
 	done     chan struct{}
 	err      error
+	// listening takes the URL the process says it listens on.
+	listening chan string
 }
 
 var listening = regexp.MustCompile(`msg="flashline: listening" url=(http://\S+)`)
@@ -183,6 +185,38 @@ func environ(withDB bool) []string {
 
 func start(t testing.TB, bin, databaseURL string, env []string, flags ...string) *Server {
 	t.Helper()
+	s := spawn(t, bin, databaseURL, env, flags...)
+	select {
+	case s.URL = <-s.listening:
+	case <-s.done:
+		t.Fatalf("testserver: flashline serve exited: %v\n%s", s.err, s.Logs())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("testserver: flashline serve did not start\n%s", s.Logs())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if r, err := client.New(s.URL, nil).Healthz(context.Background()); err == nil && r.Status == http.StatusOK {
+			running.Store(s.URL, s)
+			t.Cleanup(func() { running.Delete(s.URL) })
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testserver: /healthz never answered 200\n%s", s.Logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Spawn runs `flashline serve` (built with -race) as Start does, but
+// returns at once, without waiting for it to listen: for tests of what it
+// does while starting. Listening says when it listens.
+func Spawn(t testing.TB, databaseURL string, flags ...string) *Server {
+	t.Helper()
+	return spawn(t, Binary(t), databaseURL, nil, flags...)
+}
+
+func spawn(t testing.TB, bin, databaseURL string, env []string, flags ...string) *Server {
+	t.Helper()
 	args := append([]string{"serve", "--addr", "127.0.0.1:0"}, flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = environ(databaseURL != "")
@@ -201,11 +235,10 @@ func start(t testing.TB, bin, databaseURL string, env []string, flags ...string)
 		t.Fatal(err)
 	}
 	cmd.Stdout = io.Discard
-	s := &Server{cmd: cmd, done: make(chan struct{})}
+	s := &Server{cmd: cmd, done: make(chan struct{}), listening: make(chan string, 1)}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testserver: start: %v", err)
 	}
-	urlCh := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -216,7 +249,7 @@ func start(t testing.TB, bin, databaseURL string, env []string, flags ...string)
 			s.mu.Unlock()
 			if m := listening.FindStringSubmatch(line); m != nil {
 				select {
-				case urlCh <- m[1]:
+				case s.listening <- m[1]:
 				default:
 				}
 			}
@@ -227,24 +260,27 @@ func start(t testing.TB, bin, databaseURL string, env []string, flags ...string)
 	}()
 	t.Cleanup(func() { s.stop(t) })
 	s.contract = contract.For(t)
+	return s
+}
+
+// Listening is where a spawned server listens, once it does.
+func (s *Server) Listening() <-chan string { return s.listening }
+
+// Terminate sends SIGTERM, as an orchestrator does, and returns how long
+// the process took to exit and how it exited (nil: status 0), or fails the
+// test if it has not after limit.
+func (s *Server) Terminate(t testing.TB, limit time.Duration) (time.Duration, error) {
+	t.Helper()
+	start := time.Now()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case s.URL = <-urlCh:
 	case <-s.done:
-		t.Fatalf("testserver: flashline serve exited: %v\n%s", s.err, s.Logs())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("testserver: flashline serve did not start\n%s", s.Logs())
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if r, err := client.New(s.URL, nil).Healthz(context.Background()); err == nil && r.Status == http.StatusOK {
-			running.Store(s.URL, s)
-			t.Cleanup(func() { running.Delete(s.URL) })
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testserver: /healthz never answered 200\n%s", s.Logs())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return time.Since(start), s.err
+	case <-time.After(limit):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		t.Fatalf("testserver: flashline serve was still running %s after SIGTERM\n%s", limit, s.Logs())
+		return 0, nil
 	}
 }
 

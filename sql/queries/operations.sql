@@ -234,3 +234,18 @@ SELECT r.reservation_id, r.customer_id, r.quantity, r.state, r.created_at,
  WHERE r.sale_id = @sale_id AND r.created_at >= @since
  ORDER BY r.created_at, r.reservation_id
  LIMIT @max_rows::int;
+
+-- name: ServerConnections :one
+-- The server's connection slots as a DBA reads them: max_connections, the
+-- slots kept back for superusers (superuser_reserved_connections, and from
+-- PostgreSQL 16 reserved_connections), the client sessions open now, and
+-- the flashline instances connected (each holds exactly one LISTEN
+-- connection, named flashline-listen) with the sessions flashline holds in
+-- all (application_name flashline-*). pg_stat_activity shows every
+-- session's application_name to every role.
+SELECT current_setting('max_connections')::int AS max_connections,
+       (current_setting('superuser_reserved_connections')::int
+         + coalesce(nullif(current_setting('reserved_connections', true), ''), '0')::int)::int AS reserved,
+       (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'client backend')::int AS in_use,
+       (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = 'flashline-listen')::int AS instances,
+       (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name LIKE 'flashline-%')::int AS flashline;
