@@ -362,7 +362,15 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	r.loadEnd = time.Now()
 	stopFaults()
 	faults.Wait()
-	r.WaitReady(ctx, time.Now())
+	// Bounded: a service that never recovers fails the run rather than
+	// hanging it.
+	readyCtx, cancelReady := context.WithTimeout(ctx, 2*time.Minute)
+	r.WaitReady(readyCtx, time.Now())
+	notReady := readyCtx.Err() != nil
+	cancelReady()
+	if notReady {
+		t.Fatalf("chaos: an instance did not answer /readyz 200 within 2 minutes of the load's end")
+	}
 	if r.pair != nil {
 		// What a buyer was told 201 for, asked again with the same key on
 		// whichever node is the primary now.
