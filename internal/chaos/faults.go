@@ -318,7 +318,7 @@ func failover(after, cut time.Duration) func(context.Context, *Run, *rand.Rand, 
 				return time.Now(), err
 			}
 			r.pairFailedOver = false
-			r.Note("node %d made a standby of node %d again (pg_basebackup): %.1fs", 1-r.pair.Primary(), r.pair.Primary(), time.Since(start).Seconds())
+			r.Note("%.1fs in: node %d made a standby of node %d again (pg_basebackup) in %.1fs", r.sinceLoad(start).Seconds(), 1-r.pair.Primary(), r.pair.Primary(), time.Since(start).Seconds())
 		}
 		if ctx.Err() != nil {
 			return time.Now(), nil
@@ -340,7 +340,7 @@ func failover(after, cut time.Duration) func(context.Context, *Run, *rand.Rand, 
 					return time.Now(), err
 				}
 			}
-			r.Note("the standby's replication link black-holed for %s before the crash", cut)
+			r.Note("%.1fs in: the standby's replication link black-holed for %s before the crash", r.sinceLoad(time.Now()).Seconds(), cut)
 			sleep(ctx, cut)
 		}
 		n := inFlight()
@@ -354,7 +354,7 @@ func failover(after, cut time.Duration) func(context.Context, *Run, *rand.Rand, 
 		r.mu.Lock()
 		r.failovers = append(r.failovers, Failover{Stopped: stopped, Promoted: promoted})
 		r.mu.Unlock()
-		r.Note("node %d (the primary) stopped -m immediate with %d reservations in flight; node %d promoted %.2fs later", old, n, 1-old, promoted.Sub(stopped).Seconds())
+		r.Note("%.1fs in: node %d (the primary) stopped -m immediate with %d reservations in flight; node %d promoted %.2fs later", r.sinceLoad(stopped).Seconds(), old, n, 1-old, promoted.Sub(stopped).Seconds())
 		return promoted, nil
 	}
 }

@@ -171,14 +171,10 @@ func (r *Run) Server(slot int) *testserver.Server {
 	return r.servers[slot]
 }
 
-// Note records what the fault did, for the report, with when (from the
-// load's start).
+// Note records what the fault did, for the report.
 func (r *Run) Note(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
 	r.mu.Lock()
-	if !r.loadStart.IsZero() {
-		s = fmt.Sprintf("%5.1fs: %s", time.Since(r.loadStart).Seconds(), s)
-	}
 	r.notes = append(r.notes, s)
 	r.mu.Unlock()
 	r.cfg.Logf("chaos %s: %s", r.cfg.Fault.Name, s)
@@ -188,6 +184,13 @@ func (r *Run) Note(format string, args ...any) {
 // (three instances fit the small cluster), faster jobs.
 var serveFlags = []string{
 	"--sweep-interval", "1s", "--invariant-interval", "1s", "--shutdown-timeout", "5s",
+}
+
+// sinceLoad is how long after the load's start t was.
+func (r *Run) sinceLoad(t time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return t.Sub(r.loadStart)
 }
 
 // Start starts (or starts again) the instance in slot, through its proxy
