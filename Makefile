@@ -53,12 +53,15 @@ test-short: build
 ## chaos: the fault harness's long form (internal/chaos, TestChaos): three
 ## serve processes on a PostgreSQL cluster of its own behind toxiproxy (and,
 ## for the gate-*/redis-* faults, the Redis gate on a redis-server of its own
-## behind toxiproxy too, every pause rebuilt and resumed by the harness), two
-## minutes of retrying buyers per fault with the fault injected every 20 s,
-## every history checked (porcupine, accounting, clocks). A random seed,
-## printed; SEED=n replays that run's schedule, FAULTS=kill-batch,stall runs
-## some faults only. Failing histories land in chaos-out/. `make test` runs
-## the short form (every fault once, seed 1).
+## behind toxiproxy too, every pause rebuilt and resumed by the harness; for
+## the failover-* faults, a primary and a streaming standby of their own,
+## reached through a multi-host URL), two minutes of retrying buyers per
+## fault with the fault injected every 20 s, every history checked
+## (porcupine, accounting, clocks). A random seed, printed; SEED=n replays
+## that run's schedule, FAULTS=kill-batch,stall runs some faults only.
+## Failing histories land in chaos-out/. `make test` runs the short form
+## (every fault once, seed 1, but the long-only failover-async,
+## failover-lag and failover-async-lag).
 chaos: build
 	FLASHLINE_CHAOS=full FLASHLINE_CHAOS_SEED=$(SEED) FLASHLINE_CHAOS_FAULTS=$(FAULTS) \
 		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./cmd/flashline/

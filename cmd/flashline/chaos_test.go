@@ -22,9 +22,12 @@ import (
 // the clocks against the database). The gate-* and redis-* faults run a
 // gated sale, the Redis gate on a redis-server of the harness's own behind
 // toxiproxy as well (internal/chaos/gate.go), and check the gate's own
-// accounting too. Any violation fails the test, and the
-// history is written to chaos-out/ (porcupine's visualisation and the
-// operations as text).
+// accounting too. The failover-* faults run on a primary and a streaming
+// standby of their own (internal/chaos/replica.go) that the instances reach
+// through a multi-host URL; the asynchronous ones report what they lost
+// rather than failing on it, and run in the long form only (or when named).
+// Any violation fails the test, and the history is written to chaos-out/
+// (porcupine's visualisation and the operations as text).
 //
 // In `make test` it runs its short form: every fault once, a few seconds of
 // load each, seed 1. `make chaos` runs the long form (FLASHLINE_CHAOS=full):
