@@ -137,7 +137,7 @@ type Run struct {
 	ready   time.Duration
 	// gate: the operator's pauses and resumes of a gated sale, and the
 	// longest a fault kept it from selling with its gate OK.
-	gate    gateRecord
+	gate               gateRecord
 	loadStart, loadEnd time.Time
 }
 
