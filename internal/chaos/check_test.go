@@ -59,9 +59,8 @@ func TestSweepVisibleUpToTheLagAfterItsCommit(t *testing.T) {
 }
 
 // A confirm that committed a second before its client was answered (its
-// WAL flush stalled) may be missed by a read of the sale in between, but
-// not by one sent after the answer (found by failover, on a promoted standby
-// busy with its first checkpoint).
+// flush stalled) may be missed by a read of the sale in between, but not by
+// one sent after the answer (found by failover, on a just-promoted standby).
 func TestReadMissesACommitUntilItsAnswer(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }

@@ -19,9 +19,9 @@ import (
 // timestamp, once its commit record is flushed to the WAL (and, with
 // synchronous replication, to the standby), and before its client is
 // answered. Reads are checked against that window (Seen): usually a few
-// milliseconds, over a second when an fsync stalls (found by failover: a
-// confirm committed 1.07 s before its answer, on a promoted standby busy
-// with its first checkpoint, and five reads in between did not see it).
+// milliseconds, over a second when a flush stalls (found by failover: a
+// confirm on a just-promoted standby committed 1.07 s before its answer,
+// and five reads in between did not see it).
 type Timeline struct {
 	at     []time.Time
 	states []Counts // states[i] holds from at[i] (until at[i+1])
