@@ -49,6 +49,7 @@ import hmac
 import json
 import os
 import random
+import resource
 import time
 import uuid
 
@@ -171,6 +172,15 @@ class Observations:
 
 OBS: "Observations | None" = None
 
+# What this process spent: requests sent and shoppers played (the
+# capacity plan's Locust workers: docs/operations.md).
+SPENT = {"requests": 0, "shoppers": 0}
+
+
+def spent():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return dict(SPENT, cpuSeconds=ru.ru_utime + ru.ru_stime, maxRssKiB=ru.ru_maxrss, pid=os.getpid())
+
 
 def flush(env, final=False):
     """Sends (or writes) the reports made so far; at the stop, also those
@@ -205,6 +215,7 @@ def on_init(environment, **_):
     OBS = Observations(environment.parsed_options.observations)
     if isinstance(runner, MasterRunner):
         runner.register_message("shoppers", lambda environment, msg, **kw: OBS.write(msg.data))
+        runner.register_message("spent", lambda environment, msg, **kw: WORKERS.append(msg.data))
     else:  # one process on its own (no --master): the shoppers are here
         def writer():
             while True:
@@ -244,12 +255,19 @@ def watch_the_end(env):
 def on_test_stop(environment, **_):
     if isinstance(environment.runner, WorkerRunner):
         flush(environment, final=True)
+        environment.runner.send_message("spent", spent())
+
+
+WORKERS: list = []  # what each worker spent, as they said at the stop
 
 
 @events.quitting.add_listener
 def on_quitting(environment, **_):
     if OBS is not None:
         OBS.file.close()
+        procs = WORKERS if isinstance(environment.runner, MasterRunner) else [spent()]
+        with open(environment.parsed_options.observations + ".workers.json", "w", encoding="utf-8") as f:
+            json.dump(procs, f)
     # Refusals the crowd is told to retry are failures in Locust's tables
     # (to count them), not a failed run; an exception in a shopper is.
     environment.process_exit_code = 2 if environment.runner.exceptions else 0
@@ -295,6 +313,7 @@ class Shopper(FastHttpUser):
             "polls": 0, "retries": 0,
         }
         LIVE[self.customer] = self.report
+        SPENT["shoppers"] += 1
         self.finished = False
 
     def wait_time(self):
@@ -465,6 +484,7 @@ class Shopper(FastHttpUser):
         """One request, under name in Locust's statistics: a success when
         2xx or its (status, error code) is expected, else a failure named
         by them. Returned for the caller to read (after Locust counted it)."""
+        SPENT["requests"] += 1
         h = dict(self.auth) if auth else {}
         h.update(headers or {})
         with self.client.request(method, url, name=name, headers=h, catch_response=True, **kw) as r:

@@ -283,6 +283,11 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
     for r in reports:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     polls = sum(r["polls"] for r in reports)
+    try:
+        with open(observations + ".workers.json", encoding="utf-8") as f:
+            workers = json.load(f)
+    except (OSError, ValueError):
+        workers = []
     late = sum(1 for r in reports if r.get("spawnedLate"))
     stale = sum(r.get("stale", 0) for r in reports)
     summary = {
@@ -298,6 +303,7 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
                      "bySecondAfterOpen": [per_second.get(s, 0) for s in range(max(per_second, default=-1) + 1)]},
         "timeInQueue": {"p50": pct(queue, .5), "p90": pct(queue, .9)},
         "timeInQueueAfterOpen": {"p50": pct(queue_after_open, .5), "p90": pct(queue_after_open, .9)},
+        "locustWorkers": workers,
         "outcomes": outcomes, "statusPolls": polls, "staleAnswers": stale, "spawnedLate": late,
     }
     with open(os.path.join(a.out, "summary.json"), "w", encoding="utf-8") as f:
@@ -313,7 +319,7 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
           f"last {secs(h['max'])} after the last unit sold")
     ad = summary["admitted"]
     rate = "-" if ad["perSecond"] is None else f"{ad['perSecond']:.0f}/s"
-    print(f"  admitted             {ad['n']}, first {secs(ad['first'])}, last {secs(ad['last'])} after the open; "
+    print(f"  admitted             {ad['n']} ({ad['n'] / max(1, a.units):.1f}x the units), first {secs(ad['first'])}, last {secs(ad['last'])} after the open; "
           f"{rate} from the first to the last; by second: {' '.join(map(str, ad['bySecondAfterOpen'][:30]))}")
     print(f"  time in queue        p50 {secs(summary['timeInQueue']['p50'])}, p90 {secs(summary['timeInQueue']['p90'])} "
           f"from the ticket (after the open: p50 {secs(summary['timeInQueueAfterOpen']['p50'])}, "
@@ -322,6 +328,14 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
     print(f"  status polls         {polls} ({polls / max(1, len(reports)):.1f} a shopper)"
           + (f", {stale} of them stale (an edge without its origin)" if stale else "")
           + (f"; {late} shoppers spawned after their arrival time" if late else ""))
+    if workers:
+        req = sum(w["requests"] for w in workers)
+        cpu = sum(w["cpuSeconds"] for w in workers)
+        rss = max(w["maxRssKiB"] for w in workers)
+        per = max(w["shoppers"] for w in workers)
+        print(f"  Locust workers       {len(workers)}: {req} requests in {cpu:.1f} CPU-seconds "
+              f"({req / max(cpu, 1e-9):.0f} requests per CPU-second); the largest {rss / 1024:.0f} MiB "
+              f"at most for {per} shoppers")
     print(f"  files                {a.out}: report.html, locust_stats.csv, shoppers.jsonl, summary.json")
     return 0 if summary["ok"] else 1
 
