@@ -96,7 +96,10 @@ func TestRehearsal(t *testing.T) {
 	cmd := exec.CommandContext(ctx, python, filepath.Join(root, "scripts", "rehearse", "rehearse.py"),
 		"--target", edge.URL, "--admin-target", origin.URL,
 		"--users", strconv.Itoa(users), "--units", strconv.Itoa(units), "--workers", "2",
-		"--out", out, "--locust", bin)
+		"--out", out, "--locust", bin,
+		// A short lead: the workers start in a few seconds here, and one
+		// that starts late only makes some arrivals later than planned.
+		"--startup", "5", "--spread", "3")
 	cmd.Env = append(os.Environ(),
 		"FLASHLINE_ADMIN_TOKEN="+testserver.AdminToken,
 		"FLASHLINE_JWT_SECRET="+testserver.JWTSecret,

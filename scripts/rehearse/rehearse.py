@@ -33,9 +33,10 @@ Needs FLASHLINE_ADMIN_TOKEN, FLASHLINE_JWT_SECRET and
 FLASHLINE_PAYMENT_WEBHOOK_SECRET (the instances'), and Locust (Debian's
 python3-locust: /usr/bin/locust, or --locust / $LOCUST). Standard library
 only: it runs under any python3; the Locust processes under Locust's own.
-A store spreading the crowd over many machines runs the printed master
-command on one and the worker command on each of the others instead
-(--workers 0 prints them and runs the master only).
+A store spreading the crowd over many machines runs this on one of them with
+--remote-workers N --master-bind 0.0.0.0 (and --startup long enough to start
+them), and the printed worker command, with the master's address, on the
+others: docs/rehearsal.md.
 """
 
 import argparse
@@ -119,7 +120,11 @@ def main():
     p.add_argument("--payments-url", default="", help="where the payment side sends its events (default: the admin target)")
     p.add_argument("--users", type=int, default=3000, help="shoppers")
     p.add_argument("--units", type=int, default=300, help="units on sale")
-    p.add_argument("--workers", type=int, default=2, help="Locust workers on this machine (0: print the commands, run the master only)")
+    p.add_argument("--workers", type=int, default=2, help="Locust workers started on this machine")
+    p.add_argument("--remote-workers", type=int, default=0,
+                   help="workers more the master waits for, started on other machines with the printed worker command")
+    p.add_argument("--master-bind", default="127.0.0.1", help="the address the master listens on for its workers (0.0.0.0: all)")
+    p.add_argument("--master-port", type=int, default=0, help="the port the master listens on (0: a free one)")
     p.add_argument("--out", default="/tmp/flashline-rehearsal", help="the output folder")
     p.add_argument("--spread", type=float, default=5, help="seconds before the open over which the early crowd arrives")
     p.add_argument("--after-share", type=float, default=0.2, help="share of the crowd arriving after the open")
@@ -157,14 +162,17 @@ def main():
         return 2
     sale_id = sale["saleId"]
     print(f"rehearse: sale {sale_id}: {a.units} units, opens at {sale['opensAt']} "
-          f"({opens_at - time.time():.0f} s from now); {a.users} shoppers on {max(1, a.workers)} worker(s)")
+          f"({opens_at - time.time():.0f} s from now); {a.users} shoppers on {a.workers + a.remote_workers} worker(s)")
 
-    port = free_port()
+    port = a.master_port or free_port()
+    expect = a.workers + a.remote_workers
+    if expect < 1:
+        sys.exit("rehearse: no workers (--workers, --remote-workers)")
     observations = os.path.join(a.out, "shoppers.jsonl")
     locustfile = os.path.join(HERE, "locustfile.py")
     run_time = int(opens_at - time.time() + a.deadline + 60)
-    master = [locust, "-f", locustfile, "--master", "--headless", "--master-bind-host", "127.0.0.1",
-              "--master-bind-port", str(port), "--expect-workers", str(max(1, a.workers)),
+    master = [locust, "-f", locustfile, "--master", "--headless", "--master-bind-host", a.master_bind,
+              "--master-bind-port", str(port), "--expect-workers", str(expect),
               "--expect-workers-max-wait", str(int(a.startup + 30)),
               "-u", str(a.users), "-r", f"{spawn_rate:g}", "-t", f"{run_time}s",
               "-H", targets[0], "--targets", ",".join(targets), "--payments-url", payments,
@@ -173,9 +181,12 @@ def main():
               "--abandon-share", f"{a.abandon_share:g}", "--deadline", f"{a.deadline:g}",
               "--observations", observations, "--csv", os.path.join(a.out, "locust"),
               "--html", os.path.join(a.out, "report.html"), "--only-summary"]
-    worker = [locust, "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+    master_host = "127.0.0.1" if a.master_bind in ("127.0.0.1", "0.0.0.0", "*") else a.master_bind
+    worker = [locust, "-f", locustfile, "--worker", "--master-host", master_host, "--master-port", str(port)]
     print("rehearse: master: " + " ".join(master))
-    print("rehearse: worker: " + " ".join(worker) + "   (x%d)" % max(1, a.workers))
+    print(f"rehearse: worker: {' '.join(worker)}   (x{a.workers} here"
+          + (f", x{a.remote_workers} on other machines, with the master's address and"
+             " FLASHLINE_JWT_SECRET and FLASHLINE_PAYMENT_WEBHOOK_SECRET in their environment)" if a.remote_workers else ")"))
     env = dict(os.environ)
     procs = []
     logs = []
@@ -291,7 +302,7 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
     late = sum(1 for r in reports if r.get("spawnedLate"))
     stale = sum(r.get("stale", 0) for r in reports)
     summary = {
-        "saleId": sale_id, "users": a.users, "units": a.units, "workers": a.workers,
+        "saleId": sale_id, "users": a.users, "units": a.units, "workers": a.workers + a.remote_workers,
         "checks": [{"name": n, "ok": ok, "detail": d} for n, ok, d in checks],
         "ok": all(ok for _, ok, _ in checks),
         "sale": sale,
@@ -310,7 +321,7 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
         json.dump(summary, f, indent=2)
 
     print()
-    print(f"rehearsal: {a.users} shoppers, {a.units} units, {a.workers} workers, sale {sale_id}")
+    print(f"rehearsal: {a.users} shoppers, {a.units} units, {a.workers + a.remote_workers} workers, sale {sale_id}")
     for n, ok, d in checks:
         print(f"  {'ok  ' if ok else 'FAIL'} {n}: {d}")
     print(f"  last unit sold       {secs(summary['lastSoldAfterOpen'])} after the open")
