@@ -228,10 +228,11 @@ def main():
 
 def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, locust_code):
     reports = []
-    with open(observations, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                reports.append(json.loads(line))
+    if os.path.exists(observations):  # not when the master never started its run
+        with open(observations, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    reports.append(json.loads(line))
     status, sale = call("GET", f"{admin}/admin/sales/{sale_id}", admin_token)
     if status != 200:
         print(f"rehearse: reading the sale: {status} {sale}", file=sys.stderr)
