@@ -147,19 +147,49 @@ SELECT reservation_id, customer_id, idempotency_key, state, quantity, created_at
 // Verdict is what the checker found.
 type Verdict struct {
 	Violations []string
+	// Losses are the checks that failed the way lost acknowledged writes
+	// make them fail, in a lossy check (CheckLossy); in Check they are
+	// violations.
+	Losses []string
 	// Porcupine is porcupine's verdict on the history: Ok, Illegal or
 	// Unknown (it ran out of time; not a violation, but said).
 	Porcupine string
+	// ReadsLeftOut are the reads of the sale left out of porcupine's
+	// history (LongOperation).
+	ReadsLeftOut int
 	// Visualize writes porcupine's visualisation of the history to a file.
 	Visualize func(path string) error
+}
+
+// LongOperation is how long a client's operation may take before the reads
+// of the sale made during it are left out of porcupine's history (they are
+// still checked against the database's timeline, as every read is). Such
+// an operation was retried across an outage (a restart, a failover), and
+// may have taken effect anywhere in its span; a read made meanwhile has
+// porcupine try every subset of the operations pending with it, and after
+// a failover (twenty operations pending across the 1.5 s from the crash to
+// the promotion, four reads just after it) the search ran out of its
+// minute; without those reads it takes milliseconds.
+const LongOperation = time.Second
+
+// overlapsLong reports whether read overlaps a client operation of ops that
+// took longer than LongOperation.
+func overlapsLong(read *Op, ops []*Op) bool {
+	for _, op := range ops {
+		if op.Kind != ReadSale && op.Return.Sub(op.Call) > LongOperation && op.Call.Before(read.Return) && op.Return.After(read.Call) {
+			return true
+		}
+	}
+	return false
 }
 
 // VisibilityLag is how long after its commit timestamp a transaction may
 // still be invisible to others: PostgreSQL takes the timestamp before it
 // flushes the commit to the WAL (an fsync) and only then makes the
-// transaction visible. A read of the sale may see the state in force up to
-// this long before it was sent. (Porcupine checks the same reads against
-// the clients' own times, without it.)
+// transaction visible. A read of the sale may miss a transaction committed
+// up to this long before it was sent, or longer when the transaction's
+// client was answered later still (Timeline.Seen). (Porcupine checks the
+// same reads against the clients' own times, without it.)
 const VisibilityLag = 250 * time.Millisecond
 
 // CheckTimeout bounds porcupine's search.
@@ -167,9 +197,33 @@ var CheckTimeout = time.Minute
 
 // Check checks a run's history against the model and the database's facts.
 func Check(ctx context.Context, initial int, opensAt time.Time, customers []string, ops []*Op, f Facts) Verdict {
+	return check(ctx, initial, opensAt, customers, ops, f, false)
+}
+
+// CheckLossy is Check for a run that may lose acknowledged writes (a
+// failover with asynchronous replication: the new primary is a consistent
+// copy of the old one, but an older one). What a loss explains is reported
+// in Verdict.Losses: porcupine's verdict, reads and refusals of the sale
+// that the new primary's timeline does not show, 201s, confirms and replays
+// it does not know of, and the invariant job's incidents. What no loss
+// explains is still a violation: the new primary's own accounting (more
+// units sold than its stock, a ledger that does not add up, one customer
+// holding two), clocks, answers outside the contract, operations without a
+// definite answer.
+func CheckLossy(ctx context.Context, initial int, opensAt time.Time, customers []string, ops []*Op, f Facts) Verdict {
+	return check(ctx, initial, opensAt, customers, ops, f, true)
+}
+
+func check(ctx context.Context, initial int, opensAt time.Time, customers []string, ops []*Op, f Facts, lossy bool) Verdict {
 	var v Verdict
 	bad := func(format string, args ...any) {
 		v.Violations = append(v.Violations, fmt.Sprintf(format, args...))
+	}
+	lost := bad
+	if lossy {
+		lost = func(format string, args ...any) {
+			v.Losses = append(v.Losses, fmt.Sprintf(format, args...))
+		}
 	}
 
 	// The sweeper's expirations, timed by the database: from the sweep's
@@ -205,17 +259,26 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 	all = slices.DeleteFunc(all, func(op *Op) bool {
 		return op.Kind == Reserve && op.Outcome == OutNotOpen && f.Gate.paused(op.Call, op.Return)
 	})
+	// Reads of the sale during a long operation are left to the timeline
+	// check below (LongOperation).
+	all = slices.DeleteFunc(all, func(op *Op) bool {
+		if op.Kind == ReadSale && overlapsLong(op, ops) {
+			v.ReadsLeftOut++
+			return true
+		}
+		return false
+	})
 	model := Model(initial, opensAt, customers)
 	history := Operations(all)
 	res, info := porcupine.CheckOperationsVerbose(model, history, CheckTimeout)
 	v.Porcupine = string(res)
 	v.Visualize = func(path string) error { return porcupine.VisualizePath(model, info, path) }
 	if res == porcupine.Illegal {
-		bad("porcupine: the history is not linearizable against the model of the sale (see the visualisation)")
+		lost("porcupine: the history is not linearizable against the model of the sale (see the visualisation)")
 	}
 
 	// Refusals and reads against the database's own timeline.
-	tl, problems := NewTimeline(f)
+	tl, problems := NewTimeline(f, ops)
 	for _, p := range problems {
 		bad("timeline: %s", p)
 	}
@@ -233,11 +296,11 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 				if f.Gate.On {
 					less = ", less those the gate's counter may have been without,"
 				}
-				bad("sold_out while %d units were available%s throughout (and for %s before): %s", op.Qty, less, SoldOutStaleness, describe(op))
+				lost("sold_out while %d units were available%s throughout (and for %s before): %s", op.Qty, less, SoldOutStaleness, describe(op))
 			}
 		case op.Kind == ReadSale:
-			if !tl.AnyIn(op.Call.Add(-VisibilityLag), op.Return, func(c Counts) bool { return c == op.Counts }) {
-				bad("a read of the sale saw %+v, a state the database never had during the read (%s to %s)", op.Counts, op.Call.Format("15:04:05.000"), op.Return.Format("15:04:05.000"))
+			if !tl.Seen(op.Call, op.Return, op.Counts) {
+				lost("a read of the sale saw %+v, a state the database never had during the read (%s to %s)", op.Counts, op.Call.Format("15:04:05.000"), op.Return.Format("15:04:05.000"))
 			}
 		}
 	}
@@ -252,10 +315,12 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 		switch {
 		case op.Outcome == OutUnknown:
 			bad("no definite answer within the deadline: %s", describe(op))
+		case op.Replay && op.Outcome != OutCreated && op.Outcome != "replay_differs":
+			lost("a replay of a 201 was answered %s: %s", op.Outcome, describe(op))
 		case op.Outcome == "replay_differs":
-			bad("a replay differs from the first 201: %s", describe(op))
+			lost("a replay differs from the first 201: %s", describe(op))
 		case op.Outcome == OutNotFound:
-			bad("404 for a hold the client was given: %s", describe(op))
+			lost("404 for a hold the client was given: %s", describe(op))
 		case op.Kind == Reserve && op.Outcome == OutCreated && op.Return.Before(opensAt):
 			bad("sold before the opening (%s): %s", opensAt.Format(time.RFC3339), describe(op))
 		case op.Kind == Reserve && op.Outcome == OutNotOpen && !op.Call.Before(opensAt) && !f.Gate.paused(op.Call, op.Return):
@@ -270,13 +335,13 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 			seen[op.ResID] = true
 			k := op.Customer + "\x00" + op.Key
 			if prev, ok := keyRes[k]; ok && prev != op.ResID {
-				bad("key %s of %s answered two holds: %s and %s", op.Key, op.Customer, prev, op.ResID)
+				lost("key %s of %s answered two holds: %s and %s", op.Key, op.Customer, prev, op.ResID)
 			}
 			keyRes[k] = op.ResID
 			row, ok := rows[op.ResID]
 			switch {
 			case !ok:
-				bad("201 without a reservation row: %s", describe(op))
+				lost("201 without a reservation row: %s", describe(op))
 			case row.Customer != op.Customer || row.Qty != op.Qty || row.Key != op.Key:
 				bad("201 %s does not match its row (%s, %d units, key %s)", describe(op), row.Customer, row.Qty, row.Key)
 			case !row.ExpiresAt.Equal(op.ExpiresAt):
@@ -297,7 +362,7 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 	for _, row := range f.Rows {
 		units[row.State] += row.Qty
 		if !seen[row.ID] {
-			bad("answer lost: reservation %s of %s (key %s, %s) was never answered 201 to its client", row.ID, row.Customer, row.Key, row.State)
+			lost("answer lost: reservation %s of %s (key %s, %s) was never answered 201 to its client", row.ID, row.Customer, row.Key, row.State)
 		}
 		active[row.Customer] = append(active[row.Customer], row)
 		// The database's own clock.
@@ -340,7 +405,7 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 	for _, op := range ops {
 		if op.Kind == Confirm && op.Outcome == OutConfirmed && op.OrderID != "" {
 			if os := f.Orders[op.ResID]; len(os) != 1 || os[0].ID != op.OrderID {
-				bad("confirm answered order %s, the database has %v: %s", op.OrderID, os, describe(op))
+				lost("confirm answered order %s, the database has %v: %s", op.OrderID, os, describe(op))
 			}
 		}
 	}
@@ -368,7 +433,101 @@ func Check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 		bad("stock %d below zero", f.Stock)
 	}
 	if f.Incidents > 0 || !f.InvariantOK {
-		bad("the invariant job recorded %d incidents (last verdict ok=%v); sale %s", f.Incidents, f.InvariantOK, f.SaleState)
+		lost("the invariant job recorded %d incidents (last verdict ok=%v); sale %s", f.Incidents, f.InvariantOK, f.SaleState)
+	} else if f.SaleState == "paused" && !f.Gate.On {
+		// (A gated sale's pauses and resumes are checked by checkGate.)
+		bad("the sale was left paused, with no incident to say why")
 	}
 	return v
+}
+
+// Loss is what the database lacked, after the run, of what the clients had
+// been told: all zero when nothing acknowledged was lost.
+type Loss struct {
+	// Acknowledged is the reservations the buyers were answered 201 for;
+	// Missing those of them the database has no row of.
+	Acknowledged, Missing int
+	// Replays are the harness's replays, after the load, of those 201s
+	// (the same key again); ReplaysNew those answered with another
+	// reservation (the first one was lost, so the key was free), and
+	// ReplaysRefused those answered no 201 at all (sold_out,
+	// limit_reached: the customer holds another).
+	Replays, ReplaysNew, ReplaysRefused int
+	// ConfirmsLost are confirms answered 200 whose hold the database does
+	// not show confirmed with that order; CancelsLost cancels answered 200
+	// whose hold it does not show cancelled.
+	ConfirmsLost, CancelsLost int
+	// Promised is the units of the distinct orders the clients were told
+	// were confirmed; beyond the sale's stock when Promised > Initial.
+	Promised, Initial int
+	// InvariantOK: the invariant job recorded no incident.
+	InvariantOK bool
+}
+
+// Lost is whether anything acknowledged was lost.
+func (l Loss) Lost() bool {
+	return l.Missing+l.ReplaysNew+l.ReplaysRefused+l.ConfirmsLost+l.CancelsLost > 0 || l.Promised > l.Initial || !l.InvariantOK
+}
+
+func (l Loss) String() string {
+	return fmt.Sprintf("%d reservations acknowledged, %d missing on the new primary; %d replayed after the load: %d answered another reservation, %d refused; %d confirms and %d cancels lost; %d units promised in orders of %d; invariant ok %v",
+		l.Acknowledged, l.Missing, l.Replays, l.ReplaysNew, l.ReplaysRefused, l.ConfirmsLost, l.CancelsLost, l.Promised, l.Initial, l.InvariantOK)
+}
+
+// Losses counts what the database lacks of what the clients were told.
+func Losses(initial int, ops []*Op, f Facts) Loss {
+	l := Loss{Initial: initial, InvariantOK: f.Incidents == 0 && f.InvariantOK}
+	rows := map[string]Row{}
+	for _, row := range f.Rows {
+		rows[row.ID] = row
+	}
+	acked := map[string]bool{}
+	orders := map[string]int{} // order id → units
+	for _, op := range ops {
+		row, ok := rows[op.ResID]
+		switch {
+		case op.Kind == Reserve && op.Replay:
+			l.Replays++
+			switch op.Outcome {
+			case OutCreated:
+			case "replay_differs":
+				l.ReplaysNew++
+			default:
+				l.ReplaysRefused++
+			}
+		case op.Kind == Reserve && (op.Outcome == OutCreated || op.Outcome == "replay_differs"):
+			if !acked[op.ResID] {
+				acked[op.ResID] = true
+				l.Acknowledged++
+				if !ok {
+					l.Missing++
+				}
+			}
+		case op.Kind == Confirm && op.Outcome == OutConfirmed && op.OrderID != "":
+			if o := f.Orders[op.ResID]; !ok || row.State != OutConfirmed || len(o) != 1 || o[0].ID != op.OrderID {
+				l.ConfirmsLost++
+			}
+			if _, seen := orders[op.OrderID]; !seen {
+				orders[op.OrderID] = qtyOf(ops, op.ResID)
+			}
+		case op.Kind == Cancel && op.Outcome == OutCancelled:
+			if !ok || row.State != OutCancelled {
+				l.CancelsLost++
+			}
+		}
+	}
+	for _, q := range orders {
+		l.Promised += q
+	}
+	return l
+}
+
+// qtyOf is the units of the hold id as its 201 said.
+func qtyOf(ops []*Op, id string) int {
+	for _, op := range ops {
+		if op.Kind == Reserve && op.ResID == id {
+			return op.Qty
+		}
+	}
+	return 0
 }

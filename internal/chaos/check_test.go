@@ -20,7 +20,7 @@ func TestCheckRecorded(t *testing.T) {
 	}
 	start := time.Now()
 	v := Check(context.Background(), rec.Initial, rec.OpensAt, rec.Customers, rec.Ops, rec.Facts)
-	t.Logf("porcupine %s in %s", v.Porcupine, time.Since(start))
+	t.Logf("porcupine %s in %s (%d reads left to the timeline)", v.Porcupine, time.Since(start), v.ReadsLeftOut)
 	for _, s := range v.Violations {
 		t.Errorf("violation: %s", s)
 	}
@@ -55,5 +55,83 @@ func TestSweepVisibleUpToTheLagAfterItsCommit(t *testing.T) {
 	v := Check(context.Background(), 2, time.Time{}, []string{"c"}, ops, f)
 	if v.Porcupine != "Ok" || len(v.Violations) > 0 {
 		t.Fatalf("porcupine %s, violations %v", v.Porcupine, v.Violations)
+	}
+}
+
+// A confirm that committed a second before its client was answered (its
+// flush stalled) may be missed by a read of the sale in between, but not by
+// one sent after the answer (found by failover, on a just-promoted standby).
+func TestReadMissesACommitUntilItsAnswer(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
+	expires := t0.Add(time.Minute)
+	reserve := &Op{Client: 0, Kind: Reserve, Customer: "c", Key: "k", Qty: 1, ResID: "r1", ExpiresAt: expires,
+		Call: t0, Return: t0.Add(10 * time.Millisecond), Outcome: OutCreated,
+		Attempts: []Attempt{{Status: 201, Start: t0, End: t0.Add(10 * time.Millisecond)}}}
+	confirm := &Op{Client: 0, Kind: Confirm, Customer: "c", ResID: "r1", ExpiresAt: expires, OrderID: "o1",
+		Call: t0.Add(100 * time.Millisecond), Return: t0.Add(1200 * time.Millisecond), Outcome: OutConfirmed,
+		Attempts: []Attempt{{Status: 200, Start: t0.Add(100 * time.Millisecond), End: t0.Add(1200 * time.Millisecond)}}}
+	read := func(d time.Duration) *Op {
+		return &Op{Client: 1, Kind: ReadSale, Call: t0.Add(d), Return: t0.Add(d + 5*time.Millisecond),
+			Outcome: OutRead, Counts: Counts{Available: 1, Pending: 1}}
+	}
+	f := Facts{
+		Initial: 2, Stock: 1, LedgerSum: 1, SaleState: "open", InvariantOK: true,
+		Rows: []Row{{ID: "r1", Customer: "c", Key: "k", State: OutConfirmed, Qty: 1, CreatedAt: t0.Add(5 * time.Millisecond), ExpiresAt: expires,
+			ConfirmedAt: at(110 * time.Millisecond), Committed: at(110 * time.Millisecond)}},
+		Ledger: map[string][]LedgerRow{
+			"":   {{Reason: "initial", Delta: 2, Committed: at(-time.Second)}},
+			"r1": {{Reason: "reserve", Delta: -1, Committed: at(8 * time.Millisecond)}},
+		},
+		Orders: map[string][]Order{"r1": {{ID: "o1", Committed: at(110 * time.Millisecond)}}},
+	}
+	v := Check(context.Background(), 2, time.Time{}, []string{"c"}, []*Op{reserve, confirm, read(900 * time.Millisecond)}, f)
+	if len(v.Violations) > 0 {
+		t.Fatalf("a read before the confirm's answer: violations %v", v.Violations)
+	}
+	v = Check(context.Background(), 2, time.Time{}, []string{"c"}, []*Op{reserve, confirm, read(1300 * time.Millisecond)}, f)
+	if len(v.Violations) == 0 {
+		t.Fatal("a read after the confirm's answer that missed it passed")
+	}
+}
+
+// A 201 the database has no row of is a violation in Check and a loss in
+// CheckLossy (a failover with asynchronous replication), which still fails
+// on more units sold than the stock.
+func TestLossyCheckReportsLossesFailsOversell(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
+	expires := t0.Add(time.Minute)
+	created := func(c int, id string) *Op {
+		return &Op{Client: c, Kind: Reserve, Customer: []string{"a", "b"}[c], Key: "k", Qty: 1, ResID: id, ExpiresAt: expires,
+			Call: t0, Return: t0.Add(10 * time.Millisecond), Outcome: OutCreated,
+			Attempts: []Attempt{{Status: 201, Start: t0, End: t0.Add(10 * time.Millisecond)}}}
+	}
+	// a's hold was lost with the old primary; b's is there.
+	ops := []*Op{created(0, "lost"), created(1, "kept")}
+	f := Facts{
+		Initial: 2, Stock: 1, LedgerSum: 1, SaleState: "open", InvariantOK: true,
+		Rows: []Row{{ID: "kept", Customer: "b", Key: "k", State: OutPending, Qty: 1, CreatedAt: t0.Add(5 * time.Millisecond), ExpiresAt: expires,
+			Committed: at(8 * time.Millisecond)}},
+		Ledger: map[string][]LedgerRow{
+			"":     {{Reason: "initial", Delta: 2, Committed: at(-time.Second)}},
+			"kept": {{Reason: "reserve", Delta: -1, Committed: at(8 * time.Millisecond)}},
+		},
+		Orders: map[string][]Order{},
+	}
+	customers := []string{"a", "b"}
+	if v := Check(context.Background(), 2, time.Time{}, customers, ops, f); len(v.Violations) == 0 {
+		t.Fatal("Check passed a 201 without a row")
+	}
+	v := CheckLossy(context.Background(), 2, time.Time{}, customers, ops, f)
+	if len(v.Violations) > 0 || len(v.Losses) == 0 {
+		t.Fatalf("CheckLossy: violations %v, losses %v; want none and some", v.Violations, v.Losses)
+	}
+	if l := Losses(2, ops, f); l.Acknowledged != 2 || l.Missing != 1 || !l.Lost() {
+		t.Fatalf("Losses: %+v; want 2 acknowledged, 1 missing", l)
+	}
+	f.Stock, f.LedgerSum = -1, -1 // two more units sold than there were
+	if v := CheckLossy(context.Background(), 2, time.Time{}, customers, ops, f); len(v.Violations) == 0 {
+		t.Fatal("CheckLossy passed an oversold stock")
 	}
 }

@@ -149,15 +149,7 @@ func (c *Cluster) Restart(ctx context.Context, mode string, down time.Duration) 
 
 // Database creates a database for one run and returns its direct URL.
 func (c *Cluster) Database(ctx context.Context, name string) (string, error) {
-	conn, err := pgx.Connect(ctx, c.URL)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return "", err
-	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err := createDatabase(ctx, c.URL, name); err != nil {
 		return "", err
 	}
 	return withDatabase(c.URL, name), nil

@@ -5,8 +5,9 @@
 // one fault at a time is injected (a SIGKILL mid-batch, mid-confirm or
 // mid-sweep, PostgreSQL restarted fast or immediately, its connections
 // exhausted, latency, stalls, bandwidth limits and resets on the wire, clocks
-// that disagree between instances; and with the Redis gate on, the same
-// kinds of trouble between the instances and Redis); then every operation
+// that disagree between instances; with the Redis gate on, the same kinds of
+// trouble between the instances and Redis; and the primary of a primary and
+// streaming standby crashed and the standby promoted); then every operation
 // the clients saw is checked.
 //
 // The pieces, one file each:
@@ -26,6 +27,18 @@
 //     against the units the counter may have been without, sale_not_open
 //     only while the sale was paused, the counter back in agreement with the
 //     database after the load, no gate incident the fault cannot cause.
+//   - replica.go: the failover runs' database: a primary and a streaming
+//     standby of the run's own (internal/devdb: pg_basebackup -R, the
+//     standby following through a toxiproxy proxy, its replication link),
+//     synchronous (synchronous_standby_names = '*') or not; the instances
+//     reach both through a multi-host URL (target_session_attrs=read-write),
+//     a proxy per node; a failover stops the primary immediately, clears
+//     synchronous_standby_names on the standby and promotes it, and the
+//     next round first makes the old primary a standby of the new one.
+//     Every 201 is replayed once the load is over: the new primary must
+//     answer it byte for byte. With asynchronous replication, what was
+//     lost is reported (Loss, CheckLossy) instead of failing the run; more
+//     units sold than the new primary's stock still fails it.
 //   - run.go: one run of one fault: a fresh database, the instances, the sale,
 //     the load, the fault, the quiet period, the checks, the figures.
 //   - workload.go: buyers whose every logical operation (reserve, confirm,
@@ -41,7 +54,9 @@
 //     commit timestamp of the expiring transaction).
 //   - timeline.go: the sale's units by state over time, from the database's
 //     insert-only tables (stock_ledger, orders) and their commit timestamps;
-//     reads of the sale and sold_out answers are checked against it.
+//     reads of the sale and sold_out answers are checked against it, each
+//     transaction visible somewhere between its commit timestamp and its
+//     client's answer.
 //   - check.go: porcupine's linearizability check plus the accounting checks
 //     against the database (every 201 is exactly one reservation row and
 //     every row a 201 some client saw, one active hold per customer, stock +
@@ -49,6 +64,9 @@
 //     hold is restocked at most once, one order per confirmed hold) and the
 //     clock checks (no hold expires before its expiresAt, no confirm succeeds
 //     after it). A failing history is written as porcupine's visualisation.
+//     Reads of the sale made during an operation longer than a second (one
+//     retried across an outage) are left to the timeline check: with them
+//     porcupine's search ran out of time after a failover.
 //
 // A run is reproducible from its seed: the buyers' scripts, the instance
 // each attempt goes to, the victim of a fault and its parameters all come

@@ -42,6 +42,24 @@ type Fault struct {
 	// MinLoad is the least load the fault runs with: a fault that pauses
 	// the sale needs buyers after the operator resumed it.
 	MinLoad time.Duration
+
+	// Replication runs the fault on a primary and a streaming standby of
+	// its own (replica.go), "sync" or "async", which the instances reach
+	// through a multi-host URL; the harness replays every reservation a
+	// buyer was answered 201 for once the load is over (the same key on
+	// the new primary must answer the same 201, byte for byte).
+	Replication string
+	// MayLose: the fault may lose acknowledged writes (a failover with
+	// asynchronous replication). The run reports what was lost (Result.Loss)
+	// instead of failing on it, and still fails on what no loss explains:
+	// more units sold than the new primary's stock, a ledger that does not
+	// add up, an answer outside the contract, an operation with no definite
+	// answer.
+	MayLose bool
+	// LongOnly: the short form (make test) leaves the fault out; the long
+	// form runs it, and so does a run that names it
+	// (FLASHLINE_CHAOS_FAULTS).
+	LongOnly bool
 }
 
 // Faults are every fault the harness injects, in the order it runs them.
@@ -74,6 +92,20 @@ func Faults(skew time.Duration) []Fault {
 				return time.Now(), nil // the skew is there all along
 			},
 		},
+		// The failover runs (replica.go): a primary and a streaming
+		// standby of their own.
+		{Name: "failover", What: "primary with a synchronous standby: mid-reserve, the primary stopped (pg_ctl stop -m immediate) and the standby promoted 1 s later; the instances find it through their multi-host URL (target_session_attrs=read-write); ten times the stock, so that the sale never sells out and every checkout is a write the failover could lose",
+			Replication: "sync", Inject: failover(time.Second, 0),
+			Sale: func(s *client.NewSale) { s.InitialStock *= 10 }},
+		{Name: "failover-async", What: "as failover, with asynchronous replication: what the primary acknowledged and had not yet sent to the standby is lost, and reported (not failed on)",
+			Replication: "async", MayLose: true, LongOnly: true, Inject: failover(time.Second, 0),
+			Sale: func(s *client.NewSale) { s.InitialStock *= 10 }},
+		{Name: "failover-lag", What: "as failover, the standby's replication link cut (its proxy closed) for the last second before the crash, a standby cut off or behind: the commits of that second wait for it and are never acknowledged",
+			Replication: "sync", LongOnly: true, Inject: failover(time.Second, time.Second),
+			Sale: func(s *client.NewSale) { s.InitialStock *= 10 }},
+		{Name: "failover-async-lag", What: "as failover-lag, with asynchronous replication: what the primary acknowledged in the last second before the crash never reached the standby, and is lost (reported, not failed on)",
+			Replication: "async", MayLose: true, LongOnly: true, Inject: failover(time.Second, time.Second),
+			Sale: func(s *client.NewSale) { s.InitialStock *= 10 }},
 		// The gated runs (gate.go): the Redis gate on, faults on its side.
 		{Name: "gate-kill-batch", What: "gated sale: SIGKILL an instance while its reservations are at the database after the gate step (its link to PostgreSQL slowed by 150 ms), start it again; the units it had taken from the counter come back through the gate job after the return grace",
 			Gate: true, Inject: killMid(Reserve), PauseWithin: 3 * time.Second,
@@ -266,4 +298,70 @@ func stall(ctx context.Context, r *Run, rng *rand.Rand, hold time.Duration) (tim
 	sleep(ctx, hold)
 	ClearToxics(p)
 	return time.Now(), nil
+}
+
+// failover crashes the primary once reservations are at the database (up to
+// 2 s of waiting for one), promotes the standby after, and returns at the
+// promotion; with cut, the standby's replication link is cut that long
+// before the crash. A pair that failed over before is first given
+// its standby again (Rebuild: the old primary copied from the new one).
+func failover(after, cut time.Duration) func(context.Context, *Run, *rand.Rand, time.Duration) (time.Time, error) {
+	return func(ctx context.Context, r *Run, _ *rand.Rand, _ time.Duration) (time.Time, error) {
+		if r.pairFailedOver {
+			// Not cut short by the load's end: a copy half made is
+			// of no use to anyone.
+			start := time.Now()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			err := r.pair.Rebuild(rctx)
+			cancel()
+			if err != nil {
+				return time.Now(), err
+			}
+			r.pairFailedOver = false
+			r.Note("%.1fs in: node %d made a standby of node %d again (pg_basebackup) in %.1fs", r.sinceLoad(start).Seconds(), 1-r.pair.Primary(), r.pair.Primary(), time.Since(start).Seconds())
+		}
+		if ctx.Err() != nil {
+			return time.Now(), nil
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		inFlight := func() (n int64) {
+			for slot := range r.Slots() {
+				n += r.inFlight(slot, Reserve).Load()
+			}
+			return n
+		}
+		for inFlight() == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+			sleep(ctx, time.Millisecond)
+		}
+		link := r.pair.ReplicationLink()
+		if cut > 0 {
+			// The proxy closed, its connections with it: the standby is
+			// cut off and cannot connect again. (A black hole, the
+			// timeout toxic, held the crash up by a minute: the
+			// standby's reconnection reached the primary as a
+			// connection that never sends its startup packet, and a
+			// shutting-down postmaster waits authentication_timeout
+			// for such a child.)
+			link.Stop()
+			r.Note("%.1fs in: the standby's replication link cut %s before the crash", r.sinceLoad(time.Now()).Seconds(), cut)
+			sleep(ctx, cut)
+		}
+		n := inFlight()
+		old := r.pair.Primary()
+		stopped, promoted, err := r.pair.Failover(ctx, after)
+		if cut > 0 {
+			if err := link.Start(); err != nil {
+				return time.Now(), fmt.Errorf("chaos: opening the replication link again: %w", err)
+			}
+		}
+		if err != nil {
+			return time.Now(), err
+		}
+		r.pairFailedOver = true
+		r.mu.Lock()
+		r.failovers = append(r.failovers, Failover{Stopped: stopped, Promoted: promoted})
+		r.mu.Unlock()
+		r.Note("%.1fs in: node %d (the primary) stopped -m immediate with %d reservations in flight; node %d promoted %.2fs later", r.sinceLoad(stopped).Seconds(), old, n, 1-old, promoted.Sub(stopped).Seconds())
+		return promoted, nil
+	}
 }

@@ -83,9 +83,12 @@ type Op struct {
 	Return    time.Time
 	Outcome   string
 	Body      []byte // reserve: the 201's body
-	OrderID   string // confirm
-	Counts    Counts // read_sale
-	Attempts  []Attempt
+	// Replay (reserve): the harness's replay, after the load, of a 201 a
+	// buyer was given (the same key; Body was that 201's).
+	Replay   bool
+	OrderID  string // confirm
+	Counts   Counts // read_sale
+	Attempts []Attempt
 }
 
 // History is every operation of a run. Safe for concurrent use.

@@ -66,9 +66,18 @@ type Result struct {
 	// the stock rows).
 	GateRecovery time.Duration
 	GateSettled  time.Duration
-	Notes        []string
-	Files        []string
-	Took         time.Duration
+	// Failovers (the failover runs) are each failover, with how long the
+	// service took to come back from it; Loss what the new primaries lacked
+	// of what the clients had been told.
+	Failovers []Failover
+	Loss      Loss
+	// Losses are the checks that failed because acknowledged writes were
+	// lost, in a run whose fault may lose them (Fault.MayLose): reported,
+	// not violations.
+	Losses []string
+	Notes  []string
+	Files  []string
+	Took   time.Duration
 }
 
 // Recorded is a run's history with what the checker needs, as written to
@@ -101,25 +110,35 @@ type Run struct {
 
 	DirectURL string
 	DB        *pgxpool.Pool
-	Proxies   []*toxiproxy.Proxy // per slot, in front of PostgreSQL
+	Proxies   []*toxiproxy.Proxy // per slot, in front of PostgreSQL (node 0 of a pair)
+	// PeerProxies are per slot, in front of node 1 of the pair (the
+	// failover runs).
+	PeerProxies []*toxiproxy.Proxy
 	// RedisProxies are per slot, in front of the gate's Redis (gated runs).
 	RedisProxies []*toxiproxy.Proxy
 	// SaleID is the run's sale, once created.
 	SaleID string
 
-	mu      sync.Mutex
-	servers []*testserver.Server
-	urls    []string
-	env     [][]string
-	flight  [][]atomic.Int64 // per slot, per kind
+	// pair is the primary and standby of the failover runs; database is
+	// the run's database name.
+	pair           *Pair
+	pairFailedOver bool // the pair has no standby until it is rebuilt
+	database       string
+
+	mu        sync.Mutex
+	failovers []Failover
+	servers   []*testserver.Server
+	urls      []string
+	env       [][]string
+	flight    [][]atomic.Int64 // per slot, per kind
 
 	History *History
 	notes   []string
 	ready   time.Duration
 	// gate: the operator's pauses and resumes of a gated sale, and the
 	// longest a fault kept it from selling with its gate OK.
-	gate    gateRecord
-	loadEnd time.Time
+	gate               gateRecord
+	loadStart, loadEnd time.Time
 }
 
 var kinds = []Kind{Reserve, Confirm, Cancel, ReadReservation}
@@ -167,19 +186,30 @@ var serveFlags = []string{
 	"--sweep-interval", "1s", "--invariant-interval", "1s", "--shutdown-timeout", "5s",
 }
 
-// Start starts (or starts again) the instance in slot, through its proxy.
+// sinceLoad is how long after the load's start t was.
+func (r *Run) sinceLoad(t time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return t.Sub(r.loadStart)
+}
+
+// Start starts (or starts again) the instance in slot, through its proxy
+// (its two, to the nodes of a pair, in one multi-host URL).
 func (r *Run) Start(slot int) {
 	r.t.Helper()
 	url := viaProxy(r.DirectURL, r.Proxies[slot].Listen)
+	if r.pair != nil {
+		url = MultiHostURL([]string{r.Proxies[slot].Listen, r.PeerProxies[slot].Listen}, r.database)
+	}
 	s := testserver.StartEnv(r.t, url, r.env[slot], serveFlags...)
 	r.mu.Lock()
 	r.servers[slot], r.urls[slot] = s, s.URL
 	r.mu.Unlock()
 }
 
-// WaitReady waits until every instance answers /readyz 200, and keeps the
-// longest wait since healed for the report.
-func (r *Run) WaitReady(ctx context.Context, healed time.Time) {
+// WaitReady waits until every instance answers /readyz 200, keeps the
+// longest wait since healed for the report, and returns this one.
+func (r *Run) WaitReady(ctx context.Context, healed time.Time) time.Duration {
 	for slot := range r.Slots() {
 		for ctx.Err() == nil {
 			res, err := client.New(r.URL(slot), nil).Readyz(ctx)
@@ -193,6 +223,7 @@ func (r *Run) WaitReady(ctx context.Context, healed time.Time) {
 	r.mu.Lock()
 	r.ready = max(r.ready, d)
 	r.mu.Unlock()
+	return d
 }
 
 // Execute runs one fault and checks what the clients saw.
@@ -206,8 +237,17 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	ctx := context.Background()
 	r := &Run{t: t, cfg: cfg, cluster: cluster, rng: rand.New(rand.NewPCG(cfg.Seed, 0xfa017)), History: &History{}}
 	name := "chaos_" + strings.ReplaceAll(cfg.Fault.Name, "-", "_")
+	r.database = name
 	var err error
-	if r.DirectURL, err = cluster.Database(ctx, name); err != nil {
+	upstreams := []string{cluster.Addr()}
+	if cfg.Fault.Replication != "" {
+		r.pair = cluster.StartPair(t, cfg.Fault.Replication == "sync", nil)
+		r.DirectURL, err = r.pair.Database(ctx, name)
+		upstreams = r.pair.Addrs()
+	} else {
+		r.DirectURL, err = cluster.Database(ctx, name)
+	}
+	if err != nil {
 		t.Fatalf("chaos: %v", err)
 	}
 	if r.DB, err = pgxpool.New(ctx, r.DirectURL); err != nil {
@@ -219,12 +259,20 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	r.flight = make([][]atomic.Int64, n)
 	for slot := range n {
 		r.flight[slot] = make([]atomic.Int64, len(kinds))
-		p, err := cluster.Proxy(fmt.Sprintf("%s-%d-postgres", name, slot), cluster.Addr())
+		p, err := cluster.Proxy(fmt.Sprintf("%s-%d-postgres", name, slot), upstreams[0])
 		if err != nil {
 			t.Fatalf("chaos: %v", err)
 		}
 		defer p.Stop()
 		r.Proxies = append(r.Proxies, p)
+		if r.pair != nil {
+			pp, err := cluster.Proxy(fmt.Sprintf("%s-%d-postgres-peer", name, slot), upstreams[1])
+			if err != nil {
+				t.Fatalf("chaos: %v", err)
+			}
+			defer pp.Stop()
+			r.PeerProxies = append(r.PeerProxies, pp)
+		}
 		if cfg.Fault.Env != nil {
 			r.env[slot] = cfg.Fault.Env(slot)
 		}
@@ -275,6 +323,9 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		tokens[i] = testserver.Token(t, customers[i])
 	}
 	loadStart := time.Now()
+	r.mu.Lock()
+	r.loadStart = loadStart
+	r.mu.Unlock()
 	w := &Workload{
 		SaleID: created.Value.SaleID, Customers: customers, Tokens: tokens, Targets: r, History: r.History,
 		HTTP: hc, Seed: cfg.Seed, LoadUntil: loadStart.Add(cfg.Load),
@@ -297,7 +348,12 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 			if err != nil {
 				r.Note("round %d: %v", round+1, err)
 			}
-			r.WaitReady(faultCtx, healed)
+			ready := r.WaitReady(faultCtx, healed)
+			r.mu.Lock()
+			if n := len(r.failovers); n > 0 && r.failovers[n-1].Ready == 0 {
+				r.failovers[n-1].Ready = ready
+			}
+			r.mu.Unlock()
 			if cfg.Fault.Gate {
 				// Not cut short by the load's end: a sale left paused
 				// would fail the run.
@@ -309,7 +365,20 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	r.loadEnd = time.Now()
 	stopFaults()
 	faults.Wait()
-	r.WaitReady(ctx, time.Now())
+	// Bounded: a service that never recovers fails the run rather than
+	// hanging it.
+	readyCtx, cancelReady := context.WithTimeout(ctx, 2*time.Minute)
+	r.WaitReady(readyCtx, time.Now())
+	notReady := readyCtx.Err() != nil
+	cancelReady()
+	if notReady {
+		t.Fatalf("chaos: an instance did not answer /readyz 200 within 2 minutes of the load's end")
+	}
+	if r.pair != nil {
+		// What a buyer was told 201 for, asked again with the same key on
+		// whichever node is the primary now.
+		w.ReplayCreated(ctx)
+	}
 
 	res := Result{Fault: cfg.Fault.Name, Seed: cfg.Seed}
 	if cfg.Fault.Gate {
@@ -320,16 +389,23 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		t.Fatalf("chaos: %v", err)
 	}
 	ops := r.History.Ops()
-	v := Check(ctx, sale.InitialStock, opensAt, customers, ops, facts)
+	check := Check
+	if cfg.Fault.MayLose {
+		check = CheckLossy
+	}
+	v := check(ctx, sale.InitialStock, opensAt, customers, ops, facts)
 	if cfg.Fault.Gate {
 		v.Violations = append(v.Violations, checkGate(cfg.Fault, facts)...)
 	}
-	res.Verdict, res.Violations = "ok", v.Violations
+	res.Verdict, res.Violations, res.Losses = "ok", v.Violations, v.Losses
 	if len(v.Violations) > 0 {
 		res.Verdict = fmt.Sprintf("%d violations", len(v.Violations))
 	}
 	if v.Porcupine != "Ok" {
 		res.Notes = append(res.Notes, "porcupine: "+v.Porcupine)
+	}
+	if v.ReadsLeftOut > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d reads of the sale made during an operation longer than %s checked against the database's timeline only, not by porcupine", v.ReadsLeftOut, LongOperation))
 	}
 	res.Answers = AnswerCounts(ops)
 	res.Outcomes = map[string]int{}
@@ -347,8 +423,16 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	r.mu.Lock()
 	res.Ready, res.Notes = r.ready, append(res.Notes, r.notes...)
 	res.GateRecovery, res.GateSettled = r.gate.worst, facts.Gate.Settled
+	res.Failovers = append([]Failover(nil), r.failovers...)
 	r.mu.Unlock()
-	if len(v.Violations) > 0 || v.Porcupine != "Ok" {
+	if r.pair != nil {
+		for i := range res.Failovers {
+			fo := &res.Failovers[i]
+			fo.FirstCreated, fo.FirstWrite = firstAnswerAfter(ops, fo.Promoted, answeredCreated), firstAnswerAfter(ops, fo.Promoted, answeredWrite)
+		}
+		res.Loss = Losses(sale.InitialStock, ops, facts)
+	}
+	if len(v.Violations) > 0 || len(v.Losses) > 0 || v.Porcupine != "Ok" {
 		res.Files = r.write(cfg, v, Recorded{Initial: sale.InitialStock, OpensAt: opensAt, Customers: customers, Ops: ops, Facts: facts})
 	}
 	for slot := range n {
@@ -359,6 +443,14 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		if len(res.Files) > 0 {
 			path := filepath.Join(cfg.OutDir, fmt.Sprintf("%s-seed%d-instance%d.log", cfg.Fault.Name, cfg.Seed, slot))
 			if err := os.WriteFile(path, []byte(logs), 0o644); err == nil {
+				res.Files = append(res.Files, path)
+			}
+		}
+	}
+	if r.pair != nil && len(res.Files) > 0 {
+		for node := range 2 {
+			path := filepath.Join(cfg.OutDir, fmt.Sprintf("%s-seed%d-node%d-postgres.log", cfg.Fault.Name, cfg.Seed, node))
+			if err := os.WriteFile(path, r.pair.Log(node), 0o644); err == nil {
 				res.Files = append(res.Files, path)
 			}
 		}

@@ -145,8 +145,44 @@ func (b *buyer) next(failed bool) int {
 	return b.slot
 }
 
+// ReplayCreated asks again, once the buyers are done, for every reservation
+// a buyer was answered 201 for: the same customer, key and units, each on
+// an instance of its own random choice, recorded as an operation of that
+// buyer (Op.Replay) whose answer must be the first 201 byte for byte
+// ("replay_differs" otherwise). After a failover this asks the new primary
+// for every acknowledged reservation.
+func (w *Workload) ReplayCreated(ctx context.Context) {
+	byClient := map[int][]*Op{}
+	for _, op := range w.History.Ops() {
+		if op.Kind == Reserve && op.Outcome == OutCreated && !op.Replay {
+			byClient[op.Client] = append(byClient[op.Client], op)
+		}
+	}
+	// One after the other for each buyer, as its own operations were.
+	var wg sync.WaitGroup
+	for i, firsts := range byClient {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(w.Seed, uint64(i)+1<<32))
+			b := &buyer{w: w, i: i, rng: rng, slot: rng.IntN(w.Targets.Slots())}
+			for _, first := range firsts {
+				b.reserveAs(ctx, first.Key, first.Qty, first)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func (b *buyer) reserve(ctx context.Context, key string, qty int) *Op {
-	op := b.w.History.Begin(&Op{Client: b.i, Kind: Reserve, Customer: b.w.Customers[b.i], Key: key, Qty: qty, Call: time.Now()})
+	return b.reserveAs(ctx, key, qty, nil)
+}
+
+// reserveAs is reserve, or with first a replay of that 201.
+func (b *buyer) reserveAs(ctx context.Context, key string, qty int, first *Op) *Op {
+	op := &Op{Client: b.i, Kind: Reserve, Customer: b.w.Customers[b.i], Key: key, Qty: qty, Call: time.Now()}
+	if first != nil {
+		op.Replay, op.Body = true, first.Body
+	}
+	op = b.w.History.Begin(op)
 	abandonFirst := b.rng.IntN(5) == 0
 	b.short = abandonFirst
 	defer func() { b.short = false }()
