@@ -39,10 +39,10 @@ env -u DATABASE_URL bin/flashline serve --role edge --origin "http://$origin" --
 up "$edge"
 echo "== $(date -u +%H:%M) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 echo "== 1. the edge, per process: tickets and status answers against its /healthz (${DURATION:-10s} each)"
-GOGC=400 bin/flashline loadtest --quiet --scenario edge --target "http://$origin,http://$edge" --duration "${DURATION:-10s}" 2>&1
+GOGC=400 bin/flashline-loadtest --quiet --scenario edge --target "http://$origin,http://$edge" --duration "${DURATION:-10s}" 2>&1
 echo
 echo "== 2. the origin: reservations of one hot sale (${HOT_CLIENTS:-128} clients, ${HOT:-5s})"
-GOGC=400 bin/flashline loadtest --quiet --scenario hot --target "http://$origin" --clients "${HOT_CLIENTS:-128}" --duration "${HOT:-5s}" 2>&1
+GOGC=400 bin/flashline-loadtest --quiet --scenario hot --target "http://$origin" --clients "${HOT_CLIENTS:-128}" --duration "${HOT:-5s}" 2>&1
 echo
 echo "== 3. a rehearsal on Locust through the edge: ${USERS:-10000} shoppers, ${UNITS:-1000} units, ${WORKERS:-2} workers"
 "$py" scripts/rehearse/rehearse.py --target "http://$edge" --admin-target "http://$origin" \

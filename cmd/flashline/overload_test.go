@@ -17,7 +17,7 @@ import (
 // TestOverloadSheds floods one instance with a small purchase pool far above
 // what it can absorb: it answers only 201 or 503 overloaded, the invariant
 // holds, and /healthz keeps answering. (The figures are logged, not asserted:
-// this machine is shared; `flashline loadtest --scenario overload` measures.)
+// this machine is shared; `flashline-loadtest --scenario overload` measures.)
 func TestOverloadSheds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts flashline serve processes: not in -short")

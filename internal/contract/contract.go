@@ -1,5 +1,5 @@
 // Package contract checks HTTP exchanges against the API's OpenAPI document
-// (handlers/openapi.json) with kin-openapi's openapi3filter, so that the
+// (api/openapi.json) with kin-openapi's openapi3filter, so that the
 // document cannot drift from the server: the tests send every request through
 // Handler (in process) or Transport (to a serve process), and a request or
 // answer the document does not describe fails the test.
