@@ -20,7 +20,18 @@ var _ flashline.RoomStore = (*Store)(nil)
 // LeasePositions leases the next n positions of saleID's room (see
 // WaitroomLease for why that keeps every instance's positions apart).
 func (s *Store) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (first int64, preOpen bool, err error) {
-	row, err := dbsqlc.New(s.room).WaitroomLease(ctx, dbsqlc.WaitroomLeaseParams{Block: n, PreopenTickets: preopenTickets, SaleID: saleID})
+	// The room's row is locked first (WaitroomLockRoom): this lease may be
+	// the one that freezes the pre-open crowd, and must then count every
+	// edge ticket written before it.
+	var row dbsqlc.WaitroomLeaseRow
+	err = withTx(ctx, s.room, func(q *dbsqlc.Queries) error {
+		if err := q.WaitroomLockRoom(ctx, dbsqlc.WaitroomLockRoomParams{SaleID: saleID}); err != nil {
+			return err
+		}
+		var err error
+		row, err = q.WaitroomLease(ctx, dbsqlc.WaitroomLeaseParams{Block: n, PreopenTickets: preopenTickets, SaleID: saleID})
+		return err
+	})
 	if notFound(err) {
 		return 0, false, fmt.Errorf("lease positions of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
 	}
@@ -155,7 +166,16 @@ func (p pacerDB) PaceInputs(ctx context.Context) ([]flashline.PacerRoom, error) 
 }
 
 func (p pacerDB) Advance(ctx context.Context, saleID string, target int64, pace float64) (int64, bool, error) {
-	watermark, err := dbsqlc.New(p.conn).WaitroomAdvance(ctx, dbsqlc.WaitroomAdvanceParams{Target: target, PacePerSecond: pace, SaleID: saleID})
+	// Locked first, as a lease is: the advance may freeze the crowd.
+	var watermark int64
+	err := withTx(ctx, p.conn, func(q *dbsqlc.Queries) error {
+		if err := q.WaitroomLockRoom(ctx, dbsqlc.WaitroomLockRoomParams{SaleID: saleID}); err != nil {
+			return err
+		}
+		var err error
+		watermark, err = q.WaitroomAdvance(ctx, dbsqlc.WaitroomAdvanceParams{Target: target, PacePerSecond: pace, SaleID: saleID})
+		return err
+	})
 	switch {
 	case notFound(err):
 		return 0, false, nil

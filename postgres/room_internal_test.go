@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/dbsqlc"
 	"github.com/flashline/flashline/internal/testdb"
 )
 
@@ -97,4 +98,54 @@ func TestWatermarkMonotonicWithTwoPacers(t *testing.T) {
 	require.GreaterOrEqual(t, final, highestAttempt.Load())
 	require.Positive(t, final)
 	t.Logf("%d advances by two pacers, %d observations, final watermark %d", advances.Load(), len(observed), final)
+}
+
+// TestFreezeCountsEdgeTicketsWrittenMeanwhile: an origin's write of its
+// edges' pre-open tickets still under way (uncommitted) when the first lease
+// after the open freezes the crowd is counted by the freeze, which waits
+// for it; one that comes after the freeze writes nothing. Found by the
+// rehearsal on Locust: the freeze and the write at the open overlapped, each
+// missed the other, and a crowd of 2,379 tickets through an edge was frozen
+// at 0 (every ticket ranked first, and 2,853 admitted for 300 units).
+func TestFreezeCountsEdgeTicketsWrittenMeanwhile(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.NewPool(t)
+	ctx := context.Background()
+	store := NewStore(SinglePool(pool), Options{})
+	opens := time.Now().Add(time.Hour)
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku_freeze", InitialStock: 10,
+		Admission: flashline.AdmissionWaitingRoom, OpensAt: &opens})
+	require.NoError(t, err)
+	// The write under way: edge-1's 2,379 tickets, not committed yet.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	require.NoError(t, dbsqlc.New(tx).WaitroomEdgeTickets(ctx, dbsqlc.WaitroomEdgeTicketsParams{
+		SaleID: sale.ID, Edges: []string{"edge-1"}, Tickets: []int64{2379}}))
+	// The open came a second ago (by the database's clock).
+	_, err = pool.Exec(ctx, `UPDATE sales SET opens_at = now() - interval '1 second' WHERE sale_id = $1`, sale.ID)
+	require.NoError(t, err)
+
+	leased := make(chan error, 1)
+	go func() {
+		_, _, err := store.LeasePositions(ctx, sale.ID, 1, 0)
+		leased <- err
+	}()
+	select {
+	case err := <-leased:
+		t.Fatalf("the freezing lease did not wait for the write under way (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-leased)
+	var frozen *int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT preopen_count FROM waiting_rooms WHERE sale_id = $1`, sale.ID).Scan(&frozen))
+	require.NotNil(t, frozen, "the lease froze the crowd")
+	require.EqualValues(t, 2379, *frozen)
+
+	// A write after the freeze changes nothing.
+	require.NoError(t, store.RecordEdgeTickets(ctx, sale.ID, map[string]int64{"edge-1": 5000, "edge-2": 7}))
+	var edges int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(tickets) FROM waitroom_edge_tickets WHERE sale_id = $1`, sale.ID).Scan(&edges))
+	require.EqualValues(t, 2379, edges)
 }

@@ -153,10 +153,15 @@ func (q *Queries) WaitroomDrawRecord(ctx context.Context, arg WaitroomDrawRecord
 }
 
 const waitroomEdgeTickets = `-- name: WaitroomEdgeTickets :exec
+WITH room AS MATERIALIZED (
+    SELECT w.sale_id FROM waiting_rooms w
+     WHERE w.sale_id = $3::text AND w.preopen_count IS NULL
+       FOR SHARE
+)
 INSERT INTO waitroom_edge_tickets (sale_id, edge, tickets)
-SELECT w.sale_id, u.edge, ($1::bigint[])[u.i]
-  FROM waiting_rooms w, unnest($2::text[]) WITH ORDINALITY AS u(edge, i)
- WHERE w.sale_id = $3::text AND w.preopen_count IS NULL AND ($1::bigint[])[u.i] > 0
+SELECT room.sale_id, u.edge, ($1::bigint[])[u.i]
+  FROM room, unnest($2::text[]) WITH ORDINALITY AS u(edge, i)
+ WHERE ($1::bigint[])[u.i] > 0
 ON CONFLICT (sale_id, edge) DO UPDATE SET tickets = greatest(waitroom_edge_tickets.tickets, excluded.tickets)
 `
 
@@ -171,6 +176,16 @@ type WaitroomEdgeTicketsParams struct {
 // total wins per edge, so origins that each heard some of the reports (a
 // load balancer in front of them) agree on the freshest. Origins write it at
 // the open, not per report (waitroom/origin.go).
+//
+// It takes the room's row FOR SHARE first, until it commits: the freeze
+// (WaitroomLockRoom, then WaitroomLease or WaitroomAdvance) locks the row
+// FOR UPDATE before it sums these rows, so it waits for a write under way
+// and, in its next statement's snapshot, counts it; a write that comes after
+// the freeze finds preopen_count set on the row it waited for (READ
+// COMMITTED re-checks a locked row's WHERE) and writes nothing. Without the
+// lock, a write under way when the freeze read the table was neither
+// counted nor refused (found by the rehearsal: a crowd frozen at 0 while
+// 2,379 edge tickets were recorded).
 func (q *Queries) WaitroomEdgeTickets(ctx context.Context, arg WaitroomEdgeTicketsParams) error {
 	_, err := q.db.Exec(ctx, waitroomEdgeTickets, arg.Tickets, arg.Edges, arg.SaleID)
 	return err
@@ -243,6 +258,25 @@ func (q *Queries) WaitroomLease(ctx context.Context, arg WaitroomLeaseParams) (W
 	var i WaitroomLeaseRow
 	err := row.Scan(&i.FirstPosition, &i.PreopenCount)
 	return i, err
+}
+
+const waitroomLockRoom = `-- name: WaitroomLockRoom :exec
+SELECT 1 FROM waiting_rooms WHERE sale_id = $1::text FOR UPDATE
+`
+
+type WaitroomLockRoomParams struct {
+	SaleID string
+}
+
+// Locks a room's row until the transaction ends, before a statement that
+// may freeze its pre-open crowd (WaitroomLease, WaitroomAdvance): that
+// statement then starts after every edge-ticket write under way has
+// committed (they hold the row FOR SHARE), and its snapshot counts them. In
+// one statement it could not: READ COMMITTED re-reads the row an UPDATE
+// waited for, but not the other tables it reads.
+func (q *Queries) WaitroomLockRoom(ctx context.Context, arg WaitroomLockRoomParams) error {
+	_, err := q.db.Exec(ctx, waitroomLockRoom, arg.SaleID)
+	return err
 }
 
 const waitroomPaceInputs = `-- name: WaitroomPaceInputs :many
