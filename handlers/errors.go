@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -93,7 +94,15 @@ func writeError(c *gin.Context, logger *slog.Logger, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	outcome := e.code
 	switch {
+	case e.status == http.StatusInternalServerError && errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
+		// The client went away (an edge's proxy that gave up, a mobile
+		// client's timeout) and took the request's context with it:
+		// nobody reads this answer, and nothing is wrong here.
+		outcome = "client_closed"
+		logger.DebugContext(c.Request.Context(), "handlers: the client went away",
+			"method", c.Request.Method, "path", c.FullPath(), "err", err)
 	case e.status == http.StatusInternalServerError:
 		logger.ErrorContext(c.Request.Context(), "handlers: internal error",
 			"method", c.Request.Method, "path", c.FullPath(), "err", err)
@@ -105,7 +114,7 @@ func writeError(c *gin.Context, logger *slog.Logger, err error) {
 		// Jittered, so refused clients do not come back in step.
 		c.Header("Retry-After", strconv.Itoa(e.retryAfter+rand.IntN(e.retryAfter+1)))
 	}
-	c.Set(outcomeKey, e.code)
+	c.Set(outcomeKey, outcome)
 	c.AbortWithStatusJSON(e.status, api.ErrorBody{Error: api.ErrorDetail{Code: e.code, Message: e.message}})
 }
 

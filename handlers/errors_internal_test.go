@@ -1,0 +1,53 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClientGoneIsNotAnInternalError: a request whose client went away
+// fails with the context's cancellation; that is logged at debug level and
+// counted as client_closed, not logged as an internal error (found by the
+// rehearsal: an edge's proxy that gave up left "rate limit reserve: context
+// canceled" at error level on its origin).
+func TestClientGoneIsNotAnInternalError(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name        string
+		cancel      bool
+		wantOutcome string
+		wantLog     string
+	}{
+		{"ClientGone", true, "client_closed", ""},
+		{"ClientStillThere", false, "internal", "internal error"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var logs bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.cancel {
+				cancel()
+			} else {
+				defer cancel()
+			}
+			c, _ := gin.CreateTestContext(httptest.NewRecorder())
+			c.Request = httptest.NewRequestWithContext(ctx, http.MethodPost, "/sales/x/reservations", nil)
+			writeError(c, logger, fmt.Errorf("rate limit reserve: %w", context.Canceled))
+			require.Equal(t, tt.wantOutcome, c.GetString(outcomeKey))
+			if tt.wantLog == "" {
+				require.Empty(t, logs.String())
+			} else {
+				require.Contains(t, logs.String(), tt.wantLog)
+			}
+		})
+	}
+}
