@@ -26,7 +26,7 @@ END_TEST_DB = rc=$$?; if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$
 # The browsers the tests in waitpage/ drive (the first found on PATH).
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 
-.PHONY: run test test-short chaos fuzz bench profile build devdb-up devdb-down generate check-generated vet chromium pgbouncer clean
+.PHONY: run test test-short chaos fuzz bench profile rehearse build devdb-up devdb-down generate check-generated vet chromium pgbouncer locust clean
 
 ## build: bin/flashline (the service and its tools) and bin/flashline-loadtest
 ## (the load generator, a command of its own: the service links none of it)
@@ -42,7 +42,7 @@ run: build
 ## then every benchmark once (-benchtime 1x: do they still run, not how fast),
 ## then every fuzz target for a few seconds (FUZZTIME, default 3s).
 ## A development cluster that this run had to start is stopped at the end.
-test: build vet check-generated chromium pgbouncer
+test: build vet check-generated chromium pgbouncer locust
 	@$(WITH_TEST_DB) $(GO) test -race -count=1 -timeout 30m ./... && \
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...; $(END_TEST_DB)
 	@scripts/fuzz.sh
@@ -76,6 +76,22 @@ chromium:
 
 pgbouncer:
 	@scripts/need.sh "the tests of the pooled deployment (TestNorthlineThroughPgBouncer)" pgbouncer pgbouncer /usr/sbin/pgbouncer
+
+## locust: Locust for the rehearsal (make rehearse, TestRehearsal): Debian's
+## python3-locust, which runs under /usr/bin/python3 whatever python3 is
+## first on PATH (scripts/need.sh, as chromium and pgbouncer)
+locust:
+	@scripts/need.sh "the rehearsal (make rehearse) and its test (TestRehearsal)" python3-locust /usr/bin/locust
+
+## rehearse: a flash sale rehearsed on Locust (docs/rehearsal.md): USERS
+## shoppers (3000) for UNITS units (300) through a waiting room, played by a
+## Locust master and WORKERS workers (2) on this machine; at the end the sale
+## is checked against what the shoppers saw and the figures printed. Against
+## TARGET=url[,url...] (ADMIN_TARGET for the admin API, and the instances'
+## secrets in the environment), else an instance and an edge it starts and
+## stops. Locust's CSV and HTML report in OUT (/tmp/flashline-rehearsal).
+rehearse: locust
+	@USERS=$(USERS) UNITS=$(UNITS) WORKERS=$(WORKERS) TARGET=$(TARGET) ADMIN_TARGET=$(ADMIN_TARGET) OUT=$(OUT) scripts/rehearse.sh
 
 ## fuzz: every fuzz target for FUZZTIME (default 3s) each
 fuzz:

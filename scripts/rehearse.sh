@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A rehearsal of a flash sale on Locust (scripts/rehearse/): USERS shoppers
+# for UNITS units through a waiting room, a Locust master and WORKERS workers
+# on this machine, and at the end the sale checked against what the
+# shoppers saw (docs/rehearsal.md).
+#
+#   scripts/rehearse.sh          USERS=3000 UNITS=300 WORKERS=2 OUT=/tmp/flashline-rehearsal
+#
+# TARGET=url[,url...] rehearses against running instances (edges, or
+# instances with the database): ADMIN_TARGET (default: the first target)
+# takes the admin's requests and the payment events; FLASHLINE_ADMIN_TOKEN,
+# FLASHLINE_JWT_SECRET and FLASHLINE_PAYMENT_WEBHOOK_SECRET must be theirs.
+# Without TARGET it starts an instance (flashline serve, on $DATABASE_URL,
+# else the development database) and an edge in front of it (serve --role
+# edge), each on a free loopback port, and stops them at the end.
+# REHEARSE_ARGS passes more to scripts/rehearse/rehearse.py (--spread,
+# --after-share, --abandon-share, --challenge-bits, ...: see its --help).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+users=${USERS:-3000} units=${UNITS:-300} workers=${WORKERS:-2} out=${OUT:-/tmp/flashline-rehearsal}
+# Debian's locust runs under /usr/bin/python3, whatever python3 is first on PATH.
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+pids=()
+trap 'kill ${pids[*]:-} 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+if [ -z "${TARGET:-}" ]; then
+  make -s build
+  export DATABASE_URL="${DATABASE_URL:-$(bin/flashline devdb up)}"
+  export FLASHLINE_ADMIN_TOKEN=rehearse-admin-token-0123456789abcdef FLASHLINE_JWT_SECRET=rehearse-jwt-secret-0123456789abcdef \
+    FLASHLINE_WAITROOM_KEYS=r1:rehearse-waitroom-key-0123456789abcdef \
+    FLASHLINE_PAYMENT_WEBHOOK_SECRET=rehearse-payment-secret-0123456789abcdef
+  mkdir -p "$out"
+  port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+  up() { for _ in $(seq 200); do curl -fs "http://$1/healthz" >/dev/null 2>&1 && return; sleep 0.1; done; echo "rehearse: $1 did not start" >&2; exit 2; }
+  origin=127.0.0.1:$(port) edge=127.0.0.1:$(port)
+  bin/flashline serve --addr "$origin" 2>"$out/origin.log" & pids+=($!)
+  up "$origin"
+  env -u DATABASE_URL bin/flashline serve --role edge --origin "http://$origin" --addr "$edge" 2>"$out/edge.log" & pids+=($!)
+  up "$edge"
+  echo "rehearse: an instance on http://$origin, an edge on http://$edge (logs in $out)"
+  TARGET=http://$edge ADMIN_TARGET=http://$origin
+fi
+# shellcheck disable=SC2086
+"$py" scripts/rehearse/rehearse.py --target "$TARGET" --admin-target "${ADMIN_TARGET:-${TARGET%%,*}}" \
+  --users "$users" --units "$units" --workers "$workers" --out "$out" ${REHEARSE_ARGS:-}
