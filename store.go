@@ -29,7 +29,9 @@ type Store interface {
 	// what this instance knows without the database, before anything else
 	// is done for it: ErrSoldOut or ErrSaleNotOpen, or nil when the purchase
 	// path must decide. The database itself refuses nothing this way (nil):
-	// the sale cache in front of it does.
+	// the sale cache in front of it does. customerID may be a view of a
+	// buffer the caller reuses (the HTTP layer's front door): compare it,
+	// never keep it.
 	RefuseFromMemory(saleID, customerID string) error
 
 	// ApplyPaymentEvent applies an authenticated payment event once per

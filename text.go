@@ -23,3 +23,18 @@ func ValidText(s string) bool {
 	}
 	return true
 }
+
+// ValidTextBytes is ValidText of b.
+func ValidTextBytes(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}

@@ -45,11 +45,11 @@ type server struct {
 	api     *client.Client
 }
 
-func newServer(t *testing.T) *server { return startServer(t, nil) }
+func newServer(t testing.TB) *server { return startServer(t, nil) }
 
 // startServer serves the API on a fresh database; with roomOpts, the waiting
 // room is wired in, kept current and paced until the test ends.
-func startServer(t *testing.T, roomOpts *waitroom.Options, tweaks ...func(*handlers.Deps)) *server {
+func startServer(t testing.TB, roomOpts *waitroom.Options, tweaks ...func(*handlers.Deps)) *server {
 	t.Helper()
 	pool, _ := testdb.NewPool(t)
 	verifier, err := auth.NewVerifier(jwtSecret, adminToken)
@@ -98,7 +98,7 @@ func startServer(t *testing.T, roomOpts *waitroom.Options, tweaks ...func(*handl
 // routes is the whole API with every exchange checked against the OpenAPI
 // document (internal/contract): an answer or request the document does not
 // describe fails the test.
-func routes(t *testing.T, d handlers.Deps) http.Handler {
+func routes(t testing.TB, d handlers.Deps) http.Handler {
 	return contract.For(t).Handler(handlers.Routes(d))
 }
 
@@ -118,7 +118,7 @@ func (s *server) send(ctx context.Context, method, path, authorization, body str
 
 // do is send for the test goroutine. No test here expects a 5xx: every
 // request is either right or a client mistake.
-func (s *server) do(t *testing.T, method, path, authorization, body string, headers ...string) reply {
+func (s *server) do(t testing.TB, method, path, authorization, body string, headers ...string) reply {
 	t.Helper()
 	r, err := s.send(t.Context(), method, path, authorization, body, headers...)
 	require.NoError(t, err)
@@ -144,11 +144,11 @@ func (s *server) serve(t *testing.T, method, path, authorization, body string, h
 }
 
 // testLogger sends the service's logs to the test log, so a 500's cause shows.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
@@ -160,14 +160,14 @@ func bearer(token string) string { return "Bearer " + token }
 var adminAuth = bearer(adminToken)
 
 // customer returns the Authorization header of a customer with a fresh token.
-func customer(t *testing.T, id string) string {
+func customer(t testing.TB, id string) string {
 	t.Helper()
 	tok, err := auth.Mint(jwtSecret, id, time.Hour, time.Time{})
 	require.NoError(t, err)
 	return bearer(tok)
 }
 
-func (s *server) reserve(t *testing.T, saleID, authorization, key, body string) reply {
+func (s *server) reserve(t testing.TB, saleID, authorization, key, body string) reply {
 	t.Helper()
 	return s.do(t, http.MethodPost, "/sales/"+saleID+"/reservations", authorization, body, "Idempotency-Key", key)
 }
@@ -202,7 +202,7 @@ var saleKeys = []string{"saleId", "sku", "state", "initialStock", "available", "
 	"confirmed", "expired", "cancelled", "voided", "perCustomerLimit", "admission", "confirmation", "opensAt", "invariant"}
 
 // requireSale checks a sale object's shape and decodes it.
-func requireSale(t *testing.T, r reply, status int) saleJSON {
+func requireSale(t testing.TB, r reply, status int) saleJSON {
 	t.Helper()
 	require.Equal(t, status, r.Status, "body: %s", r.Body)
 	require.Equal(t, "application/json; charset=utf-8", r.Header.Get("Content-Type"))
@@ -229,7 +229,7 @@ func requireSale(t *testing.T, r reply, status int) saleJSON {
 }
 
 // requireUTC checks that s is an RFC 3339 time in UTC and returns it.
-func requireUTC(t *testing.T, s string) time.Time {
+func requireUTC(t testing.TB, s string) time.Time {
 	t.Helper()
 	ts, err := time.Parse(time.RFC3339, s)
 	require.NoError(t, err, "not RFC 3339: %q", s)
@@ -237,7 +237,7 @@ func requireUTC(t *testing.T, s string) time.Time {
 	return ts
 }
 
-func (s *server) createSale(t *testing.T, body string) saleJSON {
+func (s *server) createSale(t testing.TB, body string) saleJSON {
 	t.Helper()
 	return requireSale(t, s.do(t, http.MethodPost, "/admin/sales", adminAuth, body), http.StatusCreated)
 }
@@ -258,7 +258,7 @@ type reservationJSON struct {
 }
 
 // requireReservation checks a reservation object and decodes it.
-func requireReservation(t *testing.T, r reply, status int) reservationJSON {
+func requireReservation(t testing.TB, r reply, status int) reservationJSON {
 	t.Helper()
 	require.Equal(t, status, r.Status, "body: %s", r.Body)
 	require.Equal(t, "application/json; charset=utf-8", r.Header.Get("Content-Type"))
@@ -277,7 +277,7 @@ func requireReservation(t *testing.T, r reply, status int) reservationJSON {
 
 // requireCreated checks the 201 answer to a reservation: exactly the five
 // fields of the contract, state pending.
-func requireCreated(t *testing.T, r reply, saleID string, quantity int) reservationJSON {
+func requireCreated(t testing.TB, r reply, saleID string, quantity int) reservationJSON {
 	t.Helper()
 	res := requireReservation(t, r, http.StatusCreated)
 	var raw map[string]json.RawMessage
@@ -295,7 +295,7 @@ func requireCreated(t *testing.T, r reply, saleID string, quantity int) reservat
 
 // requireError checks the contract's error answer: the status, and a body of
 // exactly {"error":{"code":code,"message":<non-empty>}}.
-func requireError(t *testing.T, r reply, status int, code string) {
+func requireError(t testing.TB, r reply, status int, code string) {
 	t.Helper()
 	require.Equal(t, status, r.Status, "body: %s", r.Body)
 	require.Equal(t, "application/json; charset=utf-8", r.Header.Get("Content-Type"))

@@ -61,12 +61,8 @@ func readBody(c *gin.Context, limit int64) ([]byte, error) {
 // keeps (at most MaxBodyBytes, within bodyReadTimeout); false if it could
 // not. io.Discard reads through a pooled buffer: nothing is allocated.
 func drainBody(c *gin.Context) bool {
-	if c.Request.ContentLength == 0 {
-		return true
-	}
-	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	n, err := io.Copy(io.Discard, io.LimitReader(c.Request.Body, MaxBodyBytes+1))
-	return err == nil && n <= MaxBodyBytes
+	var buf [1024]byte
+	return drainRequest(c.Writer, c.Request, buf[:])
 }
 
 func decodeBytes(body []byte, dst any) error {

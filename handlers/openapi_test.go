@@ -63,8 +63,8 @@ func TestOpenAPIHasEveryRoute(t *testing.T) {
 		Gate:    noGate{},
 		Store:   noStore{},
 	})
-	engine, ok := h.(*gin.Engine)
-	require.True(t, ok, "Routes returns a *gin.Engine")
+	engine, ok := h.(interface{ Routes() gin.RoutesInfo })
+	require.True(t, ok, "Routes returns what lists its routes (a *gin.Engine, or the front door in front of one)")
 
 	param := regexp.MustCompile(`:([A-Za-z]+)`)
 	var served []string

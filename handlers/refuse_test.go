@@ -21,7 +21,7 @@ import (
 
 // withSaleCache wires the sale cache as serve does: reservations answered
 // from memory, before their body is read, when the cache can refuse them.
-func withSaleCache(t *testing.T) func(*handlers.Deps) {
+func withSaleCache(t testing.TB) func(*handlers.Deps) {
 	return func(d *handlers.Deps) {
 		store := d.Store.(*postgres.Store)
 		cache := salecache.New(store, salecache.Options{Logger: testLogger(t), RefreshInterval: 50 * time.Millisecond})

@@ -186,7 +186,12 @@ func Routes(d Deps) http.Handler {
 	// The waiting-room page and its assets (no auth: the page calls the API
 	// with the customer's token).
 	waitpage.Register(r)
-	return r
+	// What the service refuses without the database is answered before the
+	// routes (frontdoor.go).
+	if d.Store == nil || d.Verifier == nil {
+		return r
+	}
+	return newFrontDoor(r, d, metrics)
 }
 
 // handleReady is GET /readyz. The reason it gives is generic: the detail

@@ -327,6 +327,25 @@ func (l *Limiter) Acquire(ctx context.Context, p Priority) (*Token, error) {
 	return l.wait(ctx, w)
 }
 
+// Refuses reports whether a request of priority p would be shed now, were
+// it to Acquire: no slot free, and the queue closed to it (CoDel's
+// shedding state, or full of requests as important). A peek, for the front
+// door, which refuses such a request before it pays for anything else (its
+// token, its body); it counts the refusal as Acquire does. A request it
+// lets through may still be shed by Acquire a moment later.
+func (l *Limiter) Refuses(p Priority) bool {
+	if p < PriorityReserve || p > PriorityPoll {
+		p = PriorityPoll
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inflight < l.capacity(p) || l.queueable(p) {
+		return false
+	}
+	l.shedLocked(p)
+	return true
+}
+
 // wait blocks until w is granted a slot or evicted, MaxWait passes, or ctx
 // ends.
 func (l *Limiter) wait(ctx context.Context, w *waiter) (*Token, error) {

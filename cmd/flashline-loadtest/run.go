@@ -29,6 +29,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	e.FS.StringVar(&cfg.Scenario, "scenario", "hot", "northline, hot, overload, crowd, no (the sold-out and status answers against /healthz) or edge (an edge's tickets and status answers against its /healthz; --target ORIGIN,EDGE)")
 	e.FS.IntVar(&cfg.Clients, "clients", 0, "hot: concurrent buyers (default 128); northline: retry-storm clients (128); crowd: customers (2000); no, edge: keep-alive connections (64)")
 	e.FS.IntVar(&cfg.Rate, "rate", 2000, "overload: reservations per second, open loop")
+	e.FS.DurationVar(&cfg.SLO, "slo", time.Second, "overload: a reservation answered 201 within this counts as goodput")
 	e.FS.DurationVar(&cfg.Duration, "duration", 0, "hot, overload: how long (default 10s); no, edge: each phase (10s); crowd: the most to wait after the open (60s)")
 	e.FS.IntVar(&cfg.Checkouts, "checkouts", 9000, "northline: checkouts in the retry storm")
 	e.FS.IntVar(&cfg.Stock, "stock", 0, "units on sale (hot, overload: 10000000; crowd: 200)")

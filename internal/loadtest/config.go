@@ -20,13 +20,16 @@ type Config struct {
 	AdminToken string
 	JWTSecret  string
 	Scenario   string
-	Clients    int           // hot: concurrent buyers
-	Rate       int           // overload: requests per second
-	Duration   time.Duration // hot, overload
-	Checkouts  int           // northline: checkouts in the retry storm
-	Stock      int           // hot, overload: units on sale
-	Buckets    int
-	Gate       string // the sale's gate: none (default) or redis
+	Clients    int // hot: concurrent buyers
+	Rate       int // overload: requests per second
+	// SLO is the overload scenario's deadline of a useful answer: its
+	// goodput counts the 201s answered within it (default 1 s).
+	SLO       time.Duration
+	Duration  time.Duration // hot, overload
+	Checkouts int           // northline: checkouts in the retry storm
+	Stock     int           // hot, overload: units on sale
+	Buckets   int
+	Gate      string // the sale's gate: none (default) or redis
 	// crowd: when the sale opens, its fairness policy and challenge.
 	OpenIn        time.Duration
 	Fairness      string
@@ -58,6 +61,9 @@ func (c *Config) setDefaults() error {
 		case "no", "edge":
 			c.Clients = 64
 		}
+	}
+	if c.SLO == 0 {
+		c.SLO = time.Second
 	}
 	if c.Rate == 0 {
 		c.Rate = 2000

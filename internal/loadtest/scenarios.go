@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,7 +131,21 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 	pctx, stopProgress := context.WithCancel(ctx)
 	go tickProgress(pctx, bar, time.Now())
 	start := time.Now()
+	// What the SLO counts: 201s answered within it, and when each request
+	// was sent (the generator falls behind its rate when it cannot keep up:
+	// then its row of a curve does not count).
+	var created []time.Duration
+	var first, last time.Time
 	for res := range attacker.Attack(vegeta.Targeter(targeter), pace, r.cfg.Duration, "overload") {
+		if first.IsZero() || res.Timestamp.Before(first) {
+			first = res.Timestamp
+		}
+		if res.Timestamp.After(last) {
+			last = res.Timestamp
+		}
+		if res.Code == http.StatusCreated {
+			created = append(created, res.Latency)
+		}
 		a := answer{status: int(res.Code), body: res.Body, latency: res.Latency, done: res.End()}
 		if res.Error != "" && res.Code == 0 {
 			a.err = fmt.Errorf("%s", res.Error)
@@ -148,7 +163,31 @@ func (r *runner) overload(ctx context.Context) (*Result, error) {
 	out := t.result(elapsed)
 	out.SaleID = sale
 	out.Health = health
+	out.Notes = sloNotes(r.cfg, out.Requests, first, last, created)
 	return out, nil
+}
+
+// sloNotes are the overload scenario's lines for a fair curve: the rate
+// offered and the rate sent (the generator's own pace, by the requests'
+// start times), the 201s within the SLO per second of the offered window,
+// and the p99 of the 201s.
+func sloNotes(cfg Config, sent int, first, last time.Time, created []time.Duration) []string {
+	window := cfg.Duration.Seconds()
+	sentRate := 0.0
+	if span := last.Sub(first).Seconds(); sent > 1 && span > 0 {
+		sentRate = float64(sent-1) / span
+	}
+	slices.Sort(created)
+	within, _ := slices.BinarySearch(created, cfg.SLO+1)
+	p99 := time.Duration(0)
+	if len(created) > 0 {
+		p99 = percentile(created, .99)
+	}
+	return []string{
+		fmt.Sprintf("offered / sent\t%d/s / %.0f/s", cfg.Rate, sentRate),
+		fmt.Sprintf("goodput within %v\t%d (%.0f/s)", cfg.SLO, within, float64(within)/window),
+		fmt.Sprintf("p99 of 201s\t%v", p99.Round(time.Microsecond)),
+	}
 }
 
 // northline: the case study's two failures, replayed.
