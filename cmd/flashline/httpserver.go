@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
+
+	"github.com/flashline/flashline/handlers"
+)
+
+// closeIf closes ln if there is one.
+func closeIf(ln net.Listener) {
+	if ln != nil {
+		ln.Close()
+	}
+}
+
+// startHTTP serves srv on ln, and the private mux (privateMux) on metricsLn
+// if there is one; a server that fails ends the service (running.failed).
+// Stopping it drains the requests in flight.
+func startHTTP(running *parts, logger *slog.Logger, srv *http.Server, ln, metricsLn net.Listener, registry *prometheus.Registry) {
+	failed := func(err error) {
+		if !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case running.failed <- fmt.Errorf("serve: %w", err):
+			default:
+			}
+		}
+	}
+	go func() { failed(srv.Serve(ln)) }()
+	var metricsSrv *http.Server
+	if metricsLn != nil {
+		metricsSrv = newHTTPServer(privateMux(registry))
+		logger.Info("flashline: metrics", "url", publicURL(metricsLn.Addr())+"/metrics")
+		go func() { failed(metricsSrv.Serve(metricsLn)) }()
+	}
+	running.add("http server", func(ctx context.Context) error {
+		logger.Info("flashline: shutting down, draining in-flight requests")
+		err := srv.Shutdown(ctx)
+		if metricsSrv != nil {
+			err = errors.Join(err, metricsSrv.Shutdown(ctx))
+		}
+		return err
+	})
+}
+
+// serveUntilDone waits until ctx is done (the stop signal), or until a
+// server or a background loop fails; then it stops every running part, the
+// HTTP server's drain first, within cfg.shutdownTimeout.
+func serveUntilDone(ctx context.Context, cfg serveConfig, logger *slog.Logger, running *parts) error {
+	var failure error
+	select {
+	case failure = <-running.failed:
+		logger.Warn("flashline: stopping: a part of the service failed", "err", failure)
+	case <-ctx.Done():
+	}
+	err := errors.Join(failure, running.stopWithin(cfg.shutdownTimeout))
+	if err != nil {
+		logger.Warn("flashline: stopped", "err", err)
+	} else {
+		logger.Info("flashline: stopped")
+	}
+	return err
+}
+
+// privateMux is what --metrics-addr serves: /metrics, and Go's profiler
+// under /debug/pprof/ (CPU and allocation profiles of the running service;
+// not its command line, which may hold secrets).
+func privateMux(registry *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", handlers.MetricsHandler(registry))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	return mux
+}
+
+// newHTTPServer returns a server with limits sized for a storefront: headers
+// within 16 KiB (a JWT and the usual cookies fit many times over; Go's
+// default, 1 MiB, lets one request hold a megabyte) that arrive within 10 s;
+// the whole request within 15 s (bodies have their own, shorter deadline,
+// handlers/json.go); an answer written within 30 s; an idle keep-alive
+// connection closed after a minute. A client slow enough to hit these under
+// a flood gets no answer, so they are generous; a slowloris holds a
+// connection no longer than them.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		MaxHeaderBytes:    16 << 10,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       time.Minute,
+	}
+}
+
+// publicURL is the URL to print for a listener: a wildcard address is shown
+// as localhost, which is what a user on the same machine types.
+func publicURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// listen opens --addr, at most --max-conns connections served at once (each
+// costs a goroutine and buffers; the rest wait to be accepted), and
+// --metrics-addr when set (nil otherwise).
+func listen(cfg serveConfig) (ln, metricsLn net.Listener, err error) {
+	if ln, err = net.Listen("tcp", cfg.addr); err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	if cfg.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
+			ln.Close()
+			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.metricsAddr, err)
+		}
+	}
+	return netutil.LimitListener(ln, cfg.maxConns), metricsLn, nil
+}
