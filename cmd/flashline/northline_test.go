@@ -267,13 +267,7 @@ func (n northline) run(t *testing.T) {
 		toks := make([]string, holds)
 		for i := range ids {
 			toks[i] = testserver.Token(t, fmt.Sprintf("hammer-%02d", i))
-			r := retryShed(t, func(attempt int) (testserver.Response, error) {
-				return c.Reserve(context.Background(), instance(i+attempt), sale, toks[i], "k", 1)
-			})
-			require.Equal(t, 201, r.Status, "%s", r.Body)
-			var v struct{ ReservationID string }
-			require.NoError(t, json.Unmarshal(r.Body, &v))
-			ids[i] = v.ReservationID
+			ids[i] = reserveHeld(t, c, func(n int) string { return instance(i + n) }, sale, toks[i], "k")
 		}
 		var wg sync.WaitGroup
 		orderIDs := make([]sync.Map, holds)
@@ -333,13 +327,7 @@ func (n northline) confirmCancelBurst(t *testing.T) {
 	ids, toks := make([]string, holds), make([]string, holds)
 	for i := range ids {
 		toks[i] = testserver.Token(t, fmt.Sprintf("store-%02d", i))
-		r := retryShed(t, func(attempt int) (testserver.Response, error) {
-			return c.Reserve(context.Background(), instance(i+attempt), sale, toks[i], "k", 1)
-		})
-		require.Equal(t, 201, r.Status, "%s", r.Body)
-		var v struct{ ReservationID string }
-		require.NoError(t, json.Unmarshal(r.Body, &v))
-		ids[i] = v.ReservationID
+		ids[i] = reserveHeld(t, c, func(n int) string { return instance(i + n) }, sale, toks[i], "k")
 	}
 	var mu sync.Mutex
 	answers := map[string]int{}
@@ -437,6 +425,27 @@ func retryShed(t *testing.T, send func(attempt int) (testserver.Response, error)
 		}
 		require.NotEmpty(t, r.Header.Get("Retry-After"))
 		time.Sleep(time.Duration(20+rand.IntN(80)) * time.Millisecond)
+	}
+}
+
+// reserveHeld makes customer's hold with key and returns its reservation
+// id, retrying what says "later": a shed 503 or 429 (retryShed), and a 409
+// request_in_progress (an earlier attempt with the key, answered 503 after
+// its batch's deadline, is still committing).
+func reserveHeld(t *testing.T, c *testserver.Client, instance func(int) string, sale, token, key string) string {
+	t.Helper()
+	for round := 0; ; round++ {
+		r := retryShed(t, func(attempt int) (testserver.Response, error) {
+			return c.Reserve(context.Background(), instance(round+attempt), sale, token, key, 1)
+		})
+		if r.Status == http.StatusConflict && errorCode(r.Body) == "request_in_progress" && round < 100 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+		var v struct{ ReservationID string }
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		return v.ReservationID
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/jackc/pgx/v5"
 )
 
 // Row is one reservation as the database holds it after the run.
@@ -35,6 +36,26 @@ type Facts struct {
 	InvariantOK bool
 	// Gate is the gate's side of a gated run.
 	Gate GateFacts
+	// SweepsDone are when the sweeper's jobs were marked done (River's
+	// finalized_at of completed flashline_sweep jobs), in order: a sweep's
+	// expirations were visible to every session by then (its statements
+	// had returned). They bound when an expiration, which no client is
+	// answered for, became visible.
+	SweepsDone []time.Time
+}
+
+// expiryVisible is when an expiration committed at committed was visible
+// to every session at the latest: VisibilityLag after its commit, or, when
+// the commit's flush stalled longer (a promoted standby's first commits
+// under load: found by failover, where a sweep was still invisible 480 ms
+// after its commit timestamp), when the sweep that made it was done.
+func (f Facts) expiryVisible(committed time.Time) time.Time {
+	v := committed.Add(VisibilityLag)
+	i := sort.Search(len(f.SweepsDone), func(i int) bool { return !f.SweepsDone[i].Before(committed) })
+	if i < len(f.SweepsDone) && f.SweepsDone[i].After(v) {
+		v = f.SweepsDone[i]
+	}
+	return v
 }
 
 // LedgerRow is one stock_ledger row of a reservation ("" for the initial
@@ -128,6 +149,13 @@ SELECT reservation_id, customer_id, idempotency_key, state, quantity, created_at
 	}
 	if err := lrows.Err(); err != nil {
 		return f, err
+	}
+	srows, err := r.DB.Query(ctx, `SELECT finalized_at FROM river_job WHERE kind = 'flashline_sweep' AND state = 'completed' AND finalized_at IS NOT NULL ORDER BY finalized_at`)
+	if err != nil {
+		return f, fmt.Errorf("read sweeps: %w", err)
+	}
+	if f.SweepsDone, err = pgx.CollectRows(srows, pgx.RowTo[time.Time]); err != nil {
+		return f, fmt.Errorf("read sweeps: %w", err)
 	}
 	orows, err := r.DB.Query(ctx, `SELECT o.reservation_id, o.order_id, pg_xact_commit_timestamp(o.xmin) FROM orders o JOIN reservations r USING (reservation_id) WHERE r.sale_id = $1`, saleID)
 	if err != nil {
@@ -246,7 +274,7 @@ func check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 		// done before the read).
 		ret := time.Now()
 		if row.Committed != nil {
-			ret = row.Committed.Add(VisibilityLag)
+			ret = f.expiryVisible(*row.Committed)
 		}
 		all = append(all, &Op{Client: id, Kind: Expire, Customer: row.Customer, ResID: row.ID, Qty: row.Qty,
 			ExpiresAt: row.ExpiresAt, Call: *row.ExpiredAt, Return: ret, Outcome: OutExpired})

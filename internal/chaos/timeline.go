@@ -70,6 +70,9 @@ func NewTimeline(f Facts, ops []*Op) (*Timeline, []string) {
 	}
 	visible := func(id, reason string, at time.Time) time.Time {
 		v := at.Add(VisibilityLag)
+		if reason == "expire" {
+			v = f.expiryVisible(at)
+		}
 		if a, ok := answered[id+"\x00"+reason]; ok && a.After(v) {
 			v = a
 		}
