@@ -113,14 +113,14 @@ func (e *Client) ID() string { return e.opts.ID }
 func (e *Client) Syncs() int64 { return e.syncs.Load() }
 
 // Run pulls every Interval until ctx is done, and every nearOpenInterval
-// around a room's opening (see nearOpen).
+// around a room's opening and while a room's sale is open (see fastPull).
 func (e *Client) Run(ctx context.Context) error {
 	for {
 		if err := e.Sync(ctx); err != nil && ctx.Err() == nil {
 			e.opts.Logger.WarnContext(ctx, "waitroom: edge: no origin answers", "err", err)
 		}
 		wait := e.opts.Interval
-		if e.nearOpen() {
+		if e.fastPull() {
 			wait = min(wait, nearOpenInterval)
 		}
 		select {
@@ -132,15 +132,20 @@ func (e *Client) Run(ctx context.Context) error {
 }
 
 // nearOpenInterval is how often an edge pulls from 2 s before a room's
-// opening to 1 s after it: the origin freezes the pre-open crowd a quarter
-// second after the open, and the pre-open tickets this edge counted in its
-// last moments must reach it by then to be counted (one counted later
-// shares a rank).
+// opening to 1 s after it, and while the sale is open: the origin freezes
+// the pre-open crowd a quarter second after the open, and the pre-open
+// tickets this edge counted in its last moments must reach it by then to be
+// counted (one counted later shares a rank); and a sell-out must reach the
+// waiters within a second.
 const nearOpenInterval = 100 * time.Millisecond
 
-// nearOpen reports whether a room of the document held opens within 2 s
-// or opened less than 1 s ago, by the database's clock as the document says.
-func (e *Client) nearOpen() bool {
+// fastPull reports whether a room of the document held opens within 2 s
+// or opened less than 1 s ago, by the database's clock as the document says
+// (its pre-open tickets must reach the freeze), or is open now: a sale that
+// sells out, pauses or gets units back is heard by the edge within a pull,
+// and by its waiters' streams at once (handlers' status stream), so "sold
+// out" reaches the crowd within a fraction of a second, not a second.
+func (e *Client) fastPull() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.received.IsZero() {
@@ -148,6 +153,9 @@ func (e *Client) nearOpen() bool {
 	}
 	dbNow := e.doc.DBNow.Add(e.now().Sub(e.received))
 	for _, s := range e.doc.Sales {
+		if s.State == flashline.StateOpen {
+			return true
+		}
 		if s.OpensAt != nil && s.OpensAt.After(dbNow.Add(-time.Second)) && s.OpensAt.Before(dbNow.Add(2*time.Second)) {
 			return true
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
@@ -95,6 +96,9 @@ type EdgeDeps struct {
 	// ProxyTimeout bounds an origin's answer to a request passed on.
 	// Default 15s.
 	ProxyTimeout time.Duration
+	// MaxStreams is Deps.MaxStreams, on the edge; Registry takes its gauge.
+	MaxStreams int
+	Registry   prometheus.Registerer
 }
 
 // EdgeRoutes returns an edge's HTTP handler: the waiting-room page and its
@@ -148,6 +152,7 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 	public := newCrossOrigin(r)
 	public.handle(http.MethodGet, "/sales/:saleId/ticket", ours, customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 	public.handle(http.MethodGet, "/sales/:saleId/status", ours, customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
+	public.handle(http.MethodGet, "/sales/:saleId/status/stream", ours, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry), d.Logger))
 	public.preflights()
 	waitpage.Register(r)
 	return r

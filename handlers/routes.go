@@ -52,6 +52,10 @@ type Deps struct {
 	// at once on the customer routes; more are answered 429 at once. 0: no
 	// cap.
 	CustomerInFlight int
+	// MaxStreams bounds the waiting clients' status streams open at once
+	// (stream.go); past it a stream is refused 503 overloaded and the
+	// client polls. 0: DefaultMaxStreams.
+	MaxStreams int
 	// Payments checks the signatures of payment events (POST
 	// /payments/events). Nil: the instance takes no payment events, and
 	// refuses to create sales confirmed by payment.
@@ -169,6 +173,7 @@ func Routes(d Deps) http.Handler {
 		pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 		public.handle(http.MethodGet, "/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 		public.handle(http.MethodGet, "/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/status/stream", customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry), d.Logger))
 		public.handle(http.MethodGet, "/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Store, d.Logger))
 		// The operator's controls of a room's queue (audited).
 		r.POST("/admin/sales/:saleId/queue/hold", admin, handleQueueHold(d.Room, true, d.Logger))

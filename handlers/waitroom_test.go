@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -479,5 +480,90 @@ func TestSoldOutStatus(t *testing.T) {
 			st, keys := s.status(t, open.SaleID, ivan, tk.Token, "")
 			return st.State == "sold_out" && slices.Equal(keys, []string{"queueIsFull", "state"})
 		}, 5*time.Second, 20*time.Millisecond)
+	})
+}
+
+// TestStatusStream: a waiting client's stream sends where its ticket stands
+// as server-sent events (the status route's JSON), the sell-out as soon as
+// the instance knows of it (the cache's watch), not when a poll would have
+// come round, and ends once the sale is sold out for good.
+func TestStatusStream(t *testing.T) {
+	t.Parallel()
+	s := newWaitroomServer(t, waitroom.Options{})
+	keys := roomtoken.DeriveKeyring(jwtSecret)
+	sale := s.createSale(t, `{"sku":"sku_stream","initialStock":1,"admission":"waiting_room","confirmation":"customer"}`)
+	requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/open", adminAuth, ""), 200)
+	// Held: nobody is let in, so ivan waits (and would poll every 5 s).
+	r := s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/queue/hold", adminAuth, `{"operator":"ops","reason":"test"}`)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	hana, ivan := customer(t, "hana"), customer(t, "ivan")
+	tk := s.ticket(t, sale.SaleID, ivan, "")
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet,
+		s.api.BaseURL+"/sales/"+sale.SaleID+"/status/stream?token="+url.QueryEscape(tk.Token), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", ivan)
+	resp, err := s.api.HTTP.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	events := make(chan statusJSON, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				continue // "event: status", blank lines, ": comments"
+			}
+			var st statusJSON
+			if json.Unmarshal([]byte(data), &st) == nil {
+				events <- st
+			}
+		}
+	}()
+	next := func() statusJSON {
+		t.Helper()
+		select {
+		case st, ok := <-events:
+			require.True(t, ok, "the stream ended")
+			return st
+		case <-time.After(30 * time.Second):
+			t.Fatal("no event in 30 s")
+			return statusJSON{}
+		}
+	}
+	first := next()
+	require.Equal(t, "waiting", first.State)
+	require.True(t, first.Held)
+
+	// hana takes the only unit; ivan's stream hears "sold out" once the
+	// instance does.
+	admission := keys.SignAdmission(roomtoken.Admission{ID: "adm-hana", SaleID: sale.SaleID, CustomerID: "hana", ExpiresAt: time.Now().Add(time.Minute)})
+	held := requireReservation(t, s.do(t, http.MethodPost, "/sales/"+sale.SaleID+"/reservations", hana, `{"quantity":1}`,
+		"Idempotency-Key", "k1", "X-Admission-Token", admission), http.StatusCreated)
+	reserved := time.Now()
+	st := next()
+	for st.State == "waiting" {
+		st = next()
+	}
+	t.Logf("sold out heard on the stream %v after the reservation", time.Since(reserved).Round(time.Millisecond))
+	require.Equal(t, "sold_out", st.State)
+
+	// Paid for: sold out for good, and the stream is over.
+	requireOrder(t, s.do(t, http.MethodPost, "/reservations/"+held.ReservationID+"/confirm", hana, ""), held.ReservationID)
+	for {
+		st, ok := <-events
+		if !ok {
+			break
+		}
+		require.Equal(t, "sold_out", st.State)
+	}
+
+	t.Run("BadTicket", func(t *testing.T) {
+		r := s.do(t, http.MethodGet, "/sales/"+sale.SaleID+"/status/stream?token=nope", ivan, "")
+		requireError(t, r, http.StatusForbidden, "admission_invalid")
 	})
 }

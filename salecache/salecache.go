@@ -61,6 +61,9 @@ type Cache struct {
 
 	mu    sync.RWMutex
 	sales map[string]*entry // replaced whole on every read, never changed
+	// watches are closed, and forgotten, when what a waiter of their sale
+	// is told changes (Watch).
+	watches map[string]chan struct{}
 
 	reads   singleflight.Group // on-demand reads under way, by sale
 	reloads reloader
@@ -188,9 +191,7 @@ func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) er
 				return err
 			}
 		}
-		c.mu.Lock()
-		c.sales[s.ID] = e
-		c.mu.Unlock()
+		c.put(s.ID, e)
 	}
 	if saleID == "" {
 		// Sales the periodic read no longer covers (closed a day ago) are
@@ -414,12 +415,69 @@ func (g guarded) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent
 // read that started before the commit and lands after it; the one
 // requested here follows and settles it.
 func (c *Cache) unitsBack(saleID string) {
-	c.mu.Lock()
-	if e := c.sales[saleID]; e != nil && e.SoldOut {
+	c.mu.RLock()
+	e := c.sales[saleID]
+	c.mu.RUnlock()
+	if e != nil && e.SoldOut {
 		back := *e
 		back.SoldOut = false
-		c.sales[saleID] = &back
+		c.put(saleID, &back)
+	}
+	c.Changed(saleID)
+}
+
+// put makes e saleID's entry, and closes the sale's watch when what a
+// waiter is told changed with it.
+func (c *Cache) put(saleID string, e *entry) {
+	c.mu.Lock()
+	old := c.sales[saleID]
+	c.sales[saleID] = e
+	var w chan struct{}
+	if old == nil || waitersSee(old.SaleFacts) != waitersSee(e.SaleFacts) {
+		w = c.watches[saleID]
+		delete(c.watches, saleID)
 	}
 	c.mu.Unlock()
-	c.Changed(saleID)
+	if w != nil {
+		close(w)
+	}
+}
+
+// seen is what changes the answer of every waiter of a sale at once: its
+// state, sold out (and whether for good), the queue held, the operator's
+// message. The watermark, which moves every pacer tick, is not: a waiter
+// learns of it at the pace its answers set (PollAfter).
+type seen struct {
+	state            flashline.SaleState
+	soldOut, pending bool
+	held             bool
+	broadcast        string
+	opensAt          time.Time
+}
+
+func waitersSee(s flashline.SaleFacts) seen {
+	v := seen{state: s.State, soldOut: s.SoldOut, pending: s.PendingHolds, held: s.Room.Held, broadcast: s.Room.Broadcast}
+	if s.OpensAt != nil {
+		v.opensAt = *s.OpensAt
+	}
+	return v
+}
+
+// Watch returns a channel closed when what every waiter of saleID is told
+// changes in memory (see seen): a sale sold out, back with units, paused,
+// resumed, held, released, opened, given a message. A waiting client's
+// stream (handlers' status stream) waits on it, to hear at once what a poll
+// would hear only when it came round.
+func (c *Cache) Watch(saleID string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watches == nil {
+		c.watches = map[string]chan struct{}{}
+	}
+	w, ok := c.watches[saleID]
+	if !ok {
+		w = make(chan struct{})
+		c.watches[saleID] = w
+	}
+	return w
 }

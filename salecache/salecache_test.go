@@ -192,3 +192,36 @@ func TestPaymentEventClearsSoldOutAtOnce(t *testing.T) {
 	require.Equal(t, sale.ID, res.SaleID)
 	require.NoError(t, c.Decide(sale.ID, "bob"), "the failed payment through this instance put the unit back")
 }
+
+// TestWatchFiresOnWhatWaitersAreTold: a sale's watch is closed when what
+// every waiter is told changes (here: sold out, then paused), and not by a
+// read that changes nothing they are told.
+func TestWatchFiresOnWhatWaitersAreTold(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
+	sale, err := store.CreateSale(context.Background(), flashline.NewSale{SKU: "sku_watch", InitialStock: 1, PerCustomerLimit: 1})
+	require.NoError(t, err)
+	c := startCache(t, pool)
+	fired := func(w <-chan struct{}) bool {
+		select {
+		case <-w:
+			return true
+		case <-time.After(5 * time.Second):
+			return false
+		}
+	}
+	w := c.Watch(sale.ID)
+	require.NoError(t, c.Load(context.Background())) // nothing changed
+	select {
+	case <-w:
+		t.Fatal("the watch fired on a read that changed nothing a waiter is told")
+	default:
+	}
+	reserve(t, store, sale.ID, "ann")
+	require.True(t, fired(w), "sold out")
+	w = c.Watch(sale.ID)
+	_, err = store.SetSaleState(context.Background(), sale.ID, flashline.ActionPause)
+	require.NoError(t, err)
+	require.True(t, fired(w), "paused")
+}

@@ -169,3 +169,8 @@ func (r *Room) Broadcast(ctx context.Context, saleID, message, operator string) 
 	_ = r.cache.Load(ctx)
 	return nil
 }
+
+// Watch returns a channel closed when what every waiter of saleID is told
+// changes (salecache.Cache.Watch): a status stream waits on it between
+// answers.
+func (r *Room) Watch(saleID string) <-chan struct{} { return r.cache.Watch(saleID) }

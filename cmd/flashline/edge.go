@@ -64,8 +64,8 @@ func runEdge(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) err
 	if len(origins) == 0 {
 		return errors.New("serve: --role edge needs --origin (FLASHLINE_ORIGIN): the base URL of an instance with the database")
 	}
-	if cfg.customerInFlight < 0 || cfg.maxConns < 1 {
-		return errors.New("serve: --customer-in-flight must be at least 0 and --max-conns at least 1")
+	if err := checkClients(&cfg); err != nil {
+		return err
 	}
 	if v := cfg.clockSkew; v != 0 {
 		fmt.Fprintf(stderr, "flashline: TEST HOOK: this instance's clock is skewed by %s; never in production\n", v)
@@ -153,6 +153,8 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		Logger:           logger,
 		Origins:          origins,
 		CustomerInFlight: cfg.customerInFlight,
+		MaxStreams:       cfg.maxStreams,
+		Registry:         registry,
 	}))
 	startHTTP(running, logger, srv, ln, metricsLn, registry)
 	logger.Info("flashline: listening", "url", publicURL(ln.Addr()), "role", roleEdge, "edge_id", client.ID(), "origins", strings.Join(origins, ","))

@@ -299,6 +299,7 @@ func (in *instance) startHTTP(context.Context) error {
 		Room:             in.room,
 		Keyring:          in.keyring,
 		CustomerInFlight: in.cfg.customerInFlight,
+		MaxStreams:       in.cfg.maxStreams,
 		Payments:         in.payments,
 		Gate:             in.stack.Gate,
 		Now:              in.stack.Cache.Now,

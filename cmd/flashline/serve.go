@@ -32,6 +32,9 @@ type serveConfig struct {
 	pools                                  roleFlags
 	maxInFlight, maxBatch, batchesInFlight int
 	customerInFlight, maxConns             int
+	// maxStreams bounds the waiting clients' status streams (0: half of
+	// maxConns: every stream holds a connection).
+	maxStreams int
 	noMigrate, noWorkers, demo, noShed     bool
 	jobs                                   jobs.Config
 	shutdownTimeout                        time.Duration
@@ -91,6 +94,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.Int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the admission limit may let into the purchase path at once (0: (8+1) x max-batch x batches-in-flight x the sale pool's size)")
 	e.Int(&cfg.customerInFlight, "customer-in-flight", "FLASHLINE_CUSTOMER_IN_FLIGHT", 4, "requests one customer may have in flight at once (0: no cap)")
 	e.Int(&cfg.maxConns, "max-conns", "FLASHLINE_MAX_CONNS", 10000, "open client connections at most; more wait to be accepted")
+	e.Int(&cfg.maxStreams, "max-streams", "FLASHLINE_MAX_STREAMS", 0, "waiting clients' status streams open at once, each a connection (0: half of --max-conns); past it clients poll")
 	e.Int(&cfg.maxBatch, "max-batch", "FLASHLINE_MAX_BATCH", 64, "the most concurrent reservations of one sale coalesced into one transaction (1: one transaction each)")
 	e.Int(&cfg.batchesInFlight, "batches-in-flight", "FLASHLINE_BATCHES_IN_FLIGHT", 1, "reserve transactions one sale may have running at once on this instance")
 	e.Bool(&cfg.noShed, "no-shed", "FLASHLINE_NO_SHED", "turn the admission limiter off (only to measure what it is worth)")
@@ -150,8 +154,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	if cfg.customerInFlight < 0 || cfg.maxConns < 1 {
-		return errors.New("serve: --customer-in-flight must be at least 0 and --max-conns at least 1")
+	if err := checkClients(&cfg); err != nil {
+		return err
 	}
 	if cfg.maxInFlight == 0 {
 		cfg.maxInFlight = saleShare(cfg) * conns.sale
@@ -203,6 +207,19 @@ func checkSecrets(cfg serveConfig, stderr io.Writer) error {
 	}
 	if cfg.waitroomKeys == "" {
 		return errors.New("serve: FLASHLINE_WAITROOM_KEYS must be set (\"kid:secret\", a secret of 32+ random bytes, the same on every instance); only --demo derives them from the JWT secret")
+	}
+	return nil
+}
+
+// checkClients checks the bounds on what clients hold (connections, one
+// customer's requests in flight, status streams) and fills in the streams'
+// default: half the connections, since each stream holds one.
+func checkClients(cfg *serveConfig) error {
+	if cfg.customerInFlight < 0 || cfg.maxConns < 1 || cfg.maxStreams < 0 {
+		return errors.New("serve: --customer-in-flight and --max-streams must be at least 0 and --max-conns at least 1")
+	}
+	if cfg.maxStreams == 0 {
+		cfg.maxStreams = max(1, cfg.maxConns/2)
 	}
 	return nil
 }

@@ -3320,6 +3320,135 @@ func (e StatusPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for StatusStream401JSONResponseBodyErrorCode.
+const (
+	StatusStream401JSONResponseBodyErrorCodeUnauthenticated StatusStream401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the StatusStream401JSONResponseBodyErrorCode enum.
+func (e StatusStream401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusStream401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStream403JSONResponseBodyErrorCode.
+const (
+	StatusStream403JSONResponseBodyErrorCodeAdmissionInvalid StatusStream403JSONResponseBodyErrorCode = "admission_invalid"
+	StatusStream403JSONResponseBodyErrorCodeForbidden        StatusStream403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the StatusStream403JSONResponseBodyErrorCode enum.
+func (e StatusStream403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusStream403JSONResponseBodyErrorCodeAdmissionInvalid:
+		return true
+	case StatusStream403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStream404JSONResponseBodyErrorCode.
+const (
+	StatusStream404JSONResponseBodyErrorCodeNotFound StatusStream404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the StatusStream404JSONResponseBodyErrorCode enum.
+func (e StatusStream404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusStream404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStream409JSONResponseBodyErrorCode.
+const (
+	StatusStream409JSONResponseBodyErrorCodeNoWaitingRoom StatusStream409JSONResponseBodyErrorCode = "no_waiting_room"
+	StatusStream409JSONResponseBodyErrorCodeSaleNotOpen   StatusStream409JSONResponseBodyErrorCode = "sale_not_open"
+)
+
+// Valid indicates whether the value is a known member of the StatusStream409JSONResponseBodyErrorCode enum.
+func (e StatusStream409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusStream409JSONResponseBodyErrorCodeNoWaitingRoom:
+		return true
+	case StatusStream409JSONResponseBodyErrorCodeSaleNotOpen:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStream429JSONResponseBodyErrorCode.
+const (
+	StatusStream429JSONResponseBodyErrorCodeRateLimited StatusStream429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the StatusStream429JSONResponseBodyErrorCode enum.
+func (e StatusStream429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusStream429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStream500JSONResponseBodyErrorCode.
+const (
+	StatusStream500JSONResponseBodyErrorCodeInternal StatusStream500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the StatusStream500JSONResponseBodyErrorCode enum.
+func (e StatusStream500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusStream500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStream503JSONResponseBodyErrorCode.
+const (
+	StatusStream503JSONResponseBodyErrorCodeOverloaded           StatusStream503JSONResponseBodyErrorCode = "overloaded"
+	StatusStream503JSONResponseBodyErrorCodeSalePausedFailClosed StatusStream503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
+)
+
+// Valid indicates whether the value is a known member of the StatusStream503JSONResponseBodyErrorCode enum.
+func (e StatusStream503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusStream503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	case StatusStream503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStreamPreflight404JSONResponseBodyErrorCode.
+const (
+	StatusStreamPreflight404JSONResponseBodyErrorCodeNotFound StatusStreamPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the StatusStreamPreflight404JSONResponseBodyErrorCode enum.
+func (e StatusStreamPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusStreamPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Ticket400JSONResponseBodyErrorCode.
 const (
 	Ticket400JSONResponseBodyErrorCodeInvalidRequest Ticket400JSONResponseBodyErrorCode = "invalid_request"
@@ -4778,6 +4907,36 @@ type Status503JSONResponseBodyErrorCode string
 // StatusPreflight404JSONResponseBodyErrorCode defines parameters for StatusPreflight.
 type StatusPreflight404JSONResponseBodyErrorCode string
 
+// StatusStreamParams defines parameters for StatusStream.
+type StatusStreamParams struct {
+	// Token the ticket
+	Token string `form:"token" json:"token"`
+}
+
+// StatusStream401JSONResponseBodyErrorCode defines parameters for StatusStream.
+type StatusStream401JSONResponseBodyErrorCode string
+
+// StatusStream403JSONResponseBodyErrorCode defines parameters for StatusStream.
+type StatusStream403JSONResponseBodyErrorCode string
+
+// StatusStream404JSONResponseBodyErrorCode defines parameters for StatusStream.
+type StatusStream404JSONResponseBodyErrorCode string
+
+// StatusStream409JSONResponseBodyErrorCode defines parameters for StatusStream.
+type StatusStream409JSONResponseBodyErrorCode string
+
+// StatusStream429JSONResponseBodyErrorCode defines parameters for StatusStream.
+type StatusStream429JSONResponseBodyErrorCode string
+
+// StatusStream500JSONResponseBodyErrorCode defines parameters for StatusStream.
+type StatusStream500JSONResponseBodyErrorCode string
+
+// StatusStream503JSONResponseBodyErrorCode defines parameters for StatusStream.
+type StatusStream503JSONResponseBodyErrorCode string
+
+// StatusStreamPreflight404JSONResponseBodyErrorCode defines parameters for StatusStreamPreflight.
+type StatusStreamPreflight404JSONResponseBodyErrorCode string
+
 // TicketParams defines parameters for Ticket.
 type TicketParams struct {
 	// Token the ticket held
@@ -5401,6 +5560,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with OPTIONS /sales/{saleId}/status (the `StatusPreflight` operationId).
 	StatusPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StatusStream Where a ticket stands, as it changes (server-sent events)
+	//
+	// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and ask GET /sales/{saleId}/status with the solution), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 20 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
+	//
+	// Corresponds with GET /sales/{saleId}/status/stream (the `StatusStream` operationId).
+	StatusStream(ctx context.Context, saleId SaleId, params *StatusStreamParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StatusStreamPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/status/stream (the `StatusStreamPreflight` operationId).
+	StatusStreamPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Ticket A place in the waiting room's line
 	//
@@ -6472,6 +6645,40 @@ func (c *Client) Status(ctx context.Context, saleId SaleId, params *StatusParams
 // Corresponds with OPTIONS /sales/{saleId}/status (the `StatusPreflight` operationId).
 func (c *Client) StatusPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStatusPreflightRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StatusStream Where a ticket stands, as it changes (server-sent events)
+//
+// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and ask GET /sales/{saleId}/status with the solution), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 20 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
+//
+// Corresponds with GET /sales/{saleId}/status/stream (the `StatusStream` operationId).
+func (c *Client) StatusStream(ctx context.Context, saleId SaleId, params *StatusStreamParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStatusStreamRequest(c.Server, saleId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StatusStreamPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/status/stream (the `StatusStreamPreflight` operationId).
+func (c *Client) StatusStreamPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStatusStreamPreflightRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -8273,6 +8480,97 @@ func NewStatusPreflightRequest(server string, saleId SaleId) (*http.Request, err
 	return req, nil
 }
 
+// NewStatusStreamRequest constructs an http.Request for the StatusStream method
+func NewStatusStreamRequest(server string, saleId SaleId, params *StatusStreamParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/status/stream", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStatusStreamPreflightRequest constructs an http.Request for the StatusStreamPreflight method
+func NewStatusStreamPreflightRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/status/stream", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewTicketRequest constructs an http.Request for the Ticket method
 func NewTicketRequest(server string, saleId SaleId, params *TicketParams) (*http.Request, error) {
 	var err error
@@ -9074,6 +9372,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with OPTIONS /sales/{saleId}/status (the `StatusPreflight` operationId).
 	StatusPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*StatusPreflightResponse, error)
+
+	// StatusStreamWithResponse Where a ticket stands, as it changes (server-sent events)
+	//
+	// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and ask GET /sales/{saleId}/status with the solution), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 20 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /sales/{saleId}/status/stream (the `StatusStream` operationId).
+	StatusStreamWithResponse(ctx context.Context, saleId SaleId, params *StatusStreamParams, reqEditors ...RequestEditorFn) (*StatusStreamResponse, error)
+
+	// StatusStreamPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/status/stream (the `StatusStreamPreflight` operationId).
+	StatusStreamPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*StatusStreamPreflightResponse, error)
 
 	// TicketWithResponse A place in the waiting room's line
 	//
@@ -13003,6 +13319,204 @@ func (r StatusPreflightResponse) ContentType() string {
 	return ""
 }
 
+// StatusStreamResponse200Headers the declared response headers of an HTTP 200 response for StatusStream
+type StatusStreamResponse200Headers struct {
+	CacheControl string
+}
+
+// StatusStreamResponse429Headers the declared response headers of an HTTP 429 response for StatusStream
+type StatusStreamResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
+// StatusStreamResponse503Headers the declared response headers of an HTTP 503 response for StatusStream
+type StatusStreamResponse503Headers struct {
+	RetryAfter int
+}
+
+type StatusStreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Error struct {
+			Code StatusStream403JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code StatusStream409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code StatusStream503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StatusStreamResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StatusStreamResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StatusStreamResponse503Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r StatusStreamResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r StatusStreamResponse) GetJSON403() *struct {
+	Error struct {
+		Code StatusStream403JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r StatusStreamResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r StatusStreamResponse) GetJSON409() *struct {
+	Error struct {
+		Code StatusStream409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StatusStreamResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StatusStreamResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r StatusStreamResponse) GetJSON503() *struct {
+	Error struct {
+		Code StatusStream503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r StatusStreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StatusStreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StatusStreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StatusStreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StatusStreamPreflightResponse204Headers the declared response headers of an HTTP 204 response for StatusStreamPreflight
+type StatusStreamPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type StatusStreamPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *StatusStreamPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r StatusStreamPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r StatusStreamPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StatusStreamPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StatusStreamPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StatusStreamPreflightResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // TicketResponse200Headers the declared response headers of an HTTP 200 response for Ticket
 type TicketResponse200Headers struct {
 	CacheControl string
@@ -14272,6 +14786,36 @@ func (c *ClientWithResponses) StatusPreflightWithResponse(ctx context.Context, s
 		return nil, err
 	}
 	return ParseStatusPreflightResponse(rsp)
+}
+
+// StatusStreamWithResponse Where a ticket stands, as it changes (server-sent events)
+//
+// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and ask GET /sales/{saleId}/status with the solution), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 20 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /sales/{saleId}/status/stream (the `StatusStream` operationId).
+func (c *ClientWithResponses) StatusStreamWithResponse(ctx context.Context, saleId SaleId, params *StatusStreamParams, reqEditors ...RequestEditorFn) (*StatusStreamResponse, error) {
+	rsp, err := c.StatusStream(ctx, saleId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStatusStreamResponse(rsp)
+}
+
+// StatusStreamPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/status/stream (the `StatusStreamPreflight` operationId).
+func (c *ClientWithResponses) StatusStreamPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*StatusStreamPreflightResponse, error) {
+	rsp, err := c.StatusStreamPreflight(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStatusStreamPreflightResponse(rsp)
 }
 
 // TicketWithResponse A place in the waiting room's line
@@ -17622,6 +18166,198 @@ func ParseStatusPreflightResponse(rsp *http.Response) (*StatusPreflightResponse,
 	switch {
 	case rsp.StatusCode == 204:
 		var headers StatusPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStatusStreamResponse parses an HTTP response from a StatusStreamWithResponse call
+func ParseStatusStreamResponse(rsp *http.Response) (*StatusStreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StatusStreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Error struct {
+				Code StatusStream403JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code StatusStream409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code StatusStream503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StatusStreamResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers StatusStreamResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers StatusStreamResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStatusStreamPreflightResponse parses an HTTP response from a StatusStreamPreflightWithResponse call
+func ParseStatusStreamPreflightResponse(rsp *http.Response) (*StatusStreamPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StatusStreamPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers StatusStreamPreflightResponse204Headers
 		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -117,7 +117,7 @@ var calls = map[string]string{
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
 	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI",
 	"reservePreflight", "getReservationPreflight", "confirmPreflight", "cancelPreflight",
-	"ticketPreflight", "statusPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
+	"ticketPreflight", "statusPreflight", "statusStream", "statusStreamPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
 	// and an edge's own requests to its origins (edge.Client makes them).
 	"edgeWatermarks", "edgeSync", "edgeLease"}
 
