@@ -34,10 +34,10 @@ type serveConfig struct {
 	customerInFlight, maxConns             int
 	// maxStreams bounds the waiting clients' status streams (0: half of
 	// maxConns: every stream holds a connection).
-	maxStreams int
-	noMigrate, noWorkers, demo, noShed     bool
-	jobs                                   jobs.Config
-	shutdownTimeout                        time.Duration
+	maxStreams                         int
+	noMigrate, noWorkers, demo, noShed bool
+	jobs                               jobs.Config
+	shutdownTimeout                    time.Duration
 	// waitroomKeys signs waiting-room tickets and admission tokens
 	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret,
 	// which only --demo allows.
