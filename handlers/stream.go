@@ -36,7 +36,7 @@ import (
 
 const (
 	streamLifetime  = 5 * time.Minute
-	streamHeartbeat = 20 * time.Second
+	streamHeartbeat = 10 * time.Second
 	// streamMinPoll bounds how often one stream asks the room again when
 	// nothing every waiter hears has changed.
 	streamMinPoll = 250 * time.Millisecond

@@ -139,6 +139,7 @@ def _(parser):
     g.add_argument("--payments-url", default="", help="base URL the payment side sends its events to (default: the shopper's)")
     g.add_argument("--deadline", type=float, default=60, help="seconds after the open when shoppers still waiting give up and the run stops")
     g.add_argument("--observations", default="shoppers.jsonl", help="the master's JSON-lines file of what every shopper saw")
+    g.add_argument("--no-stream", dest="stream", action="store_false", help="wait in line by polling status, not on the status stream")
 
 
 def settings(env):
@@ -372,10 +373,76 @@ class Shopper(FastHttpUser):
 
     def wait_turn(self, ticket) -> str:
         """Waits in line with ticket until admitted (returns the admission
-        token) or sold out for good (raises Done). Polls GET status at the
-        pace the answers give; a stream would replace this function."""
+        token) or sold out for good (raises Done): on the status stream, as
+        the waiting page does, or by polls when the stream is refused or
+        --no-stream."""
+        if self.o.stream:
+            admission = self.stream_turn(ticket)
+            if admission:
+                return admission
+        return self.poll_turn(ticket)
+
+    def stream_turn(self, ticket):
+        """The status stream (GET .../status/stream, server-sent events):
+        each event is a status answer, sent when it changes. Returns the
+        admission token, raises Done, or returns None to poll instead (the
+        stream refused, or broken twice in a row)."""
+        token = ticket["token"]
+        broken = 0
+        while True:
+            self.check_time()
+            SPENT["requests"] += 1
+            self.report["streams"] = self.report.get("streams", 0) + 1
+            r = self.client.get(f"{self.base}/sales/{self.sale}/status/stream?token={token}", name="GET /sales/{id}/status/stream",
+                                headers=dict(self.auth), stream=True)
+            if r.status_code != 200:
+                return None
+            try:
+                event = self.read_stream(r, ticket)
+            finally:
+                r.stream.release() if hasattr(r.stream, "release") else None
+            if event is not None:
+                return event
+            broken += 1
+            if broken >= 2:
+                return None
+            self.sleep(0.2 + random.random() * 0.3)
+
+    def read_stream(self, r, ticket):
+        """Reads one stream to its end: the admission token, Done, or None
+        when it ended without a final answer (connect again)."""
+        while True:
+            left = min(self.give_up, self.leave_at if self.leave_at is not None and "admitted" not in self.report else self.give_up) - time.time()
+            line = None
+            with gevent.Timeout(max(0.01, left), False):
+                line = r.stream.readline()
+            if line is None:
+                self.check_time()  # the shopper's time is up: raises Done
+                return None
+            if not line:
+                return None  # the stream ended: connect again
+            line = line.decode("utf-8", "replace").rstrip("\r\n")
+            if not line.startswith("data: "):
+                continue  # "event: status", blank lines, ": comments"
+            body = json.loads(line[6:])
+            self.report["polls"] += 1
+            state = body.get("state")
+            if state == "admitted":
+                self.report["admitted"] = time.time()
+                return body["admissionToken"]
+            if state == "sold_out":
+                self.heard_sold_out()
+                if body.get("queueIsFull", True):
+                    raise Done("sold out")
+            elif state == "challenge_required":
+                ch = body["challenge"]
+                ticket["solution"] = solve(ch["nonce"], ch["bits"])
+                return self.poll_turn(ticket, first_wait=0)
+
+    def poll_turn(self, ticket, first_wait=None) -> str:
+        """Polls GET status at the pace the answers give."""
         token, solution = ticket["token"], ticket["solution"]
-        wait = ticket.get("pollAfterMs", 1000) / 1000
+        wait = ticket.get("pollAfterMs", 1000) / 1000 if first_wait is None else first_wait
         backoff = Backoff()
         while True:
             self.sleep(wait)

@@ -134,6 +134,7 @@ def main():
     p.add_argument("--spawn-rate", type=float, default=0, help="shoppers spawned per second in all (default: all within 4 s)")
     p.add_argument("--startup", type=float, default=10, help="seconds for the Locust processes to start and connect")
     p.add_argument("--deadline", type=float, default=60, help="seconds after the open when shoppers still waiting give up")
+    p.add_argument("--no-stream", action="store_true", help="shoppers wait in line by polling status, not on the status stream (the way before streams)")
     p.add_argument("--locust", default="", help="the locust program (default $LOCUST, else /usr/bin/locust, else on PATH)")
     a = p.parse_args()
 
@@ -180,7 +181,7 @@ def main():
               "--after-share", f"{a.after_share:g}", "--after-spread", f"{a.after_spread:g}",
               "--abandon-share", f"{a.abandon_share:g}", "--deadline", f"{a.deadline:g}",
               "--observations", observations, "--csv", os.path.join(a.out, "locust"),
-              "--html", os.path.join(a.out, "report.html"), "--only-summary"]
+              "--html", os.path.join(a.out, "report.html"), "--only-summary"] + (["--no-stream"] if a.no_stream else [])
     master_host = "127.0.0.1" if a.master_bind in ("127.0.0.1", "0.0.0.0", "*") else a.master_bind
     worker = [locust, "-f", locustfile, "--worker", "--master-host", master_host, "--master-port", str(port)]
     print("rehearse: master: " + " ".join(master))
