@@ -24,7 +24,8 @@ import (
 // message: salecache's Watch), and otherwise at the pace the answers set
 // (PollAfter), as a poll would. The stream ends after an answer the client
 // must act on (admitted: the admission token is in it; challenge_required:
-// solve it and ask GET .../status with the solution), after "sold out" for
+// solve it and connect again with the solution, or ask GET .../status with
+// it), after "sold out" for
 // good, or after streamLifetime (reconnect); a comment every
 // streamHeartbeat keeps proxies from closing it. A client that cannot
 // stream (or is refused one: 503 overloaded past --max-streams) polls as
@@ -93,11 +94,11 @@ func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gi
 		}
 		defer s.done()
 		ctx := c.Request.Context()
-		saleID, customerID, token := c.Param("saleId"), actorOf(c).CustomerID, c.Query("token")
+		saleID, customerID, token, solution := c.Param("saleId"), actorOf(c).CustomerID, c.Query("token"), c.Query("solution")
 		// The watch is taken before each answer is made: a change between
 		// the two wakes the wait that follows.
 		watch := room.Watch(saleID)
-		res, err := room.Status(ctx, saleID, customerID, token, "")
+		res, err := room.Status(ctx, saleID, customerID, token, solution)
 		if err != nil {
 			// A ticket not valid, a sale without a room: the poll's answer.
 			writeError(c, logger, err)
@@ -128,16 +129,25 @@ func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gi
 		heartbeat := time.NewTicker(streamHeartbeat)
 		defer heartbeat.Stop()
 		for {
-			body, err := json.Marshal(NewStatusView(res))
+			// An answer is sent when it differs from the last one sent in
+			// more than its jittered pollAfterMs (a poll's pace, which a
+			// stream does not need): a waiter far back hears of its place
+			// when it moves, not every time it is worked out.
+			view := NewStatusView(res)
+			pollAfter := view.PollAfterMs
+			view.PollAfterMs = nil
+			same, err := json.Marshal(view)
 			if err != nil {
 				logger.ErrorContext(ctx, "handlers: status stream", "err", err)
 				return
 			}
-			if !bytes.Equal(body, last) {
+			if !bytes.Equal(same, last) {
+				view.PollAfterMs = pollAfter
+				body, _ := json.Marshal(view)
 				if !send(eventStatus, body, eventEnd) {
 					return
 				}
-				last = body
+				last = same
 			}
 			if res.State == waitroom.StatusAdmitted || res.State == waitroom.StatusChallengeRequired ||
 				(res.State == waitroom.StatusSoldOut && res.QueueIsFull) {
@@ -165,7 +175,7 @@ func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gi
 			}
 			again.Stop()
 			watch = room.Watch(saleID)
-			if res, err = room.Status(ctx, saleID, customerID, token, ""); err != nil {
+			if res, err = room.Status(ctx, saleID, customerID, token, solution); err != nil {
 				// Nothing more to stream (the ticket expired meanwhile):
 				// the client's next poll hears why.
 				return

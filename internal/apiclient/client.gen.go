@@ -4911,6 +4911,9 @@ type StatusPreflight404JSONResponseBodyErrorCode string
 type StatusStreamParams struct {
 	// Token the ticket
 	Token string `form:"token" json:"token"`
+
+	// Solution the challenge's solution: a decimal number such that SHA-256 of `nonce:solution` has `bits` leading zero bits (`flashline solve`)
+	Solution *string `form:"solution,omitempty" json:"solution,omitempty"`
 }
 
 // StatusStream401JSONResponseBodyErrorCode defines parameters for StatusStream.
@@ -5563,7 +5566,7 @@ type ClientInterface interface {
 
 	// StatusStream Where a ticket stands, as it changes (server-sent events)
 	//
-	// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and ask GET /sales/{saleId}/status with the solution), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 10 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
+	// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and connect again with the solution, or ask GET /sales/{saleId}/status with it), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 10 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
 	//
 	// Corresponds with GET /sales/{saleId}/status/stream (the `StatusStream` operationId).
 	StatusStream(ctx context.Context, saleId SaleId, params *StatusStreamParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6657,7 +6660,7 @@ func (c *Client) StatusPreflight(ctx context.Context, saleId SaleId, reqEditors 
 
 // StatusStream Where a ticket stands, as it changes (server-sent events)
 //
-// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and ask GET /sales/{saleId}/status with the solution), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 10 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
+// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and connect again with the solution, or ask GET /sales/{saleId}/status with it), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 10 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
 //
 // Corresponds with GET /sales/{saleId}/status/stream (the `StatusStream` operationId).
 func (c *Client) StatusStream(ctx context.Context, saleId SaleId, params *StatusStreamParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8523,6 +8526,18 @@ func NewStatusStreamRequest(server string, saleId SaleId, params *StatusStreamPa
 			}
 		}
 
+		if params.Solution != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "solution", *params.Solution, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -9375,7 +9390,7 @@ type ClientWithResponsesInterface interface {
 
 	// StatusStreamWithResponse Where a ticket stands, as it changes (server-sent events)
 	//
-	// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and ask GET /sales/{saleId}/status with the solution), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 10 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
+	// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and connect again with the solution, or ask GET /sales/{saleId}/status with it), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 10 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14790,7 +14805,7 @@ func (c *ClientWithResponses) StatusPreflightWithResponse(ctx context.Context, s
 
 // StatusStreamWithResponse Where a ticket stands, as it changes (server-sent events)
 //
-// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and ask GET /sales/{saleId}/status with the solution), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 10 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
+// The waiting client's one long request instead of polling GET /sales/{saleId}/status every pollAfterMs: a stream of server-sent events, each `event: status` with the JSON of that route's answer as its data, sent when the answer changes: at once when what every waiter is told changes (sold out, units back, paused, resumed, the queue held or released, a message), otherwise at the pace the answers set. It ends after an answer the client acts on (`admitted`, with its admission token; `challenge_required`: solve it and connect again with the solution, or ask GET /sales/{saleId}/status with it), after `sold_out` with `queueIsFull`, or after five minutes (connect again); a comment line every 10 s keeps proxies from closing it. Past the instance's bound on open streams (serve --max-streams) it is refused `503 overloaded`: poll instead. A browser reads it with fetch (the Authorization header) and a stream reader.
 //
 // Returns a wrapper object for the known response body format(s).
 //

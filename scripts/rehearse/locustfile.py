@@ -386,50 +386,56 @@ class Shopper(FastHttpUser):
         """The status stream (GET .../status/stream, server-sent events):
         each event is a status answer, sent when it changes. Returns the
         admission token, raises Done, or returns None to poll instead (the
-        stream refused, or broken twice in a row)."""
+        stream refused, or ended twice in a row with nothing said)."""
         token = ticket["token"]
-        broken = 0
+        silent = 0
         while True:
             self.check_time()
             SPENT["requests"] += 1
             self.report["streams"] = self.report.get("streams", 0) + 1
-            r = self.client.get(f"{self.base}/sales/{self.sale}/status/stream?token={token}", name="GET /sales/{id}/status/stream",
+            solution = ticket["solution"]
+            params = f"token={token}" + (f"&solution={solution}" if solution else "")
+            r = self.client.get(f"{self.base}/sales/{self.sale}/status/stream?{params}", name="GET /sales/{id}/status/stream",
                                 headers=dict(self.auth), stream=True)
             if r.status_code != 200:
                 return None
             try:
-                event = self.read_stream(r, ticket)
+                admission, events = self.read_stream(r, ticket)
             finally:
-                r.stream.release() if hasattr(r.stream, "release") else None
-            if event is not None:
-                return event
-            broken += 1
-            if broken >= 2:
+                if hasattr(r.stream, "release"):
+                    r.stream.release()
+            if admission:
+                return admission
+            silent = 0 if events else silent + 1
+            if silent >= 2:
                 return None
-            self.sleep(0.2 + random.random() * 0.3)
+            self.sleep(0.1 + random.random() * 0.2)
 
     def read_stream(self, r, ticket):
-        """Reads one stream to its end: the admission token, Done, or None
-        when it ended without a final answer (connect again)."""
+        """Reads one stream to its end: (the admission token, events read),
+        or raises Done; no token when it ended without one (connect again:
+        its lifetime, or a challenge now solved)."""
+        events = 0
         while True:
             left = min(self.give_up, self.leave_at if self.leave_at is not None and "admitted" not in self.report else self.give_up) - time.time()
             line = None
             with gevent.Timeout(max(0.01, left), False):
-                line = r.stream.readline()
+                line = r.stream.readline(b"\n")  # SSE lines end in LF (its default is CRLF)
             if line is None:
                 self.check_time()  # the shopper's time is up: raises Done
-                return None
+                return None, events
             if not line:
-                return None  # the stream ended: connect again
+                return None, events  # the stream ended
             line = line.decode("utf-8", "replace").rstrip("\r\n")
             if not line.startswith("data: "):
                 continue  # "event: status", blank lines, ": comments"
             body = json.loads(line[6:])
+            events += 1
             self.report["polls"] += 1
             state = body.get("state")
             if state == "admitted":
                 self.report["admitted"] = time.time()
-                return body["admissionToken"]
+                return body["admissionToken"], events
             if state == "sold_out":
                 self.heard_sold_out()
                 if body.get("queueIsFull", True):
@@ -437,7 +443,7 @@ class Shopper(FastHttpUser):
             elif state == "challenge_required":
                 ch = body["challenge"]
                 ticket["solution"] = solve(ch["nonce"], ch["bits"])
-                return self.poll_turn(ticket, first_wait=0)
+                return None, events  # connect again with the solution
 
     def poll_turn(self, ticket, first_wait=None) -> str:
         """Polls GET status at the pace the answers give."""
