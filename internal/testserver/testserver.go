@@ -154,6 +154,14 @@ func StartEdgeEnv(t testing.TB, origins []string, env []string, flags ...string)
 	return start(t, Binary(t), "", env, flags...)
 }
 
+// StartEdgePlain is StartEdge with the binary built without the race
+// detector, for tests that measure what an edge itself uses.
+func StartEdgePlain(t testing.TB, origins []string, flags ...string) *Server {
+	t.Helper()
+	flags = append([]string{"--role", "edge", "--origin", strings.Join(origins, ",")}, flags...)
+	return start(t, PlainBinary(t), "", nil, flags...)
+}
+
 // FreeAddr returns a loopback address free now, for a server that must come
 // back on the same address after a stop (an origin its edges name).
 func FreeAddr(t testing.TB) string {
