@@ -67,7 +67,7 @@ test-short: build
 ## failover-lag and failover-async-lag).
 chaos: build
 	FLASHLINE_CHAOS=full FLASHLINE_CHAOS_SEED=$(SEED) FLASHLINE_CHAOS_FAULTS=$(FAULTS) \
-		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./cmd/flashline/
+		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./internal/chaos/
 
 ## chromium: a browser for the tests in waitpage/ (make test needs it);
 ## pgbouncer: PgBouncer for the pooled deployment's tests (TestNorthlineThroughPgBouncer).
