@@ -2117,6 +2117,36 @@ func (e EdgeWatermarks503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EmbedScript500JSONResponseBodyErrorCode.
+const (
+	EmbedScript500JSONResponseBodyErrorCodeInternal EmbedScript500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the EmbedScript500JSONResponseBodyErrorCode enum.
+func (e EmbedScript500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EmbedScript500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EmbedScriptHead500JSONResponseBodyErrorCode.
+const (
+	EmbedScriptHead500JSONResponseBodyErrorCodeInternal EmbedScriptHead500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the EmbedScriptHead500JSONResponseBodyErrorCode enum.
+func (e EmbedScriptHead500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EmbedScriptHead500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Healthz200JSONResponseBodyStatus.
 const (
 	Ok Healthz200JSONResponseBodyStatus = "ok"
@@ -4832,6 +4862,12 @@ type EdgeWatermarks500JSONResponseBodyErrorCode string
 // EdgeWatermarks503JSONResponseBodyErrorCode defines parameters for EdgeWatermarks.
 type EdgeWatermarks503JSONResponseBodyErrorCode string
 
+// EmbedScript500JSONResponseBodyErrorCode defines parameters for EmbedScript.
+type EmbedScript500JSONResponseBodyErrorCode string
+
+// EmbedScriptHead500JSONResponseBodyErrorCode defines parameters for EmbedScriptHead.
+type EmbedScriptHead500JSONResponseBodyErrorCode string
+
 // Healthz200JSONResponseBodyStatus defines parameters for Healthz.
 type Healthz200JSONResponseBodyStatus string
 
@@ -5673,6 +5709,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
 	EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EmbedScript The buy button's script, for a shop's own page
+	//
+	// `<script src=".../embed.js" data-sale="sale_…" data-token="fnName">`: renders the sale's state in the shop's page with the waiting-room page's modules, and hands the shop a reservation id (docs/integration.md). Revalidated on every load; readable from any origin.
+	//
+	// Corresponds with GET /embed.js (the `EmbedScript` operationId).
+	EmbedScript(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EmbedScriptHead The buy button script's headers
+	//
+	// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
+	EmbedScriptHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Healthz The process is up
 	//
@@ -6554,6 +6602,38 @@ func (c *Client) EdgeSync(ctx context.Context, body EdgeSyncJSONRequestBody, req
 // Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
 func (c *Client) EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewEdgeWatermarksRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EmbedScript The buy button's script, for a shop's own page
+//
+// `<script src=".../embed.js" data-sale="sale_…" data-token="fnName">`: renders the sale's state in the shop's page with the waiting-room page's modules, and hands the shop a reservation id (docs/integration.md). Revalidated on every load; readable from any origin.
+//
+// Corresponds with GET /embed.js (the `EmbedScript` operationId).
+func (c *Client) EmbedScript(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEmbedScriptRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EmbedScriptHead The buy button script's headers
+//
+// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
+func (c *Client) EmbedScriptHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEmbedScriptHeadRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -8093,6 +8173,60 @@ func NewEdgeWatermarksRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEmbedScriptRequest constructs an http.Request for the EmbedScript method
+func NewEmbedScriptRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/embed.js")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEmbedScriptHeadRequest constructs an http.Request for the EmbedScriptHead method
+func NewEmbedScriptHeadRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/embed.js")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -9653,6 +9787,22 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
 	EdgeWatermarksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EdgeWatermarksResponse, error)
+
+	// EmbedScriptWithResponse The buy button's script, for a shop's own page
+	//
+	// `<script src=".../embed.js" data-sale="sale_…" data-token="fnName">`: renders the sale's state in the shop's page with the waiting-room page's modules, and hands the shop a reservation id (docs/integration.md). Revalidated on every load; readable from any origin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /embed.js (the `EmbedScript` operationId).
+	EmbedScriptWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EmbedScriptResponse, error)
+
+	// EmbedScriptHeadWithResponse The buy button script's headers
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
+	EmbedScriptHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EmbedScriptHeadResponse, error)
 
 	// HealthzWithResponse The process is up
 	//
@@ -12022,6 +12172,88 @@ func (r EdgeWatermarksResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r EdgeWatermarksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EmbedScriptResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r EmbedScriptResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EmbedScriptResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EmbedScriptResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EmbedScriptResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EmbedScriptResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EmbedScriptHeadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r EmbedScriptHeadResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EmbedScriptHeadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EmbedScriptHeadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EmbedScriptHeadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EmbedScriptHeadResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15176,6 +15408,34 @@ func (c *ClientWithResponses) EdgeWatermarksWithResponse(ctx context.Context, re
 	return ParseEdgeWatermarksResponse(rsp)
 }
 
+// EmbedScriptWithResponse The buy button's script, for a shop's own page
+//
+// `<script src=".../embed.js" data-sale="sale_…" data-token="fnName">`: renders the sale's state in the shop's page with the waiting-room page's modules, and hands the shop a reservation id (docs/integration.md). Revalidated on every load; readable from any origin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /embed.js (the `EmbedScript` operationId).
+func (c *ClientWithResponses) EmbedScriptWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EmbedScriptResponse, error) {
+	rsp, err := c.EmbedScript(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEmbedScriptResponse(rsp)
+}
+
+// EmbedScriptHeadWithResponse The buy button script's headers
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
+func (c *ClientWithResponses) EmbedScriptHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EmbedScriptHeadResponse, error) {
+	rsp, err := c.EmbedScriptHead(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEmbedScriptHeadResponse(rsp)
+}
+
 // HealthzWithResponse The process is up
 //
 // Returns a wrapper object for the known response body format(s).
@@ -17305,6 +17565,61 @@ func ParseEdgeWatermarksResponse(rsp *http.Response) (*EdgeWatermarksResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEmbedScriptResponse parses an HTTP response from a EmbedScriptWithResponse call
+func ParseEmbedScriptResponse(rsp *http.Response) (*EmbedScriptResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EmbedScriptResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseEmbedScriptHeadResponse parses an HTTP response from a EmbedScriptHeadWithResponse call
+func ParseEmbedScriptHeadResponse(rsp *http.Response) (*EmbedScriptHeadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EmbedScriptHeadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	}
 
 	return response, nil
