@@ -95,6 +95,18 @@ func newEdge(t *testing.T, origin string) *edge {
 			}
 			return
 		}
+		if strings.HasSuffix(r.URL.Path, "/status/stream") {
+			// This stand-in marks polls stale, not streams: it refuses
+			// streams as an instance past its --max-streams does, and the
+			// page polls (streams through real edges:
+			// TestExportedPageThroughAnEdge).
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"overloaded","message":"no streams here"}}`)
+			return
+		}
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(e.srv.Close)

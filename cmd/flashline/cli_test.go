@@ -75,6 +75,9 @@ func TestCLI(t *testing.T) {
 			{"sale", "create", "--sku", "x"},   // no stock
 			{"sale", "create", "--stock", "5"}, // no sku
 			{"sale", "create", "--sku", "x", "--stock", "5", "--opens-at", "tomorrow"},
+			{"sale", "create", "--sku", "x", "--stock", "5", "--price-amount", "100"},   // no currency
+			{"sale", "create", "--sku", "x", "--stock", "5", "--price-currency", "EUR"}, // no amount
+			{"sale", "create", "--sku", "x", "--stock", "5", "--price-amount", "100", "--price-currency", "E1"},
 			{"sale", "show"}, // no id
 			{"sale", "frobnicate", "x"},
 			{"migrate", "down", "zero"},
@@ -120,6 +123,13 @@ func TestCLI(t *testing.T) {
 		require.Equal(t, "open", stateOf(scheduled.SaleID), "%s", out)
 		require.Equal(t, "sold_out", stateOf(one.SaleID), "%s", out)
 		require.Contains(t, out, "VOIDED")
+	})
+
+	t.Run("Price", func(t *testing.T) {
+		out, _, err := runCLI(t, dbURL, "sale", "create", "--sku", "sku_priced", "--stock", "2", "--price-amount", "2500", "--price-currency", "eur")
+		require.NoError(t, err)
+		require.Contains(t, out, `"amount": 2500`)
+		require.Contains(t, out, `"currency": "EUR"`)
 	})
 
 	t.Run("SaleShowWithoutAnID", func(t *testing.T) {

@@ -54,6 +54,8 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	e.redisURL(&redisURL)
 	var req handlers.CreateSaleRequest
 	var stock, perInstrument int
+	var priceAmount int64
+	var priceCurrency string
 	var apply bool
 	var operator string
 	switch sub {
@@ -73,6 +75,8 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		e.FS.IntVar(&req.MinAccountAgeSeconds, "min-account-age-seconds", 0, "refuse accounts younger than this (the token's acct_created claim)")
 		e.FS.StringVar(&req.Confirmation, "confirmation", string(flashline.ConfirmByPayment), "who confirms holds: payment (a signed payment event; serve needs FLASHLINE_PAYMENT_WEBHOOK_SECRET) or customer")
 		e.FS.StringVar(&req.Gate, "gate", string(flashline.GateNone), "none, or redis: a Redis counter in front of the stock rows (peak sales)")
+		e.FS.Int64Var(&priceAmount, "price-amount", -1, "the unit's price in minor units (cents), which the payments that confirm holds must pay (-1: the sale states none)")
+		e.FS.StringVar(&priceCurrency, "price-currency", "", "the price's currency, ISO 4217 (with --price-amount)")
 	case "repair":
 		e.FS.BoolVar(&apply, "apply", false, "write the correction (without it: only show the plan)")
 		e.String(&operator, "operator", "USER", "", "who repairs, recorded with the correction (default: $USER)")
@@ -95,6 +99,12 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		if perInstrument != 0 {
 			req.PerInstrumentLimit = &perInstrument
+		}
+		if priceAmount >= 0 || priceCurrency != "" {
+			if priceAmount < 0 || priceCurrency == "" {
+				return errors.New("sale create: --price-amount and --price-currency go together")
+			}
+			req.Price = &handlers.PriceRequest{Amount: &priceAmount, Currency: priceCurrency}
 		}
 		if opensAt != "" {
 			t, err := time.Parse(time.RFC3339, opensAt)
@@ -125,7 +135,8 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		if n, err = req.NewSale(); err != nil { // validate before connecting
 			return fmt.Errorf("sale create: %w", err)
 		}
-		if n.Confirmation == flashline.ConfirmByPayment && getenv("FLASHLINE_PAYMENT_WEBHOOK_SECRET") == "" {
+		if n.Confirmation == flashline.ConfirmByPayment && getenv("FLASHLINE_PAYMENT_WEBHOOK_SECRET") == "" &&
+			getenv("FLASHLINE_STRIPE_WEBHOOK_SECRET") == "" && getenv("FLASHLINE_ADYEN_HMAC_KEY") == "" {
 			fmt.Fprintln(stderr, "flashline: note: this sale's holds are confirmed by signed payment events (POST /payments/events): serve needs FLASHLINE_PAYMENT_WEBHOOK_SECRET; without a payment integration use --confirmation customer")
 		}
 	}

@@ -72,6 +72,67 @@ export function retryAfterOnly(r) {
   return isNaN(ms) ? 0 : Math.min(120000, Math.max(0, ms));
 }
 
+// streamStatus reads the status stream at path (server-sent events: LF
+// lines, "event: status" with the status JSON on its data line, ":"
+// comments as heartbeats), handing each answer to onEvent as api() would
+// give it ({status: 200, body, …}); onEvent returns false to stop reading.
+// onBytes is called whenever anything arrives (the caller's silence
+// watchdog). It resolves (never rejects) to {how, retryAfterMs}: how is
+// "refused" (no event stream: a 503 past the instance's --max-streams, an
+// error, a proxy that cannot stream; retryAfterMs its Retry-After, 0: none),
+// "ended" (the server closed it), "stopped" (onEvent said so) or "failed"
+// (no answer, broken, or aborted). fetch and the body's reader,
+// not EventSource, which cannot send the Authorization header.
+export function streamStatus(path, signal, onBytes, onEvent) {
+  const headers = { "Accept": "text/event-stream" };
+  if (state.jwt) headers["Authorization"] = "Bearer " + state.jwt;
+  return window.fetch(sale.api + path, {
+    method: "GET",
+    headers: headers,
+    cache: "no-store",
+    credentials: "omit",
+    referrerPolicy: "no-referrer",
+    signal: signal
+  }).then(function (resp) {
+    const type = resp.headers.get("Content-Type") || "";
+    if (resp.status !== 200 || !resp.body || type.indexOf("text/event-stream") !== 0) {
+      if (resp.body) resp.body.cancel().catch(function () {});
+      return { how: "refused", retryAfterMs: retryAfterOnly({ headers: resp.headers }) };
+    }
+    onBytes();
+    const reader = resp.body.getReader();
+    const decoder = new TextDecoder();
+    let buf = "", data = [];
+    const pump = function () {
+      return reader.read().then(function (chunk) {
+        if (chunk.done) return { how: "ended", retryAfterMs: 0 };
+        onBytes();
+        buf += decoder.decode(chunk.value, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, i).replace(/\r$/, "");
+          buf = buf.slice(i + 1);
+          if (line === "") {
+            if (!data.length) continue;
+            let body = null;
+            try { body = JSON.parse(data.join("\n")); } catch (e) { body = null; }
+            data = [];
+            if (body && onEvent({ status: 200, headers: resp.headers, body: body, code: "", message: "" }) === false) {
+              reader.cancel().catch(function () {});
+              return { how: "stopped", retryAfterMs: 0 };
+            }
+          } else if (line.indexOf("data:") === 0) {
+            data.push(line.slice(5).replace(/^ /, ""));
+          } // "event: status", comments and anything else: nothing to do
+        }
+        if (buf.length > 65536) { reader.cancel().catch(function () {}); return { how: "failed", retryAfterMs: 0 }; } // no line ends: not an event stream
+        return pump();
+      });
+    };
+    return pump();
+  }).catch(function () { return { how: "failed", retryAfterMs: 0 }; });
+}
+
 let policyAnswer = null;
 
 // fetchPolicy reads the sale's policy (what the page shows of the sale, and

@@ -1,5 +1,6 @@
-// Waiting in line: get a ticket, poll the status at the server's pace
-// (pollAfterMs, Retry-After), and solve the proof-of-work challenge in a
+// Waiting in line: get a ticket, wait on the status stream (or, when it is
+// refused or silent, poll the status at the server's pace: pollAfterMs,
+// Retry-After), and solve the proof-of-work challenge in a
 // Web Worker (pow-worker.js) when the sale asks for one. When admitted, the
 // admission token is kept and reserve() (purchase.js) takes over.
 //
@@ -9,7 +10,7 @@
 
 import { store } from "./storage.js";
 import { sale, state, schedule, stopAll, comeBackMs } from "./state.js";
-import { api, retryAfterMs, retryAfterOnly, roomDown, fetchPolicy } from "./api.js";
+import { api, streamStatus, retryAfterMs, retryAfterOnly, roomDown, fetchPolicy } from "./api.js";
 import { app, $, setState, showError, showWaiting, showPaused, showPolicy, showBroadcast, showUnreachable, showSale } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { reserve } from "./purchase.js";
@@ -77,66 +78,131 @@ function renewTicket(r) {
   return true;
 }
 
+// poll asks where the ticket stands: on the status stream while the
+// server gives one (each answer as soon as it changes: a sell-out is heard
+// at once), by one status request at the server's pace otherwise.
 function poll() {
   if (!state.ticket) return getTicket();
+  if (!state.streamOff && typeof window.ReadableStream === "function" && typeof window.AbortController === "function") return listen();
+  pollOnce();
+}
+
+// solutionToSend is the proof of work to send with the next status request
+// or stream, if any.
+function solutionToSend() {
   const solution = state.solution, challenge = state.challenge;
-  let url = sale.base + "/status?token=" + encodeURIComponent(state.ticket);
-  const sentSolution = !!(solution && challenge && solution.nonce === challenge.nonce) ||
-    !!(solution && !challenge);
-  if (sentSolution) url += "&solution=" + encodeURIComponent(solution.value);
+  return (solution && challenge && solution.nonce === challenge.nonce) || (solution && !challenge) ? solution : null;
+}
+
+function statusQuery() {
+  const solution = solutionToSend();
+  return "?token=" + encodeURIComponent(state.ticket) + (solution ? "&solution=" + encodeURIComponent(solution.value) : "");
+}
+
+// A stream that says nothing, not even its heartbeat (every 10 s), for this
+// long is taken as broken.
+const STREAM_SILENCE_MS = 25000;
+
+// listen waits on the status stream. An answer the page must act on
+// (admitted, a challenge, sold out for good, a stale edge) closes it and is
+// handled as a poll's would be; the others are shown as they come. When it
+// ends or breaks, one status request follows (it says what the page must
+// do meanwhile, and schedules the next poll: a new stream); a stream
+// refused, or two in a row that end unheard, leave the page on polls.
+function listen() {
+  const sentSolution = !!solutionToSend();
+  const ctrl = new AbortController();
+  state.stream = ctrl;
   state.lastPollAt = Date.now();
-  api("GET", url).then(function (r) {
-    if (r.status === 200 && r.body) {
-      state.ticketResets = 0;
-      const b = r.body;
-      if (b.state !== "waiting" || b.stale !== true) state.attempts = 0;
-      showBroadcast(b.message);
-      switch (b.state) {
-        case "waiting":
-          if (typeof b.pollAfterMs === "number" && b.pollAfterMs > 0) state.pollAfterMs = b.pollAfterMs;
-          // An edge that cannot reach the origin says so (stale): it keeps
-          // the place but lets nobody in on what it last knew.
-          if (b.stale === true) return comeBackShortly(null, poll, state.pollAfterMs);
-          if (b.paused || b.held) showPaused(b.position, b.held);
-          else showWaiting(b);
-          return schedule(poll, state.pollAfterMs);
-        case "challenge_required": {
-          if (app.dataset.state === "loading") showWaiting({});
-          const ch = b.challenge || {};
-          if (sentSolution && state.solution.nonce === ch.nonce) {
-            // The server did not take our answer for this very challenge:
-            // solve nothing new, just ask again at the usual pace.
-            return schedule(poll, state.pollAfterMs);
-          }
-          ensureSolving(ch);
-          if (state.solution && state.solution.nonce === ch.nonce) return schedule(poll, nextPollIn());
-          state.awaitingSolution = true; // the worker's answer schedules the poll
-          return;
-        }
-        case "admitted":
-          store.setJSON(state.keys.admission, {
-            token: b.admissionToken,
-            expiresAt: Date.now() + (typeof b.expiresIn === "number" ? b.expiresIn : 120) * 1000
-          });
-          if (state.worker) { state.worker.terminate(); state.worker = null; }
-          return reserve();
-        case "sold_out":
-          if (b.queueIsFull === false) {
-            // Sold out for now: pending holds may give units back.
-            if (typeof b.pollAfterMs === "number" && b.pollAfterMs > 0) state.pollAfterMs = b.pollAfterMs;
-            setState("sold_out_for_now", "Sold out for now: units may come back.");
-            return schedule(poll, state.pollAfterMs);
-          }
-          return showSoldOut();
-        default:
-          return schedule(poll, state.pollAfterMs);
-      }
-    }
+  let heard = false, silence = 0;
+  const alive = function () {
+    window.clearTimeout(silence);
+    silence = window.setTimeout(function () { ctrl.abort(); }, STREAM_SILENCE_MS);
+  };
+  alive();
+  streamStatus(sale.base + "/status/stream" + statusQuery(), ctrl.signal, alive, function (r) {
+    if (state.stream !== ctrl) return false;
+    heard = true;
+    state.streamMisses = 0;
+    state.lastPollAt = Date.now();
+    const b = r.body;
+    const goesOn = (b.state === "waiting" && b.stale !== true) || (b.state === "sold_out" && b.queueIsFull === false);
+    if (!goesOn) state.stream = null; // closed: what follows is a poll's business
+    onStatus(r, sentSolution, goesOn);
+    return goesOn;
+  }).then(function (end) {
+    window.clearTimeout(silence);
+    if (state.stream !== ctrl) return; // closed by an answer, or stopped (stopAll)
+    state.stream = null;
+    if (end.how === "refused" || (!heard && ++state.streamMisses >= 2)) state.streamOff = true;
+    // A refusal's Retry-After holds for the poll that replaces the stream.
+    schedule(pollOnce, end.retryAfterMs);
+  });
+}
+
+// pollOnce asks GET …/status once; its answer schedules the next poll.
+function pollOnce() {
+  if (!state.ticket) return getTicket();
+  const sentSolution = !!solutionToSend();
+  state.lastPollAt = Date.now();
+  api("GET", sale.base + "/status" + statusQuery()).then(function (r) {
+    if (r.status === 200 && r.body) return onStatus(r, sentSolution, false);
     if (r.status === 401) return rejectJWT();
     if (roomDown(r)) return comeBackShortly(r, poll, state.pollAfterMs);
     if (renewTicket(r)) return;
     handleError(r, poll);
   });
+}
+
+// onStatus acts on a status answer (200), from a poll or the stream
+// (streaming: the stream goes on, and brings the next answer itself).
+function onStatus(r, sentSolution, streaming) {
+  state.ticketResets = 0;
+  const b = r.body;
+  if (b.state !== "waiting" || b.stale !== true) state.attempts = 0;
+  showBroadcast(b.message);
+  switch (b.state) {
+    case "waiting":
+      if (typeof b.pollAfterMs === "number" && b.pollAfterMs > 0) state.pollAfterMs = b.pollAfterMs;
+      // An edge that cannot reach the origin says so (stale): it keeps
+      // the place but lets nobody in on what it last knew.
+      if (b.stale === true) return comeBackShortly(null, poll, state.pollAfterMs);
+      if (b.paused || b.held) showPaused(b.position, b.held);
+      else showWaiting(b);
+      if (!streaming) schedule(poll, state.pollAfterMs);
+      return;
+    case "challenge_required": {
+      if (app.dataset.state === "loading") showWaiting({});
+      const ch = b.challenge || {};
+      if (sentSolution && state.solution && state.solution.nonce === ch.nonce) {
+        // The server did not take our answer for this very challenge:
+        // solve nothing new, just ask again at the usual pace.
+        return schedule(poll, state.pollAfterMs);
+      }
+      ensureSolving(ch);
+      if (state.solution && state.solution.nonce === ch.nonce) return schedule(poll, nextPollIn());
+      state.awaitingSolution = true; // the worker's answer schedules the poll
+      return;
+    }
+    case "admitted":
+      store.setJSON(state.keys.admission, {
+        token: b.admissionToken,
+        expiresAt: Date.now() + (typeof b.expiresIn === "number" ? b.expiresIn : 120) * 1000
+      });
+      if (state.worker) { state.worker.terminate(); state.worker = null; }
+      return reserve();
+    case "sold_out":
+      if (b.queueIsFull === false) {
+        // Sold out for now: pending holds may give units back.
+        if (typeof b.pollAfterMs === "number" && b.pollAfterMs > 0) state.pollAfterMs = b.pollAfterMs;
+        setState("sold_out_for_now", "Sold out for now: units may come back.");
+        if (!streaming) schedule(poll, state.pollAfterMs);
+        return;
+      }
+      return showSoldOut();
+    default:
+      if (!streaming) schedule(poll, state.pollAfterMs);
+  }
 }
 
 function nextPollIn() {

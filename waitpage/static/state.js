@@ -48,7 +48,10 @@ export const state = Object.seal({
   policyShown: false,      // the sale's policy is on the page
   opensTimer: 0,           // the countdown to the open (setInterval; outlives stopAll)
   retryTimer: 0,           // the "trying again in n s" countdown while unreachable
-  linkToken: null          // the link's token while the customer chooses an account
+  linkToken: null,         // the link's token while the customer chooses an account
+  stream: null,            // the status stream's AbortController while one is open
+  streamOff: false,        // the stream was refused, or broke twice unheard: polls from now on
+  streamMisses: 0          // streams in a row that ended or broke before an event
 });
 
 // schedule makes fn the one pending step, in ms, replacing any other.
@@ -71,6 +74,12 @@ export function stopAll() {
   stopCountdown();
   if (state.worker) { state.worker.terminate(); state.worker = null; }
   state.awaitingSolution = false;
+  stopStream();
+}
+
+// stopStream closes the status stream, if one is open.
+export function stopStream() {
+  if (state.stream) { state.stream.abort(); state.stream = null; }
 }
 
 // comeBackMs is the wait before asking again a room that cannot answer
