@@ -302,6 +302,7 @@ func (in *instance) startHTTP(context.Context) error {
 		MaxStreams:       in.cfg.maxStreams,
 		Payments:         in.payments,
 		Gate:             in.stack.Gate,
+		Console:          in.stack.DB,
 		Now:              in.stack.Cache.Now,
 	}))
 	startHTTP(in.running, in.logger, srv, in.ln, in.metricsLn, in.registry)
