@@ -7,6 +7,8 @@
 # WINDOW seconds (20), from pg_stat_database before and after.
 #
 #   scripts/console-cost.sh                 PAGES=50 WINDOW=20
+#   NO_WORKERS=1 scripts/console-cost.sh    serve --no-workers: no jobs' own
+#                                           transactions around the pages'
 #
 # Uses $DATABASE_URL, else the development database (make devdb-up); psql
 # reads the transaction counts.
@@ -26,7 +28,9 @@ pollers=()
 stop_pollers() { for p in "${pollers[@]}"; do kill "$p" 2>/dev/null || true; done; pollers=(); }
 trap 'stop_pollers; kill ${spid:-} 2>/dev/null || true' EXIT
 xacts() { psql -XAtq "$DATABASE_URL" -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
-bin/flashline serve --addr "$addr" 2>/tmp/console-cost-serve.log &
+flags=()
+if [ -n "${NO_WORKERS:-}" ]; then flags+=(--no-workers); fi
+bin/flashline serve --addr "$addr" "${flags[@]}" 2>/tmp/console-cost-serve.log &
 spid=$!
 for _ in $(seq 100); do curl -fs "$base/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 sale=$(curl -fs -X POST "$base/admin/sales" -H "$auth" -H 'Content-Type: application/json' \
