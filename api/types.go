@@ -296,10 +296,14 @@ type Crowd struct {
 	Message         string  `json:"message"`
 }
 
-// LiveRates are reservation answers per second.
+// LiveRates are reservation answers per second, the purchase path's mean
+// batch (reservations a transaction) and the reservation route's p99 (ms, the upper
+// bound of its histogram bucket; null without answers).
 type LiveRates struct {
-	Reserved float64            `json:"reserved"`
-	Refused  map[string]float64 `json:"refused"`
+	Reserved  float64            `json:"reserved"`
+	Refused   map[string]float64 `json:"refused"`
+	BatchSize float64            `json:"batchSize"`
+	P99Ms     *float64           `json:"reserveP99Ms"`
 }
 
 // LivePoint is one snapshot's counts, for the chart.

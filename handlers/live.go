@@ -1,11 +1,16 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,20 +172,7 @@ func (w *watcher) refresh(ctx context.Context, saleID string, e *watched, now ti
 	if !e.read.IsZero() {
 		elapsed = now.Sub(e.read).Seconds()
 	}
-	rates := api.LiveRates{Refused: map[string]float64{}}
-	if elapsed > 0 && e.counters != nil {
-		for outcome, n := range counters {
-			d := (n - e.counters[outcome]) / elapsed
-			if d <= 0 {
-				continue
-			}
-			if outcome == "ok" {
-				rates.Reserved = d
-			} else {
-				rates.Refused[outcome] = d
-			}
-		}
-	}
+	rates := liveRates(e.counters, counters, elapsed)
 	e.counters = counters
 	s := snap.Sale
 	point := api.LivePoint{
@@ -198,10 +190,20 @@ func (w *watcher) refresh(ctx context.Context, saleID string, e *watched, now ti
 	return json.Marshal(live)
 }
 
+// Keys of reservationOutcomes' map that are not outcomes: the purchase
+// path's batches (count and reservations) and the reservation route's latency
+// histogram (one key per bucket's upper bound).
+const (
+	keyBatches       = "\x00batches"
+	keyBatchUnits    = "\x00batch_units"
+	keyLatencyPrefix = "\x00le "
+)
+
 // reservationOutcomes reads this instance's count of reservation answers by
 // outcome (ok, or an error code: sold_out, limit_reached, overloaded,
 // rate_limited, ...) from its own metrics, with the answers given from
-// memory (the sale cache's) that the HTTP counter also counts.
+// memory (the sale cache's) that the HTTP counter also counts; and its
+// batches and the route's latency buckets, for the batch size and the p99.
 func (w *watcher) reservationOutcomes() map[string]float64 {
 	out := map[string]float64{}
 	if w.gatherer == nil {
@@ -212,16 +214,75 @@ func (w *watcher) reservationOutcomes() map[string]float64 {
 		return out
 	}
 	for _, f := range families {
-		if f.GetName() != "flashline_http_requests_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if label(m, "route") == reservationsRoute {
-				out[label(m, "outcome")] += m.GetCounter().GetValue()
+		switch f.GetName() {
+		case "flashline_http_requests_total":
+			for _, m := range f.GetMetric() {
+				if label(m, "route") == reservationsRoute {
+					out[label(m, "outcome")] += m.GetCounter().GetValue()
+				}
+			}
+		case "flashline_reserve_batch_size":
+			for _, m := range f.GetMetric() {
+				out[keyBatches] += float64(m.GetHistogram().GetSampleCount())
+				out[keyBatchUnits] += m.GetHistogram().GetSampleSum()
+			}
+		case "flashline_http_request_duration_seconds":
+			for _, m := range f.GetMetric() {
+				if label(m, "route") != reservationsRoute {
+					continue
+				}
+				for _, b := range m.GetHistogram().GetBucket() {
+					out[keyLatencyPrefix+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)] += float64(b.GetCumulativeCount())
+				}
 			}
 		}
 	}
 	return out
+}
+
+// liveRates turns two readings of reservationOutcomes, elapsed seconds
+// apart, into rates: answers per second by outcome, the mean batch (reservations a
+// transaction), and the
+// p99 of the reservation route's latency (the upper bound of the bucket it
+// falls in; nil without answers, or past the last bound).
+func liveRates(prev, now map[string]float64, elapsed float64) api.LiveRates {
+	rates := api.LiveRates{Refused: map[string]float64{}}
+	if elapsed <= 0 || prev == nil {
+		return rates
+	}
+	type bucket struct{ le, n float64 }
+	var buckets []bucket
+	for key, n := range now {
+		d := n - prev[key]
+		switch {
+		case key == keyBatches || key == keyBatchUnits:
+		case strings.HasPrefix(key, keyLatencyPrefix):
+			le, err := strconv.ParseFloat(strings.TrimPrefix(key, keyLatencyPrefix), 64)
+			if err == nil {
+				buckets = append(buckets, bucket{le, d})
+			}
+		case d <= 0:
+		case key == "ok":
+			rates.Reserved = d / elapsed
+		default:
+			rates.Refused[key] = d / elapsed
+		}
+	}
+	if batches := now[keyBatches] - prev[keyBatches]; batches > 0 {
+		rates.BatchSize = (now[keyBatchUnits] - prev[keyBatchUnits]) / batches
+	}
+	slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+	if len(buckets) > 0 && buckets[len(buckets)-1].n > 0 {
+		total := buckets[len(buckets)-1].n // +Inf's cumulative count, or the last bound's
+		for _, b := range buckets {
+			if b.n >= 0.99*total && !math.IsInf(b.le, 1) {
+				ms := b.le * 1000
+				rates.P99Ms = &ms
+				break
+			}
+		}
+	}
+	return rates
 }
 
 func label(m *dto.Metric, name string) string {

@@ -117,6 +117,8 @@ function render(v) {
   text("opens-at", s.opensAt || "not set");
   for (const k of SERIES) text("n-" + k, s[k]);
   text("r-reserved", v.rates.reserved.toFixed(1));
+  text("r-batch", v.rates.batchSize ? v.rates.batchSize.toFixed(1) : "–");
+  text("r-p99", v.rates.reserveP99Ms == null ? "–" : "≤ " + v.rates.reserveP99Ms + " ms");
   list("r-refused", Object.entries(v.rates.refused), ([k, n]) => `${k} ${n.toFixed(1)}/s`);
   if (v.room) {
     $("crowd-box").hidden = false;

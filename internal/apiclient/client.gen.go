@@ -4227,9 +4227,15 @@ type LivePoint struct {
 
 // LiveRates defines model for LiveRates.
 type LiveRates struct {
+	// BatchSize reservations a purchase-path batch (one transaction) took, on average, since the previous snapshot (this instance)
+	BatchSize float32 `json:"batchSize"`
+
 	// Refused by error code (sold_out, limit_reached, overloaded, rate_limited, ...)
-	Refused  map[string]float32 `json:"refused"`
-	Reserved float32            `json:"reserved"`
+	Refused map[string]float32 `json:"refused"`
+
+	// ReserveP99Ms the reservation route's p99 since the previous snapshot, in ms: the upper bound of its histogram bucket; null without answers
+	ReserveP99Ms *float32 `json:"reserveP99Ms"`
+	Reserved     float32  `json:"reserved"`
 }
 
 // LotteryCounts defines model for LotteryCounts.
