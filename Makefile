@@ -42,8 +42,11 @@ run: build
 ## then every benchmark once (-benchtime 1x: do they still run, not how fast),
 ## then every fuzz target for a few seconds (FUZZTIME, default 3s).
 ## A development cluster that this run had to start is stopped at the end.
+## Three packages and four tests of each at a time (-p 3 -parallel 4, on two
+## cores): most of the suite waits on serve processes, PostgreSQL clusters
+## and browsers rather than computing.
 test: build vet check-generated chromium pgbouncer locust
-	@$(WITH_TEST_DB) $(GO) test -race -count=1 -timeout 30m ./... && \
+	@$(WITH_TEST_DB) $(GO) test -race -count=1 -p 3 -parallel 4 -timeout 30m ./... && \
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...; $(END_TEST_DB)
 	@scripts/fuzz.sh
 
@@ -67,7 +70,7 @@ test-short: build
 ## failover-lag and failover-async-lag).
 chaos: build
 	FLASHLINE_CHAOS=full FLASHLINE_CHAOS_SEED=$(SEED) FLASHLINE_CHAOS_FAULTS=$(FAULTS) \
-		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./cmd/flashline/
+		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./internal/chaos/
 
 ## chromium: a browser for the tests in waitpage/ (make test needs it);
 ## pgbouncer: PgBouncer for the pooled deployment's tests (TestNorthlineThroughPgBouncer).

@@ -53,6 +53,10 @@ var (
 	// so it can neither check payment events nor create sales that need
 	// them.
 	ErrPaymentsNotConfigured = errors.New("payment events are not configured")
+	// ErrProviderNotConfigured: a payment provider's webhook (POST
+	// /payments/stripe, /payments/adyen) reached an instance without that
+	// provider's secret.
+	ErrProviderNotConfigured = errors.New("this payment provider's webhook is not configured")
 	// ErrSignatureInvalid and ErrSignatureExpired: a payment event whose
 	// Flashline-Signature is missing, malformed or wrong, or whose timestamp
 	// is outside the tolerance.

@@ -41,7 +41,8 @@ type PaymentEvent struct {
 	// payment.succeeded and refund.succeeded).
 	PaymentReference string
 	// Amount (minor units) and Currency (three letters) as the provider gave
-	// them; stored, not checked against a price (a sale has none).
+	// them; stored, and checked against the hold's price when its sale
+	// states one (Price.Pays).
 	Amount   *int64
 	Currency string
 	// Reason is a failure's or a refund's reason, for people ("" when none).
@@ -156,6 +157,9 @@ const (
 	LateHoldCancelled    LateReason = "hold_cancelled"
 	LateHoldVoided       LateReason = "hold_voided"
 	LateDuplicatePayment LateReason = "duplicate_payment"
+	// LateAmountMismatch: the sale states a price and the payment did not
+	// pay it (another amount or currency, or none given).
+	LateAmountMismatch LateReason = "amount_mismatch"
 )
 
 // LatePayment is a payment that arrived when its hold could no longer take

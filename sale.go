@@ -2,6 +2,7 @@ package flashline
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -131,6 +132,35 @@ type NewSale struct {
 	Gate Gate
 	// Lottery is the lottery's rules, for "admission": "lottery" only.
 	Lottery *LotteryRules
+	// Price is the unit's price, when the sale states one (nil: none; the
+	// payments' amounts are then stored, not checked).
+	Price *Price
+}
+
+// Price is a unit's price: Amount in the currency's minor units (cents),
+// Currency three letters (ISO 4217), stored upper case.
+type Price struct {
+	Amount   int64
+	Currency string
+}
+
+// Validate checks a price and puts its currency in upper case.
+func (p *Price) Validate() error {
+	switch {
+	case p.Amount < 0 || p.Amount > MaxPaymentAmount:
+		return Invalid("price.amount must be between 0 and " + strconv.Itoa(MaxPaymentAmount) + " (minor units)")
+	case !isCurrency(p.Currency):
+		return Invalid("price.currency must be three letters (ISO 4217)")
+	}
+	p.Currency = strings.ToUpper(p.Currency)
+	return nil
+}
+
+// Pays reports whether a payment of amount in currency pays for quantity
+// units at this price: both given, the same currency (in any case), and
+// exactly quantity x Amount.
+func (p Price) Pays(quantity int, amount *int64, currency string) bool {
+	return amount != nil && strings.EqualFold(currency, p.Currency) && *amount == int64(quantity)*p.Amount
 }
 
 // Validate checks a NewSale and fills in defaults.
@@ -145,6 +175,11 @@ func (n *NewSale) Validate() error {
 	}
 	if err := validTitle(n.Title); err != nil {
 		return err
+	}
+	if n.Price != nil {
+		if err := n.Price.Validate(); err != nil {
+			return err
+		}
 	}
 	if err := ValidImageURL(n.ImageURL); err != nil {
 		return err
@@ -257,6 +292,8 @@ type Sale struct {
 	GateStatus *GateStatus
 	// Lottery is set for a lottery sale: its rules and counts.
 	Lottery *Lottery
+	// Price is the unit's price, when the sale states one.
+	Price *Price
 }
 
 // EffectiveState is the state a sale shows, from the state stored: a

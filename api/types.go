@@ -32,6 +32,15 @@ type Sale struct {
 	Invariant             Invariant `json:"invariant"`
 	Gate                  Gate      `json:"gate"`
 	Lottery               *Lottery  `json:"lottery,omitempty"`
+	Price                 *Price    `json:"price"` // null: the sale states none
+}
+
+// Price is a unit's price: amount in the currency's minor units, currency
+// ISO 4217 (upper case). A payment that confirms a hold must pay quantity x
+// amount in it.
+type Price struct {
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
 }
 
 // Gate is what counts the sale's units in front of the database, and
@@ -237,6 +246,15 @@ type LotteryPolicy struct {
 	DrawnAt               *string `json:"drawnAt"`
 	Title                 string  `json:"title"`
 	ImageURL              *string `json:"imageUrl"`
+}
+
+// IgnoredEvent is a payment provider's webhook answer for an event
+// Flashline does not act on (another type, a partial refund, no
+// reservation id): 200, so that the provider does not send it again.
+type IgnoredEvent struct {
+	EventID string `json:"eventId"`
+	Type    string `json:"type"`
+	Ignored string `json:"ignored"` // why, for people
 }
 
 // Queue is the answer to the queue controls.

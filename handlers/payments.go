@@ -84,20 +84,10 @@ func handlePaymentEvent(store flashline.Store, verifier *webhook.Verifier, m *pa
 			writeError(c, logger, err)
 			return
 		}
-		res, err := store.ApplyPaymentEvent(c.Request.Context(), ev)
+		res, err := applyPayment(c, store, m, logger, ev)
 		if err != nil {
 			writeError(c, logger, err)
 			return
-		}
-		outcome := string(res.Outcome)
-		if res.Replayed {
-			outcome = "replayed"
-		}
-		m.events.WithLabelValues(string(res.Type), outcome).Inc()
-		if res.Outcome == flashline.OutcomeLatePayment && !res.Replayed {
-			m.late.Inc()
-			logger.WarnContext(c.Request.Context(), "handlers: late payment, to refund",
-				"event_id", res.EventID, "reservation_id", res.ReservationID, "payment_reference", ev.PaymentReference)
 		}
 		writeJSON(c, http.StatusOK, NewPaymentResultView(res))
 	}

@@ -60,6 +60,11 @@ type Deps struct {
 	// /payments/events). Nil: the instance takes no payment events, and
 	// refuses to create sales confirmed by payment.
 	Payments *webhook.Verifier
+	// Stripe checks Stripe-Signature on POST /payments/stripe (the
+	// endpoint's signing secrets); Adyen the HMAC of the items on POST
+	// /payments/adyen. Nil: that route answers payments_not_configured.
+	Stripe *webhook.Verifier
+	Adyen  *webhook.AdyenVerifier
 	// Gate, when set, serves POST /admin/sales/{id}/gate/rebuild (and, if
 	// it is a GateStatuser, the console's gate figures).
 	Gate GateRebuilder
@@ -128,7 +133,7 @@ func Routes(d Deps) http.Handler {
 	r.GET("/metrics", bearerAdmin, gin.WrapH(MetricsHandler(d.Registry)))
 
 	// Admin.
-	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Payments != nil, d.Logger))
+	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Payments != nil || d.Stripe != nil || d.Adyen != nil, d.Logger))
 	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Gate != nil, d.Logger))
 	for _, action := range flashline.SaleActions {
 		r.POST("/admin/sales/:saleId/"+string(action), admin, handleSaleAction(d.Store, d.Logger, action))
@@ -144,7 +149,10 @@ func Routes(d Deps) http.Handler {
 	// The payment side: events signed with the payment webhook secret
 	// (webhook/), not a bearer token. Like confirm, never shed: they finish
 	// sales and return stock.
-	r.POST("/payments/events", handlePaymentEvent(d.Store, d.Payments, newPaymentMetrics(d.Registry), d.Logger))
+	payments := newPaymentMetrics(d.Registry)
+	r.POST("/payments/events", handlePaymentEvent(d.Store, d.Payments, payments, d.Logger))
+	r.POST("/payments/stripe", handleStripe(d.Store, d.Stripe, payments, d.Logger))
+	r.POST("/payments/adyen", handleAdyen(d.Store, d.Adyen, payments, d.Logger))
 	if d.Gate != nil {
 		r.POST("/admin/sales/:saleId/gate/rebuild", admin, handleGateRebuild(d.Gate, d.Logger))
 	}
@@ -156,7 +164,7 @@ func Routes(d Deps) http.Handler {
 	if d.Console != nil {
 		gateStatus, _ := d.Gate.(GateStatuser)
 		watch := newWatcher(d.Console, gateStatus, d.Registry, time.Now)
-		r.GET("/admin/", admin, handleConsoleHome(d.Store, d.Payments != nil, d.Logger))
+		r.GET("/admin/", admin, handleConsoleHome(d.Store, d.Payments != nil || d.Stripe != nil || d.Adyen != nil, d.Logger))
 		r.GET("/admin/sales/:saleId/live", admin, handleLive(watch, d.Logger))
 		r.GET("/admin/sales/:saleId/report", admin, handleReport(d.Console, d.Logger))
 		r.POST("/admin/sales/:saleId/repair", admin, handleRepair(d.Console, d.Logger))

@@ -13,22 +13,29 @@ import (
 
 // CreateSaleRequest is the body of POST /admin/sales.
 type CreateSaleRequest struct {
-	SKU                   string     `json:"sku"`
-	Title                 *string    `json:"title"`    // null or absent: the SKU
-	ImageURL              *string    `json:"imageUrl"` // null, absent or "": none
-	InitialStock          *int       `json:"initialStock"`
-	PerCustomerLimit      int        `json:"perCustomerLimit"`
-	ReservationTTLSeconds int        `json:"reservationTtlSeconds"`
-	OpensAt               *time.Time `json:"opensAt"`
-	Admission             string     `json:"admission"`
-	Buckets               int        `json:"buckets"`
-	Fairness              string     `json:"fairness"`
-	ChallengeBits         int        `json:"challengeBits"`
-	PerInstrumentLimit    *int       `json:"perInstrumentLimit"` // null or absent: no limit
-	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds"`
-	Confirmation          string     `json:"confirmation"` // "payment" (default) or "customer"
-	Gate                  string     `json:"gate"`         // none (default) or redis
+	SKU                   string        `json:"sku"`
+	Title                 *string       `json:"title"`    // null or absent: the SKU
+	ImageURL              *string       `json:"imageUrl"` // null, absent or "": none
+	InitialStock          *int          `json:"initialStock"`
+	PerCustomerLimit      int           `json:"perCustomerLimit"`
+	ReservationTTLSeconds int           `json:"reservationTtlSeconds"`
+	OpensAt               *time.Time    `json:"opensAt"`
+	Admission             string        `json:"admission"`
+	Buckets               int           `json:"buckets"`
+	Fairness              string        `json:"fairness"`
+	ChallengeBits         int           `json:"challengeBits"`
+	PerInstrumentLimit    *int          `json:"perInstrumentLimit"` // null or absent: no limit
+	MinAccountAgeSeconds  int           `json:"minAccountAgeSeconds"`
+	Confirmation          string        `json:"confirmation"` // "payment" (default) or "customer"
+	Gate                  string        `json:"gate"`         // none (default) or redis
+	Price                 *PriceRequest `json:"price"`        // null or absent: none
 	LotteryRequest
+}
+
+// PriceRequest is a sale's price in POST /admin/sales.
+type PriceRequest struct {
+	Amount   *int64 `json:"amount"`
+	Currency string `json:"currency"`
 }
 
 // NewSale turns the request into the domain's NewSale.
@@ -38,6 +45,13 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 	}
 	if r.Title != nil && *r.Title == "" {
 		return flashline.NewSale{}, flashline.Invalid("title must be 1-120 characters, or absent (the SKU is shown)")
+	}
+	var price *flashline.Price
+	if r.Price != nil {
+		if r.Price.Amount == nil {
+			return flashline.NewSale{}, flashline.Invalid("price.amount is required (minor units)")
+		}
+		price = &flashline.Price{Amount: *r.Price.Amount, Currency: r.Price.Currency}
 	}
 	perInstrument := 0
 	if r.PerInstrumentLimit != nil {
@@ -63,6 +77,7 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 		Confirmation:          flashline.Confirmation(r.Confirmation),
 		Gate:                  flashline.Gate(r.Gate),
 		Lottery:               r.LotteryRequest.rules(),
+		Price:                 price,
 	}
 	return n, n.Validate()
 }

@@ -50,7 +50,15 @@ func NewSaleView(s flashline.Sale) api.Sale {
 		},
 		Gate:    NewGateView(s),
 		Lottery: NewLotteryView(s.Lottery),
+		Price:   newPriceView(s.Price),
 	}
+}
+
+func newPriceView(p *flashline.Price) *api.Price {
+	if p == nil {
+		return nil
+	}
+	return &api.Price{Amount: p.Amount, Currency: p.Currency}
 }
 
 // NewGateView renders a sale's gate.

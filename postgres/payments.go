@@ -13,8 +13,12 @@ import (
 // id, in one transaction on the admin pool (sql/queries/payments.sql says
 // why it is safe under concurrency):
 //
-//   - payment.succeeded on a pending hold whose time is not up: confirmed,
-//     its order created with the payment reference, amount and currency;
+//   - payment.succeeded on a pending hold whose time is not up (and, when
+//     its sale states a price, that pays quantity x price in its currency):
+//     confirmed, its order created with the payment reference, amount and
+//     currency; one that pays another amount confirms nothing and is a late
+//     payment to refund (LateAmountMismatch); one whose refund was applied
+//     before it (the provider delivered them out of order) has no effect;
 //     on a hold that expired (swept or not), was cancelled or voided, or on
 //     an order paid by another payment: no stock is taken, the payment is
 //     recorded as a late payment to refund (OutcomeLatePayment);
@@ -105,11 +109,32 @@ func replay(ctx context.Context, q *dbsqlc.Queries, e flashline.PaymentEvent, re
 
 func paymentSucceeded(ctx context.Context, q *dbsqlc.Queries, e flashline.PaymentEvent, r dbsqlc.ReservationLockForPaymentRow, res *flashline.PaymentResult) error {
 	paidBy := func(ref string) bool { return r.PaymentReference != nil && *r.PaymentReference == ref }
+	// A refund of this very payment came first (providers deliver events
+	// separately, each retried on its own): the money is back with the
+	// customer, so the payment confirms nothing and there is nothing left
+	// to refund.
+	refunded, err := q.PaymentRefundedBefore(ctx, dbsqlc.PaymentRefundedBeforeParams{
+		ReservationID: e.ReservationID, PaymentReference: e.PaymentReference,
+	})
+	if err != nil {
+		return err
+	}
+	if refunded {
+		res.Outcome = flashline.OutcomeNoEffect
+		return nil
+	}
 	var late flashline.LateReason
 	switch flashline.ReservationState(r.State) {
 	case flashline.ReservationPending:
 		if r.PastExpiry {
 			late = flashline.LateHoldExpired // its units are about to go back
+			break
+		}
+		if p := priceFrom(r.PriceAmount, r.PriceCurrency); p != nil && !p.Pays(int(r.Quantity), e.Amount, e.Currency) {
+			// The sale states a price and this payment did not pay it: the
+			// hold stays pending (a right payment may still come), and this
+			// money goes back.
+			late = flashline.LateAmountMismatch
 			break
 		}
 		orderID, err := q.ReservationConfirmByPayment(ctx, dbsqlc.ReservationConfirmByPaymentParams{

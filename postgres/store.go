@@ -186,6 +186,8 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			Gate:                  string(n.Gate),
 			Title:                 optional(n.Title),
 			ImageUrl:              optional(n.ImageURL),
+			PriceAmount:           priceAmount(n.Price),
+			PriceCurrency:         priceCurrency(n.Price),
 		}); err != nil {
 			return err
 		}
@@ -266,6 +268,7 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 	if r.ImageUrl != nil {
 		sale.ImageURL = *r.ImageUrl
 	}
+	sale.Price = priceFrom(r.PriceAmount, r.PriceCurrency)
 	if r.PerInstrumentLimit != nil {
 		sale.PerInstrumentLimit = int(*r.PerInstrumentLimit)
 	}
@@ -343,4 +346,26 @@ func (s *Store) SetSaleState(ctx context.Context, saleID string, action flashlin
 		return flashline.Sale{}, fmt.Errorf("%s sale %s: %w", action, saleID, translate(err))
 	}
 	return s.Sale(ctx, saleID)
+}
+
+// priceFrom is a sale's price from its columns (nil: none).
+func priceFrom(amount *int64, currency *string) *flashline.Price {
+	if amount == nil || currency == nil {
+		return nil
+	}
+	return &flashline.Price{Amount: *amount, Currency: *currency}
+}
+
+func priceAmount(p *flashline.Price) *int64 {
+	if p == nil {
+		return nil
+	}
+	return &p.Amount
+}
+
+func priceCurrency(p *flashline.Price) *string {
+	if p == nil {
+		return nil
+	}
+	return &p.Currency
 }

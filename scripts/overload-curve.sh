@@ -24,6 +24,11 @@
 # floods a sold-out sale at the highest rate and reports the service's CPU
 # per refusal (its own CPU time over the refusals it answered).
 #
+# Both the cap and the generator get a cgroup of their own whose CPU weight
+# is the highest there is (v1 cpu.shares 262144, v2 cpu.weight 10000), so
+# other work on a shared machine neither eats into the service's slice nor
+# slows the generator: the cap stays a ceiling and a floor.
+#
 # Needs root for the cgroup (CAP=0 does without), the PostgreSQL server
 # binaries (as `make run` does) and taskset (util-linux).
 set -euo pipefail
@@ -42,7 +47,7 @@ export FLASHLINE_ADMIN_TOKEN=curve-admin-token-0123456789abcdef FLASHLINE_JWT_SE
 addr=127.0.0.1:18181
 dbdir=$(mktemp -d /var/tmp/flashline-curve-XXXXXX)
 chmod 755 "$dbdir"
-cg= acct= pid=
+cg= acct= gen= pid=
 
 # The cap: a cpu cgroup (and, on v1, a cpuacct one beside it, for the
 # group's CPU time), joined by whatever incap starts.
@@ -55,37 +60,50 @@ if [ "$cap" != 0 ]; then
     mkdir "$cg"
     echo 100000 >"$cg/cpu.cfs_period_us"
     echo $((cap * 1000)) >"$cg/cpu.cfs_quota_us"
+    echo 262144 >"$cg/cpu.shares"
+    gen=/sys/fs/cgroup/cpu/$name-generator
+    mkdir "$gen"
+    echo 262144 >"$gen/cpu.shares"
     if [ -d /sys/fs/cgroup/cpuacct ]; then acct=/sys/fs/cgroup/cpuacct/$name; mkdir "$acct"; fi
   elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
     cg=/sys/fs/cgroup/$name
     mkdir "$cg"
     echo "$((cap * 1000)) 100000" >"$cg/cpu.max"
+    echo 10000 >"$cg/cpu.weight"
+    gen=/sys/fs/cgroup/$name-generator
+    mkdir "$gen"
+    echo 10000 >"$gen/cpu.weight"
   else
     echo "overload-curve: no cgroup cpu controller found (cgroup v1 /sys/fs/cgroup/cpu, or v2 /sys/fs/cgroup)" >&2
     exit 1
   fi
 fi
-# incap runs a command inside the cap, on CPU 0 (as is, with CAP=0).
-incap() {
+# "${incap[@]}" cmd runs cmd inside the cap, on CPU 0 (cmd as is, with CAP=0);
+# an array, not a function, so that "${incap[@]}" cmd & gives $! the
+# command's own pid once it has exec'ed into it.
+incap=()
+if [ -n "$cg" ]; then
+  incap=(bash -c 'for g in "$1" "$2"; do [ -n "$g" ] && echo $$ >"$g/cgroup.procs"; done; shift 2; exec taskset -c 0 "$@"' _ "$cg" "$acct")
+fi
+# ongen runs the generator on CPU 1, away from the cap, in its own group.
+ongen() {
   if [ -z "$cg" ]; then "$@"; return; fi
-  bash -c 'for g in "$1" "$2"; do [ -n "$g" ] && echo $$ >"$g/cgroup.procs"; done; shift 2; exec taskset -c 0 "$@"' _ "$cg" "$acct" "$@"
+  bash -c 'echo $$ >"$1/cgroup.procs"; shift; exec taskset -c 1 "$@"' _ "$gen" "$@"
 }
-# ongen runs the generator on CPU 1, away from the cap.
-ongen() { if [ -n "$cg" ]; then taskset -c 1 "$@"; else "$@"; fi; }
 
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
   FLASHLINE_DEVDB_DIR=$dbdir bin/flashline devdb down >/dev/null 2>&1 || true
   rm -rf "$dbdir"
-  for g in "$cg" "$acct"; do [ -n "$g" ] && rmdir "$g" 2>/dev/null || true; done
+  for g in "$cg" "$acct" "$gen"; do [ -n "$g" ] && rmdir "$g" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
 # The cluster of its own, started inside the cap (its postmaster and every
 # backend stay there).
 export DATABASE_URL
-DATABASE_URL=$(FLASHLINE_DEVDB_DIR=$dbdir incap bin/flashline devdb up 2>/dev/null)
+DATABASE_URL=$(FLASHLINE_DEVDB_DIR=$dbdir "${incap[@]}" bin/flashline devdb up 2>/dev/null)
 
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
@@ -102,7 +120,7 @@ printf '%-7s %7s %8s %11s %12s %10s %14s  %s\n' limiter offered sent/s goodput/s
 serve() {
   local flags=(--addr "$addr" --no-workers)
   [ "$1" = off ] && flags+=(--no-shed)
-  incap "$serve_bin" serve "${flags[@]}" 2>/tmp/overload-curve-serve.log &
+  "${incap[@]}" "$serve_bin" serve "${flags[@]}" 2>/tmp/overload-curve-serve.log &
   pid=$!
   for _ in $(seq 200); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && return; sleep 0.1; done
   echo "overload-curve: serve did not start; see /tmp/overload-curve-serve.log" >&2

@@ -24,6 +24,10 @@ import (
 // get, with connect-src allowing the API's origin (frame-ancestors cannot
 // be set by a meta tag; set it as a header where the host allows).
 
+// ExportEmbed is the exported buy button's script (embed.js): a shop's page
+// includes it from the static host as it would from the API.
+const ExportEmbed = "embed.js"
+
 // ExportPage is the exported page's file name: what a web server serves for
 // the directory.
 const ExportPage = "index.html"
@@ -91,6 +95,9 @@ func Export(dir, saleID, apiBase string, force bool) ([]string, error) {
 	assetDir := "waitpage/" + version
 	files := map[string][]byte{
 		ExportPage: []byte(render(assetDir, ExportPolicy(origin), base, saleID)),
+		// The shop's script, calling the API at base: the static host's
+		// embed.js, beside its waitpage/ (its CORS is the host's to set).
+		ExportEmbed: []byte(renderEmbed(base)),
 	}
 	for name, a := range assets {
 		files[assetDir+"/"+name] = a.body

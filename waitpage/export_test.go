@@ -41,7 +41,18 @@ func TestExport(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, m[1]))
 		require.NoError(t, err)
 	}
-	require.Len(t, files, len(refs)+1, "the page and the assets it names")
+	// The page, the assets it names, and the buy button (embed.js, calling
+	// the same API) with the two assets only it loads.
+	require.Len(t, files, len(refs)+4, "the page, the assets it names, the button's script and its own two")
+	require.Contains(t, files, waitpage.ExportEmbed)
+	embed, err := os.ReadFile(filepath.Join(dir, waitpage.ExportEmbed))
+	require.NoError(t, err)
+	require.Contains(t, string(embed), `d.api || "https://edge.example:8443/api" || base`)
+	require.NotContains(t, string(embed), "{{", "a placeholder left")
+	for _, name := range []string{"embed-main.js", "embed.css"} {
+		require.Contains(t, string(embed), name)
+		require.FileExists(t, filepath.Join(dir, "waitpage", filepath.Base(filepath.Dir(refs[0][1])), name))
+	}
 
 	t.Run("NotEmpty", func(t *testing.T) {
 		_, err := waitpage.Export(dir, saleID, "https://edge.example", false)

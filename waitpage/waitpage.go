@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"path"
@@ -26,6 +27,12 @@ import (
 
 //go:embed static
 var static embed.FS
+
+// embedLoader is embed.js, the shop's script tag's (GET /embed.js): a
+// classic script with placeholders, not an asset (it names the version).
+//
+//go:embed embed/embed.js
+var embedLoader string
 
 // ContentSecurityPolicy is sent with the page and its assets: everything from
 // this origin only, but the product's picture (any https image: the sale's
@@ -47,6 +54,8 @@ var (
 	version  string // content hash of all assets: part of their URLs
 	template string // wait.html as written, with its placeholders
 	page     []byte // wait.html as served: the versioned asset URLs filled in
+	markup   string // wait.html's <main id="app">…</main>, which embed.js puts in the shop's page
+	script   []byte // embed.js as served
 )
 
 // pageFile is the HTML document in static/; every other file there is an
@@ -90,6 +99,33 @@ func init() {
 	}
 	template = string(doc)
 	page = []byte(render(AssetPrefix+version, "", "", ""))
+	start, end := strings.Index(template, `<main id="app"`), strings.Index(template, "</main>")
+	if start < 0 || end < start {
+		panic("waitpage: " + pageFile + " has no <main id=\"app\">")
+	}
+	markup = template[start : end+len("</main>")]
+	script = []byte(renderEmbed(""))
+}
+
+// renderEmbed fills embed.js's placeholders: where the assets are (under
+// its own URL's directory, as served and as exported), the page's markup
+// (its asset URLs made absolute by the script, which knows where it came
+// from), and the API's base URL ("": where the script came from; an
+// exported one names the API's).
+func renderEmbed(apiBase string) string {
+	m, err := json.Marshal(strings.ReplaceAll(markup, "{{ASSETS}}", "@@ASSETS@@"))
+	if err != nil {
+		panic("waitpage: " + err.Error())
+	}
+	api, err := json.Marshal(apiBase)
+	if err != nil {
+		panic("waitpage: " + err.Error())
+	}
+	return strings.NewReplacer(
+		"{{ASSETS}}", "/waitpage/"+version,
+		"{{MARKUP}}", string(m),
+		"{{API}}", string(api),
+	).Replace(embedLoader)
 }
 
 // render fills wait.html's placeholders: where the assets are, the
@@ -120,6 +156,25 @@ func Register(r gin.IRoutes) {
 	r.HEAD("/sales/:saleId/wait", handlePage)
 	r.GET(AssetPrefix+":version/:file", handleAsset)
 	r.HEAD(AssetPrefix+":version/:file", handleAsset)
+	r.GET(EmbedPath, handleEmbed)
+	r.HEAD(EmbedPath, handleEmbed)
+}
+
+// EmbedPath is the shop's script: <script src="https://flashline…/embed.js"
+// data-sale="…">, the buy button on the shop's own page.
+const EmbedPath = "/embed.js"
+
+// handleEmbed serves embed.js. It is revalidated on every load (it names
+// the current asset version), and readable from any origin: a shop's page
+// loads it, and the modules it imports, from another origin (module
+// scripts are fetched with CORS). They are public files: nothing in them
+// is anyone's.
+func handleEmbed(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Cache-Control", "no-cache")
+	c.Data(http.StatusOK, "text/javascript; charset=utf-8", script)
 }
 
 func securityHeaders(h http.Header) {
@@ -154,6 +209,8 @@ func handleAsset(c *gin.Context) {
 	}
 	h := c.Writer.Header()
 	securityHeaders(h)
+	// A shop's page (embed.js) imports the modules from another origin.
+	h.Set("Access-Control-Allow-Origin", "*")
 	if c.Param("version") == version {
 		h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	} else {

@@ -65,9 +65,11 @@ func TestServesPageAndAssets(t *testing.T) {
 	// and the proof-of-work worker.
 	entries, err := os.ReadDir("static")
 	require.NoError(t, err)
+	// embed.js (the shop's script) loads two files the page does not.
+	embedOnly := []string{"embed-main.js", "embed.css"}
 	var files []string
 	for _, e := range entries {
-		if e.Name() != "wait.html" {
+		if e.Name() != "wait.html" && !slices.Contains(embedOnly, e.Name()) {
 			files = append(files, e.Name())
 		}
 	}
@@ -87,7 +89,7 @@ func TestServesPageAndAssets(t *testing.T) {
 		".css": "text/css; charset=utf-8",
 	}
 	bodies := map[string]string{}
-	for _, name := range referenced {
+	for _, name := range append(slices.Clone(referenced), embedOnly...) {
 		url := assetDir + name
 		t.Run(name, func(t *testing.T) {
 			resp, body := get(t, r, url)
@@ -132,6 +134,27 @@ func TestServesPageAndAssets(t *testing.T) {
 		require.ElementsMatch(t, slices.Collect(maps.Keys(imported)), preloaded, "modules imported vs preloaded")
 		require.NotContains(t, imported, "wait.js", "the entry module is not imported")
 		require.NotContains(t, imported, "pow-worker.js", "the worker is a classic script, not a module")
+	})
+
+	// The shop's script: current (revalidated), readable from any origin
+	// (as the modules it imports are), every placeholder filled, the page's
+	// own markup in it, and the modules it loads served.
+	t.Run("Embed", func(t *testing.T) {
+		resp, script := get(t, r, waitpage.EmbedPath)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "text/javascript; charset=utf-8", resp.Header.Get("Content-Type"))
+		require.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Origin"))
+		require.Equal(t, "no-cache", resp.Header.Get("Cache-Control"))
+		require.NotContains(t, script, "{{")
+		require.Contains(t, script, `\u003csection id=\"state-reserved\"`, "wait.html's markup, escaped for a script")
+		m := regexp.MustCompile(`"(/waitpage/[0-9a-f]+)"`).FindStringSubmatch(script)
+		require.NotNil(t, m, "the assets' versioned path")
+		require.Contains(t, page, m[1]+"/wait.js", "the same version as the page")
+		for _, name := range []string{"embed-main.js", "embed.css", "wait.css", "flow.js"} {
+			resp, _ := get(t, r, m[1]+"/"+name)
+			require.Equal(t, http.StatusOK, resp.StatusCode, name)
+			require.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Origin"), name)
+		}
 	})
 
 	t.Run("UnknownAsset", func(t *testing.T) {

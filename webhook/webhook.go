@@ -1,5 +1,7 @@
 // Package webhook is how the payment side proves that a payment event is
-// its own: the Flashline-Signature header, the scheme Stripe's webhooks use.
+// its own: the Flashline-Signature header, the scheme Stripe's webhooks use
+// (and Stripe's own Stripe-Signature, verified the same way), and Adyen's
+// notification HMAC (adyen.go).
 //
 //	Flashline-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">
 //
@@ -35,16 +37,47 @@ const (
 	maxItems     = 16
 )
 
-// Verifier checks signatures made with one secret.
+// StripeHeader is the header Stripe signs its webhooks with: the same
+// scheme, the endpoint's signing secret ("whsec_...") as the key.
+const StripeHeader = "Stripe-Signature"
+
+// Verifier checks signatures made with one of its secrets: one, or two
+// while the receiving side rotates them (the old and the new, until every
+// sender signs with the new).
 type Verifier struct {
-	secret    []byte
+	secrets   [][]byte
 	tolerance time.Duration
 	now       func() time.Time
 }
 
-// NewVerifier returns a Verifier for secret with DefaultTolerance.
-func NewVerifier(secret string) *Verifier {
-	return &Verifier{secret: []byte(secret), tolerance: DefaultTolerance, now: time.Now}
+// NewVerifier returns a Verifier for secrets (at least one) with
+// DefaultTolerance.
+func NewVerifier(secret string, more ...string) *Verifier {
+	v := &Verifier{secrets: [][]byte{[]byte(secret)}, tolerance: DefaultTolerance, now: time.Now}
+	for _, s := range more {
+		v.secrets = append(v.secrets, []byte(s))
+	}
+	return v
+}
+
+// SplitSecrets reads a configured list of secrets, "secret[,secret...]":
+// the comma separates them (Stripe's "whsec_..." secrets hold none), spaces
+// around each are dropped, empty items are skipped.
+func SplitSecrets(list string) []string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// WithTolerance returns a copy of v that accepts timestamps within d of now.
+func (v *Verifier) WithTolerance(d time.Duration) *Verifier {
+	c := *v
+	c.tolerance = d
+	return &c
 }
 
 // WithClock returns a copy of v that reads the time from now (tests).
@@ -54,10 +87,16 @@ func (v *Verifier) WithClock(now func() time.Time) *Verifier {
 	return &c
 }
 
-// Uses reports whether secret is the verifier's secret (in constant time):
-// the payment secret must be a secret of its own.
+// Uses reports whether secret is one of the verifier's secrets (in
+// constant time): a payment secret must be a secret of its own.
 func (v *Verifier) Uses(secret string) bool {
-	return hmac.Equal(v.secret, []byte(secret))
+	used := false
+	for _, s := range v.secrets {
+		if hmac.Equal(s, []byte(secret)) {
+			used = true
+		}
+	}
+	return used
 }
 
 // String never shows the secret.
@@ -72,13 +111,16 @@ func (v *Verifier) Verify(header string, body []byte) error {
 	if !ok {
 		return flashline.ErrSignatureInvalid
 	}
-	want := mac(v.secret, t, body)
 	match := false
-	for _, s := range sigs {
-		// hmac.Equal is constant time for equal lengths; every v1 is
-		// compared, so the time taken does not say which matched.
-		if hmac.Equal(s, want) {
-			match = true
+	for _, secret := range v.secrets {
+		want := mac(secret, t, body)
+		for _, s := range sigs {
+			// hmac.Equal is constant time for equal lengths; every v1 is
+			// compared with every secret's, so the time taken does not say
+			// which matched.
+			if hmac.Equal(s, want) {
+				match = true
+			}
 		}
 	}
 	if !match {

@@ -334,6 +334,9 @@ func TestHostileWeakSecrets(t *testing.T) {
 		{"NoWaitingRoomKeys", map[string]string{"FLASHLINE_ADMIN_TOKEN": strong, "FLASHLINE_JWT_SECRET": strong + "x"}, "FLASHLINE_WAITROOM_KEYS must be set"},
 		{"ShortWaitingRoomKey", map[string]string{"FLASHLINE_ADMIN_TOKEN": strong, "FLASHLINE_JWT_SECRET": strong + "x", "FLASHLINE_WAITROOM_KEYS": "k1:short"}, "want at least 32"},
 		{"WaitingRoomKeyIsTheJWTSecret", map[string]string{"FLASHLINE_ADMIN_TOKEN": strong, "FLASHLINE_JWT_SECRET": strong + "x", "FLASHLINE_WAITROOM_KEYS": "k1:" + strong + "x"}, "a secret of its own"},
+		{"ShortStripeSecret", map[string]string{"FLASHLINE_ADMIN_TOKEN": strong, "FLASHLINE_JWT_SECRET": strong + "x", "FLASHLINE_WAITROOM_KEYS": "k1:" + strong + "y", "FLASHLINE_STRIPE_WEBHOOK_SECRET": "whsec_" + strong + ",whsec_short"}, "FLASHLINE_STRIPE_WEBHOOK_SECRET is 11 bytes"},
+		{"StripeSecretIsTheAdminToken", map[string]string{"FLASHLINE_ADMIN_TOKEN": strong, "FLASHLINE_JWT_SECRET": strong + "x", "FLASHLINE_WAITROOM_KEYS": "k1:" + strong + "y", "FLASHLINE_STRIPE_WEBHOOK_SECRET": strong}, "secrets of their own"},
+		{"AdyenKeyNotHex", map[string]string{"FLASHLINE_ADMIN_TOKEN": strong, "FLASHLINE_JWT_SECRET": strong + "x", "FLASHLINE_WAITROOM_KEYS": "k1:" + strong + "y", "FLASHLINE_ADYEN_HMAC_KEY": "not-hex"}, "FLASHLINE_ADYEN_HMAC_KEY"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -46,6 +46,8 @@ type instance struct {
 	keyring       *roomtoken.Keyring
 	payments      *webhook.Verifier
 	paymentSecret string
+	stripe        *webhook.Verifier
+	adyen         *webhook.AdyenVerifier
 	limiter       *loadshed.Limiter
 
 	pools         postgres.Pools
@@ -301,6 +303,8 @@ func (in *instance) startHTTP(context.Context) error {
 		CustomerInFlight: in.cfg.customerInFlight,
 		MaxStreams:       in.cfg.maxStreams,
 		Payments:         in.payments,
+		Stripe:           in.stripe,
+		Adyen:            in.adyen,
 		Gate:             in.stack.Gate,
 		Console:          in.stack.DB,
 		Now:              in.stack.Cache.Now,

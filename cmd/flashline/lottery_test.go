@@ -94,13 +94,18 @@ func TestLotteryEndToEnd(t *testing.T) {
 	}
 	c := testserver.NewClient()
 
-	const units, customers = 3, 24
+	// The purchase window is long enough for a winner to act on a busy
+	// machine: from the draw, the test reads 24 registrations and tries 21
+	// refused purchases before winners 1 and 2 buy, and the promoted
+	// winner buys after a poll and two requests, each of which can take a
+	// second under the race detector on two loaded cores.
+	const units, customers, window = 3, 24, 10
 	now := time.Now().UTC()
 	drawAt := now.Add(6 * time.Second).Truncate(time.Second)
 	sale := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"lottery","initialStock":%d,"confirmation":"customer",
 		"admission":"lottery","registrationOpensAt":%q,"registrationClosesAt":%q,"drawAt":%q,
-		"purchaseWindowSeconds":3,"waitlist":true}`, units,
-		now.Add(-time.Second).Format(time.RFC3339), drawAt.Format(time.RFC3339), drawAt.Format(time.RFC3339)))
+		"purchaseWindowSeconds":%d,"waitlist":true}`, units,
+		now.Add(-time.Second).Format(time.RFC3339), drawAt.Format(time.RFC3339), drawAt.Format(time.RFC3339), window))
 
 	// Every customer registers on all three instances at once.
 	tokens := make(map[string]string, customers)
@@ -194,7 +199,7 @@ func TestLotteryEndToEnd(t *testing.T) {
 	// Winners 1 and 2 buy; winner 3 lets the window pass.
 	buy(byRank[1])
 	buy(byRank[2])
-	waitFor(t, 20*time.Second, "the unbought window passed down", func() bool {
+	waitFor(t, 2*window*time.Second, "the unbought window passed down", func() bool {
 		return regOf(byRank[units+1]).State == "won"
 	})
 	require.Equal(t, "expired", regOf(byRank[3]).State)

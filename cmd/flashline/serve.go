@@ -45,6 +45,15 @@ type serveConfig struct {
 	// paymentSecret is the HMAC key of payment events; empty: no payment
 	// events and no payment-confirmed sales (with --demo: DevSecret).
 	paymentSecret string
+	// stripeSecrets are the signing secrets of the Stripe endpoint
+	// (POST /payments/stripe), "whsec_...[,whsec_...]" while one is rolled;
+	// stripeTolerance how far a Stripe-Signature's timestamp may be from
+	// now. adyenKeys are the hex HMAC keys of Adyen's notifications (POST
+	// /payments/adyen), comma-separated while one is rotated. Empty: that
+	// route answers payments_not_configured.
+	stripeSecrets   string
+	stripeTolerance time.Duration
+	adyenKeys       string
 	// clockSkew is the test hook FLASHLINE_TEST_CLOCK_SKEW: this instance's
 	// clock runs that far ahead (negative: behind) of the machine's.
 	clockSkew time.Duration
@@ -102,6 +111,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.Bool(&cfg.noWorkers, "no-workers", "FLASHLINE_NO_WORKERS", "do not run River workers (sweeper, invariant, pruning)")
 	e.Bool(&cfg.demo, "demo", "FLASHLINE_DEMO", "create a demo sale on start and print how to buy from it; allows development secrets")
 	e.String(&cfg.paymentSecret, "payment-webhook-secret", "FLASHLINE_PAYMENT_WEBHOOK_SECRET", "", "HMAC-SHA256 secret of payment events (POST /payments/events, Flashline-Signature), 32+ bytes, shared with the payment side; unset: no payment events, and sales must be \"confirmation\": \"customer\" (with --demo: derived from the JWT secret)")
+	e.String(&cfg.stripeSecrets, "stripe-webhook-secret", "FLASHLINE_STRIPE_WEBHOOK_SECRET", "", "the signing secret of the Stripe endpoint POST /payments/stripe (whsec_..., Stripe's dashboard shows it), or several comma-separated while one is rolled; unset: the route answers payments_not_configured (docs/integration.md)")
+	e.Duration(&cfg.stripeTolerance, "stripe-webhook-tolerance", "FLASHLINE_STRIPE_WEBHOOK_TOLERANCE", webhook.DefaultTolerance, "how far a Stripe-Signature's timestamp may be from this instance's clock (an older event is refused; Stripe retries with a new signature)")
+	e.String(&cfg.adyenKeys, "adyen-hmac-key", "FLASHLINE_ADYEN_HMAC_KEY", "", "the HMAC key (hex, from Adyen's Customer Area) of the notifications POST /payments/adyen takes, or several comma-separated while one is rotated; unset: the route answers payments_not_configured (docs/integration.md)")
 	e.String(&cfg.waitroomKeys, "waitroom-keys", "FLASHLINE_WAITROOM_KEYS", "", `keys of waiting-room tokens, "kid:secret[,kid:secret...]" (32+ byte secrets), the first signs (required; with --demo, derived from the JWT secret when empty)`)
 	e.Duration(&cfg.jobs.SweepInterval, "sweep-interval", "FLASHLINE_SWEEP_INTERVAL", time.Second, "how often expired reservations are swept")
 	e.Duration(&cfg.jobs.InvariantInterval, "invariant-interval", "FLASHLINE_INVARIANT_INTERVAL", 2*time.Second, "how often every sale's invariant is checked")
@@ -187,6 +199,14 @@ func checkSecrets(cfg serveConfig, stderr io.Writer) error {
 	if cfg.paymentSecret != "" && (cfg.paymentSecret == cfg.adminToken || cfg.paymentSecret == cfg.jwtSecret) {
 		return errors.New("serve: FLASHLINE_PAYMENT_WEBHOOK_SECRET must be a secret of its own, not the admin token or the JWT secret")
 	}
+	for _, s := range append(webhook.SplitSecrets(cfg.stripeSecrets), webhook.SplitSecrets(cfg.adyenKeys)...) {
+		if s == cfg.adminToken || s == cfg.jwtSecret || s == cfg.paymentSecret {
+			return errors.New("serve: FLASHLINE_STRIPE_WEBHOOK_SECRET and FLASHLINE_ADYEN_HMAC_KEY must be secrets of their own, not the admin token, the JWT secret or the payment webhook secret")
+		}
+	}
+	if cfg.stripeTolerance <= 0 {
+		return errors.New("serve: --stripe-webhook-tolerance must be positive")
+	}
 	if cfg.demo {
 		if len(cfg.adminToken) < minSecretLen || len(cfg.jwtSecret) < minSecretLen || cfg.waitroomKeys == "" || cfg.paymentSecret == "" {
 			fmt.Fprintln(stderr, "flashline: --demo: development secrets in use (short, or waiting-room keys and the payment webhook secret derived from the JWT secret); never in production")
@@ -199,6 +219,9 @@ func checkSecrets(cfg serveConfig, stderr io.Writer) error {
 	}
 	if cfg.paymentSecret != "" {
 		secrets = append(secrets, struct{ name, value string }{"FLASHLINE_PAYMENT_WEBHOOK_SECRET", cfg.paymentSecret})
+	}
+	for _, s := range webhook.SplitSecrets(cfg.stripeSecrets) {
+		secrets = append(secrets, struct{ name, value string }{"FLASHLINE_STRIPE_WEBHOOK_SECRET", s})
 	}
 	for _, s := range secrets {
 		if len(s.value) < minSecretLen {
@@ -278,8 +301,19 @@ func serve(ctx context.Context, cfg serveConfig, conns budget, logger *slog.Logg
 	var payments *webhook.Verifier
 	if paymentSecret != "" {
 		payments = webhook.NewVerifier(paymentSecret)
-	} else {
+	} else if cfg.stripeSecrets == "" && cfg.adyenKeys == "" {
 		logger.Warn("flashline: no FLASHLINE_PAYMENT_WEBHOOK_SECRET: POST /payments/events is refused, and so are sales confirmed by payment (create them with \"confirmation\": \"customer\")")
+	}
+	// The payment providers' own webhooks.
+	var stripe *webhook.Verifier
+	if secrets := webhook.SplitSecrets(cfg.stripeSecrets); len(secrets) > 0 {
+		stripe = webhook.NewVerifier(secrets[0], secrets[1:]...).WithTolerance(cfg.stripeTolerance)
+	}
+	var adyen *webhook.AdyenVerifier
+	if keys := webhook.SplitSecrets(cfg.adyenKeys); len(keys) > 0 {
+		if adyen, err = webhook.NewAdyenVerifier(keys...); err != nil {
+			return fmt.Errorf("serve: FLASHLINE_ADYEN_HMAC_KEY: %w", err)
+		}
 	}
 	// The admission limit of the purchase path. What saturates first is a
 	// sale's hot row, and the coalescer bounds that itself, per sale (the
@@ -303,7 +337,8 @@ func serve(ctx context.Context, cfg serveConfig, conns budget, logger *slog.Logg
 	// drain deadline, however serve ends: a signal while it was still
 	// starting included.
 	in := &instance{cfg: cfg, conns: conns, logger: logger, stdout: stdout, running: newParts(logger),
-		verifier: verifier, keyring: keyring, payments: payments, paymentSecret: paymentSecret, limiter: limiter}
+		verifier: verifier, keyring: keyring, payments: payments, paymentSecret: paymentSecret, limiter: limiter,
+		stripe: stripe, adyen: adyen}
 	if err := in.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			// A stop signal while starting: stop what started, and say so.

@@ -29,16 +29,20 @@ function text(id, v) { const el = $(id); if (el) el.textContent = v; }
 
 const DATES = ["opensAt", "registrationOpensAt", "registrationClosesAt", "drawAt"];
 const INTS = ["initialStock", "perCustomerLimit", "reservationTtlSeconds", "buckets", "challengeBits",
-  "perInstrumentLimit", "minAccountAgeSeconds", "purchaseWindowSeconds"];
+  "perInstrumentLimit", "minAccountAgeSeconds", "purchaseWindowSeconds", "price.amount"];
 
 function createBody(form) {
   const body = {};
   for (const el of form.elements) {
     if (!el.name || el.value === "" && el.type !== "checkbox") continue;
     if (el.type === "checkbox") { if (el.checked) body[el.name] = true; continue; }
-    if (INTS.includes(el.name)) body[el.name] = Number(el.value);
-    else if (DATES.includes(el.name)) body[el.name] = new Date(el.value).toISOString();
-    else body[el.name] = el.value;
+    let v = el.value;
+    if (INTS.includes(el.name)) v = Number(v);
+    else if (DATES.includes(el.name)) v = new Date(v).toISOString();
+    // "price.amount": a field of an object of the body.
+    const [key, sub] = el.name.split(".");
+    if (sub) (body[key] = body[key] || {})[sub] = v;
+    else body[key] = v;
   }
   if (body.confirmation === undefined && $("create-submit").dataset.payments !== "true") {
     body.confirmation = "customer"; // the only kind this service can confirm
@@ -61,7 +65,7 @@ function initHome() {
     // The API names the field it refuses: show its answer by that field too.
     const msg = (r.data && r.data.error && r.data.error.message) || "";
     for (const el of form.elements) {
-      if (el.name && new RegExp("\\b" + el.name + "\\b").test(msg)) {
+      if (el.name && new RegExp("\\b" + el.name.replace(".", "\\.") + "\\b").test(msg)) {
         el.classList.add("invalid");
         const p = document.createElement("span");
         p.className = "field-error error";

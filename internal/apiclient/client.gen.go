@@ -46,6 +46,7 @@ func (e BulkVoidedResultsErrorCode) Valid() bool {
 
 // Defines values for LatePaymentsLatePaymentsReason.
 const (
+	AmountMismatch   LatePaymentsLatePaymentsReason = "amount_mismatch"
 	DuplicatePayment LatePaymentsLatePaymentsReason = "duplicate_payment"
 	HoldCancelled    LatePaymentsLatePaymentsReason = "hold_cancelled"
 	HoldExpired      LatePaymentsLatePaymentsReason = "hold_expired"
@@ -55,6 +56,8 @@ const (
 // Valid indicates whether the value is a known member of the LatePaymentsLatePaymentsReason enum.
 func (e LatePaymentsLatePaymentsReason) Valid() bool {
 	switch e {
+	case AmountMismatch:
+		return true
 	case DuplicatePayment:
 		return true
 	case HoldCancelled:
@@ -2474,6 +2477,36 @@ func (e EdgeWatermarks503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EmbedScript500JSONResponseBodyErrorCode.
+const (
+	EmbedScript500JSONResponseBodyErrorCodeInternal EmbedScript500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the EmbedScript500JSONResponseBodyErrorCode enum.
+func (e EmbedScript500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EmbedScript500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EmbedScriptHead500JSONResponseBodyErrorCode.
+const (
+	EmbedScriptHead500JSONResponseBodyErrorCodeInternal EmbedScriptHead500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the EmbedScriptHead500JSONResponseBodyErrorCode enum.
+func (e EmbedScriptHead500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EmbedScriptHead500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Healthz200JSONResponseBodyStatus.
 const (
 	Ok Healthz200JSONResponseBodyStatus = "ok"
@@ -2579,6 +2612,75 @@ func (e Openapi500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for AdyenWebhook400JSONResponseBodyErrorCode.
+const (
+	AdyenWebhook400JSONResponseBodyErrorCodeInvalidRequest   AdyenWebhook400JSONResponseBodyErrorCode = "invalid_request"
+	AdyenWebhook400JSONResponseBodyErrorCodeSignatureInvalid AdyenWebhook400JSONResponseBodyErrorCode = "signature_invalid"
+)
+
+// Valid indicates whether the value is a known member of the AdyenWebhook400JSONResponseBodyErrorCode enum.
+func (e AdyenWebhook400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case AdyenWebhook400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	case AdyenWebhook400JSONResponseBodyErrorCodeSignatureInvalid:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdyenWebhook409JSONResponseBodyErrorCode.
+const (
+	AdyenWebhook409JSONResponseBodyErrorCodePaymentReferenceUsed  AdyenWebhook409JSONResponseBodyErrorCode = "payment_reference_used"
+	AdyenWebhook409JSONResponseBodyErrorCodePaymentsNotConfigured AdyenWebhook409JSONResponseBodyErrorCode = "payments_not_configured"
+)
+
+// Valid indicates whether the value is a known member of the AdyenWebhook409JSONResponseBodyErrorCode enum.
+func (e AdyenWebhook409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case AdyenWebhook409JSONResponseBodyErrorCodePaymentReferenceUsed:
+		return true
+	case AdyenWebhook409JSONResponseBodyErrorCodePaymentsNotConfigured:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdyenWebhook422JSONResponseBodyErrorCode.
+const (
+	AdyenWebhook422JSONResponseBodyErrorCodeEventIdReused      AdyenWebhook422JSONResponseBodyErrorCode = "event_id_reused"
+	AdyenWebhook422JSONResponseBodyErrorCodeUnknownReservation AdyenWebhook422JSONResponseBodyErrorCode = "unknown_reservation"
+)
+
+// Valid indicates whether the value is a known member of the AdyenWebhook422JSONResponseBodyErrorCode enum.
+func (e AdyenWebhook422JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case AdyenWebhook422JSONResponseBodyErrorCodeEventIdReused:
+		return true
+	case AdyenWebhook422JSONResponseBodyErrorCodeUnknownReservation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdyenWebhook500JSONResponseBodyErrorCode.
+const (
+	AdyenWebhook500JSONResponseBodyErrorCodeInternal AdyenWebhook500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the AdyenWebhook500JSONResponseBodyErrorCode enum.
+func (e AdyenWebhook500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case AdyenWebhook500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PaymentEvent400JSONResponseBodyErrorCode.
 const (
 	PaymentEvent400JSONResponseBodyErrorCodeInvalidRequest   PaymentEvent400JSONResponseBodyErrorCode = "invalid_request"
@@ -2620,16 +2722,16 @@ func (e PaymentEvent409JSONResponseBodyErrorCode) Valid() bool {
 
 // Defines values for PaymentEvent422JSONResponseBodyErrorCode.
 const (
-	EventIdReused      PaymentEvent422JSONResponseBodyErrorCode = "event_id_reused"
-	UnknownReservation PaymentEvent422JSONResponseBodyErrorCode = "unknown_reservation"
+	PaymentEvent422JSONResponseBodyErrorCodeEventIdReused      PaymentEvent422JSONResponseBodyErrorCode = "event_id_reused"
+	PaymentEvent422JSONResponseBodyErrorCodeUnknownReservation PaymentEvent422JSONResponseBodyErrorCode = "unknown_reservation"
 )
 
 // Valid indicates whether the value is a known member of the PaymentEvent422JSONResponseBodyErrorCode enum.
 func (e PaymentEvent422JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
-	case EventIdReused:
+	case PaymentEvent422JSONResponseBodyErrorCodeEventIdReused:
 		return true
-	case UnknownReservation:
+	case PaymentEvent422JSONResponseBodyErrorCodeUnknownReservation:
 		return true
 	default:
 		return false
@@ -2645,6 +2747,78 @@ const (
 func (e PaymentEvent500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case PaymentEvent500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StripeWebhook400JSONResponseBodyErrorCode.
+const (
+	StripeWebhook400JSONResponseBodyErrorCodeInvalidRequest   StripeWebhook400JSONResponseBodyErrorCode = "invalid_request"
+	StripeWebhook400JSONResponseBodyErrorCodeSignatureExpired StripeWebhook400JSONResponseBodyErrorCode = "signature_expired"
+	StripeWebhook400JSONResponseBodyErrorCodeSignatureInvalid StripeWebhook400JSONResponseBodyErrorCode = "signature_invalid"
+)
+
+// Valid indicates whether the value is a known member of the StripeWebhook400JSONResponseBodyErrorCode enum.
+func (e StripeWebhook400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StripeWebhook400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	case StripeWebhook400JSONResponseBodyErrorCodeSignatureExpired:
+		return true
+	case StripeWebhook400JSONResponseBodyErrorCodeSignatureInvalid:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StripeWebhook409JSONResponseBodyErrorCode.
+const (
+	StripeWebhook409JSONResponseBodyErrorCodePaymentReferenceUsed  StripeWebhook409JSONResponseBodyErrorCode = "payment_reference_used"
+	StripeWebhook409JSONResponseBodyErrorCodePaymentsNotConfigured StripeWebhook409JSONResponseBodyErrorCode = "payments_not_configured"
+)
+
+// Valid indicates whether the value is a known member of the StripeWebhook409JSONResponseBodyErrorCode enum.
+func (e StripeWebhook409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StripeWebhook409JSONResponseBodyErrorCodePaymentReferenceUsed:
+		return true
+	case StripeWebhook409JSONResponseBodyErrorCodePaymentsNotConfigured:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StripeWebhook422JSONResponseBodyErrorCode.
+const (
+	StripeWebhook422JSONResponseBodyErrorCodeEventIdReused      StripeWebhook422JSONResponseBodyErrorCode = "event_id_reused"
+	StripeWebhook422JSONResponseBodyErrorCodeUnknownReservation StripeWebhook422JSONResponseBodyErrorCode = "unknown_reservation"
+)
+
+// Valid indicates whether the value is a known member of the StripeWebhook422JSONResponseBodyErrorCode enum.
+func (e StripeWebhook422JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StripeWebhook422JSONResponseBodyErrorCodeEventIdReused:
+		return true
+	case StripeWebhook422JSONResponseBodyErrorCodeUnknownReservation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StripeWebhook500JSONResponseBodyErrorCode.
+const (
+	StripeWebhook500JSONResponseBodyErrorCodeInternal StripeWebhook500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the StripeWebhook500JSONResponseBodyErrorCode enum.
+func (e StripeWebhook500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StripeWebhook500JSONResponseBodyErrorCodeInternal:
 		return true
 	default:
 		return false
@@ -4156,6 +4330,15 @@ type Extended struct {
 	Seconds int    `json:"seconds"`
 }
 
+// IgnoredEvent an event Flashline does not act on (another type, a partial refund, a payment with no reservation id): answered 200, so the provider does not send it again
+type IgnoredEvent struct {
+	EventId string `json:"eventId"`
+
+	// Ignored why, for people
+	Ignored string `json:"ignored"`
+	Type    string `json:"type"`
+}
+
 // Incident defines model for Incident.
 type Incident struct {
 	At         time.Time `json:"at"`
@@ -4283,6 +4466,9 @@ type NewSale struct {
 
 	// PerInstrumentLimit null or absent: no limit
 	PerInstrumentLimit *int `json:"perInstrumentLimit,omitempty"`
+
+	// Price the unit's price, checked against the payments that confirm holds; null or absent: none
+	Price *Price `json:"price,omitempty"`
 
 	// PurchaseWindowSeconds lottery sales: how long a winner has to buy
 	PurchaseWindowSeconds *int `json:"purchaseWindowSeconds,omitempty"`
@@ -4420,6 +4606,15 @@ type PolicyPolicy string
 type PositionRange struct {
 	P25 int `json:"p25"`
 	P75 int `json:"p75"`
+}
+
+// Price a unit's price: a payment that confirms a hold must pay quantity x amount in this currency, or it confirms nothing and is recorded as a late payment to refund (`amount_mismatch`)
+type Price struct {
+	// Amount minor units (cents)
+	Amount int `json:"amount"`
+
+	// Currency ISO 4217; stored upper case
+	Currency string `json:"currency"`
 }
 
 // Queue defines model for Queue.
@@ -4631,8 +4826,11 @@ type Sale struct {
 	PerCustomerLimit int     `json:"perCustomerLimit"`
 
 	// PerInstrumentLimit null: no limit
-	PerInstrumentLimit    *int `json:"perInstrumentLimit"`
-	ReservationTtlSeconds int  `json:"reservationTtlSeconds"`
+	PerInstrumentLimit *int `json:"perInstrumentLimit"`
+
+	// Price the unit's price; null: the sale states none (payments' amounts are stored, not checked)
+	Price                 *Price `json:"price"`
+	ReservationTtlSeconds int    `json:"reservationTtlSeconds"`
 
 	// SaleId `sale_` and a ULID
 	//
@@ -5229,6 +5427,12 @@ type EdgeWatermarks500JSONResponseBodyErrorCode string
 // EdgeWatermarks503JSONResponseBodyErrorCode defines parameters for EdgeWatermarks.
 type EdgeWatermarks503JSONResponseBodyErrorCode string
 
+// EmbedScript500JSONResponseBodyErrorCode defines parameters for EmbedScript.
+type EmbedScript500JSONResponseBodyErrorCode string
+
+// EmbedScriptHead500JSONResponseBodyErrorCode defines parameters for EmbedScriptHead.
+type EmbedScriptHead500JSONResponseBodyErrorCode string
+
 // Healthz200JSONResponseBodyStatus defines parameters for Healthz.
 type Healthz200JSONResponseBodyStatus string
 
@@ -5250,6 +5454,26 @@ type Metrics500JSONResponseBodyErrorCode string
 // Openapi500JSONResponseBodyErrorCode defines parameters for Openapi.
 type Openapi500JSONResponseBodyErrorCode string
 
+// AdyenWebhookJSONBody defines parameters for AdyenWebhook.
+type AdyenWebhookJSONBody struct {
+	Live              *string `json:"live,omitempty"`
+	NotificationItems []struct {
+		NotificationRequestItem map[string]interface{} `json:"NotificationRequestItem"`
+	} `json:"notificationItems"`
+}
+
+// AdyenWebhook400JSONResponseBodyErrorCode defines parameters for AdyenWebhook.
+type AdyenWebhook400JSONResponseBodyErrorCode string
+
+// AdyenWebhook409JSONResponseBodyErrorCode defines parameters for AdyenWebhook.
+type AdyenWebhook409JSONResponseBodyErrorCode string
+
+// AdyenWebhook422JSONResponseBodyErrorCode defines parameters for AdyenWebhook.
+type AdyenWebhook422JSONResponseBodyErrorCode string
+
+// AdyenWebhook500JSONResponseBodyErrorCode defines parameters for AdyenWebhook.
+type AdyenWebhook500JSONResponseBodyErrorCode string
+
 // PaymentEvent400JSONResponseBodyErrorCode defines parameters for PaymentEvent.
 type PaymentEvent400JSONResponseBodyErrorCode string
 
@@ -5261,6 +5485,32 @@ type PaymentEvent422JSONResponseBodyErrorCode string
 
 // PaymentEvent500JSONResponseBodyErrorCode defines parameters for PaymentEvent.
 type PaymentEvent500JSONResponseBodyErrorCode string
+
+// StripeWebhookJSONBody defines parameters for StripeWebhook.
+type StripeWebhookJSONBody struct {
+	Data struct {
+		Object map[string]interface{} `json:"object"`
+	} `json:"data"`
+	Id   string `json:"id"`
+	Type string `json:"type"`
+}
+
+// StripeWebhook200JSONResponseBody defines parameters for StripeWebhook.
+type StripeWebhook200JSONResponseBody struct {
+	union json.RawMessage
+}
+
+// StripeWebhook400JSONResponseBodyErrorCode defines parameters for StripeWebhook.
+type StripeWebhook400JSONResponseBodyErrorCode string
+
+// StripeWebhook409JSONResponseBodyErrorCode defines parameters for StripeWebhook.
+type StripeWebhook409JSONResponseBodyErrorCode string
+
+// StripeWebhook422JSONResponseBodyErrorCode defines parameters for StripeWebhook.
+type StripeWebhook422JSONResponseBodyErrorCode string
+
+// StripeWebhook500JSONResponseBodyErrorCode defines parameters for StripeWebhook.
+type StripeWebhook500JSONResponseBodyErrorCode string
 
 // Readyz200JSONResponseBodyStatus defines parameters for Readyz.
 type Readyz200JSONResponseBodyStatus string
@@ -5610,14 +5860,82 @@ type EdgeLeaseJSONRequestBody = EdgeRequest
 // EdgeSyncJSONRequestBody defines body for EdgeSync for application/json ContentType.
 type EdgeSyncJSONRequestBody = EdgeRequest
 
+// AdyenWebhookJSONRequestBody defines body for AdyenWebhook for application/json ContentType.
+type AdyenWebhookJSONRequestBody AdyenWebhookJSONBody
+
 // PaymentEventJSONRequestBody defines body for PaymentEvent for application/json ContentType.
 type PaymentEventJSONRequestBody = PaymentEvent
+
+// StripeWebhookJSONRequestBody defines body for StripeWebhook for application/json ContentType.
+type StripeWebhookJSONRequestBody StripeWebhookJSONBody
 
 // RegisterJSONRequestBody defines body for Register for application/json ContentType.
 type RegisterJSONRequestBody = RegisterRequest
 
 // ReserveJSONRequestBody defines body for Reserve for application/json ContentType.
 type ReserveJSONRequestBody = ReserveRequest
+
+// AsPaymentResult returns the union data inside the StripeWebhook200JSONResponseBody as a PaymentResult
+func (t StripeWebhook200JSONResponseBody) AsPaymentResult() (PaymentResult, error) {
+	var body PaymentResult
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPaymentResult overwrites any union data inside the StripeWebhook200JSONResponseBody as the provided PaymentResult
+func (t *StripeWebhook200JSONResponseBody) FromPaymentResult(v PaymentResult) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergePaymentResult performs a merge with any union data inside the StripeWebhook200JSONResponseBody, using the provided PaymentResult
+func (t *StripeWebhook200JSONResponseBody) MergePaymentResult(v PaymentResult) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIgnoredEvent returns the union data inside the StripeWebhook200JSONResponseBody as a IgnoredEvent
+func (t StripeWebhook200JSONResponseBody) AsIgnoredEvent() (IgnoredEvent, error) {
+	var body IgnoredEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIgnoredEvent overwrites any union data inside the StripeWebhook200JSONResponseBody as the provided IgnoredEvent
+func (t *StripeWebhook200JSONResponseBody) FromIgnoredEvent(v IgnoredEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeIgnoredEvent performs a merge with any union data inside the StripeWebhook200JSONResponseBody, using the provided IgnoredEvent
+func (t *StripeWebhook200JSONResponseBody) MergeIgnoredEvent(v IgnoredEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t StripeWebhook200JSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *StripeWebhook200JSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -6064,6 +6382,18 @@ type ClientInterface interface {
 	// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
 	EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// EmbedScript The buy button's script, for a shop's own page
+	//
+	// `<script src=".../embed.js" data-sale="sale_…" data-token="fnName">`: renders the sale's state in the shop's page with the waiting-room page's modules, and hands the shop a reservation id (docs/integration.md). Revalidated on every load; readable from any origin.
+	//
+	// Corresponds with GET /embed.js (the `EmbedScript` operationId).
+	EmbedScript(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EmbedScriptHead The buy button script's headers
+	//
+	// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
+	EmbedScriptHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz The process is up
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -6080,6 +6410,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /openapi.json (the `Openapi` operationId).
 	Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdyenWebhookWithBody Adyen's standard notification webhook, as Adyen sends it
+	//
+	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /payments/adyen (the `AdyenWebhook` operationId).
+	AdyenWebhookWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdyenWebhook Adyen's standard notification webhook, as Adyen sends it
+	//
+	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /payments/adyen (the `AdyenWebhook` operationId).
+	AdyenWebhook(ctx context.Context, body AdyenWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PaymentEventWithBody A payment event from the payment side
 	//
@@ -6098,6 +6446,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /payments/events (the `PaymentEvent` operationId).
 	PaymentEvent(ctx context.Context, body PaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StripeWebhookWithBody Stripe's webhook: payment intents and refunds, as Stripe sends them
+	//
+	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
+	StripeWebhookWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StripeWebhook Stripe's webhook: payment intents and refunds, as Stripe sends them
+	//
+	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
+	StripeWebhook(ctx context.Context, body StripeWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz The service can serve
 	//
@@ -7110,6 +7476,38 @@ func (c *Client) EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditor
 	return c.Client.Do(req)
 }
 
+// EmbedScript The buy button's script, for a shop's own page
+//
+// `<script src=".../embed.js" data-sale="sale_…" data-token="fnName">`: renders the sale's state in the shop's page with the waiting-room page's modules, and hands the shop a reservation id (docs/integration.md). Revalidated on every load; readable from any origin.
+//
+// Corresponds with GET /embed.js (the `EmbedScript` operationId).
+func (c *Client) EmbedScript(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEmbedScriptRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EmbedScriptHead The buy button script's headers
+//
+// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
+func (c *Client) EmbedScriptHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEmbedScriptHeadRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Healthz The process is up
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -7157,6 +7555,44 @@ func (c *Client) Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
+// AdyenWebhookWithBody Adyen's standard notification webhook, as Adyen sends it
+//
+// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /payments/adyen (the `AdyenWebhook` operationId).
+func (c *Client) AdyenWebhookWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdyenWebhookRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdyenWebhook Adyen's standard notification webhook, as Adyen sends it
+//
+// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /payments/adyen (the `AdyenWebhook` operationId).
+func (c *Client) AdyenWebhook(ctx context.Context, body AdyenWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdyenWebhookRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PaymentEventWithBody A payment event from the payment side
 //
 // Signed with the payment webhook secret (`Flashline-Signature`), checked on the raw body (16 KiB at most) before anything in it is read. Applied once per event id: delivered again, it answers its first outcome with `replayed: true`.
@@ -7185,6 +7621,44 @@ func (c *Client) PaymentEventWithBody(ctx context.Context, contentType string, b
 // Corresponds with POST /payments/events (the `PaymentEvent` operationId).
 func (c *Client) PaymentEvent(ctx context.Context, body PaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPaymentEventRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StripeWebhookWithBody Stripe's webhook: payment intents and refunds, as Stripe sends them
+//
+// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
+func (c *Client) StripeWebhookWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStripeWebhookRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StripeWebhook Stripe's webhook: payment intents and refunds, as Stripe sends them
+//
+// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
+func (c *Client) StripeWebhook(ctx context.Context, body StripeWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStripeWebhookRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8798,6 +9272,60 @@ func NewEdgeWatermarksRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewEmbedScriptRequest constructs an http.Request for the EmbedScript method
+func NewEmbedScriptRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/embed.js")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEmbedScriptHeadRequest constructs an http.Request for the EmbedScriptHead method
+func NewEmbedScriptHeadRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/embed.js")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -8879,6 +9407,46 @@ func NewOpenapiRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewAdyenWebhookRequest calls the generic AdyenWebhook builder with application/json body
+func NewAdyenWebhookRequest(server string, body AdyenWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAdyenWebhookRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAdyenWebhookRequestWithBody constructs an http.Request for the AdyenWebhook method, with any body, and a specified content type
+func NewAdyenWebhookRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/payments/adyen")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPaymentEventRequest calls the generic PaymentEvent builder with application/json body
 func NewPaymentEventRequest(server string, body PaymentEventJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -8900,6 +9468,46 @@ func NewPaymentEventRequestWithBody(server string, contentType string, body io.R
 	}
 
 	operationPath := fmt.Sprintf("/payments/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewStripeWebhookRequest calls the generic StripeWebhook builder with application/json body
+func NewStripeWebhookRequest(server string, body StripeWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewStripeWebhookRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewStripeWebhookRequestWithBody constructs an http.Request for the StripeWebhook method, with any body, and a specified content type
+func NewStripeWebhookRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/payments/stripe")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -10364,6 +10972,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
 	EdgeWatermarksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EdgeWatermarksResponse, error)
 
+	// EmbedScriptWithResponse The buy button's script, for a shop's own page
+	//
+	// `<script src=".../embed.js" data-sale="sale_…" data-token="fnName">`: renders the sale's state in the shop's page with the waiting-room page's modules, and hands the shop a reservation id (docs/integration.md). Revalidated on every load; readable from any origin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /embed.js (the `EmbedScript` operationId).
+	EmbedScriptWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EmbedScriptResponse, error)
+
+	// EmbedScriptHeadWithResponse The buy button script's headers
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
+	EmbedScriptHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EmbedScriptHeadResponse, error)
+
 	// HealthzWithResponse The process is up
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -10387,6 +11011,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /openapi.json (the `Openapi` operationId).
 	OpenapiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*OpenapiResponse, error)
 
+	// AdyenWebhookWithBodyWithResponse Adyen's standard notification webhook, as Adyen sends it
+	//
+	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /payments/adyen (the `AdyenWebhook` operationId).
+	AdyenWebhookWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AdyenWebhookResponse, error)
+
+	// AdyenWebhookWithResponse Adyen's standard notification webhook, as Adyen sends it
+	//
+	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /payments/adyen (the `AdyenWebhook` operationId).
+	AdyenWebhookWithResponse(ctx context.Context, body AdyenWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*AdyenWebhookResponse, error)
+
 	// PaymentEventWithBodyWithResponse A payment event from the payment side
 	//
 	// Signed with the payment webhook secret (`Flashline-Signature`), checked on the raw body (16 KiB at most) before anything in it is read. Applied once per event id: delivered again, it answers its first outcome with `replayed: true`.
@@ -10404,6 +11046,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /payments/events (the `PaymentEvent` operationId).
 	PaymentEventWithResponse(ctx context.Context, body PaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*PaymentEventResponse, error)
+
+	// StripeWebhookWithBodyWithResponse Stripe's webhook: payment intents and refunds, as Stripe sends them
+	//
+	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
+	StripeWebhookWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StripeWebhookResponse, error)
+
+	// StripeWebhookWithResponse Stripe's webhook: payment intents and refunds, as Stripe sends them
+	//
+	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
+	StripeWebhookWithResponse(ctx context.Context, body StripeWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*StripeWebhookResponse, error)
 
 	// ReadyzWithResponse The service can serve
 	//
@@ -13110,6 +13770,88 @@ func (r EdgeWatermarksResponse) ContentType() string {
 	return ""
 }
 
+type EmbedScriptResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r EmbedScriptResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EmbedScriptResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EmbedScriptResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EmbedScriptResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EmbedScriptResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EmbedScriptHeadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r EmbedScriptHeadResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r EmbedScriptHeadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EmbedScriptHeadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EmbedScriptHeadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EmbedScriptHeadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13272,6 +14014,110 @@ func (r OpenapiResponse) ContentType() string {
 	return ""
 }
 
+type AdyenWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *struct {
+		Error struct {
+			Code AdyenWebhook400JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code AdyenWebhook409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *struct {
+		Error struct {
+			Code AdyenWebhook422JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AdyenWebhookResponse) GetJSON400() *struct {
+	Error struct {
+		Code AdyenWebhook400JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON400
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AdyenWebhookResponse) GetJSON409() *struct {
+	Error struct {
+		Code AdyenWebhook409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AdyenWebhookResponse) GetJSON422() *struct {
+	Error struct {
+		Code AdyenWebhook422JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON422
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdyenWebhookResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AdyenWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdyenWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdyenWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdyenWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PaymentEventResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13377,6 +14223,117 @@ func (r PaymentEventResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PaymentEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type StripeWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StripeWebhook200JSONResponseBody
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *struct {
+		Error struct {
+			Code StripeWebhook400JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code StripeWebhook409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *struct {
+		Error struct {
+			Code StripeWebhook422JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StripeWebhookResponse) GetJSON200() *StripeWebhook200JSONResponseBody {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r StripeWebhookResponse) GetJSON400() *struct {
+	Error struct {
+		Code StripeWebhook400JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON400
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r StripeWebhookResponse) GetJSON409() *struct {
+	Error struct {
+		Code StripeWebhook409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r StripeWebhookResponse) GetJSON422() *struct {
+	Error struct {
+		Code StripeWebhook422JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON422
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StripeWebhookResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r StripeWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StripeWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StripeWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StripeWebhookResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16195,6 +17152,34 @@ func (c *ClientWithResponses) EdgeWatermarksWithResponse(ctx context.Context, re
 	return ParseEdgeWatermarksResponse(rsp)
 }
 
+// EmbedScriptWithResponse The buy button's script, for a shop's own page
+//
+// `<script src=".../embed.js" data-sale="sale_…" data-token="fnName">`: renders the sale's state in the shop's page with the waiting-room page's modules, and hands the shop a reservation id (docs/integration.md). Revalidated on every load; readable from any origin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /embed.js (the `EmbedScript` operationId).
+func (c *ClientWithResponses) EmbedScriptWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EmbedScriptResponse, error) {
+	rsp, err := c.EmbedScript(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEmbedScriptResponse(rsp)
+}
+
+// EmbedScriptHeadWithResponse The buy button script's headers
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
+func (c *ClientWithResponses) EmbedScriptHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EmbedScriptHeadResponse, error) {
+	rsp, err := c.EmbedScriptHead(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEmbedScriptHeadResponse(rsp)
+}
+
 // HealthzWithResponse The process is up
 //
 // Returns a wrapper object for the known response body format(s).
@@ -16236,6 +17221,36 @@ func (c *ClientWithResponses) OpenapiWithResponse(ctx context.Context, reqEditor
 	return ParseOpenapiResponse(rsp)
 }
 
+// AdyenWebhookWithBodyWithResponse Adyen's standard notification webhook, as Adyen sends it
+//
+// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /payments/adyen (the `AdyenWebhook` operationId).
+func (c *ClientWithResponses) AdyenWebhookWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AdyenWebhookResponse, error) {
+	rsp, err := c.AdyenWebhookWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdyenWebhookResponse(rsp)
+}
+
+// AdyenWebhookWithResponse Adyen's standard notification webhook, as Adyen sends it
+//
+// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /payments/adyen (the `AdyenWebhook` operationId).
+func (c *ClientWithResponses) AdyenWebhookWithResponse(ctx context.Context, body AdyenWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*AdyenWebhookResponse, error) {
+	rsp, err := c.AdyenWebhook(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdyenWebhookResponse(rsp)
+}
+
 // PaymentEventWithBodyWithResponse A payment event from the payment side
 //
 // Signed with the payment webhook secret (`Flashline-Signature`), checked on the raw body (16 KiB at most) before anything in it is read. Applied once per event id: delivered again, it answers its first outcome with `replayed: true`.
@@ -16264,6 +17279,36 @@ func (c *ClientWithResponses) PaymentEventWithResponse(ctx context.Context, body
 		return nil, err
 	}
 	return ParsePaymentEventResponse(rsp)
+}
+
+// StripeWebhookWithBodyWithResponse Stripe's webhook: payment intents and refunds, as Stripe sends them
+//
+// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
+func (c *ClientWithResponses) StripeWebhookWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StripeWebhookResponse, error) {
+	rsp, err := c.StripeWebhookWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStripeWebhookResponse(rsp)
+}
+
+// StripeWebhookWithResponse Stripe's webhook: payment intents and refunds, as Stripe sends them
+//
+// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
+func (c *ClientWithResponses) StripeWebhookWithResponse(ctx context.Context, body StripeWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*StripeWebhookResponse, error) {
+	rsp, err := c.StripeWebhook(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStripeWebhookResponse(rsp)
 }
 
 // ReadyzWithResponse The service can serve
@@ -18621,6 +19666,61 @@ func ParseEdgeWatermarksResponse(rsp *http.Response) (*EdgeWatermarksResponse, e
 	return response, nil
 }
 
+// ParseEmbedScriptResponse parses an HTTP response from a EmbedScriptWithResponse call
+func ParseEmbedScriptResponse(rsp *http.Response) (*EmbedScriptResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EmbedScriptResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseEmbedScriptHeadResponse parses an HTTP response from a EmbedScriptHeadWithResponse call
+func ParseEmbedScriptHeadResponse(rsp *http.Response) (*EmbedScriptHeadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EmbedScriptHeadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
 func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -18736,6 +19836,74 @@ func ParseOpenapiResponse(rsp *http.Response) (*OpenapiResponse, error) {
 	return response, nil
 }
 
+// ParseAdyenWebhookResponse parses an HTTP response from a AdyenWebhookWithResponse call
+func ParseAdyenWebhookResponse(rsp *http.Response) (*AdyenWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdyenWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Error struct {
+				Code AdyenWebhook400JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code AdyenWebhook409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest struct {
+			Error struct {
+				Code AdyenWebhook422JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePaymentEventResponse parses an HTTP response from a PaymentEventWithResponse call
 func ParsePaymentEventResponse(rsp *http.Response) (*PaymentEventResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -18789,6 +19957,81 @@ func ParsePaymentEventResponse(rsp *http.Response) (*PaymentEventResponse, error
 		var dest struct {
 			Error struct {
 				Code PaymentEvent422JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseStripeWebhookResponse parses an HTTP response from a StripeWebhookWithResponse call
+func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StripeWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StripeWebhook200JSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Error struct {
+				Code StripeWebhook400JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code StripeWebhook409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest struct {
+			Error struct {
+				Code StripeWebhook422JSONResponseBodyErrorCode `json:"code"`
 
 				// Message for people; may change
 				Message string `json:"message"`

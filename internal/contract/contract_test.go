@@ -16,7 +16,7 @@ const (
 	sale   = `{"saleId":"` + saleID + `","sku":"s","title":"s","imageUrl":null,"state":"open","initialStock":1,"available":1,"pending":0,"confirmed":0,
 "expired":0,"cancelled":0,"voided":0,"perCustomerLimit":1,"reservationTtlSeconds":600,"admission":"direct","buckets":1,
 "fairness":"randomized_at_open","challengeBits":0,"perInstrumentLimit":null,"minAccountAgeSeconds":0,"confirmation":"payment",
-"opensAt":null,"invariant":{"ok":true,"checkedAt":null},"gate":{"kind":"none"}}`
+"opensAt":null,"invariant":{"ok":true,"checkedAt":null},"gate":{"kind":"none"},"price":null}`
 )
 
 func TestDocumentIs31(t *testing.T) {

@@ -187,6 +187,8 @@ type Sale struct {
 	Confirmation          string
 	Title                 *string
 	ImageUrl              *string
+	PriceAmount           *int64
+	PriceCurrency         *string
 }
 
 type SaleInvariant struct {

@@ -221,6 +221,32 @@ func (q *Queries) PaymentEventSetOutcome(ctx context.Context, arg PaymentEventSe
 	return err
 }
 
+const paymentRefundedBefore = `-- name: PaymentRefundedBefore :one
+SELECT EXISTS (
+    SELECT 1 FROM payment_events
+     WHERE reservation_id = $1
+       AND payment_reference = $2::text
+       AND type = 'refund.succeeded'
+)::boolean AS refunded
+`
+
+type PaymentRefundedBeforeParams struct {
+	ReservationID    string
+	PaymentReference string
+}
+
+// Whether a refund of this payment for this reservation was applied already:
+// a provider may deliver the refund before the payment's success (they are
+// separate events, retried separately). The reservation is locked, so no
+// event about it is being applied meanwhile. payment_events_reservation
+// finds the reservation's few events.
+func (q *Queries) PaymentRefundedBefore(ctx context.Context, arg PaymentRefundedBeforeParams) (bool, error) {
+	row := q.db.QueryRow(ctx, paymentRefundedBefore, arg.ReservationID, arg.PaymentReference)
+	var refunded bool
+	err := row.Scan(&refunded)
+	return refunded, err
+}
+
 const reservationConfirmByPayment = `-- name: ReservationConfirmByPayment :one
 WITH r AS (
     UPDATE reservations
@@ -265,10 +291,12 @@ func (q *Queries) ReservationConfirmByPayment(ctx context.Context, arg Reservati
 }
 
 const reservationLockForPayment = `-- name: ReservationLockForPayment :one
-SELECT r.reservation_id, r.sale_id, r.state,
+SELECT r.reservation_id, r.sale_id, r.state, r.quantity,
        (r.expires_at <= now())::boolean AS past_expiry,
-       o.order_id, o.payment_reference
+       o.order_id, o.payment_reference,
+       s.price_amount, s.price_currency
   FROM reservations r
+  JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
  WHERE r.reservation_id = $1
    FOR NO KEY UPDATE OF r
@@ -282,9 +310,12 @@ type ReservationLockForPaymentRow struct {
 	ReservationID    string
 	SaleID           string
 	State            string
+	Quantity         int32
 	PastExpiry       bool
 	OrderID          *string
 	PaymentReference *string
+	PriceAmount      *int64
+	PriceCurrency    *string
 }
 
 // Locks the reservation an event is about, so that the decision below and
@@ -295,7 +326,9 @@ type ReservationLockForPaymentRow struct {
 // UPDATEs take: it leaves foreign-key checks of rows that reference the
 // reservation (orders, payment_events, late_payments: FOR KEY SHARE) free.
 // past_expiry uses the transaction's start time, as
-// ReservationConfirmByPayment does.
+// ReservationConfirmByPayment does. The sale's price (NULL: none) and the
+// hold's quantity are what a payment must pay when the sale states one;
+// the sale's row is read, not locked (its price never changes).
 func (q *Queries) ReservationLockForPayment(ctx context.Context, arg ReservationLockForPaymentParams) (ReservationLockForPaymentRow, error) {
 	row := q.db.QueryRow(ctx, reservationLockForPayment, arg.ReservationID)
 	var i ReservationLockForPaymentRow
@@ -303,9 +336,12 @@ func (q *Queries) ReservationLockForPayment(ctx context.Context, arg Reservation
 		&i.ReservationID,
 		&i.SaleID,
 		&i.State,
+		&i.Quantity,
 		&i.PastExpiry,
 		&i.OrderID,
 		&i.PaymentReference,
+		&i.PriceAmount,
+		&i.PriceCurrency,
 	)
 	return i, err
 }

@@ -30,7 +30,7 @@ SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
        s.pause_reason, s.created_at, s.fairness, s.challenge_bits,
        s.per_instrument_limit, s.min_account_age_seconds, s.confirmation, s.gate,
-       s.title, s.image_url,
+       s.title, s.image_url, s.price_amount, s.price_currency,
        i.available, i.pending, i.confirmed, i.expired, i.cancelled, i.voided,
        i.ledger_total, i.ok AS counts_ok,
        v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,
@@ -66,6 +66,8 @@ type SaleGetRow struct {
 	Gate                  string
 	Title                 *string
 	ImageUrl              *string
+	PriceAmount           *int64
+	PriceCurrency         *string
 	Available             int64
 	Pending               int64
 	Confirmed             int64
@@ -105,6 +107,8 @@ func (q *Queries) SaleGet(ctx context.Context, arg SaleGetParams) (SaleGetRow, e
 		&i.Gate,
 		&i.Title,
 		&i.ImageUrl,
+		&i.PriceAmount,
+		&i.PriceCurrency,
 		&i.Available,
 		&i.Pending,
 		&i.Confirmed,
@@ -126,12 +130,13 @@ INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
                    min_account_age_seconds, draw_seed, confirmation, gate,
-                   title, image_url)
+                   title, image_url, price_amount, price_currency)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9,
         $10, $11, $12,
         $13, $14, $15, $16,
-        $17, $18)
+        $17, $18, $19,
+        $20)
 RETURNING sale_id
 `
 
@@ -154,6 +159,8 @@ type SaleInsertParams struct {
 	Gate                  string
 	Title                 *string
 	ImageUrl              *string
+	PriceAmount           *int64
+	PriceCurrency         *string
 }
 
 func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string, error) {
@@ -176,6 +183,8 @@ func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string,
 		arg.Gate,
 		arg.Title,
 		arg.ImageUrl,
+		arg.PriceAmount,
+		arg.PriceCurrency,
 	)
 	var sale_id string
 	err := row.Scan(&sale_id)

@@ -46,14 +46,31 @@ UPDATE payment_events
 -- UPDATEs take: it leaves foreign-key checks of rows that reference the
 -- reservation (orders, payment_events, late_payments: FOR KEY SHARE) free.
 -- past_expiry uses the transaction's start time, as
--- ReservationConfirmByPayment does.
-SELECT r.reservation_id, r.sale_id, r.state,
+-- ReservationConfirmByPayment does. The sale's price (NULL: none) and the
+-- hold's quantity are what a payment must pay when the sale states one;
+-- the sale's row is read, not locked (its price never changes).
+SELECT r.reservation_id, r.sale_id, r.state, r.quantity,
        (r.expires_at <= now())::boolean AS past_expiry,
-       o.order_id, o.payment_reference
+       o.order_id, o.payment_reference,
+       s.price_amount, s.price_currency
   FROM reservations r
+  JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
  WHERE r.reservation_id = @reservation_id
    FOR NO KEY UPDATE OF r;
+
+-- name: PaymentRefundedBefore :one
+-- Whether a refund of this payment for this reservation was applied already:
+-- a provider may deliver the refund before the payment's success (they are
+-- separate events, retried separately). The reservation is locked, so no
+-- event about it is being applied meanwhile. payment_events_reservation
+-- finds the reservation's few events.
+SELECT EXISTS (
+    SELECT 1 FROM payment_events
+     WHERE reservation_id = @reservation_id
+       AND payment_reference = @payment_reference::text
+       AND type = 'refund.succeeded'
+)::boolean AS refunded;
 
 -- name: ReservationConfirmByPayment :one
 -- payment.succeeded on a pending hold whose time is not up: confirmed, and

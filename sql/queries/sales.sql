@@ -10,12 +10,13 @@ INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
                    min_account_age_seconds, draw_seed, confirmation, gate,
-                   title, image_url)
+                   title, image_url, price_amount, price_currency)
 VALUES (@sale_id, @sku, @state, @initial_stock, @per_customer_limit,
         @reservation_ttl_seconds, sqlc.narg(opens_at), @admission, @buckets,
         @fairness, @challenge_bits, sqlc.narg(per_instrument_limit),
         @min_account_age_seconds, @draw_seed, @confirmation, @gate,
-        sqlc.narg(title), sqlc.narg(image_url))
+        sqlc.narg(title), sqlc.narg(image_url), sqlc.narg(price_amount),
+        sqlc.narg(price_currency))
 RETURNING sale_id;
 
 -- name: StockInsert :exec
@@ -37,7 +38,7 @@ SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
        s.pause_reason, s.created_at, s.fairness, s.challenge_bits,
        s.per_instrument_limit, s.min_account_age_seconds, s.confirmation, s.gate,
-       s.title, s.image_url,
+       s.title, s.image_url, s.price_amount, s.price_currency,
        i.available, i.pending, i.confirmed, i.expired, i.cancelled, i.voided,
        i.ledger_total, i.ok AS counts_ok,
        v.ok AS invariant_ok, v.checked_at AS invariant_checked_at,

@@ -195,6 +195,16 @@ function ensureSolving(ch) {
   });
 }
 
+// newWorker starts the worker script at url. A page may start a worker only
+// from its own origin: on a shop's page (embed.js) the script is Flashline's,
+// so the worker is a script of the page's own (a blob) that imports it.
+function newWorker(url) {
+  const abs = new URL(url, window.location.href);
+  if (abs.origin === window.location.origin) return new Worker(abs.href);
+  const boot = new Blob(["importScripts(" + JSON.stringify(abs.href) + ");"], { type: "text/javascript" });
+  return new Worker(URL.createObjectURL(boot));
+}
+
 // solveInWorker solves a proof of work in the page's worker (one at a time:
 // a new one stops the last), handing each message to onMessage; the worker
 // stops once solved, and its errors are shown.
@@ -202,7 +212,7 @@ export function solveInWorker(ch, onMessage) {
   if (state.worker) state.worker.terminate();
   let worker;
   try {
-    worker = state.worker = new Worker(app.dataset.worker);
+    worker = state.worker = newWorker(app.dataset.worker);
   } catch (e) {
     return showError("This browser cannot run the check the sale needs (Web Workers are off).");
   }

@@ -19,6 +19,7 @@ import { api, retryAfterMs } from "./api.js";
 import { app, $, setState, showError, formatLeft } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { getTicket, showSoldOut } from "./line.js";
+import { notify } from "./host.js";
 
 // reserve makes the reservation with the admission token kept, or goes back
 // to the line when there is none.
@@ -163,6 +164,7 @@ function showReserved(res) {
     setState("reserved", "Reserved for you until " + el.textContent + ". Pay before the time runs out.");
   }
   schedule(refresh, res.awaitingPayment ? REFRESH_PAYMENT_MS : REFRESH_RESERVED_MS);
+  notify("onReserved", res);
   if (isNaN(expires)) return;
   const tick = function () {
     const left = expires - (Date.now() + state.clockSkewMs);
@@ -232,6 +234,10 @@ function timeUp() {
 export function pay() {
   const res = store.getJSON(state.keys.reservation);
   if (!res) return;
+  // On a shop's page, Pay hands the hold to the shop's checkout first
+  // (embed.js: an event, and the redirect the shop named); false: the shop
+  // took over, and the page stays as it is.
+  if (notify("onCheckout", res) === false) return;
   // No refresh while the confirm is in flight: its answer decides what the
   // page shows next (a refresh that moved the countdown would put the Pay
   // button back while the confirm is on its way).
@@ -311,6 +317,7 @@ export function showPaid(order) {
   store.del(state.keys.admission);
   $("order-id").textContent = order.orderId;
   setState("paid", "Paid — order " + order.orderId + ".");
+  notify("onOrder", order);
 }
 
 // uuid is a random (version 4) UUID for the Idempotency-Key.

@@ -3,24 +3,26 @@
 // everything that runs in the background (stopAll).
 
 import { jwtKey } from "./storage.js";
+import { host } from "./host.js";
 
 // The page is either served by the API itself at /sales/{id}/wait, or
 // exported as static files (flashline page export) for a CDN or any web
 // server: the export names the sale and the API's base URL in meta tags;
 // served, both are empty (the sale from the address, the API on this origin).
+// On a shop's page (embed.js) the script tag names both (host.js).
 function meta(name) {
   const m = document.querySelector('meta[name="' + name + '"]');
   return m ? m.content.trim() : "";
 }
-const exportedSale = meta("flashline-sale");
-const match = exportedSale ? null : window.location.pathname.match(/^\/sales\/([^/]+)\/wait\/?$/);
+const exportedSale = host.embedded ? host.saleId : meta("flashline-sale");
+const match = exportedSale || host.embedded ? null : window.location.pathname.match(/^\/sales\/([^/]+)\/wait\/?$/);
 const saleId = exportedSale || (match ? decodeURIComponent(match[1]) : "");
 
 // sale is fixed for the page's life.
 export const sale = Object.freeze({
   known: saleId !== "",  // false: the address is not a sale's waiting room
   id: saleId,
-  api: meta("flashline-api").replace(/\/+$/, ""), // the API's base URL ("": this origin)
+  api: (host.embedded ? host.api : meta("flashline-api")).replace(/\/+$/, ""), // the API's base URL ("": this origin)
   base: "/sales/" + encodeURIComponent(saleId), // the sale's API path
   jwtKey: jwtKey(saleId) // where the customer's token is kept
 });

@@ -7,10 +7,13 @@
 // the current one is shown.
 
 import { state, stopAll } from "./state.js";
+import { host } from "./host.js";
 
-export const app = document.getElementById("app");
+// The elements are the page's, or (embedded) in the shadow root the embed
+// made in the shop's page: host.root either way.
+export const app = host.root.getElementById("app");
 
-export function $(id) { return document.getElementById(id); }
+export function $(id) { return host.root.getElementById(id); }
 
 const sectionOf = { reserving: "admitted", awaiting_payment: "reserved" };
 
@@ -101,7 +104,7 @@ export function showSale(p) {
   if (!p) return;
   if (typeof p.title === "string" && p.title !== "") {
     $("product-title").textContent = p.title;
-    document.title = p.title + " — waiting room";
+    if (!host.embedded) document.title = p.title + " — waiting room"; // the shop's title is the shop's
   }
   const img = $("product-image");
   if (typeof p.imageUrl === "string" && p.imageUrl.indexOf("https:") === 0 && img.getAttribute("src") !== p.imageUrl) {

@@ -2,72 +2,15 @@
 // challenge in a worker when the sale asks for one), reserve when admitted,
 // then pay. The HTTP contract is the README's API section.
 //
-// This file starts the page and says what each button does; the rest is in
-// one file per concern:
-//
-//   storage.js   what survives a reload (localStorage, per sale and customer)
-//   state.js     the sale, the page's mutable state in one object, the pending step
-//   api.js       the API calls
-//   ui.js        the page's states on screen
-//   account.js   the customer's token: sign in, the account chooser
-//   line.js      the ticket, the status polls, the proof of work
-//   purchase.js  reserve, the hold's countdown, pay, and the ends
-//   lottery.js   a lottery sale: register, the draw's outcome, buy when drawn
-//
-// They are ES modules (<script type="module">, imports between files of this
-// origin), not classic scripts sharing a global: each file names what it uses
-// and the browser links them before anything runs (a missing name fails the
-// load at once, not at the first click), nothing is global, and they are
-// strict and deferred without saying so. They need nothing the page did not
-// have: script-src 'self' covers imports, the assets are served as
-// text/javascript, and relative imports resolve under the same versioned,
-// immutable asset path as this file. wait.html preloads every one
-// (rel=modulepreload) so that they load in parallel with this one.
+// This file starts the page: the sale from the address, the customer's token
+// from the link (#token=…) or what is kept. The flow itself is flow.js's,
+// the one a shop's page runs too (embed.js).
 
-import { store, keysFor } from "./storage.js";
-import { sale, state, stopAll } from "./state.js";
-import { $, setState, showError } from "./ui.js";
-import { claims, hasSubject, isExpired, usable, showSignin, signIn, askAccount, chooseAccount } from "./account.js";
-import { loadPolicy, getTicket, dropTicket } from "./line.js";
-import { reserve, resumeReservation, pay, forgetAttempt, showPaid } from "./purchase.js";
-import { lotteryOrLine } from "./lottery.js";
-
-// begin (re)starts the flow from what is kept: the order, the reservation,
-// the admission, or the place in line.
-function begin() {
-  stopAll();
-  state.attempts = 0;
-  state.ticketResets = 0;
-  state.jwt = store.get(sale.jwtKey);
-  loadPolicy(); // read once per page (fetchPolicy): the product, the opening, the rules
-  if (!state.jwt) return showSignin();
-  const c = claims(state.jwt);
-  if (!hasSubject(c)) {
-    store.del(sale.jwtKey);
-    state.jwt = null;
-    return showSignin("That token could not be read. Paste the access token your store gave you.");
-  }
-  if (isExpired(c)) {
-    store.del(sale.jwtKey);
-    state.jwt = null;
-    return showSignin("Your access token has expired. Get a new one from the store.");
-  }
-  $("account-id").textContent = c.sub;
-  $("account-line").hidden = false;
-  state.keys = keysFor(sale.id, c.sub);
-  state.ticket = store.get(state.keys.ticket);
-  const pow = store.getJSON(state.keys.pow);
-  state.solution = pow && pow.nonce && pow.solution ? { nonce: pow.nonce, value: pow.solution } : null;
-
-  const order = store.getJSON(state.keys.order);
-  if (order && order.orderId) return showPaid(order);
-  const res = store.getJSON(state.keys.reservation);
-  if (res && res.reservationId) return resumeReservation(res, begin);
-  const adm = store.getJSON(state.keys.admission);
-  if (adm && adm.token && adm.expiresAt > Date.now()) return reserve();
-  setState("loading", "Getting your place in line…");
-  lotteryOrLine(getTicket);
-}
+import { store } from "./storage.js";
+import { sale } from "./state.js";
+import { $, showError } from "./ui.js";
+import { usable, askAccount } from "./account.js";
+import { begin } from "./flow.js";
 
 // start reads the sale from the address and the token from the link.
 function start() {
@@ -85,26 +28,5 @@ function start() {
   }
   begin();
 }
-
-$("signin-form").addEventListener("submit", function (ev) {
-  ev.preventDefault();
-  if (signIn()) begin();
-});
-$("account-keep").addEventListener("click", function () {
-  chooseAccount(false);
-  begin();
-});
-$("account-switch").addEventListener("click", function () {
-  chooseAccount(true);
-  begin();
-});
-$("pay").addEventListener("click", pay);
-$("rejoin").addEventListener("click", function () {
-  dropTicket();
-  store.del(state.keys.pow);
-  forgetAttempt();
-  begin();
-});
-$("retry").addEventListener("click", begin);
 
 start();

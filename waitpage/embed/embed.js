@@ -1,0 +1,56 @@
+/* Flashline's buy button, for a shop's own page:
+
+     <div id="drop"></div>
+     <script src="https://flashline.example/embed.js" data-sale="sale_…"
+             data-token="shopFlashlineToken" data-target="#drop"
+             data-checkout-url="/checkout?hold={reservationId}"></script>
+
+   data-sale      the sale (required)
+   data-token     the name of a function of the page that returns the
+                  customer's Flashline token (a JWT), or a promise of it
+   data-target    a selector of the element to render in (default: a new
+                  element right after this script tag)
+   data-api       the API's base URL (default: where this script came from)
+   data-checkout-url  where Pay sends the shopper, {reservationId} and
+                  {saleId} filled in (default: stay, and wait for the payment)
+
+   It renders the sale's state in a shadow root (styled through --flashline-*
+   custom properties) with the modules of the waiting-room page, loaded from
+   Flashline's origin (embed-main.js says what the page gets back). One
+   button per page. This file is a classic script: it is the one that knows
+   its own tag (document.currentScript). */
+(function () {
+  "use strict";
+  var script = document.currentScript;
+  if (!script || window.__flashlineEmbed) return;
+  var d = script.dataset;
+  var src = new URL(script.src, window.location.href);
+  // Flashline's base: this script's URL without /embed.js (an API served
+  // under a prefix keeps it).
+  var base = src.origin + src.pathname.replace(/\/embed\.js$/, "");
+  var assets = base + "{{ASSETS}}";
+  var mount = d.target ? document.querySelector(d.target) : null;
+  if (!mount) {
+    mount = document.createElement("div");
+    script.parentNode.insertBefore(mount, script.nextSibling);
+  }
+  mount.classList.add("flashline-embed");
+  var root = mount.attachShadow({ mode: "open" });
+  root.innerHTML = '<link rel="stylesheet" href="' + assets + '/wait.css">' +
+    '<link rel="stylesheet" href="' + assets + '/embed.css">' +
+    {{MARKUP}}.split("@@ASSETS@@").join(assets);
+  window.__flashlineEmbed = {
+    root: root,
+    mount: mount,
+    sale: d.sale || "",
+    api: d.api || {{API}} || base,
+    tokenCallback: d.token || "",
+    checkoutURL: d.checkoutUrl || "",
+    started: false
+  };
+  import(assets + "/embed-main.js").catch(function (e) {
+    root.getElementById("error-text").textContent = "The sale could not be loaded: " + (e && e.message || e);
+    var panels = root.querySelectorAll("section[id^='state-']");
+    for (var i = 0; i < panels.length; i++) panels[i].hidden = panels[i].id !== "state-error";
+  });
+})();
