@@ -280,3 +280,132 @@ type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
+
+// Live is GET /admin/sales/{saleId}/live: the console's snapshot of a sale,
+// read at most once a second per sale per instance.
+type Live struct {
+	Sale Sale `json:"sale"`
+	// At is when the snapshot was read, by the database's clock.
+	At   string `json:"at"`
+	Room *Crowd `json:"room,omitempty"`
+	// Rates are this instance's reservation answers per second since the
+	// previous snapshot (its own metrics: the other instances' are theirs).
+	Rates     LiveRates  `json:"rates"`
+	Incidents []Incident `json:"incidents"`
+	Actions   []Action   `json:"actions"`
+	// History is the counts at each snapshot this instance read of the sale
+	// while it was watched, oldest first, at most ten minutes of them.
+	History []LivePoint `json:"history"`
+}
+
+// Crowd is a waiting room's crowd.
+type Crowd struct {
+	// Positions is how many places in line were handed out.
+	Positions int64 `json:"positions"`
+	// Preopen is the crowd that arrived before the open (frozen at the
+	// open; until then, the tickets counted so far).
+	Preopen int64 `json:"preopen"`
+	// PreopenFrozen says whether Preopen is final.
+	PreopenFrozen   bool    `json:"preopenFrozen"`
+	Waiting         int64   `json:"waiting"`
+	AdmittedThrough int64   `json:"admittedThrough"`
+	AdmittedPerSec  float64 `json:"admittedPerSecond"`
+	Held            bool    `json:"held"`
+	Message         string  `json:"message"`
+}
+
+// LiveRates are reservation answers per second, the purchase path's mean
+// batch (reservations a transaction) and the reservation route's p99 (ms, the upper
+// bound of its histogram bucket; null without answers).
+type LiveRates struct {
+	Reserved  float64            `json:"reserved"`
+	Refused   map[string]float64 `json:"refused"`
+	BatchSize float64            `json:"batchSize"`
+	P99Ms     *float64           `json:"reserveP99Ms"`
+}
+
+// LivePoint is one snapshot's counts, for the chart.
+type LivePoint struct {
+	At        int64   `json:"at"` // unix milliseconds
+	Available int     `json:"available"`
+	Pending   int     `json:"pending"`
+	Confirmed int     `json:"confirmed"`
+	Expired   int     `json:"expired"`
+	Cancelled int     `json:"cancelled"`
+	Voided    int     `json:"voided"`
+	Reserved  float64 `json:"reserved"`
+	Refused   float64 `json:"refused"`
+}
+
+// Incident is one incident the invariant job recorded (`flashline incident
+// show ID` explains it).
+type Incident struct {
+	IncidentID int64  `json:"incidentId"`
+	Kind       string `json:"kind"`
+	Detail     string `json:"detail"`
+	At         string `json:"at"`
+}
+
+// Action is one operator's action, as audited.
+type Action struct {
+	Action        string `json:"action"`
+	Operator      string `json:"operator"`
+	Detail        string `json:"detail"`
+	ReservationID string `json:"reservationId,omitempty"`
+	Affected      int    `json:"affected"`
+	At            string `json:"at"`
+}
+
+// Report is GET /admin/sales/{saleId}/report: the sale after the fact.
+type Report struct {
+	Sale Sale   `json:"sale"`
+	At   string `json:"at"`
+	Room *Crowd `json:"room,omitempty"`
+	// OpenedAt is when the sale opened (its opening time, once passed).
+	OpenedAt *string `json:"openedAt"`
+	// SoldOutAt is the first moment its units ran out after a reservation;
+	// SecondsToSellOut is from OpenedAt to it.
+	SoldOutAt        *string    `json:"soldOutAt"`
+	SecondsToSellOut *float64   `json:"secondsToSellOut"`
+	SoldOutTimes     int        `json:"soldOutTimes"`
+	Reservations     int64      `json:"reservations"`
+	Customers        int64      `json:"customers"`
+	FirstReservation *string    `json:"firstReservationAt"`
+	LastReservation  *string    `json:"lastReservationAt"`
+	VoidedOrders     int64      `json:"voidedOrders"`
+	LatePayments     int64      `json:"latePayments"`
+	LateRefunded     int64      `json:"latePaymentsRefunded"`
+	Timeline         []Moment   `json:"timeline"`
+	Incidents        []Incident `json:"incidents"`
+	Actions          []Action   `json:"actions"`
+}
+
+// Moment is one line of a report's timeline.
+type Moment struct {
+	At    string `json:"at"`
+	Event string `json:"event"` // created, opened, sold_out, incident, or an operator's action
+	By    string `json:"by,omitempty"`
+	Note  string `json:"note,omitempty"`
+}
+
+// Repair is POST /admin/sales/{saleId}/repair: what each source says each
+// bucket of a paused sale holds, the correction, and whether it was written.
+type Repair struct {
+	SaleID   string         `json:"saleId"`
+	State    string         `json:"state"`
+	Needed   bool           `json:"needed"`
+	Applied  bool           `json:"applied"`
+	Operator string         `json:"operator,omitempty"`
+	Buckets  []RepairBucket `json:"buckets"`
+	Total    RepairBucket   `json:"total"`
+}
+
+// RepairBucket is one bucket's line of a repair (bucket -1: the total).
+type RepairBucket struct {
+	Bucket     int `json:"bucket"`
+	Stock      int `json:"stock"`
+	Implied    int `json:"implied"`
+	Ledger     int `json:"ledger"`
+	Unrecorded int `json:"unrecorded"`
+	Correction int `json:"correction"`
+}

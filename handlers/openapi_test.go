@@ -40,6 +40,9 @@ type noGate struct{}
 
 func (noGate) Rebuild(context.Context, string) (int64, error) { return 0, nil }
 
+// noConsole wires the console's routes in; the route test calls none.
+type noConsole struct{ handlers.ConsoleStore }
+
 // noStore wires the store's routes in (the lottery's with them); the route
 // test calls none.
 type noStore struct{ flashline.Store }
@@ -62,6 +65,7 @@ func TestOpenAPIHasEveryRoute(t *testing.T) {
 		Room:    waitroom.NewRoom(nil, nil, keyring, limiter, waitroom.Options{Registry: prometheus.NewRegistry()}),
 		Gate:    noGate{},
 		Store:   noStore{},
+		Console: noConsole{},
 	})
 	engine, ok := h.(interface{ Routes() gin.RoutesInfo })
 	require.True(t, ok, "Routes returns what lists its routes (a *gin.Engine, or the front door in front of one)")

@@ -53,8 +53,9 @@ func TestRiverUIIsAdminOnly(t *testing.T) {
 }
 
 // TestAdminSignIn: a browser signs in once with the admin token and holds
-// an HTTP-only, SameSite=Strict cookie that opens River's UI, and nothing
-// else.
+// an HTTP-only, SameSite=Strict cookie that opens River's UI and the admin
+// routes (the console's), not /metrics; a change made with it on the
+// console's routes must carry X-Flashline-Console.
 func TestAdminSignIn(t *testing.T) {
 	t.Parallel()
 	v, err := auth.NewVerifier("ui-secret", "ui-admin-token")
@@ -98,7 +99,7 @@ func TestAdminSignIn(t *testing.T) {
 
 	rec = do(http.MethodPost, "/admin/login", "", "token=ui-admin-token")
 	require.Equal(t, http.StatusSeeOther, rec.Code)
-	require.Equal(t, "/admin/riverui/", rec.Header().Get("Location"))
+	require.Equal(t, "/admin/", rec.Header().Get("Location"))
 	cookies := rec.Result().Cookies()
 	require.Len(t, cookies, 1)
 	c := cookies[0]
@@ -111,9 +112,10 @@ func TestAdminSignIn(t *testing.T) {
 	rec = do(http.MethodGet, "/admin/riverui/jobs", c.Value, "", "Accept", "text/html")
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Equal(t, "river ui", rec.Body.String())
-	// The cookie opens the job UI only: the admin API wants the token.
-	require.Equal(t, http.StatusUnauthorized, do(http.MethodGet, "/admin/sales/sale_01J00000000000000000000000", c.Value, "").Code)
+	// The metrics want the token; a change to a sale made with the cookie
+	// wants the console's header too (a page of a sibling host sends none).
 	require.Equal(t, http.StatusUnauthorized, do(http.MethodGet, "/metrics", c.Value, "").Code)
+	require.Equal(t, http.StatusForbidden, do(http.MethodPost, "/admin/sales/sale_01J00000000000000000000000/pause", c.Value, "").Code)
 	// A tampered or foreign cookie is no session.
 	require.Equal(t, http.StatusUnauthorized, do(http.MethodGet, "/admin/riverui/api/jobs", c.Value+"x", "").Code)
 	other, err := auth.NewVerifier("ui-secret", "another-admin-token")

@@ -65,8 +65,12 @@ type Deps struct {
 	// /payments/adyen. Nil: that route answers payments_not_configured.
 	Stripe *webhook.Verifier
 	Adyen  *webhook.AdyenVerifier
-	// Gate, when set, serves POST /admin/sales/{id}/gate/rebuild.
+	// Gate, when set, serves POST /admin/sales/{id}/gate/rebuild (and, if
+	// it is a GateStatuser, the console's gate figures).
 	Gate GateRebuilder
+	// Console, when set, serves the console's pages and the sale's live
+	// snapshot and report (console.go, live.go).
+	Console ConsoleStore
 	// Now is the clock admission tokens' expiry is judged by; nil:
 	// time.Now. Only serve's test hook (FLASHLINE_TEST_CLOCK_SKEW) sets it.
 	Now func() time.Time
@@ -107,7 +111,10 @@ func Routes(d Deps) http.Handler {
 	// lookup, cache or log line keyed by it.
 	r.Use(checkIDs(d.Logger))
 
-	admin := authenticate(d.Verifier, true, false)
+	bearerAdmin := authenticate(d.Verifier, true, false)
+	// Every admin route but /metrics takes the bearer token or a browser
+	// signed in at /admin/login (session.go).
+	admin := adminOrSession(d.Verifier, d.now(), bearerAdmin, true)
 	customer := authenticate(d.Verifier, false, true)
 	ownerOrAdmin := authenticate(d.Verifier, true, true)
 	// One customer holds at most CustomerInFlight requests at once, so that
@@ -123,11 +130,11 @@ func Routes(d Deps) http.Handler {
 	r.GET("/openapi.json", handleOpenAPI)
 	registerDocs(r)
 	// The metrics name sales and show the limiter's state: the admin's.
-	r.GET("/metrics", admin, gin.WrapH(MetricsHandler(d.Registry)))
+	r.GET("/metrics", bearerAdmin, gin.WrapH(MetricsHandler(d.Registry)))
 
 	// Admin.
 	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Payments != nil || d.Stripe != nil || d.Adyen != nil, d.Logger))
-	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Logger))
+	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Gate != nil, d.Logger))
 	for _, action := range flashline.SaleActions {
 		r.POST("/admin/sales/:saleId/"+string(action), admin, handleSaleAction(d.Store, d.Logger, action))
 	}
@@ -149,13 +156,22 @@ func Routes(d Deps) http.Handler {
 	if d.Gate != nil {
 		r.POST("/admin/sales/:saleId/gate/rebuild", admin, handleGateRebuild(d.Gate, d.Logger))
 	}
+	// The browser's sign-in (session.go), the console's pages (console.go)
+	// and River's job UI.
+	r.GET("/admin/login", handleLoginPage)
+	r.POST("/admin/login", handleLogin(d.Verifier, d.now()))
+	r.POST("/admin/logout", handleLogout)
+	if d.Console != nil {
+		gateStatus, _ := d.Gate.(GateStatuser)
+		watch := newWatcher(d.Console, gateStatus, d.Registry, time.Now)
+		r.GET("/admin/", admin, handleConsoleHome(d.Store, d.Payments != nil || d.Stripe != nil || d.Adyen != nil, d.Logger))
+		r.GET("/admin/sales/:saleId/live", admin, handleLive(watch, d.Logger))
+		r.GET("/admin/sales/:saleId/report", admin, handleReport(d.Console, d.Logger))
+		r.POST("/admin/sales/:saleId/repair", admin, handleRepair(d.Console, d.Logger))
+		r.GET(ConsolePrefix+":file", handleConsoleAsset)
+	}
 	if d.RiverUI != nil {
-		// River's UI is a browser's: it also takes the admin's sign-in
-		// cookie (session.go).
-		r.GET("/admin/login", handleLoginPage)
-		r.POST("/admin/login", handleLogin(d.Verifier, d.now()))
-		r.POST("/admin/logout", handleLogout)
-		r.Any("/admin/riverui/*path", adminOrSession(d.Verifier, d.now(), admin), gin.WrapH(d.RiverUI))
+		r.Any("/admin/riverui/*path", adminOrSession(d.Verifier, d.now(), bearerAdmin, false), gin.WrapH(d.RiverUI))
 	}
 
 	// Customers: routes the waiting-room page calls, also from a page served

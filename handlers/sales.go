@@ -108,22 +108,47 @@ func handleCreateSale(store flashline.Store, paymentsConfigured bool, logger *sl
 	}
 }
 
-// handleGetSale is GET /admin/sales/{saleId}.
-func handleGetSale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+// handleGetSale is GET /admin/sales/{saleId}: the sale's live page
+// (console.go) when a browser asks for HTML, the JSON view otherwise.
+func handleGetSale(store flashline.Store, gated bool, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		sale, err := store.Sale(c.Request.Context(), c.Param("saleId"))
 		if err != nil {
 			writeError(c, logger, err)
 			return
 		}
+		if wantsHTML(c) {
+			renderSalePage(c, NewSaleView(sale), gated)
+			return
+		}
 		writeJSON(c, http.StatusOK, NewSaleView(sale))
 	}
 }
 
-// handleSaleAction is POST /admin/sales/{saleId}/{open|pause|resume|close}.
+// stateRequest is the optional body of the state actions: who acts
+// (recorded with the change; default "admin").
+type stateRequest struct {
+	Operator string `json:"operator"`
+}
+
+// handleSaleAction is POST /admin/sales/{saleId}/{open|pause|resume|close}
+// (body optional: {operator}).
 func handleSaleAction(store flashline.Store, logger *slog.Logger, action flashline.SaleAction) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		sale, err := store.SetSaleState(c.Request.Context(), c.Param("saleId"), action)
+		var req stateRequest
+		if c.Request.ContentLength != 0 {
+			if err := decodeJSON(c, &req); err != nil {
+				writeError(c, logger, err)
+				return
+			}
+		}
+		operator, err := operatorOf(req.Operator)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		ctx := flashline.WithOperator(c.Request.Context(), operator)
+		sale, err := store.SetSaleState(ctx, c.Param("saleId"), action)
 		if err != nil {
 			writeError(c, logger, err)
 			return

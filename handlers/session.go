@@ -12,11 +12,16 @@ import (
 	"github.com/flashline/flashline/auth"
 )
 
-// The admin's browser sign-in, for River's job UI: a browser cannot send
-// the admin token as a bearer header, so it gives it once to
-// POST /admin/login and holds an HTTP-only, SameSite=Strict session cookie
-// scoped to /admin/, which only the job UI's routes accept. Every other
-// admin route keeps the bearer token.
+// The admin's browser sign-in, for the console (console.go) and River's job
+// UI: a browser cannot send the admin token as a bearer header, so it gives
+// it once to POST /admin/login and holds an HTTP-only, SameSite=Strict
+// session cookie scoped to /admin/, which the admin routes accept as well as
+// the bearer token (/metrics excepted). A change made with the cookie (any
+// method but GET) on the console's routes must also carry the header
+// X-Flashline-Console, which a page of another origin cannot send without a
+// CORS preflight the admin routes never answer: SameSite keeps other sites'
+// requests from carrying the cookie, the header keeps a page on a sibling
+// host of the same site from doing so.
 
 const sessionCookie = "flashline_admin"
 
@@ -33,7 +38,7 @@ input,button{font:inherit;padding:.4em;width:100%;box-sizing:border-box;margin:.
 <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
 <button type="submit">Sign in</button>
 </form>
-<p>Signs this browser in to the job UI (<code>/admin/riverui/</code>) for 12 hours.</p>
+<p>Signs this browser in to the console (<code>/admin/</code>) and the job UI (<code>/admin/riverui/</code>) for 12 hours.</p>
 </body></html>
 `))
 
@@ -56,7 +61,7 @@ func handleLogin(v *auth.Verifier, now func() time.Time) gin.HandlerFunc {
 			return
 		}
 		setSession(c, v.AdminSession(now()), int(auth.AdminSessionTTL/time.Second))
-		c.Redirect(http.StatusSeeOther, "/admin/riverui/")
+		c.Redirect(http.StatusSeeOther, "/admin/")
 	}
 }
 
@@ -74,11 +79,21 @@ func setSession(c *gin.Context, value string, maxAge int) {
 	})
 }
 
+// consoleHeader is the header a signed-in browser's changes carry.
+const consoleHeader = "X-Flashline-Console"
+
 // adminOrSession lets in the admin's bearer token or a signed-in browser;
-// a browser that is not signed in is sent to the sign-in page.
-func adminOrSession(v *auth.Verifier, now func() time.Time, bearer gin.HandlerFunc) gin.HandlerFunc {
+// a browser that is not signed in is sent to the sign-in page. With
+// needHeader, a change (not GET or HEAD) made with the cookie must carry
+// consoleHeader (River's UI, which sends no such header, has it off).
+func adminOrSession(v *auth.Verifier, now func() time.Time, bearer gin.HandlerFunc, needHeader bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if cookie, err := c.Cookie(sessionCookie); err == nil && v.IsAdminSession(cookie, now()) {
+		if cookie, err := c.Cookie(sessionCookie); err == nil && c.GetHeader("Authorization") == "" && v.IsAdminSession(cookie, now()) {
+			get := c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead
+			if needHeader && !get && c.GetHeader(consoleHeader) == "" {
+				writeError(c, nil, flashline.ErrForbidden)
+				return
+			}
 			c.Set(actorKey, flashline.Actor{Admin: true})
 			c.Next()
 			return

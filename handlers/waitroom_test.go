@@ -412,6 +412,7 @@ func TestQueueControls(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{
+		"open admin now open", // the sale's own open, audited as every state change
 		"hold_queue ops-ann payment provider down",
 		"broadcast ops-ann Checkout is paused for a few minutes; you keep your place.",
 		"release_queue ops-ann ",

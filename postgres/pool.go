@@ -101,11 +101,17 @@ func (d *db) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 }
 
 func (d *db) Begin(ctx context.Context) (pgx.Tx, error) {
+	return d.BeginTx(ctx, pgx.TxOptions{})
+}
+
+// BeginTx is Begin with options (a read-only transaction: the console's
+// snapshot).
+func (d *db) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	c, err := d.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tx, err := c.Begin(ctx)
+	tx, err := c.BeginTx(ctx, opts)
 	if err != nil {
 		c.Release()
 		return nil, err

@@ -297,9 +297,16 @@ func (s *Store) SaleIDs(ctx context.Context) ([]string, error) {
 // SetSaleState applies an admin action (open, pause, resume, close), as the
 // domain's state machine allows (flashline.SaleAction.Transition): one
 // conditional update from the allowed states.
+//
+// The move is audited under the operator ctx names (flashline.WithOperator;
+// DefaultOperator when none) by the statement that makes it.
 func (s *Store) SetSaleState(ctx context.Context, saleID string, action flashline.SaleAction) (flashline.Sale, error) {
 	to, from, err := action.Transition()
 	if err != nil {
+		return flashline.Sale{}, err
+	}
+	operator := flashline.OperatorOf(ctx)
+	if err := flashline.CheckOperator(operator); err != nil {
 		return flashline.Sale{}, err
 	}
 	if action == flashline.ActionResume {
@@ -326,6 +333,7 @@ func (s *Store) SetSaleState(ctx context.Context, saleID string, action flashlin
 	}
 	_, err = dbsqlc.New(s.admin).SaleSetState(ctx, dbsqlc.SaleSetStateParams{
 		State: string(to), OpenNow: action == flashline.ActionOpen, PauseReason: reason, SaleID: saleID, FromStates: fromStates,
+		Action: string(action), Operator: operator,
 	})
 	if notFound(err) {
 		// Unknown sale, or a transition that is not allowed: tell which.

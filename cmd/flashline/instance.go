@@ -306,6 +306,7 @@ func (in *instance) startHTTP(context.Context) error {
 		Stripe:           in.stripe,
 		Adyen:            in.adyen,
 		Gate:             in.stack.Gate,
+		Console:          in.stack.DB,
 		Now:              in.stack.Cache.Now,
 	}))
 	startHTTP(in.running, in.logger, srv, in.ln, in.metricsLn, in.registry)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,10 +23,16 @@ const saleUsage = `usage:
                         [--fairness randomized_at_open|arrival_order] [--challenge-bits 0]
                         [--per-instrument-limit 0] [--min-account-age-seconds 0]
                         [--confirmation payment|customer] [--gate none|redis]
-  flashline sale open|pause|resume|close|show SALE_ID
-      print the sale object of the admin API as JSON. A gated sale (--gate
-      redis) needs FLASHLINE_REDIS_URL (--redis-url) to be created, shown with
-      its counter or resumed.
+  flashline sale open|pause|resume|close|show SALE_ID [--operator NAME]
+      print the sale object of the admin API as JSON. A state change is
+      recorded under the operator (default: $USER, else "admin"). A gated
+      sale (--gate redis) needs FLASHLINE_REDIS_URL (--redis-url) to be
+      created, shown with its counter or resumed.
+  flashline sale report SALE_ID [--csv]
+      the report after the sale, as the console's report page shows it: the
+      timeline (made, opened, sold out, operators' actions, incidents), units
+      by outcome, the crowd, the time to sell out, late payments, voids.
+      --csv: the timeline as CSV (at,event,by,note), figures first.
   flashline sale verify-draw SALE_ID [--url URL]
       check the sale's draw: the seed its policy reveals at the open against
       the commitment published before, and every admission the database
@@ -56,7 +63,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	var stock, perInstrument int
 	var priceAmount int64
 	var priceCurrency string
-	var apply bool
+	var apply, asCSV bool
 	var operator string
 	switch sub {
 	case "create":
@@ -80,8 +87,18 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	case "repair":
 		e.FS.BoolVar(&apply, "apply", false, "write the correction (without it: only show the plan)")
 		e.String(&operator, "operator", "USER", "", "who repairs, recorded with the correction (default: $USER)")
+	case "open", "pause", "resume", "close":
+		e.String(&operator, "operator", "USER", "", "who acts, recorded with the change (default: $USER, else admin)")
+	case "report":
+		e.FS.BoolVar(&asCSV, "csv", false, "write CSV")
 	}
-	if err := e.FS.Parse(args[1:]); err != nil {
+	// SALE_ID may come before the flags (`sale report SALE --csv`), as the
+	// usage writes it: the flag package stops at the first argument.
+	rest := args[1:]
+	if len(rest) > 1 && !strings.HasPrefix(rest[0], "-") {
+		rest = append(append([]string{}, rest[1:]...), rest[0])
+	}
+	if err := e.FS.Parse(rest); err != nil {
 		return err
 	}
 	var saleID string
@@ -113,7 +130,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 			}
 			req.OpensAt = &t
 		}
-	case "open", "pause", "resume", "close", "show", "repair":
+	case "open", "pause", "resume", "close", "show", "repair", "report":
 		if e.FS.NArg() != 1 {
 			fmt.Fprint(stderr, saleUsage)
 			return fmt.Errorf("sale %s: give exactly one SALE_ID", sub)
@@ -124,6 +141,11 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		if sub == "repair" && apply && operator == "" {
 			return errors.New("sale repair --apply: name the operator (--operator NAME, or $USER)")
+		}
+		if operator != "" && sub != "repair" {
+			if err := flashline.CheckOperator(operator); err != nil {
+				return fmt.Errorf("sale %s: --operator: %w", sub, err)
+			}
 		}
 	default:
 		fmt.Fprint(stderr, saleUsage)
@@ -175,7 +197,20 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		printRepair(stdout, plan, apply)
 		return nil
+	case "report":
+		rep, err := pg.Report(ctx, saleID)
+		if err != nil {
+			return err
+		}
+		if asCSV {
+			return writeReportCSV(stdout, handlers.NewReportView(rep))
+		}
+		printReport(stdout, handlers.NewReportView(rep))
+		return nil
 	default:
+		if operator != "" {
+			ctx = flashline.WithOperator(ctx, operator)
+		}
 		sale, err = store.SetSaleState(ctx, saleID, flashline.SaleAction(sub))
 	}
 	if err != nil {

@@ -560,6 +560,81 @@ func (e UnauthenticatedErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Console401JSONResponseBodyErrorCode.
+const (
+	Console401JSONResponseBodyErrorCodeUnauthenticated Console401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the Console401JSONResponseBodyErrorCode enum.
+func (e Console401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Console401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Console403JSONResponseBodyErrorCode.
+const (
+	Console403JSONResponseBodyErrorCodeForbidden Console403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the Console403JSONResponseBodyErrorCode enum.
+func (e Console403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Console403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Console404JSONResponseBodyErrorCode.
+const (
+	Console404JSONResponseBodyErrorCodeNotFound Console404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the Console404JSONResponseBodyErrorCode enum.
+func (e Console404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Console404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Console500JSONResponseBodyErrorCode.
+const (
+	Console500JSONResponseBodyErrorCodeInternal Console500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the Console500JSONResponseBodyErrorCode enum.
+func (e Console500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Console500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConsoleAsset404JSONResponseBodyErrorCode.
+const (
+	ConsoleAsset404JSONResponseBodyErrorCodeNotFound ConsoleAsset404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the ConsoleAsset404JSONResponseBodyErrorCode enum.
+func (e ConsoleAsset404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ConsoleAsset404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LatePaymentsParamsAll.
 const (
 	False LatePaymentsParamsAll = "false"
@@ -1076,6 +1151,21 @@ func (e GetSale500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for CloseSale400JSONResponseBodyErrorCode.
+const (
+	CloseSale400JSONResponseBodyErrorCodeInvalidRequest CloseSale400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the CloseSale400JSONResponseBodyErrorCode enum.
+func (e CloseSale400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case CloseSale400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CloseSale401JSONResponseBodyErrorCode.
 const (
 	CloseSale401JSONResponseBodyErrorCodeUnauthenticated CloseSale401JSONResponseBodyErrorCode = "unauthenticated"
@@ -1352,6 +1442,96 @@ func (e RebuildGate503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for SaleLive401JSONResponseBodyErrorCode.
+const (
+	SaleLive401JSONResponseBodyErrorCodeUnauthenticated SaleLive401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the SaleLive401JSONResponseBodyErrorCode enum.
+func (e SaleLive401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleLive401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleLive403JSONResponseBodyErrorCode.
+const (
+	SaleLive403JSONResponseBodyErrorCodeForbidden SaleLive403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the SaleLive403JSONResponseBodyErrorCode enum.
+func (e SaleLive403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleLive403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleLive404JSONResponseBodyErrorCode.
+const (
+	SaleLive404JSONResponseBodyErrorCodeNotFound SaleLive404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the SaleLive404JSONResponseBodyErrorCode enum.
+func (e SaleLive404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleLive404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleLive500JSONResponseBodyErrorCode.
+const (
+	SaleLive500JSONResponseBodyErrorCodeInternal SaleLive500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the SaleLive500JSONResponseBodyErrorCode enum.
+func (e SaleLive500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleLive500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleLive503JSONResponseBodyErrorCode.
+const (
+	SaleLive503JSONResponseBodyErrorCodeOverloaded SaleLive503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the SaleLive503JSONResponseBodyErrorCode enum.
+func (e SaleLive503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleLive503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenSale400JSONResponseBodyErrorCode.
+const (
+	OpenSale400JSONResponseBodyErrorCodeInvalidRequest OpenSale400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the OpenSale400JSONResponseBodyErrorCode enum.
+func (e OpenSale400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case OpenSale400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OpenSale401JSONResponseBodyErrorCode.
 const (
 	OpenSale401JSONResponseBodyErrorCodeUnauthenticated OpenSale401JSONResponseBodyErrorCode = "unauthenticated"
@@ -1439,6 +1619,21 @@ const (
 func (e OpenSale503JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case OpenSale503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PauseSale400JSONResponseBodyErrorCode.
+const (
+	PauseSale400JSONResponseBodyErrorCodeInvalidRequest PauseSale400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the PauseSale400JSONResponseBodyErrorCode enum.
+func (e PauseSale400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case PauseSale400JSONResponseBodyErrorCodeInvalidRequest:
 		return true
 	default:
 		return false
@@ -1802,6 +1997,171 @@ const (
 func (e ReleaseQueue500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case ReleaseQueue500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RepairSale400JSONResponseBodyErrorCode.
+const (
+	RepairSale400JSONResponseBodyErrorCodeInvalidRequest RepairSale400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the RepairSale400JSONResponseBodyErrorCode enum.
+func (e RepairSale400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RepairSale400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RepairSale401JSONResponseBodyErrorCode.
+const (
+	RepairSale401JSONResponseBodyErrorCodeUnauthenticated RepairSale401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the RepairSale401JSONResponseBodyErrorCode enum.
+func (e RepairSale401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RepairSale401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RepairSale403JSONResponseBodyErrorCode.
+const (
+	RepairSale403JSONResponseBodyErrorCodeForbidden RepairSale403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the RepairSale403JSONResponseBodyErrorCode enum.
+func (e RepairSale403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RepairSale403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RepairSale404JSONResponseBodyErrorCode.
+const (
+	RepairSale404JSONResponseBodyErrorCodeNotFound RepairSale404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the RepairSale404JSONResponseBodyErrorCode enum.
+func (e RepairSale404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RepairSale404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RepairSale409JSONResponseBodyErrorCode.
+const (
+	SaleNotPaused RepairSale409JSONResponseBodyErrorCode = "sale_not_paused"
+)
+
+// Valid indicates whether the value is a known member of the RepairSale409JSONResponseBodyErrorCode enum.
+func (e RepairSale409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleNotPaused:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RepairSale500JSONResponseBodyErrorCode.
+const (
+	RepairSale500JSONResponseBodyErrorCodeInternal RepairSale500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the RepairSale500JSONResponseBodyErrorCode enum.
+func (e RepairSale500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RepairSale500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleReport401JSONResponseBodyErrorCode.
+const (
+	SaleReport401JSONResponseBodyErrorCodeUnauthenticated SaleReport401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the SaleReport401JSONResponseBodyErrorCode enum.
+func (e SaleReport401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleReport401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleReport403JSONResponseBodyErrorCode.
+const (
+	SaleReport403JSONResponseBodyErrorCodeForbidden SaleReport403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the SaleReport403JSONResponseBodyErrorCode enum.
+func (e SaleReport403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleReport403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleReport404JSONResponseBodyErrorCode.
+const (
+	SaleReport404JSONResponseBodyErrorCodeNotFound SaleReport404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the SaleReport404JSONResponseBodyErrorCode enum.
+func (e SaleReport404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleReport404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleReport500JSONResponseBodyErrorCode.
+const (
+	SaleReport500JSONResponseBodyErrorCodeInternal SaleReport500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the SaleReport500JSONResponseBodyErrorCode enum.
+func (e SaleReport500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleReport500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ResumeSale400JSONResponseBodyErrorCode.
+const (
+	ResumeSale400JSONResponseBodyErrorCodeInvalidRequest ResumeSale400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the ResumeSale400JSONResponseBodyErrorCode enum.
+func (e ResumeSale400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ResumeSale400JSONResponseBodyErrorCodeInvalidRequest:
 		return true
 	default:
 		return false
@@ -3890,6 +4250,16 @@ func (e WaitPageAssetHead500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Action defines model for Action.
+type Action struct {
+	Action        string    `json:"action"`
+	Affected      int       `json:"affected"`
+	At            time.Time `json:"at"`
+	Detail        string    `json:"detail"`
+	Operator      string    `json:"operator"`
+	ReservationId *string   `json:"reservationId,omitempty"`
+}
+
 // BulkVoid defines model for BulkVoid.
 type BulkVoid struct {
 	Operator       *string  `json:"operator,omitempty"`
@@ -3918,6 +4288,18 @@ type BulkVoidedResultsErrorCode string
 type Challenge struct {
 	Bits  int    `json:"bits"`
 	Nonce string `json:"nonce"`
+}
+
+// Crowd defines model for Crowd.
+type Crowd struct {
+	AdmittedPerSecond float32 `json:"admittedPerSecond"`
+	AdmittedThrough   int     `json:"admittedThrough"`
+	Held              bool    `json:"held"`
+	Message           string  `json:"message"`
+	Positions         int     `json:"positions"`
+	Preopen           int     `json:"preopen"`
+	PreopenFrozen     bool    `json:"preopenFrozen"`
+	Waiting           int     `json:"waiting"`
 }
 
 // EdgeRequest defines model for EdgeRequest.
@@ -3957,6 +4339,14 @@ type IgnoredEvent struct {
 	Type    string `json:"type"`
 }
 
+// Incident defines model for Incident.
+type Incident struct {
+	At         time.Time `json:"at"`
+	Detail     string    `json:"detail"`
+	IncidentId int       `json:"incidentId"`
+	Kind       string    `json:"kind"`
+}
+
 // LatePayments defines model for LatePayments.
 type LatePayments struct {
 	LatePayments []struct {
@@ -3993,6 +4383,44 @@ type Lease struct {
 	PreOpen bool `json:"preOpen"`
 }
 
+// Live defines model for Live.
+type Live struct {
+	Actions   *[]Action   `json:"actions"`
+	At        time.Time   `json:"at"`
+	History   []LivePoint `json:"history"`
+	Incidents *[]Incident `json:"incidents"`
+	Rates     LiveRates   `json:"rates"`
+	Room      *Crowd      `json:"room,omitempty"`
+	Sale      Sale        `json:"sale"`
+}
+
+// LivePoint defines model for LivePoint.
+type LivePoint struct {
+	// At unix milliseconds
+	At        int     `json:"at"`
+	Available int     `json:"available"`
+	Cancelled int     `json:"cancelled"`
+	Confirmed int     `json:"confirmed"`
+	Expired   int     `json:"expired"`
+	Pending   int     `json:"pending"`
+	Refused   float32 `json:"refused"`
+	Reserved  float32 `json:"reserved"`
+	Voided    int     `json:"voided"`
+}
+
+// LiveRates defines model for LiveRates.
+type LiveRates struct {
+	// BatchSize reservations a purchase-path batch (one transaction) took, on average, since the previous snapshot (this instance)
+	BatchSize float32 `json:"batchSize"`
+
+	// Refused by error code (sold_out, limit_reached, overloaded, rate_limited, ...)
+	Refused map[string]float32 `json:"refused"`
+
+	// ReserveP99Ms the reservation route's p99 since the previous snapshot, in ms: the upper bound of its histogram bucket; null without answers
+	ReserveP99Ms *float32 `json:"reserveP99Ms"`
+	Reserved     float32  `json:"reserved"`
+}
+
 // LotteryCounts defines model for LotteryCounts.
 type LotteryCounts struct {
 	Expired    int `json:"expired"`
@@ -4001,6 +4429,14 @@ type LotteryCounts struct {
 	Total      int `json:"total"`
 	Waitlisted int `json:"waitlisted"`
 	Won        int `json:"won"`
+}
+
+// Moment defines model for Moment.
+type Moment struct {
+	At    time.Time `json:"at"`
+	By    *string   `json:"by,omitempty"`
+	Event string    `json:"event"`
+	Note  *string   `json:"note,omitempty"`
 }
 
 // NewSale defines model for NewSale.
@@ -4251,6 +4687,57 @@ type Registration struct {
 // RegistrationState defines model for Registration.State.
 type RegistrationState string
 
+// Repair defines model for Repair.
+type Repair struct {
+	Applied  bool            `json:"applied"`
+	Buckets  *[]RepairBucket `json:"buckets"`
+	Needed   bool            `json:"needed"`
+	Operator *string         `json:"operator,omitempty"`
+	SaleId   string          `json:"saleId"`
+	State    string          `json:"state"`
+	Total    RepairBucket    `json:"total"`
+}
+
+// RepairBucket defines model for RepairBucket.
+type RepairBucket struct {
+	Bucket     int `json:"bucket"`
+	Correction int `json:"correction"`
+	Implied    int `json:"implied"`
+	Ledger     int `json:"ledger"`
+	Stock      int `json:"stock"`
+	Unrecorded int `json:"unrecorded"`
+}
+
+// RepairRequest defines model for RepairRequest.
+type RepairRequest struct {
+	// Apply write the correction (false: only the plan)
+	Apply *bool `json:"apply,omitempty"`
+
+	// Operator who repairs, recorded with the correction (absent or "": `admin`)
+	Operator *string `json:"operator,omitempty"`
+}
+
+// Report defines model for Report.
+type Report struct {
+	Actions              *[]Action   `json:"actions"`
+	At                   time.Time   `json:"at"`
+	Customers            int         `json:"customers"`
+	FirstReservationAt   *time.Time  `json:"firstReservationAt"`
+	Incidents            *[]Incident `json:"incidents"`
+	LastReservationAt    *time.Time  `json:"lastReservationAt"`
+	LatePayments         int         `json:"latePayments"`
+	LatePaymentsRefunded int         `json:"latePaymentsRefunded"`
+	OpenedAt             *time.Time  `json:"openedAt"`
+	Reservations         int         `json:"reservations"`
+	Room                 *Crowd      `json:"room,omitempty"`
+	Sale                 Sale        `json:"sale"`
+	SecondsToSellOut     *float32    `json:"secondsToSellOut"`
+	SoldOutAt            *time.Time  `json:"soldOutAt"`
+	SoldOutTimes         int         `json:"soldOutTimes"`
+	Timeline             *[]Moment   `json:"timeline"`
+	VoidedOrders         int         `json:"voidedOrders"`
+}
+
 // Reservation defines model for Reservation.
 type Reservation struct {
 	ExpiresAt time.Time `json:"expiresAt"`
@@ -4378,6 +4865,12 @@ type SaleState string
 //
 // Examples: sale_01J8Z3K6Q9V2T7N4W5X8Y0A1B2
 type SaleId = string
+
+// StateChange defines model for StateChange.
+type StateChange struct {
+	// Operator who acts, recorded with the change (absent or "": `admin`)
+	Operator *string `json:"operator,omitempty"`
+}
 
 // Status exactly the fields of its state: waiting (position, estimatedWaitSeconds, pollAfterMs[, paused]), challenge_required (challenge), admitted (admissionToken, expiresIn), sold_out (queueIsFull; pollAfterMs while it is false; a closed sale answers sold_out with queueIsFull true)
 type Status struct {
@@ -4548,6 +5041,21 @@ type Unauthenticated struct {
 // UnauthenticatedErrorCode defines model for Unauthenticated.Error.Code.
 type UnauthenticatedErrorCode string
 
+// Console401JSONResponseBodyErrorCode defines parameters for Console.
+type Console401JSONResponseBodyErrorCode string
+
+// Console403JSONResponseBodyErrorCode defines parameters for Console.
+type Console403JSONResponseBodyErrorCode string
+
+// Console404JSONResponseBodyErrorCode defines parameters for Console.
+type Console404JSONResponseBodyErrorCode string
+
+// Console500JSONResponseBodyErrorCode defines parameters for Console.
+type Console500JSONResponseBodyErrorCode string
+
+// ConsoleAsset404JSONResponseBodyErrorCode defines parameters for ConsoleAsset.
+type ConsoleAsset404JSONResponseBodyErrorCode string
+
 // LoginFormdataBody defines parameters for Login.
 type LoginFormdataBody struct {
 	Token string `form:"token" json:"token"`
@@ -4658,6 +5166,9 @@ type GetSale404JSONResponseBodyErrorCode string
 // GetSale500JSONResponseBodyErrorCode defines parameters for GetSale.
 type GetSale500JSONResponseBodyErrorCode string
 
+// CloseSale400JSONResponseBodyErrorCode defines parameters for CloseSale.
+type CloseSale400JSONResponseBodyErrorCode string
+
 // CloseSale401JSONResponseBodyErrorCode defines parameters for CloseSale.
 type CloseSale401JSONResponseBodyErrorCode string
 
@@ -4712,6 +5223,24 @@ type RebuildGate500JSONResponseBodyErrorCode string
 // RebuildGate503JSONResponseBodyErrorCode defines parameters for RebuildGate.
 type RebuildGate503JSONResponseBodyErrorCode string
 
+// SaleLive401JSONResponseBodyErrorCode defines parameters for SaleLive.
+type SaleLive401JSONResponseBodyErrorCode string
+
+// SaleLive403JSONResponseBodyErrorCode defines parameters for SaleLive.
+type SaleLive403JSONResponseBodyErrorCode string
+
+// SaleLive404JSONResponseBodyErrorCode defines parameters for SaleLive.
+type SaleLive404JSONResponseBodyErrorCode string
+
+// SaleLive500JSONResponseBodyErrorCode defines parameters for SaleLive.
+type SaleLive500JSONResponseBodyErrorCode string
+
+// SaleLive503JSONResponseBodyErrorCode defines parameters for SaleLive.
+type SaleLive503JSONResponseBodyErrorCode string
+
+// OpenSale400JSONResponseBodyErrorCode defines parameters for OpenSale.
+type OpenSale400JSONResponseBodyErrorCode string
+
 // OpenSale401JSONResponseBodyErrorCode defines parameters for OpenSale.
 type OpenSale401JSONResponseBodyErrorCode string
 
@@ -4729,6 +5258,9 @@ type OpenSale500JSONResponseBodyErrorCode string
 
 // OpenSale503JSONResponseBodyErrorCode defines parameters for OpenSale.
 type OpenSale503JSONResponseBodyErrorCode string
+
+// PauseSale400JSONResponseBodyErrorCode defines parameters for PauseSale.
+type PauseSale400JSONResponseBodyErrorCode string
 
 // PauseSale401JSONResponseBodyErrorCode defines parameters for PauseSale.
 type PauseSale401JSONResponseBodyErrorCode string
@@ -4801,6 +5333,39 @@ type ReleaseQueue409JSONResponseBodyErrorCode string
 
 // ReleaseQueue500JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
 type ReleaseQueue500JSONResponseBodyErrorCode string
+
+// RepairSale400JSONResponseBodyErrorCode defines parameters for RepairSale.
+type RepairSale400JSONResponseBodyErrorCode string
+
+// RepairSale401JSONResponseBodyErrorCode defines parameters for RepairSale.
+type RepairSale401JSONResponseBodyErrorCode string
+
+// RepairSale403JSONResponseBodyErrorCode defines parameters for RepairSale.
+type RepairSale403JSONResponseBodyErrorCode string
+
+// RepairSale404JSONResponseBodyErrorCode defines parameters for RepairSale.
+type RepairSale404JSONResponseBodyErrorCode string
+
+// RepairSale409JSONResponseBodyErrorCode defines parameters for RepairSale.
+type RepairSale409JSONResponseBodyErrorCode string
+
+// RepairSale500JSONResponseBodyErrorCode defines parameters for RepairSale.
+type RepairSale500JSONResponseBodyErrorCode string
+
+// SaleReport401JSONResponseBodyErrorCode defines parameters for SaleReport.
+type SaleReport401JSONResponseBodyErrorCode string
+
+// SaleReport403JSONResponseBodyErrorCode defines parameters for SaleReport.
+type SaleReport403JSONResponseBodyErrorCode string
+
+// SaleReport404JSONResponseBodyErrorCode defines parameters for SaleReport.
+type SaleReport404JSONResponseBodyErrorCode string
+
+// SaleReport500JSONResponseBodyErrorCode defines parameters for SaleReport.
+type SaleReport500JSONResponseBodyErrorCode string
+
+// ResumeSale400JSONResponseBodyErrorCode defines parameters for ResumeSale.
+type ResumeSale400JSONResponseBodyErrorCode string
 
 // ResumeSale401JSONResponseBodyErrorCode defines parameters for ResumeSale.
 type ResumeSale401JSONResponseBodyErrorCode string
@@ -5262,8 +5827,17 @@ type VoidReservationJSONRequestBody = Void
 // CreateSaleJSONRequestBody defines body for CreateSale for application/json ContentType.
 type CreateSaleJSONRequestBody = NewSale
 
+// CloseSaleJSONRequestBody defines body for CloseSale for application/json ContentType.
+type CloseSaleJSONRequestBody = StateChange
+
 // ExtendSaleJSONRequestBody defines body for ExtendSale for application/json ContentType.
 type ExtendSaleJSONRequestBody = Extend
+
+// OpenSaleJSONRequestBody defines body for OpenSale for application/json ContentType.
+type OpenSaleJSONRequestBody = StateChange
+
+// PauseSaleJSONRequestBody defines body for PauseSale for application/json ContentType.
+type PauseSaleJSONRequestBody = StateChange
 
 // HoldQueueJSONRequestBody defines body for HoldQueue for application/json ContentType.
 type HoldQueueJSONRequestBody = QueueControl
@@ -5273,6 +5847,12 @@ type QueueMessageJSONRequestBody = QueueControl
 
 // ReleaseQueueJSONRequestBody defines body for ReleaseQueue for application/json ContentType.
 type ReleaseQueueJSONRequestBody = QueueControl
+
+// RepairSaleJSONRequestBody defines body for RepairSale for application/json ContentType.
+type RepairSaleJSONRequestBody = RepairRequest
+
+// ResumeSaleJSONRequestBody defines body for ResumeSale for application/json ContentType.
+type ResumeSaleJSONRequestBody = StateChange
 
 // EdgeLeaseJSONRequestBody defines body for EdgeLease for application/json ContentType.
 type EdgeLeaseJSONRequestBody = EdgeRequest
@@ -5431,23 +6011,37 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
-	// LoginPage The admin's browser sign-in page (job UI)
+	// Console The console: the sales and the form that creates one
+	//
+	// The store's console (docs/console.md): the newest 100 sales with their state, and a form with every field of `POST /admin/sales` that shows the API's answer in place. For a browser signed in at `/admin/login` (or the admin token).
+	//
+	// Corresponds with GET /admin/ (the `Console` operationId).
+	Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConsoleAsset The console's script, styles and chart library
+	//
+	// console.js, console.css, uPlot.iife.min.js, uPlot.min.css, uPlot.LICENSE: the same for everyone, so no credentials.
+	//
+	// Corresponds with GET /admin/console/{file} (the `ConsoleAsset` operationId).
+	ConsoleAsset(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LoginPage The admin's browser sign-in page (console and job UI)
 	//
 	// Corresponds with GET /admin/login (the `LoginPage` operationId).
 	LoginPage(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// LoginWithBody Sign a browser in to the job UI
+	// LoginWithBody Sign a browser in to the console and the job UI
 	//
-	// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token and accepted by the job UI only.
+	// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token, accepted by the admin routes (not `/metrics`).
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /admin/login (the `Login` operationId).
 	LoginWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// LoginWithFormdataBody Sign a browser in to the job UI
+	// LoginWithFormdataBody Sign a browser in to the console and the job UI
 	//
-	// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token and accepted by the job UI only.
+	// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token, accepted by the admin routes (not `/metrics`).
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -5541,17 +6135,30 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/sales (the `CreateSale` operationId).
 	CreateSale(ctx context.Context, body CreateSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetSale A sale with its live counts
+	// GetSale A sale with its live counts (JSON), or its live page (HTML)
+	//
+	// JSON, as always, unless the caller asks for HTML (`Accept: text/html`): then the console's live page of the sale, which polls `GET /admin/sales/{saleId}/live`. A browser that is not signed in is sent to `/admin/login`.
 	//
 	// Corresponds with GET /admin/sales/{saleId} (the `GetSale` operationId).
 	GetSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CloseSale Close a sale
+	// CloseSaleWithBody Close a sale
 	//
-	// Close a sale for good.
+	// Close a sale for good. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /admin/sales/{saleId}/close (the `CloseSale` operationId).
-	CloseSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CloseSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseSale Close a sale
+	//
+	// Close a sale for good. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/close (the `CloseSale` operationId).
+	CloseSale(ctx context.Context, saleId SaleId, body CloseSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExtendSaleWithBody Extend every pending hold of a sale
 	//
@@ -5578,19 +6185,48 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/sales/{saleId}/gate/rebuild (the `RebuildGate` operationId).
 	RebuildGate(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// OpenSale Open a sale
+	// SaleLive The sale's live snapshot
 	//
-	// Open a scheduled or paused-before-open sale.
+	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+	//
+	// Corresponds with GET /admin/sales/{saleId}/live (the `SaleLive` operationId).
+	SaleLive(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenSaleWithBody Open a sale
+	//
+	// Open a scheduled or paused-before-open sale. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /admin/sales/{saleId}/open (the `OpenSale` operationId).
-	OpenSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	OpenSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenSale Open a sale
+	//
+	// Open a scheduled or paused-before-open sale. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/open (the `OpenSale` operationId).
+	OpenSale(ctx context.Context, saleId SaleId, body OpenSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseSaleWithBody Pause a sale
+	//
+	// Pause an open sale: reservations answer `sale_not_open`. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
+	PauseSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseSale Pause a sale
 	//
-	// Pause an open sale: reservations answer `sale_not_open`.
+	// Pause an open sale: reservations answer `sale_not_open`. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
-	PauseSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PauseSale(ctx context.Context, saleId SaleId, body PauseSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// HoldQueueWithBody Hold a waiting room's queue
 	//
@@ -5646,12 +6282,48 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
 	ReleaseQueue(ctx context.Context, saleId SaleId, body ReleaseQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResumeSale Resume a sale
+	// RepairSaleWithBody Plan, or write, the repair of a paused sale's stock
 	//
-	// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database).
+	// What `flashline sale repair` does: per bucket, what the stock row, the reservations and the ledger say, and the correction; with `apply`, written in one transaction ('repair' ledger rows and one audit row naming the operator). The sale stays paused.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/repair (the `RepairSale` operationId).
+	RepairSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RepairSale Plan, or write, the repair of a paused sale's stock
+	//
+	// What `flashline sale repair` does: per bucket, what the stock row, the reservations and the ledger say, and the correction; with `apply`, written in one transaction ('repair' ledger rows and one audit row naming the operator). The sale stays paused.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/repair (the `RepairSale` operationId).
+	RepairSale(ctx context.Context, saleId SaleId, body RepairSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SaleReport The report after the sale (JSON, or a page)
+	//
+	// The timeline (made, opened, sold out, incidents, every operator's action), units by outcome, the crowd, the time to sell out, late payments and voids, read in one transaction. A page when the caller asks for HTML; `flashline sale report` prints the same.
+	//
+	// Corresponds with GET /admin/sales/{saleId}/report (the `SaleReport` operationId).
+	SaleReport(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSaleWithBody Resume a sale
+	//
+	// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database). The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
-	ResumeSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResumeSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSale Resume a sale
+	//
+	// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database). The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
+	ResumeSale(ctx context.Context, saleId SaleId, body ResumeSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Docs The API reference page
 	//
@@ -5983,7 +6655,41 @@ type ClientInterface interface {
 	WaitPageAssetHead(ctx context.Context, version string, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
-// LoginPage The admin's browser sign-in page (job UI)
+// Console The console: the sales and the form that creates one
+//
+// The store's console (docs/console.md): the newest 100 sales with their state, and a form with every field of `POST /admin/sales` that shows the API's answer in place. For a browser signed in at `/admin/login` (or the admin token).
+//
+// Corresponds with GET /admin/ (the `Console` operationId).
+func (c *Client) Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConsoleAsset The console's script, styles and chart library
+//
+// console.js, console.css, uPlot.iife.min.js, uPlot.min.css, uPlot.LICENSE: the same for everyone, so no credentials.
+//
+// Corresponds with GET /admin/console/{file} (the `ConsoleAsset` operationId).
+func (c *Client) ConsoleAsset(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleAssetRequest(c.Server, file)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LoginPage The admin's browser sign-in page (console and job UI)
 //
 // Corresponds with GET /admin/login (the `LoginPage` operationId).
 func (c *Client) LoginPage(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5998,9 +6704,9 @@ func (c *Client) LoginPage(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
-// LoginWithBody Sign a browser in to the job UI
+// LoginWithBody Sign a browser in to the console and the job UI
 //
-// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token and accepted by the job UI only.
+// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token, accepted by the admin routes (not `/metrics`).
 //
 // Takes any type of body and a specified content type.
 //
@@ -6017,9 +6723,9 @@ func (c *Client) LoginWithBody(ctx context.Context, contentType string, body io.
 	return c.Client.Do(req)
 }
 
-// LoginWithFormdataBody Sign a browser in to the job UI
+// LoginWithFormdataBody Sign a browser in to the console and the job UI
 //
-// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token and accepted by the job UI only.
+// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token, accepted by the admin routes (not `/metrics`).
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -6233,7 +6939,9 @@ func (c *Client) CreateSale(ctx context.Context, body CreateSaleJSONRequestBody,
 	return c.Client.Do(req)
 }
 
-// GetSale A sale with its live counts
+// GetSale A sale with its live counts (JSON), or its live page (HTML)
+//
+// JSON, as always, unless the caller asks for HTML (`Accept: text/html`): then the console's live page of the sale, which polls `GET /admin/sales/{saleId}/live`. A browser that is not signed in is sent to `/admin/login`.
 //
 // Corresponds with GET /admin/sales/{saleId} (the `GetSale` operationId).
 func (c *Client) GetSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6248,13 +6956,34 @@ func (c *Client) GetSale(ctx context.Context, saleId SaleId, reqEditors ...Reque
 	return c.Client.Do(req)
 }
 
-// CloseSale Close a sale
+// CloseSaleWithBody Close a sale
 //
-// Close a sale for good.
+// Close a sale for good. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /admin/sales/{saleId}/close (the `CloseSale` operationId).
-func (c *Client) CloseSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCloseSaleRequest(c.Server, saleId)
+func (c *Client) CloseSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseSaleRequestWithBody(c.Server, saleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseSale Close a sale
+//
+// Close a sale for good. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/close (the `CloseSale` operationId).
+func (c *Client) CloseSale(ctx context.Context, saleId SaleId, body CloseSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseSaleRequest(c.Server, saleId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6320,13 +7049,70 @@ func (c *Client) RebuildGate(ctx context.Context, saleId SaleId, reqEditors ...R
 	return c.Client.Do(req)
 }
 
-// OpenSale Open a sale
+// SaleLive The sale's live snapshot
 //
-// Open a scheduled or paused-before-open sale.
+// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+//
+// Corresponds with GET /admin/sales/{saleId}/live (the `SaleLive` operationId).
+func (c *Client) SaleLive(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSaleLiveRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenSaleWithBody Open a sale
+//
+// Open a scheduled or paused-before-open sale. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /admin/sales/{saleId}/open (the `OpenSale` operationId).
-func (c *Client) OpenSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewOpenSaleRequest(c.Server, saleId)
+func (c *Client) OpenSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenSaleRequestWithBody(c.Server, saleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenSale Open a sale
+//
+// Open a scheduled or paused-before-open sale. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/open (the `OpenSale` operationId).
+func (c *Client) OpenSale(ctx context.Context, saleId SaleId, body OpenSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenSaleRequest(c.Server, saleId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseSaleWithBody Pause a sale
+//
+// Pause an open sale: reservations answer `sale_not_open`. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
+func (c *Client) PauseSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseSaleRequestWithBody(c.Server, saleId, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6339,11 +7125,13 @@ func (c *Client) OpenSale(ctx context.Context, saleId SaleId, reqEditors ...Requ
 
 // PauseSale Pause a sale
 //
-// Pause an open sale: reservations answer `sale_not_open`.
+// Pause an open sale: reservations answer `sale_not_open`. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
-func (c *Client) PauseSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPauseSaleRequest(c.Server, saleId)
+func (c *Client) PauseSale(ctx context.Context, saleId SaleId, body PauseSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseSaleRequest(c.Server, saleId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6468,13 +7256,89 @@ func (c *Client) ReleaseQueue(ctx context.Context, saleId SaleId, body ReleaseQu
 	return c.Client.Do(req)
 }
 
-// ResumeSale Resume a sale
+// RepairSaleWithBody Plan, or write, the repair of a paused sale's stock
 //
-// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database).
+// What `flashline sale repair` does: per bucket, what the stock row, the reservations and the ledger say, and the correction; with `apply`, written in one transaction ('repair' ledger rows and one audit row naming the operator). The sale stays paused.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/repair (the `RepairSale` operationId).
+func (c *Client) RepairSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRepairSaleRequestWithBody(c.Server, saleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RepairSale Plan, or write, the repair of a paused sale's stock
+//
+// What `flashline sale repair` does: per bucket, what the stock row, the reservations and the ledger say, and the correction; with `apply`, written in one transaction ('repair' ledger rows and one audit row naming the operator). The sale stays paused.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/repair (the `RepairSale` operationId).
+func (c *Client) RepairSale(ctx context.Context, saleId SaleId, body RepairSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRepairSaleRequest(c.Server, saleId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SaleReport The report after the sale (JSON, or a page)
+//
+// The timeline (made, opened, sold out, incidents, every operator's action), units by outcome, the crowd, the time to sell out, late payments and voids, read in one transaction. A page when the caller asks for HTML; `flashline sale report` prints the same.
+//
+// Corresponds with GET /admin/sales/{saleId}/report (the `SaleReport` operationId).
+func (c *Client) SaleReport(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSaleReportRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSaleWithBody Resume a sale
+//
+// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database). The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
-func (c *Client) ResumeSale(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewResumeSaleRequest(c.Server, saleId)
+func (c *Client) ResumeSaleWithBody(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSaleRequestWithBody(c.Server, saleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSale Resume a sale
+//
+// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database). The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
+func (c *Client) ResumeSale(ctx context.Context, saleId SaleId, body ResumeSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSaleRequest(c.Server, saleId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7264,6 +8128,67 @@ func (c *Client) WaitPageAssetHead(ctx context.Context, version string, file str
 	return c.Client.Do(req)
 }
 
+// NewConsoleRequest constructs an http.Request for the Console method
+func NewConsoleRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConsoleAssetRequest constructs an http.Request for the ConsoleAsset method
+func NewConsoleAssetRequest(server string, file string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "file", file, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/console/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewLoginPageRequest constructs an http.Request for the LoginPage method
 func NewLoginPageRequest(server string) (*http.Request, error) {
 	var err error
@@ -7647,8 +8572,19 @@ func NewGetSaleRequest(server string, saleId SaleId) (*http.Request, error) {
 	return req, nil
 }
 
-// NewCloseSaleRequest constructs an http.Request for the CloseSale method
-func NewCloseSaleRequest(server string, saleId SaleId) (*http.Request, error) {
+// NewCloseSaleRequest calls the generic CloseSale builder with application/json body
+func NewCloseSaleRequest(server string, saleId SaleId, body CloseSaleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCloseSaleRequestWithBody(server, saleId, "application/json", bodyReader)
+}
+
+// NewCloseSaleRequestWithBody constructs an http.Request for the CloseSale method, with any body, and a specified content type
+func NewCloseSaleRequestWithBody(server string, saleId SaleId, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -7673,10 +8609,12 @@ func NewCloseSaleRequest(server string, saleId SaleId) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -7762,8 +8700,53 @@ func NewRebuildGateRequest(server string, saleId SaleId) (*http.Request, error) 
 	return req, nil
 }
 
-// NewOpenSaleRequest constructs an http.Request for the OpenSale method
-func NewOpenSaleRequest(server string, saleId SaleId) (*http.Request, error) {
+// NewSaleLiveRequest constructs an http.Request for the SaleLive method
+func NewSaleLiveRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/sales/%s/live", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOpenSaleRequest calls the generic OpenSale builder with application/json body
+func NewOpenSaleRequest(server string, saleId SaleId, body OpenSaleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenSaleRequestWithBody(server, saleId, "application/json", bodyReader)
+}
+
+// NewOpenSaleRequestWithBody constructs an http.Request for the OpenSale method, with any body, and a specified content type
+func NewOpenSaleRequestWithBody(server string, saleId SaleId, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -7788,16 +8771,29 @@ func NewOpenSaleRequest(server string, saleId SaleId) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
 
+	req.Header.Add("Content-Type", contentType)
+
 	return req, nil
 }
 
-// NewPauseSaleRequest constructs an http.Request for the PauseSale method
-func NewPauseSaleRequest(server string, saleId SaleId) (*http.Request, error) {
+// NewPauseSaleRequest calls the generic PauseSale builder with application/json body
+func NewPauseSaleRequest(server string, saleId SaleId, body PauseSaleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseSaleRequestWithBody(server, saleId, "application/json", bodyReader)
+}
+
+// NewPauseSaleRequestWithBody constructs an http.Request for the PauseSale method, with any body, and a specified content type
+func NewPauseSaleRequestWithBody(server string, saleId SaleId, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -7822,10 +8818,12 @@ func NewPauseSaleRequest(server string, saleId SaleId) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -7971,8 +8969,100 @@ func NewReleaseQueueRequestWithBody(server string, saleId SaleId, contentType st
 	return req, nil
 }
 
-// NewResumeSaleRequest constructs an http.Request for the ResumeSale method
-func NewResumeSaleRequest(server string, saleId SaleId) (*http.Request, error) {
+// NewRepairSaleRequest calls the generic RepairSale builder with application/json body
+func NewRepairSaleRequest(server string, saleId SaleId, body RepairSaleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRepairSaleRequestWithBody(server, saleId, "application/json", bodyReader)
+}
+
+// NewRepairSaleRequestWithBody constructs an http.Request for the RepairSale method, with any body, and a specified content type
+func NewRepairSaleRequestWithBody(server string, saleId SaleId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/sales/%s/repair", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSaleReportRequest constructs an http.Request for the SaleReport method
+func NewSaleReportRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/sales/%s/report", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeSaleRequest calls the generic ResumeSale builder with application/json body
+func NewResumeSaleRequest(server string, saleId SaleId, body ResumeSaleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeSaleRequestWithBody(server, saleId, "application/json", bodyReader)
+}
+
+// NewResumeSaleRequestWithBody constructs an http.Request for the ResumeSale method, with any body, and a specified content type
+func NewResumeSaleRequestWithBody(server string, saleId SaleId, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -7997,10 +9087,12 @@ func NewResumeSaleRequest(server string, saleId SaleId) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -9483,25 +10575,43 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
-	// LoginPageWithResponse The admin's browser sign-in page (job UI)
+	// ConsoleWithResponse The console: the sales and the form that creates one
+	//
+	// The store's console (docs/console.md): the newest 100 sales with their state, and a form with every field of `POST /admin/sales` that shows the API's answer in place. For a browser signed in at `/admin/login` (or the admin token).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/ (the `Console` operationId).
+	ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error)
+
+	// ConsoleAssetWithResponse The console's script, styles and chart library
+	//
+	// console.js, console.css, uPlot.iife.min.js, uPlot.min.css, uPlot.LICENSE: the same for everyone, so no credentials.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/console/{file} (the `ConsoleAsset` operationId).
+	ConsoleAssetWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*ConsoleAssetResponse, error)
+
+	// LoginPageWithResponse The admin's browser sign-in page (console and job UI)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /admin/login (the `LoginPage` operationId).
 	LoginPageWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*LoginPageResponse, error)
 
-	// LoginWithBodyWithResponse Sign a browser in to the job UI
+	// LoginWithBodyWithResponse Sign a browser in to the console and the job UI
 	//
-	// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token and accepted by the job UI only.
+	// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token, accepted by the admin routes (not `/metrics`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/login (the `Login` operationId).
 	LoginWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*LoginResponse, error)
 
-	// LoginWithFormdataBodyWithResponse Sign a browser in to the job UI
+	// LoginWithFormdataBodyWithResponse Sign a browser in to the console and the job UI
 	//
-	// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token and accepted by the job UI only.
+	// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token, accepted by the admin routes (not `/metrics`).
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9601,21 +10711,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/sales (the `CreateSale` operationId).
 	CreateSaleWithResponse(ctx context.Context, body CreateSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSaleResponse, error)
 
-	// GetSaleWithResponse A sale with its live counts
+	// GetSaleWithResponse A sale with its live counts (JSON), or its live page (HTML)
+	//
+	// JSON, as always, unless the caller asks for HTML (`Accept: text/html`): then the console's live page of the sale, which polls `GET /admin/sales/{saleId}/live`. A browser that is not signed in is sent to `/admin/login`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /admin/sales/{saleId} (the `GetSale` operationId).
 	GetSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*GetSaleResponse, error)
 
-	// CloseSaleWithResponse Close a sale
+	// CloseSaleWithBodyWithResponse Close a sale
 	//
-	// Close a sale for good.
+	// Close a sale for good. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/sales/{saleId}/close (the `CloseSale` operationId).
-	CloseSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*CloseSaleResponse, error)
+	CloseSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CloseSaleResponse, error)
+
+	// CloseSaleWithResponse Close a sale
+	//
+	// Close a sale for good. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/close (the `CloseSale` operationId).
+	CloseSaleWithResponse(ctx context.Context, saleId SaleId, body CloseSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*CloseSaleResponse, error)
 
 	// ExtendSaleWithBodyWithResponse Extend every pending hold of a sale
 	//
@@ -9644,23 +10765,50 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/sales/{saleId}/gate/rebuild (the `RebuildGate` operationId).
 	RebuildGateWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*RebuildGateResponse, error)
 
-	// OpenSaleWithResponse Open a sale
+	// SaleLiveWithResponse The sale's live snapshot
 	//
-	// Open a scheduled or paused-before-open sale.
+	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
+	// Corresponds with GET /admin/sales/{saleId}/live (the `SaleLive` operationId).
+	SaleLiveWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*SaleLiveResponse, error)
+
+	// OpenSaleWithBodyWithResponse Open a sale
+	//
+	// Open a scheduled or paused-before-open sale. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
 	// Corresponds with POST /admin/sales/{saleId}/open (the `OpenSale` operationId).
-	OpenSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*OpenSaleResponse, error)
+	OpenSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenSaleResponse, error)
+
+	// OpenSaleWithResponse Open a sale
+	//
+	// Open a scheduled or paused-before-open sale. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/open (the `OpenSale` operationId).
+	OpenSaleWithResponse(ctx context.Context, saleId SaleId, body OpenSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenSaleResponse, error)
+
+	// PauseSaleWithBodyWithResponse Pause a sale
+	//
+	// Pause an open sale: reservations answer `sale_not_open`. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
+	PauseSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseSaleResponse, error)
 
 	// PauseSaleWithResponse Pause a sale
 	//
-	// Pause an open sale: reservations answer `sale_not_open`.
+	// Pause an open sale: reservations answer `sale_not_open`. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
-	PauseSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PauseSaleResponse, error)
+	PauseSaleWithResponse(ctx context.Context, saleId SaleId, body PauseSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseSaleResponse, error)
 
 	// HoldQueueWithBodyWithResponse Hold a waiting room's queue
 	//
@@ -9716,14 +10864,50 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/sales/{saleId}/queue/release (the `ReleaseQueue` operationId).
 	ReleaseQueueWithResponse(ctx context.Context, saleId SaleId, body ReleaseQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseQueueResponse, error)
 
-	// ResumeSaleWithResponse Resume a sale
+	// RepairSaleWithBodyWithResponse Plan, or write, the repair of a paused sale's stock
 	//
-	// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database).
+	// What `flashline sale repair` does: per bucket, what the stock row, the reservations and the ledger say, and the correction; with `apply`, written in one transaction ('repair' ledger rows and one audit row naming the operator). The sale stays paused.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/repair (the `RepairSale` operationId).
+	RepairSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RepairSaleResponse, error)
+
+	// RepairSaleWithResponse Plan, or write, the repair of a paused sale's stock
+	//
+	// What `flashline sale repair` does: per bucket, what the stock row, the reservations and the ledger say, and the correction; with `apply`, written in one transaction ('repair' ledger rows and one audit row naming the operator). The sale stays paused.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/repair (the `RepairSale` operationId).
+	RepairSaleWithResponse(ctx context.Context, saleId SaleId, body RepairSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*RepairSaleResponse, error)
+
+	// SaleReportWithResponse The report after the sale (JSON, or a page)
+	//
+	// The timeline (made, opened, sold out, incidents, every operator's action), units by outcome, the crowd, the time to sell out, late payments and voids, read in one transaction. A page when the caller asks for HTML; `flashline sale report` prints the same.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
+	// Corresponds with GET /admin/sales/{saleId}/report (the `SaleReport` operationId).
+	SaleReportWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*SaleReportResponse, error)
+
+	// ResumeSaleWithBodyWithResponse Resume a sale
+	//
+	// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database). The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
 	// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
-	ResumeSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*ResumeSaleResponse, error)
+	ResumeSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeSaleResponse, error)
+
+	// ResumeSaleWithResponse Resume a sale
+	//
+	// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database). The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
+	ResumeSaleWithResponse(ctx context.Context, saleId SaleId, body ResumeSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeSaleResponse, error)
 
 	// DocsWithResponse The API reference page
 	//
@@ -10115,6 +11299,116 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with HEAD /waitpage/{version}/{file} (the `WaitPageAssetHead` operationId).
 	WaitPageAssetHeadWithResponse(ctx context.Context, version string, file string, reqEditors ...RequestEditorFn) (*WaitPageAssetHeadResponse, error)
+}
+
+// ConsoleResponse303Headers the declared response headers of an HTTP 303 response for Console
+type ConsoleResponse303Headers struct {
+	Location string
+}
+
+type ConsoleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *ConsoleResponse303Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ConsoleResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ConsoleResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ConsoleResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ConsoleResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ConsoleAssetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ConsoleAssetResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleAssetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleAssetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleAssetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleAssetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type LoginPageResponse struct {
@@ -10768,6 +12062,11 @@ func (r CreateSaleResponse) ContentType() string {
 	return ""
 }
 
+// GetSaleResponse303Headers the declared response headers of an HTTP 303 response for GetSale
+type GetSaleResponse303Headers struct {
+	Location string
+}
+
 type GetSaleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10781,6 +12080,8 @@ type GetSaleResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *GetSaleResponse303Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10847,6 +12148,8 @@ type CloseSaleResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Sale
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -10880,6 +12183,11 @@ type CloseSaleResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r CloseSaleResponse) GetJSON200() *Sale {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CloseSaleResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11160,6 +12468,96 @@ func (r RebuildGateResponse) ContentType() string {
 	return ""
 }
 
+type SaleLiveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Live
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code SaleLive503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SaleLiveResponse) GetJSON200() *Live {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SaleLiveResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SaleLiveResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SaleLiveResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SaleLiveResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SaleLiveResponse) GetJSON503() *struct {
+	Error struct {
+		Code SaleLive503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SaleLiveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SaleLiveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SaleLiveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SaleLiveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // OpenSaleResponse503Headers the declared response headers of an HTTP 503 response for OpenSale
 type OpenSaleResponse503Headers struct {
 	RetryAfter int
@@ -11170,6 +12568,8 @@ type OpenSaleResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Sale
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -11203,6 +12603,11 @@ type OpenSaleResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r OpenSaleResponse) GetJSON200() *Sale {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OpenSaleResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11288,6 +12693,8 @@ type PauseSaleResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Sale
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -11321,6 +12728,11 @@ type PauseSaleResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PauseSaleResponse) GetJSON200() *Sale {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PauseSaleResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11687,6 +13099,179 @@ func (r ReleaseQueueResponse) ContentType() string {
 	return ""
 }
 
+type RepairSaleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Repair
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code RepairSale409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RepairSaleResponse) GetJSON200() *Repair {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RepairSaleResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RepairSaleResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RepairSaleResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RepairSaleResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RepairSaleResponse) GetJSON409() *struct {
+	Error struct {
+		Code RepairSale409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RepairSaleResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RepairSaleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RepairSaleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RepairSaleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RepairSaleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SaleReportResponse303Headers the declared response headers of an HTTP 303 response for SaleReport
+type SaleReportResponse303Headers struct {
+	Location string
+}
+
+type SaleReportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Report
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *SaleReportResponse303Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SaleReportResponse) GetJSON200() *Report {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SaleReportResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SaleReportResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SaleReportResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SaleReportResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SaleReportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SaleReportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SaleReportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SaleReportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ResumeSaleResponse503Headers the declared response headers of an HTTP 503 response for ResumeSale
 type ResumeSaleResponse503Headers struct {
 	RetryAfter int
@@ -11697,6 +13282,8 @@ type ResumeSaleResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Sale
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -11730,6 +13317,11 @@ type ResumeSaleResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ResumeSaleResponse) GetJSON200() *Sale {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ResumeSaleResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -14893,7 +16485,37 @@ func (r WaitPageAssetHeadResponse) ContentType() string {
 	return ""
 }
 
-// LoginPageWithResponse The admin's browser sign-in page (job UI)
+// ConsoleWithResponse The console: the sales and the form that creates one
+//
+// The store's console (docs/console.md): the newest 100 sales with their state, and a form with every field of `POST /admin/sales` that shows the API's answer in place. For a browser signed in at `/admin/login` (or the admin token).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/ (the `Console` operationId).
+func (c *ClientWithResponses) ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error) {
+	rsp, err := c.Console(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleResponse(rsp)
+}
+
+// ConsoleAssetWithResponse The console's script, styles and chart library
+//
+// console.js, console.css, uPlot.iife.min.js, uPlot.min.css, uPlot.LICENSE: the same for everyone, so no credentials.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/console/{file} (the `ConsoleAsset` operationId).
+func (c *ClientWithResponses) ConsoleAssetWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*ConsoleAssetResponse, error) {
+	rsp, err := c.ConsoleAsset(ctx, file, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleAssetResponse(rsp)
+}
+
+// LoginPageWithResponse The admin's browser sign-in page (console and job UI)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14906,9 +16528,9 @@ func (c *ClientWithResponses) LoginPageWithResponse(ctx context.Context, reqEdit
 	return ParseLoginPageResponse(rsp)
 }
 
-// LoginWithBodyWithResponse Sign a browser in to the job UI
+// LoginWithBodyWithResponse Sign a browser in to the console and the job UI
 //
-// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token and accepted by the job UI only.
+// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token, accepted by the admin routes (not `/metrics`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14921,9 +16543,9 @@ func (c *ClientWithResponses) LoginWithBodyWithResponse(ctx context.Context, con
 	return ParseLoginResponse(rsp)
 }
 
-// LoginWithFormdataBodyWithResponse Sign a browser in to the job UI
+// LoginWithFormdataBodyWithResponse Sign a browser in to the console and the job UI
 //
-// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token and accepted by the job UI only.
+// The admin token in a form field, once; the answer sets a session cookie for `/admin/` that lasts 12 h, signed with the admin token, accepted by the admin routes (not `/metrics`).
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15095,7 +16717,9 @@ func (c *ClientWithResponses) CreateSaleWithResponse(ctx context.Context, body C
 	return ParseCreateSaleResponse(rsp)
 }
 
-// GetSaleWithResponse A sale with its live counts
+// GetSaleWithResponse A sale with its live counts (JSON), or its live page (HTML)
+//
+// JSON, as always, unless the caller asks for HTML (`Accept: text/html`): then the console's live page of the sale, which polls `GET /admin/sales/{saleId}/live`. A browser that is not signed in is sent to `/admin/login`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15108,15 +16732,30 @@ func (c *ClientWithResponses) GetSaleWithResponse(ctx context.Context, saleId Sa
 	return ParseGetSaleResponse(rsp)
 }
 
-// CloseSaleWithResponse Close a sale
+// CloseSaleWithBodyWithResponse Close a sale
 //
-// Close a sale for good.
+// Close a sale for good. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/sales/{saleId}/close (the `CloseSale` operationId).
-func (c *ClientWithResponses) CloseSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*CloseSaleResponse, error) {
-	rsp, err := c.CloseSale(ctx, saleId, reqEditors...)
+func (c *ClientWithResponses) CloseSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CloseSaleResponse, error) {
+	rsp, err := c.CloseSaleWithBody(ctx, saleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseSaleResponse(rsp)
+}
+
+// CloseSaleWithResponse Close a sale
+//
+// Close a sale for good. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/close (the `CloseSale` operationId).
+func (c *ClientWithResponses) CloseSaleWithResponse(ctx context.Context, saleId SaleId, body CloseSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*CloseSaleResponse, error) {
+	rsp, err := c.CloseSale(ctx, saleId, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15168,30 +16807,75 @@ func (c *ClientWithResponses) RebuildGateWithResponse(ctx context.Context, saleI
 	return ParseRebuildGateResponse(rsp)
 }
 
-// OpenSaleWithResponse Open a sale
+// SaleLiveWithResponse The sale's live snapshot
 //
-// Open a scheduled or paused-before-open sale.
+// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 //
 // Returns a wrapper object for the known response body format(s).
 //
+// Corresponds with GET /admin/sales/{saleId}/live (the `SaleLive` operationId).
+func (c *ClientWithResponses) SaleLiveWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*SaleLiveResponse, error) {
+	rsp, err := c.SaleLive(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSaleLiveResponse(rsp)
+}
+
+// OpenSaleWithBodyWithResponse Open a sale
+//
+// Open a scheduled or paused-before-open sale. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
 // Corresponds with POST /admin/sales/{saleId}/open (the `OpenSale` operationId).
-func (c *ClientWithResponses) OpenSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*OpenSaleResponse, error) {
-	rsp, err := c.OpenSale(ctx, saleId, reqEditors...)
+func (c *ClientWithResponses) OpenSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenSaleResponse, error) {
+	rsp, err := c.OpenSaleWithBody(ctx, saleId, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseOpenSaleResponse(rsp)
 }
 
-// PauseSaleWithResponse Pause a sale
+// OpenSaleWithResponse Open a sale
 //
-// Pause an open sale: reservations answer `sale_not_open`.
+// Open a scheduled or paused-before-open sale. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/open (the `OpenSale` operationId).
+func (c *ClientWithResponses) OpenSaleWithResponse(ctx context.Context, saleId SaleId, body OpenSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenSaleResponse, error) {
+	rsp, err := c.OpenSale(ctx, saleId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenSaleResponse(rsp)
+}
+
+// PauseSaleWithBodyWithResponse Pause a sale
+//
+// Pause an open sale: reservations answer `sale_not_open`. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
-func (c *ClientWithResponses) PauseSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PauseSaleResponse, error) {
-	rsp, err := c.PauseSale(ctx, saleId, reqEditors...)
+func (c *ClientWithResponses) PauseSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseSaleResponse, error) {
+	rsp, err := c.PauseSaleWithBody(ctx, saleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseSaleResponse(rsp)
+}
+
+// PauseSaleWithResponse Pause a sale
+//
+// Pause an open sale: reservations answer `sale_not_open`. The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/pause (the `PauseSale` operationId).
+func (c *ClientWithResponses) PauseSaleWithResponse(ctx context.Context, saleId SaleId, body PauseSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseSaleResponse, error) {
+	rsp, err := c.PauseSale(ctx, saleId, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15288,15 +16972,75 @@ func (c *ClientWithResponses) ReleaseQueueWithResponse(ctx context.Context, sale
 	return ParseReleaseQueueResponse(rsp)
 }
 
-// ResumeSaleWithResponse Resume a sale
+// RepairSaleWithBodyWithResponse Plan, or write, the repair of a paused sale's stock
 //
-// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database).
+// What `flashline sale repair` does: per bucket, what the stock row, the reservations and the ledger say, and the correction; with `apply`, written in one transaction ('repair' ledger rows and one audit row naming the operator). The sale stays paused.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/repair (the `RepairSale` operationId).
+func (c *ClientWithResponses) RepairSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RepairSaleResponse, error) {
+	rsp, err := c.RepairSaleWithBody(ctx, saleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRepairSaleResponse(rsp)
+}
+
+// RepairSaleWithResponse Plan, or write, the repair of a paused sale's stock
+//
+// What `flashline sale repair` does: per bucket, what the stock row, the reservations and the ledger say, and the correction; with `apply`, written in one transaction ('repair' ledger rows and one audit row naming the operator). The sale stays paused.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/repair (the `RepairSale` operationId).
+func (c *ClientWithResponses) RepairSaleWithResponse(ctx context.Context, saleId SaleId, body RepairSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*RepairSaleResponse, error) {
+	rsp, err := c.RepairSale(ctx, saleId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRepairSaleResponse(rsp)
+}
+
+// SaleReportWithResponse The report after the sale (JSON, or a page)
+//
+// The timeline (made, opened, sold out, incidents, every operator's action), units by outcome, the crowd, the time to sell out, late payments and voids, read in one transaction. A page when the caller asks for HTML; `flashline sale report` prints the same.
 //
 // Returns a wrapper object for the known response body format(s).
 //
+// Corresponds with GET /admin/sales/{saleId}/report (the `SaleReport` operationId).
+func (c *ClientWithResponses) SaleReportWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*SaleReportResponse, error) {
+	rsp, err := c.SaleReport(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSaleReportResponse(rsp)
+}
+
+// ResumeSaleWithBodyWithResponse Resume a sale
+//
+// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database). The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
 // Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
-func (c *ClientWithResponses) ResumeSaleWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*ResumeSaleResponse, error) {
-	rsp, err := c.ResumeSale(ctx, saleId, reqEditors...)
+func (c *ClientWithResponses) ResumeSaleWithBodyWithResponse(ctx context.Context, saleId SaleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeSaleResponse, error) {
+	rsp, err := c.ResumeSaleWithBody(ctx, saleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeSaleResponse(rsp)
+}
+
+// ResumeSaleWithResponse Resume a sale
+//
+// Resume a paused sale, once its stock adds up (and a gated sale's counter agrees with the database). The change is recorded under the operator the body names (default `admin`), in the operators' audit the report reads.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/sales/{saleId}/resume (the `ResumeSale` operationId).
+func (c *ClientWithResponses) ResumeSaleWithResponse(ctx context.Context, saleId SaleId, body ResumeSaleJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeSaleResponse, error) {
+	rsp, err := c.ResumeSale(ctx, saleId, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15964,6 +17708,95 @@ func (c *ClientWithResponses) WaitPageAssetHeadWithResponse(ctx context.Context,
 	return ParseWaitPageAssetHeadResponse(rsp)
 }
 
+// ParseConsoleResponse parses an HTTP response from a ConsoleWithResponse call
+func ParseConsoleResponse(rsp *http.Response) (*ConsoleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers ConsoleResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseConsoleAssetResponse parses an HTTP response from a ConsoleAssetWithResponse call
+func ParseConsoleAssetResponse(rsp *http.Response) (*ConsoleAssetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleAssetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseLoginPageResponse parses an HTTP response from a LoginPageWithResponse call
 func ParseLoginPageResponse(rsp *http.Response) (*LoginPageResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -16492,6 +18325,9 @@ func ParseGetSaleResponse(rsp *http.Response) (*GetSaleResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 303:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16520,6 +18356,22 @@ func ParseGetSaleResponse(rsp *http.Response) (*GetSaleResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case rsp.StatusCode == 200:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers GetSaleResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers303 = &headers
 	}
 
 	return response, nil
@@ -16545,6 +18397,13 @@ func ParseCloseSaleResponse(rsp *http.Response) (*CloseSaleResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
@@ -16785,6 +18644,74 @@ func ParseRebuildGateResponse(rsp *http.Response) (*RebuildGateResponse, error) 
 	return response, nil
 }
 
+// ParseSaleLiveResponse parses an HTTP response from a SaleLiveWithResponse call
+func ParseSaleLiveResponse(rsp *http.Response) (*SaleLiveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SaleLiveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Live
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code SaleLive503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseOpenSaleResponse parses an HTTP response from a OpenSaleWithResponse call
 func ParseOpenSaleResponse(rsp *http.Response) (*OpenSaleResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -16805,6 +18732,13 @@ func ParseOpenSaleResponse(rsp *http.Response) (*OpenSaleResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
@@ -16900,6 +18834,13 @@ func ParsePauseSaleResponse(rsp *http.Response) (*PauseSaleResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
@@ -17200,6 +19141,154 @@ func ParseReleaseQueueResponse(rsp *http.Response) (*ReleaseQueueResponse, error
 	return response, nil
 }
 
+// ParseRepairSaleResponse parses an HTTP response from a RepairSaleWithResponse call
+func ParseRepairSaleResponse(rsp *http.Response) (*RepairSaleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RepairSaleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Repair
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code RepairSale409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSaleReportResponse parses an HTTP response from a SaleReportWithResponse call
+func ParseSaleReportResponse(rsp *http.Response) (*SaleReportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SaleReportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Report
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers SaleReportResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseResumeSaleResponse parses an HTTP response from a ResumeSaleWithResponse call
 func ParseResumeSaleResponse(rsp *http.Response) (*ResumeSaleResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -17220,6 +19309,13 @@ func ParseResumeSaleResponse(rsp *http.Response) (*ResumeSaleResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated

@@ -281,14 +281,20 @@ func (q *Queries) SaleList(ctx context.Context) ([]string, error) {
 }
 
 const saleSetState = `-- name: SaleSetState :one
-UPDATE sales
-   SET state = CASE WHEN $1::text = 'open' AND NOT $2::boolean AND opens_at > now()
-                    THEN 'scheduled' ELSE $1::text END,
-       opens_at = CASE WHEN $2::boolean THEN least(coalesce(opens_at, now()), now())
-                       ELSE opens_at END,
-       pause_reason = $3, updated_at = now()
- WHERE sale_id = $4 AND state = ANY ($5::text[])
-RETURNING sale_id
+WITH moved AS (
+    UPDATE sales
+       SET state = CASE WHEN $1::text = 'open' AND NOT $2::boolean AND opens_at > now()
+                        THEN 'scheduled' ELSE $1::text END,
+           opens_at = CASE WHEN $2::boolean THEN least(coalesce(opens_at, now()), now())
+                           ELSE opens_at END,
+           pause_reason = $3, updated_at = now()
+     WHERE sales.sale_id = $4 AND sales.state = ANY ($5::text[])
+    RETURNING sales.sale_id, sales.state
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT $6::text, moved.sale_id, $7::text, 'now ' || moved.state FROM moved
+)
+SELECT moved.sale_id FROM moved
 `
 
 type SaleSetStateParams struct {
@@ -297,9 +303,14 @@ type SaleSetStateParams struct {
 	PauseReason *string
 	SaleID      string
 	FromStates  []string
+	Action      string
+	Operator    string
 }
 
-// Moves a sale to a new state if it is in one of the allowed source states.
+// Moves a sale to a new state if it is in one of the allowed source states,
+// and audits the move under @operator (operator_actions, action @action:
+// open, pause, resume or close) in the same statement: no audit row without
+// the move, no move without its row.
 // Returns no row when the transition is not allowed (or the sale is unknown).
 // Opening (@open_now) moves opens_at to now if it was later or unset. Any
 // other move to 'open' (resume) of a sale whose opening time is still ahead
@@ -311,6 +322,8 @@ func (q *Queries) SaleSetState(ctx context.Context, arg SaleSetStateParams) (str
 		arg.PauseReason,
 		arg.SaleID,
 		arg.FromStates,
+		arg.Action,
+		arg.Operator,
 	)
 	var sale_id string
 	err := row.Scan(&sale_id)

@@ -50,19 +50,28 @@ SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
  WHERE s.sale_id = @sale_id;
 
 -- name: SaleSetState :one
--- Moves a sale to a new state if it is in one of the allowed source states.
+-- Moves a sale to a new state if it is in one of the allowed source states,
+-- and audits the move under @operator (operator_actions, action @action:
+-- open, pause, resume or close) in the same statement: no audit row without
+-- the move, no move without its row.
 -- Returns no row when the transition is not allowed (or the sale is unknown).
 -- Opening (@open_now) moves opens_at to now if it was later or unset. Any
 -- other move to 'open' (resume) of a sale whose opening time is still ahead
 -- goes back to 'scheduled': resuming a paused sale must not open it early.
-UPDATE sales
-   SET state = CASE WHEN @state::text = 'open' AND NOT @open_now::boolean AND opens_at > now()
-                    THEN 'scheduled' ELSE @state::text END,
-       opens_at = CASE WHEN @open_now::boolean THEN least(coalesce(opens_at, now()), now())
-                       ELSE opens_at END,
-       pause_reason = sqlc.narg(pause_reason), updated_at = now()
- WHERE sale_id = @sale_id AND state = ANY (@from_states::text[])
-RETURNING sale_id;
+WITH moved AS (
+    UPDATE sales
+       SET state = CASE WHEN @state::text = 'open' AND NOT @open_now::boolean AND opens_at > now()
+                        THEN 'scheduled' ELSE @state::text END,
+           opens_at = CASE WHEN @open_now::boolean THEN least(coalesce(opens_at, now()), now())
+                           ELSE opens_at END,
+           pause_reason = sqlc.narg(pause_reason), updated_at = now()
+     WHERE sales.sale_id = @sale_id AND sales.state = ANY (@from_states::text[])
+    RETURNING sales.sale_id, sales.state
+), audit AS (
+    INSERT INTO operator_actions (action, sale_id, operator, detail)
+    SELECT @action::text, moved.sale_id, @operator::text, 'now ' || moved.state FROM moved
+)
+SELECT moved.sale_id FROM moved;
 
 -- name: SaleList :many
 SELECT sale_id FROM sales ORDER BY created_at, sale_id;

@@ -1,0 +1,121 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/dbsqlc"
+)
+
+// The console's reads (sql/queries/console.sql): the live page's snapshot of
+// a sale, one read-only transaction however much it reads, and the report.
+
+// watchRows bounds the incidents and operator actions a snapshot carries.
+const (
+	watchRows  = 20
+	reportRows = 500
+)
+
+// Watch reads the live page's snapshot of saleID in one read-only
+// transaction: the sale with its counts (the lottery's too), its waiting
+// room's crowd, its latest incidents and operator actions. The caller
+// (handlers' snapshot) calls it at most once a second per sale.
+func (s *Store) Watch(ctx context.Context, saleID string) (flashline.SaleWatch, error) {
+	return s.watch(ctx, saleID, watchRows)
+}
+
+func (s *Store) watch(ctx context.Context, saleID string, rows int) (flashline.SaleWatch, error) {
+	var w flashline.SaleWatch
+	err := pgx.BeginTxFunc(ctx, s.admin, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		w, err = readWatch(ctx, s, dbsqlc.New(tx), saleID, rows)
+		return err
+	})
+	if err != nil {
+		return flashline.SaleWatch{}, fmt.Errorf("watch sale %s: %w", saleID, translate(err))
+	}
+	return w, nil
+}
+
+func readWatch(ctx context.Context, s *Store, q *dbsqlc.Queries, saleID string, rows int) (flashline.SaleWatch, error) {
+	row, err := q.SaleGet(ctx, dbsqlc.SaleGetParams{SaleID: saleID})
+	if err != nil {
+		return flashline.SaleWatch{}, err
+	}
+	w := flashline.SaleWatch{Sale: saleFromRow(row), At: row.Now}
+	if w.Sale.Admission == flashline.AdmissionLottery {
+		l, err := s.lottery(ctx, q, saleID)
+		if err != nil {
+			return w, err
+		}
+		if l.Counts, err = lotteryCounts(ctx, q, saleID); err != nil {
+			return w, err
+		}
+		w.Sale.Lottery = &l
+	}
+	room, err := q.ConsoleRoom(ctx, dbsqlc.ConsoleRoomParams{SaleID: saleID})
+	switch {
+	case err == nil:
+		w.Room = &flashline.RoomCrowd{
+			Positions: room.NextPosition - 1, PreopenCount: room.PreopenCount,
+			PreopenTickets: room.PreopenTickets + room.EdgeTickets, AdmittedThrough: room.AdmittedThrough,
+			PacePerSecond: room.PacePerSecond, Held: room.Held, Message: room.Broadcast,
+		}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return w, err
+	}
+	incidents, err := q.ConsoleIncidents(ctx, dbsqlc.ConsoleIncidentsParams{SaleID: saleID, MaxRows: int32(rows)})
+	if err != nil {
+		return w, err
+	}
+	for _, i := range incidents {
+		w.Incidents = append(w.Incidents, flashline.IncidentNote{ID: i.IncidentID, Kind: i.Kind, Detail: i.Detail, At: i.CreatedAt})
+	}
+	actions, err := q.ConsoleActions(ctx, dbsqlc.ConsoleActionsParams{SaleID: saleID, MaxRows: int32(rows)})
+	if err != nil {
+		return w, err
+	}
+	for _, a := range actions {
+		w.Actions = append(w.Actions, flashline.OperatorAction{
+			ID: a.ActionID, Action: a.Action, ReservationID: deref(a.ReservationID), Operator: a.Operator,
+			Detail: a.Detail, Affected: int(a.Affected), At: a.CreatedAt,
+		})
+	}
+	return w, nil
+}
+
+// Report reads the report after saleID's sale, in one read-only
+// transaction: the snapshot with up to 500 incidents and operator actions,
+// each moment it sold out, its reservations, late payments and voids.
+func (s *Store) Report(ctx context.Context, saleID string) (flashline.SaleReport, error) {
+	var rep flashline.SaleReport
+	err := pgx.BeginTxFunc(ctx, s.admin, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		w, err := readWatch(ctx, s, q, saleID, reportRows)
+		if err != nil {
+			return err
+		}
+		rep.SaleWatch = w
+		if rep.SoldOut, err = q.ReportSoldOuts(ctx, dbsqlc.ReportSoldOutsParams{SaleID: saleID, MaxRows: reportRows}); err != nil {
+			return err
+		}
+		f, err := q.ReportFacts(ctx, dbsqlc.ReportFactsParams{SaleID: saleID})
+		if err != nil {
+			return err
+		}
+		rep.Reservations, rep.Customers = f.Reservations, f.Customers
+		if f.Reservations > 0 {
+			rep.FirstAt, rep.LastAt = &f.FirstAt, &f.LastAt
+		}
+		rep.VoidedOrders, rep.LatePayments, rep.LatePaymentsRefunded = f.VoidedOrders, f.LatePayments, f.LateRefunded
+		return nil
+	})
+	if err != nil {
+		return flashline.SaleReport{}, fmt.Errorf("report of sale %s: %w", saleID, translate(err))
+	}
+	return rep, nil
+}
