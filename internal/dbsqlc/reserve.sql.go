@@ -99,8 +99,16 @@ type ReserveBatchBeginRow struct {
 // The purchase path. Concurrent reservations for one sale on one instance are
 // coalesced into a batch (postgres/batch.go), and a batch is one transaction:
 //
-//	BEGIN; ReserveBatchBegin; ReserveBatchCommit [; ReserveLockBucket;
-//	ReserveBatchCommit]; COMMIT
+//	BEGIN; ReserveBatchBegin;                          -- one round trip
+//	SAVEPOINT; ReserveBatchCommit (must_take); COMMIT  -- another
+//
+// and, when the decrement missed (others took the stock since the read):
+//
+//	ROLLBACK TO SAVEPOINT; ReserveLockBucket; ReserveBatchCommit; COMMIT
+//
+// or when a request of the batch will hear sold out (its key is asked about
+// again first, ReserveKeysStored): ReserveBatchCommit; ReserveKeysStored;
+// COMMIT, each on its own.
 //
 // A request on its own is a batch of one: there is one purchase path. The
 // conditional decrement in ReserveBatchCommit is the only statement that takes
