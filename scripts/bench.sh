@@ -6,6 +6,9 @@
 #     --max-batch 1 (reserve_tx.sql) and as one statement (reserve_cte.sql);
 #     and the same transaction spread over 10,000 SKUs at 32 clients
 #     (reserve_cold.sql): what PostgreSQL does per request with no hot row;
+#     and the least a reservation must write (minimal.sql on
+#     minimal_schema.sql: three tables, primary keys only, one statement) on
+#     one hot row at each client count and over 10,000 SKUs at 32 clients;
 #  2. flashline's `hot` scenario through HTTP on one hot SKU at the same
 #     client counts, as a ratio to the better hot pgbench form and to the
 #     10,000-SKU rate: with the defaults (one stock row, one batch in flight),
@@ -17,6 +20,10 @@
 #     status polls on the same instance, taking turns a second at a time, as
 #     answers/s and ratios to /healthz;
 #  4. the Go benchmarks of the hot code paths.
+# Every pgbench form and every flashline run also reports what one
+# reservation wrote: WAL bytes (pg_current_wal_lsn() before and after, after a
+# CHECKPOINT) and heap rows inserted or updated (pg_stat_user_tables), each
+# divided by the reservations made (scripts/pgbench/cost.sh).
 #
 #   CLIENTS="8 128" DURATION=15 scripts/bench.sh
 #   SERVE_FLAGS="--batches-in-flight 2" BUCKETS=2 SPREAD=0 scripts/bench.sh
@@ -35,6 +42,7 @@ duration=${DURATION:-10}
 buckets=${BUCKETS:-1}
 serve_flags=(${SERVE_FLAGS:-})
 make -s build
+. scripts/pgbench/cost.sh
 
 bindir=${FLASHLINE_PG_BINDIR:-}
 if [ -z "$bindir" ] && command -v pg_config >/dev/null && [ -x "$(pg_config --bindir)/pgbench" ]; then bindir=$(pg_config --bindir); fi
@@ -47,8 +55,12 @@ bench_url=$(sed -E 's#/[^/?]*(\?|$)#/flashline_bench\1#' <<<"$base")
 # The 10,000 cold SKUs live in a database of their own: in the service's,
 # its sale cache would re-read them every second and its pacer scan them.
 cold_url=$(sed -E 's#/[^/?]*(\?|$)#/flashline_bench_cold\1#' <<<"$base")
-"$bindir/psql" -q "$admin_url" -c "DROP DATABASE IF EXISTS flashline_bench WITH (FORCE)" -c "CREATE DATABASE flashline_bench" \
-  -c "DROP DATABASE IF EXISTS flashline_bench_cold WITH (FORCE)" -c "CREATE DATABASE flashline_bench_cold"
+min_url=$(sed -E 's#/[^/?]*(\?|$)#/flashline_bench_min\1#' <<<"$base")
+PGOPTIONS="-c client_min_messages=warning" "$bindir/psql" -q "$admin_url" \
+  -c "DROP DATABASE IF EXISTS flashline_bench WITH (FORCE)" -c "CREATE DATABASE flashline_bench" \
+  -c "DROP DATABASE IF EXISTS flashline_bench_cold WITH (FORCE)" -c "CREATE DATABASE flashline_bench_cold" \
+  -c "DROP DATABASE IF EXISTS flashline_bench_min WITH (FORCE)" -c "CREATE DATABASE flashline_bench_min"
+"$bindir/psql" -q -v ON_ERROR_STOP=1 "$min_url" -f scripts/pgbench/minimal_schema.sql
 export FLASHLINE_ADMIN_TOKEN=bench-admin-token-0123456789abcdef FLASHLINE_JWT_SECRET=bench-jwt-secret-0123456789abcdef \
   FLASHLINE_WAITROOM_KEYS=b1:bench-waitroom-key-0123456789abcdef
 DATABASE_URL=$cold_url bin/flashline migrate up >/dev/null
@@ -69,21 +81,27 @@ COMMIT;
 ANALYZE;
 SQL
 
-pgbench() { # clients script url [sale]
-  local sale_def=()
-  [ -n "${4:-}" ] && sale_def=(-D sale="$4")
-  local tps
-  tps=$("$bindir/pgbench" -n -M prepared -c "$1" -j 2 -T "$duration" "${sale_def[@]}" -f "$2" "$3" 2>/dev/null |
-        sed -n 's/^tps = \([0-9.]*\).*/\1/p')
-  echo "${tps%.*}"
+# pgbench clients script url [-D var=value ...]: tps, then WAL bytes and rows
+# per reservation (every transaction of these scripts makes one).
+pgbench() {
+  local c=$1 script=$2 url=$3 out n tps
+  shift 3
+  cost_begin "$url"
+  out=$("$bindir/pgbench" -n -M prepared -c "$c" -j 2 -T "$duration" "$@" -f "$script" "$url" 2>/dev/null)
+  tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")
+  n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+  cost_end "$url" "${n:-0}"
+  echo "${tps%.*} $cost_wal $cost_rows"
 }
-declare -A tx cte http p99 batches one p99one sp p99sp
+declare -A tx cte mhot http p99 batches one p99one sp p99sp wal rows
 echo "bench: pgbench, ${duration}s per run" >&2
 for c in "${clients[@]}"; do
-  tx[$c]=$(pgbench "$c" scripts/pgbench/reserve_tx.sql "$bench_url" "$(new_sale "pgbench-tx-$c")")
-  cte[$c]=$(pgbench "$c" scripts/pgbench/reserve_cte.sql "$bench_url" "$(new_sale "pgbench-cte-$c")")
+  read -r tx[$c] wal[tx,$c] rows[tx,$c] <<<"$(pgbench "$c" scripts/pgbench/reserve_tx.sql "$bench_url" -D sale="$(new_sale "pgbench-tx-$c")")"
+  read -r cte[$c] wal[cte,$c] rows[cte,$c] <<<"$(pgbench "$c" scripts/pgbench/reserve_cte.sql "$bench_url" -D sale="$(new_sale "pgbench-cte-$c")")"
+  read -r mhot[$c] wal[mhot,$c] rows[mhot,$c] <<<"$(pgbench "$c" scripts/pgbench/minimal.sql "$min_url" -D skus=1)"
 done
-cold=$(pgbench 32 scripts/pgbench/reserve_cold.sql "$cold_url")
+read -r cold wal[cold] rows[cold] <<<"$(pgbench 32 scripts/pgbench/reserve_cold.sql "$cold_url")"
+read -r mcold wal[mcold] rows[mcold] <<<"$(pgbench 32 scripts/pgbench/minimal.sql "$min_url" -D skus=10000)"
 
 # flashline through HTTP: coalescing (the default), and with ONE=1 again with
 # --max-batch 1 (one transaction per reservation, the per-request design).
@@ -103,16 +121,22 @@ start_serve() {
 }
 stop_serve() { kill "$pid"; wait "$pid" 2>/dev/null || true; trap - EXIT; }
 for mode in "${modes[@]}"; do
-  flags=("${serve_flags[@]}") rows=$buckets
+  flags=("${serve_flags[@]}") rows_=$buckets
   [ "$mode" = one ] && flags=(--max-batch 1)
-  [ "$mode" = spread ] && flags=(--batches-in-flight "$spread") rows=$spread
+  [ "$mode" = spread ] && flags=(--batches-in-flight "$spread") rows_=$spread
   echo "bench: flashline hot ($mode), ${duration}s per run" >&2
-  start_serve "${flags[@]}"
   for c in "${clients[@]}"; do
-    out=$(bin/flashline-loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s" --buckets "$rows")
+    # A serve per run: its connections close at the end, which reports
+    # their row counters.
+    start_serve "${flags[@]}"
+    cost_begin "$bench_url"
+    out=$(bin/flashline-loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s" --buckets "$rows_")
+    stop_serve
     rate=$(sed -n 's/^successful reservations.*(\([0-9]*\)\/s).*/\1/p' <<<"$out")
     lat=$(awk -F/ '/^latency p50/ {gsub(/ /, "", $6); print $6}' <<<"$out")
     grep -q '^verified *ok' <<<"$out" || { echo "bench: the $mode run at $c clients did not verify:" >&2; echo "$out" >&2; exit 1; }
+    cost_end "$bench_url" "$(sed -n 's/^successful reservations *\([0-9]*\) .*/\1/p' <<<"$out")"
+    wal[$mode,$c]=$cost_wal rows[$mode,$c]=$cost_rows
     if [ "$mode" = coalesced ]; then
       http[$c]=$rate p99[$c]=$lat
       batches[$c]=$(sed -n 's/^reserve batches *mean \([0-9.]*\).*/\1/p' <<<"$out")
@@ -122,7 +146,6 @@ for mode in "${modes[@]}"; do
       one[$c]=$rate p99one[$c]=$lat
     fi
   done
-  stop_serve
 done
 
 echo "bench: the \"no\" answers, ${duration}s per phase, a second at a time" >&2
@@ -137,19 +160,33 @@ status=$(sed -n 's#^status poll answers/s *\([0-9]*\).*#\1#p' <<<"$no")
 ratio() { awk "BEGIN{ if ($2 > 0) printf \"%.2fx\", $1/$2; else print \"-\" }"; }
 echo
 echo "flashline hot: one SKU ($buckets stock row(s)), serve ${serve_flags[*]:-(defaults)}; pgbench: one reservation per transaction"
-printf '%-8s %13s %14s %16s %10s %12s %10s %11s' clients "pgbench tx/s" "pgbench cte/s" "flashline http/s" "vs hot" "vs 10k SKUs" "p99" "mean batch"
+printf '%-8s %13s %14s %14s %16s %10s %12s %12s %10s %11s' clients "pgbench tx/s" "pgbench cte/s" "minimal hot/s" "flashline http/s" "vs hot" "vs min hot" "vs 10k SKUs" "p99" "mean batch"
 [ "$spread" -gt 1 ] && printf ' %18s %12s %10s' "$spread rows x $spread: http/s" "vs 10k SKUs" "p99"
 [ -n "${ONE:-}" ] && printf ' %18s %14s' "one-per-tx http/s" "one-per-tx p99"
 echo
 for c in "${clients[@]}"; do
   best=$(( tx[$c] > cte[$c] ? tx[$c] : cte[$c] ))
-  printf '%-8s %13s %14s %16s %10s %12s %10s %11s' "$c" "${tx[$c]}" "${cte[$c]}" "${http[$c]}" \
-    "$(ratio "${http[$c]}" "$best")" "$(ratio "${http[$c]}" "$cold")" "${p99[$c]}" "${batches[$c]}"
+  printf '%-8s %13s %14s %14s %16s %10s %12s %12s %10s %11s' "$c" "${tx[$c]}" "${cte[$c]}" "${mhot[$c]}" "${http[$c]}" \
+    "$(ratio "${http[$c]}" "$best")" "$(ratio "${http[$c]}" "${mhot[$c]}")" "$(ratio "${http[$c]}" "$cold")" "${p99[$c]}" "${batches[$c]}"
   [ "$spread" -gt 1 ] && printf ' %18s %12s %10s' "${sp[$c]}" "$(ratio "${sp[$c]}" "$cold")" "${p99sp[$c]}"
   [ -n "${ONE:-}" ] && printf ' %18s %14s' "${one[$c]}" "${p99one[$c]}"
   echo
 done
 printf 'pgbench, the same transaction over 10,000 SKUs (no hot row), 32 clients: %s/s\n' "$cold"
+printf 'pgbench, the minimal one-statement reservation over 10,000 SKUs, 32 clients: %s/s; flashline hot at %s clients: %s of it\n' \
+  "$mcold" "${clients[-1]}" "$(ratio "${http[${clients[-1]}]}" "$mcold")"
+echo
+echo "what one reservation wrote: WAL bytes / heap rows inserted or updated, per reservation, at each client count"
+printf '%-40s' "form"; for c in "${clients[@]}"; do printf ' %14s' "$c clients"; done; echo
+form_row() { # label key
+  printf '%-40s' "$1"; for c in "${clients[@]}"; do printf ' %14s' "${wal[$2,$c]:--} / ${rows[$2,$c]:--}"; done; echo
+}
+form_row "pgbench tx (full schema, hot row)" tx
+form_row "pgbench cte (full schema, hot row)" cte
+form_row "pgbench minimal (hot row)" mhot
+for mode in "${modes[@]}"; do form_row "flashline http ($mode)" "$mode"; done
+printf '%-40s %14s\n' "pgbench tx over 10,000 SKUs" "32: ${wal[cold]} / ${rows[cold]}"
+printf '%-40s %14s\n' "pgbench minimal over 10,000 SKUs" "32: ${wal[mcold]} / ${rows[mcold]}"
 echo
 echo "the \"no\" answers on one instance, 64 keep-alive connections, closed loop (flashline-loadtest --scenario no)"
 printf '%-34s %10s %8s\n' "" "answers/s" "ratio"

@@ -1,0 +1,13 @@
+-- An idempotency key's row names the reservation its answer made
+-- (idempotency_keys.reservation_id). The foreign key that checked it cost
+-- every reservation a row lock on the reservation it had just inserted (a
+-- FOR KEY SHARE, which writes a Heap/LOCK record of 54 bytes to the WAL and
+-- runs one more query per row) for nothing the schema could get wrong: the
+-- key and its reservation are written by one statement, the key from the
+-- reservation's own RETURNING (ReserveBatchCommit, sql/queries/reserve.sql),
+-- and reservations are never deleted (they end as expired, cancelled or
+-- voided rows). The column and its meaning stay.
+--
+-- Rolling upgrade: safe with the previous release running (it never relied
+-- on the constraint: postgres/errors.go does not name it).
+ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_reservation_fkey;
