@@ -61,6 +61,10 @@ type lifecycle struct {
 	// late are the late payments, by reservation and payment reference:
 	// true once refunded.
 	late map[[2]string]bool
+	// Payments (reservation, payment reference) whose refund was applied:
+	// a success of the same payment delivered after its refund has no
+	// effect, the money being back with the customer already.
+	refunded map[[2]string]bool
 }
 
 type modelReservation struct {
@@ -95,7 +99,7 @@ func newLifecycle(t *rapid.T, store *postgres.Store, pool *pgxpool.Pool) *lifecy
 		Buckets:          rapid.IntRange(1, min(3, stock)).Draw(t, "buckets"),
 		Confirmation:     rapid.SampledFrom([]flashline.Confirmation{flashline.ConfirmByCustomer, flashline.ConfirmByPayment}).Draw(t, "confirmation"),
 	})
-	m := &lifecycle{store: store, pool: pool, sale: sale, late: map[[2]string]bool{}}
+	m := &lifecycle{store: store, pool: pool, sale: sale, late: map[[2]string]bool{}, refunded: map[[2]string]bool{}}
 	// Idempotency keys are scoped per customer, across sales: customers of
 	// this sale are its own.
 	for _, name := range []string{"ann", "bob", "cat"} {
@@ -252,6 +256,10 @@ func (m *lifecycle) pay(t *rapid.T) {
 	if !fresh {
 		return
 	}
+	if m.refunded[[2]string{r.id, ref}] {
+		require.Equal(t, flashline.OutcomeNoEffect, got.Outcome, "payment %s after its refund", ref)
+		return
+	}
 	late := func() {
 		key := [2]string{r.id, ref}
 		if _, known := m.late[key]; known {
@@ -305,6 +313,7 @@ func (m *lifecycle) refund(t *rapid.T) {
 	if !fresh {
 		return
 	}
+	m.refunded[[2]string{r.id, ref}] = true
 	switch {
 	case r.state == flashline.ReservationConfirmed && (r.paidBy == "" || r.paidBy == ref):
 		require.Equal(t, flashline.OutcomeVoided, got.Outcome)
