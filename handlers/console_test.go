@@ -44,7 +44,10 @@ func TestConsolePages(t *testing.T) {
 	sale := s.createSale(t, `{"sku":"console-1","initialStock":5,"confirmation":"customer"}`)
 	html := []string{"Accept", "text/html,application/xhtml+xml"}
 
-	r := s.serve(t, http.MethodGet, "/admin/", "", "", html...)
+	r := s.serve(t, http.MethodGet, "/admin", "", "", html...)
+	require.Equal(t, http.StatusSeeOther, r.Status)
+	require.Equal(t, "/admin/", r.Header.Get("Location"))
+	r = s.serve(t, http.MethodGet, "/admin/", "", "", html...)
 	require.Equal(t, http.StatusSeeOther, r.Status)
 	require.Equal(t, "/admin/login", r.Header.Get("Location"))
 

@@ -116,7 +116,7 @@ var calls = map[string]string{
 // their assets, the job UI and its sign-in, the preflights of cross-origin
 // requests (CORS).
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
-	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI", "console", "consoleAsset",
+	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI", "console", "consoleRedirect", "consoleAsset",
 	"reservePreflight", "getReservationPreflight", "confirmPreflight", "cancelPreflight",
 	"ticketPreflight", "statusPreflight", "statusStream", "statusStreamPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
 	// and an edge's own requests to its origins (edge.Client makes them),
