@@ -44,7 +44,10 @@ func TestConsolePages(t *testing.T) {
 	sale := s.createSale(t, `{"sku":"console-1","initialStock":5,"confirmation":"customer"}`)
 	html := []string{"Accept", "text/html,application/xhtml+xml"}
 
-	r := s.serve(t, http.MethodGet, "/admin/", "", "", html...)
+	r := s.serve(t, http.MethodGet, "/admin", "", "", html...)
+	require.Equal(t, http.StatusSeeOther, r.Status)
+	require.Equal(t, "/admin/", r.Header.Get("Location"))
+	r = s.serve(t, http.MethodGet, "/admin/", "", "", html...)
 	require.Equal(t, http.StatusSeeOther, r.Status)
 	require.Equal(t, "/admin/login", r.Header.Get("Location"))
 
@@ -187,8 +190,12 @@ func TestLiveSnapshotIsShared(t *testing.T) {
 	require.LessOrEqual(t, snapAfter-snapBefore, bound, "at most one snapshot a second")
 	// A snapshot is one read-only transaction; pgxpool pings a connection
 	// idle for over a second before handing it out, and an empty query is
-	// a transaction too: up to two a snapshot, plus this test's own reads
-	// of the count (each with its ping). Whatever the pages open (1 or 50
-	// measure the same).
-	require.LessOrEqual(t, float64(committed), 2*(snapAfter-snapBefore)+4, "transactions per snapshot")
+	// a transaction too: about two a snapshot, plus this test's own reads
+	// of the count and what the statistics collector reports late (a few,
+	// on a loaded machine). Whatever the pages open (1 or 50 measure the
+	// same): never one a poll.
+	require.LessOrEqual(t, float64(committed), 3*(snapAfter-snapBefore)+4, "transactions per snapshot")
+	if pages >= 50 {
+		require.Less(t, committed, int64(pages), "fewer transactions than pages, let alone polls")
+	}
 }

@@ -164,6 +164,9 @@ func Routes(d Deps) http.Handler {
 	if d.Console != nil {
 		gateStatus, _ := d.Gate.(GateStatuser)
 		watch := newWatcher(d.Console, gateStatus, d.Registry, time.Now)
+		// /admin, as typed: the console (a path with a trailing slash is
+		// not redirected by the router, and this one without is nothing else).
+		r.GET("/admin", func(c *gin.Context) { c.Redirect(http.StatusSeeOther, "/admin/") })
 		r.GET("/admin/", admin, handleConsoleHome(d.Store, d.Payments != nil || d.Stripe != nil || d.Adyen != nil, d.Logger))
 		r.GET("/admin/sales/:saleId/live", admin, handleLive(watch, d.Logger))
 		r.GET("/admin/sales/:saleId/report", admin, handleReport(d.Console, d.Logger))

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -113,6 +114,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		return eval(fmt.Sprintf(`(document.getElementById(%q)||{}).textContent||""`, id))
 	}
 
+	// Every violation of the pages' Content-Security-Policy is kept.
+	_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `window.__csp = [];
+document.addEventListener("securitypolicyviolation", function (e) { window.__csp.push(e.violatedDirective + " " + e.blockedURI); });`})
+	require.NoError(t, err)
+	violations := func() string { return eval(`JSON.stringify(window.__csp || [])`) }
+
 	// Not signed in: sent to the sign-in page; the token signs in.
 	run("open the console", chromedp.Navigate(srv.URL+"/admin/"))
 	waitFor("sent to sign in", `location.pathname === "/admin/login" ? "yes" : ""`, 15*time.Second)
@@ -181,6 +188,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(out, png, 0o644))
 	}
+	require.Equal(t, "[]", violations(), "the sale's page breaks none of its Content-Security-Policy")
 	act("resume")
 	waitFor("open again", `document.getElementById("state").textContent === "open" ? "yes" : ""`, 15*time.Second)
 	waitFor("the audit shown", `document.getElementById("actions").textContent.includes("ann: resume") ? "yes" : ""`, 15*time.Second)
@@ -192,6 +200,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.Contains(t, timeline, want)
 	}
 	require.Contains(t, textOf("reservations"), fmt.Sprintf("%d by %d customers", buyers, buyers))
+	require.Equal(t, "[]", violations(), "nor does the report")
 
 	out, _, err := runCLI(t, dbURL, "sale", "report", sale)
 	require.NoError(t, err)

@@ -20,7 +20,7 @@ const usage = `flashline — flash sales on one PostgreSQL primary
 Usage:
   flashline serve   [flags]          run the HTTP service (and its River workers)
   flashline migrate up|down N|status apply, roll back or show schema migrations
-  flashline sale    create|open|pause|resume|close|show|repair|verify-draw ...
+  flashline sale    create|open|pause|resume|close|show|repair|verify-draw|report ...
                                      administer sales from the shell
   flashline gate    show|rebuild SALE_ID
                                      the Redis gate of a peak sale

@@ -6011,6 +6011,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ConsoleRedirect To the console
+	//
+	// `/admin` as typed: to `/admin/`.
+	//
+	// Corresponds with GET /admin (the `ConsoleRedirect` operationId).
+	ConsoleRedirect(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Console The console: the sales and the form that creates one
 	//
 	// The store's console (docs/console.md): the newest 100 sales with their state, and a form with every field of `POST /admin/sales` that shows the API's answer in place. For a browser signed in at `/admin/login` (or the admin token).
@@ -6653,6 +6660,23 @@ type ClientInterface interface {
 	//
 	// Corresponds with HEAD /waitpage/{version}/{file} (the `WaitPageAssetHead` operationId).
 	WaitPageAssetHead(ctx context.Context, version string, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ConsoleRedirect To the console
+//
+// `/admin` as typed: to `/admin/`.
+//
+// Corresponds with GET /admin (the `ConsoleRedirect` operationId).
+func (c *Client) ConsoleRedirect(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleRedirectRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // Console The console: the sales and the form that creates one
@@ -8126,6 +8150,33 @@ func (c *Client) WaitPageAssetHead(ctx context.Context, version string, file str
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewConsoleRedirectRequest constructs an http.Request for the ConsoleRedirect method
+func NewConsoleRedirectRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewConsoleRequest constructs an http.Request for the Console method
@@ -10575,6 +10626,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ConsoleRedirectWithResponse To the console
+	//
+	// `/admin` as typed: to `/admin/`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin (the `ConsoleRedirect` operationId).
+	ConsoleRedirectWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectResponse, error)
+
 	// ConsoleWithResponse The console: the sales and the form that creates one
 	//
 	// The store's console (docs/console.md): the newest 100 sales with their state, and a form with every field of `POST /admin/sales` that shows the API's answer in place. For a browser signed in at `/admin/login` (or the admin token).
@@ -11299,6 +11359,47 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with HEAD /waitpage/{version}/{file} (the `WaitPageAssetHead` operationId).
 	WaitPageAssetHeadWithResponse(ctx context.Context, version string, file string, reqEditors ...RequestEditorFn) (*WaitPageAssetHeadResponse, error)
+}
+
+// ConsoleRedirectResponse303Headers the declared response headers of an HTTP 303 response for ConsoleRedirect
+type ConsoleRedirectResponse303Headers struct {
+	Location string
+}
+
+type ConsoleRedirectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *ConsoleRedirectResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleRedirectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleRedirectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleRedirectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleRedirectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ConsoleResponse303Headers the declared response headers of an HTTP 303 response for Console
@@ -16485,6 +16586,21 @@ func (r WaitPageAssetHeadResponse) ContentType() string {
 	return ""
 }
 
+// ConsoleRedirectWithResponse To the console
+//
+// `/admin` as typed: to `/admin/`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin (the `ConsoleRedirect` operationId).
+func (c *ClientWithResponses) ConsoleRedirectWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectResponse, error) {
+	rsp, err := c.ConsoleRedirect(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleRedirectResponse(rsp)
+}
+
 // ConsoleWithResponse The console: the sales and the form that creates one
 //
 // The store's console (docs/console.md): the newest 100 sales with their state, and a form with every field of `POST /admin/sales` that shows the API's answer in place. For a browser signed in at `/admin/login` (or the admin token).
@@ -17706,6 +17822,35 @@ func (c *ClientWithResponses) WaitPageAssetHeadWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseWaitPageAssetHeadResponse(rsp)
+}
+
+// ParseConsoleRedirectResponse parses an HTTP response from a ConsoleRedirectWithResponse call
+func ParseConsoleRedirectResponse(rsp *http.Response) (*ConsoleRedirectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleRedirectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers ConsoleRedirectResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseConsoleResponse parses an HTTP response from a ConsoleWithResponse call

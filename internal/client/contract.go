@@ -57,12 +57,19 @@ type NewSale struct {
 	MinAccountAgeSeconds  int        `json:"minAccountAgeSeconds,omitempty"`
 	Confirmation          string     `json:"confirmation,omitempty"`
 	Gate                  string     `json:"gate,omitempty"` // none, redis
+	Price                 *Price     `json:"price,omitempty"`
 	// A lottery sale's (Admission "lottery").
 	RegistrationOpensAt   *time.Time `json:"registrationOpensAt,omitempty"`
 	RegistrationClosesAt  *time.Time `json:"registrationClosesAt,omitempty"`
 	DrawAt                *time.Time `json:"drawAt,omitempty"`
 	PurchaseWindowSeconds int        `json:"purchaseWindowSeconds,omitempty"`
 	Waitlist              bool       `json:"waitlist,omitempty"`
+}
+
+// Price is a sale's price: an amount in the currency's minor units.
+type Price struct {
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
 }
 
 // Policy is a sale's fairness policy in plain words, with the draw's

@@ -109,17 +109,20 @@ var calls = map[string]string{
 	"ticket": "Ticket", "status": "Status", "policy": "Policy",
 	"register": "Register", "registration": "Registration",
 	"holdQueue": "HoldQueue", "releaseQueue": "ReleaseQueue", "queueMessage": "QueueMessage",
+	"saleLive": "Live", "saleReport": "Report", "repairSale": "Repair",
 }
 
 // browser are the operations of a browser, not of an API client: pages,
 // their assets, the job UI and its sign-in, the preflights of cross-origin
 // requests (CORS).
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
-	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI",
+	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI", "console", "consoleRedirect", "consoleAsset",
 	"reservePreflight", "getReservationPreflight", "confirmPreflight", "cancelPreflight",
 	"ticketPreflight", "statusPreflight", "statusStream", "statusStreamPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
-	// and an edge's own requests to its origins (edge.Client makes them).
-	"edgeWatermarks", "edgeSync", "edgeLease"}
+	// and an edge's own requests to its origins (edge.Client makes them),
+	// the shop's buy button, and the payment providers' own webhooks (their
+	// senders are Stripe and Adyen).
+	"edgeWatermarks", "edgeSync", "edgeLease", "embedScript", "embedScriptHead", "stripeWebhook", "adyenWebhook"}
 
 // TestEveryOperationHasACall: the client calls every operation of the
 // document an API client uses.
