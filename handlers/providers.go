@@ -118,16 +118,8 @@ const StripeReservationKey = "reservation_id"
 // 200 and ignored, as Stripe expects of an endpoint.
 func handleStripe(store flashline.Store, verifier *webhook.Verifier, m *paymentMetrics, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if verifier == nil {
-			writeError(c, logger, flashline.ErrProviderNotConfigured)
-			return
-		}
-		body, err := readBody(c, MaxProviderEventBytes)
+		body, err := signedBody(c, verifier, webhook.StripeHeader, MaxProviderEventBytes, flashline.ErrProviderNotConfigured)
 		if err != nil {
-			writeError(c, logger, err)
-			return
-		}
-		if err := verifier.Verify(c.GetHeader(webhook.StripeHeader), body); err != nil {
 			writeError(c, logger, err)
 			return
 		}
