@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,11 +18,8 @@ import (
 // (coalescer.go gathers them): BEGIN and one read for every request
 // (ReserveBatchBegin), sent together; the decisions per request, in Go; one
 // statement that takes the stock of all the requests that may have it and
-// writes their reservations, keys and ledger rows (ReserveBatchCommit), sent
-// with COMMIT (pipeline.go). Two round trips and one commit, alone or not;
-// a third when the decrement missed (the batch allocates again under the
-// row lock) or some request of the batch will hear sold out (its key is
-// asked about again before the COMMIT).
+// writes their reservations, keys and ledger rows (ReserveBatchCommit);
+// COMMIT. Three round trips.
 
 // reserveBatch runs one batch and answers its calls, except those it returns:
 // requests to carry over to a later batch.
@@ -45,7 +41,7 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 	err := s.withSaleConn(ctx, func(conn *pgxpool.Conn) error {
 		// BEGIN travels with the read (pipeline.go).
 		return pipelinedTx(ctx, conn.Conn(), func(tx *beginFirst) error {
-			b = batchRun{q: dbsqlc.New(tx), tx: tx, calls: batch, afterBegin: s.testHookAfterBegin,
+			b = batchRun{q: dbsqlc.New(tx), calls: batch, afterBegin: s.testHookAfterBegin,
 				pick: func(buckets, quantities []int32, quantity int) int {
 					return s.batches.claimBucket(saleID, buckets, quantities, quantity)
 				}}
@@ -111,7 +107,6 @@ func (s *Store) withSaleConn(ctx context.Context, fn func(*pgxpool.Conn) error) 
 // batchRun is one batch's transaction.
 type batchRun struct {
 	q     *dbsqlc.Queries
-	tx    *beginFirst // nil: COMMIT is never sent with the statement
 	calls []*call
 	// Per call: its answer, its error, or whether to carry it over.
 	results []flashline.ReserveResult
@@ -334,32 +329,8 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			p.Instruments = append(p.Instruments, c.req.PaymentInstrument)
 			p.GateSeqs = append(p.GateSeqs, c.req.GateSeq)
 		}
-		// COMMIT goes with the statement unless the batch has more to do
-		// after it: allocating again under the lock, or asking again about
-		// the keys of requests that will hear sold out (replayNotSoldOut).
-		others := otherBuckets(quantities, bucket)
-		p.MustTake = !locked && b.tx != nil && !soldOut(b.calls, short, others)
-		if p.MustTake {
-			b.tx.commitWithNext()
-		}
 		res, err := b.q.ReserveBatchCommit(ctx, p)
-		switch {
-		case p.MustTake && batchMissed(err):
-			// Nothing was written: back to the savepoint, and allocate
-			// against the locked quantity below.
-			if err := b.tx.rollbackToSavepoint(ctx); err != nil {
-				return err
-			}
-			res, err = dbsqlc.ReserveBatchCommitRow{}, nil
-		case batchNotWhole(err):
-			// A reservation or key of one of these customers was committed
-			// between the read and the customer's lock (or a row was left
-			// out by a check under a newer snapshot). Undo the batch (the
-			// units go back with the rollback) and run every request
-			// again, where a fresh read answers the one concerned.
-			b.rollbackAll()
-			return errRollback
-		case err != nil:
+		if err != nil {
 			return err
 		}
 		switch {
@@ -375,37 +346,23 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			available, locked = int(q), true
 			continue
 		case int(res.Reserved) != len(granted) || int(res.KeyStored) != len(granted):
-			// reserve_batch_whole fails the statement first; kept as the
-			// backstop.
-			b.rollbackAll()
+			// A reservation or key of one of these customers was committed
+			// between the read and the customer's lock. Undo the batch
+			// (the units go back with the rollback) and run every request
+			// again, where a fresh read answers the one concerned.
+			clear(b.errs)
+			clear(b.results)
+			for i := range b.again {
+				b.again[i] = true
+			}
 			return errRollback
 		}
 		for _, i := range granted {
 			b.results[i] = flashline.ReserveResult{Reservation: reservations[i], Receipt: receipts[i]}
 		}
-		b.shortOfStock(short, others)
+		b.shortOfStock(short, otherBuckets(quantities, bucket))
 		return nil
 	}
-}
-
-// rollbackAll carries every call of the batch over to a later one, as the
-// batch is rolled back.
-func (b *batchRun) rollbackAll() {
-	clear(b.errs)
-	clear(b.results)
-	for i := range b.again {
-		b.again[i] = true
-	}
-}
-
-// soldOut reports whether shortOfStock would answer any of calls sold out.
-func soldOut(all []*call, calls []int, others []int32) bool {
-	for _, i := range calls {
-		if !slices.ContainsFunc(others, func(o int32) bool { return o >= int32(all[i].req.Quantity) }) {
-			return true
-		}
-	}
-	return false
 }
 
 // shortOfStock answers calls that their bucket could not serve: sold out when

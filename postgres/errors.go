@@ -66,26 +66,6 @@ func translate(err error) error {
 	return err
 }
 
-// batchMissed reports whether a reserve batch's statement failed because its
-// decrement matched no row (reserve_batch_missed, migration 000014): others
-// took the stock since the batch's read, and nothing was written.
-func batchMissed(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.CheckViolation && pgErr.ConstraintName == "reserve_batch_missed"
-}
-
-// batchNotWhole reports whether a reserve batch's statement failed because a
-// row it had to write conflicted with one committed since the batch's read
-// (any unique violation: the customer's active reservation, the key, the
-// admission token, the gate unit), or was left out by a check made under a
-// newer snapshot (reserve_batch_short): the batch is run again, with a
-// fresh read.
-func batchNotWhole(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.UniqueViolation ||
-		(pgErr.Code == pgerrcode.CheckViolation && pgErr.ConstraintName == "reserve_batch_short"))
-}
-
 // notFound reports whether err is a statement that found no row, as
 // translate reads it (flashline.ErrNotFound): the thing a read names is not
 // there, or a conditional statement's condition did not hold. Each caller

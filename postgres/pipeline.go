@@ -13,23 +13,16 @@ import (
 // running at a time they are the batch's time: BEGIN, the read, the
 // statement, COMMIT. BEGIN needs no answer before the read can be sent, so
 // the two travel together, in one pipeline (pgx's Batch: one Sync, one
-// round trip). The statement takes the whole batch or fails
-// (reserve_batch_whole), so COMMIT needs no answer either: it travels with
-// the statement, behind a SAVEPOINT (commitWithNext). If the statement
-// fails, the server skips the COMMIT and the transaction waits, aborted, at
-// the savepoint: the batch rolls back to it when the decrement missed (and
-// allocates again under the row lock) or rolls back the whole transaction
-// otherwise. A batch is two round trips and one commit.
+// round trip); COMMIT does need the statement's answer (the batch commits
+// only if it took what it allocated), so it stays its own round trip.
 //
 // The transaction control statements are the only SQL written outside
 // sql/queries: they are the protocol's, not the schema's, and pgx's own Tx
 // sends the same words.
 const (
-	sqlBegin               = "begin"
-	sqlCommit              = "commit"
-	sqlRollback            = "rollback"
-	sqlSavepoint           = "savepoint reserve_batch"
-	sqlRollbackToSavepoint = "rollback to savepoint reserve_batch"
+	sqlBegin    = "begin"
+	sqlCommit   = "commit"
+	sqlRollback = "rollback"
 )
 
 // pipelinedTx runs fn in one transaction on conn, as pgx.BeginFunc does
@@ -41,9 +34,6 @@ func pipelinedTx(ctx context.Context, conn *pgx.Conn, fn func(*beginFirst) error
 	err = fn(tx)
 	if !tx.begun {
 		return err
-	}
-	if err == nil && tx.committed {
-		return nil
 	}
 	if err == nil && conn.PgConn().TxStatus() == 'T' {
 		tag, err := conn.Exec(ctx, sqlCommit)
@@ -71,23 +61,6 @@ func pipelinedTx(ctx context.Context, conn *pgx.Conn, fn func(*beginFirst) error
 type beginFirst struct {
 	conn  *pgx.Conn
 	begun bool
-	// commitNext: the next QueryRow travels as SAVEPOINT, the statement,
-	// COMMIT; committed: that COMMIT committed.
-	commitNext, committed bool
-}
-
-// commitWithNext makes the next QueryRow the transaction's last statement:
-// it is sent behind a SAVEPOINT and followed by COMMIT, in one round trip.
-// If it fails, the transaction is left aborted at the savepoint
-// (rollbackToSavepoint, or the rollback pipelinedTx makes).
-func (b *beginFirst) commitWithNext() { b.commitNext = true }
-
-// rollbackToSavepoint undoes what the statement sent by commitWithNext did,
-// and leaves the transaction open: what was done before it stays, the
-// advisory locks its read took included.
-func (b *beginFirst) rollbackToSavepoint(ctx context.Context) error {
-	_, err := b.conn.Exec(ctx, sqlRollbackToSavepoint)
-	return err
 }
 
 func (b *beginFirst) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -118,14 +91,6 @@ func (b *beginFirst) Query(ctx context.Context, sql string, args ...any) (pgx.Ro
 }
 
 func (b *beginFirst) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if b.begun && b.commitNext {
-		b.commitNext = false
-		batch := &pgx.Batch{}
-		batch.Queue(sqlSavepoint)
-		batch.Queue(sql, args...)
-		batch.Queue(sqlCommit)
-		return committedRow{br: b.conn.SendBatch(ctx, batch), tx: b}
-	}
 	if b.begun {
 		return b.conn.QueryRow(ctx, sql, args...)
 	}
@@ -195,36 +160,6 @@ func (r rowOf) Scan(dest ...any) error {
 	}
 	r.rows.Close()
 	return r.rows.Err()
-}
-
-// committedRow is the row of a statement sent by commitWithNext: Scan reads
-// it, then the COMMIT's answer.
-type committedRow struct {
-	br pgx.BatchResults
-	tx *beginFirst
-}
-
-func (r committedRow) Scan(dest ...any) (err error) {
-	defer func() {
-		if cerr := r.br.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	if _, err := r.br.Exec(); err != nil {
-		return err
-	}
-	if err := r.br.QueryRow().Scan(dest...); err != nil {
-		return err
-	}
-	tag, err := r.br.Exec()
-	if err != nil {
-		return err
-	}
-	if tag.String() == "ROLLBACK" {
-		return pgx.ErrTxCommitRollback
-	}
-	r.tx.committed = true
-	return nil
 }
 
 type errRow struct{ err error }

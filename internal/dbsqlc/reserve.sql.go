@@ -193,18 +193,18 @@ func (q *Queries) ReserveBatchBegin(ctx context.Context, arg ReserveBatchBeginPa
 const reserveBatchCommit = `-- name: ReserveBatchCommit :one
 WITH input AS (
     SELECT unnest($1::text[])  AS reservation_id,
-           unnest($3::text[])     AS customer_id,
-           unnest($4::text[]) AS idempotency_key,
-           unnest($5::int[])        AS quantity,
-           unnest($6::bytea[])  AS request_hash,
-           unnest($7::bytea[]) AS response_body,
-           unnest($8::text[])    AS admission_id,
-           unnest($9::text[])      AS instrument,
-           unnest($10::bigint[])      AS gate_seq
+           unnest($2::text[])     AS customer_id,
+           unnest($3::text[]) AS idempotency_key,
+           unnest($4::int[])        AS quantity,
+           unnest($5::bytea[])  AS request_hash,
+           unnest($6::bytea[]) AS response_body,
+           unnest($7::text[])    AS admission_id,
+           unnest($8::text[])      AS instrument,
+           unnest($9::bigint[])      AS gate_seq
 ), dec AS (
     UPDATE stock
-       SET quantity = stock.quantity - $11::int
-     WHERE stock.sale_id = $12::text AND stock.bucket = $13::int AND stock.quantity >= $11::int
+       SET quantity = stock.quantity - $10::int
+     WHERE stock.sale_id = $11::text AND stock.bucket = $12::int AND stock.quantity >= $10::int
     RETURNING stock.sale_id, stock.bucket
 ), res AS (
     INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity,
@@ -212,13 +212,13 @@ WITH input AS (
                               gate_seq, created_at, expires_at)
     SELECT i.reservation_id, dec.sale_id, i.customer_id, dec.bucket, i.quantity,
            i.idempotency_key, nullif(i.admission_id, ''), nullif(i.instrument, ''),
-           nullif(i.gate_seq, 0), now(), $14::timestamptz
+           nullif(i.gate_seq, 0), now(), $13::timestamptz
       FROM input i
      CROSS JOIN dec
-     WHERE ($15::int = 0 OR i.instrument = '' OR
+     WHERE ($14::int = 0 OR i.instrument = '' OR
             (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
               WHERE r.sale_id = dec.sale_id AND r.payment_instrument = i.instrument
-                AND r.state IN ('pending', 'confirmed')) + i.quantity <= $15::int)
+                AND r.state IN ('pending', 'confirmed')) + i.quantity <= $14::int)
        -- A gate unit given back since the read (GateReturn) cannot be held:
        -- this snapshot is newer than the customer's lock, so it sees it. Nor
        -- one handed out before a rebuild: the sale row's FOR SHARE lock
@@ -226,11 +226,12 @@ WITH input AS (
        -- rebuild's epoch bump, so one of them sees the other.
        AND (i.gate_seq = 0 OR (
                 (i.gate_seq >> 40) = (SELECT s.gate_epoch FROM sales s
-                                       WHERE s.sale_id = dec.sale_id AND $16::boolean
+                                       WHERE s.sale_id = dec.sale_id AND $15::boolean
                                          FOR SHARE)
             AND (SELECT true FROM gate_outbox o
                   WHERE o.sale_id = dec.sale_id AND o.gate_seq = i.gate_seq
                   LIMIT 1) IS NULL))
+    ON CONFLICT DO NOTHING
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity
 ), idem AS (
@@ -240,23 +241,20 @@ WITH input AS (
            i.response_body, res.reservation_id
       FROM res
       JOIN input i ON i.reservation_id = res.reservation_id
+    ON CONFLICT DO NOTHING
     RETURNING idempotency_keys.reservation_id
 ), ledger AS (
     INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_id)
     SELECT res.sale_id, res.bucket, -res.quantity, 'reserve', res.reservation_id
       FROM res
 )
-SELECT c.decremented, c.reserved, c.key_stored
-  FROM (SELECT (SELECT count(*) FROM dec)::int  AS decremented,
-               (SELECT count(*) FROM res)::int  AS reserved,
-               (SELECT count(*) FROM idem)::int AS key_stored) c
- WHERE reserve_batch_whole(c.decremented, c.reserved, c.key_stored,
-                           cardinality($1::text[]), $2::boolean)
+SELECT (SELECT count(*) FROM dec)::int  AS decremented,
+       (SELECT count(*) FROM res)::int  AS reserved,
+       (SELECT count(*) FROM idem)::int AS key_stored
 `
 
 type ReserveBatchCommitParams struct {
 	ReservationIds     []string
-	MustTake           bool
 	CustomerIds        []string
 	IdempotencyKeys    []string
 	Quantities         []int32
@@ -280,28 +278,21 @@ type ReserveBatchCommitRow struct {
 }
 
 // The conditional decrement of the whole batch and everything that depends on
-// it, as one statement that takes the whole batch or fails
-// (reserve_batch_whole, migration 000014), so that COMMIT can travel with it.
-// The UPDATE re-checks quantity >= total while holding the row lock (READ
-// COMMITTED re-evaluates the WHERE clause on the latest row version), so
-// concurrent batches can never take more than there is. If it matches no
-// row, nothing else is written, and the statement fails when @must_take
-// (reserve_batch_missed: the caller rolls back to its savepoint) or else
-// answers decremented 0 (the caller allocates against the locked quantity,
-// ReserveLockBucket). A reservation or idempotency key of one of these
-// customers committed since ReserveBatchBegin read (between its snapshot and
-// the customer's lock) fails the INSERT with a unique violation, which checks
-// the unique indexes against every committed row whatever the snapshot; a
-// payment instrument's units are counted again against this statement's
-// snapshot, which is newer than the instrument's lock, and a row the count
-// or the gate leaves out fails the statement too (reserve_batch_short). The
-// caller rolls the batch back and runs it again in either case. No ON
-// CONFLICT: a speculative insertion writes a confirmation to the WAL for
-// every row, to skip one that almost never comes.
+// it, as one statement. The UPDATE re-checks quantity >= total while holding
+// the row lock (READ COMMITTED re-evaluates the WHERE clause on the latest row
+// version), so concurrent batches can never take more than there is. If it
+// matches no row, nothing else is written and the caller allocates against the
+// locked quantity (ReserveLockBucket). A reservation or idempotency key of
+// one of these customers committed since ReserveBatchBegin read (between its
+// snapshot and the customer's lock) is caught by ON CONFLICT DO NOTHING, which
+// checks the unique indexes against every committed row whatever the snapshot,
+// and skips that row instead of aborting the batch; a payment instrument's
+// units are counted again against this statement's snapshot, which is newer
+// than the instrument's lock. The caller commits
+// only when reserved and key_stored both equal the batch size.
 func (q *Queries) ReserveBatchCommit(ctx context.Context, arg ReserveBatchCommitParams) (ReserveBatchCommitRow, error) {
 	row := q.db.QueryRow(ctx, reserveBatchCommit,
 		arg.ReservationIds,
-		arg.MustTake,
 		arg.CustomerIds,
 		arg.IdempotencyKeys,
 		arg.Quantities,

@@ -116,24 +116,18 @@ SELECT quantity FROM stock WHERE sale_id = @sale_id::text AND bucket = @bucket::
 
 -- name: ReserveBatchCommit :one
 -- The conditional decrement of the whole batch and everything that depends on
--- it, as one statement that takes the whole batch or fails
--- (reserve_batch_whole, migration 000014), so that COMMIT can travel with it.
--- The UPDATE re-checks quantity >= total while holding the row lock (READ
--- COMMITTED re-evaluates the WHERE clause on the latest row version), so
--- concurrent batches can never take more than there is. If it matches no
--- row, nothing else is written, and the statement fails when @must_take
--- (reserve_batch_missed: the caller rolls back to its savepoint) or else
--- answers decremented 0 (the caller allocates against the locked quantity,
--- ReserveLockBucket). A reservation or idempotency key of one of these
--- customers committed since ReserveBatchBegin read (between its snapshot and
--- the customer's lock) fails the INSERT with a unique violation, which checks
--- the unique indexes against every committed row whatever the snapshot; a
--- payment instrument's units are counted again against this statement's
--- snapshot, which is newer than the instrument's lock, and a row the count
--- or the gate leaves out fails the statement too (reserve_batch_short). The
--- caller rolls the batch back and runs it again in either case. No ON
--- CONFLICT: a speculative insertion writes a confirmation to the WAL for
--- every row, to skip one that almost never comes.
+-- it, as one statement. The UPDATE re-checks quantity >= total while holding
+-- the row lock (READ COMMITTED re-evaluates the WHERE clause on the latest row
+-- version), so concurrent batches can never take more than there is. If it
+-- matches no row, nothing else is written and the caller allocates against the
+-- locked quantity (ReserveLockBucket). A reservation or idempotency key of
+-- one of these customers committed since ReserveBatchBegin read (between its
+-- snapshot and the customer's lock) is caught by ON CONFLICT DO NOTHING, which
+-- checks the unique indexes against every committed row whatever the snapshot,
+-- and skips that row instead of aborting the batch; a payment instrument's
+-- units are counted again against this statement's snapshot, which is newer
+-- than the instrument's lock. The caller commits
+-- only when reserved and key_stored both equal the batch size.
 WITH input AS (
     SELECT unnest(@reservation_ids::text[])  AS reservation_id,
            unnest(@customer_ids::text[])     AS customer_id,
@@ -174,6 +168,7 @@ WITH input AS (
             AND (SELECT true FROM gate_outbox o
                   WHERE o.sale_id = dec.sale_id AND o.gate_seq = i.gate_seq
                   LIMIT 1) IS NULL))
+    ON CONFLICT DO NOTHING
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity
 ), idem AS (
@@ -183,15 +178,13 @@ WITH input AS (
            i.response_body, res.reservation_id
       FROM res
       JOIN input i ON i.reservation_id = res.reservation_id
+    ON CONFLICT DO NOTHING
     RETURNING idempotency_keys.reservation_id
 ), ledger AS (
     INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_id)
     SELECT res.sale_id, res.bucket, -res.quantity, 'reserve', res.reservation_id
       FROM res
 )
-SELECT c.decremented, c.reserved, c.key_stored
-  FROM (SELECT (SELECT count(*) FROM dec)::int  AS decremented,
-               (SELECT count(*) FROM res)::int  AS reserved,
-               (SELECT count(*) FROM idem)::int AS key_stored) c
- WHERE reserve_batch_whole(c.decremented, c.reserved, c.key_stored,
-                           cardinality(@reservation_ids::text[]), @must_take::boolean);
+SELECT (SELECT count(*) FROM dec)::int  AS decremented,
+       (SELECT count(*) FROM res)::int  AS reserved,
+       (SELECT count(*) FROM idem)::int AS key_stored;
