@@ -42,11 +42,10 @@ run: build
 ## then every benchmark once (-benchtime 1x: do they still run, not how fast),
 ## then every fuzz target for a few seconds (FUZZTIME, default 3s).
 ## A development cluster that this run had to start is stopped at the end.
-## Three packages and four tests of each at a time (-p 3 -parallel 4, on two
-## cores): most of the suite waits on serve processes, PostgreSQL clusters
-## and browsers rather than computing.
+## Three packages at a time (-p 3, on two cores): most of the suite waits on
+## serve processes, PostgreSQL clusters and browsers rather than computing.
 test: build vet check-generated chromium pgbouncer locust
-	@$(WITH_TEST_DB) $(GO) test -race -count=1 -p 3 -parallel 4 -timeout 30m ./... && \
+	@$(WITH_TEST_DB) $(GO) test -race -count=1 -p 3 -timeout 30m ./... && \
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...; $(END_TEST_DB)
 	@scripts/fuzz.sh
 

@@ -93,8 +93,10 @@ func TestCLI(t *testing.T) {
 	t.Run("CheckShowsWhatTheAPIShows", func(t *testing.T) {
 		// A sale stored scheduled whose time has come shows open; an open
 		// one with nothing left shows sold_out, as GET /admin/sales does.
-		soon := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
-		out, _, err := runCLI(t, dbURL, "sale", "create", "--sku", "sku_soon", "--stock", "3", "--opens-at", soon[:19]+"Z", "--confirmation", "customer")
+		// At least 4 s ahead, in whole seconds: a CLI process that starts
+		// slowly on a loaded machine still creates it before it opens.
+		soon := time.Now().Add(5 * time.Second).UTC().Truncate(time.Second)
+		out, _, err := runCLI(t, dbURL, "sale", "create", "--sku", "sku_soon", "--stock", "3", "--opens-at", soon.Format(time.RFC3339), "--confirmation", "customer")
 		require.NoError(t, err)
 		var scheduled struct{ SaleID, State string }
 		require.NoError(t, json.Unmarshal([]byte(out), &scheduled))
@@ -110,7 +112,7 @@ func TestCLI(t *testing.T) {
 			SaleID: one.SaleID, CustomerID: "c1", IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("f"),
 		})
 		require.NoError(t, err)
-		time.Sleep(time.Until(time.Now().Add(2 * time.Second).Truncate(time.Second)))
+		time.Sleep(time.Until(soon.Add(100 * time.Millisecond)))
 		out, _, _ = runCLI(t, dbURL, "check")
 		stateOf := func(id string) string {
 			for line := range strings.Lines(out) {

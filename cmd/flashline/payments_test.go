@@ -219,7 +219,7 @@ func TestPaymentEventsAcrossInstances(t *testing.T) {
 	})
 }
 
-// TestFailedPaymentRacesSweeper: holds of 6 s on three instances sweeping
+// TestFailedPaymentRacesSweeper: holds of 10 s on three instances sweeping
 // every second; a payment.failed for every hold is sent around the moment
 // they expire, so that failures and sweeps meet on the same rows. Every hold
 // ends cancelled or expired, and its units come back exactly once.
@@ -235,21 +235,23 @@ func TestFailedPaymentRacesSweeper(t *testing.T) {
 	ctx := context.Background()
 	const holds = 90
 	waitForSweeper(t, pool)
-	saleID := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"sku_fail","initialStock":%d,"reservationTtlSeconds":6,"buckets":3}`, holds))
+	saleID := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"sku_fail","initialStock":%d,"reservationTtlSeconds":10,"buckets":3}`, holds))
 	ids := holdsOf(t, c, servers, saleID, "failer", holds)
-	expiresAt := scalar[time.Time](t, pool, `SELECT min(expires_at) FROM reservations WHERE sale_id = $1`, saleID)
-
-	// The failures are spread over 6 s from 3 s before the first expiry:
-	// the sweeps around the expiries meet those sent then; the first ones
-	// come seconds before any sweep could, the last ones after several, so
-	// that both outcomes happen even when a loaded machine answers slowly.
-	time.Sleep(time.Until(expiresAt.Add(-3 * time.Second)))
+	// Each hold's failure is sent at a point from 4 s before its own expiry
+	// to 4 s after, spread over the holds: the sweeps around the expiries
+	// meet those sent then; the first ones come seconds before any sweep
+	// could, the last ones after several, so that both outcomes happen
+	// however long a loaded machine took to make the holds.
+	expiresAt := make([]time.Time, len(ids))
+	for i, id := range ids {
+		expiresAt[i] = scalar[time.Time](t, pool, `SELECT expires_at FROM reservations WHERE reservation_id = $1`, id)
+	}
 	outcomes := map[string]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 6000 * time.Millisecond / holds)
+			time.Sleep(time.Until(expiresAt[i].Add(-4*time.Second + time.Duration(i)*8000*time.Millisecond/holds)))
 			r, err := c.To(servers[i%3].URL).SendPaymentEvent(ctx, time.Now(), client.PaymentEvent{
 				ID: fmt.Sprintf("evt_fail_%d", i), Type: "payment.failed", Data: client.PaymentData{ReservationID: id, Reason: "card declined"},
 			}, testserver.PaymentSecret)

@@ -1,4 +1,4 @@
--- Undoes 000016: sales lose their price. Late payments recorded because
+-- Undoes 000014: sales lose their price. Late payments recorded because
 -- they paid another amount are still payments to refund; the previous
 -- release has no name for that, so they are kept as 'duplicate_payment'
 -- (a payment the order did not take), still listed until refunded.
