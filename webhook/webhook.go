@@ -160,8 +160,10 @@ func parse(header string) (t int64, sigs [][]byte, ok bool) {
 			}
 			t, seenT = n, true
 		case "v1":
+			// The form the scheme writes, and Stripe sends: lowercase hex.
+			// One form only, so that a header is accepted as it was signed.
 			b, err := hex.DecodeString(val)
-			if err != nil || len(b) != sha256.Size {
+			if err != nil || len(b) != sha256.Size || strings.ToLower(val) != val {
 				return 0, nil, false
 			}
 			sigs = append(sigs, b)
