@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/flashline/flashline/internal/testbrowser"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/api"
@@ -153,37 +154,5 @@ func TestDocsPageRenders(t *testing.T) {
 // make test runs first, provides one).
 func docsBrowser(t *testing.T) context.Context {
 	t.Helper()
-	var exe string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		t.Fatal("handlers: no Chromium on PATH (chromium, chromium-browser, google-chrome): run 'make chromium', which installs Debian's chromium")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.WindowSize(1280, 900), chromedp.DisableGPU)
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses its sandbox as root
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancel)
-	// The first action starts the browser, which lives as long as the
-	// context of that action: ctx itself, bounded by a watchdog.
-	started := make(chan struct{})
-	watchdog := time.AfterFunc(60*time.Second, func() {
-		select {
-		case <-started:
-		default:
-			cancel()
-		}
-	})
-	err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900))
-	close(started)
-	watchdog.Stop()
-	require.NoError(t, err, "start chromium (within 60 s)")
-	return ctx
+	return testbrowser.Start(t, 1280, 900, chromedp.EmulateViewport(1280, 900))
 }

@@ -8,7 +8,6 @@ import (
 	"math/bits"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/internal/client"
+	"github.com/flashline/flashline/internal/testbrowser"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
 )
@@ -42,30 +42,6 @@ const (
 	screenshotDir = "../screenshots/waitpage"
 )
 
-// chromiumNames are the binaries looked for on PATH, in order.
-var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
-
-func lookChromium() string {
-	for _, name := range chromiumNames {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// chromium returns the path of a Chromium or Chrome binary, or fails the
-// test: setting up the browser is the Makefile's job (`make chromium`,
-// which `make test` runs first), never a test's.
-func chromium(t *testing.T) string {
-	t.Helper()
-	if p := lookChromium(); p != "" {
-		return p
-	}
-	t.Fatal("waitpage: no Chromium on PATH (chromium, chromium-browser, google-chrome): run 'make chromium', which installs Debian's chromium")
-	return ""
-}
-
 // browser is one headless Chromium tab with its console collected.
 type browser struct {
 	t   *testing.T
@@ -77,40 +53,9 @@ type browser struct {
 
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium(t)),
-		chromedp.WindowSize(viewportWidth, viewportHeight),
-		chromedp.DisableGPU,
-	)
-	if os.Geteuid() == 0 {
-		// Chromium refuses to run its sandbox as root.
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancel)
+	ctx := testbrowser.Start(t, viewportWidth, viewportHeight,
+		chromedp.EmulateViewport(viewportWidth, viewportHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait))
 	b := &browser{t: t, ctx: ctx}
-
-	// The first action starts the browser, which lives as long as the
-	// context of that action: it must be ctx itself, not one with a timeout.
-	// A watchdog bounds the start instead.
-	started := make(chan struct{})
-	watchdog := time.AfterFunc(60*time.Second, func() {
-		select {
-		case <-started:
-		default:
-			cancel()
-		}
-	})
-	err := chromedp.Do(ctx,
-		chromedp.EmulateViewport(viewportWidth, viewportHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait),
-	)
-	close(started)
-	watchdog.Stop()
-	if err != nil {
-		t.Fatalf("waitpage: start chromium (within 60 s): %v", err)
-	}
 	messages := chromedp.Console(ctx)
 	go func() {
 		for m, err := range messages {

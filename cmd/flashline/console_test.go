@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -19,39 +18,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline/internal/testbrowser"
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
 )
 
-// consoleBrowser is one headless Chromium tab (as waitpage's browser tests
-// start it: `make chromium` provides the binary).
+// consoleBrowser is one headless Chromium tab.
 func consoleBrowser(t *testing.T) context.Context {
 	t.Helper()
-	var path string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		t.Fatal("console: no Chromium on PATH: run 'make chromium'")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.WindowSize(1200, 1400), chromedp.DisableGPU)
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancel)
-	// The first action starts the browser, which lives as long as its
-	// context: ctx itself, bounded by a watchdog.
-	watchdog := time.AfterFunc(60*time.Second, cancel)
-	_, err := chromedp.Run(ctx, chromedp.Evaluate[int]("1"))
-	watchdog.Stop()
-	require.NoError(t, err, "start chromium (within 60 s)")
-	return ctx
+	return testbrowser.Start(t, 1200, 1400, chromedp.EmulateViewport(1200, 1400))
 }
 
 // TestConsoleInBrowser: in Chromium, against a real `flashline serve`, an
