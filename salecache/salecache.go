@@ -415,13 +415,18 @@ func (g guarded) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent
 // read that started before the commit and lands after it; the one
 // requested here follows and settles it.
 func (c *Cache) unitsBack(saleID string) {
-	c.mu.RLock()
-	e := c.sales[saleID]
-	c.mu.RUnlock()
-	if e != nil && e.SoldOut {
+	c.mu.Lock()
+	var w chan struct{}
+	if e := c.sales[saleID]; e != nil && e.SoldOut {
+		// Under the one lock: an entry a reload puts meanwhile is not
+		// overwritten by this older one.
 		back := *e
 		back.SoldOut = false
-		c.put(saleID, &back)
+		w = c.swapLocked(saleID, &back)
+	}
+	c.mu.Unlock()
+	if w != nil {
+		close(w)
 	}
 	c.Changed(saleID)
 }
@@ -430,17 +435,25 @@ func (c *Cache) unitsBack(saleID string) {
 // waiter is told changed with it.
 func (c *Cache) put(saleID string, e *entry) {
 	c.mu.Lock()
-	old := c.sales[saleID]
-	c.sales[saleID] = e
-	var w chan struct{}
-	if old == nil || waitersSee(old.SaleFacts) != waitersSee(e.SaleFacts) {
-		w = c.watches[saleID]
-		delete(c.watches, saleID)
-	}
+	w := c.swapLocked(saleID, e)
 	c.mu.Unlock()
 	if w != nil {
 		close(w)
 	}
+}
+
+// swapLocked makes e saleID's entry and returns the sale's watch to close
+// (after c.mu is released) when what a waiter is told changed with it, else
+// nil. c.mu is held.
+func (c *Cache) swapLocked(saleID string, e *entry) chan struct{} {
+	old := c.sales[saleID]
+	c.sales[saleID] = e
+	if old == nil || waitersSee(old.SaleFacts) != waitersSee(e.SaleFacts) {
+		w := c.watches[saleID]
+		delete(c.watches, saleID)
+		return w
+	}
+	return nil
 }
 
 // seen is what changes the answer of every waiter of a sale at once: its
