@@ -39,14 +39,18 @@ run: build
 	@url="$(DB_URL)" && test -n "$$url" && DATABASE_URL="$$url" $(BIN) serve --demo
 
 ## test: the whole suite against real PostgreSQL, with the race detector,
-## each package's benchmarks once after its tests, in the same test binary
-## (-benchtime 1x: do they still run, not how fast),
-## then every fuzz target for a few seconds (FUZZTIME, default 3s).
+## then every benchmark once (-benchtime 1x: do they still run, not how
+## fast), then every fuzz target for a few seconds (FUZZTIME, default 3s).
 ## A development cluster that this run had to start is stopped at the end.
 ## Three packages at a time (-p 3, on two cores): most of the suite waits on
-## serve processes, PostgreSQL clusters and browsers rather than computing.
+## serve processes, PostgreSQL clusters and browsers rather than computing;
+## the three longest packages are named first so that they start first.
+## The benchmarks run in a go test of their own because go test runs the
+## packages one at a time whenever -bench is set.
+HEAVY_TESTS := ./cmd/flashline ./waitpage ./internal/chaos
 test: build vet check-generated chromium pgbouncer locust
-	@$(WITH_TEST_DB) $(GO) test -race -count=1 -p 3 -bench . -benchtime 1x -timeout 30m ./...; $(END_TEST_DB)
+	@$(WITH_TEST_DB) $(GO) test -race -count=1 -p 3 -timeout 30m $(HEAVY_TESTS) ./... && \
+	$(GO) test -race -count=1 -run '^$$' -bench . -benchtime 1x $$(scripts/packages-with.sh Benchmark); $(END_TEST_DB)
 	@scripts/fuzz.sh
 
 ## test-short: the inner loop: go test -short, race detector on. The heavy

@@ -12,7 +12,7 @@ n=0
 run() { go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1; }
 # The targets, read from the test files (go test -list would build every
 # package's test binary just to list them): func FuzzX(f *testing.F).
-for dir in $(grep -rl --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' . | xargs -n1 dirname | sort -u); do
+for dir in $(scripts/packages-with.sh Fuzz); do
   pkg=$dir
   for name in $(grep -ho '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' "$dir"/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u); do
     n=$((n + 1))

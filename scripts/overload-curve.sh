@@ -16,6 +16,8 @@
 #   MODES="on off"  limiter on, then off
 #   OUT=/tmp/overload-curve   writes $OUT.tsv (the points) and $OUT.svg (the picture)
 #   SERVE_BIN=...   another build of the service (to compare builds in one run)
+#   FLOOR=1         then the floor under a refusal: the same flood against a server
+#                   that only answers (net/http, then no net/http); FLOOR=0 skips it
 #
 # Each row: goodput (201s within the SLO per second of the offered window),
 # the p99 of the 201s, the rate the generator managed to send (a row where it
@@ -163,4 +165,21 @@ for mode in $modes; do
   fi
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 done
+# The floor under that refusal, in the same cap at the same rate: a server
+# that answers every reservation with the same bytes and does nothing else,
+# first behind net/http, then with no net/http at all (internal/loadtest's
+# Floor). What the service costs per refusal above these is its own.
+if [ "${FLOOR:-1}" = 1 ]; then
+  top=${rates[${#rates[@]}-1]}
+  for kind in http tcp; do
+    "${incap[@]}" bin/flashline-loadtest --floor "$kind" --target "http://$addr" 2>/tmp/overload-curve-floor.log &
+    pid=$!
+    for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+    flood "floor-$kind" "$top" 1
+    refused=$(awk '/^  409 sold_out/{print $3}' <<<"$LAST_RUN")
+    [ -n "$refused" ] && printf 'floor (%s) CPU per answer (%s/s offered): %.1f µs over %s answers\n' \
+      "$kind" "$top" "$(echo "$LAST_SCPU * 1000000 / $refused" | bc -l)" "$refused"
+    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+  done
+fi
 bin/flashline-loadtest --curve "$out.tsv" --report "$out.svg"

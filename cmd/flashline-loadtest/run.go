@@ -21,7 +21,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var cfg loadtest.Config
 	var targets string
 	var quiet bool
-	var report, curve string
+	var report, curve, floor string
 	e.String(&targets, "target", "FLASHLINE_LOADTEST_TARGETS", "http://127.0.0.1:8080", "comma-separated base URLs of flashline instances")
 	e.String(&cfg.Admin, "admin-target", "FLASHLINE_LOADTEST_ADMIN", "", "base URL of the instance the admin's requests go to (default: the first target; with edges as targets, an origin)")
 	e.String(&cfg.AdminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "the service's admin token (creates the sale)")
@@ -41,8 +41,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	e.FS.BoolVar(&quiet, "quiet", false, "no progress bar")
 	e.FS.StringVar(&report, "report", "", "also write an HTML report (the summary, throughput and latency over time) to this file")
 	e.FS.StringVar(&curve, "curve", "", "run nothing: draw the overload curve recorded in this file by scripts/overload-curve.sh as an SVG image to --report")
+	e.FS.StringVar(&floor, "floor", "", "run nothing: serve the floor (http: net/http with one handler; tcp: no net/http) on --target's host:port, answering every reservation as sold out, until stopped (scripts/overload-curve.sh measures it beside the service)")
 	if err := e.FS.Parse(args); err != nil {
 		return err
+	}
+	if floor != "" {
+		return loadtest.Floor(ctx, strings.TrimPrefix(targets, "http://"), floor)
 	}
 	if curve != "" {
 		return plotCurve(curve, report, stdout)
