@@ -45,8 +45,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	dbURL := testdb.New(t)
 	srv := testserver.Start(t, dbURL)
 	ctx := consoleBrowser(t)
-	// run runs actions, again if the page's DOM changed under them (a node
-	// of the previous document, on a loaded machine).
+	// run runs actions, again if the page's DOM changed under them: on a
+	// loaded machine chromedp may still hold the previous document's tree
+	// when a query runs, and the browser answers for the node id it got
+	// "No node with given id" or "Could not find node with given id"
+	// (seen under make test), depending on the call.
 	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		var err error
@@ -54,7 +57,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			c, cancel := context.WithTimeout(ctx, 30*time.Second)
 			err = chromedp.Do(c, actions...)
 			cancel()
-			if err == nil || !strings.Contains(err.Error(), "No node with given id") {
+			if err == nil || !strings.Contains(err.Error(), "node with given id") {
 				break
 			}
 			time.Sleep(500 * time.Millisecond)
