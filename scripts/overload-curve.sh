@@ -36,6 +36,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rates=("$@"); [ ${#rates[@]} -gt 0 ] || rates=(1000 2000 3000 4000 6000 8000 12000 16000)
+top=${rates[${#rates[@]}-1]} # the sold-out flood's and the floor's rate
 cap=${CAP:-50}
 duration=${DURATION:-5s}
 slo=${SLO:-1s}
@@ -124,10 +125,24 @@ serve() {
   [ "$1" = off ] && flags+=(--no-shed)
   "${incap[@]}" "$serve_bin" serve "${flags[@]}" 2>/tmp/overload-curve-serve.log &
   pid=$!
+  await serve /tmp/overload-curve-serve.log
+}
+# await WHAT LOG: until $addr answers /healthz (20 s at most).
+await() {
   for _ in $(seq 200); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && return; sleep 0.1; done
-  echo "overload-curve: serve did not start; see /tmp/overload-curve-serve.log" >&2
+  echo "overload-curve: $1 did not start; see $2" >&2
   exit 1
 }
+# per_answer LABEL: the CPU of $pid per 409 sold_out answer of the last flood.
+per_answer() {
+  local n
+  n=$(awk '/^  409 sold_out/{print $3}' <<<"$LAST_RUN")
+  if [ -n "$n" ]; then
+    printf '%s (%s/s offered): %.1f µs over %s answers\n' "$1" "$top" "$(echo "$LAST_SCPU * 1000000 / $n" | bc -l)" "$n"
+  fi
+}
+# stop: the server of the last runs.
+stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
 # flood MODE RATE STOCK: one open-loop run; prints its row.
 flood() {
   local mode=$1 rate=$2 stock=$3
@@ -157,29 +172,23 @@ for mode in $modes; do
   if [ "$mode" = on ]; then
     # The refusal's cost: a sold-out sale at the highest rate, every answer a
     # refusal the service decides without the database.
-    top=${rates[${#rates[@]}-1]}
     flood sold-out "$top" 1
-    refused=$(awk '/^  409 sold_out/{print $3}' <<<"$LAST_RUN")
-    [ -n "$refused" ] && printf 'service CPU per refusal (sold out, %s/s offered): %.1f µs over %s refusals\n' \
-      "$top" "$(echo "$LAST_SCPU * 1000000 / $refused" | bc -l)" "$refused"
+    per_answer "service CPU per refusal, sold out"
   fi
-  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+  stop
 done
 # The floor under that refusal, in the same cap at the same rate: a server
 # that answers every reservation with the same bytes and does nothing else,
 # first behind net/http, then with no net/http at all (internal/loadtest's
 # Floor). What the service costs per refusal above these is its own.
 if [ "${FLOOR:-1}" = 1 ]; then
-  top=${rates[${#rates[@]}-1]}
   for kind in http tcp; do
     "${incap[@]}" bin/flashline-loadtest --floor "$kind" --target "http://$addr" 2>/tmp/overload-curve-floor.log &
     pid=$!
-    for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+    await "the floor ($kind)" /tmp/overload-curve-floor.log
     flood "floor-$kind" "$top" 1
-    refused=$(awk '/^  409 sold_out/{print $3}' <<<"$LAST_RUN")
-    [ -n "$refused" ] && printf 'floor (%s) CPU per answer (%s/s offered): %.1f µs over %s answers\n' \
-      "$kind" "$top" "$(echo "$LAST_SCPU * 1000000 / $refused" | bc -l)" "$refused"
-    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    per_answer "floor CPU per answer, $kind"
+    stop
   done
 fi
 bin/flashline-loadtest --curve "$out.tsv" --report "$out.svg"

@@ -2,12 +2,14 @@ package loadtest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"time"
@@ -97,17 +99,26 @@ func floorHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// The tcp floor's answers, whole.
+// The tcp floor's answers, whole: floorHTTP's own, recorded once and
+// written out as net/http would send them (with a Date of the same length).
 var (
-	floorRawSoldOut = []byte("HTTP/1.1 409 Conflict\r\nAccess-Control-Allow-Origin: *\r\n" +
-		"Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed\r\n" +
-		"Content-Length: " + floorLength[0] + "\r\nContent-Type: application/json; charset=utf-8\r\n" +
-		"Date: Thu, 01 Jan 2026 00:00:00 GMT\r\n\r\n" + floorSoldOut)
-	floorRawCreated = []byte("HTTP/1.1 201 Created\r\nContent-Length: " + strconv.Itoa(len(floorCreated)) +
-		"\r\nContent-Type: application/json; charset=utf-8\r\n\r\n" + floorCreated)
-	floorRawHealth = []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(floorHealth)) +
-		"\r\nContent-Type: application/json; charset=utf-8\r\n\r\n" + floorHealth)
+	floorRawSoldOut = floorRaw(http.MethodPost, "/sales/"+FloorSale+"/reservations")
+	floorRawCreated = floorRaw(http.MethodPost, "/admin/sales")
+	floorRawHealth  = floorRaw(http.MethodGet, "/healthz")
 )
+
+func floorRaw(method, path string) []byte {
+	rec := httptest.NewRecorder()
+	floorHTTP(rec, httptest.NewRequest(method, path, http.NoBody))
+	res := rec.Result()
+	res.ContentLength = int64(rec.Body.Len())
+	res.Header.Set("Date", "Thu, 01 Jan 2026 00:00:00 GMT")
+	var b bytes.Buffer
+	if err := res.Write(&b); err != nil {
+		panic(err) // writing to a buffer does not fail
+	}
+	return b.Bytes()
+}
 
 // floorConn answers c's requests in turn: the request line, the headers
 // (Content-Length is the only one read), the body dropped, the answer
