@@ -353,6 +353,9 @@ func (s *Server) Kill() {
 // returns how it exited (nil: status 0).
 func (s *Server) Stop(t testing.TB) error {
 	s.stop(t)
+	if s.err != nil {
+		t.Logf("testserver: flashline serve exited: %v\n%s", s.err, s.Logs())
+	}
 	return s.err
 }
 
