@@ -96,8 +96,10 @@ type EdgeDeps struct {
 	// ProxyTimeout bounds an origin's answer to a request passed on.
 	// Default 15s.
 	ProxyTimeout time.Duration
-	// MaxStreams is Deps.MaxStreams, on the edge; Registry takes its gauge.
+	// MaxStreams and Draining are Deps', on the edge; Registry takes the
+	// streams' gauge.
 	MaxStreams int
+	Draining   <-chan struct{}
 	Registry   prometheus.Registerer
 }
 
@@ -152,7 +154,7 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 	public := newCrossOrigin(r)
 	public.handle(http.MethodGet, "/sales/:saleId/ticket", ours, customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 	public.handle(http.MethodGet, "/sales/:saleId/status", ours, customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-	public.handle(http.MethodGet, "/sales/:saleId/status/stream", ours, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry), d.Logger))
+	public.handle(http.MethodGet, "/sales/:saleId/status/stream", ours, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
 	public.preflights()
 	waitpage.Register(r)
 	return r

@@ -56,6 +56,13 @@ type Deps struct {
 	// (stream.go); past it a stream is refused 503 overloaded and the
 	// client polls. 0: DefaultMaxStreams.
 	MaxStreams int
+	// Draining, when closed, ends every open status stream: the server is
+	// shutting down, and a stream never finishes by itself, so without it
+	// one waiting client would hold the drain to its deadline. Its client
+	// asks again (a poll, a new stream) and hears what that instance or
+	// another answers. serve closes it when the HTTP server's Shutdown
+	// begins (http.Server.RegisterOnShutdown).
+	Draining <-chan struct{}
 	// Payments checks the signatures of payment events (POST
 	// /payments/events). Nil: the instance takes no payment events, and
 	// refuses to create sales confirmed by payment.
@@ -200,7 +207,7 @@ func Routes(d Deps) http.Handler {
 		pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 		public.handle(http.MethodGet, "/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 		public.handle(http.MethodGet, "/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-		public.handle(http.MethodGet, "/sales/:saleId/status/stream", customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry), d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/status/stream", customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
 		public.handle(http.MethodGet, "/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Store, d.Logger))
 		// The operator's controls of a room's queue (audited).
 		r.POST("/admin/sales/:saleId/queue/hold", admin, handleQueueHold(d.Room, true, d.Logger))

@@ -26,7 +26,8 @@ import (
 // must act on (admitted: the admission token is in it; challenge_required:
 // solve it and connect again with the solution, or ask GET .../status with
 // it), after "sold out" for
-// good, or after streamLifetime (reconnect); a comment every
+// good, after streamLifetime (reconnect), or when the server begins to shut
+// down (Deps.Draining: the client asks again elsewhere); a comment every
 // streamHeartbeat keeps proxies from closing it. A client that cannot
 // stream (or is refused one: 503 overloaded past --max-streams) polls as
 // before.
@@ -58,14 +59,16 @@ func orDefault(n int) int {
 	return n
 }
 
-// streams counts the open status streams against their bound.
+// streams counts the open status streams against their bound; draining
+// (nil: never) ends them all.
 type streams struct {
-	max  int64
-	open atomic.Int64
+	max      int64
+	open     atomic.Int64
+	draining <-chan struct{}
 }
 
-func newStreams(max int, reg prometheus.Registerer) *streams {
-	s := &streams{max: int64(max)}
+func newStreams(max int, reg prometheus.Registerer, draining <-chan struct{}) *streams {
+	s := &streams{max: int64(max), draining: draining}
 	if reg != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flashline_status_streams",
@@ -157,6 +160,9 @@ func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gi
 			for waiting := true; waiting; {
 				select {
 				case <-ctx.Done():
+					again.Stop()
+					return
+				case <-s.draining:
 					again.Stop()
 					return
 				case <-end.C:

@@ -145,6 +145,7 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		return errors.Join(err, running.stopWithin(cfg.shutdownTimeout))
 	}
 	running.addClose("listeners", func() { ln.Close(); closeIf(metricsLn) })
+	draining := make(chan struct{})
 	srv := newHTTPServer(handlers.EdgeRoutes(handlers.EdgeDeps{
 		Room:             room,
 		Edge:             client,
@@ -154,8 +155,10 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		Origins:          origins,
 		CustomerInFlight: cfg.customerInFlight,
 		MaxStreams:       cfg.maxStreams,
+		Draining:         draining,
 		Registry:         registry,
 	}))
+	srv.RegisterOnShutdown(func() { close(draining) })
 	startHTTP(running, logger, srv, ln, metricsLn, registry)
 	logger.Info("flashline: listening", "url", publicURL(ln.Addr()), "role", roleEdge, "edge_id", client.ID(), "origins", strings.Join(origins, ","))
 	return serveUntilDone(ctx, cfg, logger, running)

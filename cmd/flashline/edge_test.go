@@ -227,6 +227,42 @@ func TestEdgeWithoutDatabase(t *testing.T) {
 	for outcome := range res.Outcomes {
 		require.True(t, strings.HasSuffix(outcome, " 200"), "%s\n%s", outcome, out.String())
 	}
+
+	// A waiting client's status stream never ends by itself: SIGTERM ends
+	// it, so that the edge and the origin drain and exit 0 (not at their
+	// drain deadline, exit 1, with the stream abandoned).
+	for _, srv := range []*testserver.Server{edge, origin} {
+		ended := openStream(t, srv.URL+"/sales/"+sale+"/status/stream?token="+ticket, jwt)
+		require.NoError(t, srv.Stop(t), "%s stops cleanly with a status stream open", srv.URL)
+		select {
+		case err := <-ended:
+			require.NoError(t, err, "the stream ends as a stream does")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stream still open after its server stopped")
+		}
+	}
+}
+
+// openStream opens a status stream, reads its first event, and returns a
+// channel that says how it ended (nil: the server ended it).
+func openStream(t *testing.T, url, jwt string) <-chan error {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+jwt)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body := bufio.NewReader(resp.Body)
+	_, err = body.ReadString('\n')
+	require.NoError(t, err, "the first event")
+	ended := make(chan error, 1)
+	go func() {
+		defer resp.Body.Close()
+		_, err := io.Copy(io.Discard, body)
+		ended <- err
+	}()
+	return ended
 }
 
 // TestEdgesTicketsAndAdmissions: 10,000 customers take a ticket before the

@@ -290,6 +290,7 @@ func (in *instance) startRiver(ctx context.Context) error {
 // startHTTP serves the API (handlers.Routes) on the listener, and the
 // private mux on --metrics-addr's.
 func (in *instance) startHTTP(context.Context) error {
+	draining := make(chan struct{})
 	srv := newHTTPServer(handlers.Routes(handlers.Deps{
 		Store:            in.stack.Store,
 		Verifier:         in.verifier,
@@ -302,6 +303,7 @@ func (in *instance) startHTTP(context.Context) error {
 		Keyring:          in.keyring,
 		CustomerInFlight: in.cfg.customerInFlight,
 		MaxStreams:       in.cfg.maxStreams,
+		Draining:         draining,
 		Payments:         in.payments,
 		Stripe:           in.stripe,
 		Adyen:            in.adyen,
@@ -309,6 +311,7 @@ func (in *instance) startHTTP(context.Context) error {
 		Console:          in.stack.DB,
 		Now:              in.stack.Cache.Now,
 	}))
+	srv.RegisterOnShutdown(func() { close(draining) })
 	startHTTP(in.running, in.logger, srv, in.ln, in.metricsLn, in.registry)
 	in.logger.Info("flashline: listening", "url", publicURL(in.ln.Addr()), "role", in.cfg.role, "workers", !in.cfg.noWorkers, "redis", in.rdb != nil)
 	return nil
