@@ -1,16 +1,17 @@
 -- The purchase path. Concurrent reservations for one sale on one instance are
--- coalesced into a batch (postgres/batch.go), and a batch is one transaction:
+-- coalesced into a batch (postgres/batch.go), and a batch is one transaction
+-- of three round trips:
 --
---   BEGIN; ReserveBatchBegin;                          -- one round trip
---   SAVEPOINT; ReserveBatchCommit (must_take); COMMIT  -- another
+--   BEGIN; ReserveBatchBegin;   -- one round trip (postgres/pipeline.go)
+--   ReserveBatchCommit;         -- another
+--   COMMIT                      -- the third, only if it took what it allocated
 --
 -- and, when the decrement missed (others took the stock since the read):
 --
---   ROLLBACK TO SAVEPOINT; ReserveLockBucket; ReserveBatchCommit; COMMIT
+--   ReserveLockBucket; ReserveBatchCommit   -- before the COMMIT
 --
 -- or when a request of the batch will hear sold out (its key is asked about
--- again first, ReserveKeysStored): ReserveBatchCommit; ReserveKeysStored;
--- COMMIT, each on its own.
+-- again first): ReserveKeysStored before the COMMIT.
 --
 -- A request on its own is a batch of one: there is one purchase path. The
 -- conditional decrement in ReserveBatchCommit is the only statement that takes
