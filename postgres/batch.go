@@ -163,7 +163,8 @@ func (b *batchRun) execute(ctx context.Context) error {
 		case err != nil:
 			b.errs[i] = err
 		case row.Stored:
-			b.results[i] = flashline.ReserveResult{Receipt: row.ResponseBody, Replayed: true}
+			b.results[i] = flashline.ReserveResult{Receipt: storedReceipt(row.ResponseBody, row.StoredReservationID,
+				row.StoredSaleID, row.StoredQuantity, row.StoredExpiresAt), Replayed: true}
 		default:
 			pending = append(pending, i)
 		}
@@ -259,9 +260,9 @@ func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error
 func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRow, pending []int) error {
 	now := sale.Now
 	expiresAt := now.Add(time.Duration(sale.ReservationTtlSeconds) * time.Second).Truncate(time.Second).UTC()
-	// Per call index, for the calls that may take stock: the reservation
-	// and its receipt, stored with the key and replayed byte for byte.
-	reservations, receipts := make([]flashline.Reservation, len(b.calls)), make([][]byte, len(b.calls))
+	// Per call index, for the calls that may take stock: the reservation,
+	// whose receipt its key replays byte for byte (storedReceipt).
+	reservations := make([]flashline.Reservation, len(b.calls))
 	for _, i := range pending {
 		c := b.calls[i]
 		reservations[i] = flashline.Reservation{
@@ -273,7 +274,6 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			CreatedAt:  now,
 			ExpiresAt:  expiresAt,
 		}
-		receipts[i] = flashline.NewReceipt(reservations[i]).Bytes()
 	}
 
 	quantities := sale.Quantities
@@ -324,7 +324,6 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			p.IdempotencyKeys = append(p.IdempotencyKeys, c.req.IdempotencyKey)
 			p.Quantities = append(p.Quantities, int32(c.req.Quantity))
 			p.RequestHashes = append(p.RequestHashes, c.req.Fingerprint)
-			p.ResponseBodies = append(p.ResponseBodies, receipts[i])
 			p.AdmissionIds = append(p.AdmissionIds, c.req.AdmissionID)
 			p.Instruments = append(p.Instruments, c.req.PaymentInstrument)
 			p.GateSeqs = append(p.GateSeqs, c.req.GateSeq)
@@ -358,7 +357,7 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			return errRollback
 		}
 		for _, i := range granted {
-			b.results[i] = flashline.ReserveResult{Reservation: reservations[i], Receipt: receipts[i]}
+			b.results[i] = flashline.ReserveResult{Reservation: reservations[i], Receipt: flashline.NewReceipt(reservations[i]).Bytes()}
 		}
 		b.shortOfStock(short, otherBuckets(quantities, bucket))
 		return nil

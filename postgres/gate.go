@@ -114,7 +114,8 @@ func (s *Store) StoredAnswer(ctx context.Context, req flashline.ReserveRequest) 
 	case !bytes.Equal(r.RequestHash, req.Fingerprint):
 		return flashline.ReserveResult{}, true, flashline.ErrIdempotencyKeyReused
 	}
-	return flashline.ReserveResult{Receipt: r.ResponseBody, Replayed: true}, true, nil
+	return flashline.ReserveResult{Receipt: storedReceipt(r.ResponseBody, r.StoredReservationID,
+		r.StoredSaleID, r.StoredQuantity, r.StoredExpiresAt), Replayed: true}, true, nil
 }
 
 // OwedToCustomer is how many units of the customer are owed back to a gated

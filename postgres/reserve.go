@@ -55,3 +55,16 @@ func (s *Store) limitAdmitted(ctx context.Context, req flashline.ReserveRequest)
 	}
 	return rateLimit(ctx, s.sale, "reserve-instrument", req.SaleID+"\n"+req.PaymentInstrument, reserveWindow, reservesPerInstrument)
 }
+
+// storedReceipt is the answer a stored key replays: its body, for a key
+// stored before migration 000015, or else its receipt made again from its
+// reservation's id, sale and quantity and the expiry the key kept (an
+// extension moves the reservation's own), the same bytes as the first
+// answer's: flashline.NewReceipt of the same values.
+func storedReceipt(body []byte, reservationID, saleID string, quantity int32, expiresAt *time.Time) []byte {
+	if body != nil || expiresAt == nil { // the key's CHECK: one or the other
+		return body
+	}
+	return flashline.NewReceipt(flashline.Reservation{ID: reservationID, SaleID: saleID, Quantity: int(quantity),
+		State: flashline.ReservationPending, ExpiresAt: *expiresAt}).Bytes()
+}

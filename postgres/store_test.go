@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +65,24 @@ func TestReserve(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, again.Replayed)
 		require.Equal(t, first.Receipt, again.Receipt)
+	})
+	t.Run("ReplayAfterExtension", func(t *testing.T) {
+		// The key keeps no body: its receipt is made again from the
+		// reservation, whose expiry an extension moved, and is still the
+		// first answer byte for byte, on the purchase path and the gate's.
+		var held struct{ ReservationID string }
+		require.NoError(t, json.Unmarshal(first.Receipt, &held))
+		extended, err := s.ExtendReservation(ctx, held.ReservationID, 120, "ops")
+		require.NoError(t, err)
+		require.NotContains(t, string(first.Receipt), extended.ExpiresAt.UTC().Format(time.RFC3339))
+		again, err := s.Reserve(ctx, reserveReq(sale.ID, "alice", "k1", 1))
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, string(first.Receipt), string(again.Receipt))
+		stored, ok, err := s.StoredAnswer(ctx, reserveReq(sale.ID, "alice", "k1", 1))
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, string(first.Receipt), string(stored.Receipt))
 	})
 	t.Run("KeyReusedDifferentBody", func(t *testing.T) {
 		_, err := s.Reserve(ctx, reserveReq(sale.ID, "alice", "k1", 2))
@@ -171,4 +191,29 @@ func TestPruneIdempotencyKeys(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&left))
 	require.Equal(t, 1, left, "the key younger than the retention stays")
 	requireInvariant(t, s, sale.ID)
+}
+
+// TestReceiptMigrationDown: migration 000015's down writes the body of every
+// key stored without one as the receipt a replay makes (flashline.Receipt's
+// JSON, byte for byte), so that a binary from before it replays the same
+// answer. Run in a transaction that is rolled back.
+func TestReceiptMigrationDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := newStore(t)
+	sale := createSale(t, s, 5, 2)
+	res, err := s.Reserve(ctx, reserveReq(sale.ID, "dana", "k1", 2))
+	require.NoError(t, err)
+	root, err := testdb.RepoRoot()
+	require.NoError(t, err)
+	down, err := os.ReadFile(filepath.Join(root, "migrations", "000015_receipt_from_reservation.down.sql"))
+	require.NoError(t, err)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, string(down))
+	require.NoError(t, err)
+	var body []byte
+	require.NoError(t, tx.QueryRow(ctx, `SELECT response_body FROM idempotency_keys WHERE customer_id = 'dana' AND key = 'k1'`).Scan(&body))
+	require.Equal(t, string(res.Receipt), string(body))
 }

@@ -201,13 +201,20 @@ func (n northline) run(t *testing.T) {
 		require.Positive(t, replays.Load())
 		require.Zero(t, failClosed.Load(), "answers that said the sale was paused while it was open and the database up")
 		for i, b := range bodies {
-			var v struct{ ReservationID string }
+			// The key names the answer's reservation and keeps its expiry:
+			// what a replay makes the receipt from again.
+			var v struct {
+				ReservationID string
+				ExpiresAt     time.Time
+			}
 			require.NoError(t, json.Unmarshal(b, &v), "checkout %d", i)
-			var stored []byte
+			var id string
+			var expires time.Time
 			require.NoError(t, pool.QueryRow(context.Background(),
-				`SELECT response_body FROM idempotency_keys WHERE customer_id = $1 AND key = $2`,
-				fmt.Sprintf("storm-%04d", i), fmt.Sprintf("key-%04d", i)).Scan(&stored))
-			require.Equal(t, string(stored), string(b))
+				`SELECT reservation_id, receipt_expires_at FROM idempotency_keys WHERE customer_id = $1 AND key = $2`,
+				fmt.Sprintf("storm-%04d", i), fmt.Sprintf("key-%04d", i)).Scan(&id, &expires))
+			require.Equal(t, v.ReservationID, id, "checkout %d", i)
+			require.True(t, v.ExpiresAt.Equal(expires), "checkout %d: the answer's expiry %v, the key's %v", i, v.ExpiresAt, expires)
 		}
 		requireStock(t, pool, sale, 0, checkouts)
 	})

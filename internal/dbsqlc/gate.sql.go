@@ -373,8 +373,11 @@ func (q *Queries) GateSettlements(ctx context.Context, arg GateSettlementsParams
 }
 
 const gateStoredAnswer = `-- name: GateStoredAnswer :one
-SELECT request_hash, response_body FROM idempotency_keys
- WHERE customer_id = $1::text AND key = $2::text
+SELECT k.request_hash, k.response_body, k.reservation_id AS stored_reservation_id,
+       r.sale_id AS stored_sale_id, r.quantity AS stored_quantity, k.receipt_expires_at AS stored_expires_at
+  FROM idempotency_keys k
+  JOIN reservations r ON r.reservation_id = k.reservation_id
+ WHERE k.customer_id = $1::text AND k.key = $2::text
 `
 
 type GateStoredAnswerParams struct {
@@ -383,17 +386,30 @@ type GateStoredAnswerParams struct {
 }
 
 type GateStoredAnswerRow struct {
-	RequestHash  []byte
-	ResponseBody []byte
+	RequestHash         []byte
+	ResponseBody        []byte
+	StoredReservationID string
+	StoredSaleID        string
+	StoredQuantity      int32
+	StoredExpiresAt     *time.Time
 }
 
 // The stored answer to a customer's idempotency key (to replay), read on its
 // own: a retry whose first attempt reserved is answered from it while the
 // gate cannot run its step (Redis down, the counter missing or rebuilt).
+// A key stored without its body (migration 000015) has its receipt made
+// again from its reservation's row, as the purchase path's read does.
 func (q *Queries) GateStoredAnswer(ctx context.Context, arg GateStoredAnswerParams) (GateStoredAnswerRow, error) {
 	row := q.db.QueryRow(ctx, gateStoredAnswer, arg.CustomerID, arg.Key)
 	var i GateStoredAnswerRow
-	err := row.Scan(&i.RequestHash, &i.ResponseBody)
+	err := row.Scan(
+		&i.RequestHash,
+		&i.ResponseBody,
+		&i.StoredReservationID,
+		&i.StoredSaleID,
+		&i.StoredQuantity,
+		&i.StoredExpiresAt,
+	)
 	return i, err
 }
 

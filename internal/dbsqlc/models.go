@@ -21,14 +21,15 @@ type GateOutbox struct {
 }
 
 type IdempotencyKey struct {
-	CustomerID    string
-	Key           string
-	SaleID        string
-	RequestHash   []byte
-	StatusCode    int32
-	ResponseBody  []byte
-	ReservationID string
-	CreatedAt     time.Time
+	CustomerID       string
+	Key              string
+	SaleID           string
+	RequestHash      []byte
+	StatusCode       int32
+	ResponseBody     []byte
+	ReservationID    string
+	CreatedAt        time.Time
+	ReceiptExpiresAt *time.Time
 }
 
 type Incident struct {

@@ -33,6 +33,8 @@ WITH input AS (
 SELECT i.ord::int AS ord,
        -- stored: the key has an answer (its receipt) to replay.
        (k.request_hash IS NOT NULL)::boolean AS stored, k.request_hash, k.response_body,
+       coalesce(k.reservation_id, '')::text AS stored_reservation_id, coalesce(kr.sale_id, '')::text AS stored_sale_id,
+       coalesce(kr.quantity, 0)::int AS stored_quantity, k.receipt_expires_at AS stored_expires_at,
        pg_try_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || i.customer_id, 0)) AS locked,
        ((SELECT true FROM reservations r
           WHERE r.sale_id = sale.sale_id AND r.customer_id = i.customer_id
@@ -57,10 +59,13 @@ SELECT i.ord::int AS ord,
        now()::timestamptz AS now
   FROM input i
  CROSS JOIN sale
-  LEFT JOIN LATERAL (SELECT k.request_hash, k.response_body
+  LEFT JOIN LATERAL (SELECT k.request_hash, k.response_body, k.reservation_id, k.receipt_expires_at
                        FROM idempotency_keys k
                       WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key
                       LIMIT 1) k ON true
+  LEFT JOIN LATERAL (SELECT r.sale_id, r.quantity FROM reservations r
+                      WHERE k.response_body IS NULL AND r.reservation_id = k.reservation_id
+                      LIMIT 1) kr ON true
  ORDER BY i.ord
 `
 
@@ -78,6 +83,10 @@ type ReserveBatchBeginRow struct {
 	Stored                bool
 	RequestHash           []byte
 	ResponseBody          []byte
+	StoredReservationID   string
+	StoredSaleID          string
+	StoredQuantity        int32
+	StoredExpiresAt       *time.Time
 	Locked                bool
 	HasActive             bool
 	AdmissionUsed         bool
@@ -122,7 +131,10 @@ type ReserveBatchBeginRow struct {
 // A flash sale grows its tables faster than autovacuum analyzes them, and
 // with joins or EXISTS the planner, believing them small, hashed every active
 // reservation of the sale once per batch.
-//   - a stored answer for the (customer, idempotency key), to replay;
+//   - a stored answer for the (customer, idempotency key), to replay: its
+//     body (keys stored before migration 000015), or what the receipt is
+//     made of again (the reservation's id, sale and quantity, and the expiry
+//     the key kept: an extension moves the reservation's own);
 //   - the customer's lock: pg_try_advisory_xact_lock never waits. Held until
 //     COMMIT/ROLLBACK, it means no other transaction, on any instance, is
 //     reserving for this customer, so what the next statement reads about the
@@ -164,6 +176,10 @@ func (q *Queries) ReserveBatchBegin(ctx context.Context, arg ReserveBatchBeginPa
 			&i.Stored,
 			&i.RequestHash,
 			&i.ResponseBody,
+			&i.StoredReservationID,
+			&i.StoredSaleID,
+			&i.StoredQuantity,
+			&i.StoredExpiresAt,
 			&i.Locked,
 			&i.HasActive,
 			&i.AdmissionUsed,
@@ -198,14 +214,13 @@ WITH input AS (
            unnest($3::text[]) AS idempotency_key,
            unnest($4::int[])        AS quantity,
            unnest($5::bytea[])  AS request_hash,
-           unnest($6::bytea[]) AS response_body,
-           unnest($7::text[])    AS admission_id,
-           unnest($8::text[])      AS instrument,
-           unnest($9::bigint[])      AS gate_seq
+           unnest($6::text[])    AS admission_id,
+           unnest($7::text[])      AS instrument,
+           unnest($8::bigint[])      AS gate_seq
 ), dec AS (
     UPDATE stock
-       SET quantity = stock.quantity - $10::int
-     WHERE stock.sale_id = $11::text AND stock.bucket = $12::int AND stock.quantity >= $10::int
+       SET quantity = stock.quantity - $9::int
+     WHERE stock.sale_id = $10::text AND stock.bucket = $11::int AND stock.quantity >= $9::int
     RETURNING stock.sale_id, stock.bucket
 ), res AS (
     INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity,
@@ -213,13 +228,13 @@ WITH input AS (
                               gate_seq, created_at, expires_at)
     SELECT i.reservation_id, dec.sale_id, i.customer_id, dec.bucket, i.quantity,
            i.idempotency_key, nullif(i.admission_id, ''), nullif(i.instrument, ''),
-           nullif(i.gate_seq, 0), now(), $13::timestamptz
+           nullif(i.gate_seq, 0), now(), $12::timestamptz
       FROM input i
      CROSS JOIN dec
-     WHERE ($14::int = 0 OR i.instrument = '' OR
+     WHERE ($13::int = 0 OR i.instrument = '' OR
             (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
               WHERE r.sale_id = dec.sale_id AND r.payment_instrument = i.instrument
-                AND r.state IN ('pending', 'confirmed')) + i.quantity <= $14::int)
+                AND r.state IN ('pending', 'confirmed')) + i.quantity <= $13::int)
        -- A gate unit given back since the read (GateReturn) cannot be held:
        -- this snapshot is newer than the customer's lock, so it sees it. Nor
        -- one handed out before a rebuild: the sale row's FOR SHARE lock
@@ -227,7 +242,7 @@ WITH input AS (
        -- rebuild's epoch bump, so one of them sees the other.
        AND (i.gate_seq = 0 OR (
                 (i.gate_seq >> 40) = (SELECT s.gate_epoch FROM sales s
-                                       WHERE s.sale_id = dec.sale_id AND $15::boolean
+                                       WHERE s.sale_id = dec.sale_id AND $14::boolean
                                          FOR SHARE)
             AND (SELECT true FROM gate_outbox o
                   WHERE o.sale_id = dec.sale_id AND o.gate_seq = i.gate_seq
@@ -236,10 +251,12 @@ WITH input AS (
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity
 ), idem AS (
+    -- No body: the receipt is made again from the reservation's row and
+    -- the expiry it was given (migration 000015).
     INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash,
-                                  response_body, reservation_id)
+                                  receipt_expires_at, reservation_id)
     SELECT res.customer_id, res.idempotency_key, res.sale_id, i.request_hash,
-           i.response_body, res.reservation_id
+           $12::timestamptz, res.reservation_id
       FROM res
       JOIN input i ON i.reservation_id = res.reservation_id
     ON CONFLICT DO NOTHING
@@ -260,7 +277,6 @@ type ReserveBatchCommitParams struct {
 	IdempotencyKeys    []string
 	Quantities         []int32
 	RequestHashes      [][]byte
-	ResponseBodies     [][]byte
 	AdmissionIds       []string
 	Instruments        []string
 	GateSeqs           []int64
@@ -298,7 +314,6 @@ func (q *Queries) ReserveBatchCommit(ctx context.Context, arg ReserveBatchCommit
 		arg.IdempotencyKeys,
 		arg.Quantities,
 		arg.RequestHashes,
-		arg.ResponseBodies,
 		arg.AdmissionIds,
 		arg.Instruments,
 		arg.GateSeqs,

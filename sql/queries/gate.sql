@@ -77,8 +77,13 @@ SELECT coalesce(sum(quantity), 0)::bigint FROM gate_outbox
 -- The stored answer to a customer's idempotency key (to replay), read on its
 -- own: a retry whose first attempt reserved is answered from it while the
 -- gate cannot run its step (Redis down, the counter missing or rebuilt).
-SELECT request_hash, response_body FROM idempotency_keys
- WHERE customer_id = @customer_id::text AND key = @key::text;
+-- A key stored without its body (migration 000015) has its receipt made
+-- again from its reservation's row, as the purchase path's read does.
+SELECT k.request_hash, k.response_body, k.reservation_id AS stored_reservation_id,
+       r.sale_id AS stored_sale_id, r.quantity AS stored_quantity, k.receipt_expires_at AS stored_expires_at
+  FROM idempotency_keys k
+  JOIN reservations r ON r.reservation_id = k.reservation_id
+ WHERE k.customer_id = @customer_id::text AND k.key = @key::text;
 
 -- name: GateNextEpoch :one
 -- Starts a rebuild of a paused gated sale's counter: the units handed out

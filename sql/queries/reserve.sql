@@ -26,7 +26,10 @@
 -- A flash sale grows its tables faster than autovacuum analyzes them, and
 -- with joins or EXISTS the planner, believing them small, hashed every active
 -- reservation of the sale once per batch.
---  * a stored answer for the (customer, idempotency key), to replay;
+--  * a stored answer for the (customer, idempotency key), to replay: its
+--    body (keys stored before migration 000015), or what the receipt is
+--    made of again (the reservation's id, sale and quantity, and the expiry
+--    the key kept: an extension moves the reservation's own);
 --  * the customer's lock: pg_try_advisory_xact_lock never waits. Held until
 --    COMMIT/ROLLBACK, it means no other transaction, on any instance, is
 --    reserving for this customer, so what the next statement reads about the
@@ -67,6 +70,8 @@ WITH input AS (
 SELECT i.ord::int AS ord,
        -- stored: the key has an answer (its receipt) to replay.
        (k.request_hash IS NOT NULL)::boolean AS stored, k.request_hash, k.response_body,
+       coalesce(k.reservation_id, '')::text AS stored_reservation_id, coalesce(kr.sale_id, '')::text AS stored_sale_id,
+       coalesce(kr.quantity, 0)::int AS stored_quantity, k.receipt_expires_at AS stored_expires_at,
        pg_try_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || i.customer_id, 0)) AS locked,
        ((SELECT true FROM reservations r
           WHERE r.sale_id = sale.sale_id AND r.customer_id = i.customer_id
@@ -91,10 +96,13 @@ SELECT i.ord::int AS ord,
        now()::timestamptz AS now
   FROM input i
  CROSS JOIN sale
-  LEFT JOIN LATERAL (SELECT k.request_hash, k.response_body
+  LEFT JOIN LATERAL (SELECT k.request_hash, k.response_body, k.reservation_id, k.receipt_expires_at
                        FROM idempotency_keys k
                       WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key
                       LIMIT 1) k ON true
+  LEFT JOIN LATERAL (SELECT r.sale_id, r.quantity FROM reservations r
+                      WHERE k.response_body IS NULL AND r.reservation_id = k.reservation_id
+                      LIMIT 1) kr ON true
  ORDER BY i.ord;
 
 -- name: ReserveKeysStored :many
@@ -135,7 +143,6 @@ WITH input AS (
            unnest(@idempotency_keys::text[]) AS idempotency_key,
            unnest(@quantities::int[])        AS quantity,
            unnest(@request_hashes::bytea[])  AS request_hash,
-           unnest(@response_bodies::bytea[]) AS response_body,
            unnest(@admission_ids::text[])    AS admission_id,
            unnest(@instruments::text[])      AS instrument,
            unnest(@gate_seqs::bigint[])      AS gate_seq
@@ -173,10 +180,12 @@ WITH input AS (
     RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
               reservations.idempotency_key, reservations.bucket, reservations.quantity
 ), idem AS (
+    -- No body: the receipt is made again from the reservation's row and
+    -- the expiry it was given (migration 000015).
     INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash,
-                                  response_body, reservation_id)
+                                  receipt_expires_at, reservation_id)
     SELECT res.customer_id, res.idempotency_key, res.sale_id, i.request_hash,
-           i.response_body, res.reservation_id
+           @expires_at::timestamptz, res.reservation_id
       FROM res
       JOIN input i ON i.reservation_id = res.reservation_id
     ON CONFLICT DO NOTHING
