@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,10 @@ func privateMux(registry *prometheus.Registry) http.Handler {
 	return mux
 }
 
+// idleTimeout is how long a keep-alive connection may wait for its next
+// request, and a new one for its first (listen).
+const idleTimeout = time.Minute
+
 // newHTTPServer returns a server with limits sized for a storefront: headers
 // within 16 KiB (a JWT and the usual cookies fit many times over; Go's
 // default, 1 MiB, lets one request hold a megabyte) that arrive within 10 s;
@@ -99,7 +104,7 @@ func newHTTPServer(h http.Handler) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       time.Minute,
+		IdleTimeout:       idleTimeout,
 	}
 }
 
@@ -118,9 +123,12 @@ func publicURL(addr net.Addr) string {
 
 // listen opens --addr, at most --max-conns connections served at once (each
 // costs a goroutine and buffers; the rest wait to be accepted), and
-// --metrics-addr when set (nil otherwise).
+// --metrics-addr when set (nil otherwise). The API's connections are
+// accepted once their first request arrives (deferAccept), within the idle
+// timeout: the header timeout runs from there.
 func listen(cfg serveConfig) (ln, metricsLn net.Listener, err error) {
-	if ln, err = net.Listen("tcp", cfg.addr); err != nil {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error { return deferAccept(rc, idleTimeout) }}
+	if ln, err = lc.Listen(context.Background(), "tcp", cfg.addr); err != nil {
 		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
 	if cfg.metricsAddr != "" {
