@@ -359,9 +359,12 @@ func (h minLevel) WithGroup(g string) slog.Handler {
 
 // migrate brings the schema up on a pool of its own, closed afterwards:
 // migrating holds a lock on one connection while golang-migrate and River's
-// migrator use others, more than a small admin pool may have.
+// migrator use others, more than a small admin pool may have. Its
+// connections may take as long to open as the pool's first ping waits (10
+// s): nobody waits on a start, and a database slow to accept (a busy one at
+// a rollout) should delay it, not fail it.
 func migrate(ctx context.Context, databaseURL string, conns int) error {
-	pool, err := postgres.NewPool(ctx, databaseURL, "migrate", postgres.PoolOptions{MaxConns: int32(conns), AcquireTimeout: 3 * time.Second})
+	pool, err := postgres.NewPool(ctx, databaseURL, "migrate", postgres.PoolOptions{MaxConns: int32(conns), AcquireTimeout: 10 * time.Second})
 	if err != nil {
 		return err
 	}
