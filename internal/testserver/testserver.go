@@ -374,7 +374,24 @@ func (s *Server) stop(t testing.TB) {
 	}
 	if logs := s.Logs(); strings.Contains(logs, "WARNING: DATA RACE") {
 		t.Errorf("testserver: data race in flashline serve:\n%s", logs)
+	} else if t.Failed() {
+		// What the process warned of may say why the test failed (a request
+		// that hung, an origin that did not answer): its last warnings.
+		if w := lastWarnings(logs, 40); w != "" {
+			t.Logf("testserver: the last warnings of flashline serve at %s:\n%s", s.URL, w)
+		}
 	}
+}
+
+// lastWarnings is the last n lines of logs at level WARN or ERROR.
+func lastWarnings(logs string, n int) string {
+	var w []string
+	for line := range strings.Lines(logs) {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			w = append(w, line)
+		}
+	}
+	return strings.Join(w[max(0, len(w)-n):], "")
 }
 
 // Token mints a customer JWT valid for an hour.
