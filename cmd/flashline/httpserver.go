@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -124,11 +123,10 @@ func publicURL(addr net.Addr) string {
 // listen opens --addr, at most --max-conns connections served at once (each
 // costs a goroutine and buffers; the rest wait to be accepted), and
 // --metrics-addr when set (nil otherwise). The API's connections are
-// accepted once their first request arrives (deferAccept), within the idle
+// accepted once their first byte arrives (firstBytes), within the idle
 // timeout: the header timeout runs from there.
 func listen(cfg serveConfig) (ln, metricsLn net.Listener, err error) {
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error { return deferAccept(rc, idleTimeout) }}
-	if ln, err = lc.Listen(context.Background(), "tcp", cfg.addr); err != nil {
+	if ln, err = net.Listen("tcp", cfg.addr); err != nil {
 		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
 	if cfg.metricsAddr != "" {
@@ -137,5 +135,5 @@ func listen(cfg serveConfig) (ln, metricsLn net.Listener, err error) {
 			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.metricsAddr, err)
 		}
 	}
-	return netutil.LimitListener(ln, cfg.maxConns), metricsLn, nil
+	return firstBytes(netutil.LimitListener(ln, cfg.maxConns), idleTimeout), metricsLn, nil
 }
