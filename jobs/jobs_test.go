@@ -744,7 +744,8 @@ func shuffled(ids []string) []string {
 }
 
 // requireRestockedOnce checks a sale's books reservation by reservation: each
-// has one 'reserve' ledger row of -quantity; an expired or cancelled one has
+// is named by one 'reserve' ledger row, its own of -quantity or its batch's
+// (whose delta is minus the units of the reservations it names); an expired or cancelled one has
 // restocked_at set and exactly one restock row (reason 'expire' or 'cancel')
 // of +quantity; a pending or confirmed one has none. Then the
 // sale_invariant view must hold.
@@ -755,13 +756,15 @@ func requireRestockedOnce(t tb, pool *pgxpool.Pool, saleID string) {
 		       r.restocked_at IS NOT NULL,
 		       coalesce(r.restocked_at = coalesce(r.expired_at, r.cancelled_at, r.voided_at), false),
 		       count(l.entry_id) FILTER (WHERE l.reason = 'reserve')::int,
-		       coalesce(sum(l.delta) FILTER (WHERE l.reason = 'reserve'), 0)::int,
+		       coalesce(sum(CASE WHEN l.reservation_ids IS NULL THEN l.delta ELSE -r.quantity END)
+		                FILTER (WHERE l.reason = 'reserve'), 0)::int,
 		       count(l.entry_id) FILTER (WHERE l.reason = 'expire')::int,
 		       count(l.entry_id) FILTER (WHERE l.reason = 'cancel')::int,
 		       count(l.entry_id) FILTER (WHERE l.reason = 'void')::int,
 		       coalesce(sum(l.delta) FILTER (WHERE l.reason IN ('expire', 'cancel', 'void')), 0)::int
 		  FROM reservations r
-		  LEFT JOIN stock_ledger l ON l.reservation_id = r.reservation_id
+		  LEFT JOIN stock_ledger l ON l.sale_id = r.sale_id
+		        AND (l.reservation_id = r.reservation_id OR r.reservation_id = ANY (l.reservation_ids))
 		 WHERE r.sale_id = $1
 		 GROUP BY r.reservation_id`, saleID)
 	require.NoError(t, err)
@@ -798,6 +801,14 @@ func requireRestockedOnce(t tb, pool *pgxpool.Pool, saleID string) {
 			require.False(t, b.restocked, "%+v", b)
 		}
 	}
+	var wrongBatches int
+	require.NoError(t, pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM stock_ledger l
+		 WHERE l.sale_id = $1 AND l.reservation_ids IS NOT NULL
+		   AND l.delta <> -(SELECT coalesce(sum(r.quantity), 0) FROM reservations r
+		                     WHERE r.sale_id = l.sale_id AND r.reservation_id = ANY (l.reservation_ids))`,
+		saleID).Scan(&wrongBatches))
+	require.Zero(t, wrongBatches, "batch 'reserve' rows whose delta is not minus their reservations' units")
 	var ok bool
 	var initial, available, pending, confirmed, ledger int
 	err = pool.QueryRow(context.Background(), `SELECT ok, initial_stock, available, pending, confirmed, ledger_total

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -371,4 +373,65 @@ func TestPickBucketAvoidsBusyBuckets(t *testing.T) {
 		require.Contains(t, []int{0, 1, 3}, i, "all busy: any with stock, never the empty one")
 		require.Equal(t, -1, pickBucket(buckets, quantities, 6, nil))
 	}
+}
+
+// TestBatchWritesOneLedgerRow: a batch's decrement is one 'reserve' ledger
+// row, of minus the units of every reservation it took them for, naming
+// those reservations in arrival order (migration 000016); migration 000016's
+// down splits it into one row per reservation, as the version before it
+// writes them, in the batch's transaction, with the sums unchanged. The down
+// runs in a transaction that is rolled back.
+func TestBatchWritesOneLedgerRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 10, PerCustomerLimit: 2})
+	calls := []*call{newCall(sale.ID, "a", "k", 1), newCall(sale.ID, "b", "k", 2), newCall(sale.ID, "c", "k", 1)}
+	require.Empty(t, runBatch(t, s, calls...))
+	var ids []string
+	for _, c := range calls {
+		require.NoError(t, c.err)
+		ids = append(ids, c.res.Reservation.ID)
+	}
+	var delta int
+	var named []string
+	require.NoError(t, s.admin.QueryRow(ctx, `SELECT delta, reservation_ids FROM stock_ledger
+		WHERE sale_id = $1 AND reason = 'reserve'`, sale.ID).Scan(&delta, &named))
+	require.Equal(t, -4, delta)
+	require.Equal(t, ids, named)
+	checkInvariant(t, s, sale.ID)
+
+	root, err := testdb.RepoRoot()
+	require.NoError(t, err)
+	down, err := os.ReadFile(filepath.Join(root, "migrations", "000016_ledger_per_batch.down.sql"))
+	require.NoError(t, err)
+	tx, err := s.admin.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, string(down))
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, `SELECT l.reservation_id, l.delta, r.quantity FROM stock_ledger l
+		JOIN reservations r USING (reservation_id) WHERE l.sale_id = $1 AND l.reason = 'reserve' ORDER BY l.entry_id`, sale.ID)
+	require.NoError(t, err)
+	var split []string
+	for rows.Next() {
+		var id string
+		var d, q int
+		require.NoError(t, rows.Scan(&id, &d, &q))
+		require.Equal(t, -q, d, id)
+		split = append(split, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, ids, split)
+	var ok bool
+	require.NoError(t, tx.QueryRow(ctx, `SELECT ok FROM sale_invariant WHERE sale_id = $1`, sale.ID).Scan(&ok))
+	require.True(t, ok, "sale_invariant after the down migration")
+	// The split rows keep the batch's transaction: the audit's stock change
+	// is still ledgered by its own transaction.
+	var unledgered int
+	require.NoError(t, tx.QueryRow(ctx, `
+		SELECT count(*) FROM (SELECT a.xact_id, a.bucket, sum(coalesce(a.new_quantity, 0) - coalesce(a.old_quantity, 0)) AS changed
+		                        FROM stock_audit a WHERE a.sale_id = $1 GROUP BY a.xact_id, a.bucket) a
+		 WHERE a.changed <> (SELECT coalesce(sum(l.delta), 0) FROM stock_ledger l
+		                      WHERE l.sale_id = $1 AND l.bucket = a.bucket AND l.xact_id = a.xact_id)`, sale.ID).Scan(&unledgered))
+	require.Zero(t, unledgered)
 }

@@ -59,7 +59,8 @@ func (f Facts) expiryVisible(committed time.Time) time.Time {
 }
 
 // LedgerRow is one stock_ledger row of a reservation ("" for the initial
-// stock), with when it committed.
+// stock), or a batch's row as it counts for one of its reservations, with
+// when it committed.
 type LedgerRow struct {
 	Reason    string
 	Delta     int
@@ -135,7 +136,22 @@ SELECT reservation_id, customer_id, idempotency_key, state, quantity, created_at
 	if err := rows.Err(); err != nil {
 		return f, err
 	}
-	lrows, err := r.DB.Query(ctx, `SELECT coalesce(reservation_id, ''), reason, delta, pg_xact_commit_timestamp(xmin) FROM stock_ledger WHERE sale_id = $1`, saleID)
+	// A batch's 'reserve' row (migration 000016) counts once for each
+	// reservation it names, with that reservation's units when the row's
+	// delta is minus the sum of theirs, and with the row's whole delta
+	// otherwise, which the check reports.
+	lrows, err := r.DB.Query(ctx, `
+		SELECT coalesce(reservation_id, ''), reason, delta, pg_xact_commit_timestamp(xmin)
+		  FROM stock_ledger WHERE sale_id = $1 AND reservation_ids IS NULL
+		UNION ALL
+		SELECT u.id, l.reason, CASE WHEN l.delta = -b.units THEN -coalesce(r.quantity, 0) ELSE l.delta END,
+		       pg_xact_commit_timestamp(l.xmin)
+		  FROM stock_ledger l
+		 CROSS JOIN LATERAL (SELECT coalesce(sum(r.quantity), 0)::int AS units FROM reservations r
+		                      WHERE r.reservation_id = ANY (l.reservation_ids)) b
+		 CROSS JOIN LATERAL unnest(l.reservation_ids) AS u(id)
+		  LEFT JOIN reservations r ON r.reservation_id = u.id
+		 WHERE l.sale_id = $1 AND l.reservation_ids IS NOT NULL`, saleID)
 	if err != nil {
 		return f, fmt.Errorf("read ledger: %w", err)
 	}

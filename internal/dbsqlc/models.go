@@ -231,16 +231,17 @@ type StockAudit struct {
 }
 
 type StockLedger struct {
-	EntryID       int64
-	SaleID        string
-	Bucket        int32
-	Delta         int32
-	Reason        string
-	ReservationID *string
-	CreatedAt     time.Time
-	Operator      *string
-	Note          *string
-	XactID        *int64
+	EntryID        int64
+	SaleID         string
+	Bucket         int32
+	Delta          int32
+	Reason         string
+	ReservationID  *string
+	CreatedAt      time.Time
+	Operator       *string
+	Note           *string
+	XactID         *int64
+	ReservationIds []string
 }
 
 type WaitingRoom struct {

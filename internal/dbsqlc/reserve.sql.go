@@ -262,9 +262,12 @@ WITH input AS (
     ON CONFLICT DO NOTHING
     RETURNING idempotency_keys.reservation_id
 ), ledger AS (
-    INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_id)
-    SELECT res.sale_id, res.bucket, -res.quantity, 'reserve', res.reservation_id
+    -- One row for the batch's decrement, naming the reservations it took
+    -- the units for (migration 000016).
+    INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_ids)
+    SELECT res.sale_id, res.bucket, -sum(res.quantity), 'reserve', array_agg(res.reservation_id)
       FROM res
+     GROUP BY res.sale_id, res.bucket
 )
 SELECT (SELECT count(*) FROM dec)::int  AS decremented,
        (SELECT count(*) FROM res)::int  AS reserved,
