@@ -24,8 +24,12 @@ func soldOutServer(t testing.TB) (s *server, deps handlers.Deps, sale string) {
 	s = startServer(t, nil, withSaleCache(t), func(d *handlers.Deps) { deps = *d })
 	sale = s.createSale(t, `{"sku":"sku_door","initialStock":1}`).SaleID
 	requireCreated(t, s.reserve(t, sale, customer(t, "alice"), "k", `{"quantity":1}`), sale, 1)
+	// Only memory answers a body that is not JSON with 409 (the full path
+	// says 400): a 409 to a well-formed one may be the database's sold_out,
+	// heard before the cache's next read, and then the tests below would
+	// meet a cache that does not know yet.
 	require.Eventually(t, func() bool {
-		return s.reserve(t, sale, customer(t, "bob"), "k", `{"quantity":1}`).Status == http.StatusConflict
+		return s.reserve(t, sale, customer(t, "bob"), "k", `not even json`).Status == http.StatusConflict
 	}, 10*time.Second, 20*time.Millisecond)
 	// A registry of its own: the routes below are built a second time.
 	deps.Registry = prometheus.NewRegistry()
