@@ -18,8 +18,8 @@ import (
 // (coalescer.go gathers them): BEGIN and one read for every request
 // (ReserveBatchBegin), sent together; the decisions per request, in Go; one
 // statement that takes the stock of all the requests that may have it and
-// writes their reservations and keys and the batch's ledger row (ReserveBatchCommit);
-// COMMIT. Three round trips.
+// writes their reservations and keys and the batch's ledger row
+// (ReserveBatchCommit); COMMIT. Three round trips.
 
 // reserveBatch runs one batch and answers its calls, except those it returns:
 // requests to carry over to a later batch.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/internal/dbsqlc"
 	"github.com/flashline/flashline/internal/testdb"
 )
 
@@ -427,11 +428,7 @@ func TestBatchWritesOneLedgerRow(t *testing.T) {
 	require.True(t, ok, "sale_invariant after the down migration")
 	// The split rows keep the batch's transaction: the audit's stock change
 	// is still ledgered by its own transaction.
-	var unledgered int
-	require.NoError(t, tx.QueryRow(ctx, `
-		SELECT count(*) FROM (SELECT a.xact_id, a.bucket, sum(coalesce(a.new_quantity, 0) - coalesce(a.old_quantity, 0)) AS changed
-		                        FROM stock_audit a WHERE a.sale_id = $1 GROUP BY a.xact_id, a.bucket) a
-		 WHERE a.changed <> (SELECT coalesce(sum(l.delta), 0) FROM stock_ledger l
-		                      WHERE l.sale_id = $1 AND l.bucket = a.bucket AND l.xact_id = a.xact_id)`, sale.ID).Scan(&unledgered))
-	require.Zero(t, unledgered)
+	unledgered, err := dbsqlc.New(tx).StockAuditUnledgered(ctx, dbsqlc.StockAuditUnledgeredParams{SaleID: sale.ID})
+	require.NoError(t, err)
+	require.Empty(t, unledgered)
 }
