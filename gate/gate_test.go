@@ -351,6 +351,12 @@ func TestGateFailsClosedAndRebuilds(t *testing.T) {
 	s, err := f.pg.Sale(ctx, sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, flashline.StatePaused, s.State)
+	// Resume cannot read the counter: "not now" (503), not a count that
+	// disagrees (409 invariant_broken) — which is what an instance whose
+	// Redis client is still dialing the Redis that came back would say.
+	_, err = f.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+	require.ErrorIs(t, err, flashline.ErrUnavailable)
+	require.NotErrorIs(t, err, flashline.ErrInvariantBroken)
 
 	// It comes back empty: still paused, the counter missing.
 	f.redis.Restart()

@@ -194,10 +194,22 @@ func (g *Gate) incident(ctx context.Context, saleID, kind, detail string, pause 
 // unreachable) and the drift, computed once, without the gate job's
 // persistence (units moving between the two reads show as a passing drift).
 func (g *Gate) Status(ctx context.Context, saleID string) flashline.GateStatus {
+	st, _ := g.check(ctx, saleID)
+	return st
+}
+
+// check is Status, with the reason it could not be computed: Redis or the
+// database could not be read (an error wrapping flashline.ErrUnavailable:
+// "not now", not a counter that disagrees). A missing counter is no error:
+// it is a counter that disagrees (not OK, -1).
+func (g *Gate) check(ctx context.Context, saleID string) (flashline.GateStatus, error) {
 	status := flashline.GateStatus{Kind: flashline.GateRedis, Counter: -1}
 	st, err := g.state(ctx, saleID)
-	if err != nil || st.missing {
-		return status
+	if err != nil {
+		return status, errors.Join(flashline.ErrUnavailable, err)
+	}
+	if st.missing {
+		return status, nil
 	}
 	status.Counter = st.counter
 	var inflight int64
@@ -208,7 +220,7 @@ func (g *Gate) Status(ctx context.Context, saleID string) flashline.GateStatus {
 		}
 		settled, err := g.store.Settlements(ctx, saleID, seqs)
 		if err != nil {
-			return status
+			return status, err
 		}
 		for seq, u := range st.unsettled {
 			if s := settled[seq]; !s.Reserved && !s.Returned {
@@ -218,11 +230,11 @@ func (g *Gate) Status(ctx context.Context, saleID string) flashline.GateStatus {
 	}
 	ledger, err := g.store.GateLedger(ctx, saleID)
 	if err != nil {
-		return status
+		return status, err
 	}
 	status.Drift = ledger.Available - st.counter - ledger.Owed - inflight
 	status.OK = !st.paused && status.Drift == 0
-	return status
+	return status, nil
 }
 
 // driftCollector publishes the drift the gate job last found, for the sales

@@ -73,7 +73,11 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 	delete(g.drifts, saleID)
 	g.mu.Unlock()
 	// Verified: the counter read back agrees with the database.
-	if st := g.Status(ctx, saleID); !st.OK {
+	st, err := g.check(ctx, saleID)
+	if err != nil {
+		return 0, fmt.Errorf("rebuild the gate of sale %s: read the rebuilt counter back: %w", saleID, err)
+	}
+	if !st.OK {
 		return 0, fmt.Errorf("rebuild the gate of sale %s: the rebuilt counter %d (read back %d) does not agree with the database, drift %d: %w",
 			saleID, rb.Counter, st.Counter, st.Drift, flashline.ErrInvariantBroken)
 	}

@@ -281,7 +281,13 @@ func (w gated) SetSaleState(ctx context.Context, saleID string, action flashline
 			if w.g.rdb == nil {
 				return flashline.Sale{}, fmt.Errorf("resume sale %s: its gate needs a Redis (--redis-url): %w", saleID, errors.Join(flashline.ErrUnavailable, ErrNoRedis))
 			}
-			if st := w.g.Status(ctx, saleID); !st.OK {
+			st, err := w.g.check(ctx, saleID)
+			switch {
+			case err != nil:
+				// Redis (just back, its connections being dialed) or the
+				// database could not be read: "not now", not a broken count.
+				return flashline.Sale{}, fmt.Errorf("resume sale %s: read its gate: %w", saleID, err)
+			case !st.OK:
 				return flashline.Sale{}, fmt.Errorf("resume sale %s: the gate's counter %d does not agree with the database (drift %d): rebuild it: %w",
 					saleID, st.Counter, st.Drift, flashline.ErrInvariantBroken)
 			}

@@ -163,18 +163,21 @@ func TestGate(t *testing.T) {
 		rs.Restart()
 		r := admin(t, c, http.MethodPost, instance(1)+"/admin/sales/"+sale+"/resume")
 		require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
-		// The instance's client may still be dialing the Redis that just came
+		// An instance's client may still be dialing the Redis that just came
 		// back (a busy machine): 503 says "not now", and an operator asks
 		// again, as the test does for up to 5 s.
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			r = admin(t, c, http.MethodPost, instance(1)+"/admin/sales/"+sale+"/gate/rebuild")
-			if r.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
-				break
+		untilReachable := func(url string) testserver.Response {
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				r := admin(t, c, http.MethodPost, url)
+				if r.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+					return r
+				}
 			}
 		}
+		r = untilReachable(instance(1) + "/admin/sales/" + sale + "/gate/rebuild")
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		require.JSONEq(t, `{"counter":70}`, string(r.Body))
-		r = admin(t, c, http.MethodPost, instance(4)+"/admin/sales/"+sale+"/resume")
+		r = untilReachable(instance(4) + "/admin/sales/" + sale + "/resume")
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 
 		// It sells out exactly: 200 new buyers for 70 units, and the 30
