@@ -47,9 +47,19 @@ run: build
 ## the three longest packages are named first so that they start first.
 ## The benchmarks run in a go test of their own because go test runs the
 ## packages one at a time whenever -bench is set.
+## cmd/flashline, the longest package (about 6 minutes alone, its end-to-end
+## tests one after another), runs as two test processes side by side: the
+## four longest of its tests (SPLIT_TESTS, about half its time) in one, the
+## rest with every other package in the other. Its test binary is compiled
+## first, once.
 HEAVY_TESTS := ./cmd/flashline ./waitpage ./internal/chaos
+SPLIT_TESTS := ^(TestNorthline|TestNorthlineThroughPgBouncer|TestPreopenTicketsWriteNoRowPerArrival|TestSoldOutCostsNoTransactions)$$
 test: build vet check-generated chromium pgbouncer locust
-	@$(WITH_TEST_DB) $(GO) test -race -count=1 -p 3 -timeout 30m $(HEAVY_TESTS) ./... && \
+	@$(GO) test -race -c -o /dev/null ./cmd/flashline # compiled once, not by both processes at once
+	@$(WITH_TEST_DB) \
+	$(GO) test -race -count=1 -timeout 30m -run '$(SPLIT_TESTS)' ./cmd/flashline & split=$$!; \
+	$(GO) test -race -count=1 -p 3 -timeout 30m -skip '$(SPLIT_TESTS)' $(HEAVY_TESTS) ./...; rest=$$?; \
+	wait $$split && [ $$rest = 0 ] && \
 	$(GO) test -race -count=1 -run '^$$' -bench . -benchtime 1x $$(scripts/packages-with.sh Benchmark); $(END_TEST_DB)
 	@scripts/fuzz.sh
 
