@@ -17,12 +17,28 @@ import (
 // only if it took what it allocated), so it stays its own round trip.
 //
 // The transaction control statements are the only SQL written outside
-// sql/queries: they are the protocol's, not the schema's, and pgx's own Tx
-// sends the same words.
+// sql/queries: they are the protocol's and the session's, not the schema's,
+// and pgx's own Tx sends the same words.
+//
+// sqlGenericPlans travels with BEGIN, in the same pipeline: for the rest of
+// the transaction, a prepared statement runs its cached generic plan instead
+// of being planned again for each execution's values. PostgreSQL plans a
+// statement anew at every Bind (a custom plan) while that looks cheaper than
+// the generic one, and the batch's statements, which take their rows from
+// arrays, always look so: planning them cost 0.75 ms (ReserveBatchBegin) and
+// 0.4 ms (ReserveBatchCommit) per batch on this project's machine, more than
+// their execution, and a lone buyer's reservation took 2.15x as long
+// (docs/design.md, "What one reservation costs"). Their plans do not depend
+// on the values: every lookup is an index probe per request by construction
+// (reserve.sql says why). SET LOCAL ends with the transaction, so nothing
+// else on the connection is affected, and it means the same through a
+// transaction-mode pooler (whose unnamed statements are planned at every
+// Bind anyway).
 const (
-	sqlBegin    = "begin"
-	sqlCommit   = "commit"
-	sqlRollback = "rollback"
+	sqlBegin        = "begin"
+	sqlGenericPlans = "set local plan_cache_mode = force_generic_plan"
+	sqlCommit       = "commit"
+	sqlRollback     = "rollback"
 )
 
 // pipelinedTx runs fn in one transaction on conn, as pgx.BeginFunc does
@@ -69,7 +85,7 @@ func (b *beginFirst) Exec(ctx context.Context, sql string, args ...any) (pgconn.
 	}
 	br := b.begin(ctx, sql, args)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
+	if err := b.opened(br); err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	return br.Exec()
@@ -80,7 +96,7 @@ func (b *beginFirst) Query(ctx context.Context, sql string, args ...any) (pgx.Ro
 		return b.conn.Query(ctx, sql, args...)
 	}
 	br := b.begin(ctx, sql, args)
-	if _, err := br.Exec(); err != nil {
+	if err := b.opened(br); err != nil {
 		return nil, errors.Join(err, br.Close())
 	}
 	rows, err := br.Query()
@@ -101,13 +117,25 @@ func (b *beginFirst) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 	return rowOf{rows}
 }
 
-// begin sends BEGIN and the first statement in one pipeline.
+// begin sends BEGIN, the transaction's settings and the first statement in
+// one pipeline.
 func (b *beginFirst) begin(ctx context.Context, sql string, args []any) pgx.BatchResults {
 	b.begun = true
 	batch := &pgx.Batch{}
 	batch.Queue(sqlBegin)
+	batch.Queue(sqlGenericPlans)
 	batch.Queue(sql, args...)
 	return b.conn.SendBatch(ctx, batch)
+}
+
+// opened reads the answers of what begin sent before the first statement.
+func (b *beginFirst) opened(br pgx.BatchResults) error {
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // batchRows are the rows of the pipeline's statement; closing them closes
