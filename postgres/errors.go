@@ -93,9 +93,14 @@ func unreachable(err error) bool {
 	// A connection the server's side closed in the middle of an answer
 	// (a crash, an immediate shutdown, a proxy going away) ends in a bare
 	// io.ErrUnexpectedEOF from pgx's row reading, or io.EOF.
+	// A statement that was never sent is safe to retry, but it says the
+	// server is unreachable only when no deadline ran out first: pgconn
+	// refuses a context already done with an error that is both a timeout
+	// and safe to retry, and that is a request which waited too long
+	// (overload), not an outage.
 	return errors.As(err, &connectErr) ||
 		(errors.As(err, &netErr) && !netErr.Timeout()) ||
-		pgconn.SafeToRetry(err) ||
+		(pgconn.SafeToRetry(err) && !pgconn.Timeout(err)) ||
 		errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
@@ -48,4 +49,25 @@ func TestLinkClosedMidStatementIsUnavailable(t *testing.T) {
 	err = conn.QueryRow(ctx, "SELECT pg_sleep(0.2)::text").Scan(&slept)
 	require.Error(t, err)
 	require.ErrorIs(t, translate(err), flashline.ErrUnavailable, "%v", err)
+}
+
+// TestDeadlinePassedBeforeSendingIsOverload is CI's finding under a starved
+// machine (TestOverloadSheds): a request whose deadline ran out while it
+// waited for its turn reached pgx with its context already done, and pgx's
+// error for that is "safe to retry", which unreachable read as an outage,
+// so a flood was answered 503 sale_paused_fail_closed (the sale paused)
+// instead of 503 overloaded. A deadline that ran out is overload wherever it
+// runs out.
+func TestDeadlinePassedBeforeSendingIsOverload(t *testing.T) {
+	_, dbURL := testdb.NewPool(t)
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err = conn.Exec(ctx, "SELECT 1")
+	require.Error(t, err)
+	require.ErrorIs(t, translate(err), flashline.ErrOverloaded, "%v", err)
+	require.NotErrorIs(t, translate(err), flashline.ErrUnavailable, "%v", err)
 }
