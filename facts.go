@@ -89,6 +89,8 @@ type FactSource interface {
 	// SaleCustomers lists the customers who ever held a reservation in the
 	// sale.
 	SaleCustomers(ctx context.Context, saleID string) ([]string, error)
+	// StockVersion reads the sale's SaleFacts.StockVersion alone, now.
+	StockVersion(ctx context.Context, saleID string) (string, error)
 	// Listen calls changed with the id of every sale the database says
 	// changed, and with "" (every sale) whenever it had to (re)connect, until
 	// ctx is done.

@@ -29,10 +29,12 @@ type Store interface {
 	// what this instance knows without the database, before anything else
 	// is done for it: ErrSoldOut or ErrSaleNotOpen, or nil when the purchase
 	// path must decide. The database itself refuses nothing this way (nil):
-	// the sale cache in front of it does. customerID may be a view of a
-	// buffer the caller reuses (the HTTP layer's front door): compare it,
-	// never keep it.
-	RefuseFromMemory(saleID, customerID string) error
+	// the sale cache in front of it does, once the database has confirmed,
+	// in a read shared by every refusal waiting, that memory is not behind
+	// (ctx bounds that wait). customerID may be a view of a buffer the
+	// caller reuses (the HTTP layer's front door): compare it, never keep
+	// it.
+	RefuseFromMemory(ctx context.Context, saleID, customerID string) error
 
 	// ApplyPaymentEvent applies an authenticated payment event once per
 	// event id (a repeated id is a replay: Replayed, no effect).

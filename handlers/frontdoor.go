@@ -123,7 +123,7 @@ func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var p *prepared
-	switch err := f.store.RefuseFromMemory(saleID, customer); {
+	switch err := f.store.RefuseFromMemory(r.Context(), saleID, customer); {
 	case errors.Is(err, flashline.ErrSoldOut):
 		p = &f.soldOut
 	case errors.Is(err, flashline.ErrSaleNotOpen):

@@ -279,7 +279,7 @@ func shedBusySale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 // next request; a body that breaks them closes the connection instead.
 func refuseFromMemory(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		err := store.RefuseFromMemory(c.Param("saleId"), actorOf(c).CustomerID)
+		err := store.RefuseFromMemory(c.Request.Context(), c.Param("saleId"), actorOf(c).CustomerID)
 		if err == nil {
 			c.Next()
 			return

@@ -70,6 +70,16 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]flashline.SaleF
 	return out, nil
 }
 
+// StockVersion reads the version of saleID's stock (SaleFacts.StockVersion);
+// "" for a sale with no stock rows.
+func (s *Store) StockVersion(ctx context.Context, saleID string) (string, error) {
+	v, err := dbsqlc.New(s.room).StockVersion(ctx, dbsqlc.StockVersionParams{SaleID: saleID})
+	if err != nil {
+		return "", fmt.Errorf("stock version of sale %s: %w", saleID, translate(err))
+	}
+	return v, nil
+}
+
 // SaleCustomers lists the customers who ever held a reservation in the sale.
 func (s *Store) SaleCustomers(ctx context.Context, saleID string) ([]string, error) {
 	ids, err := dbsqlc.New(s.room).SaleCustomers(ctx, dbsqlc.SaleCustomersParams{SaleID: saleID})

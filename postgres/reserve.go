@@ -33,7 +33,7 @@ func (s *Store) SaleBusy(saleID string) bool { return s.batches.full(saleID) }
 
 // RefuseFromMemory refuses nothing: the database decides every reservation
 // it is asked (the sale cache in front of it answers from memory).
-func (s *Store) RefuseFromMemory(saleID, customerID string) error { return nil }
+func (s *Store) RefuseFromMemory(context.Context, string, string) error { return nil }
 
 // Reserve attempts with a valid admission token (waiting-room sales) are
 // rate limited per account and per payment instrument, across instances, on

@@ -20,7 +20,10 @@
 // A sale that is sold out, paused or closed still sends to the database the
 // requests of customers who ever held a reservation in it: their retry must
 // replay the stored answer (or say "limit reached"), which only the database
-// knows.
+// knows. And a refusal from memory waits for a read of the sale's stock
+// version made after it arrived (confirm.go): memory may not yet know of a
+// unit that came back and was taken by the very customer now retrying. The
+// read is shared by every refusal of the sale waiting for it.
 package salecache
 
 import (
@@ -49,7 +52,10 @@ type Options struct {
 	// CustomersMaxAge is how long the customer list of a refusing sale is
 	// kept before the periodic refresh reloads it. Default 10s.
 	CustomersMaxAge time.Duration
-	Logger          *slog.Logger
+	// ConfirmEvery is the least time between two reads that confirm the
+	// refusals of a sale (confirm.go). Default 10ms.
+	ConfirmEvery time.Duration
+	Logger       *slog.Logger
 	Registry        prometheus.Registerer
 	Now             func() time.Time
 }
@@ -71,7 +77,11 @@ type Cache struct {
 	// in nanoseconds, as of the last read that returned a sale.
 	offset atomic.Int64
 
-	fastRejects *prometheus.CounterVec
+	confirmMu  sync.Mutex
+	confirmers map[string]*confirmer // by sale
+
+	fastRejects  *prometheus.CounterVec
+	confirmReads *prometheus.CounterVec
 	// The two children of fastRejects, looked up once.
 	rejectedSoldOut, rejectedNotOpen prometheus.Counter
 }
@@ -104,6 +114,9 @@ func New(src flashline.FactSource, opts Options) *Cache {
 	if opts.CustomersMaxAge == 0 {
 		opts.CustomersMaxAge = 10 * time.Second
 	}
+	if opts.ConfirmEvery == 0 {
+		opts.ConfirmEvery = 10 * time.Millisecond
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -116,7 +129,12 @@ func New(src flashline.FactSource, opts Options) *Cache {
 	c := &Cache{
 		src:   src,
 		opts:  opts,
-		sales: map[string]*entry{},
+		sales:      map[string]*entry{},
+		confirmers: map[string]*confirmer{},
+		confirmReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashline_refusal_confirmations_total",
+			Help: "Reads of a sale's stock version that confirmed the refusals from memory waiting for them, by outcome (read, error).",
+		}, []string{"outcome"}),
 		fastRejects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashline_fast_rejections_total",
 			Help: "Reservations answered from memory, without the database, by outcome.",
@@ -125,7 +143,7 @@ func New(src flashline.FactSource, opts Options) *Cache {
 	c.rejectedSoldOut = c.fastRejects.WithLabelValues("sold_out")
 	c.rejectedNotOpen = c.fastRejects.WithLabelValues("sale_not_open")
 	c.reloads = reloader{load: c.reload, logger: opts.Logger}
-	opts.Registry.MustRegister(c.fastRejects, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	opts.Registry.MustRegister(c.fastRejects, c.confirmReads, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "flashline_sales_sold_out",
 		Help: "Sales this instance knows to be sold out.",
 	}, func() float64 {
@@ -203,6 +221,7 @@ func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) er
 			}
 		}
 		c.mu.Unlock()
+		c.forgetConfirmers(func(id string) bool { return c.entry(id) != nil })
 	}
 	return nil
 }
@@ -290,8 +309,11 @@ func (c *Cache) Sale(ctx context.Context, saleID string) (s flashline.SaleFacts,
 }
 
 // Decide answers a reservation attempt from memory when it can: ErrSoldOut or
-// ErrSaleNotOpen, or nil when the database must decide.
-func (c *Cache) Decide(saleID, customerID string) error {
+// ErrSaleNotOpen, or nil when the database must decide. A refusal waits for
+// the database to confirm that the sale's stock has not changed since memory
+// read it (unchanged), a few milliseconds shared with every other refusal
+// of the sale; ctx bounds the wait.
+func (c *Cache) Decide(ctx context.Context, saleID, customerID string) error {
 	e := c.entry(saleID)
 	if !c.fresh(e) {
 		return nil
@@ -315,6 +337,10 @@ func (c *Cache) Decide(saleID, customerID string) error {
 	}
 	if _, held := e.customers[customerID]; held {
 		// A retry of theirs must replay the stored answer.
+		return nil
+	}
+	if !c.unchanged(ctx, e) {
+		c.Changed(saleID)
 		return nil
 	}
 	return refusal
@@ -346,14 +372,14 @@ type guarded struct {
 
 // RefuseFromMemory is the cache's Refuse: what the HTTP layer asks before it
 // reads a reservation's body.
-func (g guarded) RefuseFromMemory(saleID, customerID string) error {
-	return g.c.Refuse(saleID, customerID)
+func (g guarded) RefuseFromMemory(ctx context.Context, saleID, customerID string) error {
+	return g.c.Refuse(ctx, saleID, customerID)
 }
 
 // Refuse is Decide, counted in flashline_fast_rejections_total when it
 // refuses.
-func (c *Cache) Refuse(saleID, customerID string) error {
-	err := c.Decide(saleID, customerID)
+func (c *Cache) Refuse(ctx context.Context, saleID, customerID string) error {
+	err := c.Decide(ctx, saleID, customerID)
 	switch {
 	case err == nil:
 	case errors.Is(err, flashline.ErrSaleNotOpen):
@@ -368,7 +394,7 @@ func (c *Cache) Refuse(saleID, customerID string) error {
 // limiter since RefuseFromMemory: a crowd queued there when the sale sells
 // out is refused here, without the database), then the store.
 func (g guarded) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
-	if err := g.c.Refuse(req.SaleID, req.CustomerID); err != nil {
+	if err := g.c.Refuse(ctx, req.SaleID, req.CustomerID); err != nil {
 		return flashline.ReserveResult{}, err
 	}
 	res, err := g.Store.Reserve(ctx, req)

@@ -48,7 +48,7 @@ func waitFor(t *testing.T, c *salecache.Cache, saleID, customer string, want err
 	t.Helper()
 	start := time.Now()
 	for {
-		if err := c.Decide(saleID, customer); err == want {
+		if err := c.Decide(context.Background(), saleID, customer); err == want {
 			return time.Since(start)
 		}
 		if time.Since(start) > 5*time.Second {
@@ -66,7 +66,7 @@ func TestCacheFollowsTheDatabase(t *testing.T) {
 	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 3, PerCustomerLimit: 1, ReservationTTLSeconds: 600})
 	require.NoError(t, err)
 	a, b := startCache(t, pool), startCache(t, pool)
-	require.NoError(t, b.Decide(sale.ID, "newcomer"))
+	require.NoError(t, b.Decide(ctx, sale.ID, "newcomer"))
 
 	var ids []string
 	for i := range 3 {
@@ -79,7 +79,7 @@ func TestCacheFollowsTheDatabase(t *testing.T) {
 	})
 	t.Run("WinnersStillReachTheDatabase", func(t *testing.T) {
 		// Their retries must replay, which only the database can do.
-		require.NoError(t, b.Decide(sale.ID, "winner-0"))
+		require.NoError(t, b.Decide(ctx, sale.ID, "winner-0"))
 	})
 	t.Run("RestockClearsIt", func(t *testing.T) {
 		_, err := store.Cancel(ctx, ids[0], flashline.Actor{Admin: true})
@@ -95,7 +95,7 @@ func TestCacheFollowsTheDatabase(t *testing.T) {
 		waitFor(t, b, sale.ID, "newcomer", nil)
 	})
 	t.Run("UnknownSaleGoesToTheDatabase", func(t *testing.T) {
-		require.NoError(t, b.Decide("sale_unknown", "x"))
+		require.NoError(t, b.Decide(ctx, "sale_unknown", "x"))
 	})
 }
 
@@ -110,9 +110,10 @@ func TestStaleEntriesAreNotTrusted(t *testing.T) {
 	now := time.Now()
 	c := salecache.New(store, salecache.Options{StaleAfter: 5 * time.Second, Now: func() time.Time { return now }})
 	require.NoError(t, c.Load(context.Background()))
-	require.ErrorIs(t, c.Decide(sale.ID, "x"), flashline.ErrSaleNotOpen)
+	ctx := context.Background()
+	require.ErrorIs(t, c.Decide(ctx, sale.ID, "x"), flashline.ErrSaleNotOpen)
 	now = now.Add(6 * time.Second) // no refresh since: the database must decide
-	require.NoError(t, c.Decide(sale.ID, "x"))
+	require.NoError(t, c.Decide(ctx, sale.ID, "x"))
 }
 
 // TestHoldersReloadedWhenStockMovedUnheard is the fault harness's stall
@@ -134,7 +135,7 @@ func TestHoldersReloadedWhenStockMovedUnheard(t *testing.T) {
 	// LISTEN connection is gone; Load is its once-a-second read.
 	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
 	require.NoError(t, c.Load(ctx))
-	require.ErrorIs(t, c.Decide(sale.ID, "bob"), flashline.ErrSoldOut)
+	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSoldOut)
 
 	// Alice's unit comes back and Bob takes it; sold out again.
 	_, err = store.Cancel(ctx, alice, flashline.Actor{Admin: true})
@@ -142,8 +143,45 @@ func TestHoldersReloadedWhenStockMovedUnheard(t *testing.T) {
 	reserve(t, store, sale.ID, "bob")
 
 	require.NoError(t, c.Load(ctx))
-	require.NoError(t, c.Decide(sale.ID, "bob"), "bob holds a reservation: his retry must reach the database and replay")
-	require.ErrorIs(t, c.Decide(sale.ID, "carol"), flashline.ErrSoldOut)
+	require.NoError(t, c.Decide(ctx, sale.ID, "bob"), "bob holds a reservation: his retry must reach the database and replay")
+	require.ErrorIs(t, c.Decide(ctx, sale.ID, "carol"), flashline.ErrSoldOut)
+}
+
+// TestHolderRetryNotRefusedByMemoryBehind is the fault harness's kill-confirm
+// finding (internal/chaos): a unit came back and a customer took it on an
+// instance that was killed before it answered; their retry reached an
+// instance whose memory had not yet heard of either commit (notifications
+// are a few milliseconds late, more on a busy machine) and heard sold_out
+// from memory, the stored answer lost. Memory is not reloaded here at all:
+// the refusal itself must find out that the stock moved.
+func TestHolderRetryNotRefusedByMemoryBehind(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600})
+	require.NoError(t, err)
+	alice := reserve(t, store, sale.ID, "alice")
+
+	// No Run and no Load after this: the cache hears nothing more.
+	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+	require.NoError(t, c.Load(ctx))
+	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSoldOut)
+
+	_, err = store.Cancel(ctx, alice, flashline.Actor{Admin: true})
+	require.NoError(t, err)
+	reserve(t, store, sale.ID, "bob")
+
+	require.NoError(t, c.Decide(ctx, sale.ID, "bob"), "bob holds the unit: his retry must reach the database and replay")
+	// Carol too: memory cannot tell who took the unit until it reads again.
+	require.NoError(t, c.Decide(ctx, sale.ID, "carol"))
+	require.NoError(t, c.Load(ctx))
+	require.ErrorIs(t, c.Decide(ctx, sale.ID, "carol"), flashline.ErrSoldOut)
+
+	// A refusal whose request is gone (ctx done) while it waits refuses
+	// nothing: the database would decide.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	require.NoError(t, c.Decide(done, sale.ID, "carol"))
 }
 
 // TestOwnCancelClearsSoldOutAtOnce: a hold cancelled through this instance
@@ -161,11 +199,11 @@ func TestOwnCancelClearsSoldOutAtOnce(t *testing.T) {
 	// No Run: no notification will tell it.
 	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
 	require.NoError(t, c.Load(ctx))
-	require.ErrorIs(t, c.Decide(sale.ID, "bob"), flashline.ErrSoldOut)
+	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSoldOut)
 
 	_, err = c.Wrap(store).Cancel(ctx, alice, flashline.Actor{Admin: true})
 	require.NoError(t, err)
-	require.NoError(t, c.Decide(sale.ID, "bob"), "the cancel through this instance put the unit back")
+	require.NoError(t, c.Decide(ctx, sale.ID, "bob"), "the cancel through this instance put the unit back")
 }
 
 // TestPaymentEventClearsSoldOutAtOnce: a failed payment that cancels a hold
@@ -182,7 +220,7 @@ func TestPaymentEventClearsSoldOutAtOnce(t *testing.T) {
 	// No Run: no notification will tell it.
 	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
 	require.NoError(t, c.Load(ctx))
-	require.ErrorIs(t, c.Decide(sale.ID, "bob"), flashline.ErrSoldOut)
+	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSoldOut)
 
 	res, err := c.Wrap(store).ApplyPaymentEvent(ctx, flashline.PaymentEvent{
 		ID: "evt_failed", Type: flashline.PaymentFailed, ReservationID: alice, Hash: []byte("h"),
@@ -190,7 +228,7 @@ func TestPaymentEventClearsSoldOutAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, flashline.OutcomeCancelled, res.Outcome)
 	require.Equal(t, sale.ID, res.SaleID)
-	require.NoError(t, c.Decide(sale.ID, "bob"), "the failed payment through this instance put the unit back")
+	require.NoError(t, c.Decide(ctx, sale.ID, "bob"), "the failed payment through this instance put the unit back")
 }
 
 // TestWatchFiresOnWhatWaitersAreTold: a sale's watch is closed when what

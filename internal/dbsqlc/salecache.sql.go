@@ -160,3 +160,22 @@ func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFac
 	}
 	return items, nil
 }
+
+const stockVersion = `-- name: StockVersion :one
+SELECT coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = $1), '')::text AS stock_version
+`
+
+type StockVersionParams struct {
+	SaleID string
+}
+
+// The stock_version of SaleFacts alone: a cache that refuses a buyer from
+// memory first checks, in one read shared by every refusal waiting, that
+// nobody has reserved since it read the sale (every reservation writes the
+// stock). An index scan of the sale's buckets.
+func (q *Queries) StockVersion(ctx context.Context, arg StockVersionParams) (string, error) {
+	row := q.db.QueryRow(ctx, stockVersion, arg.SaleID)
+	var stock_version string
+	err := row.Scan(&stock_version)
+	return stock_version, err
+}

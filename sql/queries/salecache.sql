@@ -44,3 +44,10 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
 -- out, only they can get anything but "sold out" (a replay of their stored
 -- answer, or "limit reached"), so only their requests need the database.
 SELECT DISTINCT r.customer_id FROM reservations r WHERE r.sale_id = @sale_id;
+
+-- name: StockVersion :one
+-- The stock_version of SaleFacts alone: a cache that refuses a buyer from
+-- memory first checks, in one read shared by every refusal waiting, that
+-- nobody has reserved since it read the sale (every reservation writes the
+-- stock). An index scan of the sale's buckets.
+SELECT coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = @sale_id), '')::text AS stock_version;

@@ -1,0 +1,111 @@
+package salecache
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A refusal from memory stands only once the database, read after the
+// request arrived, still has the sale's stock at the version memory refused
+// by. Memory can be behind a commit made elsewhere: units came back (a
+// cancel on another instance), a customer took one on an instance that was
+// killed before it answered, and their retry is here; the list of holders
+// memory has does not name them, and "sold out" from memory would lose the
+// answer their retry must replay. Any reservation writes the stock, so an
+// unchanged version means nobody reserved since memory read the sale and
+// its holders.
+//
+// The read is shared: one at a time per sale, at most one per ConfirmEvery,
+// and every refusal that arrived before it started waits for it. A crowd
+// told "no" costs the database a small read per sale every ConfirmEvery per
+// instance, however large the crowd.
+
+type confirmation struct {
+	done    chan struct{}
+	version string
+	err     error
+}
+
+type confirmer struct {
+	mu sync.Mutex
+	// next is the read not started yet: a refusal that joins it is
+	// confirmed by a read made after it arrived.
+	next *confirmation
+	// current is the read under way, or the last one.
+	current *confirmation
+	started time.Time
+}
+
+// unchanged reports whether the database, read after this call, has the
+// stock of e's sale at e's version. false: it changed, or it could not be
+// read in time; the purchase path asks the database.
+func (c *Cache) unchanged(ctx context.Context, e *entry) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	k := c.confirmerOf(e.ID)
+	k.mu.Lock()
+	w := k.next
+	if w == nil {
+		w = &confirmation{done: make(chan struct{})}
+		k.next = w
+		go c.confirm(e.ID, k, w)
+	}
+	k.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.err == nil && w.version == e.StockVersion
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (c *Cache) confirmerOf(saleID string) *confirmer {
+	c.confirmMu.Lock()
+	defer c.confirmMu.Unlock()
+	k := c.confirmers[saleID]
+	if k == nil {
+		k = &confirmer{}
+		c.confirmers[saleID] = k
+	}
+	return k
+}
+
+// confirm starts w once the read before it is done and ConfirmEvery has
+// passed since that one started, and answers everyone who joined it.
+func (c *Cache) confirm(saleID string, k *confirmer, w *confirmation) {
+	k.mu.Lock()
+	prev, started := k.current, k.started
+	k.mu.Unlock()
+	if prev != nil {
+		<-prev.done
+	}
+	if wait := c.opts.ConfirmEvery - time.Since(started); wait > 0 {
+		time.Sleep(wait)
+	}
+	k.mu.Lock()
+	k.next, k.current, k.started = nil, w, time.Now()
+	k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.StaleAfter)
+	w.version, w.err = c.src.StockVersion(ctx, saleID)
+	cancel()
+	if w.err != nil {
+		c.confirmReads.WithLabelValues("error").Inc()
+		c.opts.Logger.Warn("salecache: confirm a refusal", "sale_id", saleID, "err", w.err)
+	} else {
+		c.confirmReads.WithLabelValues("read").Inc()
+	}
+	close(w.done)
+}
+
+// forgetConfirmers drops what is kept for sales memory no longer holds.
+func (c *Cache) forgetConfirmers(keep func(saleID string) bool) {
+	c.confirmMu.Lock()
+	defer c.confirmMu.Unlock()
+	for id := range c.confirmers {
+		if !keep(id) {
+			delete(c.confirmers, id)
+		}
+	}
+}
