@@ -56,8 +56,8 @@ type Options struct {
 	// refusals of a sale (confirm.go). Default 10ms.
 	ConfirmEvery time.Duration
 	Logger       *slog.Logger
-	Registry        prometheus.Registerer
-	Now             func() time.Time
+	Registry     prometheus.Registerer
+	Now          func() time.Time
 }
 
 // Cache is safe for concurrent use.
@@ -127,8 +127,8 @@ func New(src flashline.FactSource, opts Options) *Cache {
 		opts.Now = time.Now
 	}
 	c := &Cache{
-		src:   src,
-		opts:  opts,
+		src:        src,
+		opts:       opts,
 		sales:      map[string]*entry{},
 		confirmers: map[string]*confirmer{},
 		confirmReads: prometheus.NewCounterVec(prometheus.CounterOpts{
