@@ -87,7 +87,7 @@ func (c *Cache) confirm(saleID string, k *confirmer, w *confirmation) {
 	k.mu.Lock()
 	k.next, k.current, k.started = nil, w, time.Now()
 	k.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.StaleAfter)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	w.version, w.err = c.src.StockVersion(ctx, saleID)
 	cancel()
 	if w.err != nil {
