@@ -38,8 +38,9 @@ type confirmer struct {
 }
 
 // unchanged reports whether the database, read after this call, has the
-// stock of e's sale at e's version. false: it changed, or it could not be
-// read in time; the purchase path asks the database.
+// stock of e's sale at the version its list of holders was read at. false:
+// it changed, or it could not be read in time; the purchase path asks the
+// database.
 func (c *Cache) unchanged(ctx context.Context, e *entry) bool {
 	if ctx.Err() != nil {
 		return false
@@ -55,7 +56,7 @@ func (c *Cache) unchanged(ctx context.Context, e *entry) bool {
 	k.mu.Unlock()
 	select {
 	case <-w.done:
-		return w.err == nil && w.version == e.StockVersion
+		return w.err == nil && w.version == e.customersVersion
 	case <-ctx.Done():
 		return false
 	}
