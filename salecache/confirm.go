@@ -39,8 +39,8 @@ type confirmer struct {
 
 // unchanged reports whether the database, read after this call, has the
 // stock of e's sale at the version its list of holders was read at. false:
-// it changed, or it could not be read in time; the purchase path asks the
-// database.
+// it changed (and the sale is read again), or it could not be read in time;
+// the purchase path asks the database.
 func (c *Cache) unchanged(ctx context.Context, e *entry) bool {
 	if ctx.Err() != nil {
 		return false
@@ -56,7 +56,14 @@ func (c *Cache) unchanged(ctx context.Context, e *entry) bool {
 	k.mu.Unlock()
 	select {
 	case <-w.done:
-		return w.err == nil && w.version == e.customersVersion
+		if w.err != nil {
+			return false
+		}
+		if w.version != e.customersVersion {
+			c.Changed(e.ID)
+			return false
+		}
+		return true
 	case <-ctx.Done():
 		return false
 	}

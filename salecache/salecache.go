@@ -340,7 +340,6 @@ func (c *Cache) Decide(ctx context.Context, saleID, customerID string) error {
 		return nil
 	}
 	if !c.unchanged(ctx, e) {
-		c.Changed(saleID)
 		return nil
 	}
 	return refusal
