@@ -109,7 +109,9 @@ type ReserveBatchBeginRow struct {
 // coalesced into a batch (postgres/batch.go), and a batch is one transaction
 // of three round trips:
 //
-//	BEGIN; ReserveBatchBegin;   -- one round trip (postgres/pipeline.go)
+//	BEGIN; SET LOCAL plan_cache_mode = force_generic_plan;
+//	ReserveBatchBegin;          -- one round trip (postgres/pipeline.go); the
+//	                            -- SET LOCAL: planned once, not at every Bind
 //	ReserveBatchCommit;         -- another
 //	COMMIT                      -- the third, only if it took what it allocated
 //
