@@ -116,6 +116,29 @@ func TestStaleEntriesAreNotTrusted(t *testing.T) {
 	require.NoError(t, c.Decide(ctx, sale.ID, "x"))
 }
 
+// unitBackAndTaken sets up what both tests below start from: a cache that
+// hears no notification (no Run, as an instance whose LISTEN connection is
+// gone or late) saw a one-unit sale sold out to Alice; then Alice's unit came
+// back and Bob took it, sold out again, and the cache has not read since.
+func unitBackAndTaken(t *testing.T) (*salecache.Cache, string) {
+	t.Helper()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600})
+	require.NoError(t, err)
+	alice := reserve(t, store, sale.ID, "alice")
+
+	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+	require.NoError(t, c.Load(ctx))
+	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSoldOut)
+
+	_, err = store.Cancel(ctx, alice, flashline.Actor{Admin: true})
+	require.NoError(t, err)
+	reserve(t, store, sale.ID, "bob")
+	return c, sale.ID
+}
+
 // TestHoldersReloadedWhenStockMovedUnheard is the fault harness's stall
 // finding (internal/chaos, fault "stall"): an instance whose notifications
 // were lost kept a sold-out sale's list of holders across its periodic
@@ -125,26 +148,10 @@ func TestStaleEntriesAreNotTrusted(t *testing.T) {
 // reservation it held. The list is now read again whenever the stock moved.
 func TestHoldersReloadedWhenStockMovedUnheard(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testdb.NewPool(t)
-	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
-	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600})
-	require.NoError(t, err)
-	alice := reserve(t, store, sale.ID, "alice")
-
-	// No Run: the cache hears no notification, as an instance whose
-	// LISTEN connection is gone; Load is its once-a-second read.
-	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
-	require.NoError(t, c.Load(ctx))
-	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSoldOut)
-
-	// Alice's unit comes back and Bob takes it; sold out again.
-	_, err = store.Cancel(ctx, alice, flashline.Actor{Admin: true})
-	require.NoError(t, err)
-	reserve(t, store, sale.ID, "bob")
-
-	require.NoError(t, c.Load(ctx))
-	require.NoError(t, c.Decide(ctx, sale.ID, "bob"), "bob holds a reservation: his retry must reach the database and replay")
-	require.ErrorIs(t, c.Decide(ctx, sale.ID, "carol"), flashline.ErrSoldOut)
+	c, saleID := unitBackAndTaken(t)
+	require.NoError(t, c.Load(ctx)) // the once-a-second read
+	require.NoError(t, c.Decide(ctx, saleID, "bob"), "bob holds a reservation: his retry must reach the database and replay")
+	require.ErrorIs(t, c.Decide(ctx, saleID, "carol"), flashline.ErrSoldOut)
 }
 
 // TestHolderRetryNotRefusedByMemoryBehind is the fault harness's kill-confirm
@@ -156,32 +163,18 @@ func TestHoldersReloadedWhenStockMovedUnheard(t *testing.T) {
 // the refusal itself must find out that the stock moved.
 func TestHolderRetryNotRefusedByMemoryBehind(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testdb.NewPool(t)
-	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
-	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600})
-	require.NoError(t, err)
-	alice := reserve(t, store, sale.ID, "alice")
-
-	// No Run and no Load after this: the cache hears nothing more.
-	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
-	require.NoError(t, c.Load(ctx))
-	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSoldOut)
-
-	_, err = store.Cancel(ctx, alice, flashline.Actor{Admin: true})
-	require.NoError(t, err)
-	reserve(t, store, sale.ID, "bob")
-
-	require.NoError(t, c.Decide(ctx, sale.ID, "bob"), "bob holds the unit: his retry must reach the database and replay")
+	c, saleID := unitBackAndTaken(t)
+	require.NoError(t, c.Decide(ctx, saleID, "bob"), "bob holds the unit: his retry must reach the database and replay")
 	// Carol too: memory cannot tell who took the unit until it reads again.
-	require.NoError(t, c.Decide(ctx, sale.ID, "carol"))
+	require.NoError(t, c.Decide(ctx, saleID, "carol"))
 	require.NoError(t, c.Load(ctx))
-	require.ErrorIs(t, c.Decide(ctx, sale.ID, "carol"), flashline.ErrSoldOut)
+	require.ErrorIs(t, c.Decide(ctx, saleID, "carol"), flashline.ErrSoldOut)
 
 	// A refusal whose request is gone (ctx done) while it waits refuses
 	// nothing: the database would decide.
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	require.NoError(t, c.Decide(done, sale.ID, "carol"))
+	require.NoError(t, c.Decide(done, saleID, "carol"))
 }
 
 // TestOwnCancelClearsSoldOutAtOnce: a hold cancelled through this instance
