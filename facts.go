@@ -89,8 +89,9 @@ type FactSource interface {
 	// SaleCustomers lists the customers who ever held a reservation in the
 	// sale.
 	SaleCustomers(ctx context.Context, saleID string) ([]string, error)
-	// StockVersion reads the sale's SaleFacts.StockVersion alone, now.
-	StockVersion(ctx context.Context, saleID string) (string, error)
+	// StockVersions reads the SaleFacts.StockVersion of each of saleIDs
+	// alone, now, by sale id (an unknown id is left out).
+	StockVersions(ctx context.Context, saleIDs []string) (map[string]string, error)
 	// Listen calls changed with the id of every sale the database says
 	// changed, and with "" (every sale) whenever it had to (re)connect, until
 	// ctx is done.

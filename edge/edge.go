@@ -415,10 +415,10 @@ func (e *Client) SaleFacts(_ context.Context, saleID string) ([]flashline.SaleFa
 // it keeps no holders.
 func (e *Client) SaleCustomers(context.Context, string) ([]string, error) { return nil, nil }
 
-// StockVersion is flashline.FactSource's: an edge serves no purchase path,
+// StockVersions is flashline.FactSource's: an edge serves no purchase path,
 // and has no refusal to confirm.
-func (e *Client) StockVersion(context.Context, string) (string, error) {
-	return "", errors.New("edge: no purchase path, no stock version")
+func (e *Client) StockVersions(context.Context, []string) (map[string]string, error) {
+	return nil, errors.New("edge: no purchase path, no stock version")
 }
 
 // Listen is flashline.FactSource's: changed("") is called after every document

@@ -70,14 +70,18 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]flashline.SaleF
 	return out, nil
 }
 
-// StockVersion reads the version of saleID's stock (SaleFacts.StockVersion);
-// "" for a sale with no stock rows.
-func (s *Store) StockVersion(ctx context.Context, saleID string) (string, error) {
-	v, err := dbsqlc.New(s.room).StockVersion(ctx, dbsqlc.StockVersionParams{SaleID: saleID})
+// StockVersions reads the version of each sale's stock
+// (SaleFacts.StockVersion), in one statement.
+func (s *Store) StockVersions(ctx context.Context, saleIDs []string) (map[string]string, error) {
+	rows, err := dbsqlc.New(s.room).StockVersions(ctx, dbsqlc.StockVersionsParams{SaleIds: saleIDs})
 	if err != nil {
-		return "", fmt.Errorf("stock version of sale %s: %w", saleID, translate(err))
+		return nil, fmt.Errorf("stock versions of %d sales: %w", len(saleIDs), translate(err))
 	}
-	return v, nil
+	out := make(map[string]string, len(rows))
+	for _, r := range rows {
+		out[r.SaleID] = r.StockVersion
+	}
+	return out, nil
 }
 
 // SaleCustomers lists the customers who ever held a reservation in the sale.

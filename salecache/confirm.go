@@ -2,6 +2,8 @@ package salecache
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -16,15 +18,17 @@ import (
 // unchanged version means nobody reserved since memory read the sale and
 // its holders.
 //
-// The read is shared: one at a time per sale, at most one per ConfirmEvery,
-// and every refusal that arrived before it started waits for it. A crowd
-// told "no" costs the database a small read per sale every ConfirmEvery per
-// instance, however large the crowd.
+// The read is shared: one at a time per instance, at most one per
+// ConfirmEvery, covering every sale with a refusal waiting, and every
+// refusal that arrived before it started waits for it. A crowd told "no",
+// in one sale or in a thousand, costs the database one small read every
+// ConfirmEvery per instance, and one connection of the room's pool at most.
 
 type confirmation struct {
-	done    chan struct{}
-	version string
-	err     error
+	done     chan struct{}
+	sales    map[string]struct{} // whose refusals wait for it
+	versions map[string]string
+	err      error
 }
 
 type confirmer struct {
@@ -45,21 +49,22 @@ func (c *Cache) unchanged(ctx context.Context, e *entry) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	k := c.confirmerOf(e.ID)
+	k := &c.confirms
 	k.mu.Lock()
 	w := k.next
 	if w == nil {
-		w = &confirmation{done: make(chan struct{})}
+		w = &confirmation{done: make(chan struct{}), sales: map[string]struct{}{}}
 		k.next = w
-		go c.confirm(e.ID, k, w)
+		go c.confirm(w)
 	}
+	w.sales[e.ID] = struct{}{}
 	k.mu.Unlock()
 	select {
 	case <-w.done:
 		if w.err != nil {
 			return false
 		}
-		if w.version != e.customersVersion {
+		if w.versions[e.ID] != e.customersVersion {
 			c.Changed(e.ID)
 			return false
 		}
@@ -69,20 +74,10 @@ func (c *Cache) unchanged(ctx context.Context, e *entry) bool {
 	}
 }
 
-func (c *Cache) confirmerOf(saleID string) *confirmer {
-	c.confirmMu.Lock()
-	defer c.confirmMu.Unlock()
-	k := c.confirmers[saleID]
-	if k == nil {
-		k = &confirmer{}
-		c.confirmers[saleID] = k
-	}
-	return k
-}
-
 // confirm starts w once the read before it is done and ConfirmEvery has
 // passed since that one started, and answers everyone who joined it.
-func (c *Cache) confirm(saleID string, k *confirmer, w *confirmation) {
+func (c *Cache) confirm(w *confirmation) {
+	k := &c.confirms
 	k.mu.Lock()
 	prev, started := k.current, k.started
 	k.mu.Unlock()
@@ -94,26 +89,16 @@ func (c *Cache) confirm(saleID string, k *confirmer, w *confirmation) {
 	}
 	k.mu.Lock()
 	k.next, k.current, k.started = nil, w, time.Now()
+	ids := slices.Collect(maps.Keys(w.sales)) // nobody joins w from here on
 	k.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	w.version, w.err = c.src.StockVersion(ctx, saleID)
+	w.versions, w.err = c.src.StockVersions(ctx, ids)
 	cancel()
 	if w.err != nil {
 		c.confirmReads.WithLabelValues("error").Inc()
-		c.opts.Logger.Warn("salecache: confirm a refusal", "sale_id", saleID, "err", w.err)
+		c.opts.Logger.Warn("salecache: confirm refusals", "sales", len(ids), "err", w.err)
 	} else {
 		c.confirmReads.WithLabelValues("read").Inc()
 	}
 	close(w.done)
-}
-
-// forgetConfirmers drops what is kept for sales memory no longer holds.
-func (c *Cache) forgetConfirmers(keep func(saleID string) bool) {
-	c.confirmMu.Lock()
-	defer c.confirmMu.Unlock()
-	for id := range c.confirmers {
-		if !keep(id) {
-			delete(c.confirmers, id)
-		}
-	}
 }

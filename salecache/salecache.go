@@ -52,8 +52,8 @@ type Options struct {
 	// CustomersMaxAge is how long the customer list of a refusing sale is
 	// kept before the periodic refresh reloads it. Default 10s.
 	CustomersMaxAge time.Duration
-	// ConfirmEvery is the least time between two reads that confirm the
-	// refusals of a sale (confirm.go). Default 10ms.
+	// ConfirmEvery is the least time between two reads that confirm
+	// refusals from memory (confirm.go). Default 10ms.
 	ConfirmEvery time.Duration
 	Logger       *slog.Logger
 	Registry     prometheus.Registerer
@@ -77,8 +77,7 @@ type Cache struct {
 	// in nanoseconds, as of the last read that returned a sale.
 	offset atomic.Int64
 
-	confirmMu  sync.Mutex
-	confirmers map[string]*confirmer // by sale
+	confirms confirmer // the reads that confirm refusals (confirm.go)
 
 	fastRejects  *prometheus.CounterVec
 	confirmReads *prometheus.CounterVec
@@ -130,7 +129,6 @@ func New(src flashline.FactSource, opts Options) *Cache {
 		src:        src,
 		opts:       opts,
 		sales:      map[string]*entry{},
-		confirmers: map[string]*confirmer{},
 		confirmReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashline_refusal_confirmations_total",
 			Help: "Reads of a sale's stock version that confirmed the refusals from memory waiting for them, by outcome (read, error).",
@@ -221,7 +219,6 @@ func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) er
 			}
 		}
 		c.mu.Unlock()
-		c.forgetConfirmers(func(id string) bool { return c.entry(id) != nil })
 	}
 	return nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
@@ -175,6 +177,54 @@ func TestHolderRetryNotRefusedByMemoryBehind(t *testing.T) {
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	require.NoError(t, c.Decide(done, saleID, "carol"))
+}
+
+// TestRefusalsOfManySalesShareOneRead: refusals waiting in twenty sold-out
+// sales at once are confirmed by one read of all their stock versions, not
+// one read per sale: a crowd spread over a thousand sales (or a client
+// walking through every closed one) costs an instance one read per
+// ConfirmEvery all the same.
+func TestRefusalsOfManySalesShareOneRead(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
+	var sales []string
+	for i := range 20 {
+		sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 1, ReservationTTLSeconds: 600})
+		require.NoError(t, err)
+		reserve(t, store, sale.ID, fmt.Sprintf("winner-%d", i))
+		sales = append(sales, sale.ID)
+	}
+	reg := prometheus.NewRegistry()
+	const every = 2 * time.Second
+	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour, ConfirmEvery: every, Registry: reg})
+	require.NoError(t, c.Load(ctx))
+	reads := func() float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "flashline_refusal_confirmations_total" {
+				for _, m := range mf.GetMetric() {
+					if m.GetLabel()[0].GetValue() == "read" {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+
+	start := time.Now()
+	require.ErrorIs(t, c.Decide(ctx, sales[0], "loser"), flashline.ErrSoldOut) // the first read
+	var wg sync.WaitGroup
+	for _, id := range sales {
+		wg.Go(func() { require.ErrorIs(t, c.Decide(ctx, id, "loser"), flashline.ErrSoldOut) })
+	}
+	wg.Wait()
+	// One read per ConfirmEvery at most, whatever the number of sales: a
+	// read per sale would be 21.
+	bound := 1 + int(time.Since(start)/every) + 1
+	require.LessOrEqual(t, reads(), float64(bound))
 }
 
 // TestOwnCancelClearsSoldOutAtOnce: a hold cancelled through this instance

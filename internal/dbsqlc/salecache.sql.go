@@ -161,21 +161,42 @@ func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFac
 	return items, nil
 }
 
-const stockVersion = `-- name: StockVersion :one
-SELECT coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = $1), '')::text AS stock_version
+const stockVersions = `-- name: StockVersions :many
+SELECT s.sale_id::text AS sale_id,
+       coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version
+  FROM sales s
+ WHERE s.sale_id = ANY($1::text[])
 `
 
-type StockVersionParams struct {
-	SaleID string
+type StockVersionsParams struct {
+	SaleIds []string
 }
 
-// The stock_version of SaleFacts alone: a cache that refuses a buyer from
-// memory first checks, in one read shared by every refusal waiting, that
-// nobody has reserved since it read the sale (every reservation writes the
-// stock). An index scan of the sale's buckets.
-func (q *Queries) StockVersion(ctx context.Context, arg StockVersionParams) (string, error) {
-	row := q.db.QueryRow(ctx, stockVersion, arg.SaleID)
-	var stock_version string
-	err := row.Scan(&stock_version)
-	return stock_version, err
+type StockVersionsRow struct {
+	SaleID       string
+	StockVersion string
+}
+
+// The stock_version of SaleFacts alone, for each of the sales given: a cache
+// that refuses a buyer from memory first checks, in one read shared by every
+// refusal waiting, that nobody has reserved since it read the sale (every
+// reservation writes the stock). An index scan of each sale's buckets.
+func (q *Queries) StockVersions(ctx context.Context, arg StockVersionsParams) ([]StockVersionsRow, error) {
+	rows, err := q.db.Query(ctx, stockVersions, arg.SaleIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StockVersionsRow
+	for rows.Next() {
+		var i StockVersionsRow
+		if err := rows.Scan(&i.SaleID, &i.StockVersion); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

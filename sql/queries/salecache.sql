@@ -45,9 +45,12 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
 -- answer, or "limit reached"), so only their requests need the database.
 SELECT DISTINCT r.customer_id FROM reservations r WHERE r.sale_id = @sale_id;
 
--- name: StockVersion :one
--- The stock_version of SaleFacts alone: a cache that refuses a buyer from
--- memory first checks, in one read shared by every refusal waiting, that
--- nobody has reserved since it read the sale (every reservation writes the
--- stock). An index scan of the sale's buckets.
-SELECT coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = @sale_id), '')::text AS stock_version;
+-- name: StockVersions :many
+-- The stock_version of SaleFacts alone, for each of the sales given: a cache
+-- that refuses a buyer from memory first checks, in one read shared by every
+-- refusal waiting, that nobody has reserved since it read the sale (every
+-- reservation writes the stock). An index scan of each sale's buckets.
+SELECT s.sale_id::text AS sale_id,
+       coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version
+  FROM sales s
+ WHERE s.sale_id = ANY(@sale_ids::text[]);
