@@ -126,9 +126,9 @@ func New(src flashline.FactSource, opts Options) *Cache {
 		opts.Now = time.Now
 	}
 	c := &Cache{
-		src:        src,
-		opts:       opts,
-		sales:      map[string]*entry{},
+		src:   src,
+		opts:  opts,
+		sales: map[string]*entry{},
 		confirmReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashline_refusal_confirmations_total",
 			Help: "Reads of a sale's stock version that confirmed the refusals from memory waiting for them, by outcome (read, error).",
