@@ -308,8 +308,8 @@ func (c *Cache) Sale(ctx context.Context, saleID string) (s flashline.SaleFacts,
 // Decide answers a reservation attempt from memory when it can: ErrSoldOut or
 // ErrSaleNotOpen, or nil when the database must decide. A refusal waits for
 // the database to confirm that the sale's stock has not changed since memory
-// read it (unchanged), a few milliseconds shared with every other refusal
-// of the sale; ctx bounds the wait.
+// read it (unchanged), a few milliseconds shared with every other refusal;
+// ctx bounds the wait, and a request whose ctx is done is refused.
 func (c *Cache) Decide(ctx context.Context, saleID, customerID string) error {
 	e := c.entry(saleID)
 	if !c.fresh(e) {
@@ -336,9 +336,14 @@ func (c *Cache) Decide(ctx context.Context, saleID, customerID string) error {
 		// A retry of theirs must replay the stored answer.
 		return nil
 	}
-	if !c.unchanged(ctx, e) {
+	if !c.unchanged(ctx, e) && ctx.Err() == nil {
 		return nil
 	}
+	// Confirmed, or the client went away while it waited (ctx done): nobody
+	// hears this answer, and a refusal has no effect, where sending the
+	// request on would start a reservation detached from its client
+	// (postgres.Store.Reserve) that could commit after the client's retry
+	// was answered elsewhere.
 	return refusal
 }
 
