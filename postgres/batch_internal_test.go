@@ -432,3 +432,24 @@ func TestBatchWritesOneLedgerRow(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, unledgered)
 }
+
+// TestReserveOfAClientGoneBeforeItsBatchIsDropped: the fault harness's
+// latency and redis-stall faults found a first attempt whose client gave up
+// after 3 ms run 80 ms to 2 s later, detached from its client, and take a
+// unit after the client's retry had been told sold_out on another instance.
+// An attempt whose client has left before its batch begins has done
+// nothing, and is dropped.
+func TestReserveOfAClientGoneBeforeItsBatchIsDropped(t *testing.T) {
+	t.Parallel()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 1, PerCustomerLimit: 1})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Reserve(gone, flashline.ReserveRequest{SaleID: sale.ID, CustomerID: "frank", IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("f")})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 0, checkInvariant(t, s, sale.ID).Pending, "nothing reserved")
+
+	// A client still there is served as before.
+	_, err = s.Reserve(context.Background(), flashline.ReserveRequest{SaleID: sale.ID, CustomerID: "frank", IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("f")})
+	require.NoError(t, err)
+	require.Equal(t, 1, checkInvariant(t, s, sale.ID).Pending)
+}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -35,7 +36,10 @@ import (
 const maxAttempts = flashline.MaxBuckets + 4
 
 type call struct {
-	req      flashline.ReserveRequest
+	req flashline.ReserveRequest
+	// client is the caller's context: the call does not run under it, but
+	// is dropped if it is done before the call's batch begins.
+	client   context.Context
 	deadline time.Time
 	attempts int
 	// round is how many batches of the sale had started when the call
@@ -189,6 +193,8 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 			rest = append(rest, c) // next batch
 		case now.After(c.deadline):
 			c.finish(flashline.ReserveResult{}, flashline.ErrOverloaded)
+		case c.client != nil && c.client.Err() != nil:
+			c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: the client left before its batch began: %w", saleID, context.Cause(c.client)))
 		default:
 			customers[c.req.CustomerID] = true
 			if instrument != "" {
