@@ -38,7 +38,8 @@ const maxAttempts = flashline.MaxBuckets + 4
 type call struct {
 	req flashline.ReserveRequest
 	// client is the caller's context: the call does not run under it, but
-	// is dropped if it is done before the call's batch begins.
+	// is dropped if it is done before the call's batch begins (unless it
+	// is gated).
 	client   context.Context
 	deadline time.Time
 	attempts int
@@ -193,7 +194,11 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 			rest = append(rest, c) // next batch
 		case now.After(c.deadline):
 			c.finish(flashline.ReserveResult{}, flashline.ErrOverloaded)
-		case c.client != nil && c.client.Err() != nil:
+		case c.req.GateSeq == 0 && c.client != nil && c.client.Err() != nil:
+			// Not a gated attempt: one holds a unit of the gate's counter
+			// for its customer, and its retry, counted there until the unit
+			// is given back, would hear limit_reached (TestGate/Northline);
+			// run, it leaves a reservation the retry replays.
 			c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: the client left before its batch began: %w", saleID, context.Cause(c.client)))
 		default:
 			customers[c.req.CustomerID] = true
