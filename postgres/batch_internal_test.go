@@ -41,6 +41,7 @@ func newCall(saleID, customer, key string, qty int) *call {
 			SaleID: saleID, CustomerID: customer, IdempotencyKey: key, Quantity: qty,
 			Fingerprint: fmt.Appendf(nil, "%s/%d", saleID, qty),
 		},
+		client:   context.Background(),
 		deadline: time.Now().Add(10 * time.Second),
 		done:     make(chan struct{}),
 	}

@@ -194,7 +194,7 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 			rest = append(rest, c) // next batch
 		case now.After(c.deadline):
 			c.finish(flashline.ReserveResult{}, flashline.ErrOverloaded)
-		case c.req.GateSeq == 0 && c.client != nil && c.client.Err() != nil:
+		case c.req.GateSeq == 0 && c.client.Err() != nil:
 			// Not a gated attempt: one holds a unit of the gate's counter
 			// for its customer, and its retry, counted there until the unit
 			// is given back, would hear limit_reached (TestGate/Northline);

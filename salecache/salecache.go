@@ -22,8 +22,8 @@
 // replay the stored answer (or say "limit reached"), which only the database
 // knows. And a refusal from memory waits for a read of the sale's stock
 // version made after it arrived (confirm.go): memory may not yet know of a
-// unit that came back and was taken by the very customer now retrying. The
-// read is shared by every refusal of the sale waiting for it.
+// unit that came back and was taken by the very customer now retrying. One
+// read serves every refusal waiting for it, in every sale.
 package salecache
 
 import (
@@ -336,15 +336,13 @@ func (c *Cache) Decide(ctx context.Context, saleID, customerID string) error {
 		// A retry of theirs must replay the stored answer.
 		return nil
 	}
-	if !c.unchanged(ctx, e) && ctx.Err() == nil {
-		return nil
+	if c.unchanged(ctx, e) || ctx.Err() != nil {
+		// Confirmed, or the client went away while it waited: nobody hears
+		// the answer then, and a refusal costs nothing more (the purchase
+		// path would only drop the attempt, coalescer.take).
+		return refusal
 	}
-	// Confirmed, or the client went away while it waited (ctx done): nobody
-	// hears this answer, and a refusal has no effect, where sending the
-	// request on would start a reservation detached from its client
-	// (postgres.Store.Reserve) that could commit after the client's retry
-	// was answered elsewhere.
-	return refusal
+	return nil
 }
 
 // Changed asks for saleID to be read again soon: the caller learned that
