@@ -325,7 +325,7 @@ func counts(t *testing.T, pool *pgxpool.Pool) dbCounts {
 SELECT (SELECT count(*) FROM sales),
        (SELECT count(*) FROM stock),
        (SELECT count(*) FROM reservations),
-       (SELECT count(*) FROM idempotency_keys),
+       (SELECT count(*) FROM idempotency_keys) + (SELECT count(request_hash) FROM reservations),
        (SELECT count(*) FROM stock_ledger),
        (SELECT count(*) FROM orders),
        (SELECT coalesce(sum(quantity), 0) FROM stock),
@@ -895,12 +895,14 @@ func TestReserveIdempotency(t *testing.T) {
 		requireCreated(t, r, sale.SaleID, 1)
 		require.Empty(t, r.Header.Get("Idempotent-Replayed"))
 	})
-	t.Run("OneKeyRowPerReservation", func(t *testing.T) {
-		var reservations, keys int
+	t.Run("EveryReservationHoldsItsKey", func(t *testing.T) {
+		var reservations, keys, oldKeys int
 		require.NoError(t, s.pool.QueryRow(t.Context(),
-			`SELECT (SELECT count(*) FROM reservations), (SELECT count(*) FROM idempotency_keys)`).Scan(&reservations, &keys))
+			`SELECT count(*), count(request_hash), (SELECT count(*) FROM idempotency_keys) FROM reservations`).
+			Scan(&reservations, &keys, &oldKeys))
 		require.Equal(t, 3, reservations) // alice, bob, carol
 		require.Equal(t, reservations, keys)
+		require.Zero(t, oldKeys, "keys are stored in their reservation's row (migration 000017)")
 	})
 }
 

@@ -344,8 +344,8 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			}
 			available, locked = int(q), true
 			continue
-		case int(res.Reserved) != len(granted) || int(res.KeyStored) != len(granted):
-			// A reservation or key of one of these customers was committed
+		case int(res.Reserved) != len(granted):
+			// A reservation of one of these customers, or of their key, was committed
 			// between the read and the customer's lock. Undo the batch
 			// (the units go back with the rollback) and run every request
 			// again, where a fresh read answers the one concerned.

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -195,11 +196,11 @@ func TestBatchSoldOutReplaysAKeyCommittedAfterRead(t *testing.T) {
 		s.testHookAfterBegin = nil
 		_, err := s.admin.Exec(ctx, `
 			WITH d AS (UPDATE stock SET quantity = quantity - 1 WHERE sale_id = $1 RETURNING sale_id),
-			     r AS (INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity, idempotency_key, expires_at)
-			           SELECT 'res_first', sale_id, 'erin', 0, 1, 'k', now() + interval '10 minutes' FROM d RETURNING reservation_id),
-			     l AS (INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_id) SELECT sale_id, 0, -1, 'reserve', 'res_first' FROM d)
-			INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash, status_code, response_body, reservation_id)
-			SELECT 'erin', 'k', $1, $2, 201, '{"reservationId":"res_first"}', reservation_id FROM r`, sale.ID, erin.req.Fingerprint)
+			     r AS (INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity, idempotency_key, request_hash,
+			                                     receipt_expires_at, expires_at)
+			           SELECT 'res_first', sale_id, 'erin', 0, 1, 'k', $2, now() + interval '10 minutes', now() + interval '10 minutes' FROM d)
+			INSERT INTO stock_ledger (sale_id, bucket, delta, reason, reservation_id) SELECT sale_id, 0, -1, 'reserve', 'res_first' FROM d`,
+			sale.ID, erin.req.Fingerprint)
 		require.NoError(t, err)
 	}
 	again := runBatch(t, s, erin)
@@ -207,7 +208,9 @@ func TestBatchSoldOutReplaysAKeyCommittedAfterRead(t *testing.T) {
 	require.Empty(t, runBatch(t, s, again...))
 	require.NoError(t, erin.err)
 	require.True(t, erin.res.Replayed)
-	require.JSONEq(t, `{"reservationId":"res_first"}`, string(erin.res.Receipt))
+	var receipt struct{ ReservationID string }
+	require.NoError(t, json.Unmarshal(erin.res.Receipt, &receipt))
+	require.Equal(t, "res_first", receipt.ReservationID)
 	require.Equal(t, 1, checkInvariant(t, s, sale.ID).Pending)
 }
 

@@ -66,7 +66,7 @@ func (s *Store) limitAdmitted(ctx context.Context, req flashline.ReserveRequest)
 // extension moves the reservation's own), the same bytes as the first
 // answer's: flashline.NewReceipt of the same values.
 func storedReceipt(body []byte, reservationID, saleID string, quantity int32, expiresAt *time.Time) []byte {
-	if body != nil || expiresAt == nil { // the key's CHECK: one or the other
+	if body != nil || expiresAt == nil { // the keys' CHECKs: one or the other
 		return body
 	}
 	return flashline.NewReceipt(flashline.Reservation{ID: reservationID, SaleID: saleID, Quantity: int(quantity),

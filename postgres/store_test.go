@@ -172,6 +172,49 @@ func TestNorthlineRace(t *testing.T) {
 	require.Equal(t, 200, got.Pending)
 }
 
+// storeKeysAsBefore moves the keys of a sale's reservations into
+// idempotency_keys, as the version before migration 000017 stored them (and
+// as its down migration puts them back).
+func storeKeysAsBefore(t *testing.T, pool *pgxpool.Pool, saleID string) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `
+INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash, status_code, reservation_id, receipt_expires_at, created_at)
+SELECT customer_id, idempotency_key, sale_id, request_hash, 201, reservation_id, receipt_expires_at, created_at
+  FROM reservations WHERE sale_id = $1 AND request_hash IS NOT NULL`, saleID)
+	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), `UPDATE reservations SET request_hash = NULL, receipt_expires_at = NULL WHERE sale_id = $1`, saleID)
+	require.NoError(t, err)
+}
+
+// TestKeyStoredBeforeReplays: a key stored in idempotency_keys (before
+// migration 000017, or by the version before it while the service rolls)
+// is still found, on the purchase path and the gate's: replayed byte for
+// byte, or idempotency_key_reused for another request.
+func TestKeyStoredBeforeReplays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := newStore(t)
+	sale := createSale(t, s, 5, 1)
+	first, err := s.Reserve(ctx, reserveReq(sale.ID, "olga", "k1", 1))
+	require.NoError(t, err)
+	storeKeysAsBefore(t, pool, sale.ID)
+
+	again, err := s.Reserve(ctx, reserveReq(sale.ID, "olga", "k1", 1))
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, string(first.Receipt), string(again.Receipt))
+	stored, ok, err := s.StoredAnswer(ctx, reserveReq(sale.ID, "olga", "k1", 1))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, string(first.Receipt), string(stored.Receipt))
+	_, err = s.Reserve(ctx, reserveReq(sale.ID, "olga", "k1", 2))
+	require.ErrorIs(t, err, flashline.ErrIdempotencyKeyReused)
+	requireInvariant(t, s, sale.ID)
+}
+
+// TestPruneIdempotencyKeys: the prune deletes keys of idempotency_keys
+// older than the retention; a key in its reservation's row (migration
+// 000017) is kept as long as the reservation and still replays.
 func TestPruneIdempotencyKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -181,7 +224,13 @@ func TestPruneIdempotencyKeys(t *testing.T) {
 		_, err := s.Reserve(ctx, reserveReq(sale.ID, fmt.Sprintf("c%d", i), "k", 1))
 		require.NoError(t, err)
 	}
-	_, err := pool.Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE customer_id <> 'c0'`)
+	kept := createSale(t, s, 10, 1)
+	first, err := s.Reserve(ctx, reserveReq(kept.ID, "c9", "k", 1))
+	require.NoError(t, err)
+	storeKeysAsBefore(t, pool, sale.ID)
+	_, err = pool.Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE customer_id <> 'c0'`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE reservations SET created_at = now() - interval '25 hours'`)
 	require.NoError(t, err)
 
 	deleted, err := s.PruneIdempotencyKeys(ctx, 24*3600, 2) // batches of 2: 2, 2, 0
@@ -190,29 +239,40 @@ func TestPruneIdempotencyKeys(t *testing.T) {
 	var left int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&left))
 	require.Equal(t, 1, left, "the key younger than the retention stays")
+	again, err := s.Reserve(ctx, reserveReq(kept.ID, "c9", "k", 1))
+	require.NoError(t, err)
+	require.True(t, again.Replayed, "a key in its reservation's row is kept with it")
+	require.Equal(t, string(first.Receipt), string(again.Receipt))
 	requireInvariant(t, s, sale.ID)
 }
 
-// TestReceiptMigrationDown: migration 000015's down writes the body of every
-// key stored without one as the receipt a replay makes (flashline.Receipt's
-// JSON, byte for byte), so that a binary from before it replays the same
-// answer. Run in a transaction that is rolled back.
-func TestReceiptMigrationDown(t *testing.T) {
+// TestKeyMigrationsDown: migration 000017's down puts every key back in
+// idempotency_keys with the expiry its receipt first gave (a hold extended
+// since included), and 000015's down then writes the body a replay makes
+// (flashline.Receipt's JSON, byte for byte), so that a binary from before
+// either replays the same answer. Run in a transaction that is rolled back.
+func TestKeyMigrationsDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t)
 	sale := createSale(t, s, 5, 2)
 	res, err := s.Reserve(ctx, reserveReq(sale.ID, "dana", "k1", 2))
 	require.NoError(t, err)
-	root, err := testdb.RepoRoot()
+	var held struct{ ReservationID string }
+	require.NoError(t, json.Unmarshal(res.Receipt, &held))
+	_, err = s.ExtendReservation(ctx, held.ReservationID, 120, "ops")
 	require.NoError(t, err)
-	down, err := os.ReadFile(filepath.Join(root, "migrations", "000015_receipt_from_reservation.down.sql"))
+	root, err := testdb.RepoRoot()
 	require.NoError(t, err)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, string(down))
-	require.NoError(t, err)
+	for _, name := range []string{"000017_key_in_reservation.down.sql", "000015_receipt_from_reservation.down.sql"} {
+		down, err := os.ReadFile(filepath.Join(root, "migrations", name))
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, string(down))
+		require.NoError(t, err, name)
+	}
 	var body []byte
 	require.NoError(t, tx.QueryRow(ctx, `SELECT response_body FROM idempotency_keys WHERE customer_id = 'dana' AND key = 'k1'`).Scan(&body))
 	require.Equal(t, string(res.Receipt), string(body))

@@ -163,6 +163,8 @@ type Reservation struct {
 	VoidedAt          *time.Time
 	VoidReason        *string
 	ExtendedSeconds   int32
+	RequestHash       []byte
+	ReceiptExpiresAt  *time.Time
 }
 
 type Sale struct {

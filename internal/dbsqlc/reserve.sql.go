@@ -32,9 +32,14 @@ WITH input AS (
 )
 SELECT i.ord::int AS ord,
        -- stored: the key has an answer (its receipt) to replay.
-       (k.request_hash IS NOT NULL)::boolean AS stored, k.request_hash, k.response_body,
-       coalesce(k.reservation_id, '')::text AS stored_reservation_id, coalesce(kr.sale_id, '')::text AS stored_sale_id,
-       coalesce(kr.quantity, 0)::int AS stored_quantity, k.receipt_expires_at AS stored_expires_at,
+       -- kn: in its reservation's row; ko: in idempotency_keys (looked for
+       -- only when kn found nothing).
+       (coalesce(kn.request_hash, ko.request_hash) IS NOT NULL)::boolean AS stored,
+       coalesce(kn.request_hash, ko.request_hash) AS request_hash, ko.response_body,
+       coalesce(kn.reservation_id, ko.reservation_id, '')::text AS stored_reservation_id,
+       coalesce(kn.sale_id, ko.sale_id, '')::text AS stored_sale_id,
+       coalesce(kn.quantity, ko.quantity, 0)::int AS stored_quantity,
+       coalesce(kn.receipt_expires_at, ko.receipt_expires_at) AS stored_expires_at,
        pg_try_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || i.customer_id, 0)) AS locked,
        ((SELECT true FROM reservations r
           WHERE r.sale_id = sale.sale_id AND r.customer_id = i.customer_id
@@ -59,13 +64,19 @@ SELECT i.ord::int AS ord,
        now()::timestamptz AS now
   FROM input i
  CROSS JOIN sale
-  LEFT JOIN LATERAL (SELECT k.request_hash, k.response_body, k.reservation_id, k.receipt_expires_at
+  LEFT JOIN LATERAL (SELECT r.request_hash, r.reservation_id, r.sale_id, r.quantity,
+                            r.receipt_expires_at
+                       FROM reservations r
+                      WHERE r.customer_id = i.customer_id AND r.idempotency_key = i.idempotency_key
+                        AND r.request_hash IS NOT NULL
+                      LIMIT 1) kn ON true
+  LEFT JOIN LATERAL (SELECT k.request_hash, k.response_body, k.reservation_id, kr.sale_id, kr.quantity,
+                            k.receipt_expires_at
                        FROM idempotency_keys k
-                      WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key
-                      LIMIT 1) k ON true
-  LEFT JOIN LATERAL (SELECT r.sale_id, r.quantity FROM reservations r
-                      WHERE k.response_body IS NULL AND r.reservation_id = k.reservation_id
-                      LIMIT 1) kr ON true
+                       LEFT JOIN reservations kr ON kr.reservation_id = k.reservation_id
+                      WHERE kn.request_hash IS NULL
+                        AND k.customer_id = i.customer_id AND k.key = i.idempotency_key
+                      LIMIT 1) ko ON true
  ORDER BY i.ord
 `
 
@@ -133,10 +144,13 @@ type ReserveBatchBeginRow struct {
 // A flash sale grows its tables faster than autovacuum analyzes them, and
 // with joins or EXISTS the planner, believing them small, hashed every active
 // reservation of the sale once per batch.
-//   - a stored answer for the (customer, idempotency key), to replay: its
-//     body (keys stored before migration 000015), or what the receipt is
-//     made of again (the reservation's id, sale and quantity, and the expiry
-//     the key kept: an extension moves the reservation's own);
+//   - a stored answer for the (customer, idempotency key), to replay: the
+//     reservation that holds the key (migration 000017), or the key's row in
+//     idempotency_keys (keys stored before it, and by the version before it
+//     while the service rolls). What is replayed is its body (keys stored
+//     before migration 000015), or the receipt made again of the
+//     reservation's id, sale and quantity and the expiry it first gave,
+//     which the key keeps (an extension moves the reservation's own);
 //   - the customer's lock: pg_try_advisory_xact_lock never waits. Held until
 //     COMMIT/ROLLBACK, it means no other transaction, on any instance, is
 //     reserving for this customer, so what the next statement reads about the
@@ -226,11 +240,11 @@ WITH input AS (
     RETURNING stock.sale_id, stock.bucket
 ), res AS (
     INSERT INTO reservations (reservation_id, sale_id, customer_id, bucket, quantity,
-                              idempotency_key, admission_token_id, payment_instrument,
-                              gate_seq, created_at, expires_at)
+                              idempotency_key, request_hash, receipt_expires_at, admission_token_id,
+                              payment_instrument, gate_seq, created_at, expires_at)
     SELECT i.reservation_id, dec.sale_id, i.customer_id, dec.bucket, i.quantity,
-           i.idempotency_key, nullif(i.admission_id, ''), nullif(i.instrument, ''),
-           nullif(i.gate_seq, 0), now(), $12::timestamptz
+           i.idempotency_key, i.request_hash, $12::timestamptz, nullif(i.admission_id, ''),
+           nullif(i.instrument, ''), nullif(i.gate_seq, 0), now(), $12::timestamptz
       FROM input i
      CROSS JOIN dec
      WHERE ($13::int = 0 OR i.instrument = '' OR
@@ -250,19 +264,7 @@ WITH input AS (
                   WHERE o.sale_id = dec.sale_id AND o.gate_seq = i.gate_seq
                   LIMIT 1) IS NULL))
     ON CONFLICT DO NOTHING
-    RETURNING reservations.reservation_id, reservations.sale_id, reservations.customer_id,
-              reservations.idempotency_key, reservations.bucket, reservations.quantity
-), idem AS (
-    -- No body: the receipt is made again from the reservation's row and
-    -- the expiry it was given (migration 000015).
-    INSERT INTO idempotency_keys (customer_id, key, sale_id, request_hash,
-                                  receipt_expires_at, reservation_id)
-    SELECT res.customer_id, res.idempotency_key, res.sale_id, i.request_hash,
-           $12::timestamptz, res.reservation_id
-      FROM res
-      JOIN input i ON i.reservation_id = res.reservation_id
-    ON CONFLICT DO NOTHING
-    RETURNING idempotency_keys.reservation_id
+    RETURNING reservations.reservation_id, reservations.sale_id, reservations.bucket, reservations.quantity
 ), ledger AS (
     -- One row for the batch's decrement, naming the reservations it took
     -- the units for (migration 000016).
@@ -271,9 +273,8 @@ WITH input AS (
       FROM res
      GROUP BY res.sale_id, res.bucket
 )
-SELECT (SELECT count(*) FROM dec)::int  AS decremented,
-       (SELECT count(*) FROM res)::int  AS reserved,
-       (SELECT count(*) FROM idem)::int AS key_stored
+SELECT (SELECT count(*) FROM dec)::int AS decremented,
+       (SELECT count(*) FROM res)::int AS reserved
 `
 
 type ReserveBatchCommitParams struct {
@@ -296,7 +297,6 @@ type ReserveBatchCommitParams struct {
 type ReserveBatchCommitRow struct {
 	Decremented int32
 	Reserved    int32
-	KeyStored   int32
 }
 
 // The conditional decrement of the whole batch and everything that depends on
@@ -304,14 +304,17 @@ type ReserveBatchCommitRow struct {
 // the row lock (READ COMMITTED re-evaluates the WHERE clause on the latest row
 // version), so concurrent batches can never take more than there is. If it
 // matches no row, nothing else is written and the caller allocates against the
-// locked quantity (ReserveLockBucket). A reservation or idempotency key of
-// one of these customers committed since ReserveBatchBegin read (between its
-// snapshot and the customer's lock) is caught by ON CONFLICT DO NOTHING, which
+// locked quantity (ReserveLockBucket). A reservation of one of these
+// customers, or of their key, committed since ReserveBatchBegin read (between
+// its snapshot and the customer's lock) is caught by ON CONFLICT DO NOTHING, which
 // checks the unique indexes against every committed row whatever the snapshot,
 // and skips that row instead of aborting the batch; a payment instrument's
 // units are counted again against this statement's snapshot, which is newer
-// than the instrument's lock. The caller commits
-// only when reserved and key_stored both equal the batch size.
+// than the instrument's lock. The idempotency key is stored in the
+// reservation's row with the request's hash and the expiry its receipt
+// gives (migration 000017), and
+// reservations_idempotency_key keeps it unique per customer. The caller
+// commits only when reserved equals the batch size.
 func (q *Queries) ReserveBatchCommit(ctx context.Context, arg ReserveBatchCommitParams) (ReserveBatchCommitRow, error) {
 	row := q.db.QueryRow(ctx, reserveBatchCommit,
 		arg.ReservationIds,
@@ -330,17 +333,24 @@ func (q *Queries) ReserveBatchCommit(ctx context.Context, arg ReserveBatchCommit
 		arg.Gated,
 	)
 	var i ReserveBatchCommitRow
-	err := row.Scan(&i.Decremented, &i.Reserved, &i.KeyStored)
+	err := row.Scan(&i.Decremented, &i.Reserved)
 	return i, err
 }
 
 const reserveKeysStored = `-- name: ReserveKeysStored :many
-WITH r AS (
+WITH input AS (
     SELECT unnest($1::text[])     AS customer_id,
            unnest($2::text[]) AS idempotency_key
 )
-SELECT k.customer_id, k.key FROM idempotency_keys k
-  JOIN r ON k.customer_id = r.customer_id AND k.key = r.idempotency_key
+SELECT i.customer_id::text AS customer_id, i.idempotency_key::text AS key
+  FROM input i
+ WHERE (SELECT true FROM reservations r
+         WHERE r.customer_id = i.customer_id AND r.idempotency_key = i.idempotency_key
+           AND r.request_hash IS NOT NULL
+         LIMIT 1) IS NOT NULL
+    OR (SELECT true FROM idempotency_keys k
+         WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key
+         LIMIT 1) IS NOT NULL
 `
 
 type ReserveKeysStoredParams struct {
@@ -358,6 +368,8 @@ type ReserveKeysStoredRow struct {
 // the commit of another attempt with the same key (on another instance),
 // whose customer lock was free by the time the read asked for it, so the
 // read saw neither its stored answer nor the unit it took.
+// A key is looked for where ReserveBatchBegin looks: in its reservation's
+// row, then in idempotency_keys (one index probe each per pair).
 func (q *Queries) ReserveKeysStored(ctx context.Context, arg ReserveKeysStoredParams) ([]ReserveKeysStoredRow, error) {
 	rows, err := q.db.Query(ctx, reserveKeysStored, arg.CustomerIds, arg.IdempotencyKeys)
 	if err != nil {
