@@ -33,8 +33,9 @@ type Config struct {
 	SweepBatchSize    int           // 500
 	InvariantInterval time.Duration // 2s
 	PruneInterval     time.Duration // 1m
-	// KeyRetention is how long idempotency keys are kept (the published
-	// minimum is 24h).
+	// KeyRetention is how long keys of idempotency_keys (stored before
+	// migration 000017) are kept; the published minimum is 24h. A key in
+	// its reservation's row is kept as long as the reservation.
 	KeyRetention time.Duration // 24h
 	// CompletedJobRetention is how long River keeps finished jobs; a job every
 	// second would otherwise leave 86,400 rows a day per kind.

@@ -120,7 +120,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.String(&cfg.jobs.NotifyURL, "notify-url", "FLASHLINE_NOTIFY_URL", "", "the store's webhook that takes lottery notifications (won, lost, waitlisted, window expired, promoted), POSTed as JSON and signed (Flashline-Signature) with --notify-secret; empty: they wait in the outbox (lottery_notifications)")
 	e.String(&cfg.jobs.NotifySecret, "notify-secret", "FLASHLINE_NOTIFY_SECRET", "", "HMAC-SHA256 secret that signs lottery notifications, 32+ bytes, shared with the store's webhook (required with --notify-url)")
 	e.Duration(&cfg.jobs.LotteryGrace, "lottery-grace", "FLASHLINE_LOTTERY_GRACE", 5*time.Second, "how long after a lottery winner's purchase window ends it is closed for good and the unit passes down the waitlist")
-	e.Duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long idempotency keys are kept (at least 24h: a retry within a day replays)")
+	e.Duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long keys stored in idempotency_keys (before migration 000017) are kept (at least 24h: a retry within a day replays); a key in its reservation's row is kept with it")
 	e.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "FLASHLINE_SHUTDOWN_TIMEOUT", 15*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	if err := e.FS.Parse(args); err != nil {
 		return err
