@@ -175,19 +175,24 @@ func (g *Gate) forget(ctx context.Context, req flashline.ReserveRequest, seq int
 }
 
 // giveBack returns a unit no reservation took, off the request's path: the
-// client has its answer already. The attempt is forgotten first, so that its
-// retry takes a new unit rather than this one.
+// client has its answer already (or has left). The attempt is forgotten only
+// once its unit is owed back, so that its retry is never counted for a unit
+// nothing owes back yet: before, the retry reuses the attempt's unit (and, if
+// the return came first, the database refuses it and the retry takes a new
+// one); after, confirmLimit relays what is owed. A unit a reservation took
+// meanwhile (the retry's, with the customer's lock) is not returned, and the
+// attempt keeps it, so that its next retry replays.
 func (g *Gate) giveBack(req flashline.ReserveRequest, u flashline.GateUnit) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		g.forget(ctx, req, u.Seq)
 		returned, err := g.store.ReturnUnit(ctx, u)
 		if err != nil {
 			g.opts.Logger.WarnContext(ctx, "gate: give a unit back (the gate job will)", "sale_id", u.SaleID, "seq", u.Seq, "err", err)
 			return
 		}
 		if returned {
+			g.forget(ctx, req, u.Seq)
 			g.Kick()
 		}
 	}()

@@ -194,11 +194,10 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 			rest = append(rest, c) // next batch
 		case now.After(c.deadline):
 			c.finish(flashline.ReserveResult{}, flashline.ErrOverloaded)
-		case c.req.GateSeq == 0 && c.client.Err() != nil:
-			// Not a gated attempt: one holds a unit of the gate's counter
-			// for its customer, and its retry, counted there until the unit
-			// is given back, would hear limit_reached (TestGate/Northline);
-			// run, it leaves a reservation the retry replays.
+		case c.client.Err() != nil:
+			// Nobody hears its answer, and run detached it could take a
+			// unit after its retry was told sold out elsewhere. A gated
+			// attempt's unit goes back (gate.giveBack).
 			c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: the client left before its batch began: %w", saleID, context.Cause(c.client)))
 		default:
 			customers[c.req.CustomerID] = true
