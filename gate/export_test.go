@@ -17,6 +17,9 @@ func (g *Gate) Step(ctx context.Context, req flashline.ReserveRequest, limit int
 	return out.seq, out.fresh, err
 }
 
+// WaitGiveBacks waits for the units given back off the request path.
+func (g *Gate) WaitGiveBacks() { g.givingBack.Wait() }
+
 // Apply applies movements as a relay does.
 func (g *Gate) Apply(ctx context.Context, moves []flashline.GateMovement) ([]string, error) {
 	r := relayRun{g: g, skip: map[string]bool{}}

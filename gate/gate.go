@@ -72,6 +72,8 @@ type Gate struct {
 
 	kick chan struct{} // asks the relay loop to run now
 
+	givingBack sync.WaitGroup // giveBack's calls, off the request path
+
 	mu     sync.Mutex
 	drifts map[string]drift // per sale, across checks (gate job)
 

@@ -452,3 +452,59 @@ func TestGateReplaysStoredAnswerWhileRedisIsDown(t *testing.T) {
 	f.redis.Restart()
 	check("Redis back empty")
 }
+
+// leaving is the database behind the gate as a request whose client left
+// after the gate step sees it: the purchase path drops the attempt (it
+// reserves nothing and errs); then, first, whatever the test runs then.
+type leaving struct {
+	flashline.Store
+	then func()
+}
+
+func (l leaving) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
+	if l.then != nil {
+		l.then()
+	}
+	return flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: the client left before its batch began: %w", req.SaleID, context.Canceled)
+}
+
+// TestGateUnitOfAnAttemptWhoseClientLeft: the unit of a dropped attempt
+// goes back, and its retry is neither counted for it (limit_reached) nor,
+// when the retry reserved with it first, made to reserve again.
+func TestGateUnitOfAnAttemptWhoseClientLeft(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+
+	t.Run("RetryAfterTheUnitWentBack", func(t *testing.T) {
+		sale := f.sale(t, 1, 1)
+		_, err := f.g.Wrap(leaving{Store: f.pg}).Reserve(ctx, req(sale.ID, "cust_l1", "k", 1))
+		require.ErrorIs(t, err, context.Canceled)
+		f.g.WaitGiveBacks()
+		res, err := f.store.Reserve(ctx, req(sale.ID, "cust_l1", "k", 1))
+		require.NoError(t, err, "the retry takes the unit that came back")
+		require.False(t, res.Replayed)
+		again, err := f.store.Reserve(ctx, req(sale.ID, "cust_l1", "k", 1))
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.EqualValues(t, 0, f.settle(t, sale.ID).Counter)
+	})
+	t.Run("RetryReservedBeforeTheGiveBack", func(t *testing.T) {
+		sale := f.sale(t, 1, 1)
+		var first flashline.ReserveResult
+		retryFirst := leaving{Store: f.pg, then: func() {
+			var err error
+			first, err = f.store.Reserve(ctx, req(sale.ID, "cust_l2", "k", 1))
+			require.NoError(t, err)
+		}}
+		_, err := f.g.Wrap(retryFirst).Reserve(ctx, req(sale.ID, "cust_l2", "k", 1))
+		require.ErrorIs(t, err, context.Canceled)
+		f.g.WaitGiveBacks()
+		// The reservation holds the unit: it is not given back, and the
+		// attempt keeps it, so the next retry replays.
+		again, err := f.store.Reserve(ctx, req(sale.ID, "cust_l2", "k", 1))
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, string(first.Receipt), string(again.Receipt))
+		require.EqualValues(t, 0, f.settle(t, sale.ID).Counter)
+	})
+}

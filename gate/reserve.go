@@ -183,7 +183,7 @@ func (g *Gate) forget(ctx context.Context, req flashline.ReserveRequest, seq int
 // meanwhile (the retry's, with the customer's lock) is not returned, and the
 // attempt keeps it, so that its next retry replays.
 func (g *Gate) giveBack(req flashline.ReserveRequest, u flashline.GateUnit) {
-	go func() {
+	g.givingBack.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		returned, err := g.store.ReturnUnit(ctx, u)
@@ -195,7 +195,7 @@ func (g *Gate) giveBack(req flashline.ReserveRequest, u flashline.GateUnit) {
 			g.forget(ctx, req, u.Seq)
 			g.Kick()
 		}
-	}()
+	})
 }
 
 // CreateSale creates the sale, and a gated sale's counter: set before the
