@@ -38,8 +38,7 @@ const maxAttempts = flashline.MaxBuckets + 4
 type call struct {
 	req flashline.ReserveRequest
 	// client is the caller's context: the call does not run under it, but
-	// is dropped if it is done before the call's batch begins (unless it
-	// is gated).
+	// is dropped if it is done before the call's batch begins.
 	client   context.Context
 	deadline time.Time
 	attempts int
