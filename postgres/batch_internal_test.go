@@ -457,3 +457,38 @@ func TestReserveOfAClientGoneBeforeItsBatchIsDropped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, checkInvariant(t, s, sale.ID).Pending)
 }
+
+// TestReserveAnsweredAtItsDeadlineWhileItsBatchRuns: a reserve attempt is
+// answered ErrOverloaded once its ReserveTimeout has passed, even while its
+// batch is still running (a batch runs until the last deadline of its calls,
+// and TestOverloadSheds's starved clients waited about twice as long); the
+// batch goes on, and the retry finds what it did: one reservation.
+func TestReserveAnsweredAtItsDeadlineWhileItsBatchRuns(t *testing.T) {
+	t.Parallel()
+	s, sale := batchStore(t, flashline.NewSale{InitialStock: 5, PerCustomerLimit: 1})
+	s.opts.ReserveTimeout = 200 * time.Millisecond
+	release := make(chan struct{})
+	s.testHookAfterBegin = func() {
+		s.testHookAfterBegin = nil
+		<-release
+	}
+	req := flashline.ReserveRequest{SaleID: sale.ID, CustomerID: "gina", IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("g")}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := s.Reserve(context.Background(), req)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		require.ErrorIs(t, err, flashline.ErrOverloaded)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt waited for its batch past its deadline")
+	}
+	close(release)
+	s.opts.ReserveTimeout = 10 * time.Second
+	require.Eventually(t, func() bool {
+		_, err := s.Reserve(context.Background(), req)
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, checkInvariant(t, s, sale.ID).Pending, "one reservation for the key")
+}

@@ -121,11 +121,15 @@ type coalescer struct {
 	sales map[string]*saleQueue
 }
 
-// submit queues c and returns when it has its answer. A sale whose queue is
-// full refuses c at once with ErrOverloaded (see full): c would wait for more
-// rounds of batches than the bound allows, and more waiting would add
-// latency without selling one unit more (the batches are full already).
-func (co *coalescer) submit(c *call) {
+// submit queues c and returns its answer, or ErrOverloaded once c's deadline
+// has passed: a batch runs until the last deadline of its calls, so without
+// this an early call could wait for its batch about twice ReserveTimeout. A
+// batch still running then goes on (its transaction is never cut short) and
+// a retry replays what it did. A sale whose queue is full refuses c at once
+// with ErrOverloaded (see full): c would wait for more rounds of batches
+// than the bound allows, and more waiting would add latency without selling
+// one unit more (the batches are full already).
+func (co *coalescer) submit(c *call) (flashline.ReserveResult, error) {
 	co.mu.Lock()
 	q := co.sales[c.req.SaleID]
 	if q == nil {
@@ -137,17 +141,24 @@ func (co *coalescer) submit(c *call) {
 		if co.store.opts.OnQueueFull != nil {
 			co.store.opts.OnQueueFull()
 		}
-		c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: its batches are full: %w", c.req.SaleID, flashline.ErrOverloaded))
-		return
+		return flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: its batches are full: %w", c.req.SaleID, flashline.ErrOverloaded)
 	}
 	c.round = q.started
 	q.waiting = append(q.waiting, c)
 	batch := co.take(c.req.SaleID, q)
 	co.mu.Unlock()
 	if batch != nil {
-		co.run(c.req.SaleID, batch)
+		go co.run(c.req.SaleID, batch)
 	}
-	<-c.done
+	timer := time.NewTimer(time.Until(c.deadline))
+	defer timer.Stop()
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-timer.C:
+		return flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: no answer within the reserve timeout (a batch still running finishes; a retry replays it): %w",
+			c.req.SaleID, flashline.ErrOverloaded)
+	}
 }
 
 // full reports whether a new request of saleID would be refused: its queue
@@ -265,17 +276,14 @@ func concurrentFill(maxBatch int) int { return max(1, maxBatch/4) }
 
 // run executes batch, then starts the sale's next batch if requests wait.
 func (co *coalescer) run(saleID string, batch []*call) {
-	again := co.store.reserveBatch(batch)
-	co.mu.Lock()
-	q := co.sales[saleID]
-	q.running--
-	// Carried-over requests go first: they arrived before the rest.
-	q.waiting = append(again, q.waiting...)
-	next := co.take(saleID, q)
-	co.mu.Unlock()
-	if next != nil {
-		// The next batch runs on its own goroutine, so that this one's
-		// caller, answered by now, is not held up by others.
-		go co.run(saleID, next)
+	for batch != nil {
+		again := co.store.reserveBatch(batch)
+		co.mu.Lock()
+		q := co.sales[saleID]
+		q.running--
+		// Carried-over requests go first: they arrived before the rest.
+		q.waiting = append(again, q.waiting...)
+		batch = co.take(saleID, q)
+		co.mu.Unlock()
 	}
 }

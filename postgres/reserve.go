@@ -21,12 +21,10 @@ func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flas
 	// after a few milliseconds must not abort the transaction half way, or
 	// its retry would do the work again instead of replaying the answer. An
 	// attempt whose client has left before its batch begins is dropped
-	// instead (coalescer.take), unless the Redis gate gave it a unit: it has
-	// done nothing, and run later it could take a unit after the client's
-	// retry was told "no" elsewhere.
+	// instead (coalescer.take): it has done nothing, and run later it could
+	// take a unit after the client's retry was told "no" elsewhere.
 	c := &call{req: req, client: ctx, deadline: time.Now().Add(s.opts.ReserveTimeout), done: make(chan struct{})}
-	s.batches.submit(c)
-	return c.res, c.err
+	return s.batches.submit(c)
 }
 
 // SaleBusy reports whether a reservation of saleID would be refused at once

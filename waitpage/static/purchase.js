@@ -87,8 +87,10 @@ export function resumeReservation(res, onGone) {
     if (r.status === 200 && r.body) {
       switch (r.body.state) {
         case "pending": {
-          if (!holding()) return; // expired here meanwhile
-          return showReserved(merge(res, r.body));
+          // Expired here meanwhile, or Pay was pressed: a confirm in flight
+          // decides, and one answered set awaitingPayment on the kept hold.
+          if (!holding() || paying) return;
+          return showReserved(merge(kept() || res, r.body));
         }
         case "confirmed":
           return paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
@@ -118,6 +120,12 @@ const REFRESH_PAYMENT_MS = 2000;
 
 // paying: a confirm is in flight.
 let paying = false;
+
+// kept is the hold as the page keeps it now (an answer that arrives later
+// than a confirm's must not undo what the confirm's answer recorded).
+function kept() {
+  return store.getJSON(state.keys.reservation);
+}
 
 // holding: the page shows a hold (waiting for the customer or the payment).
 function holding() {
@@ -187,9 +195,12 @@ function refresh() {
       state.attempts = 0;
       switch (r.body.state) {
         case "pending": {
-          const merged = merge(res, r.body);
-          if (merged.expiresAt !== res.expiresAt) return showReserved(merged);
-          return schedule(refresh, res.awaitingPayment ? REFRESH_PAYMENT_MS : REFRESH_RESERVED_MS);
+          // The hold as kept now: a confirm answered since this was sent
+          // may have set awaitingPayment.
+          const now = kept() || res;
+          const merged = merge(now, r.body);
+          if (merged.expiresAt !== now.expiresAt) return showReserved(merged);
+          return schedule(refresh, now.awaitingPayment ? REFRESH_PAYMENT_MS : REFRESH_RESERVED_MS);
         }
         case "confirmed":
           return paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
@@ -219,7 +230,7 @@ function timeUp() {
     if (r.status === 200 && r.body) {
       if (r.body.state === "confirmed") return paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
       if (r.body.state === "pending" && Date.parse(r.body.expiresAt) > Date.now() + state.clockSkewMs) {
-        return showReserved(merge(res, r.body));
+        return showReserved(merge(kept() || res, r.body));
       }
       if (r.body.state === "voided") return showVoided();
       if (r.body.state === "cancelled") return showCancelled();
