@@ -10,6 +10,7 @@ SELECT r.customer_id, r.idempotency_key, r.sale_id, r.request_hash, 201,
   FROM reservations r
  WHERE r.request_hash IS NOT NULL;
 
+DROP VIEW idempotency_answers;
 DROP INDEX reservations_idempotency_key;
 ALTER TABLE reservations
     DROP CONSTRAINT reservations_key_receipt,

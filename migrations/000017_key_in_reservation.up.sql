@@ -31,3 +31,20 @@ ALTER TABLE reservations
     ADD CONSTRAINT reservations_key_receipt CHECK (request_hash IS NULL OR receipt_expires_at IS NOT NULL) NOT VALID;
 CREATE UNIQUE INDEX reservations_idempotency_key
     ON reservations (customer_id, idempotency_key) WHERE request_hash IS NOT NULL;
+
+-- Every stored answer to a key, wherever it is kept: the purchase path, the
+-- gate and a DBA look a key up here (WHERE customer_id = … AND key = …, one
+-- index probe per branch; with LIMIT 1 the second branch is probed only when
+-- the first finds nothing). The receipt is made again from sale_id, quantity
+-- and receipt_expires_at, or response_body is replayed (keys stored before
+-- 000015).
+CREATE VIEW idempotency_answers AS
+SELECT r.customer_id, r.idempotency_key AS key, r.request_hash, NULL::bytea AS response_body,
+       r.reservation_id, r.sale_id, r.quantity, r.receipt_expires_at
+  FROM reservations r
+ WHERE r.request_hash IS NOT NULL
+UNION ALL
+SELECT k.customer_id, k.key, k.request_hash, k.response_body,
+       k.reservation_id, r.sale_id, r.quantity, k.receipt_expires_at
+  FROM idempotency_keys k
+  JOIN reservations r ON r.reservation_id = k.reservation_id;

@@ -75,14 +75,7 @@ func TestReserve(t *testing.T) {
 		extended, err := s.ExtendReservation(ctx, held.ReservationID, 120, "ops")
 		require.NoError(t, err)
 		require.NotContains(t, string(first.Receipt), extended.ExpiresAt.UTC().Format(time.RFC3339))
-		again, err := s.Reserve(ctx, reserveReq(sale.ID, "alice", "k1", 1))
-		require.NoError(t, err)
-		require.True(t, again.Replayed)
-		require.Equal(t, string(first.Receipt), string(again.Receipt))
-		stored, ok, err := s.StoredAnswer(ctx, reserveReq(sale.ID, "alice", "k1", 1))
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.Equal(t, string(first.Receipt), string(stored.Receipt))
+		requireReplays(t, s, reserveReq(sale.ID, "alice", "k1", 1), first.Receipt)
 	})
 	t.Run("KeyReusedDifferentBody", func(t *testing.T) {
 		_, err := s.Reserve(ctx, reserveReq(sale.ID, "alice", "k1", 2))
@@ -172,6 +165,20 @@ func TestNorthlineRace(t *testing.T) {
 	require.Equal(t, 200, got.Pending)
 }
 
+// requireReplays: req's key replays receipt byte for byte, on the purchase
+// path and the gate's.
+func requireReplays(t *testing.T, s *postgres.Store, req flashline.ReserveRequest, receipt []byte) {
+	t.Helper()
+	again, err := s.Reserve(context.Background(), req)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, string(receipt), string(again.Receipt))
+	stored, ok, err := s.StoredAnswer(context.Background(), req)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, string(receipt), string(stored.Receipt))
+}
+
 // storeKeysAsBefore moves the keys of a sale's reservations into
 // idempotency_keys, as the version before migration 000017 stored them (and
 // as its down migration puts them back).
@@ -199,14 +206,7 @@ func TestKeyStoredBeforeReplays(t *testing.T) {
 	require.NoError(t, err)
 	storeKeysAsBefore(t, pool, sale.ID)
 
-	again, err := s.Reserve(ctx, reserveReq(sale.ID, "olga", "k1", 1))
-	require.NoError(t, err)
-	require.True(t, again.Replayed)
-	require.Equal(t, string(first.Receipt), string(again.Receipt))
-	stored, ok, err := s.StoredAnswer(ctx, reserveReq(sale.ID, "olga", "k1", 1))
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, string(first.Receipt), string(stored.Receipt))
+	requireReplays(t, s, reserveReq(sale.ID, "olga", "k1", 1), first.Receipt)
 	_, err = s.Reserve(ctx, reserveReq(sale.ID, "olga", "k1", 2))
 	require.ErrorIs(t, err, flashline.ErrIdempotencyKeyReused)
 	requireInvariant(t, s, sale.ID)

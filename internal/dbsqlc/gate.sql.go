@@ -373,18 +373,11 @@ func (q *Queries) GateSettlements(ctx context.Context, arg GateSettlementsParams
 }
 
 const gateStoredAnswer = `-- name: GateStoredAnswer :one
-SELECT r.request_hash, NULL::bytea AS response_body, r.reservation_id AS stored_reservation_id,
-       r.sale_id AS stored_sale_id, r.quantity AS stored_quantity,
-       r.receipt_expires_at AS stored_expires_at
-  FROM reservations r
- WHERE r.customer_id = $1::text AND r.idempotency_key = $2::text AND r.request_hash IS NOT NULL
-UNION ALL
-SELECT k.request_hash, k.response_body, k.reservation_id,
-       r.sale_id, r.quantity, k.receipt_expires_at
-  FROM idempotency_keys k
-  JOIN reservations r ON r.reservation_id = k.reservation_id
- WHERE k.customer_id = $1::text AND k.key = $2::text
-LIMIT 1
+SELECT a.request_hash, a.response_body, a.reservation_id AS stored_reservation_id,
+       a.sale_id AS stored_sale_id, a.quantity AS stored_quantity, a.receipt_expires_at AS stored_expires_at
+  FROM idempotency_answers a
+ WHERE a.customer_id = $1::text AND a.key = $2::text
+ LIMIT 1
 `
 
 type GateStoredAnswerParams struct {
@@ -404,9 +397,8 @@ type GateStoredAnswerRow struct {
 // The stored answer to a customer's idempotency key (to replay), read on its
 // own: a retry whose first attempt reserved is answered from it while the
 // gate cannot run its step (Redis down, the counter missing or rebuilt).
-// The key is looked for where the purchase path's read looks: in its
-// reservation's row (migration 000017), then in idempotency_keys, and the
-// receipt is made again from the reservation's row the same way.
+// The key is looked up as the purchase path's read does (idempotency_answers),
+// and the receipt is made again the same way.
 func (q *Queries) GateStoredAnswer(ctx context.Context, arg GateStoredAnswerParams) (GateStoredAnswerRow, error) {
 	row := q.db.QueryRow(ctx, gateStoredAnswer, arg.CustomerID, arg.Key)
 	var i GateStoredAnswerRow

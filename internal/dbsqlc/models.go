@@ -20,6 +20,17 @@ type GateOutbox struct {
 	AppliedAt  *time.Time
 }
 
+type IdempotencyAnswer struct {
+	CustomerID       string
+	Key              string
+	RequestHash      []byte
+	ResponseBody     []byte
+	ReservationID    string
+	SaleID           string
+	Quantity         int32
+	ReceiptExpiresAt *time.Time
+}
+
 type IdempotencyKey struct {
 	CustomerID       string
 	Key              string

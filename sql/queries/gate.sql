@@ -77,21 +77,13 @@ SELECT coalesce(sum(quantity), 0)::bigint FROM gate_outbox
 -- The stored answer to a customer's idempotency key (to replay), read on its
 -- own: a retry whose first attempt reserved is answered from it while the
 -- gate cannot run its step (Redis down, the counter missing or rebuilt).
--- The key is looked for where the purchase path's read looks: in its
--- reservation's row (migration 000017), then in idempotency_keys, and the
--- receipt is made again from the reservation's row the same way.
-SELECT r.request_hash, NULL::bytea AS response_body, r.reservation_id AS stored_reservation_id,
-       r.sale_id AS stored_sale_id, r.quantity AS stored_quantity,
-       r.receipt_expires_at AS stored_expires_at
-  FROM reservations r
- WHERE r.customer_id = @customer_id::text AND r.idempotency_key = @key::text AND r.request_hash IS NOT NULL
-UNION ALL
-SELECT k.request_hash, k.response_body, k.reservation_id,
-       r.sale_id, r.quantity, k.receipt_expires_at
-  FROM idempotency_keys k
-  JOIN reservations r ON r.reservation_id = k.reservation_id
- WHERE k.customer_id = @customer_id::text AND k.key = @key::text
-LIMIT 1;
+-- The key is looked up as the purchase path's read does (idempotency_answers),
+-- and the receipt is made again the same way.
+SELECT a.request_hash, a.response_body, a.reservation_id AS stored_reservation_id,
+       a.sale_id AS stored_sale_id, a.quantity AS stored_quantity, a.receipt_expires_at AS stored_expires_at
+  FROM idempotency_answers a
+ WHERE a.customer_id = @customer_id::text AND a.key = @key::text
+ LIMIT 1;
 
 -- name: GateNextEpoch :one
 -- Starts a rebuild of a paused gated sale's counter: the units handed out

@@ -28,10 +28,11 @@
 -- A flash sale grows its tables faster than autovacuum analyzes them, and
 -- with joins or EXISTS the planner, believing them small, hashed every active
 -- reservation of the sale once per batch.
---  * a stored answer for the (customer, idempotency key), to replay: the
---    reservation that holds the key (migration 000017), or the key's row in
---    idempotency_keys (keys stored before it, and by the version before it
---    while the service rolls). What is replayed is its body (keys stored
+--  * a stored answer for the (customer, idempotency key), to replay, from
+--    idempotency_answers: the reservation that holds the key (migration
+--    000017), or the key's row in idempotency_keys (keys stored before it,
+--    and by the version before it while the service rolls). What is
+--    replayed is its body (keys stored
 --    before migration 000015), or the receipt made again of the
 --    reservation's id, sale and quantity and the expiry it first gave,
 --    which the key keeps (an extension moves the reservation's own);
@@ -74,14 +75,9 @@ WITH input AS (
 )
 SELECT i.ord::int AS ord,
        -- stored: the key has an answer (its receipt) to replay.
-       -- kn: in its reservation's row; ko: in idempotency_keys (looked for
-       -- only when kn found nothing).
-       (coalesce(kn.request_hash, ko.request_hash) IS NOT NULL)::boolean AS stored,
-       coalesce(kn.request_hash, ko.request_hash) AS request_hash, ko.response_body,
-       coalesce(kn.reservation_id, ko.reservation_id, '')::text AS stored_reservation_id,
-       coalesce(kn.sale_id, ko.sale_id, '')::text AS stored_sale_id,
-       coalesce(kn.quantity, ko.quantity, 0)::int AS stored_quantity,
-       coalesce(kn.receipt_expires_at, ko.receipt_expires_at) AS stored_expires_at,
+       (k.request_hash IS NOT NULL)::boolean AS stored, k.request_hash, k.response_body,
+       coalesce(k.reservation_id, '')::text AS stored_reservation_id, coalesce(k.sale_id, '')::text AS stored_sale_id,
+       coalesce(k.quantity, 0)::int AS stored_quantity, k.receipt_expires_at AS stored_expires_at,
        pg_try_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || i.customer_id, 0)) AS locked,
        ((SELECT true FROM reservations r
           WHERE r.sale_id = sale.sale_id AND r.customer_id = i.customer_id
@@ -106,19 +102,10 @@ SELECT i.ord::int AS ord,
        now()::timestamptz AS now
   FROM input i
  CROSS JOIN sale
-  LEFT JOIN LATERAL (SELECT r.request_hash, r.reservation_id, r.sale_id, r.quantity,
-                            r.receipt_expires_at
-                       FROM reservations r
-                      WHERE r.customer_id = i.customer_id AND r.idempotency_key = i.idempotency_key
-                        AND r.request_hash IS NOT NULL
-                      LIMIT 1) kn ON true
-  LEFT JOIN LATERAL (SELECT k.request_hash, k.response_body, k.reservation_id, kr.sale_id, kr.quantity,
-                            k.receipt_expires_at
-                       FROM idempotency_keys k
-                       LEFT JOIN reservations kr ON kr.reservation_id = k.reservation_id
-                      WHERE kn.request_hash IS NULL
-                        AND k.customer_id = i.customer_id AND k.key = i.idempotency_key
-                      LIMIT 1) ko ON true
+  LEFT JOIN LATERAL (SELECT a.request_hash, a.response_body, a.reservation_id, a.sale_id, a.quantity, a.receipt_expires_at
+                       FROM idempotency_answers a
+                      WHERE a.customer_id = i.customer_id AND a.key = i.idempotency_key
+                      LIMIT 1) k ON true
  ORDER BY i.ord;
 
 -- name: ReserveKeysStored :many
@@ -127,20 +114,14 @@ SELECT i.ord::int AS ord,
 -- the commit of another attempt with the same key (on another instance),
 -- whose customer lock was free by the time the read asked for it, so the
 -- read saw neither its stored answer nor the unit it took.
--- A key is looked for where ReserveBatchBegin looks: in its reservation's
--- row, then in idempotency_keys (one index probe each per pair).
 WITH input AS (
     SELECT unnest(@customer_ids::text[])     AS customer_id,
            unnest(@idempotency_keys::text[]) AS idempotency_key
 )
 SELECT i.customer_id::text AS customer_id, i.idempotency_key::text AS key
   FROM input i
- WHERE (SELECT true FROM reservations r
-         WHERE r.customer_id = i.customer_id AND r.idempotency_key = i.idempotency_key
-           AND r.request_hash IS NOT NULL
-         LIMIT 1) IS NOT NULL
-    OR (SELECT true FROM idempotency_keys k
-         WHERE k.customer_id = i.customer_id AND k.key = i.idempotency_key
+ WHERE (SELECT true FROM idempotency_answers a
+         WHERE a.customer_id = i.customer_id AND a.key = i.idempotency_key
          LIMIT 1) IS NOT NULL;
 
 -- name: ReserveLockBucket :one
