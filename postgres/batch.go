@@ -27,9 +27,14 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 	if s.opts.OnBatch != nil {
 		s.opts.OnBatch(len(batch))
 	}
+	// The batch ends by the earliest deadline of its calls, so that each is
+	// answered within its own: a statement cut short rolls the whole batch
+	// back (every call answered ErrOverloaded, nothing written). Its COMMIT,
+	// once sent, is not cut short (pipelinedTx): a commit of unknown outcome
+	// would answer "overloaded" for reservations that exist.
 	deadline := batch[0].deadline
 	for _, c := range batch[1:] {
-		if c.deadline.After(deadline) {
+		if c.deadline.Before(deadline) {
 			deadline = c.deadline
 		}
 	}
@@ -45,7 +50,13 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 				pick: func(buckets, quantities []int32, quantity int) int {
 					return s.batches.claimBucket(saleID, buckets, quantities, quantity)
 				}}
-			return b.execute(ctx)
+			if err := b.execute(ctx); err != nil {
+				return err
+			}
+			if s.testHookBeforeCommit != nil {
+				s.testHookBeforeCommit()
+			}
+			return nil
 		})
 	})
 	// The bucket's row lock ended with the transaction.

@@ -61,6 +61,9 @@ type saleQueue struct {
 	running int
 	started uint64 // batches started
 	bound   queueBound
+	// batchTime is how long the sale's batches take now (a moving
+	// average): a call with less than twice that left is not put in one.
+	batchTime time.Duration
 	// busy counts the running batches of the sale that hold each bucket:
 	// with several batches in flight (Options.BatchesInFlight) and several
 	// buckets, each batch takes a bucket no other holds, so that they run
@@ -121,14 +124,13 @@ type coalescer struct {
 	sales map[string]*saleQueue
 }
 
-// submit queues c and returns its answer, or ErrOverloaded once c's deadline
-// has passed: a batch runs until the last deadline of its calls, so without
-// this an early call could wait for its batch about twice ReserveTimeout. A
-// batch still running then goes on (its transaction is never cut short) and
-// a retry replays what it did. A sale whose queue is full refuses c at once
-// with ErrOverloaded (see full): c would wait for more rounds of batches
-// than the bound allows, and more waiting would add latency without selling
-// one unit more (the batches are full already).
+// submit queues c and returns its answer, which is definite: a batch runs
+// under the earliest deadline of its calls (reserveBatch), so it has ended,
+// committed or rolled back, by c's deadline, plus at most its COMMIT's time,
+// and an ErrOverloaded means nothing was written. A sale whose queue is full
+// refuses c at once with ErrOverloaded (see full): c would wait for more
+// rounds of batches than the bound allows, and more waiting would add
+// latency without selling one unit more (the batches are full already).
 func (co *coalescer) submit(c *call) (flashline.ReserveResult, error) {
 	co.mu.Lock()
 	q := co.sales[c.req.SaleID]
@@ -150,15 +152,8 @@ func (co *coalescer) submit(c *call) (flashline.ReserveResult, error) {
 	if batch != nil {
 		go co.run(c.req.SaleID, batch)
 	}
-	timer := time.NewTimer(time.Until(c.deadline))
-	defer timer.Stop()
-	select {
-	case <-c.done:
-		return c.res, c.err
-	case <-timer.C:
-		return flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: no answer within the reserve timeout (a batch still running finishes; a retry replays it): %w",
-			c.req.SaleID, flashline.ErrOverloaded)
-	}
+	<-c.done
+	return c.res, c.err
 }
 
 // full reports whether a new request of saleID would be refused: its queue
@@ -202,8 +197,11 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 		switch {
 		case len(batch) == max || customers[c.req.CustomerID] || (instrument != "" && instruments[instrument]):
 			rest = append(rest, c) // next batch
-		case now.After(c.deadline):
-			c.finish(flashline.ReserveResult{}, flashline.ErrOverloaded)
+		case c.deadline.Sub(now) < 2*q.batchTime:
+			// Too little time left for a batch as long as they take now:
+			// it would cut the whole batch short (it runs under the
+			// earliest deadline of its calls), so it is refused alone.
+			c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: no time left for a batch within the reserve timeout: %w", saleID, flashline.ErrOverloaded))
 		case c.client.Err() != nil:
 			// Nobody hears its answer, and run detached it could take a
 			// unit after its retry was told sold out elsewhere. A gated
@@ -277,10 +275,13 @@ func concurrentFill(maxBatch int) int { return max(1, maxBatch/4) }
 // run executes batch, then starts the sale's next batch if requests wait.
 func (co *coalescer) run(saleID string, batch []*call) {
 	for batch != nil {
+		start := time.Now()
 		again := co.store.reserveBatch(batch)
+		took := time.Since(start)
 		co.mu.Lock()
 		q := co.sales[saleID]
 		q.running--
+		q.batchTime = (3*q.batchTime + took) / 4
 		// Carried-over requests go first: they arrived before the rest.
 		q.waiting = append(again, q.waiting...)
 		batch = co.take(saleID, q)

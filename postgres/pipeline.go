@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -41,6 +42,11 @@ const (
 	sqlRollback     = "rollback"
 )
 
+// commitTimeout bounds a COMMIT that pipelinedTx sent: one commit record and
+// its fsync, which take milliseconds; a server silent for this long is gone
+// or stalled, and the transaction's outcome is then unknown.
+const commitTimeout = 5 * time.Second
+
 // preamble is what begin sends in front of the first statement, in order.
 var preamble = [...]string{sqlBegin, sqlGenericPlans}
 
@@ -55,7 +61,13 @@ func pipelinedTx(ctx context.Context, conn *pgx.Conn, fn func(*beginFirst) error
 		return err
 	}
 	if err == nil && conn.PgConn().TxStatus() == 'T' {
-		tag, err := conn.Exec(ctx, sqlCommit)
+		// COMMIT is not cut short by ctx's deadline: cut short, it would
+		// leave the transaction's outcome unknown, and its callers answered
+		// "overloaded" for what may have committed. It is bounded by
+		// commitTimeout instead, for a server that stopped answering.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+		defer cancel()
+		tag, err := conn.Exec(cctx, sqlCommit)
 		if err == nil && tag.String() == "ROLLBACK" {
 			err = pgx.ErrTxCommitRollback
 		}

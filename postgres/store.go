@@ -53,9 +53,10 @@ func SinglePool(p *pgxpool.Pool) Pools { return Pools{Sale: p, Admin: p, Room: p
 // Options configure a Store. Zero values take the defaults shown.
 type Options struct {
 	// ReserveTimeout bounds one reserve attempt, its wait for a batch
-	// included. The transaction runs to the end even if the client hangs up,
-	// so that its retry finds the stored answer rather than a half-done
-	// attempt. Default 5s.
+	// included (plus a COMMIT already sent): an attempt out of time is
+	// answered ErrOverloaded with nothing written. The transaction runs to
+	// the end even if the client hangs up, so that its retry finds the
+	// stored answer rather than a half-done attempt. Default 5s.
 	ReserveTimeout time.Duration
 	// MaxBatch is the most reservations of one sale coalesced into one
 	// transaction (1: one transaction per reservation), and BatchesInFlight
@@ -93,7 +94,8 @@ type Store struct {
 
 	batches coalescer
 
-	testHookAfterBegin func() // tests only: runs after a batch's first read
+	testHookAfterBegin   func() // tests only: runs after a batch's first read
+	testHookBeforeCommit func() // tests only: runs before a batch's COMMIT
 }
 
 var _ flashline.Store = (*Store)(nil)
