@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var cfg loadtest.Config
 	var targets string
 	var quiet bool
-	var report, curve, floor string
+	var report, curve, floor, jsonOut string
 	e.String(&targets, "target", "FLASHLINE_LOADTEST_TARGETS", "http://127.0.0.1:8080", "comma-separated base URLs of flashline instances")
 	e.String(&cfg.Admin, "admin-target", "FLASHLINE_LOADTEST_ADMIN", "", "base URL of the instance the admin's requests go to (default: the first target; with edges as targets, an origin)")
 	e.String(&cfg.AdminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "the service's admin token (creates the sale)")
@@ -40,6 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	e.FS.StringVar(&cfg.Gate, "gate", "none", "the sale's gate: none, or redis (the service needs --redis-url)")
 	e.FS.BoolVar(&quiet, "quiet", false, "no progress bar")
 	e.FS.StringVar(&report, "report", "", "also write an HTML report (the summary, throughput and latency over time) to this file")
+	e.FS.StringVar(&jsonOut, "json", "", "also write the result (outcomes, latencies, what the final check found) as JSON to this file")
 	e.FS.StringVar(&curve, "curve", "", "run nothing: draw the overload curve recorded in this file by scripts/overload-curve.sh as an SVG image to --report")
 	e.FS.StringVar(&floor, "floor", "", "run nothing: serve the floor (http: net/http with one handler; tcp: no net/http) on --target's host:port, answering every reservation as sold out, until stopped (scripts/overload-curve.sh measures it beside the service)")
 	if err := e.FS.Parse(args); err != nil {
@@ -54,20 +56,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cfg.Targets = strings.Split(targets, ",")
 	cfg.Progress = !quiet
 	cfg.Out, cfg.Err = stdout, stderr
-	var f *os.File
+	var f, j *os.File
+	// Created before the run, so that a bad path fails now, not after it.
 	if report != "" {
-		// Created before the run, so that a bad path fails now, not after it.
 		var err error
 		if f, err = os.Create(report); err != nil {
 			return fmt.Errorf("loadtest: report: %w", err)
 		}
 	}
+	if jsonOut != "" {
+		var err error
+		if j, err = os.Create(jsonOut); err != nil {
+			return errors.Join(fmt.Errorf("loadtest: json: %w", err), closeAndRemove(f, report))
+		}
+	}
 	res, err := loadtest.Run(ctx, cfg)
+	if res == nil { // nothing ran: no report, no result
+		return errors.Join(err, closeAndRemove(f, report), closeAndRemove(j, jsonOut))
+	}
+	if j != nil {
+		// Written even for a run that failed its checks, as the report is.
+		if jerr := errors.Join(json.NewEncoder(j).Encode(res), j.Close()); jerr != nil {
+			err = errors.Join(err, fmt.Errorf("loadtest: json: %w", jerr))
+		}
+	}
 	if f == nil {
 		return err
-	}
-	if res == nil { // nothing ran: no report
-		return errors.Join(err, f.Close(), os.Remove(report))
 	}
 	// A run that failed its checks is reported too: that is when the
 	// charts matter most.
@@ -76,6 +90,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fmt.Fprintf(stdout, "report: %s\n", report)
 	return err
+}
+
+// closeAndRemove closes and removes a file created for an output the run
+// did not produce (nil: none was asked for).
+func closeAndRemove(f *os.File, path string) error {
+	if f == nil {
+		return nil
+	}
+	return errors.Join(f.Close(), os.Remove(path))
 }
 
 // plotCurve is `flashline-loadtest --curve in.tsv --report out.svg`.

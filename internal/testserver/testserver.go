@@ -45,6 +45,10 @@ var (
 	plainOnce sync.Once
 	plainPath string
 	plainErr  error
+
+	loadtestOnce sync.Once
+	loadtestPath string
+	loadtestErr  error
 )
 
 // Main wraps testing.M.Run and removes the binary built for the run.
@@ -60,7 +64,7 @@ func Main(m *testing.M) {
 // returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() { binPath, buildErr = build("flashline", "-race") })
+	buildOnce.Do(func() { binPath, buildErr = build("flashline", "./cmd/flashline", "-race") })
 	if buildErr != nil {
 		t.Fatalf("testserver: %v", buildErr)
 	}
@@ -72,16 +76,29 @@ func Binary(t testing.TB) string {
 // itself uses.
 func PlainBinary(t testing.TB) string {
 	t.Helper()
-	plainOnce.Do(func() { plainPath, plainErr = build("flashline-plain") })
+	plainOnce.Do(func() { plainPath, plainErr = build("flashline-plain", "./cmd/flashline") })
 	if plainErr != nil {
 		t.Fatalf("testserver: %v", plainErr)
 	}
 	return plainPath
 }
 
+// LoadtestBinary builds ./cmd/flashline-loadtest once per test process,
+// without the race detector, and returns its path: a load generator run in
+// the race-instrumented test process spends about three times the CPU, taken
+// from the service it measures on the same machine.
+func LoadtestBinary(t testing.TB) string {
+	t.Helper()
+	loadtestOnce.Do(func() { loadtestPath, loadtestErr = build("flashline-loadtest", "./cmd/flashline-loadtest") })
+	if loadtestErr != nil {
+		t.Fatalf("testserver: %v", loadtestErr)
+	}
+	return loadtestPath
+}
+
 var dirOnce sync.Once
 
-func build(name string, flags ...string) (string, error) {
+func build(name, pkg string, flags ...string) (string, error) {
 	root, err := testdb.RepoRoot()
 	if err != nil {
 		return "", err
@@ -91,7 +108,7 @@ func build(name string, flags ...string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(binDir, name)
-	args := append(append([]string{"build"}, flags...), "-o", path, "./cmd/flashline")
+	args := append(append([]string{"build"}, flags...), "-o", path, pkg)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
