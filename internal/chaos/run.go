@@ -263,14 +263,21 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		if err != nil {
 			t.Fatalf("chaos: %v", err)
 		}
-		defer p.Stop()
+		// The proxies stop after the instances (cleanups run last
+		// registered first, and every instance, one started again
+		// included, registers its stop after these): stopped before
+		// them, as a deferred Stop did, every instance logged "connect:
+		// connection refused" on its proxy's port while it drained, which
+		// read as PostgreSQL (or Redis) refusing connections in the log
+		// of a run that had failed for another reason.
+		t.Cleanup(p.Stop)
 		r.Proxies = append(r.Proxies, p)
 		if r.pair != nil {
 			pp, err := cluster.Proxy(fmt.Sprintf("%s-%d-postgres-peer", name, slot), upstreams[1])
 			if err != nil {
 				t.Fatalf("chaos: %v", err)
 			}
-			defer pp.Stop()
+			t.Cleanup(pp.Stop)
 			r.PeerProxies = append(r.PeerProxies, pp)
 		}
 		if cfg.Fault.Env != nil {
@@ -281,7 +288,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 			if err != nil {
 				t.Fatalf("chaos: %v", err)
 			}
-			defer rp.Stop()
+			t.Cleanup(rp.Stop)
 			r.RedisProxies = append(r.RedisProxies, rp)
 			r.env[slot] = append(r.env[slot], "FLASHLINE_REDIS_URL=redis://"+rp.Listen+"/0")
 		}
@@ -308,7 +315,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	}
 	created, err := client.New(r.URL(createAt), hc).CreateSale(ctx, testserver.AdminToken, sale)
 	if err != nil || created.Status != http.StatusCreated {
-		t.Fatalf("chaos: create sale: %v %d %s", err, created.Status, created.Body)
+		t.Fatalf("chaos: create sale on instance %d: %v %d %s\n--- its log ---\n%s", createAt, err, created.Status, created.Body, r.Server(createAt).Logs())
 	}
 	r.SaleID = created.Value.SaleID
 	opensAt := time.Time{}
