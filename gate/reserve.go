@@ -224,7 +224,10 @@ func (g *Gate) initCounter(ctx context.Context, sale flashline.Sale) error {
 		return ErrNoRedis
 	}
 	k := keysOf(sale.ID)
-	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+	// Off a buyer's path: the background bound, not the buyer's 250 ms, which
+	// a first connection to Redis on a busy machine can outlast; a sale
+	// created while Redis is briefly slow then starts paused for nothing.
+	ctx, cancel := context.WithTimeout(ctx, g.background())
 	defer cancel()
 	pipe := g.rdb.TxPipeline()
 	pipe.SetNX(ctx, k.stock, sale.InitialStock, 0)
