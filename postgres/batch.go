@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
@@ -340,6 +342,9 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			p.GateSeqs = append(p.GateSeqs, c.req.GateSeq)
 		}
 		res, err := b.q.ReserveBatchCommit(ctx, p)
+		if reservationConflict(err) {
+			return b.runAgain()
+		}
 		if err != nil {
 			return err
 		}
@@ -356,16 +361,9 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			available, locked = int(q), true
 			continue
 		case int(res.Reserved) != len(granted):
-			// A reservation of one of these customers, or of their key, was committed
-			// between the read and the customer's lock. Undo the batch
-			// (the units go back with the rollback) and run every request
-			// again, where a fresh read answers the one concerned.
-			clear(b.errs)
-			clear(b.results)
-			for i := range b.again {
-				b.again[i] = true
-			}
-			return errRollback
+			// A payment instrument's units or a gate unit given back since
+			// the read kept a row out.
+			return b.runAgain()
 		}
 		for _, i := range granted {
 			b.results[i] = flashline.ReserveResult{Reservation: reservations[i], Receipt: flashline.NewReceipt(reservations[i]).Bytes()}
@@ -373,6 +371,26 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 		b.shortOfStock(short, otherBuckets(quantities, bucket))
 		return nil
 	}
+}
+
+// runAgain undoes the batch (the units go back with the rollback) and runs
+// every request again, where a fresh read answers the one concerned.
+func (b *batchRun) runAgain() error {
+	clear(b.errs)
+	clear(b.results)
+	for i := range b.again {
+		b.again[i] = true
+	}
+	return errRollback
+}
+
+// reservationConflict reports whether err is ReserveBatchCommit's INSERT
+// meeting a reservation committed since the batch's read (a unique index of
+// reservations: the customer's active hold, the key, the admission token,
+// the gate unit). The transaction is aborted; the batch runs again.
+func reservationConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.TableName == "reservations"
 }
 
 // shortOfStock answers calls that their bucket could not serve: sold out when
