@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline"
@@ -382,15 +380,6 @@ func (b *batchRun) runAgain() error {
 		b.again[i] = true
 	}
 	return errRollback
-}
-
-// reservationConflict reports whether err is ReserveBatchCommit's INSERT
-// meeting a reservation committed since the batch's read (a unique index of
-// reservations: the customer's active hold, the key, the admission token,
-// the gate unit). The transaction is aborted; the batch runs again.
-func reservationConflict(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.TableName == "reservations"
 }
 
 // shortOfStock answers calls that their bucket could not serve: sold out when

@@ -458,6 +458,15 @@ func TestReserveOfAClientGoneBeforeItsBatchIsDropped(t *testing.T) {
 	require.Equal(t, 1, checkInvariant(t, s, sale.ID).Pending)
 }
 
+// pastDeadlineOnce sets a test hook that, the first time it runs, waits
+// past a 200 ms ReserveTimeout.
+func pastDeadlineOnce(hook *func()) {
+	*hook = func() {
+		*hook = nil
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
 // TestReserveAnsweredWithinItsDeadlineDefinitely: a batch runs under the
 // earliest deadline of its calls, so an attempt is answered within its
 // ReserveTimeout, and its ErrOverloaded is definite: the batch cut short
@@ -468,10 +477,7 @@ func TestReserveAnsweredWithinItsDeadlineDefinitely(t *testing.T) {
 	t.Parallel()
 	s, sale := batchStore(t, flashline.NewSale{InitialStock: 5, PerCustomerLimit: 1})
 	s.opts.ReserveTimeout = 200 * time.Millisecond
-	s.testHookAfterBegin = func() {
-		s.testHookAfterBegin = nil
-		time.Sleep(300 * time.Millisecond) // past the deadline, before the write
-	}
+	pastDeadlineOnce(&s.testHookAfterBegin) // after the read, before the write
 	req := flashline.ReserveRequest{SaleID: sale.ID, CustomerID: "gina", IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("g")}
 	_, err := s.Reserve(context.Background(), req)
 	require.ErrorIs(t, err, flashline.ErrOverloaded)
@@ -491,10 +497,7 @@ func TestReserveCommitNotCutShortByItsDeadline(t *testing.T) {
 	t.Parallel()
 	s, sale := batchStore(t, flashline.NewSale{InitialStock: 5, PerCustomerLimit: 1})
 	s.opts.ReserveTimeout = 200 * time.Millisecond
-	s.testHookBeforeCommit = func() {
-		s.testHookBeforeCommit = nil
-		time.Sleep(300 * time.Millisecond) // past the deadline, before COMMIT
-	}
+	pastDeadlineOnce(&s.testHookBeforeCommit)
 	req := flashline.ReserveRequest{SaleID: sale.ID, CustomerID: "hana", IdempotencyKey: "k", Quantity: 1, Fingerprint: []byte("h")}
 	res, err := s.Reserve(context.Background(), req)
 	require.NoError(t, err)

@@ -72,6 +72,17 @@ func translate(err error) error {
 // says which it means.
 func notFound(err error) bool { return errors.Is(translate(err), flashline.ErrNotFound) }
 
+// reservationConflict reports whether err is an INSERT into reservations
+// meeting a reservation committed since the caller's read, on one of its
+// unique indexes (the customer's active hold, the key, the admission token,
+// the gate unit): for a batch, a reason to run again (a fresh read answers
+// the request concerned), not the request's error, which translate would
+// make of some of them.
+func reservationConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.TableName == "reservations"
+}
+
 // unreachable reports whether err means the database could not be reached or
 // is going away: no connection (including a connect that timed out), a broken
 // one, or a server shutting down or refusing sessions. On the purchase path

@@ -36,22 +36,38 @@ const (
 	PaymentSecret = "test-payment-webhook-secret-0123456789"
 )
 
+var binDir string // where the binaries are built, removed by Main
+
+// A binary is a program built once per test process, on first use.
+type binary struct {
+	name, pkg string
+	flags     []string
+	once      sync.Once
+	path      string
+	err       error
+}
+
+func (b *binary) get(t testing.TB) string {
+	t.Helper()
+	b.once.Do(func() { b.path, b.err = build(b.name, b.pkg, b.flags...) })
+	if b.err != nil {
+		t.Fatalf("testserver: %v", b.err)
+	}
+	return b.path
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	binDir    string
-
-	plainOnce sync.Once
-	plainPath string
-	plainErr  error
-
-	loadtestOnce sync.Once
-	loadtestPath string
-	loadtestErr  error
+	raceServe = &binary{name: "flashline", pkg: "./cmd/flashline", flags: []string{"-race"}}
+	// Without the race detector, which multiplies memory: for tests that
+	// measure what the service itself uses.
+	plainServe = &binary{name: "flashline-plain", pkg: "./cmd/flashline"}
+	// Without the race detector: a load generator run in the
+	// race-instrumented test process spends about three times the CPU,
+	// taken from the service it measures on the same machine.
+	loadtest = &binary{name: "flashline-loadtest", pkg: "./cmd/flashline-loadtest"}
 )
 
-// Main wraps testing.M.Run and removes the binary built for the run.
+// Main wraps testing.M.Run and removes the binaries built for the run.
 func Main(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {
@@ -62,39 +78,15 @@ func Main(m *testing.M) {
 
 // Binary builds ./cmd/flashline once per test process, with -race, and
 // returns its path.
-func Binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() { binPath, buildErr = build("flashline", "./cmd/flashline", "-race") })
-	if buildErr != nil {
-		t.Fatalf("testserver: %v", buildErr)
-	}
-	return binPath
-}
+func Binary(t testing.TB) string { t.Helper(); return raceServe.get(t) }
 
 // PlainBinary builds ./cmd/flashline once per test process without the race
-// detector, which multiplies memory: for tests that measure what the service
-// itself uses.
-func PlainBinary(t testing.TB) string {
-	t.Helper()
-	plainOnce.Do(func() { plainPath, plainErr = build("flashline-plain", "./cmd/flashline") })
-	if plainErr != nil {
-		t.Fatalf("testserver: %v", plainErr)
-	}
-	return plainPath
-}
+// detector, and returns its path.
+func PlainBinary(t testing.TB) string { t.Helper(); return plainServe.get(t) }
 
 // LoadtestBinary builds ./cmd/flashline-loadtest once per test process,
-// without the race detector, and returns its path: a load generator run in
-// the race-instrumented test process spends about three times the CPU, taken
-// from the service it measures on the same machine.
-func LoadtestBinary(t testing.TB) string {
-	t.Helper()
-	loadtestOnce.Do(func() { loadtestPath, loadtestErr = build("flashline-loadtest", "./cmd/flashline-loadtest") })
-	if loadtestErr != nil {
-		t.Fatalf("testserver: %v", loadtestErr)
-	}
-	return loadtestPath
-}
+// without the race detector, and returns its path.
+func LoadtestBinary(t testing.TB) string { t.Helper(); return loadtest.get(t) }
 
 var dirOnce sync.Once
 

@@ -32,10 +32,10 @@
 --    idempotency_answers: the reservation that holds the key (migration
 --    000017), or the key's row in idempotency_keys (keys stored before it,
 --    and by the version before it while the service rolls). What is
---    replayed is its body (keys stored
---    before migration 000015), or the receipt made again of the
---    reservation's id, sale and quantity and the expiry it first gave,
---    which the key keeps (an extension moves the reservation's own);
+--    replayed is its body (keys stored before migration 000015), or the
+--    receipt made again of the reservation's id, sale and quantity and the
+--    expiry it first gave, which the key keeps (an extension moves the
+--    reservation's own);
 --  * the customer's lock: pg_try_advisory_xact_lock never waits. Held until
 --    COMMIT/ROLLBACK, it means no other transaction, on any instance, is
 --    reserving for this customer, so what the next statement reads about the
@@ -143,13 +143,12 @@ SELECT quantity FROM stock WHERE sale_id = @sale_id::text AND bucket = @bucket::
 -- the new read answers the request concerned. (ON CONFLICT DO NOTHING, which
 -- skipped the row instead, wrote a confirmation record per row, 48 bytes of
 -- WAL per reservation, for a conflict that needs the rollback anyway.) A
--- payment instrument's
--- units are counted again against this statement's snapshot, which is newer
--- than the instrument's lock. The idempotency key is stored in the
--- reservation's row with the request's hash and the expiry its receipt
--- gives (migration 000017), and
--- reservations_idempotency_key keeps it unique per customer. The caller
--- commits only when reserved equals the batch size.
+-- payment instrument's units are counted again against this statement's
+-- snapshot, which is newer than the instrument's lock. The idempotency key
+-- is stored in the reservation's row with the request's hash and the expiry
+-- its receipt gives (migration 000017), and reservations_idempotency_key
+-- keeps it unique per customer. The caller commits only when reserved equals
+-- the batch size.
 WITH input AS (
     SELECT unnest(@reservation_ids::text[])  AS reservation_id,
            unnest(@customer_ids::text[])     AS customer_id,

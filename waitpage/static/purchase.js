@@ -90,7 +90,7 @@ export function resumeReservation(res, onGone) {
           // Expired here meanwhile, or Pay was pressed: a confirm in flight
           // decides, and one answered set awaitingPayment on the kept hold.
           if (!holding() || paying) return;
-          return showReserved(merge(kept() || res, r.body));
+          return showReserved(merge(kept(res), r.body));
         }
         case "confirmed":
           return paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
@@ -121,10 +121,10 @@ const REFRESH_PAYMENT_MS = 2000;
 // paying: a confirm is in flight.
 let paying = false;
 
-// kept is the hold as the page keeps it now (an answer that arrives later
+// kept is the hold as the page keeps it now, else res (an answer that arrives later
 // than a confirm's must not undo what the confirm's answer recorded).
-function kept() {
-  return store.getJSON(state.keys.reservation);
+function kept(res) {
+  return store.getJSON(state.keys.reservation) || res;
 }
 
 // holding: the page shows a hold (waiting for the customer or the payment).
@@ -197,7 +197,7 @@ function refresh() {
         case "pending": {
           // The hold as kept now: a confirm answered since this was sent
           // may have set awaitingPayment.
-          const now = kept() || res;
+          const now = kept(res);
           const merged = merge(now, r.body);
           if (merged.expiresAt !== now.expiresAt) return showReserved(merged);
           return schedule(refresh, now.awaitingPayment ? REFRESH_PAYMENT_MS : REFRESH_RESERVED_MS);
@@ -230,7 +230,7 @@ function timeUp() {
     if (r.status === 200 && r.body) {
       if (r.body.state === "confirmed") return paid({ orderId: r.body.orderId || "", reservationId: res.reservationId });
       if (r.body.state === "pending" && Date.parse(r.body.expiresAt) > Date.now() + state.clockSkewMs) {
-        return showReserved(merge(kept() || res, r.body));
+        return showReserved(merge(kept(res), r.body));
       }
       if (r.body.state === "voided") return showVoided();
       if (r.body.state === "cancelled") return showCancelled();
