@@ -246,11 +246,12 @@ func TestPruneIdempotencyKeys(t *testing.T) {
 	requireInvariant(t, s, sale.ID)
 }
 
-// TestKeyMigrationsDown: migration 000017's down puts every key back in
-// idempotency_keys with the expiry its receipt first gave (a hold extended
-// since included), and 000015's down then writes the body a replay makes
-// (flashline.Receipt's JSON, byte for byte), so that a binary from before
-// either replays the same answer. Run in a transaction that is rolled back.
+// TestKeyMigrationsDown: migration 000017's down (after 000018's, as
+// migrate down runs them) puts every key back in idempotency_keys with the
+// expiry its receipt first gave (a hold extended since included), and
+// 000015's down then writes the body a replay makes (flashline.Receipt's
+// JSON, byte for byte), so that a binary from before either replays the same
+// answer. Run in a transaction that is rolled back.
 func TestKeyMigrationsDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -267,7 +268,7 @@ func TestKeyMigrationsDown(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	for _, name := range []string{"000017_key_in_reservation.down.sql", "000015_receipt_from_reservation.down.sql"} {
+	for _, name := range []string{"000018_sale_reservations_by_state.down.sql", "000017_key_in_reservation.down.sql", "000015_receipt_from_reservation.down.sql"} {
 		down, err := os.ReadFile(filepath.Join(root, "migrations", name))
 		require.NoError(t, err)
 		_, err = tx.Exec(ctx, string(down))

@@ -166,7 +166,7 @@ SELECT r.reservations, r.customers, r.first_at, r.last_at, r.voided_orders,
                coalesce(min(created_at), now())::timestamptz AS first_at,
                coalesce(max(created_at), now())::timestamptz AS last_at,
                count(*) FILTER (WHERE state = 'voided')::bigint AS voided_orders
-          FROM reservations WHERE sale_id = $1) r
+          FROM sale_reservations WHERE sale_id = $1) r
 `
 
 type ReportFactsParams struct {

@@ -221,6 +221,30 @@ type SaleInvariant struct {
 	Voided       int64
 }
 
+type SaleReservation struct {
+	ReservationID     string
+	SaleID            string
+	CustomerID        string
+	Bucket            int32
+	Quantity          int32
+	State             string
+	IdempotencyKey    string
+	AdmissionTokenID  *string
+	CreatedAt         time.Time
+	ExpiresAt         time.Time
+	ConfirmedAt       *time.Time
+	CancelledAt       *time.Time
+	ExpiredAt         *time.Time
+	RestockedAt       *time.Time
+	PaymentInstrument *string
+	GateSeq           *int64
+	VoidedAt          *time.Time
+	VoidReason        *string
+	ExtendedSeconds   int32
+	RequestHash       []byte
+	ReceiptExpiresAt  *time.Time
+}
+
 type Stock struct {
 	SaleID   string
 	Bucket   int32

@@ -281,7 +281,7 @@ func (q *Queries) ReservationVoid(ctx context.Context, arg ReservationVoidParams
 const reservationsSince = `-- name: ReservationsSince :many
 SELECT r.reservation_id, r.customer_id, r.quantity, r.state, r.created_at,
        o.order_id, count(*) OVER ()::int AS total
-  FROM reservations r
+  FROM sale_reservations r
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
  WHERE r.sale_id = $1 AND r.created_at >= $2
  ORDER BY r.created_at, r.reservation_id

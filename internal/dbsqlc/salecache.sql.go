@@ -11,7 +11,7 @@ import (
 )
 
 const saleCustomers = `-- name: SaleCustomers :many
-SELECT DISTINCT r.customer_id FROM reservations r WHERE r.sale_id = $1
+SELECT DISTINCT r.customer_id FROM sale_reservations r WHERE r.sale_id = $1
 `
 
 type SaleCustomersParams struct {
@@ -114,7 +114,7 @@ type SaleFactsRow struct {
 // own, which may be off. available is the units left in every bucket (the
 // waiting room paces its polls by it); pending_holds, asked only of a sold-out
 // sale, whether a pending hold could still give a unit back (an index probe
-// of reservations_sale_state).
+// of reservations_one_active_per_customer).
 func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFactsRow, error) {
 	rows, err := q.db.Query(ctx, saleFacts, arg.SaleID)
 	if err != nil {

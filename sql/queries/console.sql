@@ -44,7 +44,7 @@ SELECT r.reservations, r.customers, r.first_at, r.last_at, r.voided_orders,
                coalesce(min(created_at), now())::timestamptz AS first_at,
                coalesce(max(created_at), now())::timestamptz AS last_at,
                count(*) FILTER (WHERE state = 'voided')::bigint AS voided_orders
-          FROM reservations WHERE sale_id = @sale_id) r;
+          FROM sale_reservations WHERE sale_id = @sale_id) r;
 
 -- name: ReportSoldOuts :many
 -- Every moment the sale's available units reached 0 after a reservation

@@ -229,7 +229,7 @@ ORDER BY audit_id;
 -- beyond @max_rows.
 SELECT r.reservation_id, r.customer_id, r.quantity, r.state, r.created_at,
        o.order_id, count(*) OVER ()::int AS total
-  FROM reservations r
+  FROM sale_reservations r
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
  WHERE r.sale_id = @sale_id AND r.created_at >= @since
  ORDER BY r.created_at, r.reservation_id

@@ -15,7 +15,7 @@
 -- own, which may be off. available is the units left in every bucket (the
 -- waiting room paces its polls by it); pending_holds, asked only of a sold-out
 -- sale, whether a pending hold could still give a unit back (an index probe
--- of reservations_sale_state).
+-- of reservations_one_active_per_customer).
 SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
        s.min_account_age_seconds, s.draw_seed, s.gate, s.per_customer_limit,
        coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int <= 0 AS sold_out,
@@ -43,7 +43,7 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
 -- Customers who have ever held a reservation in the sale. Once a sale is sold
 -- out, only they can get anything but "sold out" (a replay of their stored
 -- answer, or "limit reached"), so only their requests need the database.
-SELECT DISTINCT r.customer_id FROM reservations r WHERE r.sale_id = @sale_id;
+SELECT DISTINCT r.customer_id FROM sale_reservations r WHERE r.sale_id = @sale_id;
 
 -- name: StockVersions :many
 -- The stock_version of SaleFacts alone, for each of the sales given: a cache
