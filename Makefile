@@ -119,9 +119,10 @@ fuzz:
 ## bench: pgbench's per-request ceilings (one hot row at 1/8/32/128 clients,
 ## 10,000 cold SKUs at 32) vs flashline's hot scenario at the same client
 ## counts, and the sold-out and waiting-room status answers/s against
-## /healthz on the same instance, each as a ratio, in one run
+## /healthz on the same instance, each as a ratio, in one run; PostgreSQL and
+## serve on CPU 0, the generators on CPU 1 (PIN=0: unpinned)
 bench:
-	@scripts/bench.sh
+	@PIN=$(PIN) scripts/bench.sh
 
 ## profile: CPU and allocation profiles of serve under the hot and the "no"
 ## (sold-out, status poll) scenarios, top entries printed; files in

@@ -28,6 +28,18 @@
 #   CLIENTS="8 128" DURATION=15 scripts/bench.sh
 #   SERVE_FLAGS="--batches-in-flight 2" BUCKETS=2 SPREAD=0 scripts/bench.sh
 #   ONE=1 scripts/bench.sh     # also flashline with --max-batch 1
+#   PIN=0 scripts/bench.sh     # everything shares every CPU
+#
+# Pinned (the default on the development cluster when taskset and two CPUs
+# are there; PIN=0 turns it off, and a $DATABASE_URL server is never
+# pinned): PostgreSQL and flashline serve run on CPU 0, pgbench and
+# flashline-loadtest on CPU 1. Unpinned, the generators share the CPUs with
+# what they measure, and they do not cost alike: pgbench sends a prepared
+# statement, flashline-loadtest mints a customer token, writes an HTTP
+# request and parses a JSON answer for each reservation (at 128 clients it
+# used about a third of the machine's CPU, flashline serve 0.39 and
+# PostgreSQL 0.19). Pinned, every form has the same one CPU to serve with,
+# whatever its generator costs, as the overload curve is measured.
 #
 # The load generators, the service and PostgreSQL share this machine: compare
 # figures within one run. Uses fresh databases flashline_bench (and
@@ -49,7 +61,26 @@ if [ -z "$bindir" ] && command -v pg_config >/dev/null && [ -x "$(pg_config --bi
 if [ -z "$bindir" ]; then bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1); fi
 [ -x "$bindir/pgbench" ] || { echo "bench: pgbench not found (set FLASHLINE_PG_BINDIR)" >&2; exit 1; }
 
+gen=() srv=() pin=0
+if [ "${PIN:-1}" != 0 ] && [ -z "${DATABASE_URL:-}" ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  pin=1 gen=(taskset -c 1) srv=(taskset -c 0)
+fi
 base=${DATABASE_URL:-$(bin/flashline devdb up 2>/dev/null)}
+# pin_cluster CPUS: the development cluster's processes (its postmaster's
+# children are forked with its affinity).
+pin_cluster() {
+  local pm
+  pm=$(head -1 "${FLASHLINE_DEVDB_DIR:-.devdb}/data/postmaster.pid")
+  for p in "$pm" $(pgrep -P "$pm"); do taskset -a -p -c "$1" "$p" >/dev/null 2>&1 || true; done
+}
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null
+  [ "$pin" = 1 ] && pin_cluster "0-$(( $(nproc) - 1 ))"
+  true
+}
+trap cleanup EXIT
+[ "$pin" = 1 ] && pin_cluster 0
 admin_url=$(sed -E 's#/[^/?]*(\?|$)#/postgres\1#' <<<"$base")
 bench_url=$(sed -E 's#/[^/?]*(\?|$)#/flashline_bench\1#' <<<"$base")
 # The 10,000 cold SKUs live in a database of their own: in the service's,
@@ -87,7 +118,7 @@ pgbench() {
   local c=$1 script=$2 url=$3 out n tps
   shift 3
   cost_begin "$url"
-  out=$("$bindir/pgbench" -n -M prepared -c "$c" -j 2 -T "$duration" "$@" -f "$script" "$url" 2>/dev/null)
+  out=$("${gen[@]}" "$bindir/pgbench" -n -M prepared -c "$c" -j 2 -T "$duration" "$@" -f "$script" "$url" 2>/dev/null)
   tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")
   n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
   cost_end "$url" "${n:-0}"
@@ -114,12 +145,11 @@ modes=(coalesced)
 [ "$spread" -gt 1 ] && modes+=(spread)
 [ -n "${ONE:-}" ] && modes+=(one)
 start_serve() {
-  bin/flashline serve --addr "$addr" --no-workers "$@" 2>>/tmp/flashline-bench-serve.log &
+  "${srv[@]}" bin/flashline serve --addr "$addr" --no-workers "$@" 2>>/tmp/flashline-bench-serve.log &
   pid=$!
-  trap 'kill $pid 2>/dev/null || true' EXIT
   for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 }
-stop_serve() { kill "$pid"; wait "$pid" 2>/dev/null || true; trap - EXIT; }
+stop_serve() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
 for mode in "${modes[@]}"; do
   flags=("${serve_flags[@]}") rows_=$buckets
   [ "$mode" = one ] && flags=(--max-batch 1)
@@ -130,7 +160,7 @@ for mode in "${modes[@]}"; do
     # their row counters.
     start_serve "${flags[@]}"
     cost_begin "$bench_url"
-    out=$(bin/flashline-loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s" --buckets "$rows_")
+    out=$("${gen[@]}" bin/flashline-loadtest --quiet --target "http://$addr" --scenario hot --clients "$c" --duration "${duration}s" --buckets "$rows_")
     stop_serve
     rate=$(sed -n 's/^successful reservations.*(\([0-9]*\)\/s).*/\1/p' <<<"$out")
     lat=$(awk -F/ '/^latency p50/ {gsub(/ /, "", $6); print $6}' <<<"$out")
@@ -150,7 +180,7 @@ done
 
 echo "bench: the \"no\" answers, ${duration}s per phase, a second at a time" >&2
 start_serve "${serve_flags[@]}"
-no=$(bin/flashline-loadtest --quiet --target "http://$addr" --scenario no --clients 64 --duration "${duration}s")
+no=$("${gen[@]}" bin/flashline-loadtest --quiet --target "http://$addr" --scenario no --clients 64 --duration "${duration}s")
 stop_serve
 grep -q '^verified *ok' <<<"$no" || { echo "bench: the no scenario did not verify:" >&2; echo "$no" >&2; exit 1; }
 healthz=$(sed -n 's#^/healthz answers/s *\([0-9]*\).*#\1#p' <<<"$no")
@@ -159,7 +189,7 @@ status=$(sed -n 's#^status poll answers/s *\([0-9]*\).*#\1#p' <<<"$no")
 
 ratio() { awk "BEGIN{ if ($2 > 0) printf \"%.2fx\", $1/$2; else print \"-\" }"; }
 echo
-echo "flashline hot: one SKU ($buckets stock row(s)), serve ${serve_flags[*]:-(defaults)}; pgbench: one reservation per transaction"
+echo "flashline hot: one SKU ($buckets stock row(s)), serve ${serve_flags[*]:-(defaults)}; pgbench: one reservation per transaction; $([ "$pin" = 1 ] && echo "servers on CPU 0, generators on CPU 1" || echo "nothing pinned")"
 printf '%-8s %13s %14s %14s %16s %10s %12s %12s %10s %11s' clients "pgbench tx/s" "pgbench cte/s" "minimal hot/s" "flashline http/s" "vs hot" "vs min hot" "vs 10k SKUs" "p99" "mean batch"
 [ "$spread" -gt 1 ] && printf ' %18s %12s %10s' "$spread rows x $spread: http/s" "vs 10k SKUs" "p99"
 [ -n "${ONE:-}" ] && printf ' %18s %14s' "one-per-tx http/s" "one-per-tx p99"
