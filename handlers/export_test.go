@@ -4,3 +4,11 @@ import "net/http"
 
 // BehindTheDoor is what Routes' front door hands on: the routes alone.
 func BehindTheDoor(h http.Handler) http.Handler { return h.(*frontDoor).next }
+
+// TheDoorAlone is Routes' front door with nothing behind it: what the door
+// does not answer itself is answered 599. h is the door's for good.
+func TheDoorAlone(h http.Handler) http.Handler {
+	f := h.(*frontDoor)
+	f.next = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(599) })
+	return f
+}

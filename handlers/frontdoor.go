@@ -18,6 +18,7 @@ import (
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/waitroom"
 )
 
 // The front door answers the refusals the service decides without the
@@ -33,23 +34,40 @@ import (
 //     read and dropped within the usual bounds, so the connection carries
 //     the client's next request.
 //
-// Each answer is prepared once, byte for byte what the routes would write
-// (status, body, Content-Type, Retry-After, the CORS headers of the
-// customer routes), and counted in the same metrics. Whatever the front
-// door cannot decide — another route, an escaped path, an id of the wrong
-// shape, a token it does not decide, a sale memory does not refuse — goes
-// on to the routes as it came.
+// And for a waiting-room status poll (GET /sales/{id}/status?token=...),
+// the "wait" a crowd hears every few seconds each:
+//
+//   - the limiter would shed a poll: 503 overloaded, before its token is
+//     verified;
+//   - memory answers it (waitroom's StatusFromMemory: the ticket good, the
+//     room fresh in memory) for the customer its token proves: 200, the
+//     route's JSON. It holds no slot of the limiter and is not counted in
+//     its customer's in-flight allowance while it does: it is answered
+//     from memory on the spot, and holds nothing another buyer needs.
+//
+// Each refusal is prepared once, and every answer is byte for byte what the
+// routes would write (status, body, Content-Type, Retry-After,
+// Cache-Control, the CORS headers of the customer routes), and counted in
+// the same metrics. Whatever the front door cannot decide — another route,
+// an escaped path or query, an id of the wrong shape, a token it does not
+// decide, a sale memory does not refuse, a ticket or room memory does not
+// answer for — goes on to the routes as it came.
 type frontDoor struct {
 	next     http.Handler
 	store    flashline.Store
+	room     *waitroom.Room // nil: no waiting room; polls go to the routes
 	limiter  *loadshed.Limiter
 	verifier *auth.Verifier
 	now      func() time.Time
 
 	overloaded, soldOut, notOpen prepared
-	requests                     *prometheus.CounterVec
-	latency                      prometheus.Observer
-	scratch                      sync.Pool // *auth.Scratch
+	// The status poll's: the limiter's refusal; the answers from memory,
+	// counted and timed.
+	pollOverloaded prepared
+	polled         prometheus.Counter
+	pollLatency    prometheus.Observer
+
+	scratch sync.Pool // *auth.Scratch
 }
 
 // prepared is one refusal, ready to write.
@@ -61,6 +79,7 @@ type prepared struct {
 	// them; none when the answer has none.
 	retryAfter [][]string
 	count      prometheus.Counter
+	latency    prometheus.Observer
 }
 
 var (
@@ -69,14 +88,20 @@ var (
 	headerExpose = []string{CORSExposeHeaders}
 )
 
-const reservationsRoute = "/sales/:saleId/reservations"
+var headerNoStore = []string{"no-store"}
+
+const (
+	reservationsRoute = "/sales/:saleId/reservations"
+	statusRoute       = "/sales/:saleId/status"
+)
 
 func newFrontDoor(next http.Handler, d Deps, m *Metrics) *frontDoor {
-	f := &frontDoor{next: next, store: d.Store, limiter: d.Limiter, verifier: d.Verifier, now: d.now(),
-		requests: m.requests, latency: m.latency.WithLabelValues(reservationsRoute)}
-	f.overloaded = f.prepare(flashline.ErrOverloaded)
-	f.soldOut = f.prepare(flashline.ErrSoldOut)
-	f.notOpen = f.prepare(flashline.ErrSaleNotOpen)
+	f := &frontDoor{next: next, store: d.Store, room: d.Room, limiter: d.Limiter, verifier: d.Verifier, now: d.now(),
+		polled: m.requests.WithLabelValues(statusRoute, "ok"), pollLatency: m.latency.WithLabelValues(statusRoute)}
+	f.overloaded = prepare(m, flashline.ErrOverloaded, reservationsRoute)
+	f.soldOut = prepare(m, flashline.ErrSoldOut, reservationsRoute)
+	f.notOpen = prepare(m, flashline.ErrSaleNotOpen, reservationsRoute)
+	f.pollOverloaded = prepare(m, flashline.ErrOverloaded, statusRoute)
 	f.scratch.New = func() any { return new(auth.Scratch) }
 	return f
 }
@@ -85,14 +110,15 @@ func newFrontDoor(next http.Handler, d Deps, m *Metrics) *frontDoor {
 // them with the document).
 func (f *frontDoor) Routes() gin.RoutesInfo { return f.next.(*gin.Engine).Routes() }
 
-func (f *frontDoor) prepare(err error) prepared {
+// prepare is err's answer on route, ready to write.
+func prepare(m *Metrics, err error, route string) prepared {
 	e := lookupError(err)
 	body, jerr := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: e.code, Message: e.message}})
 	if jerr != nil {
 		panic(jerr)
 	}
 	p := prepared{status: e.status, body: body, length: []string{strconv.Itoa(len(body))},
-		count: f.requests.WithLabelValues(reservationsRoute, e.code)}
+		count: m.requests.WithLabelValues(route, e.code), latency: m.latency.WithLabelValues(route)}
 	for s := e.retryAfter; e.retryAfter > 0 && s <= 2*e.retryAfter; s++ {
 		p.retryAfter = append(p.retryAfter, []string{strconv.Itoa(s)})
 	}
@@ -100,11 +126,19 @@ func (f *frontDoor) prepare(err error) prepared {
 }
 
 func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	saleID, ok := reservationOf(r)
-	if !ok {
-		f.next.ServeHTTP(w, r)
+	if saleID, ok := reservationOf(r); ok {
+		f.reservation(w, r, saleID)
 		return
 	}
+	if f.room != nil {
+		if saleID, token, solution, ok := statusOf(r); ok && f.status(w, r, saleID, token, solution) {
+			return
+		}
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+func (f *frontDoor) reservation(w http.ResponseWriter, r *http.Request, saleID string) {
 	start := time.Now()
 	if f.store.SaleBusy(saleID) || (f.limiter != nil && f.limiter.Refuses(loadshed.PriorityReserve)) {
 		f.refuse(w, &f.overloaded, start)
@@ -138,6 +172,45 @@ func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.refuse(w, p, start)
 }
 
+// status answers a status poll, as the route would, when the limiter sheds
+// it or memory answers it, and reports whether it did.
+func (f *frontDoor) status(w http.ResponseWriter, r *http.Request, saleID, token, solution string) bool {
+	start := time.Now()
+	if f.limiter != nil && f.limiter.Refuses(loadshed.PriorityPoll) {
+		f.refuse(w, &f.pollOverloaded, start)
+		return true
+	}
+	bearer, ok := auth.BearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return false
+	}
+	s := f.scratch.Get().(*auth.Scratch)
+	defer f.scratch.Put(s)
+	customer, ok := f.verifier.FastCustomer(bearer, s, f.now())
+	if !ok {
+		return false
+	}
+	res, ok := f.room.StatusFromMemory(saleID, customer, token, solution)
+	if !ok {
+		return false
+	}
+	body, err := json.Marshal(NewStatusView(res))
+	if err != nil {
+		return false
+	}
+	h := w.Header()
+	h["Content-Type"] = headerJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Cache-Control"] = headerNoStore
+	h["Access-Control-Allow-Origin"] = headerAny
+	h["Access-Control-Expose-Headers"] = headerExpose
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	f.polled.Inc()
+	f.pollLatency.Observe(time.Since(start).Seconds())
+	return true
+}
+
 // refuse writes p. A body left unread is net/http's to deal with (it reads
 // a small one on, or closes the connection): an overloaded answer does not
 // wait for a body it will not use.
@@ -153,7 +226,7 @@ func (f *frontDoor) refuse(w http.ResponseWriter, p *prepared, start time.Time) 
 	w.WriteHeader(p.status)
 	_, _ = w.Write(p.body)
 	p.count.Inc()
-	f.latency.Observe(time.Since(start).Seconds())
+	p.latency.Observe(time.Since(start).Seconds())
 }
 
 // reservationOf is the sale of a reservation request that the front door
@@ -172,6 +245,46 @@ func reservationOf(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return id, true
+}
+
+// statusOf is the sale, ticket and solution of a status poll the front
+// door may answer: GET /sales/{id}/status, the path as sent, an id of the
+// shape the service makes, and a query with nothing escaped (a ticket is
+// base64url, a solution digits) that names token and solution at most once
+// each. The route reads such a query the same (the first value of each, the
+// other keys ignored); any other goes to it.
+func statusOf(r *http.Request) (saleID, token, solution string, ok bool) {
+	if r.Method != http.MethodGet || r.URL.RawPath != "" {
+		return "", "", "", false
+	}
+	for _, b := range []byte(r.URL.RawQuery) { // strings.ContainsAny builds its set per call
+		if b == '%' || b == '+' || b == ';' {
+			return "", "", "", false
+		}
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/sales/")
+	if !ok {
+		return "", "", "", false
+	}
+	saleID, ok = strings.CutSuffix(rest, "/status")
+	if !ok || !flashline.ValidID(flashline.SaleIDPrefix, saleID) {
+		return "", "", "", false
+	}
+	var seenToken, seenSolution bool
+	for q := r.URL.RawQuery; q != ""; {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		key, value, _ := strings.Cut(pair, "=")
+		switch {
+		case key == "token" && !seenToken:
+			token, seenToken = value, true
+		case key == "solution" && !seenSolution:
+			solution, seenSolution = value, true
+		case key == "token", key == "solution":
+			return "", "", "", false
+		}
+	}
+	return saleID, token, solution, true
 }
 
 // drainRequest reads and drops r's body, into buf, within MaxBodyBytes and

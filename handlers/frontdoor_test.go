@@ -2,8 +2,11 @@ package handlers_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/loadshed"
+	"github.com/flashline/flashline/waitroom"
 )
 
 // soldOutServer is a server whose one sale alice holds the only unit of,
@@ -117,6 +121,110 @@ func TestFrontDoorAnswersAsTheRoutes(t *testing.T) {
 	})
 }
 
+// TestFrontDoorAnswersStatusAsTheRoutes: a status poll the front door
+// answers from memory is the route's answer (status, the headers a client
+// reads, the JSON but for its jittered poll interval and its estimate,
+// which move between two asks), the door answers it alone, and what it
+// does not decide is the routes' own answer.
+func TestFrontDoorAnswersStatusAsTheRoutes(t *testing.T) {
+	t.Parallel()
+	var deps handlers.Deps
+	s := startServer(t, &waitroom.Options{}, func(d *handlers.Deps) { deps = *d })
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	sale := s.createSale(t, `{"sku":"sku_door_room","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`).SaleID
+	alice := customer(t, "alice")
+	tk := s.ticket(t, sale, alice, "")
+	// Routes built twice more, each with a registry of its own.
+	build := func() http.Handler {
+		d := deps
+		d.Registry = prometheus.NewRegistry()
+		return handlers.Routes(d)
+	}
+	door, routes, alone := build(), handlers.BehindTheDoor(build()), handlers.TheDoorAlone(build())
+	get := func(h http.Handler, path, authorization string) (int, http.Header, []byte) {
+		req, err := http.NewRequest(http.MethodGet, path, nil)
+		require.NoError(t, err)
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		rec := newRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.answer()
+	}
+	headers := []string{"Content-Type", "Cache-Control", "Access-Control-Allow-Origin", "Access-Control-Expose-Headers", "Connection"}
+	statusPath := "/sales/" + sale + "/status?token=" + tk.Token
+
+	t.Run("Waiting", func(t *testing.T) {
+		ds, dh, db := get(alone, statusPath, alice)
+		rs, rh, rb := get(routes, statusPath, alice)
+		require.Equal(t, http.StatusOK, ds, "%s", db)
+		require.Equal(t, rs, ds)
+		for _, k := range headers {
+			require.Equal(t, rh.Values(k), dh.Values(k), k)
+		}
+		require.Equal(t, strconv.Itoa(len(db)), dh.Get("Content-Length"))
+		var dj, rj map[string]any
+		require.NoError(t, json.Unmarshal(db, &dj))
+		require.NoError(t, json.Unmarshal(rb, &rj))
+		for _, k := range []string{"pollAfterMs", "estimatedWaitSeconds"} {
+			require.Contains(t, dj, k)
+			require.Contains(t, rj, k)
+			delete(dj, k)
+			delete(rj, k)
+		}
+		require.Equal(t, rj, dj)
+		require.Equal(t, "waiting", dj["state"])
+	})
+	t.Run("NotDecidedHere", func(t *testing.T) {
+		// A bad token, the admin, another customer's ticket, a ticket that
+		// is not one, an escaped or repeated query, an unknown sale: the
+		// routes' answers, which the door alone does not give.
+		bob := customer(t, "bob")
+		for _, c := range []struct {
+			path, authorization string
+			status              int
+		}{
+			{statusPath, "Bearer nope", 401},
+			{statusPath, adminAuth, 403},
+			{statusPath, bob, 403},
+			{"/sales/" + sale + "/status?token=nope", alice, 403},
+			{"/sales/" + sale + "/status?token=" + url.QueryEscape(tk.Token[:5]) + "%" + fmt.Sprintf("%02X", tk.Token[5]) + tk.Token[6:], alice, 200},
+			{statusPath + "&token=" + tk.Token, alice, 200},
+			{"/sales/sale_00000000000000000000000000/status?token=" + tk.Token, alice, 403},
+			{"/sales/not-an-id/status?token=" + tk.Token, alice, 404},
+		} {
+			ds, dh, db := get(door, c.path, c.authorization)
+			rs, rh, rb := get(routes, c.path, c.authorization)
+			require.Equal(t, c.status, ds, "%s: %s", c.path, db)
+			require.Equal(t, rs, ds, c.path)
+			if ds != http.StatusOK {
+				require.Equal(t, string(rb), string(db), c.path)
+			}
+			for _, k := range headers {
+				require.Equal(t, rh.Values(k), dh.Values(k), k)
+			}
+			as, _, _ := get(alone, c.path, c.authorization)
+			require.Equal(t, 599, as, "the door alone answered %s", c.path)
+		}
+	})
+	t.Run("LimiterFull", func(t *testing.T) {
+		// A limiter with no room and no queue sheds every poll: the front
+		// door says so before the token.
+		full, err := loadshed.New(loadshed.Options{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueSize: -1})
+		require.NoError(t, err)
+		slot, err := full.Acquire(t.Context(), loadshed.PriorityReserve)
+		require.NoError(t, err)
+		t.Cleanup(func() { slot.Release(loadshed.Success) })
+		d := deps
+		d.Limiter, d.Registry = full, prometheus.NewRegistry()
+		status, h, body := get(handlers.TheDoorAlone(handlers.Routes(d)), statusPath, "")
+		require.Equal(t, 503, status, "%s", body)
+		require.JSONEq(t, `{"error":{"code":"overloaded","message":"too busy right now; retry shortly"}}`, string(body))
+		require.Contains(t, []string{"1", "2"}, h.Get("Retry-After"))
+		require.Equal(t, "*", h.Get("Access-Control-Allow-Origin"))
+	})
+}
+
 // BenchmarkSoldOutRefusal is what one "sold out" costs the service past
 // net/http, for a flood of distinct buyers (a token each, none seen
 // before): through the front door (a prepared answer before the routes)
@@ -158,6 +266,38 @@ func BenchmarkSoldOutRefusal(b *testing.B) {
 			}
 			require.Equal(b, http.StatusConflict, rec.status, "%s", rec.body.Bytes())
 			require.True(b, slices.Contains([]string{"sold_out"}, strings.Split(strings.Split(rec.body.String(), `"code":"`)[1], `"`)[0]))
+		})
+	}
+}
+
+// BenchmarkStatusPoll is what one waiting-room status poll costs the
+// service past net/http, for a customer polling its ticket before the open:
+// through the front door (memory's answer before the routes) and through
+// the routes (gin, its middleware, the handler chain).
+func BenchmarkStatusPoll(b *testing.B) {
+	var deps handlers.Deps
+	s := startServer(b, &waitroom.Options{}, func(d *handlers.Deps) { deps = *d })
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	sale := s.createSale(b, `{"sku":"sku_poll","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`).SaleID
+	alice := customer(b, "alice")
+	tk := s.ticket(b, sale, alice, "")
+	deps.Registry = prometheus.NewRegistry()
+	door := handlers.Routes(deps)
+	for _, h := range []struct {
+		name    string
+		handler http.Handler
+	}{{"front-door", door}, {"routes", handlers.BehindTheDoor(door)}} {
+		b.Run(h.name, func(b *testing.B) {
+			req, err := http.NewRequest(http.MethodGet, "/sales/"+sale+"/status?token="+tk.Token, nil)
+			require.NoError(b, err)
+			req.Header["Authorization"] = []string{alice}
+			rec := newRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				rec.reset()
+				h.handler.ServeHTTP(rec, req)
+			}
+			require.Equal(b, http.StatusOK, rec.status, "%s", rec.body.Bytes())
 		})
 	}
 }

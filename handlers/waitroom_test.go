@@ -27,7 +27,7 @@ import (
 func newWaitroomServer(t *testing.T, opts waitroom.Options) *server { return startServer(t, &opts) }
 
 // keysOf decodes a JSON object and returns its keys, sorted.
-func keysOf(t *testing.T, body []byte) []string {
+func keysOf(t testing.TB, body []byte) []string {
 	t.Helper()
 	var m map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(body, &m), "%s", body)
@@ -69,7 +69,7 @@ type statusJSON struct {
 	ExpiresIn      int    `json:"expiresIn"`
 }
 
-func (s *server) ticket(t *testing.T, saleID, authorization, previous string) ticketJSON {
+func (s *server) ticket(t testing.TB, saleID, authorization, previous string) ticketJSON {
 	t.Helper()
 	path := "/sales/" + saleID + "/ticket"
 	if previous != "" {

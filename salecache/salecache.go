@@ -275,8 +275,8 @@ func (c *Cache) Sales() []flashline.SaleFacts {
 // to choose, and a cache of what does not exist would be theirs to fill);
 // ErrUnavailable: nothing is known and the database cannot be read.
 func (c *Cache) Sale(ctx context.Context, saleID string) (s flashline.SaleFacts, fresh bool, err error) {
-	if e := c.entry(saleID); c.fresh(e) {
-		return e.SaleFacts, true, nil
+	if s, ok := c.Fresh(saleID); ok {
+		return s, true, nil
 	}
 	read := c.reads.DoChan(saleID, func() (any, error) {
 		// Detached from the first caller, whom others may be waiting
@@ -303,6 +303,16 @@ func (c *Cache) Sale(ctx context.Context, saleID string) (s flashline.SaleFacts,
 	case <-ctx.Done():
 		return flashline.SaleFacts{}, false, errors.Join(flashline.ErrUnavailable, ctx.Err())
 	}
+}
+
+// Fresh returns what memory knows of saleID when it is fresh, and never
+// reads: for answers that must cost no more than memory (the front door's
+// status poll). ok false: Sale decides.
+func (c *Cache) Fresh(saleID string) (s flashline.SaleFacts, ok bool) {
+	if e := c.entry(saleID); c.fresh(e) {
+		return e.SaleFacts, true
+	}
+	return flashline.SaleFacts{}, false
 }
 
 // Decide answers a reservation attempt from memory when it can: ErrSoldOut or
