@@ -83,12 +83,11 @@ type prepared struct {
 }
 
 var (
-	headerJSON   = []string{"application/json; charset=utf-8"}
-	headerAny    = []string{"*"}
-	headerExpose = []string{CORSExposeHeaders}
+	headerJSON    = []string{"application/json; charset=utf-8"}
+	headerAny     = []string{"*"}
+	headerExpose  = []string{CORSExposeHeaders}
+	headerNoStore = []string{"no-store"}
 )
-
-var headerNoStore = []string{"no-store"}
 
 const (
 	reservationsRoute = "/sales/:saleId/reservations"
