@@ -143,14 +143,9 @@ func (f *frontDoor) reservation(w http.ResponseWriter, r *http.Request, saleID s
 		f.refuse(w, &f.overloaded, start)
 		return
 	}
-	token, ok := auth.BearerToken(r.Header.Get("Authorization"))
-	if !ok {
-		f.next.ServeHTTP(w, r)
-		return
-	}
 	s := f.scratch.Get().(*auth.Scratch)
 	defer f.scratch.Put(s)
-	customer, ok := f.verifier.FastCustomer(token, s, f.now())
+	customer, ok := f.customerOf(r, s)
 	if !ok {
 		f.next.ServeHTTP(w, r)
 		return
@@ -179,13 +174,9 @@ func (f *frontDoor) status(w http.ResponseWriter, r *http.Request, saleID, token
 		f.refuse(w, &f.pollOverloaded, start)
 		return true
 	}
-	bearer, ok := auth.BearerToken(r.Header.Get("Authorization"))
-	if !ok {
-		return false
-	}
 	s := f.scratch.Get().(*auth.Scratch)
-	defer f.scratch.Put(s)
-	customer, ok := f.verifier.FastCustomer(bearer, s, f.now())
+	customer, ok := f.customerOf(r, s)
+	f.scratch.Put(s)
 	if !ok {
 		return false
 	}
@@ -197,49 +188,65 @@ func (f *frontDoor) status(w http.ResponseWriter, r *http.Request, saleID, token
 	if err != nil {
 		return false
 	}
-	h := w.Header()
-	h["Content-Type"] = headerJSON
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	h["Cache-Control"] = headerNoStore
-	h["Access-Control-Allow-Origin"] = headerAny
-	h["Access-Control-Expose-Headers"] = headerExpose
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	w.Header()["Cache-Control"] = headerNoStore
+	write(w, http.StatusOK, []string{strconv.Itoa(len(body))}, body)
 	f.polled.Inc()
 	f.pollLatency.Observe(time.Since(start).Seconds())
 	return true
+}
+
+// customerOf is the customer r's bearer token proves, when FastCustomer
+// decides it (s is its scratch space).
+func (f *frontDoor) customerOf(r *http.Request, s *auth.Scratch) (string, bool) {
+	token, ok := auth.BearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return "", false
+	}
+	return f.verifier.FastCustomer(token, s, f.now())
 }
 
 // refuse writes p. A body left unread is net/http's to deal with (it reads
 // a small one on, or closes the connection): an overloaded answer does not
 // wait for a body it will not use.
 func (f *frontDoor) refuse(w http.ResponseWriter, p *prepared, start time.Time) {
-	h := w.Header()
-	h["Content-Type"] = headerJSON
-	h["Content-Length"] = p.length
-	h["Access-Control-Allow-Origin"] = headerAny
-	h["Access-Control-Expose-Headers"] = headerExpose
 	if n := len(p.retryAfter); n > 0 {
-		h["Retry-After"] = p.retryAfter[rand.IntN(n)]
+		w.Header()["Retry-After"] = p.retryAfter[rand.IntN(n)]
 	}
-	w.WriteHeader(p.status)
-	_, _ = w.Write(p.body)
+	write(w, p.status, p.length, p.body)
 	p.count.Inc()
 	p.latency.Observe(time.Since(start).Seconds())
+}
+
+// write answers status with the JSON body (length: its Content-Length), and
+// the headers every customer route's answer has (Content-Type, CORS).
+func write(w http.ResponseWriter, status int, length []string, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = headerJSON
+	h["Content-Length"] = length
+	h["Access-Control-Allow-Origin"] = headerAny
+	h["Access-Control-Expose-Headers"] = headerExpose
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // reservationOf is the sale of a reservation request that the front door
 // may answer: POST /sales/{id}/reservations, the path as sent (no escapes),
 // an id of the shape the service makes.
 func reservationOf(r *http.Request) (string, bool) {
-	if r.Method != http.MethodPost || r.URL.RawPath != "" {
+	return saleOf(r, http.MethodPost, "/reservations")
+}
+
+// saleOf is the sale of a request method /sales/{id}{suffix}, the path as
+// sent (no escapes), with an id of the shape the service makes.
+func saleOf(r *http.Request, method, suffix string) (string, bool) {
+	if r.Method != method || r.URL.RawPath != "" {
 		return "", false
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/sales/")
 	if !ok {
 		return "", false
 	}
-	id, ok := strings.CutSuffix(rest, "/reservations")
+	id, ok := strings.CutSuffix(rest, suffix)
 	if !ok || !flashline.ValidID(flashline.SaleIDPrefix, id) {
 		return "", false
 	}
@@ -253,21 +260,13 @@ func reservationOf(r *http.Request) (string, bool) {
 // each. The route reads such a query the same (the first value of each, the
 // other keys ignored); any other goes to it.
 func statusOf(r *http.Request) (saleID, token, solution string, ok bool) {
-	if r.Method != http.MethodGet || r.URL.RawPath != "" {
+	if saleID, ok = saleOf(r, http.MethodGet, "/status"); !ok {
 		return "", "", "", false
 	}
 	for _, b := range []byte(r.URL.RawQuery) { // strings.ContainsAny builds its set per call
 		if b == '%' || b == '+' || b == ';' {
 			return "", "", "", false
 		}
-	}
-	rest, ok := strings.CutPrefix(r.URL.Path, "/sales/")
-	if !ok {
-		return "", "", "", false
-	}
-	saleID, ok = strings.CutSuffix(rest, "/status")
-	if !ok || !flashline.ValidID(flashline.SaleIDPrefix, saleID) {
-		return "", "", "", false
 	}
 	var seenToken, seenSolution bool
 	for q := r.URL.RawQuery; q != ""; {

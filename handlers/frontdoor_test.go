@@ -104,20 +104,12 @@ func TestFrontDoorAnswersAsTheRoutes(t *testing.T) {
 	t.Run("LimiterFull", func(t *testing.T) {
 		// A limiter with no room and no queue sheds every reservation:
 		// the front door says so before the token or the body.
-		full, err := loadshed.New(loadshed.Options{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueSize: -1})
-		require.NoError(t, err)
-		slot, err := full.Acquire(t.Context(), loadshed.PriorityReserve)
-		require.NoError(t, err)
-		t.Cleanup(func() { slot.Release(loadshed.Success) })
 		d := deps
-		d.Limiter, d.Registry = full, prometheus.NewRegistry()
+		d.Limiter, d.Registry = fullLimiter(t), prometheus.NewRegistry()
 		door := handlers.Routes(d)
 		open := s.createSale(t, `{"sku":"sku_door_open","initialStock":10}`).SaleID
 		status, h, body := send(door, "/sales/"+open+"/reservations", "", `{"quantity":1}`)
-		require.Equal(t, 503, status, "%s", body)
-		require.JSONEq(t, `{"error":{"code":"overloaded","message":"too busy right now; retry shortly"}}`, string(body))
-		require.Contains(t, []string{"1", "2"}, h.Get("Retry-After"))
-		require.Equal(t, "*", h.Get("Access-Control-Allow-Origin"))
+		requireDoorOverloaded(t, status, h, body)
 	})
 }
 
@@ -128,12 +120,7 @@ func TestFrontDoorAnswersAsTheRoutes(t *testing.T) {
 // does not decide is the routes' own answer.
 func TestFrontDoorAnswersStatusAsTheRoutes(t *testing.T) {
 	t.Parallel()
-	var deps handlers.Deps
-	s := startServer(t, &waitroom.Options{}, func(d *handlers.Deps) { deps = *d })
-	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	sale := s.createSale(t, `{"sku":"sku_door_room","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`).SaleID
-	alice := customer(t, "alice")
-	tk := s.ticket(t, sale, alice, "")
+	deps, sale, alice, tk := waitingBeforeOpen(t, "sku_door_room")
 	// Routes built twice more, each with a registry of its own.
 	build := func() http.Handler {
 		d := deps
@@ -210,18 +197,10 @@ func TestFrontDoorAnswersStatusAsTheRoutes(t *testing.T) {
 	t.Run("LimiterFull", func(t *testing.T) {
 		// A limiter with no room and no queue sheds every poll: the front
 		// door says so before the token.
-		full, err := loadshed.New(loadshed.Options{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueSize: -1})
-		require.NoError(t, err)
-		slot, err := full.Acquire(t.Context(), loadshed.PriorityReserve)
-		require.NoError(t, err)
-		t.Cleanup(func() { slot.Release(loadshed.Success) })
 		d := deps
-		d.Limiter, d.Registry = full, prometheus.NewRegistry()
+		d.Limiter, d.Registry = fullLimiter(t), prometheus.NewRegistry()
 		status, h, body := get(handlers.TheDoorAlone(handlers.Routes(d)), statusPath, "")
-		require.Equal(t, 503, status, "%s", body)
-		require.JSONEq(t, `{"error":{"code":"overloaded","message":"too busy right now; retry shortly"}}`, string(body))
-		require.Contains(t, []string{"1", "2"}, h.Get("Retry-After"))
-		require.Equal(t, "*", h.Get("Access-Control-Allow-Origin"))
+		requireDoorOverloaded(t, status, h, body)
 	})
 }
 
@@ -275,12 +254,7 @@ func BenchmarkSoldOutRefusal(b *testing.B) {
 // through the front door (memory's answer before the routes) and through
 // the routes (gin, its middleware, the handler chain).
 func BenchmarkStatusPoll(b *testing.B) {
-	var deps handlers.Deps
-	s := startServer(b, &waitroom.Options{}, func(d *handlers.Deps) { deps = *d })
-	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	sale := s.createSale(b, `{"sku":"sku_poll","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`).SaleID
-	alice := customer(b, "alice")
-	tk := s.ticket(b, sale, alice, "")
+	deps, sale, alice, tk := waitingBeforeOpen(b, "sku_poll")
 	deps.Registry = prometheus.NewRegistry()
 	door := handlers.Routes(deps)
 	for _, h := range []struct {
@@ -300,4 +274,37 @@ func BenchmarkStatusPoll(b *testing.B) {
 			require.Equal(b, http.StatusOK, rec.status, "%s", rec.body.Bytes())
 		})
 	}
+}
+
+// fullLimiter is a limiter with no room and no queue: it sheds every
+// request.
+func fullLimiter(t *testing.T) *loadshed.Limiter {
+	t.Helper()
+	full, err := loadshed.New(loadshed.Options{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, QueueSize: -1})
+	require.NoError(t, err)
+	slot, err := full.Acquire(t.Context(), loadshed.PriorityReserve)
+	require.NoError(t, err)
+	t.Cleanup(func() { slot.Release(loadshed.Success) })
+	return full
+}
+
+// requireDoorOverloaded checks the front door's 503 overloaded.
+func requireDoorOverloaded(t *testing.T, status int, h http.Header, body []byte) {
+	t.Helper()
+	require.Equal(t, 503, status, "%s", body)
+	require.JSONEq(t, `{"error":{"code":"overloaded","message":"too busy right now; retry shortly"}}`, string(body))
+	require.Contains(t, []string{"1", "2"}, h.Get("Retry-After"))
+	require.Equal(t, "*", h.Get("Access-Control-Allow-Origin"))
+}
+
+// waitingBeforeOpen starts a server with a waiting room and a sale of sku
+// that opens in an hour, in whose line alice holds ticket tk: the server's
+// Deps, the sale, alice's authorization and her ticket.
+func waitingBeforeOpen(tb testing.TB, sku string) (deps handlers.Deps, sale, alice string, tk ticketJSON) {
+	tb.Helper()
+	s := startServer(tb, &waitroom.Options{}, func(d *handlers.Deps) { deps = *d })
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	sale = s.createSale(tb, `{"sku":"`+sku+`","initialStock":5,"admission":"waiting_room","opensAt":"`+later+`"}`).SaleID
+	alice = customer(tb, "alice")
+	return deps, sale, alice, s.ticket(tb, sale, alice, "")
 }
