@@ -175,8 +175,8 @@ func (f *frontDoor) status(w http.ResponseWriter, r *http.Request, saleID, token
 		return true
 	}
 	s := f.scratch.Get().(*auth.Scratch)
+	defer f.scratch.Put(s)
 	customer, ok := f.customerOf(r, s)
-	f.scratch.Put(s)
 	if !ok {
 		return false
 	}
@@ -184,10 +184,8 @@ func (f *frontDoor) status(w http.ResponseWriter, r *http.Request, saleID, token
 	if !ok {
 		return false
 	}
-	body, err := json.Marshal(NewStatusView(res))
-	if err != nil {
-		return false
-	}
+	// The scratch's buffer is free again once the token is decided.
+	body := NewStatusView(res).AppendJSON(s.Buf()[:0])
 	w.Header()["Cache-Control"] = headerNoStore
 	write(w, http.StatusOK, []string{strconv.Itoa(len(body))}, body)
 	f.polled.Inc()

@@ -135,6 +135,9 @@ type Room struct {
 type roomMetrics struct {
 	tickets  *prometheus.CounterVec
 	statuses *prometheus.CounterVec
+	// byState are statuses' counters of the four states, looked up once:
+	// a status answer is what a waiting crowd asks for most.
+	byState map[string]prometheus.Counter
 	// leases and leased count the leases of positions this instance took
 	// (its own tickets' and its edges') and the positions they took.
 	leases, leased prometheus.Counter
@@ -164,6 +167,10 @@ func NewRoom(cache *salecache.Cache, store flashline.RoomStore, keys *roomtoken.
 			Name: "flashline_waitroom_status_total",
 			Help: "Waiting-room status answers by state.",
 		}, []string{"state"}),
+	}
+	r.metrics.byState = map[string]prometheus.Counter{}
+	for _, state := range []string{StatusWaiting, StatusChallengeRequired, StatusAdmitted, StatusSoldOut} {
+		r.metrics.byState[state] = r.metrics.statuses.WithLabelValues(state)
 	}
 	r.metrics.leases = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "flashline_waitroom_leases_total",

@@ -111,7 +111,11 @@ func (r *Room) answer(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, sol
 	res, err := r.status(s, fresh, t, solution)
 	res.Message = s.Room.Broadcast
 	if err == nil {
-		r.metrics.statuses.WithLabelValues(res.State).Inc()
+		if c, ok := r.metrics.byState[res.State]; ok {
+			c.Inc()
+		} else {
+			r.metrics.statuses.WithLabelValues(res.State).Inc()
+		}
 	}
 	return res, err
 }
