@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/flashline/flashline/api"
@@ -40,5 +41,42 @@ func TestStatusJSONAsReflection(t *testing.T) {
 		if got := s.AppendJSON(nil); string(got) != string(want) {
 			t.Fatalf("case %d:\n got %s\nwant %s", i, got, want)
 		}
+	}
+}
+
+// TestStatusJSONHasEveryField sets every field of api.Status, whatever it
+// is, so that a field added to the struct and not to AppendJSON fails here
+// (the random answers above set only the fields known when they were
+// written).
+func TestStatusJSONHasEveryField(t *testing.T) {
+	var s api.Status
+	fill(t, reflect.ValueOf(&s).Elem())
+	want, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.AppendJSON(nil); string(got) != string(want) {
+		t.Fatalf("every field set:\n got %s\nwant %s", got, want)
+	}
+}
+
+// fill sets v, and every field of v, to a value other than its zero.
+func fill(t *testing.T, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(t, v.Field(i))
+		}
+	default:
+		t.Fatalf("fill: a field of kind %s: teach fill (and AppendJSON) about it", v.Kind())
 	}
 }

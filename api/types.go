@@ -104,7 +104,9 @@ type Ticket struct {
 }
 
 // Status is the answer to GET /sales/{saleId}/status: exactly the fields
-// of its state.
+// of its state. The front door writes it by hand (status.go's AppendJSON):
+// a field added here is added there too, which TestStatusJSONHasEveryField
+// checks.
 type Status struct {
 	State                string         `json:"state"`
 	Position             *int64         `json:"position,omitempty"`
