@@ -112,7 +112,7 @@ func New(rdb *redis.Client, store flashline.GateStore, cache *salecache.Cache, o
 		m: metrics{
 			decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "flashline_gate_decisions_total",
-				Help: "Gate steps of gated sales' reservations by outcome (won, already, sold_out, limit, paused, missing, unavailable).",
+				Help: "Gate steps of gated sales' reservations by outcome (won, already, key_reused, sold_out, limit, paused, missing, unavailable).",
 			}, []string{"outcome"}),
 			script: prometheus.NewHistogram(prometheus.HistogramOpts{
 				Name:    "flashline_gate_script_seconds",
@@ -161,14 +161,20 @@ func keysOf(saleID string) keys {
 func seqBase(epoch int64) int64 { return epoch << 40 }
 
 // The gate step, atomic: paused, missing, the attempt's unit already handed
-// out (a retry), the per-customer limit, sold out; else a unit (its number)
-// is handed out: decrement, buyer, attempt, unsettled.
+// out (a retry: its own, unless the unit, still in flight, was handed out
+// for another quantity), the per-customer limit, sold out; else a unit (its
+// number) is handed out: decrement, buyer, attempt, unsettled.
 var reserveScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[7]) == 1 then return {-4, 0} end
 local left = redis.call('GET', KEYS[1])
 if not left then return {-3, 0} end
 local seq = redis.call('HGET', KEYS[3], ARGV[2])
-if seq then return {2, tonumber(seq)} end
+if seq then
+  local u = redis.call('HGET', KEYS[5], seq)
+  local q = u and string.match(u, '\n(%d+)\n%d+$')
+  if q and tonumber(q) ~= tonumber(ARGV[3]) then return {-5, tonumber(seq)} end
+  return {2, tonumber(seq)}
+end
 local qty = tonumber(ARGV[3])
 local held = tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '0')
 if held + qty > tonumber(ARGV[4]) then return {-2, 0} end

@@ -508,3 +508,33 @@ func TestGateUnitOfAnAttemptWhoseClientLeft(t *testing.T) {
 		require.EqualValues(t, 0, f.settle(t, sale.ID).Counter)
 	})
 }
+
+// TestGateRetryWithAnotherQuantity: an attempt took a unit for one quantity
+// and died before the database decided; a retry with the same key asks for
+// another quantity. The unit counts the first quantity: held for another,
+// the counter and the database would part by the difference (-2 here, a
+// counter above the database: the gate job pauses the sale), which any
+// customer could do at will. The retry is refused as the key reused; the
+// same request again reuses the unit.
+func TestGateRetryWithAnotherQuantity(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+	s := f.sale(t, 5, 4)
+	seq, fresh, err := f.g.Step(ctx, req(s.ID, "cust_q", "k1", 1), 4)
+	require.NoError(t, err)
+	require.True(t, fresh)
+
+	_, err = f.store.Reserve(ctx, req(s.ID, "cust_q", "k1", 3))
+	require.ErrorIs(t, err, flashline.ErrIdempotencyKeyReused)
+	st := f.g.Status(ctx, s.ID)
+	require.Zero(t, st.Drift, "status %+v", st)
+
+	res, err := f.store.Reserve(ctx, req(s.ID, "cust_q", "k1", 1))
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Reservation.Quantity)
+	require.EqualValues(t, 4, f.settle(t, s.ID).Counter)
+	again, fresh, err := f.g.Step(ctx, req(s.ID, "cust_q", "k1", 1), 4)
+	require.NoError(t, err)
+	require.False(t, fresh)
+	require.Equal(t, seq, again, "the retry held the first attempt's unit")
+}

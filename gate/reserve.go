@@ -61,6 +61,15 @@ func (g *Gate) step(ctx context.Context, req flashline.ReserveRequest, limit int
 	case 2:
 		g.m.decisions.WithLabelValues("already").Inc()
 		return gateOutcome{seq: seq}, nil
+	case -5:
+		// The key's earlier attempt took its unit for another quantity, and
+		// nothing has decided that unit yet: held for this request, it would
+		// count one quantity in the gate and another in the database (a
+		// counter above the database pauses the sale). The same key with
+		// another request is refused, as the database refuses it once the
+		// key has an answer.
+		g.m.decisions.WithLabelValues("key_reused").Inc()
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: the key's unit %d was taken for another quantity: %w", req.SaleID, seq, flashline.ErrIdempotencyKeyReused)
 	case -1:
 		g.m.decisions.WithLabelValues("sold_out").Inc()
 		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.ErrSoldOut)
