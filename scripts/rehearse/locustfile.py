@@ -420,7 +420,15 @@ class Shopper(FastHttpUser):
             left = min(self.give_up, self.leave_at if self.leave_at is not None and "admitted" not in self.report else self.give_up) - time.time()
             line = None
             with gevent.Timeout(max(0.01, left), False):
-                line = r.stream.readline(b"\n")  # SSE lines end in LF (its default is CRLF)
+                try:
+                    line = r.stream.readline(b"\n")  # SSE lines end in LF (its default is CRLF)
+                except OSError:
+                    # Silent past network_timeout (the server's heartbeat is
+                    # due every 10 s; an overloaded one can be late) or
+                    # broken: the page's EventSource connects again, and so
+                    # does the shopper. Counted, not hidden.
+                    self.report["stalled"] = self.report.get("stalled", 0) + 1
+                    return None, events
             if line is None:
                 self.check_time()  # the shopper's time is up: raises Done
                 return None, events

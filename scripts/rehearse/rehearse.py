@@ -338,7 +338,7 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
           f"from the ticket (after the open: p50 {secs(summary['timeInQueueAfterOpen']['p50'])}, "
           f"p90 {secs(summary['timeInQueueAfterOpen']['p90'])})")
     print(f"  outcomes             " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
-    print(f"  status answers       {polls} ({polls / max(1, len(reports)):.1f} a shopper; polls, or events on the status stream: {sum(r.get('streams', 0) for r in reports)} streams)"
+    print(f"  status answers       {polls} ({polls / max(1, len(reports)):.1f} a shopper; polls, or events on the status stream: {sum(r.get('streams', 0) for r in reports)} streams, {sum(r.get('stalled', 0) for r in reports)} of them silent or broken before their end)"
           + (f", {stale} of them stale (an edge without its origin)" if stale else "")
           + (f"; {late} shoppers spawned after their arrival time" if late else ""))
     if workers:
