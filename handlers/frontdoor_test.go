@@ -65,15 +65,7 @@ func TestFrontDoorAnswersAsTheRoutes(t *testing.T) {
 	door := handlers.Routes(deps)
 	routes := handlers.BehindTheDoor(door)
 	send := func(h http.Handler, path, authorization, body string) (int, http.Header, []byte) {
-		req, err := http.NewRequest(http.MethodPost, path, strings.NewReader(body))
-		require.NoError(t, err)
-		if authorization != "" {
-			req.Header.Set("Authorization", authorization)
-		}
-		req.Header.Set("Idempotency-Key", "k1")
-		rec := newRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.answer()
+		return serve(t, h, http.MethodPost, path, authorization, body)
 	}
 	same := func(t *testing.T, path, authorization, body string, status int) {
 		t.Helper()
@@ -129,14 +121,7 @@ func TestFrontDoorAnswersStatusAsTheRoutes(t *testing.T) {
 	}
 	door, routes, alone := build(), handlers.BehindTheDoor(build()), handlers.TheDoorAlone(build())
 	get := func(h http.Handler, path, authorization string) (int, http.Header, []byte) {
-		req, err := http.NewRequest(http.MethodGet, path, nil)
-		require.NoError(t, err)
-		if authorization != "" {
-			req.Header.Set("Authorization", authorization)
-		}
-		rec := newRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.answer()
+		return serve(t, h, http.MethodGet, path, authorization, "")
 	}
 	headers := []string{"Content-Type", "Cache-Control", "Access-Control-Allow-Origin", "Access-Control-Expose-Headers", "Connection"}
 	statusPath := "/sales/" + sale + "/status?token=" + tk.Token
@@ -274,6 +259,21 @@ func BenchmarkStatusPoll(b *testing.B) {
 			require.Equal(b, http.StatusOK, rec.status, "%s", rec.body.Bytes())
 		})
 	}
+}
+
+// serve is h's answer to method path with authorization (none if empty),
+// body and an Idempotency-Key (which only a reservation reads).
+func serve(t testing.TB, h http.Handler, method, path, authorization, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, path, strings.NewReader(body))
+	require.NoError(t, err)
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	req.Header.Set("Idempotency-Key", "k1")
+	rec := newRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.answer()
 }
 
 // fullLimiter is a limiter with no room and no queue: it sheds every
