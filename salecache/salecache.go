@@ -73,9 +73,17 @@ type Cache struct {
 
 	reads   singleflight.Group // on-demand reads under way, by sale
 	reloads reloader
+	// readSeq numbers the reads in the order they start. Reads run at once
+	// (the reloader's, and a request's for a stale or missing sale) and
+	// can land in any order; what a read that started later saw is never
+	// replaced by what one that started before it saw (see put).
+	readSeq atomic.Uint64
 	// offset is the database's clock minus this instance's (Options.Now),
-	// in nanoseconds, as of the last read that returned a sale.
-	offset atomic.Int64
+	// in nanoseconds, as of the latest-started read that returned a sale
+	// (offsetSeq, under offsetMu for writers).
+	offset    atomic.Int64
+	offsetMu  sync.Mutex
+	offsetSeq uint64
 
 	confirms confirmer // the reads that confirm refusals (confirm.go)
 
@@ -88,6 +96,7 @@ type Cache struct {
 type entry struct {
 	flashline.SaleFacts
 	loaded time.Time
+	seq    uint64 // the read's, in the order reads started (Cache.readSeq)
 	// customers who ever held a reservation; loaded while the sale refuses,
 	// after a read that saw the stock at customersVersion.
 	customers        map[string]struct{}
@@ -175,6 +184,7 @@ func (c *Cache) reload(ctx context.Context, saleID string) error {
 func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	seq := c.readSeq.Add(1)
 	rows, err := c.src.SaleFacts(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("salecache: load: %w", err)
@@ -183,10 +193,10 @@ func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) er
 	if len(rows) > 0 && !rows[0].DBNow.IsZero() {
 		// Off by at most the read's duration: the database's clock is
 		// read during it, this instance's just after.
-		c.offset.Store(int64(rows[0].DBNow.Sub(now)))
+		c.setOffset(seq, rows[0].DBNow.Sub(now))
 	}
 	for _, s := range rows {
-		e := &entry{SaleFacts: s, loaded: now}
+		e := &entry{SaleFacts: s, loaded: now, seq: seq}
 		old := c.entry(s.ID)
 		if old != nil && old.Room.AdmittedThrough > e.Room.AdmittedThrough {
 			// A read that started before a newer one finished must not
@@ -466,10 +476,30 @@ func (c *Cache) unitsBack(saleID string) {
 	c.Changed(saleID)
 }
 
-// put makes e saleID's entry, and closes the sale's watch when what a
-// waiter is told changed with it.
+// setOffset takes the database's clock minus this instance's as the read
+// numbered seq measured it, unless a read that started later has already
+// set it: the clock estimated from an older read would run behind (a
+// sale's open judged by it could be undone for a moment).
+func (c *Cache) setOffset(seq uint64, d time.Duration) {
+	c.offsetMu.Lock()
+	defer c.offsetMu.Unlock()
+	if seq > c.offsetSeq {
+		c.offsetSeq = seq
+		c.offset.Store(int64(d))
+	}
+}
+
+// put makes e, the product of a read, saleID's entry, and closes the sale's
+// watch when what a waiter is told changed with it, unless the entry held
+// comes from a read that started after e's: a read that started before a
+// change committed and lands after one that saw it would otherwise take the
+// change back (a sale seen open, then scheduled again until the next read).
 func (c *Cache) put(saleID string, e *entry) {
 	c.mu.Lock()
+	if old := c.sales[saleID]; old != nil && old.seq > e.seq {
+		c.mu.Unlock()
+		return
+	}
 	w := c.swapLocked(saleID, e)
 	c.mu.Unlock()
 	if w != nil {

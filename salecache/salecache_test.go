@@ -310,3 +310,58 @@ func TestWatchFiresOnWhatWaitersAreTold(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, fired(w), "paused")
 }
+
+// heldSource is the database as a FactSource whose read of every sale ("")
+// waits, once it has read, until release is closed: a read that lands after
+// reads that started later.
+type heldSource struct {
+	*postgres.Store
+	read    chan struct{} // closed when the held read has read
+	release chan struct{}
+}
+
+func (h *heldSource) SaleFacts(ctx context.Context, saleID string) ([]flashline.SaleFacts, error) {
+	rows, err := h.Store.SaleFacts(ctx, saleID)
+	if saleID == "" {
+		close(h.read)
+		<-h.release
+	}
+	return rows, err
+}
+
+// TestOlderReadLandingLateTakesNothingBack: a read of every sale that
+// started before a sale's open and lands after a read of the sale that saw
+// it leaves the sale open in memory, and the database's clock as estimated
+// at or after the open. Before, the late read put the sale back to
+// scheduled until the next read (an edge answering from such an origin's
+// document signed pre-open tickets after the open), and set the clock back
+// by the read's duration.
+func TestOlderReadLandingLateTakesNothingBack(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
+	ctx := context.Background()
+	opensAt := time.Now().Add(time.Hour).UTC()
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 3, OpensAt: &opensAt})
+	require.NoError(t, err)
+	src := &heldSource{Store: store, read: make(chan struct{}), release: make(chan struct{})}
+	c := salecache.New(src, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+
+	loaded := make(chan error, 1)
+	go func() { loaded <- c.Load(ctx) }()
+	<-src.read // it saw the sale scheduled
+	_, err = store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+	require.NoError(t, err)
+	s, fresh, err := c.Sale(ctx, sale.ID) // nothing in memory yet: read
+	require.NoError(t, err)
+	require.True(t, fresh)
+	require.Equal(t, flashline.StateOpen, s.State)
+	close(src.release)
+	require.NoError(t, <-loaded)
+
+	s, ok := c.Fresh(sale.ID)
+	require.True(t, ok)
+	require.Equal(t, flashline.StateOpen, s.State, "the older read took the open back")
+	require.NotNil(t, s.OpensAt)
+	require.True(t, s.Opened(c.Now()), "the clock went back behind the open (%s) to %s", s.OpensAt, c.Now())
+}
