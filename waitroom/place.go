@@ -88,14 +88,19 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 		return TicketResult{}, flashline.Invalid(fmt.Sprintf("the waiting room takes customer ids of at most %d bytes", roomtoken.MaxIDLen))
 	}
 	draw := flashline.Draw(s.Room.DrawSeed, req.SaleID, req.CustomerID)
-	if s.Room.Fairness == flashline.FairnessRandomizedAtOpen && !s.Opened(r.cache.Now()) {
+	if s.Room.Fairness == flashline.FairnessRandomizedAtOpen && s.Room.PreopenCount < 0 && !s.Opened(latest(r.cache.Now(), s.DBNow)) {
 		// Before the open the draw orders everyone: the ticket takes no
 		// position, no write and no limit (asking again gives the same
 		// place), and is the same for every ask within the hour (see
 		// drawnTicket). The open is judged by the database's clock as this
 		// instance estimates it (Cache.Now); a sale opened by hand is seen
 		// open once the cache hears of it, so a customer who asks in that
-		// moment is placed by the draw too.
+		// moment is placed by the draw too. The estimate moves with every
+		// read, and on an edge with every document (each its origin's
+		// estimate), so it can step back: the open is never judged by an
+		// earlier clock than the one the facts were read at (which the
+		// policy reveals the seed by), and never once the facts say the
+		// crowd is frozen (a ticket drawn then would not be counted in it).
 		r.countPreopen(s.ID, draw)
 		t := drawnTicket(req.SaleID, req.CustomerID, draw, now)
 		r.metrics.tickets.WithLabelValues("new").Inc()
@@ -114,6 +119,14 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	}
 	r.metrics.tickets.WithLabelValues("new").Inc()
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // drawnBefore reports whether a new ticket in s's room is placed by the draw

@@ -681,3 +681,83 @@ func TestEdgeTicketsReachTheFreezeThroughAnyOrigin(t *testing.T) {
 	// 1,000 from the edges and the one ticket the origin gave itself.
 	require.Equal(t, int64(1001), *preopen)
 }
+
+// laggingSource is the database as a FactSource whose reads of the sale
+// lagged say the database's clock is lag behind: what an edge takes from an
+// origin whose estimate lags (its read took long, or its document was
+// signed a moment before it was sent).
+type laggingSource struct {
+	*postgres.Store
+	lagged string
+	lag    time.Duration
+}
+
+func (s laggingSource) SaleFacts(ctx context.Context, saleID string) ([]flashline.SaleFacts, error) {
+	rows, err := s.Store.SaleFacts(ctx, saleID)
+	if saleID == s.lagged {
+		for i := range rows {
+			rows[i].DBNow = rows[i].DBNow.Add(-s.lag)
+		}
+	}
+	return rows, err
+}
+
+// TestNoPreopenTicketOnceTheOpenIsKnown: a room whose clock estimate
+// stepped back behind an open it already knows of (a later read said the
+// clock was behind) gives tickets after the open, not drawn pre-open ones,
+// as its policy already reveals the seed; and a room that knows its crowd
+// frozen never draws a ticket, whatever its clock says. Before, both were
+// signed pre-open: late arrivals through an edge placed by the draw, not
+// counted in the frozen crowd (issue 43's TestEdgesTicketsAndAdmissions).
+func TestNoPreopenTicketOnceTheOpenIsKnown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	newRoom := func(src flashline.FactSource) testRoom {
+		cache := salecache.New(src, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour})
+		return testRoom{Room: waitroom.NewRoom(cache, e.store, keys, capacity{limit: 20}, waitroom.Options{}), cache: cache}
+	}
+	lateTicket := func(t *testing.T, r testRoom, saleID string) {
+		t.Helper()
+		res := ticket(t, r, saleID, "late-arrival", "")
+		require.False(t, res.Ticket.PreOpen, "a ticket after the open placed by the draw: %+v", res.Ticket)
+	}
+
+	t.Run("ClockSteppedBack", func(t *testing.T) {
+		sale := e.sale(t, flashline.NewSale{OpensAt: later()})
+		other := e.sale(t, flashline.NewSale{OpensAt: later()})
+		_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+		require.NoError(t, err)
+		// Past the moment the crowd freezes (none has taken a lease yet):
+		// any ticket from now on is placed after the crowd.
+		require.Eventually(t, func() bool {
+			var past bool
+			require.NoError(t, e.pool.QueryRow(ctx, `SELECT opens_at <= now() - interval '250 milliseconds' FROM sales WHERE sale_id = $1`, sale.ID).Scan(&past))
+			return past
+		}, 10*time.Second, 20*time.Millisecond)
+		r := newRoom(laggingSource{Store: e.store, lagged: other.ID, lag: time.Minute})
+		_, _, err = r.cache.Sale(ctx, sale.ID) // read at the database's clock, after the open
+		require.NoError(t, err)
+		_, _, err = r.cache.Sale(ctx, other.ID) // read later, saying the clock is a minute behind
+		require.NoError(t, err)
+		p, err := r.Policy(ctx, sale.ID)
+		require.NoError(t, err)
+		require.NotEmpty(t, p.Draw.Seed, "the policy knows the sale opened")
+		lateTicket(t, r, sale.ID)
+	})
+	t.Run("CrowdFrozen", func(t *testing.T) {
+		sale := e.sale(t, flashline.NewSale{OpensAt: later()})
+		_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+		require.NoError(t, err)
+		// The first lease a quarter second after the open freezes the crowd.
+		require.Eventually(t, func() bool {
+			_, preOpen, err := e.store.LeasePositions(ctx, sale.ID, 1, 0)
+			return err == nil && !preOpen
+		}, 10*time.Second, 50*time.Millisecond)
+		r := newRoom(laggingSource{Store: e.store, lagged: sale.ID, lag: time.Minute})
+		s, _, err := r.cache.Sale(ctx, sale.ID)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, s.Room.PreopenCount, int64(0), "the facts say the crowd is frozen")
+		lateTicket(t, r, sale.ID)
+	})
+}
