@@ -1,6 +1,9 @@
 package flashline
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // Domain errors. Each maps to one error code of the HTTP contract
 // (handlers/errors.go holds the table).
@@ -81,3 +84,25 @@ func (e *InvalidError) Error() string { return e.Reason }
 
 // Invalid returns an *InvalidError with the given reason.
 func Invalid(reason string) error { return &InvalidError{Reason: reason} }
+
+// ClientGone reports whether err is the cancellation of ctx, the request's
+// context: its client went away (gave up, retried elsewhere) and took the
+// request with it. That says nothing about the service: it is never
+// ErrUnavailable (failing closed) nor ErrOverloaded. A deadline that ran
+// out (context.DeadlineExceeded) is not this: that is the service being
+// slow, and keeps its meaning.
+func ClientGone(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && ctx.Err() != nil
+}
+
+// Unavailable is err as ErrUnavailable (stock cannot be counted: the request
+// fails closed), unless it is only that ctx's client went away (ClientGone):
+// then it is err as it is, which the HTTP layer counts as client_closed. The
+// purchase path wraps what it cannot count with this, never with
+// errors.Join(ErrUnavailable, err) directly.
+func Unavailable(ctx context.Context, err error) error {
+	if ClientGone(ctx, err) {
+		return err
+	}
+	return errors.Join(ErrUnavailable, err)
+}

@@ -112,7 +112,7 @@ func New(rdb *redis.Client, store flashline.GateStore, cache *salecache.Cache, o
 		m: metrics{
 			decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "flashline_gate_decisions_total",
-				Help: "Gate steps of gated sales' reservations by outcome (won, already, key_reused, sold_out, limit, paused, missing, unavailable).",
+				Help: "Gate steps of gated sales' reservations by outcome (won, already, key_reused, sold_out, limit, paused, missing, unavailable, client_closed: the client left while Redis was asked).",
 			}, []string{"outcome"}),
 			script: prometheus.NewHistogram(prometheus.HistogramOpts{
 				Name:    "flashline_gate_script_seconds",
@@ -286,7 +286,9 @@ func attemptField(customerID, key string) string { return customerID + "\n" + ke
 
 // gated reports whether the cache says saleID is gated (reading it when it
 // does not know the sale). A sale the cache cannot read is treated as gated:
-// it fails closed rather than bypass a gate it might have.
+// it fails closed rather than bypass a gate it might have. A client that
+// left while the sale was read gets its cancellation (flashline.ClientGone),
+// not a failure to close on: the cache says which.
 func (g *Gate) gated(ctx context.Context, saleID string) (flashline.SaleFacts, bool, error) {
 	s, _, err := g.cache.Sale(ctx, saleID)
 	if errors.Is(err, flashline.ErrNotFound) {

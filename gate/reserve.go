@@ -49,6 +49,13 @@ func (g *Gate) step(ctx context.Context, req flashline.ReserveRequest, limit int
 		req.CustomerID, attemptField(req.CustomerID, req.IdempotencyKey), req.Quantity, limit, time.Now().UnixMilli())
 	g.m.script.Observe(time.Since(start).Seconds())
 	if err != nil {
+		if flashline.ClientGone(ctx, err) {
+			// The client left while Redis was asked: nothing is wrong with
+			// it. (A unit the script handed out anyway goes back after
+			// ReturnGrace, as any abandoned request's.)
+			g.m.decisions.WithLabelValues("client_closed").Inc()
+			return gateOutcome{}, err
+		}
 		g.m.decisions.WithLabelValues("unavailable").Inc()
 		return gateOutcome{}, errors.Join(flashline.ErrUnavailable, err)
 	}
@@ -166,7 +173,7 @@ func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, l
 		}
 	}
 	if err != nil {
-		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, errors.Join(flashline.ErrUnavailable, err))
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.Unavailable(ctx, err))
 	}
 	out, err := g.step(ctx, req, limit)
 	if errors.Is(err, flashline.ErrLimitReached) && owed > 0 {

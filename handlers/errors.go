@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -95,15 +94,24 @@ func writeError(c *gin.Context, logger *slog.Logger, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	outcome := e.code
-	switch {
-	case e.status == http.StatusInternalServerError && errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
+	if flashline.ClientGone(c.Request.Context(), err) {
 		// The client went away (an edge's proxy that gave up, a mobile
-		// client's timeout) and took the request's context with it:
-		// nobody reads this answer, and nothing is wrong here.
-		outcome = "client_closed"
+		// client's timeout, a retry storm's abandoned attempt) and took the
+		// request's context with it: nobody reads this answer, and nothing
+		// is wrong here, whatever else err says. Counted as client_closed,
+		// never as failing closed (the critical alert) nor an internal
+		// error; nginx's 499, written only if nothing was.
+		c.Set(outcomeKey, outcomeClientClosed)
 		logger.DebugContext(c.Request.Context(), "handlers: the client went away",
 			"method", c.Request.Method, "path", c.FullPath(), "err", err)
+		if !c.Writer.Written() {
+			c.AbortWithStatusJSON(statusClientClosed, api.ErrorBody{Error: api.ErrorDetail{Code: outcomeClientClosed, Message: "the client closed the request"}})
+		}
+		c.Abort()
+		return
+	}
+	outcome := e.code
+	switch {
 	case e.status == http.StatusInternalServerError:
 		logger.ErrorContext(c.Request.Context(), "handlers: internal error",
 			"method", c.Request.Method, "path", c.FullPath(), "err", err)
@@ -121,3 +129,10 @@ func writeError(c *gin.Context, logger *slog.Logger, err error) {
 
 // outcomeKey is where handlers leave the outcome a request's metrics record.
 const outcomeKey = "flashline.outcome"
+
+// outcomeClientClosed is the outcome of a request whose client went away
+// (flashline.ClientGone), with nginx's status for it: no client reads it.
+const (
+	outcomeClientClosed = "client_closed"
+	statusClientClosed  = 499
+)

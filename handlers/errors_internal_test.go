@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline"
 )
 
 // TestClientGoneIsNotAnInternalError: a request whose client went away
@@ -50,4 +53,22 @@ func TestClientGoneIsNotAnInternalError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClientGoneIsNotFailingClosed: a cancellation that something on the
+// purchase path wrapped as unavailable is still the client's leaving:
+// client_closed, 499, nothing logged, never sale_paused_fail_closed.
+func TestClientGoneIsNotFailingClosed(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(rec)
+	c.Request = httptest.NewRequestWithContext(ctx, http.MethodPost, "/sales/x/reservations", nil)
+	writeError(c, logger, errors.Join(flashline.ErrUnavailable, context.Canceled))
+	require.Equal(t, "client_closed", c.GetString(outcomeKey))
+	require.Equal(t, 499, rec.Code)
+	require.Empty(t, logs.String())
 }

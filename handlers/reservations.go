@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -90,7 +91,8 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 		ctx := c.Request.Context()
 		slot, err := limiter.Acquire(ctx, loadshed.PriorityReserve)
 		if err != nil {
-			writeError(c, logger, flashline.ErrOverloaded)
+			// Shed, or the client left while it waited (client_closed).
+			writeError(c, logger, errors.Join(flashline.ErrOverloaded, err))
 			return
 		}
 		res, err := store.Reserve(ctx, flashline.ReserveRequest{

@@ -34,6 +34,15 @@ func translate(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return flashline.ErrNotFound
 	}
+	if errors.Is(err, context.Canceled) {
+		// The caller's context was cancelled (its client went away, or the
+		// instance is stopping): nothing is wrong with the database, and a
+		// dial or a statement cut short by it is neither an outage
+		// (unreachable: a ConnectError wrapping the cancellation) nor
+		// overload (pgconn's "context already done" is a Timeout). The
+		// caller knows whose context it was (flashline.ClientGone).
+		return err
+	}
 	if serverFull(err) {
 		// The server answers but has no session slot left (53300): a busy
 		// server, to be retried, not an outage. Roles that may wait have

@@ -283,7 +283,8 @@ func (c *Cache) Sales() []flashline.SaleFacts {
 // false when the read failed and only a stale entry is left. ErrNotFound:
 // the database has no such sale (nothing is kept of it: ids are the client's
 // to choose, and a cache of what does not exist would be theirs to fill);
-// ErrUnavailable: nothing is known and the database cannot be read.
+// ErrUnavailable: nothing is known and the database cannot be read (or ctx's
+// deadline ran out first); ctx's cancellation (flashline.ClientGone) as it is.
 func (c *Cache) Sale(ctx context.Context, saleID string) (s flashline.SaleFacts, fresh bool, err error) {
 	if s, ok := c.Fresh(saleID); ok {
 		return s, true, nil
@@ -311,7 +312,9 @@ func (c *Cache) Sale(ctx context.Context, saleID string) (s flashline.SaleFacts,
 		e := res.Val.(*entry)
 		return e.SaleFacts, c.fresh(e), nil
 	case <-ctx.Done():
-		return flashline.SaleFacts{}, false, errors.Join(flashline.ErrUnavailable, ctx.Err())
+		// A caller whose client went away gets the cancellation, not "cannot
+		// be read": the read goes on for the others.
+		return flashline.SaleFacts{}, false, flashline.Unavailable(ctx, ctx.Err())
 	}
 }
 
