@@ -148,13 +148,22 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 		}
 		c.Next()
 	}
+	// A stream passed on ends at shutdown as the edge's own do.
+	oursStream := func(c *gin.Context) {
+		if !d.Edge.Knows(c.Param("saleId")) {
+			passOnStream(proxy, d.Draining, c.Writer, c.Request)
+			c.Abort()
+			return
+		}
+		c.Next()
+	}
 	// The page may be served by another host (flashline page export): the
 	// edge's own routes answer any origin (CORS, cors.go), and an origin's
 	// answers passed on carry its own headers.
 	public := newCrossOrigin(r)
 	public.handle(http.MethodGet, "/sales/:saleId/ticket", ours, customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 	public.handle(http.MethodGet, "/sales/:saleId/status", ours, customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-	public.handle(http.MethodGet, "/sales/:saleId/status/stream", ours, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
+	public.handle(http.MethodGet, "/sales/:saleId/status/stream", oursStream, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
 	public.preflights()
 	waitpage.Register(r)
 	return r

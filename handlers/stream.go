@@ -2,9 +2,13 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,11 +30,22 @@ import (
 // must act on (admitted: the admission token is in it; challenge_required:
 // solve it and connect again with the solution, or ask GET .../status with
 // it), after "sold out" for
-// good, after streamLifetime (reconnect), or when the server begins to shut
-// down (Deps.Draining: the client asks again elsewhere); a comment every
+// good, after streamLifetime, or when the server begins to shut down
+// (Deps.Draining); a comment every
 // streamHeartbeat keeps proxies from closing it. A client that cannot
 // stream (or is refused one: 503 overloaded past --max-streams) polls as
 // before.
+//
+// A stream ended by its lifetime or by the server's shutdown ends with the
+// stream's instruction to reconnect: an "event: reconnect" without data,
+// whose "retry:" field says in how many milliseconds (reconnectFrame). An
+// EventSource keeps the retry and dispatches nothing; the page (api.js's
+// streamStatus) connects again after its backoff, never sooner. At its
+// lifetime the stream says come back at once; at shutdown, in one to three
+// seconds, spread so that a thousand streams ended together do not all
+// land on the next instance in the same instant. Shutdown ends every stream
+// this way at once, so that an instance or an edge with a thousand waiting
+// clients drains within its deadline (TestShutdownEndsStatusStreams).
 //
 // What an open stream costs is a goroutine, the connection's buffers and
 // the last answer sent (measured in TestStatusStreamMemory), no database
@@ -45,6 +60,10 @@ const (
 	// streamWriteTimeout bounds one event's write: a client that stops
 	// reading is dropped, its resources freed.
 	streamWriteTimeout = 10 * time.Second
+	// streamDrainRetry is the least a stream ended by shutdown tells its
+	// client to wait before connecting again; each is told up to twice
+	// that more, at random.
+	streamDrainRetry = time.Second
 )
 
 // DefaultMaxStreams is how many status streams an instance keeps open at
@@ -164,9 +183,11 @@ func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gi
 					return
 				case <-s.draining:
 					again.Stop()
+					send(reconnectFrame(drainRetry()))
 					return
 				case <-end.C:
 					again.Stop()
+					send(reconnectFrame(0))
 					return
 				case <-heartbeat.C:
 					if !send(heartbeatComment) {
@@ -186,6 +207,55 @@ func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gi
 				// the client's next poll hears why.
 				return
 			}
+		}
+	}
+}
+
+// reconnectFrame is the stream's last event when the server ends it with
+// the client still waiting: "event: reconnect" and "retry:" after, in
+// milliseconds (the SSE field an EventSource obeys); no data line, so a
+// client that reads only data lines sees the stream end as before.
+func reconnectFrame(after time.Duration) []byte {
+	return fmt.Appendf(nil, "event: reconnect\nretry: %d\n\n", after.Milliseconds())
+}
+
+// drainRetry is how long a stream ended by shutdown tells its client to
+// wait: one to three seconds, at random.
+func drainRetry() time.Duration {
+	return streamDrainRetry + rand.N(2*streamDrainRetry)
+}
+
+// passOnStream passes a status stream on to an origin through proxy (a sale
+// the edge has not heard of as a waiting room, or not yet) and, as the
+// edge's own streams do, ends it when the server begins to shut down
+// (draining), with the instruction to reconnect: the origin's stream would
+// otherwise hold the edge's drain to its deadline.
+func passOnStream(proxy http.Handler, draining <-chan struct{}, w http.ResponseWriter, r *http.Request) {
+	// The request to the origin runs on a context of its own, without the
+	// server's values: a copy that ReverseProxy serves for the server
+	// panics (http.ErrAbortHandler, the connection cut) when it is cut
+	// short, where we want the stream's last event written after it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer context.AfterFunc(r.Context(), cancel)()
+	var drained atomic.Bool
+	go func() {
+		select {
+		case <-draining:
+			drained.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	proxy.ServeHTTP(w, r.WithContext(ctx))
+	if drained.Load() && r.Context().Err() == nil && strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		// A blank line first ends whatever the origin's last event had
+		// written when it was cut (an event cut short has no ending and
+		// would swallow the next).
+		if _, err := w.Write(append([]byte("\n\n"), reconnectFrame(drainRetry())...)); err == nil {
+			_ = rc.Flush()
 		}
 	}
 }

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -163,4 +168,141 @@ func TestStopSignalAlwaysStops(t *testing.T) {
 		require.Error(t, err, "a drain that could not finish exits non-zero")
 		require.Contains(t, srv.Logs(), "abandoned")
 	})
+}
+
+// TestShutdownEndsStatusStreams: SIGTERM with a thousand waiting clients'
+// status streams open, on an edge and on the instance behind it: every
+// stream is sent its instruction to reconnect (an "event: reconnect" with a
+// "retry:" field, the last thing on it) and then closed, and the process
+// exits 0 before its drain deadline instead of holding the drain to it with
+// the streams and abandoning the HTTP server (exit 1).
+func TestShutdownEndsStatusStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	t.Parallel()
+	const streams = 1000
+	const drain = 15 * time.Second
+	// The deadline, and room for a loaded machine to end a process.
+	const limit = drain + 15*time.Second
+	dbURL := testdb.New(t)
+	// One customer's ticket on every stream: the per-customer cap
+	// (--customer-in-flight) is lifted, as in TestStatusStreamMemory. Built
+	// without the race detector, which would make a thousand streams the
+	// work of a busy machine's two cores.
+	origin := testserver.StartPlain(t, dbURL, "--role", "origin", "--no-workers", "--customer-in-flight", "0",
+		"--shutdown-timeout", drain.String())
+	edge := testserver.StartEdgePlain(t, []string{origin.URL}, "--customer-in-flight", "0", "--shutdown-timeout", drain.String())
+	c := testserver.NewClient()
+	opensAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	sale := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_stream_stop","initialStock":10,"admission":"waiting_room","opensAt":%q}`,
+		opensAt.Format(time.RFC3339)))
+	jwt := testserver.Token(t, "streamer")
+	var ticket string
+	require.Eventually(t, func() bool {
+		r, err := c.Do(context.Background(), http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", jwt, "")
+		if err != nil || r.Status != http.StatusOK {
+			return false
+		}
+		var v struct{ Token string }
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		ticket = v.Token
+		return true
+	}, 10*time.Second, 100*time.Millisecond)
+
+	// The edge first: it pulls from the origin.
+	for _, srv := range []*testserver.Server{edge, origin} {
+		ended := openStatusStreams(t, srv.URL+"/sales/"+sale+"/status/stream?token="+ticket, jwt, streams)
+		took, err := srv.Terminate(t, limit)
+		t.Logf("%s stopped %v after SIGTERM with %d status streams open", srv.URL, took.Round(time.Millisecond), streams)
+		require.NoError(t, err, "serve exits 0 with status streams open\n%s", lastLines(srv.Logs(), 20))
+		require.Less(t, took, drain, "serve stops before its drain deadline")
+		for range streams {
+			require.NoError(t, <-ended)
+		}
+	}
+}
+
+// openStatusStreams opens n status streams at url, each through a
+// connection of its own, and returns once every one has had its first
+// event. Each then says on ended how it ended: nil if the server closed it
+// right after its instruction to reconnect (a complete "event: reconnect"
+// with a "retry:" of milliseconds, nothing after it).
+func openStatusStreams(t *testing.T, url, jwt string, n int) <-chan error {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, DisableCompression: true}}
+	t.Cleanup(hc.CloseIdleConnections)
+	opened := make(chan error, n)
+	ended := make(chan error, n)
+	for range n {
+		go func() {
+			var resp *http.Response
+			var err error
+			// A stream refused (503: a busy machine's edge between two
+			// pulls of its watermarks) is asked again, as the page would.
+			for try := 0; ; try++ {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+				req.Header.Set("Authorization", "Bearer "+jwt)
+				if resp, err = hc.Do(req); err == nil && resp.StatusCode != http.StatusOK {
+					resp.Body.Close()
+					err = fmt.Errorf("status %d", resp.StatusCode)
+					if resp.StatusCode == http.StatusServiceUnavailable && try < 20 {
+						time.Sleep(250 * time.Millisecond)
+						continue
+					}
+				}
+				break
+			}
+			if err != nil {
+				opened <- err
+				return
+			}
+			defer resp.Body.Close()
+			body := bufio.NewReader(resp.Body)
+			var event string
+			var retry, events int
+			reconnect := false // the last event was the instruction to reconnect
+			for {
+				line, err := body.ReadString('\n')
+				if err != nil {
+					switch {
+					case events == 0:
+						opened <- fmt.Errorf("no first event: %w", err)
+					case !errors.Is(err, io.EOF):
+						ended <- fmt.Errorf("the stream broke: %w", err)
+					case line != "" || !reconnect:
+						ended <- fmt.Errorf("the stream ended without the instruction to reconnect (after %d events; last %q, then %q)", events, event, line)
+					default:
+						ended <- nil
+					}
+					return
+				}
+				line = strings.TrimSuffix(line, "\n")
+				switch {
+				case line == "" && event != "":
+					if events++; events == 1 {
+						opened <- nil
+					}
+					reconnect = event == "reconnect" && retry > 0
+					event, retry = "", 0
+				case strings.HasPrefix(line, "event: "):
+					event = strings.TrimPrefix(line, "event: ")
+				case strings.HasPrefix(line, "retry: "):
+					retry, _ = strconv.Atoi(strings.TrimPrefix(line, "retry: "))
+				case strings.HasPrefix(line, "data: "):
+					reconnect = false
+				}
+			}
+		}()
+	}
+	for range n {
+		require.NoError(t, <-opened)
+	}
+	return ended
+}
+
+// lastLines is the last n lines of logs.
+func lastLines(logs string, n int) string {
+	lines := strings.SplitAfter(logs, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "")
 }

@@ -80,7 +80,9 @@ export function retryAfterOnly(r) {
 // watchdog). It resolves (never rejects) to {how, retryAfterMs}: how is
 // "refused" (no event stream: a 503 past the instance's --max-streams, an
 // error, a proxy that cannot stream; retryAfterMs its Retry-After, 0: none),
-// "ended" (the server closed it), "stopped" (onEvent said so) or "failed"
+// "reconnect" (the server ended it with "event: reconnect": its shutdown
+// or the stream's lifetime; retryAfterMs its "retry:"), "ended" (the server
+// closed it), "stopped" (onEvent said so) or "failed"
 // (no answer, broken, or aborted). fetch and the body's reader,
 // not EventSource, which cannot send the Authorization header.
 export function streamStatus(path, signal, onBytes, onEvent) {
@@ -102,7 +104,7 @@ export function streamStatus(path, signal, onBytes, onEvent) {
     onBytes();
     const reader = resp.body.getReader();
     const decoder = new TextDecoder();
-    let buf = "", data = [];
+    let buf = "", data = [], event = "", retry = -1;
     const pump = function () {
       return reader.read().then(function (chunk) {
         if (chunk.done) return { how: "ended", retryAfterMs: 0 };
@@ -113,6 +115,13 @@ export function streamStatus(path, signal, onBytes, onEvent) {
           const line = buf.slice(0, i).replace(/\r$/, "");
           buf = buf.slice(i + 1);
           if (line === "") {
+            // The server's instruction to reconnect (at its shutdown, or
+            // the stream's lifetime): connect again after retry ms.
+            if (event === "reconnect") {
+              reader.cancel().catch(function () {});
+              return { how: "reconnect", retryAfterMs: Math.max(0, retry) };
+            }
+            event = "";
             if (!data.length) continue;
             let body = null;
             try { body = JSON.parse(data.join("\n")); } catch (e) { body = null; }
@@ -123,7 +132,11 @@ export function streamStatus(path, signal, onBytes, onEvent) {
             }
           } else if (line.indexOf("data:") === 0) {
             data.push(line.slice(5).replace(/^ /, ""));
-          } // "event: status", comments and anything else: nothing to do
+          } else if (line.indexOf("event:") === 0) {
+            event = line.slice(6).replace(/^ /, "");
+          } else if (/^retry: ?\d+$/.test(line)) {
+            retry = parseInt(line.slice(6), 10);
+          } // comments and anything else: nothing to do
         }
         if (buf.length > 65536) { reader.cancel().catch(function () {}); return { how: "failed", retryAfterMs: 0 }; } // no line ends: not an event stream
         return pump();

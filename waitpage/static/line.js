@@ -134,6 +134,10 @@ function listen() {
     window.clearTimeout(silence);
     if (state.stream !== ctrl) return; // closed by an answer, or stopped (stopAll)
     state.stream = null;
+    // Told to reconnect (the server is stopping, or the stream's lifetime
+    // is up): a new stream, no sooner than the server said, and backing
+    // off, jittered, when it is told again and again (comeBackMs).
+    if (end.how === "reconnect") return schedule(poll, end.retryAfterMs > 0 ? comeBackMs(end.retryAfterMs) : 0);
     if (end.how === "refused" || (!heard && ++state.streamMisses >= 2)) state.streamOff = true;
     // A refusal's Retry-After holds for the poll that replaces the stream.
     schedule(pollOnce, end.retryAfterMs);
