@@ -39,29 +39,14 @@ run: build
 	@url="$(DB_URL)" && test -n "$$url" && DATABASE_URL="$$url" $(BIN) serve --demo
 
 ## test: the whole suite against real PostgreSQL, with the race detector,
-## then every benchmark once (-benchtime 1x: do they still run, not how
-## fast), then every fuzz target for a few seconds (FUZZTIME, default 3s).
-## A development cluster that this run had to start is stopped at the end.
-## Three packages at a time (-p 3, on two cores): most of the suite waits on
-## serve processes, PostgreSQL clusters and browsers rather than computing;
-## the three longest packages are named first so that they start first.
-## The benchmarks run in a go test of their own because go test runs the
-## packages one at a time whenever -bench is set.
-## cmd/flashline, the longest package (about 6 minutes alone, its end-to-end
-## tests one after another), runs as two test processes side by side: the
-## four longest of its tests (SPLIT_TESTS, about half its time) in one, the
-## rest with every other package in the other. Its test binary is compiled
-## first, once.
-HEAVY_TESTS := ./cmd/flashline ./waitpage ./internal/chaos
-SPLIT_TESTS := ^(TestNorthline|TestNorthlineThroughPgBouncer|TestPreopenTicketsWriteNoRowPerArrival|TestSoldOutCostsNoTransactions)$$
+## every benchmark once and every fuzz target for a few seconds (FUZZTIME,
+## default 3s), in lanes side by side (scripts/test.sh says which), then
+## the ten slowest tests. A development cluster that this run had to start
+## is stopped at the end. cmd/flashline's test binary, which two lanes
+## build, is compiled first, once.
 test: build vet check-generated chromium pgbouncer locust
-	@$(GO) test -race -c -o /dev/null ./cmd/flashline # compiled once, not by both processes at once
-	@$(WITH_TEST_DB) \
-	$(GO) test -race -count=1 -timeout 30m -run '$(SPLIT_TESTS)' ./cmd/flashline & split=$$!; \
-	$(GO) test -race -count=1 -p 3 -timeout 30m -skip '$(SPLIT_TESTS)' $(HEAVY_TESTS) ./...; rest=$$?; \
-	wait $$split && [ $$rest = 0 ] && \
-	$(GO) test -race -count=1 -run '^$$' -bench . -benchtime 1x $$(scripts/packages-with.sh Benchmark); $(END_TEST_DB)
-	@scripts/fuzz.sh
+	@$(GO) test -race -c -o /dev/null ./cmd/flashline
+	@$(WITH_TEST_DB) scripts/test.sh; $(END_TEST_DB)
 
 ## test-short: the inner loop: go test -short, race detector on. The heavy
 ## tests skip themselves under -short: those that start flashline serve

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The suite as `make test` runs it, once the binaries are built and
+# FLASHLINE_TEST_DATABASE_URL is set (the Makefile does both): every test
+# with the race detector, every benchmark once (-benchtime 1x: do they still
+# run, not how fast) and every fuzz target for FUZZTIME (scripts/fuzz.sh),
+# in lanes that run side by side, then the ten slowest tests.
+#
+# Most of the suite waits (on flashline serve processes, PostgreSQL
+# clusters, browsers, Locust) rather than computes, so on two cores it runs
+# in these lanes at once:
+#   - the packages, three at a time (-p 3), the longest named first so that
+#     they start first;
+#   - each of cmd/flashline's SHARDS (regular expressions of its test names,
+#     about a lane's worth each): its end-to-end tests run one after another
+#     within a package, and are most of the suite's time;
+#   - the benchmarks, then the fuzz targets, at the lowest CPU priority
+#     (nice 19): they take the CPU the tests leave idle. The benchmarks run
+#     in a go test of their own because go test runs packages one at a time
+#     whenever -bench is set.
+# go test -json of every lane goes through gotestsum (a line per package,
+# the output of each failing test) into OUT (.test-out), from which the
+# slowest tests are read.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-.test-out}
+rm -rf "$out" && mkdir -p "$out"
+
+# cmd/flashline's lanes beside the packages' lane, as regular expressions of
+# test names (-run); the package's other tests run in the packages' lane.
+# Balanced by the times the slowest-tests list shows.
+shards=(
+  '^(TestNorthline|TestNorthlineThroughPgBouncer|TestPreopenTicketsWriteNoRowPerArrival|TestSoldOutCostsNoTransactions)$'
+)
+heavy=(./cmd/flashline ./waitpage ./internal/chaos)
+
+gotestsum() { go tool -modfile=scripts/tools/go.mod gotestsum "$@"; }
+# lane NAME GO-TEST-ARGS...: go test -json through gotestsum, its events in
+# OUT/NAME.json; the exit status is go test's.
+lane() {
+  local name=$1
+  shift
+  gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg --jsonfile "$out/$name.json" -- "$@"
+}
+
+skip=$(IFS='|'; echo "${shards[*]}")
+pids=()
+for i in "${!shards[@]}"; do
+  lane "flashline-$i" -race -count=1 -timeout 30m -run "${shards[$i]}" ./cmd/flashline &
+  pids+=($!)
+done
+lane packages -race -count=1 -p 3 -timeout 30m -skip "$skip" "${heavy[@]}" ./... &
+pids+=($!)
+(
+  renice -n 19 -p "$BASHPID" >/dev/null
+  lane benchmarks -race -count=1 -run '^$' -bench . -benchtime 1x $(scripts/packages-with.sh Benchmark) &&
+    scripts/fuzz.sh
+) &
+pids+=($!)
+
+rc=0
+for p in "${pids[@]}"; do
+  wait "$p" || rc=1
+done
+
+echo
+echo "The ten slowest tests of this run (go test -json, $out):"
+cat "$out"/*.json >"$out/all.jsonl"
+gotestsum tool slowest --jsonfile "$out/all.jsonl" --threshold 1ms --num 10 | sed 's/^/  /'
+if [[ $rc != 0 ]]; then
+  echo "make test: FAILED (each failure above; the events are in $out)"
+fi
+exit $rc
