@@ -25,13 +25,31 @@ import (
 // waits until it holds a unit; it returns the page's requests to the room.
 func openAndReserve(t *testing.T, b *browser, base, saleID, jwt string) []fetchEntry {
 	t.Helper()
+	openRoom(t, b, base, saleID, jwt)
+	return reserved(t, b)
+}
+
+// openRoom opens the sale's waiting page as jwt's customer, recording its
+// fetches, and waits for it to wait.
+func openRoom(t *testing.T, b *browser, base, saleID, jwt string) {
+	t.Helper()
 	b.do("record fetches", 10*time.Second, func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
 		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: fetchRecorder})
 		return chromedp.Void{}, err
 	})
 	b.do("open the waiting room", 30*time.Second, chromedp.Navigate(base+"/sales/"+saleID+"/wait#token="+jwt))
 	b.waitState(30*time.Second, "waiting")
+}
+
+// reserved waits for the page to hold a reservation and returns its
+// requests to the room (status polls and streams).
+func reserved(t *testing.T, b *browser) []fetchEntry {
+	t.Helper()
 	b.waitState(120*time.Second, "reserved")
+	return roomFetches(b)
+}
+
+func roomFetches(b *browser) []fetchEntry {
 	var room []fetchEntry
 	for _, e := range eval[[]fetchEntry](b, `window.__flashlineFetches || []`) {
 		if strings.Contains(e.URL, "/status") {
@@ -87,9 +105,12 @@ func TestWaitPageFallsBackToPolls(t *testing.T) {
 	b := newBrowser(t)
 	srv := testserver.Start(t, testdb.New(t), "--max-streams", "1")
 	c := testserver.NewClient()
-	opensAt := time.Now().Add(10 * time.Second).UTC().Format(time.RFC3339)
-	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_polls","initialStock":3,"perCustomerLimit":1,`+
-		`"opensAt":%q,"admission":"waiting_room","fairness":"arrival_order","confirmation":"customer"}`, opensAt))
+	// Opened by hand once the page has polled twice (a sale opening at a
+	// set time would leave the page as many polls as a loaded machine let
+	// it make before then): with no opening time, the server paces the
+	// waiters near the front at about a second.
+	saleID := c.CreateSale(t, srv.URL, `{"sku":"sku_polls","initialStock":3,"perCustomerLimit":1,`+
+		`"admission":"waiting_room","fairness":"arrival_order","confirmation":"customer"}`)
 
 	// The other waiter: first in line, holding the instance's one stream
 	// until its turn.
@@ -106,7 +127,19 @@ func TestWaitPageFallsBackToPolls(t *testing.T) {
 	t.Cleanup(func() { held.Body.Close() })
 	require.Equal(t, http.StatusOK, held.StatusCode)
 
-	room := openAndReserve(t, b, srv.URL, saleID, testserver.Token(t, "poll-customer"))
+	openRoom(t, b, srv.URL, saleID, testserver.Token(t, "poll-customer"))
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, polls := streamsAndPolls(roomFetches(b)); polls >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.fail("the page made fewer than 2 status polls in a minute while waiting: %+v", roomFetches(b))
+		}
+	}
+	r, err := c.To(srv.URL).OpenSale(context.Background(), testserver.AdminToken, saleID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	room := reserved(t, b)
 	streams, polls := streamsAndPolls(room)
 	if len(streams) != 1 || streams[0].Status != http.StatusServiceUnavailable {
 		b.fail("want one stream, refused 503: %+v", room)
