@@ -110,14 +110,23 @@ func TestCancellationsAreNotOutages(t *testing.T) {
 	}
 	wg.Wait()
 
+	// No abandoned attempt failed closed, or was logged as anything going
+	// wrong. A call to Redis past the gate's own deadline does fail closed,
+	// rightly: on a loaded machine it happens without any client leaving,
+	// and is not what this test is about; each is answered, logged and
+	// counted once, as the deadline it is.
 	closed := 0.0
 	for i, s := range servers {
-		failClosed := requestsWithOutcome(t, c, s.URL, "sale_paused_fail_closed")
+		logs := s.Logs()
+		require.Empty(t, grepLines(logs, "context canceled"), "server %d took a client leaving for something going wrong", i)
+		failing := grepLines(logs, "failing closed")
+		require.Equal(t, float64(strings.Count(failing, "\n")), requestsWithOutcome(t, c, s.URL, "sale_paused_fail_closed"),
+			"server %d counted abandoned attempts as failing closed\n%s", i, failing)
+		for line := range strings.Lines(failing) {
+			require.Contains(t, line, "deadline exceeded", "server %d failed closed for another reason than a deadline", i)
+		}
 		closed += requestsWithOutcome(t, c, s.URL, "client_closed")
-		require.Zero(t, failClosed, "server %d counted abandoned attempts as failing closed\n%s", i, grepLines(s.Logs(), "failing closed"))
-		require.Empty(t, grepLines(s.Logs(), "failing closed"), "server %d", i)
 	}
-	require.Zero(t, gateDecisions(t, c, withRedis.URL, "unavailable"))
 	// The storm reached the handlers: its abandoned attempts were counted,
 	// as what they are.
 	require.Positive(t, closed)
@@ -133,12 +142,6 @@ func TestCancellationsAreNotOutages(t *testing.T) {
 func requestsWithOutcome(t *testing.T, c *testserver.Client, base, outcome string) float64 {
 	t.Helper()
 	return metricSum(t, c, base, "flashline_http_requests_total{", `outcome="`+outcome+`"`)
-}
-
-// gateDecisions is flashline_gate_decisions_total{outcome} from base's /metrics.
-func gateDecisions(t *testing.T, c *testserver.Client, base, outcome string) float64 {
-	t.Helper()
-	return metricSum(t, c, base, "flashline_gate_decisions_total{", `outcome="`+outcome+`"`)
 }
 
 // metricSum sums the samples of base's /metrics whose line starts with
