@@ -297,7 +297,7 @@ WITH ins AS (
      WHERE (SELECT true FROM reservations r
              WHERE r.sale_id = $1::text AND r.gate_seq = $2::bigint
              LIMIT 1) IS NULL
-       AND ($2::bigint >> 40) = (SELECT s.gate_epoch FROM sales s WHERE s.sale_id = $1::text)
+       AND ($2::bigint >> 40) = (SELECT s.gate_epoch FROM sales s WHERE s.sale_id = $1::text FOR SHARE)
     ON CONFLICT DO NOTHING
     RETURNING movement_id
 )
@@ -317,7 +317,14 @@ type GateReturnParams struct {
 // and gate_outbox_return_seq). returned is false when a reservation holds
 // the seq or it was returned already.
 // A unit handed out before the counter's last rebuild is not returned: the
-// rebuilt counter already counts it.
+// rebuilt counter already counts it. The epoch is read FOR SHARE, so a
+// return and a rebuild (GateNextEpoch's UPDATE of the same row) take turns:
+// a rebuild that comes first makes this read its new epoch (READ COMMITTED
+// reads the row again once the lock is granted) and the unit is not
+// returned; a return that comes first commits before the rebuild's settle
+// statement starts, which then sees its row and settles it. Unlocked, a
+// return that read the old epoch and committed after that statement's
+// snapshot was both counted by the rebuilt counter and relayed to it.
 func (q *Queries) GateReturn(ctx context.Context, arg GateReturnParams) (bool, error) {
 	row := q.db.QueryRow(ctx, gateReturn,
 		arg.SaleID,

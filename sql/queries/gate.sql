@@ -16,7 +16,14 @@ SELECT pg_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || @
 -- and gate_outbox_return_seq). returned is false when a reservation holds
 -- the seq or it was returned already.
 -- A unit handed out before the counter's last rebuild is not returned: the
--- rebuilt counter already counts it.
+-- rebuilt counter already counts it. The epoch is read FOR SHARE, so a
+-- return and a rebuild (GateNextEpoch's UPDATE of the same row) take turns:
+-- a rebuild that comes first makes this read its new epoch (READ COMMITTED
+-- reads the row again once the lock is granted) and the unit is not
+-- returned; a return that comes first commits before the rebuild's settle
+-- statement starts, which then sees its row and settles it. Unlocked, a
+-- return that read the old epoch and committed after that statement's
+-- snapshot was both counted by the rebuilt counter and relayed to it.
 WITH ins AS (
     INSERT INTO gate_outbox (movement_id, sale_id, customer_id, quantity, reason, gate_seq)
     SELECT 'return:' || @sale_id::text || ':' || @gate_seq::bigint, @sale_id::text,
@@ -24,7 +31,7 @@ WITH ins AS (
      WHERE (SELECT true FROM reservations r
              WHERE r.sale_id = @sale_id::text AND r.gate_seq = @gate_seq::bigint
              LIMIT 1) IS NULL
-       AND (@gate_seq::bigint >> 40) = (SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::text)
+       AND (@gate_seq::bigint >> 40) = (SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::text FOR SHARE)
     ON CONFLICT DO NOTHING
     RETURNING movement_id
 )
