@@ -85,6 +85,9 @@ type GateRebuild struct {
 	Epoch   int64
 	Counter int64 // initial − pending − confirmed
 	Holds   []GateHold
+	// Settled is how many movements owed to the old counter the rebuild
+	// marked applied (the new counter counts them).
+	Settled int
 }
 
 // GateHold is an active reservation that came through the gate.

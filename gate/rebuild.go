@@ -81,6 +81,6 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 		return 0, fmt.Errorf("rebuild the gate of sale %s: the rebuilt counter %d (read back %d) does not agree with the database, drift %d: %w",
 			saleID, rb.Counter, st.Counter, st.Drift, flashline.ErrInvariantBroken)
 	}
-	g.opts.Logger.InfoContext(ctx, "gate: counter rebuilt", "sale_id", saleID, "epoch", rb.Epoch, "counter", rb.Counter, "holds", len(rb.Holds))
+	g.opts.Logger.InfoContext(ctx, "gate: counter rebuilt", "sale_id", saleID, "epoch", rb.Epoch, "counter", rb.Counter, "holds", len(rb.Holds), "settled", rb.Settled)
 	return rb.Counter, nil
 }

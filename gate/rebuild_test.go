@@ -112,3 +112,58 @@ func TestGateReturnDuringRebuildCountsOnce(t *testing.T) {
 	require.True(t, st.OK, "status %+v", st)
 	require.EqualValues(t, 5, st.Counter)
 }
+
+// TestGateRestockDuringRebuildCountsOnce: a cancel (or an expiry, a void)
+// that commits while a rebuild runs is either in the rebuilt counter or
+// owed to it, never both. The rebuild settled what was owed in one
+// statement and counted the sale in the next, each with its own snapshot
+// (READ COMMITTED): a restock committed between the two was counted and
+// still owed, and the relay gave it to the counter again (drift -1). The
+// side transaction's row lock holds the settle statement so that the
+// cancel commits in between.
+func TestGateRestockDuringRebuildCountsOnce(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+	sale := f.sale(t, 5, 1)
+	var ids []string
+	for c := range 2 {
+		res, err := f.store.Reserve(ctx, req(sale.ID, fmt.Sprintf("cust_%d", c), "k", 1))
+		require.NoError(t, err)
+		ids = append(ids, res.Reservation.ID)
+	}
+	f.settle(t, sale.ID)
+	// Cancelled on another instance: owed to the gate, not relayed.
+	_, err := f.pg.Cancel(ctx, ids[0], flashline.Actor{CustomerID: "cust_0"})
+	require.NoError(t, err)
+	f.pause(t, sale.ID)
+
+	side, err := f.pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = side.Rollback(context.Background()) })
+	_, err = side.Exec(ctx, "SELECT 1 FROM gate_outbox WHERE movement_id = $1 FOR UPDATE", "restock:"+ids[0])
+	require.NoError(t, err)
+
+	rebuilt := make(chan struct{})
+	var rebuildErr error
+	go func() {
+		defer close(rebuilt)
+		_, rebuildErr = f.g.Rebuild(ctx, sale.ID)
+	}()
+	require.True(t, blockedOn(t, f.pool, "UPDATE gate_outbox SET applied_at", rebuilt), "the rebuild did not wait to settle the locked movement")
+	// The second cancel commits while the rebuild settles.
+	_, err = f.pg.Cancel(ctx, ids[1], flashline.Actor{CustomerID: "cust_1"})
+	require.NoError(t, err)
+	require.NoError(t, side.Rollback(ctx))
+	<-rebuilt
+	require.NoError(t, rebuildErr)
+	st := f.drift(t, sale.ID)
+	require.True(t, st.OK, "status %+v", st)
+	require.EqualValues(t, 5, st.Counter)
+	// Both customers' units came back to the buyer set: each may buy again.
+	_, err = f.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+	require.NoError(t, err)
+	for c := range 2 {
+		_, err := f.store.Reserve(ctx, req(sale.ID, fmt.Sprintf("cust_%d", c), "k2", 1))
+		require.NoError(t, err)
+	}
+}

@@ -10,51 +10,6 @@ import (
 	"time"
 )
 
-const gateActiveHolds = `-- name: GateActiveHolds :many
-SELECT r.customer_id, r.idempotency_key, r.quantity, r.gate_seq
-  FROM reservations r
- WHERE r.sale_id = $1::text AND r.state IN ('pending', 'confirmed') AND r.gate_seq IS NOT NULL
-`
-
-type GateActiveHoldsParams struct {
-	SaleID string
-}
-
-type GateActiveHoldsRow struct {
-	CustomerID     string
-	IdempotencyKey string
-	Quantity       int32
-	GateSeq        *int64
-}
-
-// The active (pending or confirmed) reservations of a gated sale that came
-// through the gate: who holds how many units, under which idempotency key
-// and unit number, for rebuilding the buyer set and the attempts.
-func (q *Queries) GateActiveHolds(ctx context.Context, arg GateActiveHoldsParams) ([]GateActiveHoldsRow, error) {
-	rows, err := q.db.Query(ctx, gateActiveHolds, arg.SaleID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []GateActiveHoldsRow
-	for rows.Next() {
-		var i GateActiveHoldsRow
-		if err := rows.Scan(
-			&i.CustomerID,
-			&i.IdempotencyKey,
-			&i.Quantity,
-			&i.GateSeq,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const gateIncident = `-- name: GateIncident :one
 WITH p AS (
     UPDATE sales
@@ -181,21 +136,6 @@ func (q *Queries) GateOutboxMarkApplied(ctx context.Context, arg GateOutboxMarkA
 	return err
 }
 
-const gateOutboxSettleSale = `-- name: GateOutboxSettleSale :exec
-UPDATE gate_outbox SET applied_at = now() WHERE sale_id = $1::text AND applied_at IS NULL
-`
-
-type GateOutboxSettleSaleParams struct {
-	SaleID string
-}
-
-// At a rebuild: movements owed to the old counter are in the new one (it is
-// computed from the database), so they are marked applied, not applied.
-func (q *Queries) GateOutboxSettleSale(ctx context.Context, arg GateOutboxSettleSaleParams) error {
-	_, err := q.db.Exec(ctx, gateOutboxSettleSale, arg.SaleID)
-	return err
-}
-
 const gateOutboxTake = `-- name: GateOutboxTake :many
 SELECT o.movement_id, o.sale_id, o.customer_id, o.quantity, o.reason, o.gate_seq
   FROM gate_outbox o
@@ -270,23 +210,64 @@ func (q *Queries) GateOwedToCustomer(ctx context.Context, arg GateOwedToCustomer
 	return column_1, err
 }
 
-const gateRebuildInputs = `-- name: GateRebuildInputs :one
-SELECT (i.initial_stock::bigint - i.pending - i.confirmed)::bigint AS counter
-  FROM sale_invariant i
- WHERE i.sale_id = $1::text
+const gateRebuildSettle = `-- name: GateRebuildSettle :one
+WITH settled AS (
+    UPDATE gate_outbox SET applied_at = now()
+     WHERE sale_id = $1::text AND applied_at IS NULL
+    RETURNING movement_id
+), holds AS (
+    SELECT r.customer_id, r.idempotency_key, r.quantity, r.gate_seq
+      FROM reservations r
+     WHERE r.sale_id = $1::text AND r.state IN ('pending', 'confirmed') AND r.gate_seq IS NOT NULL
+)
+SELECT (SELECT i.initial_stock::bigint - i.pending - i.confirmed
+          FROM sale_invariant i WHERE i.sale_id = $1::text)::bigint AS counter,
+       (SELECT count(*) FROM settled)::int AS settled,
+       coalesce((SELECT array_agg(h.customer_id ORDER BY h.gate_seq) FROM holds h), '{}')::text[] AS hold_customers,
+       coalesce((SELECT array_agg(h.idempotency_key ORDER BY h.gate_seq) FROM holds h), '{}')::text[] AS hold_keys,
+       coalesce((SELECT array_agg(h.quantity ORDER BY h.gate_seq) FROM holds h), '{}')::int[] AS hold_quantities,
+       coalesce((SELECT array_agg(h.gate_seq ORDER BY h.gate_seq) FROM holds h), '{}')::bigint[] AS hold_seqs
 `
 
-type GateRebuildInputsParams struct {
+type GateRebuildSettleParams struct {
 	SaleID string
 }
 
-// A gated sale's counter from the database alone: initial − pending −
-// confirmed (the sale_invariant view).
-func (q *Queries) GateRebuildInputs(ctx context.Context, arg GateRebuildInputsParams) (int64, error) {
-	row := q.db.QueryRow(ctx, gateRebuildInputs, arg.SaleID)
-	var counter int64
-	err := row.Scan(&counter)
-	return counter, err
+type GateRebuildSettleRow struct {
+	Counter        int64
+	Settled        int32
+	HoldCustomers  []string
+	HoldKeys       []string
+	HoldQuantities []int32
+	HoldSeqs       []int64
+}
+
+// The rest of a rebuild, after GateNextEpoch, in one statement and so one
+// snapshot: the movements owed to the old counter marked applied (the new
+// counter is computed from this database, so it counts them already), the
+// new counter (initial − pending − confirmed, the sale_invariant view), and
+// the active gated reservations it is made of (who holds how many units,
+// under which idempotency key and unit number: the buyer set and the
+// attempts). A restock (cancel, expiry, void) committed while this runs is
+// in all three or in none: in none, it stays owed and the relay applies it
+// to the new counter. As separate statements at READ COMMITTED, one that
+// committed between the settling and the counting was counted by the new
+// counter and relayed to it again. Not REPEATABLE READ for the whole
+// transaction: its snapshot would be taken by GateNextEpoch's UPDATE before
+// it waits for the returns holding the sale row (GateReturn's FOR SHARE),
+// and would miss the rows they commit.
+func (q *Queries) GateRebuildSettle(ctx context.Context, arg GateRebuildSettleParams) (GateRebuildSettleRow, error) {
+	row := q.db.QueryRow(ctx, gateRebuildSettle, arg.SaleID)
+	var i GateRebuildSettleRow
+	err := row.Scan(
+		&i.Counter,
+		&i.Settled,
+		&i.HoldCustomers,
+		&i.HoldKeys,
+		&i.HoldQuantities,
+		&i.HoldSeqs,
+	)
+	return i, err
 }
 
 const gateReturn = `-- name: GateReturn :one
