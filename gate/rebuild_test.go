@@ -3,14 +3,18 @@ package gate_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/gate"
+	"github.com/flashline/flashline/salecache"
 )
 
 // These tests run a rebuild against movements that commit while it runs.
@@ -166,4 +170,101 @@ func TestGateRestockDuringRebuildCountsOnce(t *testing.T) {
 		_, err := f.store.Reserve(ctx, req(sale.ID, fmt.Sprintf("cust_%d", c), "k2", 1))
 		require.NoError(t, err)
 	}
+}
+
+// holdFirst is a go-redis hook that holds the first command or pipeline
+// that writes a gate's unit numbers (the seq key, which a rebuild writes)
+// until release is closed, having closed held.
+type holdFirst struct {
+	seqKey        string
+	once          sync.Once
+	held, release chan struct{}
+}
+
+func (h *holdFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdFirst) mentions(cmd redis.Cmder) bool {
+	return slices.ContainsFunc(cmd.Args(), func(a any) bool { return a == h.seqKey })
+}
+
+func (h *holdFirst) wait() {
+	h.once.Do(func() {
+		close(h.held)
+		<-h.release
+	})
+}
+
+func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.mentions(cmd) {
+			h.wait()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if slices.ContainsFunc(cmds, h.mentions) {
+			h.wait()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestGateOverlappingRebuildsKeepTheLaterEpoch: two rebuilds of a sale at
+// once (two admins, a retry after a timeout) whose Redis writes land in the
+// other order. The earlier epoch's counter wrote over the later one's: its
+// unit numbers were of an epoch the database had left, so every unit it
+// handed out after the resume was refused as returned (and none came back),
+// and nothing noticed, since the check compared no epochs. Now the earlier
+// write is refused with a clear error, the later counter stands, and the
+// sale sells.
+func TestGateOverlappingRebuildsKeepTheLaterEpoch(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+	sale := f.sale(t, 5, 1)
+	_, err := f.store.Reserve(ctx, req(sale.ID, "cust_0", "k", 1))
+	require.NoError(t, err)
+	f.pause(t, sale.ID)
+
+	// The first rebuild's Redis write is held in flight.
+	hook := &holdFirst{seqKey: gate.SeqKey(sale.ID), held: make(chan struct{}), release: make(chan struct{})}
+	// A second client of the fixture's Redis, with the hook.
+	opts := *f.rdb.Options()
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(hook)
+	slow := gate.New(rdb, f.pg, salecache.New(f.pg, salecache.Options{}), gate.Options{Timeout: 5 * time.Second})
+	first := make(chan error, 1)
+	go func() {
+		_, err := slow.Rebuild(ctx, sale.ID)
+		first <- err
+	}()
+	select {
+	case <-hook.held:
+	case err := <-first:
+		t.Fatalf("the first rebuild ended before its Redis write: %v", err)
+	}
+
+	// The second runs to the end, then the first's write lands.
+	counter, err := f.g.Rebuild(ctx, sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, counter)
+	close(hook.release)
+	firstErr := <-first
+
+	st := f.g.Status(ctx, sale.ID)
+	require.True(t, st.OK, "status %+v", st)
+	_, err = f.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+	require.NoError(t, err)
+	for c := 1; c < 5; c++ {
+		_, err := f.store.Reserve(ctx, req(sale.ID, fmt.Sprintf("cust_%d", c), "k", 1))
+		require.NoError(t, err)
+	}
+	_, err = f.store.Reserve(ctx, req(sale.ID, "cust_late", "k", 1))
+	require.ErrorIs(t, err, flashline.ErrSoldOut)
+	require.Zero(t, f.settle(t, sale.ID).Counter)
+	require.ErrorIs(t, firstErr, flashline.ErrInvalidTransition, "the stale rebuild says it did not write")
+	require.ErrorContains(t, firstErr, "another rebuild")
 }

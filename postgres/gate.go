@@ -95,7 +95,7 @@ func (s *Store) GateLedger(ctx context.Context, saleID string) (flashline.GateLe
 	if err != nil {
 		return flashline.GateLedger{}, fmt.Errorf("gate ledger of sale %s: %w", saleID, translate(err))
 	}
-	return flashline.GateLedger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second))}, nil
+	return flashline.GateLedger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second)), Epoch: r.Epoch}, nil
 }
 
 // StoredAnswer is the stored answer to the request's idempotency key, to

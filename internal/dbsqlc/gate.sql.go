@@ -53,7 +53,8 @@ func (q *Queries) GateIncident(ctx context.Context, arg GateIncidentParams) (boo
 }
 
 const gateLedger = `-- name: GateLedger :one
-SELECT coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = $1::text), 0)::bigint AS available,
+SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = $1::text), 0)::bigint AS epoch,
+       coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = $1::text), 0)::bigint AS available,
        coalesce((SELECT sum(o.quantity) FROM gate_outbox o
                   WHERE o.sale_id = $1::text AND o.applied_at IS NULL), 0)::bigint AS owed,
        coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
@@ -65,6 +66,7 @@ type GateLedgerParams struct {
 }
 
 type GateLedgerRow struct {
+	Epoch          int64
 	Available      int64
 	Owed           int64
 	OwedAgeSeconds float64
@@ -72,11 +74,17 @@ type GateLedgerRow struct {
 
 // What the database says a gated sale's counter should account for: units
 // available, and units owed back to the gate and not applied yet (with the age
-// of the oldest, the relay's lag).
+// of the oldest, the relay's lag), and the epoch of its counter (rebuilds so
+// far), which the counter in Redis must carry.
 func (q *Queries) GateLedger(ctx context.Context, arg GateLedgerParams) (GateLedgerRow, error) {
 	row := q.db.QueryRow(ctx, gateLedger, arg.SaleID)
 	var i GateLedgerRow
-	err := row.Scan(&i.Available, &i.Owed, &i.OwedAgeSeconds)
+	err := row.Scan(
+		&i.Epoch,
+		&i.Available,
+		&i.Owed,
+		&i.OwedAgeSeconds,
+	)
 	return i, err
 }
 

@@ -66,8 +66,10 @@ UPDATE gate_outbox SET applied_at = now()
 -- name: GateLedger :one
 -- What the database says a gated sale's counter should account for: units
 -- available, and units owed back to the gate and not applied yet (with the age
--- of the oldest, the relay's lag).
-SELECT coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = @sale_id::text), 0)::bigint AS available,
+-- of the oldest, the relay's lag), and the epoch of its counter (rebuilds so
+-- far), which the counter in Redis must carry.
+SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::text), 0)::bigint AS epoch,
+       coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = @sale_id::text), 0)::bigint AS available,
        coalesce((SELECT sum(o.quantity) FROM gate_outbox o
                   WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), 0)::bigint AS owed,
        coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
