@@ -71,6 +71,9 @@ type GateLedger struct {
 	// OwedAge is how long ago the oldest of them was written: the relay's
 	// lag (0: none owed).
 	OwedAge time.Duration
+	// Epoch is the rebuilds of the counter so far: a counter in Redis
+	// written for another epoch hands out units the database refuses.
+	Epoch int64
 }
 
 // GatedSale is one gated sale the gate job looks after.
@@ -85,6 +88,9 @@ type GateRebuild struct {
 	Epoch   int64
 	Counter int64 // initial − pending − confirmed
 	Holds   []GateHold
+	// Settled is how many movements owed to the old counter the rebuild
+	// marked applied (the new counter counts them).
+	Settled int
 }
 
 // GateHold is an active reservation that came through the gate.

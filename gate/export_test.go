@@ -10,6 +10,7 @@ import (
 // gate).
 
 func StockKey(saleID string) string { return keysOf(saleID).stock }
+func SeqKey(saleID string) string   { return keysOf(saleID).seq }
 
 // Step runs the gate step alone: a request that took a unit and died.
 func (g *Gate) Step(ctx context.Context, req flashline.ReserveRequest, limit int) (seq int64, fresh bool, err error) {

@@ -147,6 +147,7 @@ type keys struct {
 	unsettled string // seq → customer \n key \n quantity \n unix ms: handed out, not yet settled
 	applied   string // movement ids applied to the counter
 	paused    string // set while the counter is rebuilt
+	epoch     string // the epoch the counter was written for (missing: 0)
 }
 
 func keysOf(saleID string) keys {
@@ -154,6 +155,7 @@ func keysOf(saleID string) keys {
 	return keys{
 		stock: p + "stock", seq: p + "seq", attempts: p + "attempts", buyers: p + "buyers",
 		unsettled: p + "unsettled", applied: p + "applied", paused: p + "paused",
+		epoch: p + "epoch",
 	}
 }
 
@@ -208,9 +210,39 @@ return 1
 `)
 
 // A consistent view of the counter: its value (false: missing), whether it
-// is being rebuilt, and the units handed out and not settled.
+// is being rebuilt, the units handed out and not settled, and its epoch
+// (false: 0, a counter set when its sale was created).
 var stateScript = redis.NewScript(`
-return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('HGETALL', KEYS[3])}
+return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4])}
+`)
+
+// Writes a rebuilt counter for epoch ARGV[1], unless a later rebuild wrote
+// it already (then {0, that epoch}): two rebuilds of a sale that overlap
+// may reach Redis in either order, and only the later epoch, the
+// database's, may stand. ARGV: epoch, counter, first unit number, the
+// number of buyers n, then n customer/units pairs, then customer \n key /
+// unit pairs (the attempts). All keys at once: the gate step and the relay
+// see the old counter or the new one.
+var rebuildScript = redis.NewScript(`
+local epoch = tonumber(ARGV[1])
+local cur = tonumber(redis.call('GET', KEYS[8]) or '0')
+if cur > epoch then return {0, cur} end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3])
+redis.call('SET', KEYS[8], ARGV[1])
+local n = tonumber(ARGV[4])
+local i = 5
+for _ = 1, n do
+  redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+while i < #ARGV do
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+redis.call('DEL', KEYS[7])
+return {1, epoch}
 `)
 
 // call runs a script within bound: the gate's Timeout on a buyer's path,
@@ -237,6 +269,7 @@ type state struct {
 	counter   int64
 	missing   bool
 	paused    bool
+	epoch     int64 // the epoch the counter was written for
 	unsettled map[int64]unsettled
 }
 
@@ -248,7 +281,7 @@ type unsettled struct {
 
 func (g *Gate) state(ctx context.Context, saleID string) (state, error) {
 	k := keysOf(saleID)
-	res, err := g.call(ctx, g.background(), stateScript, []string{k.stock, k.paused, k.unsettled})
+	res, err := g.call(ctx, g.background(), stateScript, []string{k.stock, k.paused, k.unsettled, k.epoch})
 	if err != nil {
 		return state{}, err
 	}
@@ -258,6 +291,9 @@ func (g *Gate) state(ctx context.Context, saleID string) (state, error) {
 		st.counter, _ = strconv.ParseInt(s, 10, 64)
 	} else {
 		st.missing = true
+	}
+	if s, ok := parts[3].(string); ok {
+		st.epoch, _ = strconv.ParseInt(s, 10, 64)
 	}
 	kv := parts[2].([]any)
 	for i := 0; i+1 < len(kv); i += 2 {

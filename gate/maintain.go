@@ -19,6 +19,9 @@ type drift struct {
 	opened bool // the sale has opened: it may be named in metrics
 	// unreachable counts consecutive checks that could not read Redis.
 	unreachable int
+	// stale counts consecutive checks that found the counter written for
+	// another epoch than the database's.
+	stale int
 }
 
 // Maintain looks after every gated sale once (the gate job runs it every
@@ -108,15 +111,27 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 	value := ledger.Available - st.counter - ledger.Owed - inflight
 	g.mu.Lock()
 	prev := g.drifts[s.ID]
+	stale := prev.stale
+	if st.epoch != ledger.Epoch {
+		stale++
+	} else {
+		stale = 0
+	}
 	if value == prev.value {
 		prev.checks++
 	} else {
 		prev = drift{value: value, checks: 1}
 	}
+	prev.stale = stale
 	prev.opened = s.State != flashline.StateScheduled
 	g.drifts[s.ID] = prev
 	report := value != 0 && prev.checks == g.opts.DriftChecks
 	g.mu.Unlock()
+	if selling && stale == g.opts.DriftChecks {
+		// A rebuild's write of an older epoch landed last (one that ran
+		// before this refusal existed): its units are all refused.
+		g.incident(ctx, s.ID, "gate_stale_epoch", fmt.Sprintf("the gate's counter was written for epoch %d, the database is at %d: rebuild it, then resume", st.epoch, ledger.Epoch), true)
+	}
 	if report {
 		detail := fmt.Sprintf("drift %d: available %d − counter %d − owed back %d − in flight %d", value, ledger.Available, st.counter, ledger.Owed, inflight)
 		if value < 0 {
@@ -233,7 +248,9 @@ func (g *Gate) check(ctx context.Context, saleID string) (flashline.GateStatus, 
 		return status, err
 	}
 	status.Drift = ledger.Available - st.counter - ledger.Owed - inflight
-	status.OK = !st.paused && status.Drift == 0
+	// A counter written for another epoch than the database's hands out
+	// units that no reservation may hold and no return gives back.
+	status.OK = !st.paused && status.Drift == 0 && st.epoch == ledger.Epoch
 	return status, nil
 }
 

@@ -19,7 +19,11 @@ import (
 // While it runs the counter is marked paused in Redis, so that neither the
 // gate step nor the relay touches the old one. A rebuild that fails half way
 // leaves the mark: the sale cannot be resumed until a rebuild completes, and
-// running it again is safe.
+// running it again is safe. The counter in Redis carries its epoch: of two
+// rebuilds that overlap, the one with the earlier epoch cannot write over
+// the later one's counter (it fails with ErrInvalidTransition, and the
+// later counter stands), and a counter whose epoch is not the database's
+// does not agree with it (check).
 func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 	if g.rdb == nil {
 		return 0, fmt.Errorf("rebuild the gate of sale %s: %w", saleID, errors.Join(flashline.ErrUnavailable, ErrNoRedis))
@@ -46,28 +50,31 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 		return 0, err
 	}
 	buyers := map[string]int{}
-	attempts := map[string]any{}
+	var order []string
 	for _, h := range rb.Holds {
-		buyers[h.CustomerID] += h.Quantity
-		attempts[attemptField(h.CustomerID, h.IdempotencyKey)] = strconv.FormatInt(h.Seq, 10)
-	}
-	rctx, cancel = context.WithTimeout(ctx, g.background())
-	defer cancel()
-	pipe := g.rdb.TxPipeline()
-	pipe.Del(rctx, k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied)
-	pipe.Set(rctx, k.stock, rb.Counter, 0)
-	pipe.Set(rctx, k.seq, seqBase(rb.Epoch), 0)
-	if len(buyers) > 0 {
-		b := make(map[string]any, len(buyers))
-		for c, q := range buyers {
-			b[c] = q
+		if _, ok := buyers[h.CustomerID]; !ok {
+			order = append(order, h.CustomerID)
 		}
-		pipe.HSet(rctx, k.buyers, b)
-		pipe.HSet(rctx, k.attempts, attempts)
+		buyers[h.CustomerID] += h.Quantity
 	}
-	pipe.Del(rctx, k.paused)
-	if _, err := pipe.Exec(rctx); err != nil {
-		return 0, fmt.Errorf("rebuild the gate of sale %s: redis: %w", saleID, errors.Join(flashline.ErrUnavailable, err))
+	args := []any{rb.Epoch, rb.Counter, seqBase(rb.Epoch), len(order)}
+	for _, c := range order {
+		args = append(args, c, buyers[c])
+	}
+	for _, h := range rb.Holds {
+		args = append(args, attemptField(h.CustomerID, h.IdempotencyKey), strconv.FormatInt(h.Seq, 10))
+	}
+	res, err := g.call(ctx, g.background(), rebuildScript,
+		[]string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused, k.epoch}, args...)
+	if err != nil {
+		return 0, fmt.Errorf("rebuild the gate of sale %s: %w", saleID, errors.Join(flashline.ErrUnavailable, err))
+	}
+	if r := res.([]any); r[0].(int64) == 0 {
+		// Another rebuild ran at the same time and reached Redis first with
+		// a later epoch, the database's: its counter stands, and this one,
+		// already stale, must not replace it.
+		return 0, fmt.Errorf("rebuild the gate of sale %s: another rebuild ran at the same time and wrote the counter for epoch %d, after this one's %d; it stands (check it with gate show): %w",
+			saleID, r[1].(int64), rb.Epoch, flashline.ErrInvalidTransition)
 	}
 	g.mu.Lock()
 	delete(g.drifts, saleID)
@@ -81,6 +88,6 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 		return 0, fmt.Errorf("rebuild the gate of sale %s: the rebuilt counter %d (read back %d) does not agree with the database, drift %d: %w",
 			saleID, rb.Counter, st.Counter, st.Drift, flashline.ErrInvariantBroken)
 	}
-	g.opts.Logger.InfoContext(ctx, "gate: counter rebuilt", "sale_id", saleID, "epoch", rb.Epoch, "counter", rb.Counter, "holds", len(rb.Holds))
+	g.opts.Logger.InfoContext(ctx, "gate: counter rebuilt", "sale_id", saleID, "epoch", rb.Epoch, "counter", rb.Counter, "holds", len(rb.Holds), "settled", rb.Settled)
 	return rb.Counter, nil
 }

@@ -95,7 +95,7 @@ func (s *Store) GateLedger(ctx context.Context, saleID string) (flashline.GateLe
 	if err != nil {
 		return flashline.GateLedger{}, fmt.Errorf("gate ledger of sale %s: %w", saleID, translate(err))
 	}
-	return flashline.GateLedger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second))}, nil
+	return flashline.GateLedger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second)), Epoch: r.Epoch}, nil
 }
 
 // StoredAnswer is the stored answer to the request's idempotency key, to
@@ -154,8 +154,9 @@ func (s *Store) Incident(ctx context.Context, saleID, kind, detail string, pause
 
 // BeginRebuild starts a rebuild of a paused gated sale's counter, in one
 // transaction: a new epoch (the sale row's lock orders it against batches
-// committing gated reservations), the units owed to the old counter settled
-// (the new one is computed from this database, so it counts them already),
+// committing gated reservations and against returns), then, in one snapshot
+// taken once that lock is held, the units owed to the old counter settled
+// (the new one is computed from this database, so it counts them already)
 // and the new counter with the holds it is made of.
 func (s *Store) BeginRebuild(ctx context.Context, saleID string) (flashline.GateRebuild, error) {
 	var rb flashline.GateRebuild
@@ -175,18 +176,16 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string) (flashline.Gate
 			return err
 		}
 		rb.Epoch = int64(epoch)
-		if err := q.GateOutboxSettleSale(ctx, dbsqlc.GateOutboxSettleSaleParams{SaleID: saleID}); err != nil {
-			return err
-		}
-		if rb.Counter, err = q.GateRebuildInputs(ctx, dbsqlc.GateRebuildInputsParams{SaleID: saleID}); err != nil {
-			return err
-		}
-		holds, err := q.GateActiveHolds(ctx, dbsqlc.GateActiveHoldsParams{SaleID: saleID})
+		// The settling, the counting and the holds in one statement: one
+		// snapshot, taken once the epoch's row lock is held (see
+		// GateRebuildSettle).
+		r, err := q.GateRebuildSettle(ctx, dbsqlc.GateRebuildSettleParams{SaleID: saleID})
 		if err != nil {
 			return err
 		}
-		for _, h := range holds {
-			rb.Holds = append(rb.Holds, flashline.GateHold{CustomerID: h.CustomerID, IdempotencyKey: h.IdempotencyKey, Quantity: int(h.Quantity), Seq: *h.GateSeq})
+		rb.Counter, rb.Settled = r.Counter, int(r.Settled)
+		for i := range r.HoldSeqs {
+			rb.Holds = append(rb.Holds, flashline.GateHold{CustomerID: r.HoldCustomers[i], IdempotencyKey: r.HoldKeys[i], Quantity: int(r.HoldQuantities[i]), Seq: r.HoldSeqs[i]})
 		}
 		return nil
 	})

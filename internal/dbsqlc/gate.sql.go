@@ -10,51 +10,6 @@ import (
 	"time"
 )
 
-const gateActiveHolds = `-- name: GateActiveHolds :many
-SELECT r.customer_id, r.idempotency_key, r.quantity, r.gate_seq
-  FROM reservations r
- WHERE r.sale_id = $1::text AND r.state IN ('pending', 'confirmed') AND r.gate_seq IS NOT NULL
-`
-
-type GateActiveHoldsParams struct {
-	SaleID string
-}
-
-type GateActiveHoldsRow struct {
-	CustomerID     string
-	IdempotencyKey string
-	Quantity       int32
-	GateSeq        *int64
-}
-
-// The active (pending or confirmed) reservations of a gated sale that came
-// through the gate: who holds how many units, under which idempotency key
-// and unit number, for rebuilding the buyer set and the attempts.
-func (q *Queries) GateActiveHolds(ctx context.Context, arg GateActiveHoldsParams) ([]GateActiveHoldsRow, error) {
-	rows, err := q.db.Query(ctx, gateActiveHolds, arg.SaleID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []GateActiveHoldsRow
-	for rows.Next() {
-		var i GateActiveHoldsRow
-		if err := rows.Scan(
-			&i.CustomerID,
-			&i.IdempotencyKey,
-			&i.Quantity,
-			&i.GateSeq,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const gateIncident = `-- name: GateIncident :one
 WITH p AS (
     UPDATE sales
@@ -98,7 +53,8 @@ func (q *Queries) GateIncident(ctx context.Context, arg GateIncidentParams) (boo
 }
 
 const gateLedger = `-- name: GateLedger :one
-SELECT coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = $1::text), 0)::bigint AS available,
+SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = $1::text), 0)::bigint AS epoch,
+       coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = $1::text), 0)::bigint AS available,
        coalesce((SELECT sum(o.quantity) FROM gate_outbox o
                   WHERE o.sale_id = $1::text AND o.applied_at IS NULL), 0)::bigint AS owed,
        coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
@@ -110,6 +66,7 @@ type GateLedgerParams struct {
 }
 
 type GateLedgerRow struct {
+	Epoch          int64
 	Available      int64
 	Owed           int64
 	OwedAgeSeconds float64
@@ -117,11 +74,17 @@ type GateLedgerRow struct {
 
 // What the database says a gated sale's counter should account for: units
 // available, and units owed back to the gate and not applied yet (with the age
-// of the oldest, the relay's lag).
+// of the oldest, the relay's lag), and the epoch of its counter (rebuilds so
+// far), which the counter in Redis must carry.
 func (q *Queries) GateLedger(ctx context.Context, arg GateLedgerParams) (GateLedgerRow, error) {
 	row := q.db.QueryRow(ctx, gateLedger, arg.SaleID)
 	var i GateLedgerRow
-	err := row.Scan(&i.Available, &i.Owed, &i.OwedAgeSeconds)
+	err := row.Scan(
+		&i.Epoch,
+		&i.Available,
+		&i.Owed,
+		&i.OwedAgeSeconds,
+	)
 	return i, err
 }
 
@@ -178,21 +141,6 @@ type GateOutboxMarkAppliedParams struct {
 
 func (q *Queries) GateOutboxMarkApplied(ctx context.Context, arg GateOutboxMarkAppliedParams) error {
 	_, err := q.db.Exec(ctx, gateOutboxMarkApplied, arg.MovementIds)
-	return err
-}
-
-const gateOutboxSettleSale = `-- name: GateOutboxSettleSale :exec
-UPDATE gate_outbox SET applied_at = now() WHERE sale_id = $1::text AND applied_at IS NULL
-`
-
-type GateOutboxSettleSaleParams struct {
-	SaleID string
-}
-
-// At a rebuild: movements owed to the old counter are in the new one (it is
-// computed from the database), so they are marked applied, not applied.
-func (q *Queries) GateOutboxSettleSale(ctx context.Context, arg GateOutboxSettleSaleParams) error {
-	_, err := q.db.Exec(ctx, gateOutboxSettleSale, arg.SaleID)
 	return err
 }
 
@@ -270,23 +218,64 @@ func (q *Queries) GateOwedToCustomer(ctx context.Context, arg GateOwedToCustomer
 	return column_1, err
 }
 
-const gateRebuildInputs = `-- name: GateRebuildInputs :one
-SELECT (i.initial_stock::bigint - i.pending - i.confirmed)::bigint AS counter
-  FROM sale_invariant i
- WHERE i.sale_id = $1::text
+const gateRebuildSettle = `-- name: GateRebuildSettle :one
+WITH settled AS (
+    UPDATE gate_outbox SET applied_at = now()
+     WHERE sale_id = $1::text AND applied_at IS NULL
+    RETURNING movement_id
+), holds AS (
+    SELECT r.customer_id, r.idempotency_key, r.quantity, r.gate_seq
+      FROM reservations r
+     WHERE r.sale_id = $1::text AND r.state IN ('pending', 'confirmed') AND r.gate_seq IS NOT NULL
+)
+SELECT (SELECT i.initial_stock::bigint - i.pending - i.confirmed
+          FROM sale_invariant i WHERE i.sale_id = $1::text)::bigint AS counter,
+       (SELECT count(*) FROM settled)::int AS settled,
+       coalesce((SELECT array_agg(h.customer_id ORDER BY h.gate_seq) FROM holds h), '{}')::text[] AS hold_customers,
+       coalesce((SELECT array_agg(h.idempotency_key ORDER BY h.gate_seq) FROM holds h), '{}')::text[] AS hold_keys,
+       coalesce((SELECT array_agg(h.quantity ORDER BY h.gate_seq) FROM holds h), '{}')::int[] AS hold_quantities,
+       coalesce((SELECT array_agg(h.gate_seq ORDER BY h.gate_seq) FROM holds h), '{}')::bigint[] AS hold_seqs
 `
 
-type GateRebuildInputsParams struct {
+type GateRebuildSettleParams struct {
 	SaleID string
 }
 
-// A gated sale's counter from the database alone: initial − pending −
-// confirmed (the sale_invariant view).
-func (q *Queries) GateRebuildInputs(ctx context.Context, arg GateRebuildInputsParams) (int64, error) {
-	row := q.db.QueryRow(ctx, gateRebuildInputs, arg.SaleID)
-	var counter int64
-	err := row.Scan(&counter)
-	return counter, err
+type GateRebuildSettleRow struct {
+	Counter        int64
+	Settled        int32
+	HoldCustomers  []string
+	HoldKeys       []string
+	HoldQuantities []int32
+	HoldSeqs       []int64
+}
+
+// The rest of a rebuild, after GateNextEpoch, in one statement and so one
+// snapshot: the movements owed to the old counter marked applied (the new
+// counter is computed from this database, so it counts them already), the
+// new counter (initial − pending − confirmed, the sale_invariant view), and
+// the active gated reservations it is made of (who holds how many units,
+// under which idempotency key and unit number: the buyer set and the
+// attempts). A restock (cancel, expiry, void) committed while this runs is
+// in all three or in none: in none, it stays owed and the relay applies it
+// to the new counter. As separate statements at READ COMMITTED, one that
+// committed between the settling and the counting was counted by the new
+// counter and relayed to it again. Not REPEATABLE READ for the whole
+// transaction: its snapshot would be taken by GateNextEpoch's UPDATE before
+// it waits for the returns holding the sale row (GateReturn's FOR SHARE),
+// and would miss the rows they commit.
+func (q *Queries) GateRebuildSettle(ctx context.Context, arg GateRebuildSettleParams) (GateRebuildSettleRow, error) {
+	row := q.db.QueryRow(ctx, gateRebuildSettle, arg.SaleID)
+	var i GateRebuildSettleRow
+	err := row.Scan(
+		&i.Counter,
+		&i.Settled,
+		&i.HoldCustomers,
+		&i.HoldKeys,
+		&i.HoldQuantities,
+		&i.HoldSeqs,
+	)
+	return i, err
 }
 
 const gateReturn = `-- name: GateReturn :one
@@ -297,7 +286,7 @@ WITH ins AS (
      WHERE (SELECT true FROM reservations r
              WHERE r.sale_id = $1::text AND r.gate_seq = $2::bigint
              LIMIT 1) IS NULL
-       AND ($2::bigint >> 40) = (SELECT s.gate_epoch FROM sales s WHERE s.sale_id = $1::text)
+       AND ($2::bigint >> 40) = (SELECT s.gate_epoch FROM sales s WHERE s.sale_id = $1::text FOR SHARE)
     ON CONFLICT DO NOTHING
     RETURNING movement_id
 )
@@ -317,7 +306,14 @@ type GateReturnParams struct {
 // and gate_outbox_return_seq). returned is false when a reservation holds
 // the seq or it was returned already.
 // A unit handed out before the counter's last rebuild is not returned: the
-// rebuilt counter already counts it.
+// rebuilt counter already counts it. The epoch is read FOR SHARE, so a
+// return and a rebuild (GateNextEpoch's UPDATE of the same row) take turns:
+// a rebuild that comes first makes this read its new epoch (READ COMMITTED
+// reads the row again once the lock is granted) and the unit is not
+// returned; a return that comes first commits before the rebuild's settle
+// statement starts, which then sees its row and settles it. Unlocked, a
+// return that read the old epoch and committed after that statement's
+// snapshot was both counted by the rebuilt counter and relayed to it.
 func (q *Queries) GateReturn(ctx context.Context, arg GateReturnParams) (bool, error) {
 	row := q.db.QueryRow(ctx, gateReturn,
 		arg.SaleID,

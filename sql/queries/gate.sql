@@ -16,7 +16,14 @@ SELECT pg_advisory_xact_lock(hashtextextended('flashline customer' || E'\n' || @
 -- and gate_outbox_return_seq). returned is false when a reservation holds
 -- the seq or it was returned already.
 -- A unit handed out before the counter's last rebuild is not returned: the
--- rebuilt counter already counts it.
+-- rebuilt counter already counts it. The epoch is read FOR SHARE, so a
+-- return and a rebuild (GateNextEpoch's UPDATE of the same row) take turns:
+-- a rebuild that comes first makes this read its new epoch (READ COMMITTED
+-- reads the row again once the lock is granted) and the unit is not
+-- returned; a return that comes first commits before the rebuild's settle
+-- statement starts, which then sees its row and settles it. Unlocked, a
+-- return that read the old epoch and committed after that statement's
+-- snapshot was both counted by the rebuilt counter and relayed to it.
 WITH ins AS (
     INSERT INTO gate_outbox (movement_id, sale_id, customer_id, quantity, reason, gate_seq)
     SELECT 'return:' || @sale_id::text || ':' || @gate_seq::bigint, @sale_id::text,
@@ -24,7 +31,7 @@ WITH ins AS (
      WHERE (SELECT true FROM reservations r
              WHERE r.sale_id = @sale_id::text AND r.gate_seq = @gate_seq::bigint
              LIMIT 1) IS NULL
-       AND (@gate_seq::bigint >> 40) = (SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::text)
+       AND (@gate_seq::bigint >> 40) = (SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::text FOR SHARE)
     ON CONFLICT DO NOTHING
     RETURNING movement_id
 )
@@ -59,8 +66,10 @@ UPDATE gate_outbox SET applied_at = now()
 -- name: GateLedger :one
 -- What the database says a gated sale's counter should account for: units
 -- available, and units owed back to the gate and not applied yet (with the age
--- of the oldest, the relay's lag).
-SELECT coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = @sale_id::text), 0)::bigint AS available,
+-- of the oldest, the relay's lag), and the epoch of its counter (rebuilds so
+-- far), which the counter in Redis must carry.
+SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::text), 0)::bigint AS epoch,
+       coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = @sale_id::text), 0)::bigint AS available,
        coalesce((SELECT sum(o.quantity) FROM gate_outbox o
                   WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), 0)::bigint AS owed,
        coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
@@ -94,25 +103,37 @@ UPDATE sales SET gate_epoch = gate_epoch + 1, updated_at = now()
  WHERE sale_id = @sale_id::text AND gate = 'redis' AND state = 'paused'
 RETURNING gate_epoch;
 
--- name: GateRebuildInputs :one
--- A gated sale's counter from the database alone: initial − pending −
--- confirmed (the sale_invariant view).
-SELECT (i.initial_stock::bigint - i.pending - i.confirmed)::bigint AS counter
-  FROM sale_invariant i
- WHERE i.sale_id = @sale_id::text;
-
--- name: GateActiveHolds :many
--- The active (pending or confirmed) reservations of a gated sale that came
--- through the gate: who holds how many units, under which idempotency key
--- and unit number, for rebuilding the buyer set and the attempts.
-SELECT r.customer_id, r.idempotency_key, r.quantity, r.gate_seq
-  FROM reservations r
- WHERE r.sale_id = @sale_id::text AND r.state IN ('pending', 'confirmed') AND r.gate_seq IS NOT NULL;
-
--- name: GateOutboxSettleSale :exec
--- At a rebuild: movements owed to the old counter are in the new one (it is
--- computed from the database), so they are marked applied, not applied.
-UPDATE gate_outbox SET applied_at = now() WHERE sale_id = @sale_id::text AND applied_at IS NULL;
+-- name: GateRebuildSettle :one
+-- The rest of a rebuild, after GateNextEpoch, in one statement and so one
+-- snapshot: the movements owed to the old counter marked applied (the new
+-- counter is computed from this database, so it counts them already), the
+-- new counter (initial − pending − confirmed, the sale_invariant view), and
+-- the active gated reservations it is made of (who holds how many units,
+-- under which idempotency key and unit number: the buyer set and the
+-- attempts). A restock (cancel, expiry, void) committed while this runs is
+-- in all three or in none: in none, it stays owed and the relay applies it
+-- to the new counter. As separate statements at READ COMMITTED, one that
+-- committed between the settling and the counting was counted by the new
+-- counter and relayed to it again. Not REPEATABLE READ for the whole
+-- transaction: its snapshot would be taken by GateNextEpoch's UPDATE before
+-- it waits for the returns holding the sale row (GateReturn's FOR SHARE),
+-- and would miss the rows they commit.
+WITH settled AS (
+    UPDATE gate_outbox SET applied_at = now()
+     WHERE sale_id = @sale_id::text AND applied_at IS NULL
+    RETURNING movement_id
+), holds AS (
+    SELECT r.customer_id, r.idempotency_key, r.quantity, r.gate_seq
+      FROM reservations r
+     WHERE r.sale_id = @sale_id::text AND r.state IN ('pending', 'confirmed') AND r.gate_seq IS NOT NULL
+)
+SELECT (SELECT i.initial_stock::bigint - i.pending - i.confirmed
+          FROM sale_invariant i WHERE i.sale_id = @sale_id::text)::bigint AS counter,
+       (SELECT count(*) FROM settled)::int AS settled,
+       coalesce((SELECT array_agg(h.customer_id ORDER BY h.gate_seq) FROM holds h), '{}')::text[] AS hold_customers,
+       coalesce((SELECT array_agg(h.idempotency_key ORDER BY h.gate_seq) FROM holds h), '{}')::text[] AS hold_keys,
+       coalesce((SELECT array_agg(h.quantity ORDER BY h.gate_seq) FROM holds h), '{}')::int[] AS hold_quantities,
+       coalesce((SELECT array_agg(h.gate_seq ORDER BY h.gate_seq) FROM holds h), '{}')::bigint[] AS hold_seqs;
 
 -- name: GatedSales :many
 -- Every gated sale the gate job looks after: not closed, or closed for less
