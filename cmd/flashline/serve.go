@@ -36,8 +36,10 @@ type serveConfig struct {
 	// maxConns: every stream holds a connection).
 	maxStreams                         int
 	noMigrate, noWorkers, demo, noShed bool
-	jobs                               jobs.Config
-	shutdownTimeout                    time.Duration
+	// pprof mounts Go's profiler on --metrics-addr (--pprof).
+	pprof           bool
+	jobs            jobs.Config
+	shutdownTimeout time.Duration
 	// waitroomKeys signs waiting-room tickets and admission tokens
 	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret,
 	// which only --demo allows.
@@ -89,6 +91,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.String(&cfg.origins, "origin", "FLASHLINE_ORIGIN", "", "an edge's origins: base URLs of instances with the database, comma-separated (role edge only)")
 	e.String(&cfg.edgeID, "edge-id", "FLASHLINE_EDGE_ID", "", "an edge's name in its reports to origins, 1-64 of [A-Za-z0-9_-] (default: edge- and random hex)")
 	e.String(&cfg.metricsAddr, "metrics-addr", "FLASHLINE_METRICS_ADDR", "", "also serve /metrics, without auth, on this address (a private network's; empty: /metrics only on --addr, to the admin)")
+	e.Bool(&cfg.pprof, "pprof", "FLASHLINE_PPROF", "also serve Go's profiler, /debug/pprof/, without auth on --metrics-addr (only for profiling: a CPU profile or trace costs the service while it runs)")
 	e.String(&cfg.databaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL URL (libpq form); may be a pooler in transaction mode (PgBouncer) when --database-direct-url names the server itself")
 	e.redisURL(&cfg.redisURL)
 	e.String(&cfg.adminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "bearer token of the admin API (required)")
