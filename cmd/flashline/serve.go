@@ -69,10 +69,30 @@ type serveConfig struct {
 // wrong. It is the clock the sale cache times its entries by and corrects by
 // the database's (salecache.Cache.Now), which the opening judgment, the
 // waiting room's tickets and admission tokens and the reserve path's
-// admission check use. For the fault harness (internal/chaos) only: serve
-// logs a warning at start while it is set. Holds never read it: their expiry
-// is the database's now(), and so is a new sale's opening.
+// admission check use. For the fault harness (internal/chaos) only: only a
+// binary built with the tag flashline_testhooks (testHooks; internal/testserver
+// builds so) honours it, and serve logs a warning at start while it is set;
+// any other binary ignores it, with a warning. Holds never read it: their
+// expiry is the database's now(), and so is a new sale's opening.
 const clockSkewEnv = "FLASHLINE_TEST_CLOCK_SKEW"
+
+// readClockSkew reads clockSkewEnv: the skew when hooks (testHooks) allows
+// test hooks, otherwise zero and a warning on stderr if the variable is set.
+func readClockSkew(getenv func(string) string, hooks bool, stderr io.Writer) (time.Duration, error) {
+	v := getenv(clockSkewEnv)
+	if v == "" {
+		return 0, nil
+	}
+	if !hooks {
+		fmt.Fprintf(stderr, "flashline: %s is ignored: it is a test hook, honoured only by binaries built for the tests (tag flashline_testhooks)\n", clockSkewEnv)
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("serve: %s: %w", clockSkewEnv, err)
+	}
+	return d, nil
+}
 
 // minSecretLen is the shortest admin token, JWT secret, waiting-room key or
 // payment webhook secret serve accepts outside --demo: 32 bytes, the size of
@@ -128,12 +148,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := e.FS.Parse(args); err != nil {
 		return err
 	}
-	if v := getenv(clockSkewEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("serve: %s: %w", clockSkewEnv, err)
-		}
-		cfg.clockSkew = d
+	var err error
+	if cfg.clockSkew, err = readClockSkew(getenv, testHooks, stderr); err != nil {
+		return err
 	}
 	switch cfg.role {
 	case roleAll, roleOrigin:
