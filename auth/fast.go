@@ -44,7 +44,7 @@ var hs256Header = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","t
 // signature, and claims of the plainest JSON (keys of lower-case ASCII,
 // strings without escapes, integers, nothing nested, no key twice), sub
 // 1-128 characters of text, exp required and not passed (with the leeway),
-// nbf passed if present. The id it returns may be a view of s, good only
+// nbf passed if present, both within ±2^53 s (maxFastTime). The id it returns may be a view of s, good only
 // until s is used again: to be compared, never kept (strings.Clone it to
 // keep it). It never accepts a token Customer refuses, nor names another
 // customer (FuzzFastCustomerAgrees).
@@ -79,7 +79,7 @@ func (v *Verifier) FastCustomer(token string, s *Scratch, now time.Time) (id str
 		return "", false
 	}
 	c, ok := plainClaims(s.out[:n])
-	if !ok || !c.hasExp || (c.hasNbf && now.Add(leeway).Before(time.Unix(c.nbf, 0))) || !now.Before(time.Unix(c.exp, 0).Add(leeway)) {
+	if !ok || !c.hasExp || !fastTime(c.exp) || (c.hasNbf && !fastTime(c.nbf)) || (c.hasNbf && now.Add(leeway).Before(time.Unix(c.nbf, 0))) || !now.Before(time.Unix(c.exp, 0).Add(leeway)) {
 		return "", false
 	}
 	if r := utf8.RuneCount(c.sub); r == 0 || r > MaxSubjectLen || !flashline.ValidTextBytes(c.sub) {
@@ -88,6 +88,19 @@ func (v *Verifier) FastCustomer(token string, s *Scratch, now time.Time) (id str
 	// A view, not a copy: the caller compares it and lets it go.
 	return unsafe.String(unsafe.SliceData(c.sub), len(c.sub)), true
 }
+
+// maxFastTime bounds the exp and nbf FastCustomer judges itself: within it
+// (about 285 million years either side of 1970) golang-jwt's reading (the
+// number as a float64, then time.Unix) and FastCustomer's (time.Unix of the
+// int64) are the same instant. Past it they part: time.Unix overflows for a
+// number near the int64 limit (an nbf of 9223371974719179263 came out in the
+// past, and FastCustomer accepted what Customer refuses as not valid yet),
+// and the float64 rounds. Such a token is left to Customer.
+const maxFastTime = 1 << 53
+
+// fastTime says whether FastCustomer may judge the time n (seconds since
+// 1970) itself.
+func fastTime(n int64) bool { return -maxFastTime <= n && n <= maxFastTime }
 
 type plain struct {
 	sub            []byte

@@ -113,6 +113,11 @@ func FuzzFastCustomerAgrees(f *testing.F) {
 		`{"sub":"\xff","exp":` + exp + `}`,
 		`{"sub":"a","exp":` + exp + `}x`,
 		`{"sub":"a","exp":9223372036854775807}`,
+		// time.Unix overflows near the int64 limit: this nbf came out in
+		// the past, and FastCustomer accepted what Customer refuses.
+		`{"sub":"a","exp":` + exp + `,"nbf":9223371974719179263}`,
+		`{"sub":"a","exp":9223371974719179263}`,
+		`{"sub":"a","exp":` + exp + `,"nbf":-9223372036854775808}`,
 		`{"sub":"a","exp":` + exp + `,"x":-0}`,
 		`{}`,
 	} {

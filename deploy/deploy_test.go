@@ -144,3 +144,37 @@ func headingAnchors(md string) map[string]bool {
 	}
 	return anchors
 }
+
+// TestImageIsSafeToDeploy keeps the image's default command production's:
+// serve --demo accepts development secrets, derives the waiting-room keys
+// and the payment secret from the JWT secret and prints secrets, so only
+// docker-compose.yml (the laptop's demo) may ask for it, and it must ask
+// explicitly rather than inherit it from the image.
+func TestImageIsSafeToDeploy(t *testing.T) {
+	raw, err := os.ReadFile("../Dockerfile")
+	require.NoError(t, err)
+	var cmd []string
+	for line := range strings.Lines(string(raw)) {
+		instr, args, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if strings.EqualFold(instr, "CMD") {
+			// The exec form, a JSON array; the last CMD is the one that counts.
+			cmd = nil
+			require.NoError(t, json.Unmarshal([]byte(args), &cmd), "Dockerfile: CMD %s: want the exec form", args)
+		}
+	}
+	require.NotEmpty(t, cmd, "Dockerfile has no CMD")
+	for _, a := range cmd {
+		require.False(t, strings.HasPrefix(a, "--demo"), "Dockerfile: CMD %q: the image must not run the demo; docker-compose.yml asks for it", cmd)
+	}
+	require.Equal(t, []string{"serve"}, cmd, "Dockerfile: the image's default command")
+
+	raw, err = os.ReadFile("../docker-compose.yml")
+	require.NoError(t, err)
+	var compose struct {
+		Services map[string]struct {
+			Command []string `yaml:"command"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &compose))
+	require.Equal(t, []string{"serve", "--demo"}, compose.Services["flashline"].Command, "docker-compose.yml: the flashline service asks for the demo itself")
+}

@@ -2,7 +2,7 @@
 # `make profile`: CPU and allocation profiles of `flashline serve` under the
 # hot scenario (one hot SKU, closed loop) and under the "no" scenario
 # (/healthz, a sold-out sale's reservations, waiting-room status polls), taken
-# from the profiler serve exposes on --metrics-addr (/debug/pprof/), and their
+# from the profiler serve exposes on --metrics-addr with --pprof (/debug/pprof/), and their
 # top entries printed. The profiles land in $OUT (default /tmp/flashline-profile),
 # not in the repository; open one with `go tool pprof -http : bin/flashline $OUT/hot.cpu`.
 #
@@ -31,7 +31,7 @@ export DATABASE_URL=$prof_url FLASHLINE_ADMIN_TOKEN=bench-admin-token-0123456789
 
 addr=127.0.0.1:18290
 pprof=127.0.0.1:18291
-bin/flashline serve --addr "$addr" --metrics-addr "$pprof" --no-workers 2>"$out/serve.log" &
+bin/flashline serve --addr "$addr" --metrics-addr "$pprof" --pprof --no-workers 2>"$out/serve.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -fs "http://$addr/healthz" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -4,20 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
 	stripewebhook "github.com/stripe/stripe-go/v84/webhook"
 
 	"github.com/flashline/flashline/internal/testdb"
 	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/waitpage"
 )
 
 // The buy button on a shop's own page (embed.js), in headless Chromium: the
@@ -200,4 +204,50 @@ func TestEmbedOnAShopPage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "confirmed", string(res.Value.State))
 	require.Equal(t, outcome.OrderID, res.Value.OrderID)
+}
+
+// TestEmbedCheckoutURLOnlyHTTP: data-checkout-url was followed whatever its
+// scheme, so a javascript: URL ran in the shop's origin when the shopper
+// pressed Pay. embed.js now keeps only an http(s) or a relative URL and
+// ignores anything else with a console warning. Flashline's side here is the
+// page's routes alone (waitpage.Register): the check runs when embed.js
+// loads, before any API call.
+func TestEmbedCheckoutURLOnlyHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives headless Chromium: not in -short")
+	}
+	b := newBrowser(t)
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	waitpage.Register(r)
+	flashline := httptest.NewServer(r)
+	t.Cleanup(flashline.Close)
+	var page atomic.Value
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(page.Load().(string)))
+	}))
+	t.Cleanup(shop.Close)
+	for _, tc := range []struct{ name, url, want string }{
+		{"Relative", "/checkout/{reservationId}", "/checkout/{reservationId}"},
+		{"HTTPS", "https://shop.example/checkout?hold={reservationId}", "https://shop.example/checkout?hold={reservationId}"},
+		{"JavascriptIgnored", "javascript:alert(document.cookie)//{reservationId}", ""},
+		{"MixedCaseJavascriptIgnored", " JavaScript:alert(1)", ""},
+		{"DataIgnored", "data:text/html,<script>alert(1)</script>", ""},
+	} {
+		page.Store(`<!doctype html><title>Shop</title><div id="drop"></div>
+<script src="` + flashline.URL + `/embed.js" data-sale="sale_x" data-target="#drop" data-checkout-url="` + html.EscapeString(tc.url) + `"></script>`)
+		b.do("open the shop's page", 30*time.Second, chromedp.Navigate(shop.URL+"/"+tc.name))
+		got := eval[string](b, `window.__flashlineEmbed ? window.__flashlineEmbed.checkoutURL : "no embed"`)
+		require.Equal(t, tc.want, got, "%s: data-checkout-url %q", tc.name, tc.url)
+		if tc.want == "" {
+			warned := false
+			b.mu.Lock()
+			for _, m := range b.console {
+				warned = warned || strings.Contains(m.Text, "data-checkout-url") && strings.Contains(m.Text, "is ignored")
+			}
+			b.mu.Unlock()
+			require.True(t, warned, "%s: a console warning says the URL is ignored", tc.name)
+		}
+	}
 }

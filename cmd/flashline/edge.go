@@ -159,7 +159,7 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		Registry:         registry,
 	}))
 	srv.RegisterOnShutdown(func() { close(draining) })
-	startHTTP(running, logger, srv, ln, metricsLn, registry)
+	startHTTP(running, logger, srv, ln, metricsLn, registry, cfg.pprof)
 	logger.Info("flashline: listening", "url", publicURL(ln.Addr()), "role", roleEdge, "edge_id", client.ID(), "origins", strings.Join(origins, ","))
 	return serveUntilDone(ctx, cfg, logger, running)
 }

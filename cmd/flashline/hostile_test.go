@@ -299,6 +299,10 @@ func TestHostileExposure(t *testing.T) {
 		require.Contains(t, string(body), open, "an open sale is named")
 		require.NotContains(t, string(body), hidden, "a sale that has not opened is never named")
 	}
+	base, _ := strings.CutSuffix(m[1], "/metrics")
+	profiler, err := c.Do(ctx, http.MethodGet, base+"/debug/pprof/", "", "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, profiler.Status, "no profiler without --pprof")
 
 	t.Run("HeadersOver16KiB", func(t *testing.T) {
 		status := rawStatus(t, srv.URL, "GET /healthz HTTP/1.1\r\nX-Padding: "+strings.Repeat("x", 32<<10)+"\r\n\r\n")
@@ -475,4 +479,43 @@ func pct(ds []time.Duration, p int) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[(len(s)-1)*p/100].Round(100 * time.Microsecond)
+}
+
+// TestPprofOnlyWithFlag: Go's profiler, unauthenticated, used to be mounted on
+// --metrics-addr always, so whoever reached that address could take CPU
+// profiles and traces of the service (each one costing it while it runs).
+// Now it is there only with --pprof (or FLASHLINE_PPROF), which
+// scripts/profile.sh passes. Edges serve the same private mux as origins and
+// need no database, so they are what is started here (an origin without
+// --pprof is TestHostileExposure's).
+func TestPprofOnlyWithFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	t.Parallel()
+	origins := []string{"http://" + testserver.FreeAddr(t)} // none answers: the edge serves stale
+	for _, tc := range []struct {
+		name   string
+		env    []string
+		flags  []string
+		status int
+	}{
+		{"NotFoundByDefault", nil, nil, http.StatusNotFound},
+		{"ServedWithFlag", nil, []string{"--pprof"}, http.StatusOK},
+		{"ServedWithEnv", []string{"FLASHLINE_PPROF=true"}, nil, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := testserver.StartEdgeEnv(t, origins, tc.env, append([]string{"--metrics-addr", "127.0.0.1:0"}, tc.flags...)...)
+			m := regexp.MustCompile(`msg="flashline: metrics" url=(http://\S+)/metrics`).FindStringSubmatch(srv.Logs())
+			require.NotNil(t, m, "the metrics listener's address is logged")
+			c := testserver.NewClient()
+			r, err := c.Do(context.Background(), http.MethodGet, m[1]+"/metrics", "", "")
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, r.Status, "/metrics is served either way")
+			r, err = c.Do(context.Background(), http.MethodGet, m[1]+"/debug/pprof/", "", "")
+			require.NoError(t, err)
+			require.Equal(t, tc.status, r.Status, "%s", r.Body)
+		})
+	}
 }

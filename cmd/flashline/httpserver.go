@@ -23,10 +23,11 @@ func closeIf(ln net.Listener) {
 	}
 }
 
-// startHTTP serves srv on ln, and the private mux (privateMux) on metricsLn
-// if there is one; a server that fails ends the service (running.failed).
-// Stopping it drains the requests in flight.
-func startHTTP(running *parts, logger *slog.Logger, srv *http.Server, ln, metricsLn net.Listener, registry *prometheus.Registry) {
+// startHTTP serves srv on ln, and the private mux (privateMux, with the
+// profiler if withPprof) on metricsLn if there is one; a server that fails
+// ends the service (running.failed). Stopping it drains the requests in
+// flight.
+func startHTTP(running *parts, logger *slog.Logger, srv *http.Server, ln, metricsLn net.Listener, registry *prometheus.Registry, withPprof bool) {
 	failed := func(err error) {
 		if !errors.Is(err, http.ErrServerClosed) {
 			select {
@@ -38,8 +39,8 @@ func startHTTP(running *parts, logger *slog.Logger, srv *http.Server, ln, metric
 	go func() { failed(srv.Serve(ln)) }()
 	var metricsSrv *http.Server
 	if metricsLn != nil {
-		metricsSrv = newHTTPServer(privateMux(registry))
-		logger.Info("flashline: metrics", "url", publicURL(metricsLn.Addr())+"/metrics")
+		metricsSrv = newHTTPServer(privateMux(registry, withPprof))
+		logger.Info("flashline: metrics", "url", publicURL(metricsLn.Addr())+"/metrics", "pprof", withPprof)
 		go func() { failed(metricsSrv.Serve(metricsLn)) }()
 	}
 	running.add("http server", func(ctx context.Context) error {
@@ -71,12 +72,17 @@ func serveUntilDone(ctx context.Context, cfg serveConfig, logger *slog.Logger, r
 	return err
 }
 
-// privateMux is what --metrics-addr serves: /metrics, and Go's profiler
-// under /debug/pprof/ (CPU and allocation profiles of the running service;
-// not its command line, which may hold secrets).
-func privateMux(registry *prometheus.Registry) http.Handler {
+// privateMux is what --metrics-addr serves: /metrics, and with --pprof Go's
+// profiler under /debug/pprof/ (CPU and allocation profiles of the running
+// service; not its command line, which may hold secrets). The profiler is
+// off by default: it has no auth, and a CPU profile or a trace costs the
+// service while it runs, so whoever reaches the address could slow it.
+func privateMux(registry *prometheus.Registry, withPprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", handlers.MetricsHandler(registry))
+	if !withPprof {
+		return mux
+	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -312,7 +312,7 @@ func (in *instance) startHTTP(context.Context) error {
 		Now:              in.stack.Cache.Now,
 	}))
 	srv.RegisterOnShutdown(func() { close(draining) })
-	startHTTP(in.running, in.logger, srv, in.ln, in.metricsLn, in.registry)
+	startHTTP(in.running, in.logger, srv, in.ln, in.metricsLn, in.registry, in.cfg.pprof)
 	in.logger.Info("flashline: listening", "url", publicURL(in.ln.Addr()), "role", in.cfg.role, "workers", !in.cfg.noWorkers, "redis", in.rdb != nil)
 	return nil
 }

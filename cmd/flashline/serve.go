@@ -36,8 +36,10 @@ type serveConfig struct {
 	// maxConns: every stream holds a connection).
 	maxStreams                         int
 	noMigrate, noWorkers, demo, noShed bool
-	jobs                               jobs.Config
-	shutdownTimeout                    time.Duration
+	// pprof mounts Go's profiler on --metrics-addr (--pprof).
+	pprof           bool
+	jobs            jobs.Config
+	shutdownTimeout time.Duration
 	// waitroomKeys signs waiting-room tickets and admission tokens
 	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret,
 	// which only --demo allows.
@@ -67,10 +69,30 @@ type serveConfig struct {
 // wrong. It is the clock the sale cache times its entries by and corrects by
 // the database's (salecache.Cache.Now), which the opening judgment, the
 // waiting room's tickets and admission tokens and the reserve path's
-// admission check use. For the fault harness (internal/chaos) only: serve
-// logs a warning at start while it is set. Holds never read it: their expiry
-// is the database's now(), and so is a new sale's opening.
+// admission check use. For the fault harness (internal/chaos) only: only a
+// binary built with the tag flashline_testhooks (testHooks; internal/testserver
+// builds so) honours it, and serve logs a warning at start while it is set;
+// any other binary ignores it, with a warning. Holds never read it: their
+// expiry is the database's now(), and so is a new sale's opening.
 const clockSkewEnv = "FLASHLINE_TEST_CLOCK_SKEW"
+
+// readClockSkew reads clockSkewEnv: the skew when hooks (testHooks) allows
+// test hooks, otherwise zero and a warning on stderr if the variable is set.
+func readClockSkew(getenv func(string) string, hooks bool, stderr io.Writer) (time.Duration, error) {
+	v := getenv(clockSkewEnv)
+	if v == "" {
+		return 0, nil
+	}
+	if !hooks {
+		fmt.Fprintf(stderr, "flashline: %s is ignored: it is a test hook, honoured only by binaries built for the tests (tag flashline_testhooks)\n", clockSkewEnv)
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("serve: %s: %w", clockSkewEnv, err)
+	}
+	return d, nil
+}
 
 // minSecretLen is the shortest admin token, JWT secret, waiting-room key or
 // payment webhook secret serve accepts outside --demo: 32 bytes, the size of
@@ -89,6 +111,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.String(&cfg.origins, "origin", "FLASHLINE_ORIGIN", "", "an edge's origins: base URLs of instances with the database, comma-separated (role edge only)")
 	e.String(&cfg.edgeID, "edge-id", "FLASHLINE_EDGE_ID", "", "an edge's name in its reports to origins, 1-64 of [A-Za-z0-9_-] (default: edge- and random hex)")
 	e.String(&cfg.metricsAddr, "metrics-addr", "FLASHLINE_METRICS_ADDR", "", "also serve /metrics, without auth, on this address (a private network's; empty: /metrics only on --addr, to the admin)")
+	e.Bool(&cfg.pprof, "pprof", "FLASHLINE_PPROF", "also serve Go's profiler, /debug/pprof/, without auth on --metrics-addr (only for profiling: a CPU profile or trace costs the service while it runs)")
 	e.String(&cfg.databaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL URL (libpq form); may be a pooler in transaction mode (PgBouncer) when --database-direct-url names the server itself")
 	e.redisURL(&cfg.redisURL)
 	e.String(&cfg.adminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "bearer token of the admin API (required)")
@@ -125,12 +148,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := e.FS.Parse(args); err != nil {
 		return err
 	}
-	if v := getenv(clockSkewEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("serve: %s: %w", clockSkewEnv, err)
-		}
-		cfg.clockSkew = d
+	var err error
+	if cfg.clockSkew, err = readClockSkew(getenv, testHooks, stderr); err != nil {
+		return err
 	}
 	switch cfg.role {
 	case roleAll, roleOrigin:

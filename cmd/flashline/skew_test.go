@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +79,37 @@ func TestSkewedClocksJudgeByTheDatabase(t *testing.T) {
 	}, 20*time.Second, 200*time.Millisecond)
 	r = buy(fast, room.Value.SaleID, "waiter", admission)
 	require.Equal(t, http.StatusCreated, r.Status, "an admission token minted on the slow instance is good on the fast one: %s", r.Body)
+}
+
+// TestClockSkewIgnoredOutsideTestBuilds: serve honoured FLASHLINE_TEST_CLOCK_SKEW
+// in any binary, so a variable left in a production environment shifted the
+// clock tickets and admission tokens are judged by. Only a binary built with
+// the tag flashline_testhooks (as internal/testserver builds) honours it now;
+// any other says it ignores it. This test binary is built without the tag.
+func TestClockSkewIgnoredOutsideTestBuilds(t *testing.T) {
+	t.Parallel()
+	t.Run("IgnoredWithAWarning", func(t *testing.T) {
+		t.Parallel()
+		if testHooks {
+			t.Skip("built with -tags flashline_testhooks")
+		}
+		// No admin token: serve stops after reading the hook, before it
+		// opens anything.
+		env := map[string]string{clockSkewEnv: "90s", "FLASHLINE_JWT_SECRET": strings.Repeat("j", 32)}
+		var stderr bytes.Buffer
+		err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, io.Discard, &stderr)
+		require.ErrorContains(t, err, "FLASHLINE_ADMIN_TOKEN")
+		require.Contains(t, stderr.String(), "flashline: FLASHLINE_TEST_CLOCK_SKEW is ignored")
+		skew, err := readClockSkew(func(k string) string { return env[k] }, testHooks, io.Discard)
+		require.NoError(t, err)
+		require.Zero(t, skew)
+	})
+	t.Run("HonouredInTestBuilds", func(t *testing.T) {
+		t.Parallel()
+		var stderr bytes.Buffer
+		skew, err := readClockSkew(func(k string) string { return map[string]string{clockSkewEnv: "-90s"}[k] }, true, &stderr)
+		require.NoError(t, err)
+		require.Equal(t, -90*time.Second, skew)
+		require.Empty(t, stderr.String())
+	})
 }

@@ -38,6 +38,11 @@ const (
 
 var binDir string // where the binaries are built, removed by Main
 
+// testHooksTag is the build tag under which flashline serve honours its
+// test hooks (FLASHLINE_TEST_CLOCK_SKEW): the serve binaries built here have
+// it, a production build does not.
+const testHooksTag = "flashline_testhooks"
+
 // A binary is a program built once per test process, on first use.
 type binary struct {
 	name, pkg string
@@ -57,10 +62,10 @@ func (b *binary) get(t testing.TB) string {
 }
 
 var (
-	raceServe = &binary{name: "flashline", pkg: "./cmd/flashline", flags: []string{"-race"}}
+	raceServe = &binary{name: "flashline", pkg: "./cmd/flashline", flags: []string{"-race", "-tags", testHooksTag}}
 	// Without the race detector, which multiplies memory: for tests that
 	// measure what the service itself uses.
-	plainServe = &binary{name: "flashline-plain", pkg: "./cmd/flashline"}
+	plainServe = &binary{name: "flashline-plain", pkg: "./cmd/flashline", flags: []string{"-tags", testHooksTag}}
 	// Without the race detector: a load generator run in the
 	// race-instrumented test process spends about three times the CPU,
 	// taken from the service it measures on the same machine.
@@ -135,7 +140,8 @@ func Start(t testing.TB, databaseURL string, flags ...string) *Server {
 }
 
 // StartEnv is Start with extra environment variables ("NAME=value"), such as
-// the test hooks serve reads (FLASHLINE_TEST_CLOCK_SKEW).
+// the test hooks serve reads (FLASHLINE_TEST_CLOCK_SKEW, honoured by the
+// binaries built here, with testHooksTag).
 func StartEnv(t testing.TB, databaseURL string, env []string, flags ...string) *Server {
 	t.Helper()
 	return start(t, Binary(t), databaseURL, env, flags...)

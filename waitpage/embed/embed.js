@@ -12,7 +12,9 @@
                   element right after this script tag)
    data-api       the API's base URL (default: where this script came from)
    data-checkout-url  where Pay sends the shopper, {reservationId} and
-                  {saleId} filled in (default: stay, and wait for the payment)
+                  {saleId} filled in (default: stay, and wait for the payment);
+                  an http(s) or relative URL, anything else (javascript:,
+                  data:) ignored with a console warning
 
    It renders the sale's state in a shadow root (styled through --flashline-*
    custom properties) with the modules of the waiting-room page, loaded from
@@ -21,6 +23,18 @@
    its own tag (document.currentScript). */
 (function () {
   "use strict";
+  // checkoutTemplate is data-checkout-url if the browser may go there: an
+  // http(s) URL, or a relative one (resolved against the shop's page);
+  // otherwise "" (Pay waits for the payment) and a warning. A javascript:
+  // URL would run in the shop's origin when the shopper presses Pay.
+  function checkoutTemplate(v) {
+    if (!v) return "";
+    var u = null;
+    try { u = new URL(v, document.baseURI); } catch (e) { u = null; }
+    if (u && (u.protocol === "http:" || u.protocol === "https:")) return v;
+    console.warn("flashline: data-checkout-url " + JSON.stringify(v) + " is ignored: only an http(s) or relative URL");
+    return "";
+  }
   var script = document.currentScript;
   if (!script || window.__flashlineEmbed) return;
   var d = script.dataset;
@@ -45,7 +59,7 @@
     sale: d.sale || "",
     api: d.api || {{API}} || base,
     tokenCallback: d.token || "",
-    checkoutURL: d.checkoutUrl || "",
+    checkoutURL: checkoutTemplate(d.checkoutUrl || ""),
     started: false
   };
   import(assets + "/embed-main.js").catch(function (e) {
