@@ -705,17 +705,7 @@ func TestStatusStreamMemory(t *testing.T) {
 	sale := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_streams","initialStock":10,"admission":"waiting_room","opensAt":%q}`,
 		opensAt.Format(time.RFC3339)))
 	jwt := testserver.Token(t, "streamer")
-	var ticket string
-	require.Eventually(t, func() bool {
-		r, err := c.Do(context.Background(), http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", jwt, "")
-		if err != nil || r.Status != http.StatusOK {
-			return false
-		}
-		var v struct{ Token string }
-		require.NoError(t, json.Unmarshal(r.Body, &v))
-		ticket = v.Token
-		return true
-	}, 10*time.Second, 100*time.Millisecond)
+	ticket := edgeTicket(t, c, edge.URL, sale, jwt)
 	time.Sleep(time.Second) // the edge settles
 	before := edge.RSS(t)
 
@@ -755,4 +745,22 @@ func TestStatusStreamMemory(t *testing.T) {
 	t.Logf("%d status streams open on one edge: resident memory %d MiB before, %d MiB after: %d KiB a stream",
 		streams, before>>20, after>>20, per>>10)
 	require.Less(t, per, int64(96<<10), "bytes per open stream")
+}
+
+// edgeTicket is jwt's ticket for sale from the edge at base, once the edge
+// has heard of the sale's waiting room.
+func edgeTicket(t *testing.T, c *testserver.Client, base, sale, jwt string) string {
+	t.Helper()
+	var ticket string
+	require.Eventually(t, func() bool {
+		r, err := c.Do(context.Background(), http.MethodGet, base+"/sales/"+sale+"/ticket", jwt, "")
+		if err != nil || r.Status != http.StatusOK {
+			return false
+		}
+		var v struct{ Token string }
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		ticket = v.Token
+		return true
+	}, 10*time.Second, 100*time.Millisecond)
+	return ticket
 }

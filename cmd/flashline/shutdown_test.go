@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -198,17 +197,7 @@ func TestShutdownEndsStatusStreams(t *testing.T) {
 	sale := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_stream_stop","initialStock":10,"admission":"waiting_room","opensAt":%q}`,
 		opensAt.Format(time.RFC3339)))
 	jwt := testserver.Token(t, "streamer")
-	var ticket string
-	require.Eventually(t, func() bool {
-		r, err := c.Do(context.Background(), http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", jwt, "")
-		if err != nil || r.Status != http.StatusOK {
-			return false
-		}
-		var v struct{ Token string }
-		require.NoError(t, json.Unmarshal(r.Body, &v))
-		ticket = v.Token
-		return true
-	}, 10*time.Second, 100*time.Millisecond)
+	ticket := edgeTicket(t, c, edge.URL, sale, jwt)
 
 	// The edge first: it pulls from the origin.
 	for _, srv := range []*testserver.Server{edge, origin} {
