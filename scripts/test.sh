@@ -29,7 +29,7 @@ rm -rf "$out" && mkdir -p "$out"
 # test names (-run); the package's other tests run in the packages' lane.
 # Balanced by the times the slowest-tests list shows.
 shards=(
-  '^(TestNorthline|TestNorthlineThroughPgBouncer|TestPreopenTicketsWriteNoRowPerArrival|TestSoldOutCostsNoTransactions)$'
+  '^(TestNorthline|TestNorthlineThroughPgBouncer|TestPreopenTicketsWriteNoRowPerArrival|TestSoldOutCostsNoTransactions|TestEdgesTicketsAndAdmissions)$'
 )
 heavy=(./cmd/flashline ./waitpage ./internal/chaos)
 
