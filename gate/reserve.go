@@ -164,7 +164,11 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 // may have applied it since the first step), after relaying first when
 // something is owed. Should the step still refuse while something stayed
 // owed (another relay holds it, being applied), the buyer is asked to
-// retry (ErrUnavailable) rather than refused for units they do not hold.
+// retry rather than refused for units they do not hold: ErrOverloaded (busy
+// for a moment, retry after Retry-After), not ErrUnavailable, which says
+// the stock cannot be counted and fails the sale closed for the request. A
+// retry storm makes this common (an abandoned attempt's unit is owed back
+// while its retry arrives), and nothing is down.
 func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, limit int) (gateOutcome, error) {
 	owed, err := g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
 	if err == nil && owed > 0 {
@@ -177,7 +181,7 @@ func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, l
 	}
 	out, err := g.step(ctx, req, limit)
 	if errors.Is(err, flashline.ErrLimitReached) && owed > 0 {
-		return gateOutcome{}, fmt.Errorf("gate of sale %s: %d units of %s still owed back to the counter: %w", req.SaleID, owed, req.CustomerID, flashline.ErrUnavailable)
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %d units of %s still owed back to the counter: %w", req.SaleID, owed, req.CustomerID, flashline.ErrOverloaded)
 	}
 	return out, err
 }

@@ -111,10 +111,11 @@ func TestCancellationsAreNotOutages(t *testing.T) {
 	wg.Wait()
 
 	// No abandoned attempt failed closed, or was logged as anything going
-	// wrong. A call to Redis past the gate's own deadline does fail closed,
-	// rightly: on a loaded machine it happens without any client leaving,
-	// and is not what this test is about; each is answered, logged and
-	// counted once, as the deadline it is.
+	// wrong. A call to Redis past the gate's own deadline (the context's, or
+	// the socket's: "i/o timeout") does fail closed, rightly: on a loaded
+	// machine it happens without any client leaving, and is not what this
+	// test is about; each is answered, logged and counted once, as the
+	// timeout it is.
 	closed := 0.0
 	for i, s := range servers {
 		logs := s.Logs()
@@ -123,7 +124,8 @@ func TestCancellationsAreNotOutages(t *testing.T) {
 		require.Equal(t, float64(strings.Count(failing, "\n")), requestsWithOutcome(t, c, s.URL, "sale_paused_fail_closed"),
 			"server %d counted abandoned attempts as failing closed\n%s", i, failing)
 		for line := range strings.Lines(failing) {
-			require.Contains(t, line, "deadline exceeded", "server %d failed closed for another reason than a deadline", i)
+			require.True(t, strings.Contains(line, "deadline exceeded") || strings.Contains(line, "i/o timeout"),
+				"server %d failed closed for another reason than a timeout: %s", i, line)
 		}
 		closed += requestsWithOutcome(t, c, s.URL, "client_closed")
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -163,6 +164,12 @@ func TestPaymentEventsAcrossInstances(t *testing.T) {
 				wg.Go(func() {
 					<-start
 					r, err := c.To(s.URL).SendPaymentEventBody(ctx, sig, body)
+					// A delivery the instance sheds (503, 429: too busy, on
+					// a loaded machine) is sent again, as a provider does.
+					for try := 0; err == nil && (r.Status == http.StatusServiceUnavailable || r.Status == http.StatusTooManyRequests) && try < 200; try++ {
+						time.Sleep(time.Duration(20+rand.IntN(80)) * time.Millisecond)
+						r, err = c.To(s.URL).SendPaymentEventBody(ctx, sig, body)
+					}
 					if err != nil || r.Status != http.StatusOK {
 						answers <- answer{hold: h, err: fmt.Sprintf("%v %d %s", err, r.Status, r.Body)}
 						return

@@ -2753,6 +2753,24 @@ func (e PaymentEvent500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for PaymentEvent503JSONResponseBodyErrorCode.
+const (
+	PaymentEvent503JSONResponseBodyErrorCodeOverloaded           PaymentEvent503JSONResponseBodyErrorCode = "overloaded"
+	PaymentEvent503JSONResponseBodyErrorCodeSalePausedFailClosed PaymentEvent503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
+)
+
+// Valid indicates whether the value is a known member of the PaymentEvent503JSONResponseBodyErrorCode enum.
+func (e PaymentEvent503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case PaymentEvent503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	case PaymentEvent503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StripeWebhook400JSONResponseBodyErrorCode.
 const (
 	StripeWebhook400JSONResponseBodyErrorCodeInvalidRequest   StripeWebhook400JSONResponseBodyErrorCode = "invalid_request"
@@ -5485,6 +5503,9 @@ type PaymentEvent422JSONResponseBodyErrorCode string
 
 // PaymentEvent500JSONResponseBodyErrorCode defines parameters for PaymentEvent.
 type PaymentEvent500JSONResponseBodyErrorCode string
+
+// PaymentEvent503JSONResponseBodyErrorCode defines parameters for PaymentEvent.
+type PaymentEvent503JSONResponseBodyErrorCode string
 
 // StripeWebhookJSONBody defines parameters for StripeWebhook.
 type StripeWebhookJSONBody struct {
@@ -14219,6 +14240,11 @@ func (r AdyenWebhookResponse) ContentType() string {
 	return ""
 }
 
+// PaymentEventResponse503Headers the declared response headers of an HTTP 503 response for PaymentEvent
+type PaymentEventResponse503Headers struct {
+	RetryAfter int
+}
+
 type PaymentEventResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -14253,6 +14279,17 @@ type PaymentEventResponse struct {
 	}
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code PaymentEvent503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PaymentEventResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14299,6 +14336,18 @@ func (r PaymentEventResponse) GetJSON422() *struct {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r PaymentEventResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PaymentEventResponse) GetJSON503() *struct {
+	Error struct {
+		Code PaymentEvent503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -20119,6 +20168,33 @@ func ParsePaymentEventResponse(rsp *http.Response) (*PaymentEventResponse, error
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code PaymentEvent503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PaymentEventResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
