@@ -186,8 +186,11 @@ func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, l
 	return out, err
 }
 
-// forget makes the attempt's next try take a new unit.
+// forget makes the attempt's next try take a new unit. It is bookkeeping
+// bounded by the gate's timeout, done whether or not the request's client
+// is still there (a client that leaves is no failure to log).
 func (g *Gate) forget(ctx context.Context, req flashline.ReserveRequest, seq int64) {
+	ctx = context.WithoutCancel(ctx)
 	k := keysOf(req.SaleID)
 	if _, err := g.call(ctx, g.opts.Timeout, forgetScript, []string{k.attempts}, attemptField(req.CustomerID, req.IdempotencyKey), strconv.FormatInt(seq, 10)); err != nil {
 		g.opts.Logger.WarnContext(ctx, "gate: forget an attempt", "sale_id", req.SaleID, "err", err)
