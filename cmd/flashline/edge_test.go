@@ -165,17 +165,7 @@ func TestEdgeWithoutDatabase(t *testing.T) {
 	direct := c.CreateSale(t, origin.URL, `{"sku":"sku_edge2","initialStock":10}`)
 	jwt := testserver.Token(t, "edge-nodb")
 	// The edge hears of the new room within a pull (a second).
-	var ticket string
-	require.Eventually(t, func() bool {
-		r, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", jwt, "")
-		if err != nil || r.Status != http.StatusOK {
-			return false
-		}
-		var v struct{ Token string }
-		require.NoError(t, json.Unmarshal(r.Body, &v))
-		ticket = v.Token
-		return true
-	}, 5*time.Second, 100*time.Millisecond)
+	ticket := edgeTicket(t, c, edge.URL, sale, jwt, 5*time.Second)
 	st := getStatus(t, c, edge.URL, sale, jwt, ticket)
 	require.Equal(t, "waiting", st.State)
 	require.False(t, st.Stale)
@@ -446,17 +436,7 @@ func TestEdgeLosesItsOrigin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	jwt := testserver.Token(t, "edge-lost")
-	var ticket string
-	require.Eventually(t, func() bool {
-		r, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", jwt, "")
-		if err != nil || r.Status != http.StatusOK {
-			return false
-		}
-		var v struct{ Token string }
-		require.NoError(t, json.Unmarshal(r.Body, &v))
-		ticket = v.Token
-		return true
-	}, 5*time.Second, 100*time.Millisecond)
+	ticket := edgeTicket(t, c, edge.URL, sale, jwt, 5*time.Second)
 	require.Eventually(t, func() bool { return getStatus(t, c, edge.URL, sale, jwt, ticket).State == "admitted" },
 		10*time.Second, 100*time.Millisecond, "admitted while the origin is up")
 	later := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_edge_later","initialStock":10,"admission":"waiting_room",
@@ -522,17 +502,7 @@ func TestEdgeFailsOverToAnotherOrigin(t *testing.T) {
 
 	require.NoError(t, origins[0].Stop(t))
 	jwt := testserver.Token(t, "edge-failover")
-	var ticket string
-	require.Eventually(t, func() bool {
-		res, err := c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", jwt, "")
-		if err != nil || res.Status != http.StatusOK {
-			return false
-		}
-		var v struct{ Token string }
-		require.NoError(t, json.Unmarshal(res.Body, &v))
-		ticket = v.Token
-		return true
-	}, 10*time.Second, 100*time.Millisecond)
+	ticket := edgeTicket(t, c, edge.URL, sale, jwt, 10*time.Second)
 	var st edgeStatus
 	require.Eventually(t, func() bool {
 		st = getStatus(t, c, edge.URL, sale, jwt, ticket)
@@ -705,7 +675,7 @@ func TestStatusStreamMemory(t *testing.T) {
 	sale := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_streams","initialStock":10,"admission":"waiting_room","opensAt":%q}`,
 		opensAt.Format(time.RFC3339)))
 	jwt := testserver.Token(t, "streamer")
-	ticket := edgeTicket(t, c, edge.URL, sale, jwt)
+	ticket := edgeTicket(t, c, edge.URL, sale, jwt, 10*time.Second)
 	time.Sleep(time.Second) // the edge settles
 	before := edge.RSS(t)
 
@@ -748,8 +718,8 @@ func TestStatusStreamMemory(t *testing.T) {
 }
 
 // edgeTicket is jwt's ticket for sale from the edge at base, once the edge
-// has heard of the sale's waiting room.
-func edgeTicket(t *testing.T, c *testserver.Client, base, sale, jwt string) string {
+// has heard of the sale's waiting room, which it must within the given time.
+func edgeTicket(t *testing.T, c *testserver.Client, base, sale, jwt string, within time.Duration) string {
 	t.Helper()
 	var ticket string
 	require.Eventually(t, func() bool {
@@ -761,6 +731,6 @@ func edgeTicket(t *testing.T, c *testserver.Client, base, sale, jwt string) stri
 		require.NoError(t, json.Unmarshal(r.Body, &v))
 		ticket = v.Token
 		return true
-	}, 10*time.Second, 100*time.Millisecond)
+	}, within, 100*time.Millisecond)
 	return ticket
 }

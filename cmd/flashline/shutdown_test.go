@@ -197,7 +197,7 @@ func TestShutdownEndsStatusStreams(t *testing.T) {
 	sale := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_stream_stop","initialStock":10,"admission":"waiting_room","opensAt":%q}`,
 		opensAt.Format(time.RFC3339)))
 	jwt := testserver.Token(t, "streamer")
-	ticket := edgeTicket(t, c, edge.URL, sale, jwt)
+	ticket := edgeTicket(t, c, edge.URL, sale, jwt, 10*time.Second)
 
 	// The edge first: it pulls from the origin.
 	for _, srv := range []*testserver.Server{edge, origin} {
