@@ -17,6 +17,10 @@ type Store interface {
 	SetSaleState(ctx context.Context, saleID string, action SaleAction) (Sale, error)
 	Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error)
 	Reservation(ctx context.Context, reservationID string, by Actor) (Reservation, error)
+	// CustomerReservation is by's own active (pending or confirmed)
+	// reservation in saleID, the one that holds the per-customer limit:
+	// ErrNotFound when there is none.
+	CustomerReservation(ctx context.Context, saleID string, by Actor) (Reservation, error)
 	Confirm(ctx context.Context, reservationID string, by Actor) (Reservation, error)
 	Cancel(ctx context.Context, reservationID string, by Actor) (Reservation, error)
 
@@ -78,24 +82,25 @@ const (
 // none). A test fails when a method of Store is missing here, so that a new
 // method is classified when it is added.
 var stockEffects = map[string]StockEffect{
-	"CreateSale":        StockCreated,
-	"Sale":              0,
-	"SaleIDs":           0,
-	"SetSaleState":      0, // the state, not the stock (the gate sees resume all the same)
-	"Reserve":           StockTaken,
-	"Reservation":       0,
-	"Confirm":           0, // pending to confirmed: the units stay taken
-	"Cancel":            StockReturned,
-	"SaleBusy":          0,
-	"RefuseFromMemory":  0,
-	"ApplyPaymentEvent": StockReturned, // payment.failed cancels, refund.succeeded voids
-	"LatePayments":      0,
-	"ExtendSale":        0,
-	"ExtendReservation": 0,
-	"Void":              StockReturned,
-	"Lottery":           0,
-	"Register":          0,
-	"Registration":      0,
+	"CreateSale":          StockCreated,
+	"Sale":                0,
+	"SaleIDs":             0,
+	"SetSaleState":        0, // the state, not the stock (the gate sees resume all the same)
+	"Reserve":             StockTaken,
+	"Reservation":         0,
+	"CustomerReservation": 0,
+	"Confirm":             0, // pending to confirmed: the units stay taken
+	"Cancel":              StockReturned,
+	"SaleBusy":            0,
+	"RefuseFromMemory":    0,
+	"ApplyPaymentEvent":   StockReturned, // payment.failed cancels, refund.succeeded voids
+	"LatePayments":        0,
+	"ExtendSale":          0,
+	"ExtendReservation":   0,
+	"Void":                StockReturned,
+	"Lottery":             0,
+	"Register":            0,
+	"Registration":        0,
 }
 
 // StockEffectOf is how the Store method named method changes stock; known

@@ -277,6 +277,15 @@ type ErrorBody struct {
 	Error ErrorDetail `json:"error"`
 }
 
+// LimitReached is 409 limit_reached to a reservation: the error, and the
+// customer's own reservation (a hold, or an order) in the sale that holds
+// the limit, so a client that lost the answer to its first reservation (a
+// closed tab, a crashed app) can show it and pay it.
+type LimitReached struct {
+	Error       ErrorDetail  `json:"error"`
+	Reservation *Reservation `json:"reservation,omitempty"`
+}
+
 // ErrorDetail is an error answer's code and message.
 type ErrorDetail struct {
 	Code    string `json:"code"`

@@ -30,7 +30,7 @@ var errorTable = []struct {
 }{
 	{flashline.ErrNotFound, apiError{status: 404, code: "not_found", message: "not found"}},
 	{flashline.ErrSoldOut, apiError{status: 409, code: "sold_out", message: "the sale is sold out"}},
-	{flashline.ErrLimitReached, apiError{status: 409, code: "limit_reached", message: "you already hold a reservation in this sale"}},
+	{flashline.ErrLimitReached, apiError{status: 409, code: "limit_reached", message: "you already hold a reservation or have an order in this sale (GET /sales/{saleId}/reservation gives it)"}},
 	{flashline.ErrSaleNotOpen, apiError{status: 409, code: "sale_not_open", message: "the sale is not open"}},
 	{flashline.ErrRequestInProgress, apiError{status: 409, code: "request_in_progress", message: "a request with this Idempotency-Key is still being processed; retry shortly", retryAfter: 1}},
 	{flashline.ErrIdempotencyKeyReused, apiError{status: 422, code: "idempotency_key_reused", message: "this Idempotency-Key was used with a different request"}},

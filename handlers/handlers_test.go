@@ -295,6 +295,25 @@ func requireCreated(t testing.TB, r reply, saleID string, quantity int) reservat
 
 // requireError checks the contract's error answer: the status, and a body of
 // exactly {"error":{"code":code,"message":<non-empty>}}.
+// requireLimitReached checks a 409 limit_reached that carries the
+// customer's own reservation holding the limit, and returns it.
+func requireLimitReached(t testing.TB, r reply) (reservationJSON, string) {
+	t.Helper()
+	require.Equal(t, http.StatusConflict, r.Status, "body: %s", r.Body)
+	var body struct {
+		Error       map[string]string `json:"error"`
+		Reservation json.RawMessage   `json:"reservation"`
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &body), "body: %s", r.Body)
+	var top map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(r.Body, &top))
+	require.Len(t, top, 2, "body: %s", r.Body)
+	require.Equal(t, "limit_reached", body.Error["code"], "body: %s", r.Body)
+	require.NotEmpty(t, body.Error["message"])
+	held := requireReservation(t, reply{Status: http.StatusConflict, Header: r.Header, Body: body.Reservation}, http.StatusConflict)
+	return held, body.Error["message"]
+}
+
 func requireError(t testing.TB, r reply, status int, code string) {
 	t.Helper()
 	require.Equal(t, status, r.Status, "body: %s", r.Body)
@@ -938,8 +957,9 @@ func TestReserveRefusals(t *testing.T) {
 		t.Parallel()
 		sale := s.createSale(t, `{"sku":"sku_3","initialStock":10,"perCustomerLimit":2}`)
 		alice := customer(t, "lim")
-		requireCreated(t, s.reserve(t, sale.SaleID, alice, "k1", `{"quantity":1}`), sale.SaleID, 1)
-		requireError(t, s.reserve(t, sale.SaleID, alice, "k2", `{"quantity":1}`), 409, "limit_reached")
+		first := requireCreated(t, s.reserve(t, sale.SaleID, alice, "k1", `{"quantity":1}`), sale.SaleID, 1)
+		held, _ := requireLimitReached(t, s.reserve(t, sale.SaleID, alice, "k2", `{"quantity":1}`))
+		require.Equal(t, first.ReservationID, held.ReservationID)
 		require.Equal(t, 9, s.sale(t, sale.SaleID).Available)
 	})
 	t.Run("PausedNotOpenThenResumed", func(t *testing.T) {
@@ -994,6 +1014,52 @@ func TestReserveRefusals(t *testing.T) {
 			"Idempotency-Key", "k1", "X-Admission-Token", "forged")
 		requireError(t, r, 403, "admission_invalid")
 	})
+}
+
+// TestOwnHoldIsFindable: a customer who lost the answer to their
+// reservation (a closed tab; an app that crashed and retried with a new key)
+// hears which hold holds their limit, finds it by sale, and pays it; once
+// paid, the refusal names the order. Nobody else's hold is found this way.
+func TestOwnHoldIsFindable(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	sale := s.createSale(t, `{"sku":"sku_own","initialStock":5,"confirmation":"customer","perInstrumentLimit":1}`)
+	alice, bob := customer(t, "alice"), customer(t, "bob")
+	own := "/sales/" + sale.SaleID + "/reservation"
+
+	requireError(t, s.do(t, http.MethodGet, own, alice, ""), 404, "not_found")
+	first := requireCreated(t, s.reserve(t, sale.SaleID, alice, "tab-1", `{"quantity":1,"paymentInstrument":"card_a"}`), sale.SaleID, 1)
+
+	// A new tab, a new key: refused, with the hold that refuses it.
+	held, msg := requireLimitReached(t, s.reserve(t, sale.SaleID, alice, "tab-2", `{"quantity":1,"paymentInstrument":"card_a"}`))
+	require.Equal(t, first.ReservationID, held.ReservationID)
+	require.Equal(t, "pending", held.State)
+	require.Equal(t, first.ExpiresAt, held.ExpiresAt)
+	require.Contains(t, msg, "hold")
+	found := requireReservation(t, s.do(t, http.MethodGet, own, alice, ""), 200)
+	require.Equal(t, held, found)
+
+	// Someone else's hold is not theirs to find, and the admin reads
+	// reservations by id.
+	requireError(t, s.do(t, http.MethodGet, own, bob, ""), 404, "not_found")
+	requireError(t, s.do(t, http.MethodGet, own, adminAuth, ""), 403, "forbidden")
+	// A limit held by an instrument is not the customer's own: no hold in it.
+	requireError(t, s.reserve(t, sale.SaleID, bob, "b1", `{"quantity":1,"paymentInstrument":"card_a"}`), 409, "limit_reached")
+
+	// Paid from what was found: the refusal then names the order.
+	order := requireOrder(t, s.do(t, http.MethodPost, "/reservations/"+found.ReservationID+"/confirm", alice, ""), first.ReservationID)
+	paid, msg := requireLimitReached(t, s.reserve(t, sale.SaleID, alice, "tab-3", `{"quantity":1,"paymentInstrument":"card_a"}`))
+	require.Equal(t, "confirmed", paid.State)
+	require.Equal(t, order, paid.OrderID)
+	require.Contains(t, msg, "order")
+	require.Equal(t, paid, requireReservation(t, s.do(t, http.MethodGet, own, alice, ""), 200))
+
+	// A cancelled hold holds nothing: not found, and the next reserves.
+	carol := customer(t, "carol")
+	c1 := requireCreated(t, s.reserve(t, sale.SaleID, carol, "c1", `{"quantity":1,"paymentInstrument":"card_c"}`), sale.SaleID, 1)
+	requireReservation(t, s.do(t, http.MethodPost, "/reservations/"+c1.ReservationID+"/cancel", carol, ""), 200)
+	requireError(t, s.do(t, http.MethodGet, own, carol, ""), 404, "not_found")
+	requireCreated(t, s.reserve(t, sale.SaleID, carol, "c2", `{"quantity":1,"paymentInstrument":"card_c"}`), sale.SaleID, 1)
 }
 
 func TestConfirmAndCancel(t *testing.T) {

@@ -112,6 +112,16 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 		// the path's speed (unreachable database, internal error, a client
 		// that went away).
 		slot.Release(reserveOutcome(ctx, err))
+		if errors.Is(err, flashline.ErrLimitReached) && ctx.Err() == nil {
+			// The customer's own reservation holds the limit: say which, so
+			// a client that lost it can pay it. Read after the refusal, and
+			// only for it (one indexed row); a hold that ended meanwhile
+			// leaves the plain refusal, and the next attempt reserves.
+			if held, herr := store.CustomerReservation(ctx, saleID, actor); herr == nil {
+				writeLimitReached(c, held)
+				return
+			}
+		}
 		if err != nil {
 			writeError(c, logger, err)
 			return
@@ -122,6 +132,22 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 		}
 		writeRaw(c, http.StatusCreated, res.Receipt)
 	}
+}
+
+// writeLimitReached is 409 limit_reached with the reservation that holds
+// the limit, and a message that names what it is: a hold to pay, or an
+// order.
+func writeLimitReached(c *gin.Context, held flashline.Reservation) {
+	msg := "you already hold a reservation in this sale: it is in this answer's reservation, to pay before it expires"
+	if held.State == flashline.ReservationConfirmed {
+		msg = "you already have an order in this sale: it is in this answer's reservation"
+	}
+	view := NewReservationView(held)
+	c.Set(outcomeKey, "limit_reached")
+	c.AbortWithStatusJSON(http.StatusConflict, api.LimitReached{
+		Error:       api.ErrorDetail{Code: "limit_reached", Message: msg},
+		Reservation: &view,
+	})
 }
 
 func reserveOutcome(ctx context.Context, err error) loadshed.Outcome {
@@ -135,6 +161,20 @@ func reserveOutcome(ctx context.Context, err error) loadshed.Outcome {
 func handleGetReservation(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		r, err := store.Reservation(c.Request.Context(), c.Param("reservationId"), actorOf(c))
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusOK, NewReservationView(r))
+	}
+}
+
+// handleCustomerReservation is GET /sales/{saleId}/reservation: the
+// caller's own active reservation in the sale (a hold or an order), 404
+// when they have none.
+func handleCustomerReservation(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		r, err := store.CustomerReservation(c.Request.Context(), c.Param("saleId"), actorOf(c))
 		if err != nil {
 			writeError(c, logger, err)
 			return

@@ -194,6 +194,8 @@ func Routes(d Deps) http.Handler {
 	// return stock: they are never shed, and a burst of them queues for the
 	// pool they use.
 	public.handle(http.MethodPost, "/sales/:saleId/reservations", shedBusySale(d.Store, d.Logger), customer, oneCustomer, refuseFromMemory(d.Store, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
+	// A customer's own hold or order in a sale, for one who lost its id.
+	public.handle(http.MethodGet, "/sales/:saleId/reservation", customer, oneCustomer, handleCustomerReservation(d.Store, d.Logger))
 	public.handle(http.MethodGet, "/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
 	public.handle(http.MethodPost, "/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
 	public.handle(http.MethodPost, "/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))

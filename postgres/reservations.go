@@ -21,6 +21,20 @@ func (s *Store) Reservation(ctx context.Context, reservationID string, by flashl
 	return reservationFromRow(row), nil
 }
 
+// CustomerReservation is the customer's active reservation in a sale: how a
+// customer who lost the answer to their reservation (a closed tab, a
+// crashed app) finds the hold that holds their limit.
+func (s *Store) CustomerReservation(ctx context.Context, saleID string, by flashline.Actor) (flashline.Reservation, error) {
+	if by.CustomerID == "" {
+		return flashline.Reservation{}, fmt.Errorf("the reservation in sale %s: %w", saleID, flashline.ErrNotFound)
+	}
+	row, err := dbsqlc.New(s.admin).ReservationOfCustomer(ctx, dbsqlc.ReservationOfCustomerParams{SaleID: saleID, CustomerID: by.CustomerID})
+	if err != nil {
+		return flashline.Reservation{}, fmt.Errorf("the reservation in sale %s: %w", saleID, translate(err))
+	}
+	return reservationFromRow(dbsqlc.ReservationGetRow(row)), nil
+}
+
 // pastExpiry reads whether a pending reservation's time is up (by the
 // database's clock), for the answer to a confirm.
 func (s *Store) pastExpiry(ctx context.Context, reservationID string) (bool, error) {

@@ -3569,6 +3569,111 @@ func (e Register503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for GetOwnReservation401JSONResponseBodyErrorCode.
+const (
+	GetOwnReservation401JSONResponseBodyErrorCodeUnauthenticated GetOwnReservation401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the GetOwnReservation401JSONResponseBodyErrorCode enum.
+func (e GetOwnReservation401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetOwnReservation401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetOwnReservation403JSONResponseBodyErrorCode.
+const (
+	GetOwnReservation403JSONResponseBodyErrorCodeForbidden GetOwnReservation403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the GetOwnReservation403JSONResponseBodyErrorCode enum.
+func (e GetOwnReservation403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetOwnReservation403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetOwnReservation404JSONResponseBodyErrorCode.
+const (
+	GetOwnReservation404JSONResponseBodyErrorCodeNotFound GetOwnReservation404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the GetOwnReservation404JSONResponseBodyErrorCode enum.
+func (e GetOwnReservation404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetOwnReservation404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetOwnReservation429JSONResponseBodyErrorCode.
+const (
+	GetOwnReservation429JSONResponseBodyErrorCodeRateLimited GetOwnReservation429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the GetOwnReservation429JSONResponseBodyErrorCode enum.
+func (e GetOwnReservation429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetOwnReservation429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetOwnReservation500JSONResponseBodyErrorCode.
+const (
+	GetOwnReservation500JSONResponseBodyErrorCodeInternal GetOwnReservation500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the GetOwnReservation500JSONResponseBodyErrorCode enum.
+func (e GetOwnReservation500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetOwnReservation500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetOwnReservation503JSONResponseBodyErrorCode.
+const (
+	GetOwnReservation503JSONResponseBodyErrorCodeOverloaded GetOwnReservation503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the GetOwnReservation503JSONResponseBodyErrorCode enum.
+func (e GetOwnReservation503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetOwnReservation503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PreflightOwnReservation404JSONResponseBodyErrorCode.
+const (
+	PreflightOwnReservation404JSONResponseBodyErrorCodeNotFound PreflightOwnReservation404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the PreflightOwnReservation404JSONResponseBodyErrorCode enum.
+func (e PreflightOwnReservation404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case PreflightOwnReservation404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReservePreflight404JSONResponseBodyErrorCode.
 const (
 	ReservePreflight404JSONResponseBodyErrorCodeNotFound ReservePreflight404JSONResponseBodyErrorCode = "not_found"
@@ -5671,6 +5776,27 @@ type Register500JSONResponseBodyErrorCode string
 // Register503JSONResponseBodyErrorCode defines parameters for Register.
 type Register503JSONResponseBodyErrorCode string
 
+// GetOwnReservation401JSONResponseBodyErrorCode defines parameters for GetOwnReservation.
+type GetOwnReservation401JSONResponseBodyErrorCode string
+
+// GetOwnReservation403JSONResponseBodyErrorCode defines parameters for GetOwnReservation.
+type GetOwnReservation403JSONResponseBodyErrorCode string
+
+// GetOwnReservation404JSONResponseBodyErrorCode defines parameters for GetOwnReservation.
+type GetOwnReservation404JSONResponseBodyErrorCode string
+
+// GetOwnReservation429JSONResponseBodyErrorCode defines parameters for GetOwnReservation.
+type GetOwnReservation429JSONResponseBodyErrorCode string
+
+// GetOwnReservation500JSONResponseBodyErrorCode defines parameters for GetOwnReservation.
+type GetOwnReservation500JSONResponseBodyErrorCode string
+
+// GetOwnReservation503JSONResponseBodyErrorCode defines parameters for GetOwnReservation.
+type GetOwnReservation503JSONResponseBodyErrorCode string
+
+// PreflightOwnReservation404JSONResponseBodyErrorCode defines parameters for PreflightOwnReservation.
+type PreflightOwnReservation404JSONResponseBodyErrorCode string
+
 // ReservePreflight404JSONResponseBodyErrorCode defines parameters for ReservePreflight.
 type ReservePreflight404JSONResponseBodyErrorCode string
 
@@ -6590,6 +6716,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
 	Register(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOwnReservation The customer's own reservation in a sale
+	//
+	// The caller's active reservation in the sale: a pending hold or a confirmed order (at most one; the one a 409 `limit_reached` refers to). A customer whose tab was closed, or whose app crashed before it read the 201 of its reservation, finds it here and pays it with `POST /reservations/{reservationId}/confirm` (or by the payment). 404 when the customer has none (an expired, cancelled or voided one is not listed); the admin reads reservations by id.
+	//
+	// Corresponds with GET /sales/{saleId}/reservation (the `GetOwnReservation` operationId).
+	GetOwnReservation(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreflightOwnReservation The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/reservation (the `PreflightOwnReservation` operationId).
+	PreflightOwnReservation(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReservePreflight The preflight of a cross-origin request (CORS)
 	//
@@ -7942,6 +8082,40 @@ func (c *Client) RegisterWithBody(ctx context.Context, saleId SaleId, contentTyp
 // Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
 func (c *Client) Register(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRegisterRequest(c.Server, saleId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOwnReservation The customer's own reservation in a sale
+//
+// The caller's active reservation in the sale: a pending hold or a confirmed order (at most one; the one a 409 `limit_reached` refers to). A customer whose tab was closed, or whose app crashed before it read the 201 of its reservation, finds it here and pays it with `POST /reservations/{reservationId}/confirm` (or by the payment). 404 when the customer has none (an expired, cancelled or voided one is not listed); the admin reads reservations by id.
+//
+// Corresponds with GET /sales/{saleId}/reservation (the `GetOwnReservation` operationId).
+func (c *Client) GetOwnReservation(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOwnReservationRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreflightOwnReservation The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/reservation (the `PreflightOwnReservation` operationId).
+func (c *Client) PreflightOwnReservation(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreflightOwnReservationRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -10047,6 +10221,74 @@ func NewRegisterRequestWithBody(server string, saleId SaleId, contentType string
 	return req, nil
 }
 
+// NewGetOwnReservationRequest constructs an http.Request for the GetOwnReservation method
+func NewGetOwnReservationRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/reservation", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPreflightOwnReservationRequest constructs an http.Request for the PreflightOwnReservation method
+func NewPreflightOwnReservationRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/reservation", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReservePreflightRequest constructs an http.Request for the ReservePreflight method
 func NewReservePreflightRequest(server string, saleId SaleId) (*http.Request, error) {
 	var err error
@@ -11267,6 +11509,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /sales/{saleId}/registrations (the `Register` operationId).
 	RegisterWithResponse(ctx context.Context, saleId SaleId, body RegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterResponse, error)
+
+	// GetOwnReservationWithResponse The customer's own reservation in a sale
+	//
+	// The caller's active reservation in the sale: a pending hold or a confirmed order (at most one; the one a 409 `limit_reached` refers to). A customer whose tab was closed, or whose app crashed before it read the 201 of its reservation, finds it here and pays it with `POST /reservations/{reservationId}/confirm` (or by the payment). 404 when the customer has none (an expired, cancelled or voided one is not listed); the admin reads reservations by id.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /sales/{saleId}/reservation (the `GetOwnReservation` operationId).
+	GetOwnReservationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*GetOwnReservationResponse, error)
+
+	// PreflightOwnReservationWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/reservation (the `PreflightOwnReservation` operationId).
+	PreflightOwnReservationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PreflightOwnReservationResponse, error)
 
 	// ReservePreflightWithResponse The preflight of a cross-origin request (CORS)
 	//
@@ -15574,6 +15834,155 @@ func (r RegisterResponse) ContentType() string {
 	return ""
 }
 
+// GetOwnReservationResponse429Headers the declared response headers of an HTTP 429 response for GetOwnReservation
+type GetOwnReservationResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
+// GetOwnReservationResponse503Headers the declared response headers of an HTTP 503 response for GetOwnReservation
+type GetOwnReservationResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetOwnReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Reservation
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *NoOrigin
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetOwnReservationResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetOwnReservationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOwnReservationResponse) GetJSON200() *Reservation {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetOwnReservationResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetOwnReservationResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetOwnReservationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetOwnReservationResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetOwnReservationResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetOwnReservationResponse) GetJSON503() *NoOrigin {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOwnReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOwnReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOwnReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOwnReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PreflightOwnReservationResponse204Headers the declared response headers of an HTTP 204 response for PreflightOwnReservation
+type PreflightOwnReservationResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type PreflightOwnReservationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *PreflightOwnReservationResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PreflightOwnReservationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r PreflightOwnReservationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreflightOwnReservationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreflightOwnReservationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreflightOwnReservationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReservePreflightResponse204Headers the declared response headers of an HTTP 204 response for ReservePreflight
 type ReservePreflightResponse204Headers struct {
 	AccessControlAllowHeaders *string
@@ -15681,6 +16090,9 @@ type ReserveResponse struct {
 			// Message for people; may change
 			Message string `json:"message"`
 		} `json:"error"`
+
+		// Reservation with `limit_reached` only: the customer's own reservation in this sale that holds the limit
+		Reservation *Reservation `json:"reservation,omitempty"`
 	}
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *struct {
@@ -15761,6 +16173,9 @@ func (r ReserveResponse) GetJSON409() *struct {
 		// Message for people; may change
 		Message string `json:"message"`
 	} `json:"error"`
+
+	// Reservation with `limit_reached` only: the customer's own reservation in this sale that holds the limit
+	Reservation *Reservation `json:"reservation,omitempty"`
 } {
 	return r.JSON409
 }
@@ -17680,6 +18095,36 @@ func (c *ClientWithResponses) RegisterWithResponse(ctx context.Context, saleId S
 		return nil, err
 	}
 	return ParseRegisterResponse(rsp)
+}
+
+// GetOwnReservationWithResponse The customer's own reservation in a sale
+//
+// The caller's active reservation in the sale: a pending hold or a confirmed order (at most one; the one a 409 `limit_reached` refers to). A customer whose tab was closed, or whose app crashed before it read the 201 of its reservation, finds it here and pays it with `POST /reservations/{reservationId}/confirm` (or by the payment). 404 when the customer has none (an expired, cancelled or voided one is not listed); the admin reads reservations by id.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /sales/{saleId}/reservation (the `GetOwnReservation` operationId).
+func (c *ClientWithResponses) GetOwnReservationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*GetOwnReservationResponse, error) {
+	rsp, err := c.GetOwnReservation(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOwnReservationResponse(rsp)
+}
+
+// PreflightOwnReservationWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/reservation (the `PreflightOwnReservation` operationId).
+func (c *ClientWithResponses) PreflightOwnReservationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PreflightOwnReservationResponse, error) {
+	rsp, err := c.PreflightOwnReservation(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreflightOwnReservationResponse(rsp)
 }
 
 // ReservePreflightWithResponse The preflight of a cross-origin request (CORS)
@@ -21339,6 +21784,167 @@ func ParseRegisterResponse(rsp *http.Response) (*RegisterResponse, error) {
 	return response, nil
 }
 
+// ParseGetOwnReservationResponse parses an HTTP response from a GetOwnReservationWithResponse call
+func ParseGetOwnReservationResponse(rsp *http.Response) (*GetOwnReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOwnReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Reservation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest NoOrigin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetOwnReservationResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetOwnReservationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePreflightOwnReservationResponse parses an HTTP response from a PreflightOwnReservationWithResponse call
+func ParsePreflightOwnReservationResponse(rsp *http.Response) (*PreflightOwnReservationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreflightOwnReservationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers PreflightOwnReservationResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReservePreflightResponse parses an HTTP response from a ReservePreflightWithResponse call
 func ParseReservePreflightResponse(rsp *http.Response) (*ReservePreflightResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -21473,6 +22079,9 @@ func ParseReserveResponse(rsp *http.Response) (*ReserveResponse, error) {
 				// Message for people; may change
 				Message string `json:"message"`
 			} `json:"error"`
+
+			// Reservation with `limit_reached` only: the customer's own reservation in this sale that holds the limit
+			Reservation *Reservation `json:"reservation,omitempty"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err

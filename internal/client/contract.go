@@ -223,6 +223,12 @@ func (c *Client) Reservation(ctx context.Context, token, reservationID string) (
 	return call[Reservation](ctx, c, Request{Method: http.MethodGet, Path: reservationPath(reservationID), Token: token})
 }
 
+// OwnReservation is GET /sales/{id}/reservation: the customer's own active
+// reservation in the sale (404 when none).
+func (c *Client) OwnReservation(ctx context.Context, token, saleID string) (Result[Reservation], error) {
+	return call[Reservation](ctx, c, Request{Method: http.MethodGet, Path: salePath(saleID) + "/reservation", Token: token})
+}
+
 // Confirm is POST /reservations/{id}/confirm: the order (the same one when
 // repeated).
 func (c *Client) Confirm(ctx context.Context, token, reservationID string) (Result[Order], error) {

@@ -141,3 +141,70 @@ func (q *Queries) ReservationGet(ctx context.Context, arg ReservationGetParams) 
 	)
 	return i, err
 }
+
+const reservationOfCustomer = `-- name: ReservationOfCustomer :one
+SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
+       r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
+       r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
+       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry
+  FROM reservations r
+  JOIN sales s ON s.sale_id = r.sale_id
+  LEFT JOIN orders o ON o.reservation_id = r.reservation_id
+ WHERE r.sale_id = $1 AND r.customer_id = $2
+   AND r.state IN ('pending', 'confirmed')
+`
+
+type ReservationOfCustomerParams struct {
+	SaleID     string
+	CustomerID string
+}
+
+type ReservationOfCustomerRow struct {
+	ReservationID    string
+	SaleID           string
+	CustomerID       string
+	Bucket           int32
+	Quantity         int32
+	State            string
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
+	ConfirmedAt      *time.Time
+	CancelledAt      *time.Time
+	ExpiredAt        *time.Time
+	RestockedAt      *time.Time
+	OrderID          *string
+	VoidedAt         *time.Time
+	VoidReason       *string
+	PaymentReference *string
+	Confirmation     string
+	PastExpiry       bool
+}
+
+// A customer's active (pending or confirmed) reservation in a sale, with the
+// columns of ReservationGet: there is at most one, and
+// reservations_one_active_per_customer finds it.
+func (q *Queries) ReservationOfCustomer(ctx context.Context, arg ReservationOfCustomerParams) (ReservationOfCustomerRow, error) {
+	row := q.db.QueryRow(ctx, reservationOfCustomer, arg.SaleID, arg.CustomerID)
+	var i ReservationOfCustomerRow
+	err := row.Scan(
+		&i.ReservationID,
+		&i.SaleID,
+		&i.CustomerID,
+		&i.Bucket,
+		&i.Quantity,
+		&i.State,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ConfirmedAt,
+		&i.CancelledAt,
+		&i.ExpiredAt,
+		&i.RestockedAt,
+		&i.OrderID,
+		&i.VoidedAt,
+		&i.VoidReason,
+		&i.PaymentReference,
+		&i.Confirmation,
+		&i.PastExpiry,
+	)
+	return i, err
+}

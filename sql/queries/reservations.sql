@@ -9,6 +9,20 @@ SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
  WHERE r.reservation_id = @reservation_id;
 
+-- name: ReservationOfCustomer :one
+-- A customer's active (pending or confirmed) reservation in a sale, with the
+-- columns of ReservationGet: there is at most one, and
+-- reservations_one_active_per_customer finds it.
+SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
+       r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
+       r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
+       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry
+  FROM reservations r
+  JOIN sales s ON s.sale_id = r.sale_id
+  LEFT JOIN orders o ON o.reservation_id = r.reservation_id
+ WHERE r.sale_id = @sale_id AND r.customer_id = @customer_id
+   AND r.state IN ('pending', 'confirmed');
+
 -- name: ReservationConfirm :one
 -- The customer confirms a pending reservation that has not expired (even if
 -- no sweep has run yet) and creates its one order, in a sale whose holds its
