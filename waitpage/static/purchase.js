@@ -56,10 +56,23 @@ export function reserve() {
       case "sold_out":
         store.del(state.keys.idem);
         return showSoldOut();
-      case "limit_reached":
+      case "limit_reached": {
         stopAll();
         store.del(state.keys.admission);
+        // The customer's own hold (made in a tab since closed, or on
+        // another device) or order holds the limit: the answer carries it,
+        // and the page shows it with its Pay step, as if made here.
+        const held = r.body && r.body.reservation;
+        if (held && held.reservationId && held.state === "pending") {
+          store.del(state.keys.idem);
+          store.setJSON(state.keys.reservation, held);
+          return resumeReservation(held, getTicket);
+        }
+        if (held && held.reservationId && held.state === "confirmed") {
+          return paid({ orderId: held.orderId || "", reservationId: held.reservationId });
+        }
         return setState("limit_reached", "You have reached the limit for this sale.");
+      }
       case "sale_not_open":
         if (expired) { store.del(state.keys.admission); return getTicket(); }
         $("admitted-text").textContent = "The sale is paused; your turn is kept while it lasts…";
