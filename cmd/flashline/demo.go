@@ -25,11 +25,15 @@ ADMIN_TOKEN={{admin}}
 FLASHLINE={{exe}}
 # field NAME: the field NAME of the JSON answer on stdin.
 field() { sed -n "s/.*\"$1\":\"*\([^\",}]*\).*/\1/p"; }
+# need NAME: field NAME, or (the answer has none: the API's error) the answer
+# on stderr and nothing; a later step that uses it then stops there.
+need() { A=$(cat); V=$(printf '%s\n' "$A" | field "$1"); [ -n "$V" ] || { echo "no $1 in the answer: $A" >&2; return 1; }; printf '%s\n' "$V"; }
 # admit CUSTOMER_TOKEN: take a place in line, then ask where it stands at the
 # pace each answer says (pollAfterMs) until "admitted", solving the challenge
 # when asked (flashline solve); sets ADMISSION_TOKEN.
 admit() {
-  TICKET=$(curl -s "$BASE/sales/$SALE/ticket" -H "Authorization: Bearer $1" | field token)
+  ADMISSION_TOKEN=
+  TICKET=$(curl -s "$BASE/sales/$SALE/ticket" -H "Authorization: Bearer $1" | need token) || return 1
   SOLUTION=
   while :; do
     STATUS=$(curl -s "$BASE/sales/$SALE/status?token=$TICKET$SOLUTION" -H "Authorization: Bearer $1")
@@ -39,24 +43,25 @@ admit() {
     *'"state":"challenge_required"'*)
       SOLUTION="&solution=$("$FLASHLINE" solve --nonce "$(echo "$STATUS" | field nonce)" --bits "$(echo "$STATUS" | field bits)")" ;;
     *'"state":"waiting"'*) sleep $(( $(echo "$STATUS" | field pollAfterMs) / 1000 + 1 )) ;;
-    *) return 1 ;;
+    *) echo "not admitted: $STATUS" >&2; return 1 ;;
     esac
   done
   ADMISSION_TOKEN=$(echo "$STATUS" | field admissionToken)
 }
 
-# 1. Join the line: "waiting" until the sale opens ({{opens}}), then the
+# 1. Join the line: "waiting" until the sale opens (at {{opens}}), then the
 #    challenge, then "admitted" with an admission token.
 admit "$TOKEN"
 
 # 2. Reserve with it, then send the same request again: the same answer,
-#    with Idempotent-Replayed: true (one key per checkout, reused on retries).
+#    with Idempotent-Replayed: true (one key per checkout, reused on retries;
+#    a key belongs to the customer across sales, so this one names the sale).
 RESERVATION=$(curl -s -X POST "$BASE/sales/$SALE/reservations" -H "Authorization: Bearer $TOKEN" \
-  -H "X-Admission-Token: $ADMISSION_TOKEN" -H 'Idempotency-Key: demo-1' \
-  -H 'Content-Type: application/json' -d '{"quantity": 1}' | field reservationId)
-echo "reservation: $RESERVATION"
+  -H "X-Admission-Token: ${ADMISSION_TOKEN:?not admitted: see the answers above}" -H "Idempotency-Key: demo-$SALE-1" \
+  -H 'Content-Type: application/json' -d '{"quantity": 1}' | need reservationId)
+echo "reservation: ${RESERVATION:?no reservation: see the answer above}"
 curl -si -X POST "$BASE/sales/$SALE/reservations" -H "Authorization: Bearer $TOKEN" \
-  -H "X-Admission-Token: $ADMISSION_TOKEN" -H 'Idempotency-Key: demo-1' \
+  -H "X-Admission-Token: $ADMISSION_TOKEN" -H "Idempotency-Key: demo-$SALE-1" \
   -H 'Content-Type: application/json' -d '{"quantity": 1}'; echo
 
 # 3. Pay for the hold as the payment provider would: a signed
@@ -64,7 +69,7 @@ curl -si -X POST "$BASE/sales/$SALE/reservations" -H "Authorization: Bearer $TOK
 #    --type refund.succeeded voids the order afterwards). The reservation is
 #    then confirmed, and the customer's confirm answers its order (before the
 #    payment: 409 payment_required).
-{{payenv}} "$FLASHLINE" pay --url "$BASE" --reservation "$RESERVATION"
+{{payenv}} "$FLASHLINE" pay --url "$BASE" --reservation "${RESERVATION:?no reservation: see step 2}"
 curl -s "$BASE/reservations/$RESERVATION" -H "Authorization: Bearer $TOKEN"; echo
 curl -s -X POST "$BASE/reservations/$RESERVATION/confirm" -H "Authorization: Bearer $TOKEN"; echo
 
@@ -73,9 +78,9 @@ curl -s -X POST "$BASE/reservations/$RESERVATION/confirm" -H "Authorization: Bea
 BOB=$("$FLASHLINE" token --customer bob --jwt-secret {{jwt}})
 admit "$BOB"
 HOLD=$(curl -s -X POST "$BASE/sales/$SALE/reservations" -H "Authorization: Bearer $BOB" \
-  -H "X-Admission-Token: $ADMISSION_TOKEN" -H 'Idempotency-Key: demo-bob-1' \
-  -H 'Content-Type: application/json' -d '{}' | field reservationId)
-curl -s -X POST "$BASE/reservations/$HOLD/cancel" -H "Authorization: Bearer $BOB"; echo
+  -H "X-Admission-Token: ${ADMISSION_TOKEN:?bob was not admitted: see the answers above}" -H "Idempotency-Key: demo-$SALE-bob-1" \
+  -H 'Content-Type: application/json' -d '{}' | need reservationId)
+curl -s -X POST "$BASE/reservations/${HOLD:?bob holds nothing: see the answer above}/cancel" -H "Authorization: Bearer $BOB"; echo
 
 # 5. The sale as the admin sees it (one confirmed, one cancelled), its
 #    fairness policy as customers read it, and extending every pending hold
@@ -90,7 +95,8 @@ curl -s -X POST "$BASE/admin/sales/$SALE/extend" -H "Authorization: Bearer $ADMI
 // that opens 20 s from now, late enough to see the waiting state) and prints
 // how to buy from it: the waiting-room page for a browser, and demoSteps.
 func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, paymentSecret, url string, stdout io.Writer) error {
-	opensAt := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
+	const opensIn = 20 * time.Second
+	opensAt := time.Now().Add(opensIn).UTC().Truncate(time.Second)
 	sale, err := store.CreateSale(ctx, flashline.NewSale{
 		SKU: "demo-sneaker", Title: "Demo sneaker — limited run", InitialStock: 200, PerCustomerLimit: 1, ReservationTTLSeconds: 600,
 		OpensAt: &opensAt, Admission: flashline.AdmissionWaitingRoom,
@@ -100,7 +106,13 @@ func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, paym
 	if err != nil {
 		return err
 	}
+	// The page's customer and the shell's are two, so that trying both
+	// (the README offers both) is two purchases, not a limit reached.
 	token, err := auth.Mint(cfg.jwtSecret, "demo-customer", 24*time.Hour, time.Time{})
+	if err != nil {
+		return err
+	}
+	shellToken, err := auth.Mint(cfg.jwtSecret, "demo-shell", 24*time.Hour, time.Time{})
 	if err != nil {
 		return err
 	}
@@ -109,14 +121,14 @@ func printDemo(ctx context.Context, store flashline.Store, cfg serveConfig, paym
 		exe = "flashline"
 	}
 	steps := strings.NewReplacer(
-		"{{url}}", shellQuote(url), "{{sale}}", shellQuote(sale.ID), "{{token}}", shellQuote(token),
+		"{{url}}", shellQuote(url), "{{sale}}", shellQuote(sale.ID), "{{token}}", shellQuote(shellToken),
 		"{{admin}}", shellQuote(cfg.adminToken), "{{exe}}", shellQuote(exe), "{{jwt}}", shellQuote(cfg.jwtSecret),
 		"{{opens}}", opensAt.Format(time.RFC3339), "{{payenv}}", payEnv(cfg, paymentSecret),
 	).Replace(demoSteps)
 	fmt.Fprintf(stdout, `
 Flashline is up at %[1]s with a demo sale of 200 units: %[2]s
-It admits through its waiting room and opens at %[3]s (randomized at open,
-a 12-bit challenge). Join before it opens, in a browser:
+It admits through its waiting room and opens in %[6]d s (at %[3]s; randomized
+at open, a 12-bit challenge). Join before it opens, in a browser:
 
   %[1]s/sales/%[2]s/wait#token=%[4]s
 
@@ -126,7 +138,7 @@ in order. The API is described at %[1]s/openapi.json.
 %[5]s
 The tokens and secrets above are the demo's; 'flashline token --customer NAME'
 mints more customers.
-`, url, sale.ID, opensAt.Format(time.RFC3339), token, indent(steps))
+`, url, sale.ID, opensAt.Format(time.RFC3339), token, indent(steps), int(opensIn.Seconds()))
 	return nil
 }
 
