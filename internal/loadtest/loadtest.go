@@ -88,7 +88,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	res.Scenario = cfg.Scenario
-	res.Batches = r.batchStats(ctx).minus(before)
+	if len(res.Phases) == 0 { // a scenario of phases counts each phase's
+		res.Batches = r.batchStats(ctx).minus(before)
+	}
 	verr := r.verify(ctx, res)
 	res.print(cfg.Out)
 	return res, verr

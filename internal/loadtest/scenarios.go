@@ -205,6 +205,7 @@ func (r *runner) northline(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	t := newTally()
+	before := r.batchStats(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
@@ -227,6 +228,10 @@ func (r *runner) northline(ctx context.Context) (*Result, error) {
 	race := t.result(time.Since(start))
 	race.SaleID = sale
 	race.Scenario = "northline race"
+	// Each phase reports its own batches: the race's would otherwise be
+	// counted in the storm's line and its own would say none were seen.
+	between := r.batchStats(ctx)
+	race.Batches = between.minus(before)
 	if err := r.verify(ctx, race); err != nil {
 		race.print(r.cfg.Out)
 		return race, err
@@ -242,6 +247,7 @@ func (r *runner) northline(ctx context.Context) (*Result, error) {
 	res, err := r.retryStorm(ctx)
 	if res != nil {
 		res.Phases = []*Result{race}
+		res.Batches = r.batchStats(ctx).minus(between)
 	}
 	return res, err
 }
