@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -253,6 +254,9 @@ func (in *instance) openRoom(ctx context.Context) error {
 func (in *instance) listen(context.Context) error {
 	var err error
 	if in.ln, in.metricsLn, err = listen(in.cfg); err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w: another process listens there; choose another address with --addr or FLASHLINE_ADDR (--metrics-addr or FLASHLINE_METRICS_ADDR for /metrics), for example FLASHLINE_ADDR=127.0.0.1:8081 make run", err)
+		}
 		return err
 	}
 	in.running.addClose("listeners", func() { in.ln.Close(); closeIf(in.metricsLn) })

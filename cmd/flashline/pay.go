@@ -36,8 +36,13 @@ func runPay(ctx context.Context, args []string, getenv func(string) string, stdo
 	if e.FS.NArg() != 0 {
 		return fmt.Errorf("pay: unexpected argument %q", e.FS.Arg(0))
 	}
-	if reservation == "" || secret == "" {
-		return errors.New("pay: --reservation and FLASHLINE_PAYMENT_WEBHOOK_SECRET (or --secret) are required")
+	switch {
+	case reservation == "" && secret == "":
+		return errors.New("pay: --reservation and the payment webhook secret (FLASHLINE_PAYMENT_WEBHOOK_SECRET or --secret) are missing")
+	case reservation == "":
+		return errors.New("pay: --reservation is missing (or empty): the reservation to pay for, res_…")
+	case secret == "":
+		return errors.New("pay: the payment webhook secret is missing: set FLASHLINE_PAYMENT_WEBHOOK_SECRET or --secret (serve --demo prints its development one)")
 	}
 	if reference == "" {
 		reference = "pay_" + strings.TrimPrefix(reservation, flashline.ReservationIDPrefix+"_")

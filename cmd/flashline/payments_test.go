@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -678,4 +679,44 @@ func TestDemoPrintsThePaymentFlow(t *testing.T) {
 	require.NoError(t, printDemo(context.Background(), store, cfg, cfg.paymentSecret, "http://localhost:8080", &out))
 	require.NotContains(t, out.String(), cfg.paymentSecret, "a configured secret is not printed")
 	require.Contains(t, out.String(), `FLASHLINE_PAYMENT_WEBHOOK_SECRET="$FLASHLINE_PAYMENT_WEBHOOK_SECRET"`)
+}
+
+// TestPayNamesWhatIsMissing: `flashline pay` says which of the reservation
+// and the secret it lacks (an empty --reservation, as a failed step before it
+// leaves, is not a missing secret), before it sends anything.
+func TestPayNamesWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	env := func(k string) string {
+		if k == "FLASHLINE_PAYMENT_WEBHOOK_SECRET" {
+			return strings.Repeat("s", 32)
+		}
+		return ""
+	}
+	none := func(string) string { return "" }
+	err := run(context.Background(), []string{"pay", "--url", "http://127.0.0.1:1", "--reservation", ""}, env, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "--reservation is missing")
+	require.NotContains(t, err.Error(), "secret")
+	err = run(context.Background(), []string{"pay", "--url", "http://127.0.0.1:1", "--reservation", "res_01M97PZR08HV7MVW8YCAJ4T6G7"}, none, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "secret is missing")
+	require.NotContains(t, err.Error(), "--reservation")
+	err = run(context.Background(), []string{"pay", "--url", "http://127.0.0.1:1"}, none, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "--reservation and the payment webhook secret")
+}
+
+// TestServeSaysWhereToMoveWhenThePortIsTaken: a second `make run` on a port
+// in use says how to choose another address, not only "bind: address
+// already in use".
+func TestServeSaysWhereToMoveWhenThePortIsTaken(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	strong := strings.Repeat("s", 32)
+	env := map[string]string{
+		"DATABASE_URL": testdb.New(t), "FLASHLINE_ADMIN_TOKEN": strong + "a",
+		"FLASHLINE_JWT_SECRET": strong + "j", "FLASHLINE_WAITROOM_KEYS": "k1:" + strong + "w",
+	}
+	err = run(context.Background(), []string{"serve", "--addr", taken.Addr().String(), "--no-workers"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "address already in use")
+	require.ErrorContains(t, err, "FLASHLINE_ADDR")
 }
