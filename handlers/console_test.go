@@ -60,6 +60,12 @@ func TestConsolePages(t *testing.T) {
 	r = s.serve(t, http.MethodGet, "/admin/sales/"+sale.SaleID, "", "", append(html, "Cookie", cookie)...)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Contains(t, string(r.Body), `data-sale="`+sale.SaleID+`"`)
+	// An open sale opened; only a scheduled one "opens at".
+	require.Contains(t, string(r.Body), `<span id="opens-label">opened at</span>`)
+	later := s.createSale(t, `{"sku":"console-later","initialStock":5,"opensAt":"`+time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`)
+	r = s.serve(t, http.MethodGet, "/admin/sales/"+later.SaleID, "", "", append(html, "Cookie", cookie)...)
+	require.Contains(t, string(r.Body), `<span id="opens-label">opens at</span>`)
+	r = s.serve(t, http.MethodGet, "/admin/sales/"+sale.SaleID, "", "", append(html, "Cookie", cookie)...)
 	r = s.serve(t, http.MethodGet, "/admin/sales/"+sale.SaleID, "", "", "Cookie", cookie)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Equal(t, "application/json; charset=utf-8", r.Header.Get("Content-Type"))

@@ -34,6 +34,11 @@ func TestServesPageAndAssets(t *testing.T) {
 	r := gin.New()
 	waitpage.Register(r)
 
+	// The icon every browser asks for: none, not a 404.
+	icon, _ := get(t, r, "/favicon.ico")
+	require.Equal(t, http.StatusNoContent, icon.StatusCode)
+	require.Contains(t, icon.Header.Get("Cache-Control"), "max-age=")
+
 	resp, page := get(t, r, "/sales/s_123/wait")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))

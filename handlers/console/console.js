@@ -118,6 +118,8 @@ function render(v) {
   st.textContent = s.state;
   st.className = "state state-" + s.state;
   opensAt = s.opensAt ? Date.parse(s.opensAt) : null;
+  // A sale past its opening says so: "opens at" is for one still to open.
+  text("opens-label", s.state === "scheduled" ? "opens at" : "opened at");
   text("opens-at", s.opensAt || "not set");
   for (const k of SERIES) text("n-" + k, s[k]);
   text("r-reserved", v.rates.reserved.toFixed(1));

@@ -6548,6 +6548,13 @@ type ClientInterface interface {
 	// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
 	EmbedScriptHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// Favicon The icon browsers ask for
+	//
+	// No icon: `204`, cacheable for a day, so the waiting page and the console do not log a `404` for it on every visit.
+	//
+	// Corresponds with GET /favicon.ico (the `Favicon` operationId).
+	Favicon(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz The process is up
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -7683,6 +7690,23 @@ func (c *Client) EmbedScript(ctx context.Context, reqEditors ...RequestEditorFn)
 // Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
 func (c *Client) EmbedScriptHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewEmbedScriptHeadRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Favicon The icon browsers ask for
+//
+// No icon: `204`, cacheable for a day, so the waiting page and the console do not log a `404` for it on every visit.
+//
+// Corresponds with GET /favicon.ico (the `Favicon` operationId).
+func (c *Client) Favicon(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFaviconRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -9572,6 +9596,33 @@ func NewEmbedScriptHeadRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewFaviconRequest constructs an http.Request for the Favicon method
+func NewFaviconRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/favicon.ico")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -11310,6 +11361,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with HEAD /embed.js (the `EmbedScriptHead` operationId).
 	EmbedScriptHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EmbedScriptHeadResponse, error)
+
+	// FaviconWithResponse The icon browsers ask for
+	//
+	// No icon: `204`, cacheable for a day, so the waiting page and the console do not log a `404` for it on every visit.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /favicon.ico (the `Favicon` operationId).
+	FaviconWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*FaviconResponse, error)
 
 	// HealthzWithResponse The process is up
 	//
@@ -14228,6 +14288,40 @@ func (r EmbedScriptHeadResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r EmbedScriptHeadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type FaviconResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r FaviconResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FaviconResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FaviconResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FaviconResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17760,6 +17854,21 @@ func (c *ClientWithResponses) EmbedScriptHeadWithResponse(ctx context.Context, r
 	return ParseEmbedScriptHeadResponse(rsp)
 }
 
+// FaviconWithResponse The icon browsers ask for
+//
+// No icon: `204`, cacheable for a day, so the waiting page and the console do not log a `404` for it on every visit.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /favicon.ico (the `Favicon` operationId).
+func (c *ClientWithResponses) FaviconWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*FaviconResponse, error) {
+	rsp, err := c.Favicon(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFaviconResponse(rsp)
+}
+
 // HealthzWithResponse The process is up
 //
 // Returns a wrapper object for the known response body format(s).
@@ -20355,6 +20464,22 @@ func ParseEmbedScriptHeadResponse(rsp *http.Response) (*EmbedScriptHeadResponse,
 		}
 		response.JSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseFaviconResponse parses an HTTP response from a FaviconWithResponse call
+func ParseFaviconResponse(rsp *http.Response) (*FaviconResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FaviconResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
 	}
 
 	return response, nil
