@@ -34,6 +34,21 @@ func (r extendRequest) check() (seconds int, operator string, err error) {
 	return *r.Seconds, operator, err
 }
 
+// readExtend reads and checks an extend request's body, answering the
+// client when it is not right (false).
+func readExtend(c *gin.Context, logger *slog.Logger) (seconds int, operator string, ok bool) {
+	var req extendRequest
+	err := decodeJSON(c, &req)
+	if err == nil {
+		seconds, operator, err = req.check()
+	}
+	if err != nil {
+		writeError(c, logger, err)
+		return 0, "", false
+	}
+	return seconds, operator, true
+}
+
 func operatorOf(name string) (string, error) {
 	if name == "" {
 		return flashline.DefaultOperator, nil
@@ -55,14 +70,8 @@ type bulkVoidRequest struct {
 // handleExtendSale is POST /admin/sales/{saleId}/extend.
 func handleExtendSale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var req extendRequest
-		if err := decodeJSON(c, &req); err != nil {
-			writeError(c, logger, err)
-			return
-		}
-		seconds, operator, err := req.check()
-		if err != nil {
-			writeError(c, logger, err)
+		seconds, operator, ok := readExtend(c, logger)
+		if !ok {
 			return
 		}
 		res, err := store.ExtendSale(c.Request.Context(), c.Param("saleId"), seconds, operator)
@@ -79,14 +88,8 @@ func handleExtendSale(store flashline.Store, logger *slog.Logger) gin.HandlerFun
 // handleExtendReservation is POST /admin/reservations/{reservationId}/extend.
 func handleExtendReservation(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var req extendRequest
-		if err := decodeJSON(c, &req); err != nil {
-			writeError(c, logger, err)
-			return
-		}
-		seconds, operator, err := req.check()
-		if err != nil {
-			writeError(c, logger, err)
+		seconds, operator, ok := readExtend(c, logger)
+		if !ok {
 			return
 		}
 		r, err := store.ExtendReservation(c.Request.Context(), c.Param("reservationId"), seconds, operator)
