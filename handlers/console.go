@@ -14,7 +14,6 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
-	"github.com/flashline/flashline/postgres"
 )
 
 // The store's console: the admin's pages in a browser signed in at
@@ -274,8 +273,8 @@ func handleRepair(store ConsoleStore, logger *slog.Logger) gin.HandlerFunc {
 }
 
 // NewRepairView renders a repair plan.
-func NewRepairView(p postgres.RepairPlan) api.Repair {
-	line := func(b postgres.RepairBucket) api.RepairBucket {
+func NewRepairView(p flashline.RepairPlan) api.Repair {
+	line := func(b flashline.RepairBucket) api.RepairBucket {
 		return api.RepairBucket{Bucket: b.Bucket, Stock: b.Stock, Implied: b.Implied, Ledger: b.Ledger, Unrecorded: b.Unrecorded(), Correction: b.Correction()}
 	}
 	v := api.Repair{SaleID: p.SaleID, State: string(p.State), Needed: p.Needed(), Applied: p.Applied, Total: line(p.Total())}

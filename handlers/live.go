@@ -20,7 +20,6 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
-	"github.com/flashline/flashline/postgres"
 )
 
 // The sale's live page polls GET /admin/sales/{saleId}/live about once a
@@ -54,7 +53,7 @@ type ConsoleStore interface {
 	Report(ctx context.Context, saleID string) (flashline.SaleReport, error)
 	// Repair reads (and with apply writes) the repair of a paused sale's
 	// stock, as `flashline sale repair` does.
-	Repair(ctx context.Context, saleID, operator string, apply bool) (postgres.RepairPlan, error)
+	Repair(ctx context.Context, saleID, operator string, apply bool) (flashline.RepairPlan, error)
 }
 
 // GateStatuser reads a gated sale's counter and drift (*gate.Gate).

@@ -8,74 +8,15 @@ import (
 	"github.com/flashline/flashline/internal/dbsqlc"
 )
 
-// RepairBucket is one bucket's line of a repair plan: what each source says
-// the bucket holds.
-type RepairBucket struct {
-	Bucket int
-	// Stock is what the stock row says.
-	Stock int
-	// Opening is the bucket's share of the initial stock, and Held the units
-	// its pending and confirmed reservations hold: Implied = Opening - Held
-	// is what the reservations imply the bucket holds.
-	Opening, Held, Implied int
-	// Ledger is what the bucket's ledger rows sum to.
-	Ledger int
-}
-
-// Unrecorded is the change to the stock row that no ledger row records
-// (stock - ledger): a second write path, or a ledger row changed by hand.
-func (b RepairBucket) Unrecorded() int { return b.Stock - b.Ledger }
-
-// Correction is the change the repair makes to the stock row (implied -
-// stock).
-func (b RepairBucket) Correction() int { return b.Implied - b.Stock }
-
-// RepairPlan is what `flashline sale repair` shows, and with --apply does:
-// per bucket, record the unrecorded change in the ledger and set the stock
-// to what the reservations imply, recording that too. Afterwards stock =
-// ledger = initial - pending - confirmed, per bucket and so per sale.
-type RepairPlan struct {
-	SaleID  string
-	State   flashline.SaleState
-	Buckets []RepairBucket
-	// Applied: the repair was written (by Operator), in one transaction.
-	Applied  bool
-	Operator string
-}
-
-// Total sums the buckets.
-func (p RepairPlan) Total() RepairBucket {
-	var t RepairBucket
-	t.Bucket = -1
-	for _, b := range p.Buckets {
-		t.Stock += b.Stock
-		t.Opening += b.Opening
-		t.Held += b.Held
-		t.Implied += b.Implied
-		t.Ledger += b.Ledger
-	}
-	return t
-}
-
-// Needed reports whether any bucket's sources disagree.
-func (p RepairPlan) Needed() bool {
-	for _, b := range p.Buckets {
-		if b.Unrecorded() != 0 || b.Correction() != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // oversold is the first bucket whose reservations hold more than it had:
 // no stock quantity can make that add up (stock cannot go below zero).
-func (p RepairPlan) oversold() (RepairBucket, bool) {
+func oversold(p flashline.RepairPlan) (flashline.RepairBucket, bool) {
 	for _, b := range p.Buckets {
 		if b.Implied < 0 {
 			return b, true
 		}
 	}
-	return RepairBucket{}, false
+	return flashline.RepairBucket{}, false
 }
 
 // Repair reads the repair plan of a paused sale and, with apply, writes it
@@ -86,11 +27,11 @@ func (p RepairPlan) oversold() (RepairBucket, bool) {
 // imply with a 'repair' ledger row for that, and one operator_actions row,
 // all naming operator. It never resumes the sale: the invariant job sees it
 // add up, and an admin resumes it (resume checks again).
-func (s *Store) Repair(ctx context.Context, saleID, operator string, apply bool) (RepairPlan, error) {
+func (s *Store) Repair(ctx context.Context, saleID, operator string, apply bool) (flashline.RepairPlan, error) {
 	if err := flashline.CheckOperator(operator); err != nil {
-		return RepairPlan{}, err
+		return flashline.RepairPlan{}, err
 	}
-	plan := RepairPlan{SaleID: saleID, Operator: operator}
+	plan := flashline.RepairPlan{SaleID: saleID, Operator: operator}
 	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
 		state, err := q.SaleLockForRepair(ctx, dbsqlc.SaleLockForRepairParams{SaleID: saleID})
 		if err != nil {
@@ -108,12 +49,12 @@ func (s *Store) Repair(ctx context.Context, saleID, operator string, apply bool)
 			return err
 		}
 		for _, r := range rows {
-			plan.Buckets = append(plan.Buckets, RepairBucket{
+			plan.Buckets = append(plan.Buckets, flashline.RepairBucket{
 				Bucket: int(r.Bucket), Stock: int(r.Stock), Opening: int(r.Opening), Held: int(r.Held),
 				Implied: int(r.Opening - r.Held), Ledger: int(r.Ledger),
 			})
 		}
-		if b, bad := plan.oversold(); bad {
+		if b, bad := oversold(plan); bad {
 			return fmt.Errorf("bucket %d: its reservations hold %d units of the %d it had (oversold by %d): no stock quantity adds up; void or cancel the excess orders first: %w",
 				b.Bucket, b.Held, b.Opening, -b.Implied, flashline.ErrInvariantBroken)
 		}
@@ -128,7 +69,7 @@ func (s *Store) Repair(ctx context.Context, saleID, operator string, apply bool)
 	return plan, nil
 }
 
-func writeRepair(ctx context.Context, q *dbsqlc.Queries, plan *RepairPlan) error {
+func writeRepair(ctx context.Context, q *dbsqlc.Queries, plan *flashline.RepairPlan) error {
 	moved := 0
 	for _, b := range plan.Buckets {
 		if u := b.Unrecorded(); u != 0 {

@@ -222,11 +222,11 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // printRepair shows a repair plan per bucket, and what was done.
-func printRepair(w io.Writer, p postgres.RepairPlan, apply bool) {
+func printRepair(w io.Writer, p flashline.RepairPlan, apply bool) {
 	fmt.Fprintf(w, "Sale %s (%s): what each source says each bucket holds\n\n", p.SaleID, p.State)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "BUCKET\tSTOCK ROW\tRESERVATIONS IMPLY\t(OPENING\t- HELD)\tLEDGER\tUNRECORDED\tCORRECTION\t")
-	line := func(label string, b postgres.RepairBucket) {
+	line := func(label string, b flashline.RepairBucket) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%+d\t%+d\t\n", label, b.Stock, b.Implied, b.Opening, b.Held, b.Ledger, b.Unrecorded(), b.Correction())
 	}
 	for _, b := range p.Buckets {

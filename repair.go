@@ -1,0 +1,60 @@
+package flashline
+
+// RepairBucket is one bucket's line of a repair plan: what each source says
+// the bucket holds.
+type RepairBucket struct {
+	Bucket int
+	// Stock is what the stock row says.
+	Stock int
+	// Opening is the bucket's share of the initial stock, and Held the units
+	// its pending and confirmed reservations hold: Implied = Opening - Held
+	// is what the reservations imply the bucket holds.
+	Opening, Held, Implied int
+	// Ledger is what the bucket's ledger rows sum to.
+	Ledger int
+}
+
+// Unrecorded is the change to the stock row that no ledger row records
+// (stock - ledger): a second write path, or a ledger row changed by hand.
+func (b RepairBucket) Unrecorded() int { return b.Stock - b.Ledger }
+
+// Correction is the change the repair makes to the stock row (implied -
+// stock).
+func (b RepairBucket) Correction() int { return b.Implied - b.Stock }
+
+// RepairPlan is what `flashline sale repair` shows, and with --apply does:
+// per bucket, record the unrecorded change in the ledger and set the stock
+// to what the reservations imply, recording that too. Afterwards stock =
+// ledger = initial - pending - confirmed, per bucket and so per sale.
+type RepairPlan struct {
+	SaleID  string
+	State   SaleState
+	Buckets []RepairBucket
+	// Applied: the repair was written (by Operator), in one transaction.
+	Applied  bool
+	Operator string
+}
+
+// Total sums the buckets.
+func (p RepairPlan) Total() RepairBucket {
+	var t RepairBucket
+	t.Bucket = -1
+	for _, b := range p.Buckets {
+		t.Stock += b.Stock
+		t.Opening += b.Opening
+		t.Held += b.Held
+		t.Implied += b.Implied
+		t.Ledger += b.Ledger
+	}
+	return t
+}
+
+// Needed reports whether any bucket's sources disagree.
+func (p RepairPlan) Needed() bool {
+	for _, b := range p.Buckets {
+		if b.Unrecorded() != 0 || b.Correction() != 0 {
+			return true
+		}
+	}
+	return false
+}
