@@ -199,3 +199,25 @@ func TestParseTrustedProxies(t *testing.T) {
 	_, err = parseTrustedProxies("10.0.0.0/8,proxy.internal")
 	require.ErrorContains(t, err, "proxy.internal")
 }
+
+// An IPv6 client counts by its /64 (one host is commonly given a whole
+// one, and could otherwise take a new address for every connection), an
+// IPv4 one by its address, written IPv4-mapped or not; a trusted proxy's
+// address is not counted.
+func TestConnectionAddressKey(t *testing.T) {
+	l := &firstByteListener{limits: connLimits{perAddr: 1, trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}}
+	key := func(ip string) string {
+		k, bounded := l.addrKey(&net.TCPAddr{IP: net.ParseIP(ip), Port: 1})
+		if !bounded {
+			return "unbounded"
+		}
+		return k.String()
+	}
+	require.Equal(t, "2001:db8:1:2::/64", key("2001:db8:1:2:aaaa::1"))
+	require.Equal(t, key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:bbbb::7"))
+	require.Equal(t, "192.0.2.7/32", key("192.0.2.7"))
+	require.Equal(t, "192.0.2.7/32", key("::ffff:192.0.2.7"))
+	require.Equal(t, "unbounded", key("10.1.2.3"))
+	l.limits.perAddr = 0
+	require.Equal(t, "unbounded", key("192.0.2.7"), "no bound set")
+}
