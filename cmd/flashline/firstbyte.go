@@ -33,9 +33,10 @@ import (
 // at most perAddr of them; the first-byte wait shortens as the slots fill
 // (firstByteWait), and a waiting connection is held to the wait of the
 // moment, not of its arrival; and when every slot is taken the oldest idle
-// keep-alive connection is closed to let a new one in. A client whose
-// connection is closed so meets what Server.IdleTimeout does to it, which
-// clients retry.
+// keep-alive connection is closed to let a new one in. An idle client
+// closed so meets what Server.IdleTimeout does to it, which clients retry;
+// a silent one let go early meets the bare EOF above, a risk taken only on
+// a busy server, where its slot is worth more to the next buyer.
 type firstByteListener struct {
 	net.Listener
 	limits connLimits
