@@ -170,14 +170,21 @@ func TestListenClosesIdleFirstWhenFull(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 200, readStatusKeep(t, c))
 	}
+	idle := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			fb.mu.Lock()
+			defer fb.mu.Unlock()
+			return len(fb.idle) == n
+		}, 30*time.Second, 10*time.Millisecond, "%d wait for their next request", n)
+	}
+	// One after the other: the server marks a connection idle after its
+	// answer is written, so the first is idle before the second asks.
 	first, second := dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.1", addr)
 	get(first)
+	idle(1)
 	get(second)
-	require.Eventually(t, func() bool {
-		fb.mu.Lock()
-		defer fb.mu.Unlock()
-		return len(fb.idle) == 2
-	}, 30*time.Second, 10*time.Millisecond, "both wait for their next request")
+	idle(2)
 
 	buyer := dialFrom(t, "127.0.0.1", addr)
 	_ = buyer.SetDeadline(time.Now().Add(30 * time.Second))

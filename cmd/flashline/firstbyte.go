@@ -353,10 +353,13 @@ func (l *firstByteListener) await(c net.Conn) {
 	default:
 	}
 	l.pending[c] = l.arrivals.PushBack(&arrival{conn: c, since: now})
-	wait := firstByteWait(l.open, l.limits)
 	l.mu.Unlock()
+	// The longest wait: a shorter one, as the server fills, is makeRoom's
+	// to apply, oldest first, when a slot is wanted. A deadline of the
+	// moment of arrival would let the younger go first, and a slot go
+	// while nobody asks for it.
 	var b [1]byte
-	err := c.SetReadDeadline(now.Add(wait))
+	err := c.SetReadDeadline(now.Add(l.limits.wait))
 	if err == nil {
 		_, err = c.Read(b[:])
 	}
