@@ -8,10 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 
 	"github.com/flashline/flashline/handlers"
 )
@@ -36,6 +36,10 @@ func startHTTP(running *parts, logger *slog.Logger, srv *http.Server, ln, metric
 			}
 		}
 	}
+	if fb, ok := ln.(*firstByteListener); ok {
+		srv.ConnState = fb.connState
+		registerConnMetrics(registry, fb)
+	}
 	go func() { failed(srv.Serve(ln)) }()
 	var metricsSrv *http.Server
 	if metricsLn != nil {
@@ -51,6 +55,22 @@ func startHTTP(running *parts, logger *slog.Logger, srv *http.Server, ln, metric
 		}
 		return err
 	})
+}
+
+// registerConnMetrics exports what the listener holds and why it closed
+// connections before serving them (firstByteListener).
+func registerConnMetrics(registry *prometheus.Registry, fb *firstByteListener) {
+	closed := func(reason string, n *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flashline_http_connections_closed_total",
+			Help:        "Client connections the listener closed: per_address (over --max-conns-per-addr, at accept), first_byte (no first byte within the wait of the moment), idle_full (the longest idle keep-alive one, to let a new one into a full server).",
+			ConstLabels: prometheus.Labels{"reason": reason}}, func() float64 { return float64(n.Load()) })
+	}
+	registry.MustRegister(
+		closed("per_address", &fb.refused), closed("first_byte", &fb.expired), closed("idle_full", &fb.evicted),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flashline_http_connections_open",
+			Help: "Client connections held (waiting for their first byte, served or idle), of --max-conns."},
+			func() float64 { return float64(fb.held()) }),
+	)
 }
 
 // serveUntilDone waits until ctx is done (the stop signal), or until a
@@ -91,7 +111,8 @@ func privateMux(registry *prometheus.Registry, withPprof bool) http.Handler {
 }
 
 // idleTimeout is how long a keep-alive connection may wait for its next
-// request, and a new one for its first (listen).
+// request, and a new one for its first while the server has room (listen;
+// less as it fills: firstByteWait).
 const idleTimeout = time.Minute
 
 // newHTTPServer returns a server with limits sized for a storefront: headers
@@ -127,10 +148,12 @@ func publicURL(addr net.Addr) string {
 }
 
 // listen opens --addr, at most --max-conns connections served at once (each
-// costs a goroutine and buffers; the rest wait to be accepted), and
-// --metrics-addr when set (nil otherwise). The API's connections are
+// costs a goroutine and buffers; the rest wait to be accepted), at most
+// --max-conns-per-addr of them from one address outside --trusted-proxies,
+// and --metrics-addr when set (nil otherwise). The API's connections are
 // accepted once their first byte arrives (firstBytes), within the idle
-// timeout: the header timeout runs from there.
+// timeout while the server has room and less as it fills: the header
+// timeout runs from there.
 func listen(cfg serveConfig) (ln, metricsLn net.Listener, err error) {
 	if ln, err = net.Listen("tcp", cfg.addr); err != nil {
 		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
@@ -141,5 +164,7 @@ func listen(cfg serveConfig) (ln, metricsLn net.Listener, err error) {
 			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.metricsAddr, err)
 		}
 	}
-	return firstBytes(netutil.LimitListener(ln, cfg.maxConns), idleTimeout), metricsLn, nil
+	limits := connLimits{max: cfg.maxConns, perAddr: cfg.maxConnsPerAddr, trusted: cfg.trustedProxies,
+		wait: idleTimeout, fullWait: fullFirstByteWait}
+	return firstBytes(ln, limits), metricsLn, nil
 }

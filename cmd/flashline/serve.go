@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/flashline/flashline/auth"
@@ -34,7 +36,14 @@ type serveConfig struct {
 	customerInFlight, maxConns             int
 	// maxStreams bounds the waiting clients' status streams (0: half of
 	// maxConns: every stream holds a connection).
-	maxStreams                         int
+	maxStreams int
+	// maxConnsPerAddr bounds the connections of one client address
+	// (--max-conns-per-addr, 0: none); trustedProxies are the addresses it
+	// does not apply to (--trusted-proxies, parsed from trustedProxiesFlag
+	// by checkClients).
+	maxConnsPerAddr                    int
+	trustedProxiesFlag                 string
+	trustedProxies                     []netip.Prefix
 	noMigrate, noWorkers, demo, noShed bool
 	// pprof mounts Go's profiler on --metrics-addr (--pprof).
 	pprof           bool
@@ -126,6 +135,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.Int(&cfg.maxInFlight, "max-in-flight", "FLASHLINE_MAX_IN_FLIGHT", 0, "the most the admission limit may let into the purchase path at once (0: (8+1) x max-batch x batches-in-flight x the sale pool's size)")
 	e.Int(&cfg.customerInFlight, "customer-in-flight", "FLASHLINE_CUSTOMER_IN_FLIGHT", 4, "requests one customer may have in flight at once (0: no cap)")
 	e.Int(&cfg.maxConns, "max-conns", "FLASHLINE_MAX_CONNS", 10000, "open client connections at most; more wait to be accepted")
+	e.Int(&cfg.maxConnsPerAddr, "max-conns-per-addr", "FLASHLINE_MAX_CONNS_PER_ADDR", 256, "open client connections one address may hold (an IPv6 one: its /64), past which its new ones are reset (0: no bound); not applied to --trusted-proxies")
+	e.String(&cfg.trustedProxiesFlag, "trusted-proxies", "FLASHLINE_TRUSTED_PROXIES", defaultTrustedProxies, `addresses or CIDR prefixes of the proxies (and edges) in front of this instance, comma-separated, exempt from --max-conns-per-addr; "none": no address`)
 	e.Int(&cfg.maxStreams, "max-streams", "FLASHLINE_MAX_STREAMS", 0, "waiting clients' status streams open at once, each a connection (0: half of --max-conns); past it clients poll")
 	e.Int(&cfg.maxBatch, "max-batch", "FLASHLINE_MAX_BATCH", 64, "the most concurrent reservations of one sale coalesced into one transaction (1: one transaction each)")
 	e.Int(&cfg.batchesInFlight, "batches-in-flight", "FLASHLINE_BATCHES_IN_FLIGHT", 1, "reserve transactions one sale may have running at once on this instance")
@@ -258,13 +269,48 @@ func checkSecrets(cfg serveConfig, stderr io.Writer) error {
 // customer's requests in flight, status streams) and fills in the streams'
 // default: half the connections, since each stream holds one.
 func checkClients(cfg *serveConfig) error {
-	if cfg.customerInFlight < 0 || cfg.maxConns < 1 || cfg.maxStreams < 0 {
-		return errors.New("serve: --customer-in-flight and --max-streams must be at least 0 and --max-conns at least 1")
+	if cfg.customerInFlight < 0 || cfg.maxConns < 1 || cfg.maxStreams < 0 || cfg.maxConnsPerAddr < 0 {
+		return errors.New("serve: --customer-in-flight, --max-streams and --max-conns-per-addr must be at least 0 and --max-conns at least 1")
+	}
+	var err error
+	if cfg.trustedProxies, err = parseTrustedProxies(cfg.trustedProxiesFlag); err != nil {
+		return err
 	}
 	if cfg.maxStreams == 0 {
 		cfg.maxStreams = max(1, cfg.maxConns/2)
 	}
 	return nil
+}
+
+// defaultTrustedProxies is --trusted-proxies' default: the loopback
+// addresses a proxy on the same machine (nginx, a sidecar) connects from,
+// which no other machine can send from. 127.0.0.2 and the rest of
+// 127.0.0.0/8 are not in it.
+const defaultTrustedProxies = "127.0.0.1,::1"
+
+// parseTrustedProxies reads --trusted-proxies: addresses or CIDR prefixes,
+// comma-separated, or "none".
+func parseTrustedProxies(s string) ([]netip.Prefix, error) {
+	if strings.TrimSpace(s) == "none" {
+		return nil, nil
+	}
+	var prefixes []netip.Prefix
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return nil, fmt.Errorf("serve: --trusted-proxies: %q is neither an IP address nor a CIDR prefix", part)
+			}
+			p = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
+		}
+		prefixes = append(prefixes, p.Masked())
+	}
+	return prefixes, nil
 }
 
 // checkNotify checks the lottery's notification webhook: an http(s) URL
