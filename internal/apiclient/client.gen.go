@@ -5033,7 +5033,7 @@ type Void struct {
 
 // Watermarks defines model for Watermarks.
 type Watermarks struct {
-	// Document a JWS (compact, HS256, signed with the waiting-room keyring's signing key; header {alg, kid, typ}) whose payload is {aud: "flashline-watermarks", iat, exp (Unix ms; exp = iat + 3 s), body: {dbNow (Unix ms), sales: [{id, state, opensAt, fairness, challengeBits, minAccountAgeSeconds, soldOut, held, message, admittedThrough, pace, nextPosition, preopenCount, preopenPositions, preopenTickets, sealedSeed}]}}; sealedSeed is the draw's seed sealed (AES-256-GCM) under a key derived from the signing key
+	// Document a JWS (compact, HS256, signed with the waiting-room keyring's signing key; header {alg, kid, typ}) whose payload is {aud: "flashline-watermarks", iat, exp (Unix ms; exp = iat + 3 s), body: {sealed}}: sealed is the body proper sealed (AES-256-GCM, under a key derived from the signing key, additional data "flashline watermarks"), {dbNow (Unix ms), sales: [{id, state, opensAt, fairness, challengeBits, minAccountAgeSeconds, soldOut, held, message, admittedThrough, pace, nextPosition, preopenCount, preopenPositions, preopenTickets, sealedSeed}]}, readable only with the waiting-room keys; sealedSeed is the draw's seed sealed (AES-256-GCM) under the same key
 	Document string `json:"document"`
 }
 
@@ -6504,7 +6504,7 @@ type ClientInterface interface {
 
 	// EdgeWatermarks The waiting rooms' watermarks, signed, for edges
 	//
-	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and its body is sealed under the waiting-room keys, so that it names no sale (not one scheduled and not yet announced) to anyone but an edge. Served by role all and origin, not by an edge.
 	//
 	// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
 	EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -7624,7 +7624,7 @@ func (c *Client) EdgeSync(ctx context.Context, body EdgeSyncJSONRequestBody, req
 
 // EdgeWatermarks The waiting rooms' watermarks, signed, for edges
 //
-// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and its body is sealed under the waiting-room keys, so that it names no sale (not one scheduled and not yet announced) to anyone but an edge. Served by role all and origin, not by an edge.
 //
 // Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
 func (c *Client) EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -11202,7 +11202,7 @@ type ClientWithResponsesInterface interface {
 
 	// EdgeWatermarksWithResponse The waiting rooms' watermarks, signed, for edges
 	//
-	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and its body is sealed under the waiting-room keys, so that it names no sale (not one scheduled and not yet announced) to anyone but an edge. Served by role all and origin, not by an edge.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17637,7 +17637,7 @@ func (c *ClientWithResponses) EdgeSyncWithResponse(ctx context.Context, body Edg
 
 // EdgeWatermarksWithResponse The waiting rooms' watermarks, signed, for edges
 //
-// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and its body is sealed under the waiting-room keys, so that it names no sale (not one scheduled and not yet announced) to anyone but an edge. Served by role all and origin, not by an edge.
 //
 // Returns a wrapper object for the known response body format(s).
 //
