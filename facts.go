@@ -22,6 +22,9 @@ type SaleFacts struct {
 	// Gate counts the sale's units in front of the database (package gate).
 	Gate             Gate
 	PerCustomerLimit int
+	// PerInstrumentLimit is the units one payment instrument may hold (0:
+	// no limit); with one, a request must name its instrument.
+	PerInstrumentLimit int
 	// SoldOut: no bucket holds a unit.
 	SoldOut bool
 	// Available is the units left in every bucket, as last read (the

@@ -140,28 +140,34 @@ func TestGateReturnsUnitsTheDatabaseRefused(t *testing.T) {
 	ctx := context.Background()
 	s, err := f.store.CreateSale(ctx, flashline.NewSale{
 		SKU: "sku_gate", InitialStock: 5, PerCustomerLimit: 2, ReservationTTLSeconds: 600,
-		Gate: flashline.GateRedis, MinAccountAgeSeconds: 3600,
+		Gate: flashline.GateRedis, PerInstrumentLimit: 2,
 	})
 	require.NoError(t, err)
-	// The gate knows nothing of account age: it hands out a unit, the
-	// database refuses, the unit goes back.
-	r := req(s.ID, "cust_new", "k1", 2)
-	r.AccountCreated = time.Now()
-	_, err = f.store.Reserve(ctx, r)
-	require.ErrorIs(t, err, flashline.ErrAccountTooNew)
-	st := f.settle(t, s.ID)
-	require.EqualValues(t, 5, st.Counter)
-	// Its retry takes a new unit (and is refused again): nothing leaks.
-	_, err = f.store.Reserve(ctx, r)
-	require.ErrorIs(t, err, flashline.ErrAccountTooNew)
-	require.EqualValues(t, 5, f.settle(t, s.ID).Counter)
-
-	// The buyer's units came back too: an old account buys the limit.
-	old := req(s.ID, "cust_new", "k2", 2)
-	old.AccountCreated = time.Now().Add(-2 * time.Hour)
-	_, err = f.store.Reserve(ctx, old)
+	first := req(s.ID, "cust_first", "k0", 2)
+	first.PaymentInstrument = "card-1"
+	_, err = f.store.Reserve(ctx, first)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, f.settle(t, s.ID).Counter)
+	// The gate knows nothing of an instrument's units (only the database
+	// does): it hands out a unit, the database refuses, the unit goes back.
+	r := req(s.ID, "cust_new", "k1", 2)
+	r.PaymentInstrument = "card-1"
+	_, err = f.store.Reserve(ctx, r)
+	require.ErrorIs(t, err, flashline.ErrInstrumentLimitReached)
+	st := f.settle(t, s.ID)
+	require.EqualValues(t, 3, st.Counter)
+	// Its retry takes a new unit (and is refused again): nothing leaks.
+	_, err = f.store.Reserve(ctx, r)
+	require.ErrorIs(t, err, flashline.ErrInstrumentLimitReached)
+	require.EqualValues(t, 3, f.settle(t, s.ID).Counter)
+
+	// The buyer's units came back too: with another instrument, the buyer
+	// buys the limit.
+	other := req(s.ID, "cust_new", "k2", 2)
+	other.PaymentInstrument = "card-2"
+	_, err = f.store.Reserve(ctx, other)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, f.settle(t, s.ID).Counter)
 }
 
 func TestGateCancelAndExpiryRestockOnce(t *testing.T) {
@@ -537,4 +543,98 @@ func TestGateRetryWithAnotherQuantity(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, fresh)
 	require.Equal(t, seq, again, "the retry held the first attempt's unit")
+}
+
+// A request the database will refuse whatever the counter holds takes no
+// unit: a crowd without admission tokens never moves a gated waiting-room
+// sale's counter, and the buyer the room admitted then reserves. (Before,
+// each took a unit for the time it took to go back, and the admitted buyer
+// heard sold_out: issue 44's measurement.)
+func TestGateChecksBeforeItCounts(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+	s, err := f.store.CreateSale(ctx, flashline.NewSale{
+		SKU: "sku_gate", InitialStock: 5, PerCustomerLimit: 1, ReservationTTLSeconds: 600,
+		Gate: flashline.GateRedis, Admission: flashline.AdmissionWaitingRoom,
+		MinAccountAgeSeconds: 3600, PerInstrumentLimit: 1,
+	})
+	require.NoError(t, err)
+	_, err = f.store.SetSaleState(ctx, s.ID, flashline.ActionOpen)
+	require.NoError(t, err)
+	old := time.Now().Add(-2 * time.Hour)
+
+	// The counter is read all along: it must never stand below the stock.
+	done := make(chan struct{})
+	lowest := make(chan int64, 1)
+	go func() {
+		low := int64(5)
+		for {
+			select {
+			case <-done:
+				lowest <- low
+				return
+			default:
+			}
+			if n, err := f.rdb.Get(ctx, gate.StockKey(s.ID)).Int64(); err == nil {
+				low = min(low, n)
+			}
+		}
+	}()
+	refusals := map[string]func(r *flashline.ReserveRequest) error{
+		"no admission token": func(r *flashline.ReserveRequest) error {
+			r.AccountCreated, r.PaymentInstrument = old, "card-1"
+			return flashline.ErrAdmissionRequired
+		},
+		"an admission token that did not verify": func(r *flashline.ReserveRequest) error {
+			r.AccountCreated, r.PaymentInstrument, r.AdmissionToken = old, "card-1", "forged"
+			return flashline.ErrAdmissionInvalid
+		},
+		"an account too new": func(r *flashline.ReserveRequest) error {
+			r.AccountCreated, r.PaymentInstrument = time.Now(), "card-1"
+			r.AdmissionToken, r.AdmissionID = "token", "adm_"+r.CustomerID
+			return flashline.ErrAccountTooNew
+		},
+		"no payment instrument": func(r *flashline.ReserveRequest) error {
+			r.AccountCreated = old
+			r.AdmissionToken, r.AdmissionID = "token", "adm_"+r.CustomerID
+			return nil // invalid: paymentInstrument is required
+		},
+	}
+	var wg sync.WaitGroup
+	for name, refusal := range refusals {
+		for c := range 50 {
+			wg.Go(func() {
+				r := req(s.ID, fmt.Sprintf("cust_%d", c), fmt.Sprintf("key_%s_%d", name, c), 1)
+				want := refusal(&r)
+				_, err := f.store.Reserve(ctx, r)
+				var invalid *flashline.InvalidError
+				if want == nil && !errors.As(err, &invalid) || want != nil && !errors.Is(err, want) {
+					t.Errorf("%s: reserve answered %v, want %v", name, err, want)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	f.g.WaitGiveBacks()
+	close(done)
+	require.EqualValues(t, 5, <-lowest, "the counter moved for requests that were refused")
+	require.EqualValues(t, 5, f.counter(t, s.ID))
+
+	// No relay has run: the admitted buyer finds the five units there.
+	r := req(s.ID, "cust_admitted", "key_admitted", 1)
+	r.AccountCreated, r.PaymentInstrument = old, "card-9"
+	r.AdmissionToken, r.AdmissionID = "token", "adm_admitted"
+	res, err := f.store.Reserve(ctx, r)
+	require.NoError(t, err)
+	require.False(t, res.Replayed)
+	require.EqualValues(t, 4, f.counter(t, s.ID))
+
+	// Its retry, its admission token expired since (no admission id), is
+	// replayed, as the database replays it.
+	r.AdmissionID = ""
+	again, err := f.store.Reserve(ctx, r)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, res.Receipt, again.Receipt)
+	require.EqualValues(t, 4, f.settle(t, s.ID).Counter)
 }

@@ -106,9 +106,13 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 	if !isGated {
 		return w.Store.Reserve(ctx, req)
 	}
-	// The quantity is checked before it costs the gate anything.
-	if req.Quantity > s.PerCustomerLimit {
-		return flashline.ReserveResult{}, flashline.ErrQuantityAboveLimit
+	// What can be refused from the request and the sale alone is refused
+	// before it costs the gate anything: a unit taken for a request the
+	// database then refuses is missing from the counter until it comes
+	// back, and a crowd of such requests (no admission token) would keep a
+	// gated sale looking sold out to the buyers it admitted.
+	if res, done, err := w.refuse(ctx, s, req); done {
+		return res, err
 	}
 	for try := 0; ; try++ {
 		out, err := w.g.step(ctx, req, s.PerCustomerLimit)
@@ -153,6 +157,52 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 		}
 		return res, err
 	}
+}
+
+// refuse answers, before the gate step, what the database would refuse the
+// request for whatever the counter held: a quantity above the limit, a
+// waiting-room or lottery sale's missing or unverified admission, an
+// account too new, a missing payment instrument where units are limited per
+// instrument. The clock is the sale cache's, set by the database's. A
+// refusal stands only when the key has no stored answer: a retry of a
+// request that reserved (its admission token expired since) is replayed,
+// as the database replays it before any of these checks. What only the
+// database knows (an admission used already, an instrument's units) is left
+// to it: such a request's unit goes back at once (giveBack).
+func (w gated) refuse(ctx context.Context, s flashline.SaleFacts, req flashline.ReserveRequest) (res flashline.ReserveResult, done bool, err error) {
+	refusal := precheck(s, req, w.g.cache.Now())
+	if refusal == nil {
+		return flashline.ReserveResult{}, false, nil
+	}
+	if errors.Is(refusal, flashline.ErrQuantityAboveLimit) {
+		return flashline.ReserveResult{}, true, refusal // a stored answer's quantity was within it
+	}
+	res, stored, err := w.g.store.StoredAnswer(ctx, req)
+	switch {
+	case stored:
+		return res, true, err // replayed, or the key reused for another request
+	case err != nil:
+		return flashline.ReserveResult{}, true, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.Unavailable(ctx, err))
+	}
+	return flashline.ReserveResult{}, true, refusal
+}
+
+// precheck is refuse's checks, in the order the database runs them
+// (postgres/batch.go decide).
+func precheck(s flashline.SaleFacts, req flashline.ReserveRequest, now time.Time) error {
+	switch {
+	case req.Quantity > s.PerCustomerLimit:
+		return flashline.ErrQuantityAboveLimit
+	case s.Admission.NeedsAdmission() && req.AdmissionToken == "":
+		return flashline.ErrAdmissionRequired
+	case s.Admission.NeedsAdmission() && req.AdmissionID == "":
+		return flashline.ErrAdmissionInvalid
+	case !flashline.AccountOldEnough(req.AccountCreated, s.Room.MinAccountAgeSeconds, now):
+		return flashline.ErrAccountTooNew
+	case s.PerInstrumentLimit > 0 && req.PaymentInstrument == "":
+		return flashline.Invalid("this sale limits units per payment instrument: paymentInstrument is required")
+	}
+	return nil
 }
 
 // confirmLimit checks the gate step's limit refusal against the database.

@@ -31,7 +31,7 @@ func consoleServer(t *testing.T) (*server, *prometheus.Registry, string) {
 	})
 	v, err := auth.NewVerifier(jwtSecret, adminToken)
 	require.NoError(t, err)
-	return s, reg, "flashline_admin=" + v.AdminSession(time.Now())
+	return s, reg, "__Host-flashline_admin=" + v.AdminSession(time.Now())
 }
 
 // TestConsolePages: a signed-in browser reaches the console's pages (HTML
@@ -70,11 +70,15 @@ func TestConsolePages(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Equal(t, "application/json; charset=utf-8", r.Header.Get("Content-Type"))
 
-	// A change with the cookie needs the console's header.
-	r = s.serve(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/pause", "", `{"operator":"ann"}`, "Cookie", cookie, "Content-Type", "application/json")
+	// A change with the cookie needs the console's header, from a page of
+	// this origin (a browser's fetch says so in Sec-Fetch-Site).
+	r = s.serve(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/pause", "", `{"operator":"ann"}`, "Cookie", cookie, "Content-Type", "application/json", "Sec-Fetch-Site", "same-origin")
 	require.Equal(t, http.StatusForbidden, r.Status)
 	r = s.serve(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/pause", "", `{"operator":"ann"}`,
 		"Cookie", cookie, "Content-Type", "application/json", "X-Flashline-Console", "1")
+	require.Equal(t, http.StatusForbidden, r.Status)
+	r = s.serve(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/pause", "", `{"operator":"ann"}`,
+		"Cookie", cookie, "Content-Type", "application/json", "X-Flashline-Console", "1", "Sec-Fetch-Site", "same-origin")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	// A bad operator is refused with the API's answer; the bearer token
 	// works as before, with no body.

@@ -75,6 +75,10 @@ type Deps struct {
 	// Gate, when set, serves POST /admin/sales/{id}/gate/rebuild (and, if
 	// it is a GateStatuser, the console's gate figures).
 	Gate GateRebuilder
+	// Sessions records the admin's browser sessions signed out, refused
+	// from then on (session.go); nil: signing out only clears the browser's
+	// cookie (tests only: serve always sets it).
+	Sessions AdminSessions
 	// Console, when set, serves the console's pages and the sale's live
 	// snapshot and report (console.go, live.go).
 	Console ConsoleStore
@@ -117,11 +121,13 @@ func Routes(d Deps) http.Handler {
 	// An id the service cannot have made names nothing: 404 before any
 	// lookup, cache or log line keyed by it.
 	r.Use(checkIDs(d.Logger))
+	// No admin page in a frame; HSTS over HTTPS (session.go).
+	r.Use(adminHeaders)
 
 	bearerAdmin := authenticate(d.Verifier, true, false)
 	// Every admin route but /metrics takes the bearer token or a browser
 	// signed in at /admin/login (session.go).
-	admin := adminOrSession(d.Verifier, d.now(), bearerAdmin, true)
+	admin := adminOrSession(d.Verifier, d.Sessions, d.now(), bearerAdmin, true, d.Logger)
 	customer := authenticate(d.Verifier, false, true)
 	ownerOrAdmin := authenticate(d.Verifier, true, true)
 	// One customer holds at most CustomerInFlight requests at once, so that
@@ -167,7 +173,7 @@ func Routes(d Deps) http.Handler {
 	// and River's job UI.
 	r.GET("/admin/login", handleLoginPage)
 	r.POST("/admin/login", handleLogin(d.Verifier, d.now()))
-	r.POST("/admin/logout", handleLogout)
+	r.POST("/admin/logout", handleLogout(d.Verifier, d.Sessions, d.now(), d.Logger))
 	if d.Console != nil {
 		gateStatus, _ := d.Gate.(GateStatuser)
 		watch := newWatcher(d.Console, gateStatus, d.Registry, time.Now)
@@ -181,7 +187,7 @@ func Routes(d Deps) http.Handler {
 		r.GET(ConsolePrefix+":file", handleConsoleAsset)
 	}
 	if d.RiverUI != nil {
-		r.Any("/admin/riverui/*path", adminOrSession(d.Verifier, d.now(), bearerAdmin, false), gin.WrapH(d.RiverUI))
+		r.Any("/admin/riverui/*path", adminOrSession(d.Verifier, d.Sessions, d.now(), bearerAdmin, false, d.Logger), gin.WrapH(d.RiverUI))
 	}
 
 	// Customers: routes the waiting-room page calls, also from a page served

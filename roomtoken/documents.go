@@ -214,6 +214,11 @@ func (k key) unseal(saleID string, sealed []byte) ([]byte, error) {
 // SignWatermarks signs every waiting room of sales (others are left out) as
 // a watermarks document made at now (the origin's clock), good for
 // WatermarksTTL; dbNow is the database's clock as the origin estimates it.
+// The body is sealed (AES-256-GCM, under the signing key's seal key): the
+// document is served to anyone at GET /edge/watermarks, and what it holds
+// (every waiting-room sale, scheduled ones not yet announced included, their
+// opening times, stock, pre-open counts and the operator's message) is for
+// the edges, which hold the waiting-room keys, only.
 func (k *Keyring) SignWatermarks(sales []flashline.SaleFacts, now, dbNow time.Time) string {
 	signer := k.keys[0]
 	body := watermarksBody{DBNow: dbNow.UnixMilli(), Sales: []EdgeSale{}}
@@ -230,15 +235,28 @@ func (k *Keyring) SignWatermarks(sales []flashline.SaleFacts, now, dbNow time.Ti
 			SealedSeed: signer.seal(s.ID, s.Room.DrawSeed),
 		})
 	}
-	return k.signDoc(watermarksAudience, now, WatermarksTTL, body)
+	plain, err := json.Marshal(body)
+	if err != nil {
+		panic("waitroom: encode watermarks: " + err.Error())
+	}
+	return k.signDoc(watermarksAudience, now, WatermarksTTL, sealedWatermarks{Sealed: signer.seal(watermarksSealAD, plain)})
 }
+
+// sealedWatermarks is a watermarks document's body as it is published:
+// watermarksBody sealed.
+type sealedWatermarks struct {
+	Sealed []byte `json:"sealed"`
+}
+
+// watermarksSealAD is the additional data of a sealed watermarks body (a
+// sale's seed has the sale's id, which never looks like this).
+const watermarksSealAD = "flashline watermarks"
 
 // OpenWatermarks verifies a watermarks document and returns it with each
 // sale's draw seed unsealed (by sale id). Its expiry is the caller's to
 // judge.
 func (k *Keyring) OpenWatermarks(token string) (Watermarks, map[string][]byte, error) {
-	var body watermarksBody
-	env, signer, err := k.openDoc(watermarksAudience, token, &body)
+	body, env, signer, err := k.openWatermarksBody(token)
 	if err != nil {
 		return Watermarks{}, nil, fmt.Errorf("open watermarks: %w", err)
 	}
@@ -254,6 +272,33 @@ func (k *Keyring) OpenWatermarks(token string) (Watermarks, map[string][]byte, e
 		DBNow:     time.UnixMilli(body.DBNow).UTC(),
 		Sales:     body.Sales,
 	}, seeds, nil
+}
+
+// openWatermarksBody verifies a watermarks document and unseals its body.
+// A body in the clear (an origin of the version before, which did not seal
+// it) is read as it is: it is signed all the same, and edges upgraded first
+// keep working during a rolling upgrade.
+func (k *Keyring) openWatermarksBody(token string) (watermarksBody, envelope, key, error) {
+	var doc struct {
+		sealedWatermarks
+		watermarksBody
+	}
+	env, signer, err := k.openDoc(watermarksAudience, token, &doc)
+	if err != nil {
+		return watermarksBody{}, env, signer, err
+	}
+	if doc.Sealed == nil {
+		return doc.watermarksBody, env, signer, nil
+	}
+	plain, err := signer.unseal(watermarksSealAD, doc.Sealed)
+	if err != nil {
+		return watermarksBody{}, env, signer, err
+	}
+	var body watermarksBody
+	if err := json.Unmarshal(plain, &body); err != nil {
+		return watermarksBody{}, env, signer, fmt.Errorf("%w: sealed body: %v", ErrMalformed, err)
+	}
+	return body, env, signer, nil
 }
 
 // EdgeReport is what an edge tells every origin on each pull: the pre-open

@@ -56,6 +56,38 @@ func TestWatermarksRevealNoSeed(t *testing.T) {
 	require.False(t, bytes.Contains(raw, bytes.Repeat([]byte{7}, 16)))
 }
 
+// TestWatermarksNameNoSale: the document is public (GET /edge/watermarks),
+// so its body is sealed: whoever does not hold the waiting-room keys learns
+// no sale from it, not even one scheduled and not yet announced (its id,
+// opening time, the operator's message, the pre-open counts). A document
+// of an origin of the version before (its body in the clear, signed) is
+// still read.
+func TestWatermarksNameNoSale(t *testing.T) {
+	k := testRing(t, "k1:"+secret1)
+	token := k.SignWatermarks(watermarkSales(), time.Now(), time.Now())
+	_, payload, _ := strings.Cut(token, ".")
+	payload, _, _ = strings.Cut(payload, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	require.NoError(t, err)
+	for _, secret := range []string{"sale_1", "soon", "2026-12-01", "preopen", "admittedThrough"} {
+		require.NotContains(t, string(raw), secret)
+	}
+	// A sealed body moved to another document kind does not open as one.
+	var sealed sealedWatermarks
+	_, _, err = k.openDoc(watermarksAudience, token, &sealed)
+	require.NoError(t, err)
+	_, err = k.keys[0].unseal("sale_1", sealed.Sealed)
+	require.ErrorIs(t, err, ErrBadSignature)
+
+	now := time.Now()
+	clear := k.signDoc(watermarksAudience, now, WatermarksTTL, watermarksBody{DBNow: now.UnixMilli(),
+		Sales: []EdgeSale{{ID: "sale_1", SealedSeed: k.keys[0].seal("sale_1", []byte{1, 2})}}})
+	doc, seeds, err := k.OpenWatermarks(clear)
+	require.NoError(t, err)
+	require.Equal(t, "sale_1", doc.Sales[0].ID)
+	require.Equal(t, []byte{1, 2}, seeds["sale_1"])
+}
+
 // TestWatermarksRefused: another keyring's document, an altered one, and
 // an edge's request presented as a document are all refused.
 func TestWatermarksRefused(t *testing.T) {
@@ -79,8 +111,7 @@ func TestWatermarksRefused(t *testing.T) {
 	_, _, err = k.OpenWatermarks(rep)
 	require.ErrorIs(t, err, ErrWrongKind)
 	// A sealed seed moved to another sale does not open.
-	var body watermarksBody
-	_, signer, err := k.openDoc(watermarksAudience, token, &body)
+	body, _, signer, err := k.openWatermarksBody(token)
 	require.NoError(t, err)
 	_, err = signer.unseal("sale_2", body.Sales[0].SealedSeed)
 	require.ErrorIs(t, err, ErrBadSignature)

@@ -95,6 +95,15 @@ func eval[T any](b *browser, expr string) T {
 const stateJS = `(function () { var a = document.getElementById("app"); return a ? a.dataset.state || "" : ""; })()`
 
 // dump is what the page shows and keeps, for a failure message.
+// adoptLinkToken answers the page's question about the customer token a
+// link carried (#token=…, no token kept yet): continue with the link's
+// account, as a customer the shop sent there does.
+func (b *browser) adoptLinkToken() {
+	b.t.Helper()
+	b.waitState(30*time.Second, "choose_account")
+	b.do("continue with the link's account", 10*time.Second, chromedp.Click(chromedp.ID("account-switch")))
+}
+
 func (b *browser) dump() string {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
@@ -333,6 +342,7 @@ func drive(t *testing.T, b *browser, f funnel) (reservationID, orderID string) {
 	})
 	b.do("open the waiting room", 30*time.Second,
 		chromedp.Navigate(f.base+"/sales/"+f.saleID+"/wait#token="+f.jwt))
+	b.adoptLinkToken()
 
 	// Waiting: the sale opens a few seconds from now.
 	b.waitState(30*time.Second, "waiting")
@@ -552,10 +562,12 @@ func TestWaitPageWaitsForPayment(t *testing.T) {
 	require.Equal(t, "payment", sale.Value.Confirmation)
 }
 
-// TestWaitPageAsksBeforeSwitchingAccount: a link carrying another token
-// (#token=…) does not silently replace the one the browser keeps: the page
-// asks, and only "switch" stores the link's token. With nothing usable
-// stored, or the same token, the link's token is taken silently.
+// TestWaitPageAsksBeforeSwitchingAccount: a link carrying a token
+// (#token=…) is never taken silently: with another token kept, the page
+// asks, and only "switch" stores the link's token; with none kept (or an
+// expired one), it asks too (issue 44: a link must not make a visitor queue
+// and buy as someone else), and "sign in with my own" stores nothing. The
+// same token as the one kept is nothing to ask.
 func TestWaitPageAsksBeforeSwitchingAccount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives headless Chromium against a flashline serve process: not in -short")
@@ -614,8 +626,29 @@ func TestWaitPageAsksBeforeSwitchingAccount(t *testing.T) {
 		}
 	}
 
-	// Nothing stored: the link's token is taken silently.
+	// Nothing stored: the page asks; "my own account" stores nothing and
+	// asks to sign in, "continue" takes the link's token.
 	open(alice)
+	askedFresh := func(link string) {
+		t.Helper()
+		b.waitState(30*time.Second, "choose_account")
+		if got := eval[string](b, jwtJS); got != "" {
+			b.fail("the link's token was stored before the customer chose")
+		}
+		if cur, l := text("account-current"), text("account-link"); cur != "(no account on this device)" || l != link {
+			b.fail("the choice shows current %q and link %q, want none and %s", cur, l, link)
+		}
+	}
+	askedFresh("alice")
+	b.screenshot("choose-link-account.png")
+	b.do("sign in with my own account", 10*time.Second, chromedp.Click(chromedp.ID("account-keep")))
+	b.waitState(30*time.Second, "signin")
+	if got := eval[string](b, jwtJS); got != "" {
+		b.fail("refused the link's account, but its token was stored")
+	}
+	open(alice)
+	askedFresh("alice")
+	b.do("continue with the link's account", 10*time.Second, chromedp.Click(chromedp.ID("account-switch")))
 	waitingAs("alice", alice)
 
 	// Another account's token: the page asks; "keep" keeps alice.
@@ -642,11 +675,16 @@ func TestWaitPageAsksBeforeSwitchingAccount(t *testing.T) {
 		b.fail("switched to mallory, but no ticket was taken for mallory")
 	}
 
-	// An expired stored token is replaced without asking.
+	// An expired stored token is as none: the page asks about the link's.
 	expired, err := auth.Mint(testserver.JWTSecret, "mallory", -time.Hour, time.Time{})
 	require.NoError(t, err)
 	eval[bool](b, fmt.Sprintf(`localStorage.setItem(%q, %q), true`, "flashline.jwt."+saleID, expired))
 	open(alice)
+	b.waitState(30*time.Second, "choose_account")
+	if cur := text("account-current"); cur != "(no account on this device)" {
+		b.fail("an expired token kept, the choice shows current %q", cur)
+	}
+	b.do("continue with the link's account", 10*time.Second, chromedp.Click(chromedp.ID("account-switch")))
 	waitingAs("alice", alice)
 
 	if bad := b.policyViolations(); len(bad) > 0 {

@@ -172,6 +172,7 @@ func TestExportedPageThroughAnEdge(t *testing.T) {
 	require.Eventually(t, func() bool { return !ready(edge.URL) }, 30*time.Second, 100*time.Millisecond,
 		"the edge's watermarks expire without its origin")
 	b.do("open the exported page", 30*time.Second, chromedp.Navigate(static.URL+"/#token="+jwt))
+	b.adoptLinkToken()
 	b.waitState(30*time.Second, "unreachable")
 	if got := text("state-unreachable"); !strings.Contains(got, "Come back shortly") {
 		b.fail("the origin stopped, the page says %q", got)

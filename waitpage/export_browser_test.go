@@ -168,6 +168,7 @@ func TestExportedPage(t *testing.T) {
 	// (1) The API cannot be reached: come back shortly, retrying with
 	// growing waits.
 	b.do("open the exported page", 30*time.Second, chromedp.Navigate(static.URL+"/#token="+jwt))
+	b.adoptLinkToken()
 	b.waitState(15*time.Second, "unreachable")
 	if got := text("state-unreachable"); !strings.Contains(got, "Come back shortly") {
 		b.fail("unreachable, the page says %q", got)

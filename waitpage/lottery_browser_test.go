@@ -43,6 +43,7 @@ func TestWaitPageLottery(t *testing.T) {
 	jwt := testserver.Token(t, "browser-lottery")
 
 	b.do("open the sale's page", 30*time.Second, chromedp.Navigate(srv.URL+"/sales/"+saleID+"/wait#token="+jwt))
+	b.adoptLinkToken()
 	b.waitState(30*time.Second, "lottery")
 	title := func() string { return eval[string](b, `document.getElementById("lottery-title").textContent`) }
 	if title() != "Register for the draw" || eval[bool](b, `document.getElementById("lottery-form").hidden`) {

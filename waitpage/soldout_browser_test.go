@@ -40,6 +40,7 @@ func TestWaitPageSoldOutForNowThenForGood(t *testing.T) {
 
 	b.do("open the page", 30*time.Second,
 		chromedp.Navigate(srv.URL+"/sales/"+saleID+"/wait#token="+testserver.Token(t, "shopper")))
+	b.adoptLinkToken()
 	b.waitState(20*time.Second, "paused")
 
 	// Someone admitted earlier takes the last unit.

@@ -38,6 +38,7 @@ func openRoom(t *testing.T, b *browser, base, saleID, jwt string) {
 		return chromedp.Void{}, err
 	})
 	b.do("open the waiting room", 30*time.Second, chromedp.Navigate(base+"/sales/"+saleID+"/wait#token="+jwt))
+	b.adoptLinkToken()
 	b.waitState(30*time.Second, "waiting")
 }
 

@@ -125,7 +125,10 @@ type Room struct {
 	// edges is what the edges reported of their pre-open tickets; wm is the
 	// last watermarks document signed, reused for watermarksReuse.
 	edges edgeTally
-	wm    struct {
+	// admitted is when each room's ranks were admitted, as this instance
+	// saw it (admitted.go).
+	admitted admittedMarks
+	wm       struct {
 		sync.Mutex
 		at  time.Time
 		doc string

@@ -761,3 +761,58 @@ func TestNoPreopenTicketOnceTheOpenIsKnown(t *testing.T) {
 		lateTicket(t, r, sale.ID)
 	})
 }
+
+// TestAdmissionIsGivenAgainOnlyWithinItsLife: an admitted ticket that polls
+// again gets a fresh admission token while its admission lives
+// (AdmissionTTL from its turn), and none after: it is refused
+// admission_invalid, and takes a new ticket. (Before, it was admitted again
+// for its ticket's whole day.) A pause starts its admission's life again.
+func TestAdmissionIsGivenAgainOnlyWithinItsLife(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	r := e.room(t, waitroom.Options{Tick: 20 * time.Millisecond, LeaderRetry: 50 * time.Millisecond, AdmissionTTL: 2 * time.Minute, Now: now})
+	sale := e.sale(t, flashline.NewSale{})
+	_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+	require.NoError(t, err)
+	run(t, r, true)
+	tk := ticket(t, r, sale.ID, "alice", "")
+	require.Eventually(t, func() bool {
+		return status(t, r, sale.ID, "alice", tk.Token, "").State == waitroom.StatusAdmitted
+	}, 10*time.Second, 20*time.Millisecond)
+
+	// A minute later, its admission still lives: admitted again.
+	offset.Store(int64(time.Minute))
+	st := status(t, r, sale.ID, "alice", tk.Token, "")
+	require.Equal(t, waitroom.StatusAdmitted, st.State)
+	require.NotEmpty(t, st.AdmissionToken)
+
+	// Past its life: no fresh admission token.
+	offset.Store(int64(2*time.Minute + 5*time.Second))
+	_, err = r.Status(ctx, sale.ID, "alice", tk.Token, "")
+	require.ErrorIs(t, err, flashline.ErrAdmissionInvalid)
+	_, ok := r.StatusFromMemory(sale.ID, "alice", tk.Token, "")
+	require.False(t, ok)
+
+	// Another ticket admitted now is admitted; a pause gives it (and
+	// every admitted ticket) a new life from the moment it was seen.
+	bob := ticket(t, r, sale.ID, "bob", "")
+	require.Eventually(t, func() bool {
+		return status(t, r, sale.ID, "bob", bob.Token, "").State == waitroom.StatusAdmitted
+	}, 10*time.Second, 20*time.Millisecond)
+	_, err = e.store.SetSaleState(ctx, sale.ID, flashline.ActionPause)
+	require.NoError(t, err)
+	require.NoError(t, r.Load(ctx))
+	offset.Store(int64(4 * time.Minute))
+	require.Equal(t, waitroom.StatusWaiting, status(t, r, sale.ID, "bob", bob.Token, "").State)
+	_, err = e.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
+	require.NoError(t, err)
+	require.NoError(t, r.Load(ctx))
+	offset.Store(int64(5 * time.Minute))
+	require.Equal(t, waitroom.StatusAdmitted, status(t, r, sale.ID, "bob", bob.Token, "").State)
+	offset.Store(int64(6*time.Minute + 5*time.Second))
+	_, err = r.Status(ctx, sale.ID, "bob", bob.Token, "")
+	require.ErrorIs(t, err, flashline.ErrAdmissionInvalid)
+}

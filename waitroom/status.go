@@ -148,10 +148,18 @@ func (r *Room) status(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, sol
 		return StatusResult{State: StatusSoldOut, PollAfter: jitter(soldOutPoll)}, nil
 	case s.SoldOut:
 		return StatusResult{State: StatusSoldOut, QueueIsFull: true}, nil
-	case s.State == flashline.StatePaused, s.Room.Held, rank(s, t) > s.Room.AdmittedThrough:
+	case s.State == flashline.StatePaused, s.Room.Held:
+		r.admitted.stop(s.ID, now)
+		return waiting(), nil
+	case rank(s, t) > s.Room.AdmittedThrough:
 		// The watermark moves only once the database's clock says the sale
 		// is open, so rank <= watermark also means "open".
 		return waiting(), nil
+	case now.Sub(r.admitted.since(s.ID, rank(s, t), s.Room.AdmittedThrough, now, r.opts.AdmissionTTL)) > r.opts.AdmissionTTL:
+		// The ticket's turn came longer ago than an admission lives: it was
+		// let go, and the pacer let another in its place (admitted.go).
+		return StatusResult{}, fmt.Errorf("status in sale %s: the ticket was admitted more than %s ago and did not reserve: take a new ticket: %w",
+			s.ID, r.opts.AdmissionTTL, flashline.ErrAdmissionInvalid)
 	case s.Room.ChallengeBits > 0 && !r.keys.VerifyChallenge(t, solution, s.Room.ChallengeBits):
 		return StatusResult{State: StatusChallengeRequired,
 			Challenge: &Challenge{Nonce: r.keys.ChallengeNonce(t), Bits: s.Room.ChallengeBits}}, nil

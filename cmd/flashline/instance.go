@@ -313,6 +313,7 @@ func (in *instance) startHTTP(context.Context) error {
 		Adyen:            in.adyen,
 		Gate:             in.stack.Gate,
 		Console:          in.stack.DB,
+		Sessions:         in.stack.DB,
 		Now:              in.stack.Cache.Now,
 	}))
 	srv.RegisterOnShutdown(func() { close(draining) })

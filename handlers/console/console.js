@@ -1,15 +1,17 @@
 // The Flashline console's script: the create form (home), the sale's live
 // page (polls /admin/sales/{id}/live about once a second and calls the admin
 // API's own routes for every action) and nothing else. Every request is
-// same-origin with the session cookie and the X-Flashline-Console header,
-// which the API asks of a signed-in browser's changes.
+// same-origin (mode "same-origin": the browser refuses any other, and says
+// Sec-Fetch-Site: same-origin) with the session cookie and the
+// X-Flashline-Console header, which the API asks of a signed-in browser's
+// changes.
 "use strict";
 
 const HEADERS = { "Content-Type": "application/json", "X-Flashline-Console": "1" };
 
 async function call(method, path, body) {
   const res = await fetch(path, {
-    method, credentials: "same-origin", headers: HEADERS,
+    method, mode: "same-origin", credentials: "same-origin", headers: HEADERS,
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   let data = null;

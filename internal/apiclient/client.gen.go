@@ -635,6 +635,21 @@ func (e ConsoleAsset404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Logout503JSONResponseBodyErrorCode.
+const (
+	Logout503JSONResponseBodyErrorCodeOverloaded Logout503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the Logout503JSONResponseBodyErrorCode enum.
+func (e Logout503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Logout503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LatePaymentsParamsAll.
 const (
 	False LatePaymentsParamsAll = "false"
@@ -995,6 +1010,66 @@ const (
 func (e RiverUI403JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case RiverUI403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RiverUI503JSONResponseBodyErrorCode.
+const (
+	RiverUI503JSONResponseBodyErrorCodeOverloaded RiverUI503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the RiverUI503JSONResponseBodyErrorCode enum.
+func (e RiverUI503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RiverUI503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RiverUIChange401JSONResponseBodyErrorCode.
+const (
+	RiverUIChange401JSONResponseBodyErrorCodeUnauthenticated RiverUIChange401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the RiverUIChange401JSONResponseBodyErrorCode enum.
+func (e RiverUIChange401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RiverUIChange401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RiverUIChange403JSONResponseBodyErrorCode.
+const (
+	RiverUIChange403JSONResponseBodyErrorCodeForbidden RiverUIChange403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the RiverUIChange403JSONResponseBodyErrorCode enum.
+func (e RiverUIChange403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RiverUIChange403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RiverUIChange503JSONResponseBodyErrorCode.
+const (
+	RiverUIChange503JSONResponseBodyErrorCodeOverloaded RiverUIChange503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the RiverUIChange503JSONResponseBodyErrorCode enum.
+func (e RiverUIChange503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RiverUIChange503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	default:
 		return false
@@ -5063,7 +5138,7 @@ type Void struct {
 
 // Watermarks defines model for Watermarks.
 type Watermarks struct {
-	// Document a JWS (compact, HS256, signed with the waiting-room keyring's signing key; header {alg, kid, typ}) whose payload is {aud: "flashline-watermarks", iat, exp (Unix ms; exp = iat + 3 s), body: {dbNow (Unix ms), sales: [{id, state, opensAt, fairness, challengeBits, minAccountAgeSeconds, soldOut, held, message, admittedThrough, pace, nextPosition, preopenCount, preopenPositions, preopenTickets, sealedSeed}]}}; sealedSeed is the draw's seed sealed (AES-256-GCM) under a key derived from the signing key
+	// Document a JWS (compact, HS256, signed with the waiting-room keyring's signing key; header {alg, kid, typ}) whose payload is {aud: "flashline-watermarks", iat, exp (Unix ms; exp = iat + 3 s), body: {sealed}}: sealed is the body proper sealed (AES-256-GCM, under a key derived from the signing key, additional data "flashline watermarks"), {dbNow (Unix ms), sales: [{id, state, opensAt, fairness, challengeBits, minAccountAgeSeconds, soldOut, held, message, admittedThrough, pace, nextPosition, preopenCount, preopenPositions, preopenTickets, sealedSeed}]}, readable only with the waiting-room keys; sealedSeed is the draw's seed sealed (AES-256-GCM) under the same key
 	Document string `json:"document"`
 }
 
@@ -5184,6 +5259,9 @@ type LoginFormdataBody struct {
 	Token string `form:"token" json:"token"`
 }
 
+// Logout503JSONResponseBodyErrorCode defines parameters for Logout.
+type Logout503JSONResponseBodyErrorCode string
+
 // LatePaymentsParams defines parameters for LatePayments.
 type LatePaymentsParams struct {
 	// All `true`: refunded ones too
@@ -5258,6 +5336,18 @@ type RiverUI401JSONResponseBodyErrorCode string
 
 // RiverUI403JSONResponseBodyErrorCode defines parameters for RiverUI.
 type RiverUI403JSONResponseBodyErrorCode string
+
+// RiverUI503JSONResponseBodyErrorCode defines parameters for RiverUI.
+type RiverUI503JSONResponseBodyErrorCode string
+
+// RiverUIChange401JSONResponseBodyErrorCode defines parameters for RiverUIChange.
+type RiverUIChange401JSONResponseBodyErrorCode string
+
+// RiverUIChange403JSONResponseBodyErrorCode defines parameters for RiverUIChange.
+type RiverUIChange403JSONResponseBodyErrorCode string
+
+// RiverUIChange503JSONResponseBodyErrorCode defines parameters for RiverUIChange.
+type RiverUIChange503JSONResponseBodyErrorCode string
 
 // CreateSale400JSONResponseBodyErrorCode defines parameters for CreateSale.
 type CreateSale400JSONResponseBodyErrorCode string
@@ -6204,6 +6294,8 @@ type ClientInterface interface {
 
 	// Logout Sign the browser out
 	//
+	// Ends the cookie's session on the server (a copy of the cookie is refused from then on) and clears the cookie. Needs no same-origin proof: ending a session grants nothing.
+	//
 	// Corresponds with POST /admin/logout (the `Logout` operationId).
 	Logout(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -6266,10 +6358,17 @@ type ClientInterface interface {
 
 	// RiverUI River's job UI
 	//
-	// River's own UI and its API, under `/admin/riverui/` (every method, every path below it): the admin's bearer token, or a browser signed in (`/admin/login`). A browser that is not signed in (GET, `Accept: text/html`, no Authorization) is sent to `/admin/login`. What River serves is River's, not described here. Served only by instances that run the jobs.
+	// River's own UI and its API, under `/admin/riverui/` (every method, every path below it): the admin's bearer token, or a browser signed in (`/admin/login`). A browser that is not signed in (GET, `Accept: text/html`, no Authorization) is sent to `/admin/login`. A change (any other method) is `post`'s. What River serves is River's, not described here. Served only by instances that run the jobs.
 	//
 	// Corresponds with GET /admin/riverui/ (the `RiverUI` operationId).
 	RiverUI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RiverUIChange A change through River's job UI
+	//
+	// River's API's changes (cancel, retry, delete jobs; every method but GET and HEAD, every path below `/admin/riverui/`): the admin's bearer token, or a browser signed in (`/admin/login`) whose request comes from a page of this origin (`Sec-Fetch-Site: same-origin`, or an `Origin` naming this host), else 403 `forbidden`. What River answers is River's, not described here.
+	//
+	// Corresponds with POST /admin/riverui/ (the `RiverUIChange` operationId).
+	RiverUIChange(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateSaleWithBody Create a sale
 	//
@@ -6531,7 +6630,7 @@ type ClientInterface interface {
 
 	// EdgeWatermarks The waiting rooms' watermarks, signed, for edges
 	//
-	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and its body is sealed under the waiting-room keys, so that it names no sale (not one scheduled and not yet announced) to anyone but an edge. Served by role all and origin, not by an edge.
 	//
 	// Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
 	EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6936,6 +7035,8 @@ func (c *Client) LoginWithFormdataBody(ctx context.Context, body LoginFormdataRe
 
 // Logout Sign the browser out
 //
+// Ends the cookie's session on the server (a copy of the cookie is refused from then on) and clears the cookie. Needs no same-origin proof: ending a session grants nothing.
+//
 // Corresponds with POST /admin/logout (the `Logout` operationId).
 func (c *Client) Logout(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewLogoutRequest(c.Server)
@@ -7078,11 +7179,28 @@ func (c *Client) VoidReservation(ctx context.Context, reservationId ReservationI
 
 // RiverUI River's job UI
 //
-// River's own UI and its API, under `/admin/riverui/` (every method, every path below it): the admin's bearer token, or a browser signed in (`/admin/login`). A browser that is not signed in (GET, `Accept: text/html`, no Authorization) is sent to `/admin/login`. What River serves is River's, not described here. Served only by instances that run the jobs.
+// River's own UI and its API, under `/admin/riverui/` (every method, every path below it): the admin's bearer token, or a browser signed in (`/admin/login`). A browser that is not signed in (GET, `Accept: text/html`, no Authorization) is sent to `/admin/login`. A change (any other method) is `post`'s. What River serves is River's, not described here. Served only by instances that run the jobs.
 //
 // Corresponds with GET /admin/riverui/ (the `RiverUI` operationId).
 func (c *Client) RiverUI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRiverUIRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RiverUIChange A change through River's job UI
+//
+// River's API's changes (cancel, retry, delete jobs; every method but GET and HEAD, every path below `/admin/riverui/`): the admin's bearer token, or a browser signed in (`/admin/login`) whose request comes from a page of this origin (`Sec-Fetch-Site: same-origin`, or an `Origin` naming this host), else 403 `forbidden`. What River answers is River's, not described here.
+//
+// Corresponds with POST /admin/riverui/ (the `RiverUIChange` operationId).
+func (c *Client) RiverUIChange(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRiverUIChangeRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -7653,7 +7771,7 @@ func (c *Client) EdgeSync(ctx context.Context, body EdgeSyncJSONRequestBody, req
 
 // EdgeWatermarks The waiting rooms' watermarks, signed, for edges
 //
-// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and its body is sealed under the waiting-room keys, so that it names no sale (not one scheduled and not yet announced) to anyone but an edge. Served by role all and origin, not by an edge.
 //
 // Corresponds with GET /edge/watermarks (the `EdgeWatermarks` operationId).
 func (c *Client) EdgeWatermarks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8761,6 +8879,33 @@ func NewRiverUIRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRiverUIChangeRequest constructs an http.Request for the RiverUIChange method
+func NewRiverUIChangeRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/riverui/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -10994,6 +11139,8 @@ type ClientWithResponsesInterface interface {
 
 	// LogoutWithResponse Sign the browser out
 	//
+	// Ends the cookie's session on the server (a copy of the cookie is refused from then on) and clears the cookie. Needs no same-origin proof: ending a session grants nothing.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/logout (the `Logout` operationId).
@@ -11060,12 +11207,21 @@ type ClientWithResponsesInterface interface {
 
 	// RiverUIWithResponse River's job UI
 	//
-	// River's own UI and its API, under `/admin/riverui/` (every method, every path below it): the admin's bearer token, or a browser signed in (`/admin/login`). A browser that is not signed in (GET, `Accept: text/html`, no Authorization) is sent to `/admin/login`. What River serves is River's, not described here. Served only by instances that run the jobs.
+	// River's own UI and its API, under `/admin/riverui/` (every method, every path below it): the admin's bearer token, or a browser signed in (`/admin/login`). A browser that is not signed in (GET, `Accept: text/html`, no Authorization) is sent to `/admin/login`. A change (any other method) is `post`'s. What River serves is River's, not described here. Served only by instances that run the jobs.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /admin/riverui/ (the `RiverUI` operationId).
 	RiverUIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RiverUIResponse, error)
+
+	// RiverUIChangeWithResponse A change through River's job UI
+	//
+	// River's API's changes (cancel, retry, delete jobs; every method but GET and HEAD, every path below `/admin/riverui/`): the admin's bearer token, or a browser signed in (`/admin/login`) whose request comes from a page of this origin (`Sec-Fetch-Site: same-origin`, or an `Origin` naming this host), else 403 `forbidden`. What River answers is River's, not described here.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/riverui/ (the `RiverUIChange` operationId).
+	RiverUIChangeWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RiverUIChangeResponse, error)
 
 	// CreateSaleWithBodyWithResponse Create a sale
 	//
@@ -11339,7 +11495,7 @@ type ClientWithResponsesInterface interface {
 
 	// EdgeWatermarksWithResponse The waiting rooms' watermarks, signed, for edges
 	//
-	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+	// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and its body is sealed under the waiting-room keys, so that it names no sale (not one scheduled and not yet announced) to anyone but an edge. Served by role all and origin, not by an edge.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11935,11 +12091,39 @@ type LogoutResponse303Headers struct {
 	SetCookie string
 }
 
+// LogoutResponse503Headers the declared response headers of an HTTP 503 response for Logout
+type LogoutResponse503Headers struct {
+	RetryAfter int
+}
+
 type LogoutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code Logout503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *LogoutResponse303Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *LogoutResponse503Headers
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r LogoutResponse) GetJSON503() *struct {
+	Error struct {
+		Code Logout503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12308,6 +12492,11 @@ type RiverUIResponse303Headers struct {
 	Location string
 }
 
+// RiverUIResponse503Headers the declared response headers of an HTTP 503 response for RiverUI
+type RiverUIResponse503Headers struct {
+	RetryAfter int
+}
+
 type RiverUIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12329,8 +12518,19 @@ type RiverUIResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code RiverUI503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *RiverUIResponse303Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RiverUIResponse503Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -12357,6 +12557,18 @@ func (r RiverUIResponse) GetJSON403() *struct {
 	return r.JSON403
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RiverUIResponse) GetJSON503() *struct {
+	Error struct {
+		Code RiverUI503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r RiverUIResponse) GetBody() []byte {
 	return r.Body
@@ -12380,6 +12592,110 @@ func (r RiverUIResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RiverUIResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RiverUIChangeResponse503Headers the declared response headers of an HTTP 503 response for RiverUIChange
+type RiverUIChangeResponse503Headers struct {
+	RetryAfter int
+}
+
+type RiverUIChangeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *struct {
+		Error struct {
+			Code RiverUIChange401JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Error struct {
+			Code RiverUIChange403JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code RiverUIChange503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RiverUIChangeResponse503Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RiverUIChangeResponse) GetJSON401() *struct {
+	Error struct {
+		Code RiverUIChange401JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RiverUIChangeResponse) GetJSON403() *struct {
+	Error struct {
+		Code RiverUIChange403JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RiverUIChangeResponse) GetJSON503() *struct {
+	Error struct {
+		Code RiverUIChange503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RiverUIChangeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RiverUIChangeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RiverUIChangeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RiverUIChangeResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17234,6 +17550,8 @@ func (c *ClientWithResponses) LoginWithFormdataBodyWithResponse(ctx context.Cont
 
 // LogoutWithResponse Sign the browser out
 //
+// Ends the cookie's session on the server (a copy of the cookie is refused from then on) and clears the cookie. Needs no same-origin proof: ending a session grants nothing.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/logout (the `Logout` operationId).
@@ -17348,7 +17666,7 @@ func (c *ClientWithResponses) VoidReservationWithResponse(ctx context.Context, r
 
 // RiverUIWithResponse River's job UI
 //
-// River's own UI and its API, under `/admin/riverui/` (every method, every path below it): the admin's bearer token, or a browser signed in (`/admin/login`). A browser that is not signed in (GET, `Accept: text/html`, no Authorization) is sent to `/admin/login`. What River serves is River's, not described here. Served only by instances that run the jobs.
+// River's own UI and its API, under `/admin/riverui/` (every method, every path below it): the admin's bearer token, or a browser signed in (`/admin/login`). A browser that is not signed in (GET, `Accept: text/html`, no Authorization) is sent to `/admin/login`. A change (any other method) is `post`'s. What River serves is River's, not described here. Served only by instances that run the jobs.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17359,6 +17677,21 @@ func (c *ClientWithResponses) RiverUIWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseRiverUIResponse(rsp)
+}
+
+// RiverUIChangeWithResponse A change through River's job UI
+//
+// River's API's changes (cancel, retry, delete jobs; every method but GET and HEAD, every path below `/admin/riverui/`): the admin's bearer token, or a browser signed in (`/admin/login`) whose request comes from a page of this origin (`Sec-Fetch-Site: same-origin`, or an `Origin` naming this host), else 403 `forbidden`. What River answers is River's, not described here.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/riverui/ (the `RiverUIChange` operationId).
+func (c *ClientWithResponses) RiverUIChangeWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RiverUIChangeResponse, error) {
+	rsp, err := c.RiverUIChange(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRiverUIChangeResponse(rsp)
 }
 
 // CreateSaleWithBodyWithResponse Create a sale
@@ -17813,7 +18146,7 @@ func (c *ClientWithResponses) EdgeSyncWithResponse(ctx context.Context, body Edg
 
 // EdgeWatermarksWithResponse The waiting rooms' watermarks, signed, for edges
 //
-// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and the draw's seed in it is sealed under the waiting-room keys. Served by role all and origin, not by an edge.
+// Every waiting room this origin knows of, as one signed document (see Watermarks), made again at most every 100 ms and good for 3 s. Public and cacheable (`Cache-Control: public, max-age=1`): it is signed, and its body is sealed under the waiting-room keys, so that it names no sale (not one scheduled and not yet announced) to anyone but an edge. Served by role all and origin, not by an edge.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18612,6 +18945,26 @@ func ParseLogoutResponse(rsp *http.Response) (*LogoutResponse, error) {
 
 	switch {
 	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code Logout503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
 		var headers LogoutResponse303Headers
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
@@ -18628,6 +18981,16 @@ func ParseLogoutResponse(rsp *http.Response) (*LogoutResponse, error) {
 			headers.SetCookie = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 503:
+		var headers LogoutResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18939,6 +19302,20 @@ func ParseRiverUIResponse(rsp *http.Response) (*RiverUIResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code RiverUI503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -18952,6 +19329,93 @@ func ParseRiverUIResponse(rsp *http.Response) (*RiverUIResponse, error) {
 			headers.Location = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 503:
+		var headers RiverUIResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRiverUIChangeResponse parses an HTTP response from a RiverUIChangeWithResponse call
+func ParseRiverUIChangeResponse(rsp *http.Response) (*RiverUIChangeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RiverUIChangeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest struct {
+			Error struct {
+				Code RiverUIChange401JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Error struct {
+				Code RiverUIChange403JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code RiverUIChange503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RiverUIChangeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -9,6 +9,11 @@ import (
 	"time"
 )
 
+type AdminSessionsEnded struct {
+	SessionID string
+	ExpiresAt time.Time
+}
+
 type GateOutbox struct {
 	MovementID string
 	SaleID     string

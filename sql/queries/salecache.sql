@@ -18,6 +18,7 @@
 -- of reservations_one_active_per_customer).
 SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits,
        s.min_account_age_seconds, s.draw_seed, s.gate, s.per_customer_limit,
+       coalesce(s.per_instrument_limit, 0)::int AS per_instrument_limit,
        coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::int <= 0 AS sold_out,
        coalesce((SELECT sum(greatest(st.quantity, 0)) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
        (coalesce((SELECT max(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0) <= 0

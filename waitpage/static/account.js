@@ -3,10 +3,10 @@
 // signing in by pasting one, and choosing between the stored token and
 // another one a link (#token=…) carries.
 //
-// A link's token is stored only when no usable token is stored yet or it is
-// the same one; when it differs from a usable stored token, the page asks
-// (choose_account) before replacing it, so that a link someone else sent
-// cannot silently make the customer queue and buy as them.
+// A link's token is stored only once the customer chose it (unless it is the
+// very token kept already): the page asks (choose_account), showing the
+// link's account beside the one kept, if any, so that a link someone else
+// sent cannot silently make the customer queue and buy as them.
 
 import { store } from "./storage.js";
 import { sale, state, stopAll } from "./state.js";
@@ -73,21 +73,29 @@ function tokenNote(c, withExpiry) {
   return withExpiry ? "Valid until " + new Date(c.exp * 1000).toLocaleString() + "." : "";
 }
 
-// askAccount shows the choice between the stored token (usable) and the
-// link's (whatever it is); nothing is stored until the customer chooses.
+// askAccount shows the choice between the stored token (usable, or null
+// when none is kept) and the link's (whatever it is); nothing is stored
+// until the customer chooses.
 export function askAccount(stored, offered) {
   stopAll();
   state.linkToken = offered;
-  const cur = claims(stored), off = claims(offered);
-  const same = hasSubject(off) && off.sub === cur.sub;
-  $("account-current").textContent = cur.sub;
-  $("account-current-note").textContent = tokenNote(cur, same);
+  const cur = stored ? claims(stored) : null, off = claims(offered);
+  const same = !!cur && hasSubject(off) && off.sub === cur.sub;
+  $("account-current").textContent = cur ? cur.sub : "(no account on this device)";
+  $("account-current-note").textContent = cur ? tokenNote(cur, same) : "";
   $("account-link").textContent = hasSubject(off) ? off.sub : "(unknown account)";
   $("account-link-note").textContent = tokenNote(off, same);
-  $("account-text").textContent = same
-    ? "The link you opened carries another access token for the same account."
-    : "The link you opened carries the access token of a different account. If someone sent you this link, the account may be theirs: with it, you would wait in line and buy as them.";
-  setState("choose_account", "This link carries a different access token. Choose which account to use.");
+  $("account-keep").textContent = cur ? "Keep my current account" : "Sign in with my own account";
+  $("account-switch").textContent = cur ? "Switch to the link's account" : "Continue with the link's account";
+  if (!cur) {
+    $("account-text").textContent = "The link you opened carries an access token: with it, you would wait in line and buy as its account. If someone else sent you this link, the account may be theirs.";
+    setState("choose_account", "This link carries an access token. Choose whether to use its account.");
+  } else {
+    $("account-text").textContent = same
+      ? "The link you opened carries another access token for the same account."
+      : "The link you opened carries the access token of a different account. If someone sent you this link, the account may be theirs: with it, you would wait in line and buy as them.";
+    setState("choose_account", "This link carries a different access token. Choose which account to use.");
+  }
   $("account-title").focus();
 }
 

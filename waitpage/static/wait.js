@@ -3,7 +3,7 @@
 // then pay. The HTTP contract is the README's API section.
 //
 // This file starts the page: the sale from the address, the customer's token
-// from the link (#token=…) or what is kept. The flow itself is flow.js's,
+// from what is kept, or from the link (#token=…) once the customer said so. The flow itself is flow.js's,
 // the one a shop's page runs too (embed.js).
 
 import { store } from "./storage.js";
@@ -22,9 +22,11 @@ function start() {
     // Take the token out of the address bar (and so out of history and
     // anything the customer copies from it), whichever token is kept.
     window.history.replaceState(null, "", window.location.pathname + window.location.search);
+    // A link's token is never taken without asking (unless it is the one
+    // kept already): a link someone else sent would otherwise make the
+    // visitor wait in line and buy as them.
     const stored = store.get(sale.jwtKey);
-    if (stored && stored !== fromURL && usable(stored)) return askAccount(stored, fromURL);
-    store.set(sale.jwtKey, fromURL);
+    if (stored !== fromURL) return askAccount(stored && usable(stored) ? stored : null, fromURL);
   }
   begin();
 }
