@@ -1,0 +1,355 @@
+package auth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
+)
+
+// The identity provider's keys: its JWKS, found at a URL given or by
+// OpenID discovery from its issuer, fetched by github.com/MicahParks/jwkset
+// and looked up by github.com/MicahParks/keyfunc. What is added here is
+// the policy: an algorithm only with a key of its own type, a refetch for
+// an unknown kid at most once per RefetchEvery and never waited for, and
+// an outage that keeps the keys already fetched and is counted and logged.
+
+const (
+	// DefaultRefreshInterval is how often the keys are fetched again, so
+	// that a key the provider withdrew stops verifying within it.
+	DefaultRefreshInterval = 5 * time.Minute
+	// RefetchEvery bounds the fetches a token with an unknown kid causes:
+	// a flood of made-up kids costs the provider one request per this.
+	RefetchEvery = 10 * time.Second
+	// fetchTimeout bounds one fetch of the discovery document or the keys.
+	fetchTimeout = 5 * time.Second
+	// maxDocument is the largest discovery document or JWKS read.
+	maxDocument = 1 << 20
+)
+
+// ErrNoProviderKey is a token whose key the provider does not publish (as
+// far as this instance knows), or of a type its algorithm does not take.
+var ErrNoProviderKey = errors.New("no key of the provider verifies this token")
+
+// providerKeys are the identity provider's public keys.
+type providerKeys struct {
+	ctx             context.Context
+	issuer, jwksURL string
+	client          *http.Client
+	logger          *slog.Logger
+	refreshInterval time.Duration
+	// refetch lets one lookup of an unknown kid per RefetchEvery fetch the
+	// keys again (or run the discovery again, while it has not succeeded);
+	// any other is refused at once.
+	refetch *rate.Limiter
+	now     func() time.Time // the refetch's clock
+
+	mu  sync.Mutex // held while a set is made
+	set atomic.Pointer[keySet]
+
+	failures atomic.Uint64
+}
+
+// keySet is the keys of one JWKS URL.
+type keySet struct {
+	url string
+	// cached reads the keys last fetched and never fetches; fetching
+	// fetches them again before it answers (an unknown kid).
+	cached, fetching jwkset.Storage
+	lookup           keyfunc.Keyfunc
+}
+
+func newProviderKeys(ctx context.Context, o Options) (*providerKeys, error) {
+	p := &providerKeys{ctx: ctx, issuer: o.Issuer, jwksURL: o.JWKSURL, client: o.HTTPClient, logger: o.Logger,
+		refreshInterval: o.RefreshInterval, refetch: rate.NewLimiter(rate.Every(RefetchEvery), 1), now: o.clock}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.client == nil {
+		p.client = &http.Client{Timeout: fetchTimeout}
+	}
+	if p.logger == nil {
+		p.logger = slog.New(slog.DiscardHandler)
+	}
+	if p.refreshInterval <= 0 {
+		p.refreshInterval = DefaultRefreshInterval
+	}
+	for _, u := range []string{p.issuer, p.jwksURL} {
+		if u != "" {
+			if err := checkURL(u); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// A first fetch now, so that an instance starts with the keys; one that
+	// fails is an outage like any other: the next unknown kid tries again.
+	if _, err := p.load(); err != nil {
+		p.failed(p.issuer+p.jwksURL, err)
+	}
+	return p, nil
+}
+
+// checkURL refuses a URL the keys could be forged on the way from: only
+// https, or http to this machine (a test's provider, a sidecar).
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("auth: %q is not an absolute URL", raw)
+	}
+	if u.Scheme == "https" {
+		return nil
+	}
+	if u.Scheme == "http" {
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("auth: %q: the provider's keys are fetched over https only (http only from this machine)", raw)
+}
+
+// load returns the key set, making it first if it is not made yet: the
+// discovery (with an issuer alone) and the first fetch of the keys.
+func (p *providerKeys) load() (*keySet, error) {
+	if s := p.set.Load(); s != nil {
+		return s, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.set.Load(); s != nil {
+		return s, nil
+	}
+	jwksURL := p.jwksURL
+	if jwksURL == "" {
+		var err error
+		if jwksURL, err = p.discover(); err != nil {
+			return nil, err
+		}
+	}
+	s, err := p.newKeySet(jwksURL)
+	if err != nil {
+		return nil, err
+	}
+	p.set.Store(s)
+	return s, nil
+}
+
+// discover reads the issuer's OpenID configuration for its jwks_uri. The
+// document must name the issuer exactly (OpenID Connect Discovery 1.0,
+// 4.3): a document served for another issuer is not this one's.
+func (p *providerKeys) discover() (string, error) {
+	where := strings.TrimSuffix(p.issuer, "/") + "/.well-known/openid-configuration"
+	ctx, cancel := context.WithTimeout(p.ctx, fetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, where, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := p.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("discovery: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("discovery: %s answered %s", where, res.Status)
+	}
+	var doc struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, maxDocument)).Decode(&doc); err != nil {
+		return "", fmt.Errorf("discovery: %s: %w", where, err)
+	}
+	if doc.Issuer != p.issuer {
+		return "", fmt.Errorf("discovery: %s names the issuer %q, not %q", where, doc.Issuer, p.issuer)
+	}
+	if doc.JWKSURI == "" {
+		return "", fmt.Errorf("discovery: %s has no jwks_uri", where)
+	}
+	if err := checkURL(doc.JWKSURI); err != nil {
+		return "", fmt.Errorf("discovery: jwks_uri: %w", err)
+	}
+	return doc.JWKSURI, nil
+}
+
+// newKeySet fetches the keys at u and keeps them fresh: jwkset refetches
+// them every refreshInterval, and a failed fetch keeps the keys it had.
+func (p *providerKeys) newKeySet(u string) (*keySet, error) {
+	onError := func(_ context.Context, err error) { p.failed(u, err) }
+	cached, err := jwkset.NewStorageFromHTTP(u, jwkset.HTTPClientStorageOptions{
+		Client:          p.client,
+		Ctx:             p.ctx,
+		HTTPTimeout:     fetchTimeout,
+		RefreshInterval: p.refreshInterval,
+		// A first fetch that fails leaves the set empty, not missing: the
+		// next unknown kid fetches again (and the goroutine that refreshes
+		// is started once, whatever happens).
+		NoErrorReturnFirstHTTPReq: true,
+		RefreshErrorHandler:       onError,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The refetch of an unknown kid: the rate limit is lookup's (refetch,
+	// never waited for), so jwkset's own lets every call through at once.
+	fetching, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
+		HTTPURLs:          map[string]jwkset.Storage{u: cached},
+		RefreshUnknownKID: rate.NewLimiter(rate.Inf, 1),
+		RateLimitWaitMax:  fetchTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &keySet{url: u, cached: cached, fetching: fetching}
+	// Keys marked for encryption never verify; unmarked ones do (most
+	// providers mark none).
+	s.lookup, err = keyfunc.New(keyfunc.Options{Ctx: p.ctx, Storage: gated{s: s, p: p},
+		UseWhitelist: []jwkset.USE{jwkset.UseSig, ""}})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// gated is the storage keyfunc reads: the cached keys, and for an unknown
+// kid one refetch per RefetchEvery.
+type gated struct {
+	s *keySet
+	p *providerKeys
+}
+
+func (g gated) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
+	jwk, err := g.s.cached.KeyRead(ctx, kid)
+	if !errors.Is(err, jwkset.ErrKeyNotFound) || !g.p.mayRefetch() {
+		return jwk, err
+	}
+	// The failure is reported by the refresh's handler (failed).
+	return g.s.fetching.KeyRead(ctx, kid)
+}
+
+func (g gated) KeyReadAll(ctx context.Context) ([]jwkset.JWK, error) {
+	return g.s.cached.KeyReadAll(ctx)
+}
+
+// The rest of jwkset.Storage: the keys are the provider's, never written
+// here.
+var errReadOnly = errors.New("auth: the provider's keys are read-only")
+
+func (g gated) KeyDelete(context.Context, string) (bool, error) { return false, errReadOnly }
+func (g gated) KeyReplaceAll(context.Context, []jwkset.JWK) error {
+	return errReadOnly
+}
+func (g gated) KeyWrite(context.Context, jwkset.JWK) error { return errReadOnly }
+func (g gated) JSON(ctx context.Context) (json.RawMessage, error) {
+	return g.s.cached.JSONPublic(ctx)
+}
+func (g gated) JSONPublic(ctx context.Context) (json.RawMessage, error) {
+	return g.s.cached.JSONPublic(ctx)
+}
+func (g gated) JSONPrivate(context.Context) (json.RawMessage, error) { return nil, errReadOnly }
+func (g gated) JSONWithOptions(context.Context, jwkset.JWKMarshalOptions, jwkset.JWKValidateOptions) (json.RawMessage, error) {
+	return nil, errReadOnly
+}
+func (g gated) Marshal(ctx context.Context) (jwkset.JWKSMarshal, error) {
+	return g.s.cached.Marshal(ctx)
+}
+func (g gated) MarshalWithOptions(context.Context, jwkset.JWKMarshalOptions, jwkset.JWKValidateOptions) (jwkset.JWKSMarshal, error) {
+	return jwkset.JWKSMarshal{}, errReadOnly
+}
+
+// mayRefetch takes the refetch's one turn per RefetchEvery, if it is free.
+func (p *providerKeys) mayRefetch() bool { return p.refetch.AllowN(p.now(), 1) }
+
+// failed counts and logs a fetch that failed: the keys fetched before keep
+// verifying, and a token whose key is not among them is refused.
+func (p *providerKeys) failed(u string, err error) {
+	p.failures.Add(1)
+	p.logger.Warn("flashline: the identity provider's keys could not be fetched; the keys fetched before keep verifying, tokens of any other key are refused",
+		"url", u, "err", err)
+}
+
+// key is the provider's key for t, of the type t's algorithm takes. A
+// token without a kid is tried against every key of that type.
+func (p *providerKeys) key(t *jwt.Token) (any, error) {
+	s := p.set.Load()
+	if s == nil {
+		// The discovery or the first fetch has not succeeded yet: retried
+		// at the refetch's pace.
+		if !p.mayRefetch() {
+			return nil, ErrNoProviderKey
+		}
+		var err error
+		if s, err = p.load(); err != nil {
+			p.failed(p.issuer+p.jwksURL, err)
+			return nil, ErrNoProviderKey
+		}
+	}
+	alg := t.Method.Alg()
+	k, err := s.lookup.KeyfuncCtx(p.ctx)(t)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoProviderKey, err)
+	}
+	if set, ok := k.(jwt.VerificationKeySet); ok {
+		var fit jwt.VerificationKeySet
+		for _, k := range set.Keys {
+			if keyFits(alg, k) {
+				fit.Keys = append(fit.Keys, k)
+			}
+		}
+		if len(fit.Keys) == 0 {
+			return nil, ErrNoProviderKey
+		}
+		return fit, nil
+	}
+	if !keyFits(alg, k) {
+		return nil, fmt.Errorf("%w: the key named is not one %s takes", ErrNoProviderKey, alg)
+	}
+	return k, nil
+}
+
+// keyFits says whether alg verifies with key: RS256 an RSA key of 2048 bits
+// or more, ES256 a P-256 key, EdDSA an Ed25519 key. Nothing else: a key
+// the provider publishes is never an HMAC secret.
+func keyFits(alg string, key any) bool {
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		return alg == jwt.SigningMethodRS256.Alg() && k.N.BitLen() >= 2048
+	case *ecdsa.PublicKey:
+		return alg == jwt.SigningMethodES256.Alg() && k.Curve == elliptic.P256()
+	case ed25519.PublicKey:
+		return alg == jwt.SigningMethodEdDSA.Alg() && len(k) == ed25519.PublicKeySize
+	}
+	return false
+}
+
+// known is how many keys this instance holds now.
+func (p *providerKeys) known() int {
+	s := p.set.Load()
+	if s == nil {
+		return 0
+	}
+	all, err := s.cached.KeyReadAll(p.ctx)
+	if err != nil {
+		return 0
+	}
+	return len(all)
+}
