@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
@@ -13,150 +12,18 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
-	josejwt "github.com/go-jose/go-jose/v4/jwt"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/internal/testidp"
 )
-
-// provider is an OpenID provider on 127.0.0.1: its discovery document and
-// its JWKS, served and signed with go-jose (an implementation of its own,
-// not the golang-jwt Flashline verifies with). Keys are added and
-// withdrawn while it runs, and it can go down (every connection dropped).
-type provider struct {
-	t      testing.TB
-	srv    *httptest.Server
-	issuer string
-
-	mu   sync.Mutex
-	keys map[string]providerKey // by kid, published
-	down bool
-	// jwksFetches counts requests for the JWKS, answered or not.
-	jwksFetches atomic.Int64
-}
-
-type providerKey struct {
-	alg  jose.SignatureAlgorithm
-	priv crypto.Signer
-	use  string
-}
-
-func newProvider(t testing.TB) *provider {
-	t.Helper()
-	p := &provider{t: t, keys: map[string]providerKey{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		p.serve(w, map[string]any{
-			"issuer":                                p.issuer,
-			"jwks_uri":                              p.issuer + "/keys",
-			"authorization_endpoint":                p.issuer + "/authorize",
-			"token_endpoint":                        p.issuer + "/token",
-			"response_types_supported":              []string{"code"},
-			"subject_types_supported":               []string{"public"},
-			"id_token_signing_alg_values_supported": []string{"RS256", "ES256", "EdDSA"},
-		})
-	})
-	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
-		p.jwksFetches.Add(1)
-		p.mu.Lock()
-		var set jose.JSONWebKeySet
-		for kid, k := range p.keys {
-			set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.priv.Public(), KeyID: kid, Algorithm: string(k.alg), Use: k.use})
-		}
-		p.mu.Unlock()
-		p.serve(w, set)
-	})
-	p.srv = httptest.NewServer(mux)
-	t.Cleanup(p.srv.Close)
-	p.issuer = p.srv.URL
-	return p
-}
-
-// serve writes doc, or drops the connection while the provider is down.
-func (p *provider) serve(w http.ResponseWriter, doc any) {
-	p.mu.Lock()
-	down := p.down
-	p.mu.Unlock()
-	if down {
-		panic(http.ErrAbortHandler)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	require.NoError(p.t, json.NewEncoder(w).Encode(doc))
-}
-
-func (p *provider) setDown(down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = down
-}
-
-// newKey makes a key for alg; it is published once added.
-func newKey(t testing.TB, alg jose.SignatureAlgorithm) providerKey {
-	t.Helper()
-	var (
-		priv crypto.Signer
-		err  error
-	)
-	switch alg {
-	case jose.RS256:
-		priv, err = rsa.GenerateKey(rand.Reader, 2048)
-	case jose.ES256:
-		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	case jose.EdDSA:
-		_, priv, err = ed25519.GenerateKey(rand.Reader)
-	default:
-		t.Fatalf("no key for %s", alg)
-	}
-	require.NoError(t, err)
-	return providerKey{alg: alg, priv: priv}
-}
-
-func (p *provider) add(kid string, k providerKey) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.keys[kid] = k
-}
-
-func (p *provider) withdraw(kid string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.keys, kid)
-}
-
-// signJose signs claims with k under kid (no kid header if kid is "").
-func signJose(t testing.TB, k providerKey, kid string, claims map[string]any) string {
-	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("JWT")
-	if kid != "" {
-		opts = opts.WithHeader("kid", kid)
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: k.priv}, opts)
-	require.NoError(t, err)
-	tok, err := josejwt.Signed(signer).Claims(claims).Serialize()
-	require.NoError(t, err)
-	return tok
-}
-
-// idClaims are the claims of a provider's token for sub, good for an hour.
-func (p *provider) idClaims(sub string, edit func(map[string]any)) map[string]any {
-	now := time.Now()
-	c := map[string]any{"iss": p.issuer, "aud": "flashline-shop", "sub": sub,
-		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
-	if edit != nil {
-		edit(c)
-	}
-	return c
-}
 
 // clock is a clock the test moves.
 type clock struct {
@@ -211,16 +78,16 @@ func providerVerifier(t testing.TB, o auth.Options, c *clock, l *logs) *auth.Ver
 
 func TestProviderTokens(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t)
-	keys := map[string]providerKey{}
+	p := testidp.New(t)
+	keys := map[string]testidp.Key{}
 	for _, alg := range []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA} {
-		keys[string(alg)] = newKey(t, alg)
-		p.add("k-"+string(alg), keys[string(alg)])
+		keys[string(alg)] = testidp.NewKey(t, alg)
+		p.Add("k-"+string(alg), keys[string(alg)])
 	}
 	for name, o := range map[string]auth.Options{
-		"Discovery":        {Issuer: p.issuer, Audience: "flashline-shop"},
-		"JWKSURL":          {JWKSURL: p.issuer + "/keys"},
-		"JWKSURLAndSecret": {JWKSURL: p.issuer + "/keys", JWTSecret: secret},
+		"Discovery":        {Issuer: p.Issuer, Audience: testidp.Audience},
+		"JWKSURL":          {JWKSURL: p.Issuer + "/keys"},
+		"JWKSURLAndSecret": {JWKSURL: p.Issuer + "/keys", JWTSecret: secret},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -229,7 +96,7 @@ func TestProviderTokens(t *testing.T) {
 			require.Equal(t, 3, v.ProviderKeys())
 			for alg, k := range keys {
 				created := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
-				tok := signJose(t, k, "k-"+alg, p.idClaims("cust|"+alg, func(c map[string]any) { c["acct_created"] = created.Unix() }))
+				tok := testidp.Sign(t, k, "k-"+alg, p.Claims("cust|"+alg, func(c map[string]any) { c["acct_created"] = created.Unix() }))
 				// Not remembered yet: the fast path leaves it to Customer.
 				var s auth.Scratch
 				_, ok := v.FastCustomer(tok, &s, time.Now())
@@ -243,7 +110,7 @@ func TestProviderTokens(t *testing.T) {
 				require.True(t, ok, alg)
 				require.Equal(t, "cust|"+alg, id)
 				// Without a kid, every key of the algorithm's type is tried.
-				c, err = v.Customer(signJose(t, k, "", p.idClaims("nokid|"+alg, nil)))
+				c, err = v.Customer(testidp.Sign(t, k, "", p.Claims("nokid|"+alg, nil)))
 				require.NoError(t, err, alg)
 				require.Equal(t, "nokid|"+alg, c.ID)
 			}
@@ -275,62 +142,62 @@ func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s
 
 func TestProviderRejects(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t)
-	rs, es, ed := newKey(t, jose.RS256), newKey(t, jose.ES256), newKey(t, jose.EdDSA)
-	p.add("rs", rs)
-	p.add("es", es)
-	p.add("ed", ed)
-	enc := newKey(t, jose.RS256)
-	enc.use = "enc"
-	p.add("enc", enc)
+	p := testidp.New(t)
+	rs, es, ed := testidp.NewKey(t, jose.RS256), testidp.NewKey(t, jose.ES256), testidp.NewKey(t, jose.EdDSA)
+	p.Add("rs", rs)
+	p.Add("es", es)
+	p.Add("ed", ed)
+	enc := testidp.NewKey(t, jose.RS256)
+	enc.Use = "enc"
+	p.Add("enc", enc)
 	weak, err := rsa.GenerateKey(rand.Reader, 1024)
 	require.NoError(t, err)
-	p.add("weak", providerKey{alg: jose.RS256, priv: weak})
-	v := providerVerifier(t, auth.Options{Issuer: p.issuer, Audience: "flashline-shop"}, nil, nil)
+	p.Add("weak", testidp.Key{Alg: jose.RS256, Priv: weak})
+	v := providerVerifier(t, auth.Options{Issuer: p.Issuer, Audience: testidp.Audience}, nil, nil)
 
 	// The public key as an HMAC secret, in the forms an attacker would try
 	// (the alg confusion attack): PEM, DER, and the JWK's own modulus.
-	pub := rs.priv.Public()
+	pub := rs.Priv.Public()
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	require.NoError(t, err)
 	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 	jwkJSON, err := json.Marshal(jose.JSONWebKey{Key: pub, KeyID: "rs"})
 	require.NoError(t, err)
 	hsWithKid := func(key string) string {
-		return signHSHeader(t, key, `{"alg":"HS256","typ":"JWT","kid":"rs"}`, p.idClaims("mallory", nil))
+		return signHSHeader(t, key, `{"alg":"HS256","typ":"JWT","kid":"rs"}`, p.Claims("mallory", nil))
 	}
-	good := func(edit func(map[string]any)) map[string]any { return p.idClaims("cust_1", edit) }
+	good := func(edit func(map[string]any)) map[string]any { return p.Claims("cust_1", edit) }
 	now := time.Now()
-	otherIssuer := newProvider(t)
+	otherIssuer := testidp.New(t)
 
 	for name, tok := range map[string]string{
-		"WrongIssuer":            signJose(t, rs, "rs", good(func(c map[string]any) { c["iss"] = otherIssuer.issuer })),
-		"NoIssuer":               signJose(t, rs, "rs", good(func(c map[string]any) { delete(c, "iss") })),
-		"IssuerWithSlash":        signJose(t, rs, "rs", good(func(c map[string]any) { c["iss"] = p.issuer + "/" })),
-		"WrongAudience":          signJose(t, rs, "rs", good(func(c map[string]any) { c["aud"] = "another-app" })),
-		"NoAudience":             signJose(t, rs, "rs", good(func(c map[string]any) { delete(c, "aud") })),
-		"Expired":                signJose(t, es, "es", good(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() })),
-		"NoExp":                  signJose(t, es, "es", good(func(c map[string]any) { delete(c, "exp") })),
-		"NotYetValid":            signJose(t, es, "es", good(func(c map[string]any) { c["nbf"] = now.Add(time.Minute).Unix() })),
-		"IssuedInTheFuture":      signJose(t, ed, "ed", good(func(c map[string]any) { c["iat"] = now.Add(time.Minute).Unix() })),
-		"LivesTooLong":           signJose(t, ed, "ed", good(func(c map[string]any) { c["exp"] = now.Add(25 * time.Hour).Unix() })),
-		"LivesTooLongWithoutIat": signJose(t, ed, "ed", good(func(c map[string]any) { delete(c, "iat"); c["exp"] = now.Add(25 * time.Hour).Unix() })),
-		"IssuedLongAgo":          signJose(t, ed, "ed", good(func(c map[string]any) { c["iat"] = now.Add(-48 * time.Hour).Unix() })),
-		"NoSub":                  signJose(t, rs, "rs", good(func(c map[string]any) { delete(c, "sub") })),
+		"WrongIssuer":            testidp.Sign(t, rs, "rs", good(func(c map[string]any) { c["iss"] = otherIssuer.Issuer })),
+		"NoIssuer":               testidp.Sign(t, rs, "rs", good(func(c map[string]any) { delete(c, "iss") })),
+		"IssuerWithSlash":        testidp.Sign(t, rs, "rs", good(func(c map[string]any) { c["iss"] = p.Issuer + "/" })),
+		"WrongAudience":          testidp.Sign(t, rs, "rs", good(func(c map[string]any) { c["aud"] = "another-app" })),
+		"NoAudience":             testidp.Sign(t, rs, "rs", good(func(c map[string]any) { delete(c, "aud") })),
+		"Expired":                testidp.Sign(t, es, "es", good(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() })),
+		"NoExp":                  testidp.Sign(t, es, "es", good(func(c map[string]any) { delete(c, "exp") })),
+		"NotYetValid":            testidp.Sign(t, es, "es", good(func(c map[string]any) { c["nbf"] = now.Add(time.Minute).Unix() })),
+		"IssuedInTheFuture":      testidp.Sign(t, ed, "ed", good(func(c map[string]any) { c["iat"] = now.Add(time.Minute).Unix() })),
+		"LivesTooLong":           testidp.Sign(t, ed, "ed", good(func(c map[string]any) { c["exp"] = now.Add(25 * time.Hour).Unix() })),
+		"LivesTooLongWithoutIat": testidp.Sign(t, ed, "ed", good(func(c map[string]any) { delete(c, "iat"); c["exp"] = now.Add(25 * time.Hour).Unix() })),
+		"IssuedLongAgo":          testidp.Sign(t, ed, "ed", good(func(c map[string]any) { c["iat"] = now.Add(-48 * time.Hour).Unix() })),
+		"NoSub":                  testidp.Sign(t, rs, "rs", good(func(c map[string]any) { delete(c, "sub") })),
 		"HS256WithThePEM":        hsWithKid(pemKey),
 		"HS256WithTheDER":        hsWithKid(string(der)),
 		"HS256WithTheJWK":        hsWithKid(string(jwkJSON)),
 		"HS256WithAnEmptySecret": hsWithKid(""),
-		"ForgedUnderKnownKid":    signJose(t, newKey(t, jose.RS256), "rs", good(nil)),
-		"ES256UnderAnRSAKid":     signJose(t, es, "rs", good(nil)),
-		"EdDSAUnderAnECKid":      signJose(t, ed, "es", good(nil)),
-		"RS256UnderAnEdKid":      signJose(t, rs, "ed", good(nil)),
-		"KeyForEncryption":       signJose(t, enc, "enc", good(nil)),
-		"RSAKeyOf1024Bits":       signJose(t, providerKey{alg: jose.RS256, priv: weak}, "weak", good(nil)),
-		"UnknownKid":             signJose(t, newKey(t, jose.ES256), "nobody", good(nil)),
-		"UnknownKeyWithoutKid":   signJose(t, newKey(t, jose.ES256), "", good(nil)),
-		"RS384":                  signAlg(t, jose.RS384, rs.priv, "rs", good(nil)),
-		"PS256":                  signAlg(t, jose.PS256, rs.priv, "rs", good(nil)),
+		"ForgedUnderKnownKid":    testidp.Sign(t, testidp.NewKey(t, jose.RS256), "rs", good(nil)),
+		"ES256UnderAnRSAKid":     testidp.Sign(t, es, "rs", good(nil)),
+		"EdDSAUnderAnECKid":      testidp.Sign(t, ed, "es", good(nil)),
+		"RS256UnderAnEdKid":      testidp.Sign(t, rs, "ed", good(nil)),
+		"KeyForEncryption":       testidp.Sign(t, enc, "enc", good(nil)),
+		"RSAKeyOf1024Bits":       testidp.Sign(t, testidp.Key{Alg: jose.RS256, Priv: weak}, "weak", good(nil)),
+		"UnknownKid":             testidp.Sign(t, testidp.NewKey(t, jose.ES256), "nobody", good(nil)),
+		"UnknownKeyWithoutKid":   testidp.Sign(t, testidp.NewKey(t, jose.ES256), "", good(nil)),
+		"RS384":                  signAlg(t, jose.RS384, rs.Priv, "rs", good(nil)),
+		"PS256":                  signAlg(t, jose.PS256, rs.Priv, "rs", good(nil)),
 		"ES384":                  signAlg(t, jose.ES384, mustEC(t, elliptic.P384()), "es", good(nil)),
 		"AlgNone":                b64(`{"alg":"none","typ":"JWT","kid":"rs"}`) + "." + b64(mustJSON(t, good(nil))) + ".",
 	} {
@@ -361,7 +228,7 @@ func TestProviderRejects(t *testing.T) {
 
 func signAlg(t testing.TB, alg jose.SignatureAlgorithm, priv crypto.Signer, kid string, c map[string]any) string {
 	t.Helper()
-	return signJose(t, providerKey{alg: alg, priv: priv}, kid, c)
+	return testidp.Sign(t, testidp.Key{Alg: alg, Priv: priv}, kid, c)
 }
 
 func mustEC(t testing.TB, curve elliptic.Curve) crypto.Signer {
@@ -386,25 +253,25 @@ func mustJSON(t testing.TB, v any) string {
 // RefetchEvery.
 func TestProviderKeyRotation(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t)
-	old := newKey(t, jose.ES256)
-	p.add("2026-01", old)
+	p := testidp.New(t)
+	old := testidp.NewKey(t, jose.ES256)
+	p.Add("2026-01", old)
 	c := &clock{now: time.Now()}
-	v := providerVerifier(t, auth.Options{Issuer: p.issuer}, c, nil)
-	before := signJose(t, old, "2026-01", p.idClaims("early", nil))
+	v := providerVerifier(t, auth.Options{Issuer: p.Issuer}, c, nil)
+	before := testidp.Sign(t, old, "2026-01", p.Claims("early", nil))
 	_, err := v.Customer(before)
 	require.NoError(t, err)
-	fetches := p.jwksFetches.Load()
+	fetches := p.JWKSFetches()
 
-	next := newKey(t, jose.RS256)
-	p.add("2026-02", next)
-	p.withdraw("2026-01")
-	cust, err := v.Customer(signJose(t, next, "2026-02", p.idClaims("late", nil)))
+	next := testidp.NewKey(t, jose.RS256)
+	p.Add("2026-02", next)
+	p.Withdraw("2026-01")
+	cust, err := v.Customer(testidp.Sign(t, next, "2026-02", p.Claims("late", nil)))
 	require.NoError(t, err, "the new kid is fetched")
 	require.Equal(t, "late", cust.ID)
-	require.Equal(t, fetches+1, p.jwksFetches.Load())
+	require.Equal(t, fetches+1, p.JWKSFetches())
 
-	_, err = v.Customer(signJose(t, old, "2026-01", p.idClaims("stale", nil)))
+	_, err = v.Customer(testidp.Sign(t, old, "2026-01", p.Claims("stale", nil)))
 	require.ErrorIs(t, err, auth.ErrInvalidToken, "the withdrawn key verifies no new token")
 	_, err = v.Customer(before)
 	require.NoError(t, err, "a token verified before stays good until its exp")
@@ -413,16 +280,16 @@ func TestProviderKeyRotation(t *testing.T) {
 	// last fetch (the clock does not move): no fetch at all. Then, the
 	// clock past RefetchEvery, one fetch for all of them.
 	for i := range 50 {
-		_, err := v.Customer(signJose(t, next, "made-up-"+strconv.Itoa(i), p.idClaims("x", nil)))
+		_, err := v.Customer(testidp.Sign(t, next, "made-up-"+strconv.Itoa(i), p.Claims("x", nil)))
 		require.ErrorIs(t, err, auth.ErrInvalidToken)
 	}
-	require.Equal(t, fetches+1, p.jwksFetches.Load(), "no refetch within RefetchEvery")
+	require.Equal(t, fetches+1, p.JWKSFetches(), "no refetch within RefetchEvery")
 	c.Advance(auth.RefetchEvery)
 	for i := range 50 {
-		_, err := v.Customer(signJose(t, next, "made-up-again-"+strconv.Itoa(i), p.idClaims("x", nil)))
+		_, err := v.Customer(testidp.Sign(t, next, "made-up-again-"+strconv.Itoa(i), p.Claims("x", nil)))
 		require.ErrorIs(t, err, auth.ErrInvalidToken)
 	}
-	require.Equal(t, fetches+2, p.jwksFetches.Load(), "one refetch per RefetchEvery")
+	require.Equal(t, fetches+2, p.JWKSFetches(), "one refetch per RefetchEvery")
 }
 
 // TestProviderDown: while the provider does not answer, the keys fetched
@@ -431,28 +298,28 @@ func TestProviderKeyRotation(t *testing.T) {
 // next unknown kid (RefetchEvery later) fetches the keys again.
 func TestProviderDown(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t)
-	k := newKey(t, jose.EdDSA)
-	p.add("k1", k)
+	p := testidp.New(t)
+	k := testidp.NewKey(t, jose.EdDSA)
+	p.Add("k1", k)
 	c, l := &clock{now: time.Now()}, &logs{}
-	v := providerVerifier(t, auth.Options{Issuer: p.issuer}, c, l)
+	v := providerVerifier(t, auth.Options{Issuer: p.Issuer}, c, l)
 	require.Zero(t, v.KeyFetchFailures())
 
-	p.setDown(true)
-	cust, err := v.Customer(signJose(t, k, "k1", p.idClaims("during-outage", nil)))
+	p.SetDown(true)
+	cust, err := v.Customer(testidp.Sign(t, k, "k1", p.Claims("during-outage", nil)))
 	require.NoError(t, err, "a cached key verifies a token never seen")
 	require.Equal(t, "during-outage", cust.ID)
 
-	k2 := newKey(t, jose.EdDSA)
-	p.add("k2", k2)
-	tok2 := signJose(t, k2, "k2", p.idClaims("new-key", nil))
+	k2 := testidp.NewKey(t, jose.EdDSA)
+	p.Add("k2", k2)
+	tok2 := testidp.Sign(t, k2, "k2", p.Claims("new-key", nil))
 	_, err = v.Customer(tok2)
 	require.ErrorIs(t, err, auth.ErrInvalidToken, "an unknown kid is refused while the provider is down")
 	require.Equal(t, uint64(1), v.KeyFetchFailures())
 	require.Contains(t, l.String(), "the identity provider's keys could not be fetched")
 	require.Equal(t, 1, v.ProviderKeys(), "the keys fetched before are kept")
 
-	p.setDown(false)
+	p.SetDown(false)
 	_, err = v.Customer(tok2)
 	require.ErrorIs(t, err, auth.ErrInvalidToken, "within RefetchEvery of the failed fetch: not fetched again")
 	c.Advance(auth.RefetchEvery)
@@ -467,19 +334,19 @@ func TestProviderDown(t *testing.T) {
 // the keys once the provider answers.
 func TestProviderDownAtStart(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t)
-	k := newKey(t, jose.RS256)
-	p.add("k1", k)
-	p.setDown(true)
+	p := testidp.New(t)
+	k := testidp.NewKey(t, jose.RS256)
+	p.Add("k1", k)
+	p.SetDown(true)
 	c, l := &clock{now: time.Now()}, &logs{}
-	v := providerVerifier(t, auth.Options{Issuer: p.issuer}, c, l)
+	v := providerVerifier(t, auth.Options{Issuer: p.Issuer}, c, l)
 	require.Equal(t, uint64(1), v.KeyFetchFailures())
 	require.Contains(t, l.String(), "discovery")
-	tok := signJose(t, k, "k1", p.idClaims("first", nil))
+	tok := testidp.Sign(t, k, "k1", p.Claims("first", nil))
 	_, err := v.Customer(tok)
 	require.ErrorIs(t, err, auth.ErrInvalidToken)
 
-	p.setDown(false)
+	p.SetDown(false)
 	c.Advance(auth.RefetchEvery)
 	cust, err := v.Customer(tok)
 	require.NoError(t, err)
@@ -490,17 +357,17 @@ func TestProviderDownAtStart(t *testing.T) {
 // the issuer it was asked for; one that names another is not used.
 func TestProviderDiscoveryNamesAnotherIssuer(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t)
-	k := newKey(t, jose.ES256)
-	p.add("k1", k)
-	real := p.issuer
-	p.issuer = "https://id.example.com" // what the document says now
+	p := testidp.New(t)
+	k := testidp.NewKey(t, jose.ES256)
+	p.Add("k1", k)
+	real := p.Issuer
+	p.NameIssuer("https://id.example.com")
 	l := &logs{}
 	v := providerVerifier(t, auth.Options{Issuer: real}, nil, l)
 	require.Equal(t, uint64(1), v.KeyFetchFailures())
 	require.Contains(t, l.String(), "names the issuer")
 	// The first token tries the discovery again, and refuses with it.
-	_, err := v.Customer(signJose(t, k, "k1", map[string]any{"iss": real, "sub": "a", "exp": time.Now().Add(time.Hour).Unix()}))
+	_, err := v.Customer(testidp.Sign(t, k, "k1", map[string]any{"iss": real, "sub": "a", "exp": time.Now().Add(time.Hour).Unix()}))
 	require.ErrorIs(t, err, auth.ErrInvalidToken)
 	require.Equal(t, uint64(2), v.KeyFetchFailures())
 }

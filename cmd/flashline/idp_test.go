@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testidp"
+	"github.com/flashline/flashline/internal/testserver"
+)
+
+// TestEdgeWithProviderKeysOnly: an edge configured with the store's
+// identity provider (its issuer alone: discovery) and no JWT secret starts,
+// takes the provider's customers, and refuses HS256 tokens, holding nothing
+// that can mint a customer. Before, an edge refused to start without
+// FLASHLINE_JWT_SECRET and knew no provider. The origin takes the same
+// tokens; a key the provider adds mid-sale is picked up, and while the
+// provider is down the keys fetched keep verifying.
+func TestEdgeWithProviderKeysOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	idp := testidp.New(t)
+	first := testidp.NewKey(t, jose.ES256)
+	idp.Add("2026-a", first)
+	provider := []string{"FLASHLINE_CUSTOMER_ISSUER=" + idp.Issuer, "FLASHLINE_CUSTOMER_AUDIENCE=" + testidp.Audience}
+	dbURL := testdb.New(t)
+	origin := testserver.StartEnv(t, dbURL, provider, "--role", "origin")
+	edge := testserver.StartEdgeEnv(t, []string{origin.URL}, append([]string{"FLASHLINE_JWT_SECRET="}, provider...))
+	require.Contains(t, edge.Logs(), "customer tokens of the identity provider")
+	require.Contains(t, edge.Logs(), "hs256=false")
+	c := testserver.NewClient()
+	ctx := context.Background()
+
+	opensAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	sale := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_idp1","initialStock":10,"admission":"waiting_room",
+		"fairness":"randomized_at_open","opensAt":%q}`, opensAt.Format(time.RFC3339)))
+	direct := c.CreateSale(t, origin.URL, `{"sku":"sku_idp2","initialStock":10}`)
+
+	alice := testidp.Sign(t, first, "2026-a", idp.Claims("auth0|alice", nil))
+	ticket := edgeTicket(t, c, edge.URL, sale, alice, 5*time.Second)
+	require.Equal(t, "waiting", getStatus(t, c, edge.URL, sale, alice, ticket).State)
+	r, err := c.Reserve(ctx, edge.URL, direct, alice, "idp-alice-1", 1)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, r.Status, "through the edge to the origin: %s", r.Body)
+
+	// The edge holds no JWT secret: an HS256 token, even one the origin
+	// takes, is not a customer there.
+	hs := testserver.Token(t, "hs-customer")
+	r, err = c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", hs, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
+	// The origin keeps its secret, and with an issuer and an audience
+	// configured checks them on HS256 tokens too.
+	r, err = c.Reserve(ctx, origin.URL, direct, hs, "idp-hs-1", 1)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, r.Status, "no iss, no aud: %s", r.Body)
+	hs, err = jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "hs-customer", "iss": idp.Issuer,
+		"aud": testidp.Audience, "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(testserver.JWTSecret))
+	require.NoError(t, err)
+	r, err = c.Reserve(ctx, origin.URL, direct, hs, "idp-hs-2", 1)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	r, err = c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", hs, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, r.Status, "the edge takes no HS256 token at all: %s", r.Body)
+	// Nor is a provider token for another audience.
+	other := testidp.Sign(t, first, "2026-a", idp.Claims("auth0|eve", func(c map[string]any) { c["aud"] = "another-app" }))
+	r, err = c.Do(ctx, http.MethodGet, edge.URL+"/sales/"+sale+"/ticket", other, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
+
+	// The provider rotates mid-sale: a token of the new key is taken at
+	// once, on the edge and on the origin.
+	next := testidp.NewKey(t, jose.RS256)
+	idp.Add("2026-b", next)
+	bob := testidp.Sign(t, next, "2026-b", idp.Claims("auth0|bob", nil))
+	edgeTicket(t, c, edge.URL, sale, bob, 5*time.Second)
+	r, err = c.Reserve(ctx, origin.URL, direct, bob, "idp-bob-1", 1)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+
+	// The provider goes down: the keys fetched keep verifying new tokens.
+	idp.SetDown(true)
+	carol := testidp.Sign(t, next, "2026-b", idp.Claims("auth0|carol", nil))
+	edgeTicket(t, c, edge.URL, sale, carol, 5*time.Second)
+	r, err = c.Reserve(ctx, origin.URL, direct, carol, "idp-carol-1", 1)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+}
+
+// TestServeCustomerFlags: serve and an edge need something to verify
+// customers with (a JWT secret or a provider), and the provider's URLs are
+// https (or http to this machine).
+func TestServeCustomerFlags(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"FLASHLINE_ADMIN_TOKEN":      testserver.AdminToken,
+		"FLASHLINE_WAITROOM_KEYS":    testserver.WaitroomKeys,
+		"FLASHLINE_DEVDB_DIR":        t.TempDir(),
+		"DATABASE_URL":               "postgres://127.0.0.1:1/none",
+		"FLASHLINE_SHUTDOWN_TIMEOUT": "1s",
+	}
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		"ServeWithoutCustomers":   {nil, nil, "FLASHLINE_JWT_SECRET or the identity provider's"},
+		"EdgeWithoutCustomers":    {nil, []string{"--role", "edge", "--origin", "http://127.0.0.1:1"}, "FLASHLINE_CUSTOMER_ISSUER, FLASHLINE_CUSTOMER_JWKS_URL or FLASHLINE_JWT_SECRET must be set"},
+		"PlainHTTPIssuer":         {map[string]string{"FLASHLINE_CUSTOMER_ISSUER": "http://id.example.com"}, []string{"--role", "edge", "--origin", "http://127.0.0.1:1"}, "https only"},
+		"DemoWithoutSecret":       {map[string]string{"FLASHLINE_CUSTOMER_JWKS_URL": "https://id.example.com/keys"}, []string{"--demo"}, "--demo needs FLASHLINE_JWT_SECRET"},
+		"EdgeProviderWithoutKeys": {map[string]string{"FLASHLINE_CUSTOMER_ISSUER": "https://id.example.com", "FLASHLINE_WAITROOM_KEYS": ""}, []string{"--role", "edge", "--origin", "http://127.0.0.1:1", "--demo"}, "FLASHLINE_WAITROOM_KEYS must be set"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			args := append([]string{"serve", "--addr", "127.0.0.1:0"}, tc.args...)
+			err := run(context.Background(), args, func(k string) string { return env[k] }, io.Discard, io.Discard)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
