@@ -7,3 +7,7 @@ func WithClock(o Options, now func() time.Time) Options {
 	o.clock = now
 	return o
 }
+
+// Forgetful makes v remember no verified token, so that a benchmark
+// measures the verification itself.
+func Forgetful(v *Verifier) { v.verified = nil }
