@@ -84,7 +84,14 @@ func newProviderKeys(ctx context.Context, o Options) (*providerKeys, error) {
 		p.now = time.Now
 	}
 	if p.client == nil {
-		p.client = &http.Client{Timeout: fetchTimeout}
+		// A redirect must lead where a first request may go: https (or
+		// this machine), never down to plain http.
+		p.client = &http.Client{Timeout: fetchTimeout, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("too many redirects")
+			}
+			return checkURL(r.URL.String())
+		}}
 	}
 	if p.logger == nil {
 		p.logger = slog.New(slog.DiscardHandler)
