@@ -68,7 +68,8 @@ type Options struct {
 	MaxTokenAge time.Duration
 	// Logger hears of the provider's outages; HTTPClient fetches its
 	// documents (default: one with a 5 s timeout); RefreshInterval is how
-	// often its keys are fetched again (default DefaultRefreshInterval).
+	// often its keys are fetched again when its answer carries no
+	// Cache-Control max-age (default DefaultRefreshInterval).
 	Logger          *slog.Logger
 	HTTPClient      *http.Client
 	RefreshInterval time.Duration

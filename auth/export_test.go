@@ -11,3 +11,13 @@ func WithClock(o Options, now func() time.Time) Options {
 // Forgetful makes v remember no verified token, so that a benchmark
 // measures the verification itself.
 func Forgetful(v *Verifier) { v.verified = nil }
+
+// NextRefresh is how long after its last fetch v fetches its provider's
+// keys again (the fetch having succeeded).
+func NextRefresh(v *Verifier) time.Duration {
+	s := v.keys.set.Load()
+	return v.keys.refreshAfter(s.keys.Load(), true)
+}
+
+// ParseMaxAge is parseMaxAge.
+var ParseMaxAge = parseMaxAge

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,15 +27,18 @@ import (
 )
 
 // The identity provider's keys: its JWKS, found at a URL given or by
-// OpenID discovery from its issuer, fetched by github.com/MicahParks/jwkset
-// and looked up by github.com/MicahParks/keyfunc. What is added here is
-// the policy: an algorithm only with a key of its own type, a refetch for
-// an unknown kid at most once per RefetchEvery and never waited for, and
-// an outage that keeps the keys already fetched and is counted and logged.
+// OpenID discovery from its issuer, fetched and parsed by
+// github.com/MicahParks/jwkset and looked up by github.com/MicahParks/keyfunc.
+// What is added here is the policy: an algorithm only with a key of its own
+// type, a refresh on the provider's Cache-Control max-age (within a minute
+// and an hour), a refetch for an unknown kid at most once per RefetchEvery
+// and never waited for, and an outage that keeps the keys already fetched
+// and is counted and logged.
 
 const (
-	// DefaultRefreshInterval is how often the keys are fetched again, so
-	// that a key the provider withdrew stops verifying within it.
+	// DefaultRefreshInterval is how often the keys are fetched again when
+	// the provider's answer carries no Cache-Control max-age, so that a key
+	// it withdrew stops verifying within it.
 	DefaultRefreshInterval = 5 * time.Minute
 	// RefetchEvery bounds the fetches a token with an unknown kid causes:
 	// a flood of made-up kids costs the provider one request per this.
@@ -71,10 +75,17 @@ type providerKeys struct {
 // keySet is the keys of one JWKS URL.
 type keySet struct {
 	url string
-	// cached reads the keys last fetched and never fetches; fetching
-	// fetches them again before it answers (an unknown kid).
-	cached, fetching jwkset.Storage
-	lookup           keyfunc.Keyfunc
+	// keys are the keys last fetched, swapped whole by each fetch that
+	// succeeds; a failed one leaves them.
+	keys   atomic.Pointer[fetched]
+	lookup keyfunc.Keyfunc
+}
+
+// fetched is one fetch of the JWKS: its keys, and how long the provider
+// said they may be kept (Cache-Control max-age; -1: it did not say).
+type fetched struct {
+	keys   jwkset.Storage
+	maxAge time.Duration
 }
 
 func newProviderKeys(ctx context.Context, o Options) (*providerKeys, error) {
@@ -198,63 +209,148 @@ func (p *providerKeys) discover() (string, error) {
 	return doc.JWKSURI, nil
 }
 
-// newKeySet fetches the keys at u and keeps them fresh: jwkset refetches
-// them every refreshInterval, and a failed fetch keeps the keys it had.
+// newKeySet fetches the keys at u, and keeps them fresh until the
+// context ends: again when the provider's Cache-Control max-age says
+// (within minRefresh and maxRefresh; refreshInterval when it says nothing),
+// and for an unknown kid (gated). A first fetch that fails leaves the set
+// empty, not missing: it is fetched again like any other.
 func (p *providerKeys) newKeySet(u string) (*keySet, error) {
-	onError := func(_ context.Context, err error) { p.failed(u, err) }
-	cached, err := jwkset.NewStorageFromHTTP(u, jwkset.HTTPClientStorageOptions{
-		Client:          p.client,
-		Ctx:             p.ctx,
-		HTTPTimeout:     fetchTimeout,
-		RefreshInterval: p.refreshInterval,
-		// A first fetch that fails leaves the set empty, not missing: the
-		// next unknown kid fetches again (and the goroutine that refreshes
-		// is started once, whatever happens).
-		NoErrorReturnFirstHTTPReq: true,
-		RefreshErrorHandler:       onError,
-	})
-	if err != nil {
-		return nil, err
-	}
-	// The refetch of an unknown kid: the rate limit is lookup's (refetch,
-	// never waited for), so jwkset's own lets every call through at once.
-	fetching, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
-		HTTPURLs:          map[string]jwkset.Storage{u: cached},
-		RefreshUnknownKID: rate.NewLimiter(rate.Inf, 1),
-		RateLimitWaitMax:  fetchTimeout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	s := &keySet{url: u, cached: cached, fetching: fetching}
+	s := &keySet{url: u}
+	s.keys.Store(&fetched{keys: jwkset.NewMemoryStorage(), maxAge: -1})
+	ok := p.refresh(s)
 	// Keys marked for encryption never verify; unmarked ones do (most
 	// providers mark none).
+	var err error
 	s.lookup, err = keyfunc.New(keyfunc.Options{Ctx: p.ctx, Storage: gated{s: s, p: p},
 		UseWhitelist: []jwkset.USE{jwkset.UseSig, ""}})
 	if err != nil {
 		return nil, err
 	}
+	go p.keepFresh(s, ok)
 	return s, nil
 }
 
-// gated is the storage keyfunc reads: the cached keys, and for an unknown
-// kid one refetch per RefetchEvery.
+// fetch reads the JWKS at u with jwkset, which parses and validates each
+// key (one of a type it does not know is skipped), and the max-age its
+// answer carried.
+func (p *providerKeys) fetch(u string) (*fetched, error) {
+	age := &maxAgeOf{base: p.client.Transport, age: -1}
+	client := *p.client
+	client.Transport = age
+	keys, err := jwkset.NewStorageFromHTTP(u, jwkset.HTTPClientStorageOptions{
+		Client: &client, Ctx: p.ctx, HTTPTimeout: fetchTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &fetched{keys: keys, maxAge: age.age}, nil
+}
+
+// refresh fetches s's keys again; a failure keeps the keys it had.
+func (p *providerKeys) refresh(s *keySet) bool {
+	f, err := p.fetch(s.url)
+	if err != nil {
+		p.failed(s.url, err)
+		return false
+	}
+	s.keys.Store(f)
+	return true
+}
+
+// The bounds of the refresh: a provider's max-age is followed within
+// them, so that a key withdrawn stops verifying within maxRefresh whatever
+// the provider says, and a max-age of 0 (or a failed fetch) does not make
+// every instance ask more than once a minute.
+const (
+	minRefresh = time.Minute
+	maxRefresh = time.Hour
+)
+
+// refreshAfter is how long after a fetch (f, ok: whether it succeeded) the
+// keys are fetched again.
+func (p *providerKeys) refreshAfter(f *fetched, ok bool) time.Duration {
+	switch {
+	case !ok:
+		return minRefresh
+	case f.maxAge < 0:
+		return p.refreshInterval
+	}
+	return min(max(f.maxAge, minRefresh), maxRefresh)
+}
+
+// keepFresh fetches s's keys again when refreshAfter says, until the
+// context ends; ok is whether the fetch before succeeded.
+func (p *providerKeys) keepFresh(s *keySet, ok bool) {
+	for {
+		t := time.NewTimer(p.refreshAfter(s.keys.Load(), ok))
+		select {
+		case <-p.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		ok = p.refresh(s)
+	}
+}
+
+// maxAgeOf is a transport that notes the Cache-Control max-age of the
+// answer it carries.
+type maxAgeOf struct {
+	base http.RoundTripper
+	age  time.Duration
+}
+
+func (m *maxAgeOf) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := m.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	res, err := base.RoundTrip(r)
+	if err == nil && res.StatusCode == http.StatusOK {
+		m.age = parseMaxAge(res.Header.Values("Cache-Control"))
+	}
+	return res, err
+}
+
+// parseMaxAge is the max-age of Cache-Control headers: 0 for no-cache or
+// no-store, -1 when they say nothing of it.
+func parseMaxAge(headers []string) time.Duration {
+	age := time.Duration(-1)
+	for _, h := range headers {
+		for d := range strings.SplitSeq(h, ",") {
+			d = strings.ToLower(strings.TrimSpace(d))
+			switch {
+			case d == "no-cache" || d == "no-store":
+				return 0
+			case strings.HasPrefix(d, "max-age="):
+				if n, err := strconv.ParseInt(strings.Trim(d[len("max-age="):], `"`), 10, 64); err == nil && n >= 0 {
+					age = time.Duration(min(n, int64(maxRefresh/time.Second))) * time.Second
+				}
+			}
+		}
+	}
+	return age
+}
+
+// gated is the storage keyfunc reads: the keys last fetched, and for an
+// unknown kid one refetch per RefetchEvery (for all kids: a flood of
+// made-up ones fetches no more often).
 type gated struct {
 	s *keySet
 	p *providerKeys
 }
 
 func (g gated) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
-	jwk, err := g.s.cached.KeyRead(ctx, kid)
+	jwk, err := g.s.keys.Load().keys.KeyRead(ctx, kid)
 	if !errors.Is(err, jwkset.ErrKeyNotFound) || !g.p.mayRefetch() {
 		return jwk, err
 	}
-	// The failure is reported by the refresh's handler (failed).
-	return g.s.fetching.KeyRead(ctx, kid)
+	g.p.refresh(g.s)
+	return g.s.keys.Load().keys.KeyRead(ctx, kid)
 }
 
 func (g gated) KeyReadAll(ctx context.Context) ([]jwkset.JWK, error) {
-	return g.s.cached.KeyReadAll(ctx)
+	return g.s.keys.Load().keys.KeyReadAll(ctx)
 }
 
 // The rest of jwkset.Storage: the keys are the provider's, never written
@@ -267,17 +363,17 @@ func (g gated) KeyReplaceAll(context.Context, []jwkset.JWK) error {
 }
 func (g gated) KeyWrite(context.Context, jwkset.JWK) error { return errReadOnly }
 func (g gated) JSON(ctx context.Context) (json.RawMessage, error) {
-	return g.s.cached.JSONPublic(ctx)
+	return g.s.keys.Load().keys.JSONPublic(ctx)
 }
 func (g gated) JSONPublic(ctx context.Context) (json.RawMessage, error) {
-	return g.s.cached.JSONPublic(ctx)
+	return g.s.keys.Load().keys.JSONPublic(ctx)
 }
 func (g gated) JSONPrivate(context.Context) (json.RawMessage, error) { return nil, errReadOnly }
 func (g gated) JSONWithOptions(context.Context, jwkset.JWKMarshalOptions, jwkset.JWKValidateOptions) (json.RawMessage, error) {
 	return nil, errReadOnly
 }
 func (g gated) Marshal(ctx context.Context) (jwkset.JWKSMarshal, error) {
-	return g.s.cached.Marshal(ctx)
+	return g.s.keys.Load().keys.Marshal(ctx)
 }
 func (g gated) MarshalWithOptions(context.Context, jwkset.JWKMarshalOptions, jwkset.JWKValidateOptions) (jwkset.JWKSMarshal, error) {
 	return jwkset.JWKSMarshal{}, errReadOnly
@@ -354,7 +450,7 @@ func (p *providerKeys) known() int {
 	if s == nil {
 		return 0
 	}
-	all, err := s.cached.KeyReadAll(p.ctx)
+	all, err := s.keys.Load().keys.KeyReadAll(p.ctx)
 	if err != nil {
 		return 0
 	}

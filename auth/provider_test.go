@@ -434,3 +434,32 @@ func mustMint(t testing.TB, key, sub string, ttl time.Duration) string {
 	require.NoError(t, err)
 	return tok
 }
+
+// TestProviderCacheHeaders: the keys are fetched again when the provider's
+// Cache-Control max-age says, within a minute and an hour; without one,
+// every DefaultRefreshInterval.
+func TestProviderCacheHeaders(t *testing.T) {
+	t.Parallel()
+	for header, want := range map[string]time.Duration{
+		"":                           auth.DefaultRefreshInterval,
+		"public, max-age=600":        10 * time.Minute,
+		"max-age=5":                  time.Minute,
+		"no-cache":                   time.Minute,
+		"public, max-age=86400":      time.Hour,
+		"max-age=oops":               auth.DefaultRefreshInterval,
+		"private, must-revalidate":   auth.DefaultRefreshInterval,
+		"max-age=120, s-maxage=9999": 2 * time.Minute,
+	} {
+		t.Run(header, func(t *testing.T) {
+			t.Parallel()
+			p := testidp.New(t)
+			p.Add("k1", testidp.NewKey(t, jose.EdDSA))
+			p.SetCacheControl(header)
+			v := providerVerifier(t, auth.Options{JWKSURL: p.JWKSURL()}, nil, nil)
+			require.Equal(t, 1, v.ProviderKeys())
+			require.Equal(t, want, auth.NextRefresh(v))
+		})
+	}
+	require.Equal(t, time.Duration(-1), auth.ParseMaxAge(nil))
+	require.Equal(t, 30*time.Second, auth.ParseMaxAge([]string{"public", `max-age="30"`}))
+}

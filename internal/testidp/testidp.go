@@ -38,6 +38,8 @@ type Provider struct {
 	down bool
 	// named is the issuer the discovery document names ("": Issuer).
 	named string
+	// cacheControl is the JWKS answer's Cache-Control ("": none).
+	cacheControl string
 	// jwksFetches counts requests for the JWKS, answered or not.
 	jwksFetches atomic.Int64
 }
@@ -79,6 +81,9 @@ func New(t testing.TB) *Provider {
 		for kid, k := range p.keys {
 			set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.Priv.Public(), KeyID: kid, Algorithm: string(k.Alg), Use: k.Use})
 		}
+		if p.cacheControl != "" {
+			w.Header().Set("Cache-Control", p.cacheControl)
+		}
 		p.mu.Unlock()
 		p.serve(w, set)
 	})
@@ -105,6 +110,13 @@ func (p *Provider) SetDown(down bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = down
+}
+
+// SetCacheControl sets the Cache-Control of its JWKS answers.
+func (p *Provider) SetCacheControl(v string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cacheControl = v
 }
 
 // NameIssuer makes the discovery document name issuer instead of its own.
