@@ -18,6 +18,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	josejwt "github.com/go-jose/go-jose/v4/jwt"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
@@ -199,6 +200,8 @@ func TestProviderRejects(t *testing.T) {
 		"RS384":                  signAlg(t, jose.RS384, rs.Priv, "rs", good(nil)),
 		"PS256":                  signAlg(t, jose.PS256, rs.Priv, "rs", good(nil)),
 		"ES384":                  signAlg(t, jose.ES384, mustEC(t, elliptic.P384()), "es", good(nil)),
+		"EmbeddedJWK":            signEmbedded(t, testidp.NewKey(t, jose.ES256), good(nil)),
+		"EmbeddedJWKKnownKid":    signEmbedded(t, testidp.NewKey(t, jose.ES256), good(nil), "es"),
 		"AlgNone":                b64(`{"alg":"none","typ":"JWT","kid":"rs"}`) + "." + b64(mustJSON(t, good(nil))) + ".",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -462,4 +465,20 @@ func TestProviderCacheHeaders(t *testing.T) {
 	}
 	require.Equal(t, time.Duration(-1), auth.ParseMaxAge(nil))
 	require.Equal(t, 30*time.Second, auth.ParseMaxAge([]string{"public", `max-age="30"`}))
+}
+
+// signEmbedded signs claims with a key of the attacker's, carrying its
+// public key in the header ("jwk"), and the kid given if any: a header's
+// key is never trusted.
+func signEmbedded(t testing.TB, k testidp.Key, c map[string]any, kid ...string) string {
+	t.Helper()
+	opts := &jose.SignerOptions{EmbedJWK: true}
+	if len(kid) > 0 {
+		opts = opts.WithHeader("kid", kid[0])
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.Alg, Key: k.Priv}, opts)
+	require.NoError(t, err)
+	tok, err := josejwt.Signed(signer).Claims(c).Serialize()
+	require.NoError(t, err)
+	return tok
 }
