@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,4 +143,81 @@ func TestServeCustomerFlags(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestRefusalCostByAlgorithm measures, over HTTP against a real serve
+// (built without the race detector), the service's CPU time per sold-out
+// refusal when the shoppers' tokens are HS256 or the identity provider's
+// RS256, ES256 or EdDSA: 500 shoppers per algorithm, each asking again and
+// again with its own token, 64 requests in flight. It asserts only the
+// answers (every one sold_out); the figures are logged, for
+// docs/measured.md.
+func TestRefusalCostByAlgorithm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	idp := testidp.New(t)
+	srv := testserver.StartPlain(t, testdb.New(t), "--no-workers", "--customer-jwks-url", idp.JWKSURL())
+	c := testserver.NewClient()
+	ctx := context.Background()
+	sale := c.CreateSale(t, srv.URL, `{"sku":"sku_cost","initialStock":1}`)
+	r, err := c.Reserve(ctx, srv.URL, sale, testserver.Token(t, "winner"), "w", 1)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+
+	const shoppers, refusals = 500, 6000
+	tokens := map[string][]string{}
+	for i := range shoppers {
+		tokens["HS256"] = append(tokens["HS256"], testserver.Token(t, fmt.Sprintf("hs-%d", i)))
+	}
+	for _, alg := range []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA} {
+		k := testidp.NewKey(t, alg)
+		idp.Add(string(alg), k)
+		for i := range shoppers {
+			tokens[string(alg)] = append(tokens[string(alg)], testidp.Sign(t, k, string(alg), idp.Claims(fmt.Sprintf("%s-%d", alg, i), nil)))
+		}
+	}
+	flood := func(toks []string, n int) time.Duration {
+		before := processCPU(t, srv.Pid())
+		var next, other atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+					r, err := c.Reserve(ctx, srv.URL, sale, toks[i%int64(len(toks))], fmt.Sprintf("k%d", i), 1)
+					if err != nil || r.Status != http.StatusConflict || errorCode(r.Body) != "sold_out" {
+						other.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.Zero(t, other.Load(), "answers other than sold_out")
+		return processCPU(t, srv.Pid()) - before
+	}
+	perRefusal := map[string]time.Duration{}
+	for _, alg := range []string{"HS256", "RS256", "ES256", "EdDSA"} {
+		first := flood(tokens[alg], shoppers) // each shopper's first request verifies its token
+		perRefusal[alg] = flood(tokens[alg], refusals) / refusals
+		t.Logf("%s: %d first requests took %v of CPU (%v each); then %d refusals %v each",
+			alg, shoppers, first, first/shoppers, refusals, perRefusal[alg])
+	}
+	for _, alg := range []string{"RS256", "ES256", "EdDSA"} {
+		t.Logf("%s / HS256 per refusal: %.2f", alg, float64(perRefusal[alg])/float64(perRefusal["HS256"]))
+	}
+}
+
+// processCPU is the CPU time (user and system) process pid has used.
+func processCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	// After the command's name, in parentheses: state is the 3rd field,
+	// utime and stime the 14th and 15th, in clock ticks (100 a second).
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, err := strconv.ParseInt(fields[11], 10, 64)
+	require.NoError(t, err)
+	stime, err := strconv.ParseInt(fields[12], 10, 64)
+	require.NoError(t, err)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
