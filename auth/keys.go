@@ -32,7 +32,8 @@ import (
 // What is added here is the policy: an algorithm only with a key of its own
 // type, a refresh on the provider's Cache-Control max-age (within a minute
 // and an hour), a refetch for an unknown kid at most once per RefetchEvery
-// and never waited for, and an outage that keeps the keys already fetched
+// (the lookups that arrive while it runs wait for it; any other is
+// refused at once), and an outage that keeps the keys already fetched
 // and is counted and logged.
 
 const (
@@ -79,6 +80,10 @@ type keySet struct {
 	// succeeds; a failed one leaves them.
 	keys   atomic.Pointer[fetched]
 	lookup keyfunc.Keyfunc
+	// refetching is closed when the refetch for an unknown kid under way
+	// ends (nil: none is).
+	mu         sync.Mutex
+	refetching chan struct{}
 }
 
 // fetched is one fetch of the JWKS: its keys, and how long the provider
@@ -342,11 +347,37 @@ type gated struct {
 
 func (g gated) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
 	jwk, err := g.s.keys.Load().keys.KeyRead(ctx, kid)
-	if !errors.Is(err, jwkset.ErrKeyNotFound) || !g.p.mayRefetch() {
+	if !errors.Is(err, jwkset.ErrKeyNotFound) || !g.s.refetched(g.p) {
 		return jwk, err
 	}
-	g.p.refresh(g.s)
 	return g.s.keys.Load().keys.KeyRead(ctx, kid)
+}
+
+// refetched fetches s's keys again for an unknown kid, or waits for the
+// refetch under way, and says whether it did: no when RefetchEvery has not
+// passed since the last one. The first tokens of a key the provider has
+// just started signing with arrive together: they all wait for the one
+// fetch (bounded by fetchTimeout) rather than be refused while it runs.
+func (s *keySet) refetched(p *providerKeys) bool {
+	s.mu.Lock()
+	if done := s.refetching; done != nil {
+		s.mu.Unlock()
+		<-done
+		return true
+	}
+	if !p.mayRefetch() {
+		s.mu.Unlock()
+		return false
+	}
+	done := make(chan struct{})
+	s.refetching = done
+	s.mu.Unlock()
+	p.refresh(s)
+	s.mu.Lock()
+	s.refetching = nil
+	s.mu.Unlock()
+	close(done)
+	return true
 }
 
 func (g gated) KeyReadAll(ctx context.Context) ([]jwkset.JWK, error) {

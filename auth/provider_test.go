@@ -482,3 +482,39 @@ func signEmbedded(t testing.TB, k testidp.Key, c map[string]any, kid ...string) 
 	require.NoError(t, err)
 	return tok
 }
+
+// TestProviderNewKeyBurst: the first tokens of a key the provider has just
+// started signing with arrive together; the one that finds the kid unknown
+// fetches the keys, and those arriving while it does wait for that fetch
+// instead of being refused: all are accepted, for one fetch.
+func TestProviderNewKeyBurst(t *testing.T) {
+	t.Parallel()
+	p := testidp.New(t)
+	p.Add("old", testidp.NewKey(t, jose.ES256))
+	v := providerVerifier(t, auth.Options{JWKSURL: p.JWKSURL()}, nil, nil)
+	fetches := p.JWKSFetches()
+	k := testidp.NewKey(t, jose.EdDSA)
+	p.Add("new", k)
+	release := p.HoldJWKS()
+	errs := make(chan error, 20)
+	go func() {
+		_, err := v.Customer(testidp.Sign(t, k, "new", p.Claims("first", nil)))
+		errs <- err
+	}()
+	var then []string
+	for i := range 19 {
+		then = append(then, testidp.Sign(t, k, "new", p.Claims("then-"+strconv.Itoa(i), nil)))
+	}
+	require.Eventually(t, func() bool { return p.JWKSFetches() == fetches+1 }, 10*time.Second, time.Millisecond, "the refetch has started")
+	for _, tok := range then {
+		go func() {
+			_, err := v.Customer(tok)
+			errs <- err
+		}()
+	}
+	release()
+	for range 20 {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, fetches+1, p.JWKSFetches())
+}

@@ -177,23 +177,38 @@ func TestRefusalCostByAlgorithm(t *testing.T) {
 			tokens[string(alg)] = append(tokens[string(alg)], testidp.Sign(t, k, string(alg), idp.Claims(fmt.Sprintf("%s-%d", alg, i), nil)))
 		}
 	}
+	// Every answer is sold_out, or overloaded when the machine is busy
+	// (the limiter's, before the token is read): a 401 would be a token
+	// refused.
 	flood := func(toks []string, n int) time.Duration {
 		before := processCPU(t, srv.Pid())
-		var next, other atomic.Int64
+		var next atomic.Int64
+		var mu sync.Mutex
+		answers := map[string]int{}
 		var wg sync.WaitGroup
 		for range 64 {
 			wg.Go(func() {
 				for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
 					r, err := c.Reserve(ctx, srv.URL, sale, toks[i%int64(len(toks))], fmt.Sprintf("k%d", i), 1)
-					if err != nil || r.Status != http.StatusConflict || errorCode(r.Body) != "sold_out" {
-						other.Add(1)
+					answer := fmt.Sprint(err)
+					if err == nil {
+						answer = fmt.Sprintf("%d %s", r.Status, errorCode(r.Body))
 					}
+					mu.Lock()
+					answers[answer]++
+					mu.Unlock()
 				}
 			})
 		}
 		wg.Wait()
-		require.Zero(t, other.Load(), "answers other than sold_out")
-		return processCPU(t, srv.Pid()) - before
+		cpu := processCPU(t, srv.Pid()) - before
+		for a := range answers {
+			require.Contains(t, []string{"409 sold_out", "503 overloaded"}, a, "answers: %v", answers)
+		}
+		if answers["503 overloaded"] > 0 {
+			t.Logf("%d of %d answers were 503 overloaded", answers["503 overloaded"], n)
+		}
+		return cpu
 	}
 	perRefusal := map[string]time.Duration{}
 	for _, alg := range []string{"HS256", "RS256", "ES256", "EdDSA"} {

@@ -40,6 +40,8 @@ type Provider struct {
 	named string
 	// cacheControl is the JWKS answer's Cache-Control ("": none).
 	cacheControl string
+	// hold, when set, keeps JWKS answers waiting until it is closed.
+	hold chan struct{}
 	// jwksFetches counts requests for the JWKS, answered or not.
 	jwksFetches atomic.Int64
 }
@@ -75,7 +77,13 @@ func New(t testing.TB) *Provider {
 		})
 	})
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		hold := p.hold
+		p.mu.Unlock()
 		p.jwksFetches.Add(1)
+		if hold != nil {
+			<-hold
+		}
 		p.mu.Lock()
 		var set jose.JSONWebKeySet
 		for kid, k := range p.keys {
@@ -110,6 +118,21 @@ func (p *Provider) SetDown(down bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = down
+}
+
+// HoldJWKS keeps the answers to JWKS requests waiting until release is
+// called (a slow provider).
+func (p *Provider) HoldJWKS() (release func()) {
+	hold := make(chan struct{})
+	p.mu.Lock()
+	p.hold = hold
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.hold = nil
+		p.mu.Unlock()
+		close(hold)
+	}
 }
 
 // SetCacheControl sets the Cache-Control of its JWKS answers.
