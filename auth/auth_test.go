@@ -175,6 +175,7 @@ func TestCustomerRejects(t *testing.T) {
 		{"ExpNull", hs256(func(c jwt.MapClaims) { c["exp"] = nil })},
 		{"ExpNotNumber", hs256(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })},
 		{"NotYetValid", hs256(func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() })},
+		{"IssuedInTheFuture", hs256(func(c jwt.MapClaims) { c["iat"] = time.Now().Add(time.Minute).Unix() })},
 		{"NoSub", hs256(func(c jwt.MapClaims) { delete(c, "sub") })},
 		{"EmptySub", hs256(func(c jwt.MapClaims) { c["sub"] = "" })},
 		{"Sub129Chars", hs256(func(c jwt.MapClaims) { c["sub"] = strings.Repeat("s", 129) })},

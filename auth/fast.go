@@ -40,11 +40,14 @@ var hs256Header = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","t
 // allocating, and ok false means only that it did not decide: the caller
 // asks Customer, which accepts or refuses the token as always. It decides
 // only what it can judge exactly as Customer would: a token verified
-// before (the memo), or one with the header Mint writes, a valid HS256
+// before (the memo: a provider's token too, once Customer verified it), or,
+// when HS256 tokens are accepted with nothing more to check (no issuer,
+// audience or age), one with the header Mint writes, a valid HS256
 // signature, and claims of the plainest JSON (keys of lower-case ASCII,
 // strings without escapes, integers, nothing nested, no key twice), sub
 // 1-128 characters of text, exp required and not passed (with the leeway),
-// nbf passed if present, both within ±2^53 s (maxFastTime). The id it returns may be a view of s, good only
+// nbf and iat passed if present (with the leeway), all three within ±2^53 s
+// (maxFastTime). The id it returns may be a view of s, good only
 // until s is used again: to be compared, never kept (strings.Clone it to
 // keep it). It never accepts a token Customer refuses, nor names another
 // customer (FuzzFastCustomerAgrees).
@@ -52,7 +55,7 @@ func (v *Verifier) FastCustomer(token string, s *Scratch, now time.Time) (id str
 	if c, ok := v.verified.Get(token, now); ok {
 		return c.ID, true
 	}
-	if len(token) > FastMax {
+	if !v.fastHS || len(token) > FastMax {
 		return "", false
 	}
 	head, rest, ok1 := strings.Cut(token, ".")
@@ -79,7 +82,8 @@ func (v *Verifier) FastCustomer(token string, s *Scratch, now time.Time) (id str
 		return "", false
 	}
 	c, ok := plainClaims(s.out[:n])
-	if !ok || !c.hasExp || !fastTime(c.exp) || (c.hasNbf && !fastTime(c.nbf)) || (c.hasNbf && now.Add(leeway).Before(time.Unix(c.nbf, 0))) || !now.Before(time.Unix(c.exp, 0).Add(leeway)) {
+	if !ok || !c.hasExp || !fastTime(c.exp) || !now.Before(time.Unix(c.exp, 0).Add(leeway)) ||
+		!fastPassed(c.hasNbf, c.nbf, now) || !fastPassed(c.hasIat, c.iat, now) {
 		return "", false
 	}
 	if r := utf8.RuneCount(c.sub); r == 0 || r > MaxSubjectLen || !flashline.ValidTextBytes(c.sub) {
@@ -102,10 +106,17 @@ const maxFastTime = 1 << 53
 // 1970) itself.
 func fastTime(n int64) bool { return -maxFastTime <= n && n <= maxFastTime }
 
+// fastPassed says whether an nbf or iat claim (has: present; n: its
+// value) lets the token be used at now, as golang-jwt judges it (now +
+// leeway not before it), and FastCustomer may judge it.
+func fastPassed(has bool, n int64, now time.Time) bool {
+	return !has || (fastTime(n) && !now.Add(leeway).Before(time.Unix(n, 0)))
+}
+
 type plain struct {
-	sub            []byte
-	exp, nbf       int64
-	hasExp, hasNbf bool
+	sub                    []byte
+	exp, nbf, iat          int64
+	hasExp, hasNbf, hasIat bool
 }
 
 // plainClaims reads a JSON object of the plainest kind: keys of lower-case
@@ -165,6 +176,8 @@ func plainClaims(b []byte) (c plain, ok bool) {
 				c.exp, c.hasExp = n, true
 			case "nbf":
 				c.nbf, c.hasNbf = n, true
+			case "iat":
+				c.iat, c.hasIat = n, true
 			}
 			j = k
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/edge"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/loadshed"
@@ -38,13 +37,19 @@ const (
 const edgeInFlight = 4096
 
 // runEdge is serve --role edge: the waiting room without a database. It
-// needs the customer JWT secret, the waiting-room keys and its origins, and
+// needs what verifies customers (the identity provider's public keys, or
+// the customer JWT secret), the waiting-room keys and its origins, and
 // never reads DATABASE_URL (nor falls back to the development database).
+// With the provider's keys alone, an edge holds nothing that can mint a
+// customer.
 func runEdge(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error {
-	if cfg.jwtSecret == "" {
-		return errors.New("serve: --role edge: FLASHLINE_JWT_SECRET must be set (the edge authenticates customers)")
+	if cfg.jwtSecret == "" && !cfg.hasProvider() {
+		return errors.New("serve: --role edge: FLASHLINE_CUSTOMER_ISSUER, FLASHLINE_CUSTOMER_JWKS_URL or FLASHLINE_JWT_SECRET must be set (the edge authenticates customers)")
 	}
-	if !cfg.demo && len(cfg.jwtSecret) < minSecretLen {
+	if cfg.jwtSecret == "" && cfg.waitroomKeys == "" {
+		return errors.New("serve: --role edge: FLASHLINE_WAITROOM_KEYS must be set, the same as the origins'")
+	}
+	if !cfg.demo && cfg.jwtSecret != "" && len(cfg.jwtSecret) < minSecretLen {
 		return fmt.Errorf("serve: FLASHLINE_JWT_SECRET is %d bytes; it must be at least %d random bytes (only --demo allows development values)", len(cfg.jwtSecret), minSecretLen)
 	}
 	if cfg.waitroomKeys == "" && !cfg.demo {
@@ -85,7 +90,7 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		if keyring, err = roomtoken.ParseKeyring(cfg.waitroomKeys); err != nil {
 			return fmt.Errorf("serve: --waitroom-keys: %w", err)
 		}
-		if keyring.Uses(cfg.jwtSecret) {
+		if cfg.jwtSecret != "" && keyring.Uses(cfg.jwtSecret) {
 			return errors.New("serve: --waitroom-keys: a waiting-room key must be a secret of its own, not the JWT secret")
 		}
 	}
@@ -96,7 +101,7 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		rand.Read(b[:])
 		adminToken = hex.EncodeToString(b[:])
 	}
-	verifier, err := auth.NewVerifier(cfg.jwtSecret, adminToken)
+	verifier, err := newVerifier(ctx, cfg, adminToken, logger)
 	if err != nil {
 		return err
 	}
@@ -106,6 +111,7 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(verifierMetrics(verifier)...)
 
 	client, err := edge.NewClient(keyring, edge.Options{Origins: origins, ID: cfg.edgeID, Logger: logger, Now: now})
 	if err != nil {

@@ -156,6 +156,7 @@ func (in *instance) openMetrics(context.Context) error {
 	in.registry.MustRegister(in.batchSizes, in.queueFull,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newConnectionsCollector(p.Admin, in.conns))
+	in.registry.MustRegister(verifierMetrics(in.verifier)...)
 	registerPoolMetrics(in.registry, map[string]*pgxpool.Pool{"sale": p.Sale, "admin": p.Admin, "room": p.Room,
 		"river": in.riverPool, "jobs": p.Jobs, "session": p.Session})
 	return nil

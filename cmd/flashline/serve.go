@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/jobs"
 	"github.com/flashline/flashline/loadshed"
@@ -27,6 +29,10 @@ type serveConfig struct {
 	directURL             string
 	redisURL              string
 	adminToken, jwtSecret string
+	// customer is where customer tokens of the store's identity provider
+	// are verified (its JWKS or its issuer, the audience, the longest
+	// lifetime): auth.Options without the JWT secret.
+	customer auth.Options
 	// dbConns is the most connections the instance opens (--db-conns),
 	// split among the roles (budget.go); pools are the role flags that
 	// override the split.
@@ -124,7 +130,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.String(&cfg.databaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL URL (libpq form); may be a pooler in transaction mode (PgBouncer) when --database-direct-url names the server itself")
 	e.redisURL(&cfg.redisURL)
 	e.String(&cfg.adminToken, "admin-token", "FLASHLINE_ADMIN_TOKEN", "", "bearer token of the admin API (required)")
-	e.String(&cfg.jwtSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret of customer JWTs (required)")
+	e.String(&cfg.jwtSecret, "jwt-secret", "FLASHLINE_JWT_SECRET", "", "HS256 secret of customer JWTs (required without --customer-jwks-url or --customer-issuer)")
+	e.String(&cfg.customer.JWKSURL, "customer-jwks-url", "FLASHLINE_CUSTOMER_JWKS_URL", "", "the JWKS of the store's identity provider: customer tokens signed RS256, ES256 or EdDSA with its keys are accepted (https, or http to this machine)")
+	e.String(&cfg.customer.Issuer, "customer-issuer", "FLASHLINE_CUSTOMER_ISSUER", "", "the identity provider's issuer: every provider token's \"iss\" (and HS256 tokens' too), and, without --customer-jwks-url, where its JWKS is found (OpenID discovery, ISSUER/.well-known/openid-configuration)")
+	e.String(&cfg.customer.Audience, "customer-audience", "FLASHLINE_CUSTOMER_AUDIENCE", "", "the \"aud\" every customer token must name (provider's and HS256 alike); empty: not checked")
+	e.Duration(&cfg.customer.MaxTokenAge, "customer-max-token-age", "FLASHLINE_CUSTOMER_MAX_TOKEN_AGE", 0, "the longest lifetime (exp - iat) of a customer token accepted (0: 24h for the provider's tokens, unbounded for HS256 ones)")
 	e.String(&cfg.directURL, "database-direct-url", directURLEnv, "", "PostgreSQL URL of the server itself, for what needs a session (LISTEN, River, the pacer's lock, migrations), when --database-url is a pooler in transaction mode such as PgBouncer (default: --database-url)")
 	e.Int(&cfg.dbConns, "db-conns", "FLASHLINE_DB_CONNS", defaultDBConns, "the most database connections this instance opens in all, split among its roles (the role pool flags override their share)")
 	e.Int(&cfg.pools.sale, "sale-pool-size", "FLASHLINE_SALE_POOL_SIZE", 0, "connections the purchase path may hold (0: its share of --db-conns)")
@@ -173,8 +183,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	default:
 		return fmt.Errorf("serve: --role %q: want all, origin or edge", cfg.role)
 	}
-	if cfg.adminToken == "" || cfg.jwtSecret == "" {
-		return errors.New("serve: FLASHLINE_ADMIN_TOKEN and FLASHLINE_JWT_SECRET must be set ('make run' sets development values)")
+	if cfg.adminToken == "" || (cfg.jwtSecret == "" && !cfg.hasProvider()) {
+		return errors.New("serve: FLASHLINE_ADMIN_TOKEN must be set, and FLASHLINE_JWT_SECRET or the identity provider's FLASHLINE_CUSTOMER_ISSUER or FLASHLINE_CUSTOMER_JWKS_URL ('make run' sets development values)")
+	}
+	if cfg.demo && cfg.jwtSecret == "" {
+		return errors.New("serve: --demo needs FLASHLINE_JWT_SECRET: it mints its demo customer's token")
 	}
 	if err := checkSecrets(cfg, stderr); err != nil {
 		return err
@@ -246,7 +259,9 @@ func checkSecrets(cfg serveConfig, stderr io.Writer) error {
 	}
 	secrets := []struct{ name, value string }{
 		{"FLASHLINE_ADMIN_TOKEN", cfg.adminToken},
-		{"FLASHLINE_JWT_SECRET", cfg.jwtSecret},
+	}
+	if cfg.jwtSecret != "" {
+		secrets = append(secrets, struct{ name, value string }{"FLASHLINE_JWT_SECRET", cfg.jwtSecret})
 	}
 	if cfg.paymentSecret != "" {
 		secrets = append(secrets, struct{ name, value string }{"FLASHLINE_PAYMENT_WEBHOOK_SECRET", cfg.paymentSecret})
@@ -341,7 +356,7 @@ func saleShare(cfg serveConfig) int {
 }
 
 func serve(ctx context.Context, cfg serveConfig, conns budget, logger *slog.Logger, stdout io.Writer) error {
-	verifier, err := auth.NewVerifier(cfg.jwtSecret, cfg.adminToken)
+	verifier, err := newVerifier(ctx, cfg, cfg.adminToken, logger)
 	if err != nil {
 		return err
 	}
@@ -352,7 +367,7 @@ func serve(ctx context.Context, cfg serveConfig, conns budget, logger *slog.Logg
 		if keyring, err = roomtoken.ParseKeyring(cfg.waitroomKeys); err != nil {
 			return fmt.Errorf("serve: --waitroom-keys: %w", err)
 		}
-		if keyring.Uses(cfg.jwtSecret) || keyring.Uses(cfg.adminToken) || (cfg.paymentSecret != "" && keyring.Uses(cfg.paymentSecret)) {
+		if (cfg.jwtSecret != "" && keyring.Uses(cfg.jwtSecret)) || keyring.Uses(cfg.adminToken) || (cfg.paymentSecret != "" && keyring.Uses(cfg.paymentSecret)) {
 			// Tickets and customer tokens are both HS256 JWTs.
 			return errors.New("serve: --waitroom-keys: a waiting-room key must be a secret of its own, not the JWT secret, the admin token or the payment webhook secret")
 		}
@@ -414,6 +429,45 @@ func serve(ctx context.Context, cfg serveConfig, conns budget, logger *slog.Logg
 		return errors.Join(err, in.running.stopWithin(cfg.shutdownTimeout))
 	}
 	return serveUntilDone(ctx, cfg, logger, in.running)
+}
+
+// hasProvider says whether customer tokens of an identity provider are
+// configured (its JWKS, or its issuer to discover it).
+func (cfg serveConfig) hasProvider() bool {
+	return cfg.customer.JWKSURL != "" || cfg.customer.Issuer != ""
+}
+
+// newVerifier is the verifier of customer tokens and of adminToken: HS256
+// with the JWT secret, the identity provider's tokens with its keys (fetched
+// now, and kept fresh until ctx ends), or both.
+func newVerifier(ctx context.Context, cfg serveConfig, adminToken string, logger *slog.Logger) (*auth.Verifier, error) {
+	o := cfg.customer
+	o.JWTSecret, o.Logger = cfg.jwtSecret, logger
+	v, err := auth.New(ctx, adminToken, o)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if v.HasProvider() {
+		logger.Info("flashline: customer tokens of the identity provider", "issuer", o.Issuer, "jwks_url", o.JWKSURL,
+			"audience", o.Audience, "keys", v.ProviderKeys(), "hs256", cfg.jwtSecret != "")
+	}
+	return v, nil
+}
+
+// verifierMetrics are the identity provider's keys as metrics: how many
+// this instance holds, and its failed fetches (an outage: the keys held
+// keep verifying).
+func verifierMetrics(v *auth.Verifier) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashline_customer_provider_keys",
+			Help: "Keys of the identity provider this instance holds to verify customer tokens (0 without a provider).",
+		}, func() float64 { return float64(v.ProviderKeys()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "flashline_customer_provider_fetch_failures_total",
+			Help: "Fetches of the identity provider's discovery document or keys that failed; the keys held keep verifying, tokens of any other key are refused.",
+		}, func() float64 { return float64(v.KeyFetchFailures()) }),
+	}
 }
 
 // now is the instance's clock: the machine's, unless the test hook skews it.
