@@ -36,6 +36,7 @@ func TestWaitPageFindsAHoldMadeElsewhere(t *testing.T) {
 	}
 
 	b.do("open the waiting room", 30*time.Second, chromedp.Navigate(srv.URL+"/sales/"+saleID+"/wait#token="+jwt))
+	b.adoptLinkToken()
 	b.waitState(90*time.Second, "reserved")
 	first := reservationID()
 	require.NotEmpty(t, first)
@@ -48,6 +49,7 @@ func TestWaitPageFindsAHoldMadeElsewhere(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`localStorage.clear(); sessionStorage.clear()`),
 		chromedp.Navigate("about:blank"),
 		chromedp.Navigate(srv.URL+"/sales/"+saleID+"/wait#token="+jwt))
+	b.adoptLinkToken()
 	if st := b.waitState(90*time.Second, "reserved", "limit_reached"); st != "reserved" {
 		b.fail("a new browser says %q, not the hold made before", st)
 	}
