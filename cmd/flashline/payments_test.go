@@ -667,7 +667,7 @@ func TestDemoPrintsThePaymentFlow(t *testing.T) {
 	var out bytes.Buffer
 	secret := webhook.DevSecret(cfg.jwtSecret)
 	require.NoError(t, printDemo(context.Background(), store, cfg, secret, "http://localhost:8080", &out))
-	require.Contains(t, out.String(), "FLASHLINE_PAYMENT_WEBHOOK_SECRET='"+secret+`' "$FLASHLINE" pay --url "$BASE" --reservation "$RESERVATION"`)
+	require.Contains(t, out.String(), "FLASHLINE_PAYMENT_WEBHOOK_SECRET='"+secret+`' "$FLASHLINE" pay --url "$BASE" --reservation "${RESERVATION:?no reservation: see step 2}"`)
 	m := regexp.MustCompile(`demo sale of 200 units: (sale_\w+)`).FindStringSubmatch(out.String())
 	require.NotNil(t, m, "%s", out.String())
 	sale, err := store.Sale(context.Background(), m[1])
