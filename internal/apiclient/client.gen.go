@@ -620,6 +620,21 @@ func (e Console500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Console503JSONResponseBodyErrorCode.
+const (
+	Console503JSONResponseBodyErrorCodeOverloaded Console503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the Console503JSONResponseBodyErrorCode enum.
+func (e Console503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Console503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConsoleAsset404JSONResponseBodyErrorCode.
 const (
 	ConsoleAsset404JSONResponseBodyErrorCodeNotFound ConsoleAsset404JSONResponseBodyErrorCode = "not_found"
@@ -728,6 +743,21 @@ func (e LatePayments500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for LatePayments503JSONResponseBodyErrorCode.
+const (
+	LatePayments503JSONResponseBodyErrorCodeOverloaded LatePayments503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the LatePayments503JSONResponseBodyErrorCode enum.
+func (e LatePayments503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case LatePayments503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for VoidReservations400JSONResponseBodyErrorCode.
 const (
 	VoidReservations400JSONResponseBodyErrorCodeInvalidRequest VoidReservations400JSONResponseBodyErrorCode = "invalid_request"
@@ -782,6 +812,21 @@ const (
 func (e VoidReservations500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case VoidReservations500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VoidReservations503JSONResponseBodyErrorCode.
+const (
+	VoidReservations503JSONResponseBodyErrorCodeOverloaded VoidReservations503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the VoidReservations503JSONResponseBodyErrorCode enum.
+func (e VoidReservations503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case VoidReservations503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	default:
 		return false
@@ -890,6 +935,21 @@ func (e ExtendReservation500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for ExtendReservation503JSONResponseBodyErrorCode.
+const (
+	ExtendReservation503JSONResponseBodyErrorCodeOverloaded ExtendReservation503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the ExtendReservation503JSONResponseBodyErrorCode enum.
+func (e ExtendReservation503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ExtendReservation503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for VoidReservation400JSONResponseBodyErrorCode.
 const (
 	VoidReservation400JSONResponseBodyErrorCodeInvalidRequest VoidReservation400JSONResponseBodyErrorCode = "invalid_request"
@@ -980,6 +1040,21 @@ const (
 func (e VoidReservation500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case VoidReservation500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VoidReservation503JSONResponseBodyErrorCode.
+const (
+	VoidReservation503JSONResponseBodyErrorCodeOverloaded VoidReservation503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the VoidReservation503JSONResponseBodyErrorCode enum.
+func (e VoidReservation503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case VoidReservation503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	default:
 		return false
@@ -1153,12 +1228,15 @@ func (e CreateSale500JSONResponseBodyErrorCode) Valid() bool {
 
 // Defines values for CreateSale503JSONResponseBodyErrorCode.
 const (
+	CreateSale503JSONResponseBodyErrorCodeOverloaded           CreateSale503JSONResponseBodyErrorCode = "overloaded"
 	CreateSale503JSONResponseBodyErrorCodeSalePausedFailClosed CreateSale503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
 )
 
 // Valid indicates whether the value is a known member of the CreateSale503JSONResponseBodyErrorCode enum.
 func (e CreateSale503JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
+	case CreateSale503JSONResponseBodyErrorCodeOverloaded:
+		return true
 	case CreateSale503JSONResponseBodyErrorCodeSalePausedFailClosed:
 		return true
 	default:
@@ -1220,6 +1298,21 @@ const (
 func (e GetSale500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case GetSale500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetSale503JSONResponseBodyErrorCode.
+const (
+	GetSale503JSONResponseBodyErrorCodeOverloaded GetSale503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the GetSale503JSONResponseBodyErrorCode enum.
+func (e GetSale503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetSale503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	default:
 		return false
@@ -1321,12 +1414,15 @@ func (e CloseSale500JSONResponseBodyErrorCode) Valid() bool {
 
 // Defines values for CloseSale503JSONResponseBodyErrorCode.
 const (
+	CloseSale503JSONResponseBodyErrorCodeOverloaded           CloseSale503JSONResponseBodyErrorCode = "overloaded"
 	CloseSale503JSONResponseBodyErrorCodeSalePausedFailClosed CloseSale503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
 )
 
 // Valid indicates whether the value is a known member of the CloseSale503JSONResponseBodyErrorCode enum.
 func (e CloseSale503JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
+	case CloseSale503JSONResponseBodyErrorCodeOverloaded:
+		return true
 	case CloseSale503JSONResponseBodyErrorCodeSalePausedFailClosed:
 		return true
 	default:
@@ -1403,6 +1499,21 @@ const (
 func (e ExtendSale500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case ExtendSale500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ExtendSale503JSONResponseBodyErrorCode.
+const (
+	ExtendSale503JSONResponseBodyErrorCodeOverloaded ExtendSale503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the ExtendSale503JSONResponseBodyErrorCode enum.
+func (e ExtendSale503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ExtendSale503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	default:
 		return false
@@ -1504,12 +1615,15 @@ func (e RebuildGate500JSONResponseBodyErrorCode) Valid() bool {
 
 // Defines values for RebuildGate503JSONResponseBodyErrorCode.
 const (
+	RebuildGate503JSONResponseBodyErrorCodeOverloaded           RebuildGate503JSONResponseBodyErrorCode = "overloaded"
 	RebuildGate503JSONResponseBodyErrorCodeSalePausedFailClosed RebuildGate503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
 )
 
 // Valid indicates whether the value is a known member of the RebuildGate503JSONResponseBodyErrorCode enum.
 func (e RebuildGate503JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
+	case RebuildGate503JSONResponseBodyErrorCodeOverloaded:
+		return true
 	case RebuildGate503JSONResponseBodyErrorCodeSalePausedFailClosed:
 		return true
 	default:
@@ -1687,12 +1801,15 @@ func (e OpenSale500JSONResponseBodyErrorCode) Valid() bool {
 
 // Defines values for OpenSale503JSONResponseBodyErrorCode.
 const (
+	OpenSale503JSONResponseBodyErrorCodeOverloaded           OpenSale503JSONResponseBodyErrorCode = "overloaded"
 	OpenSale503JSONResponseBodyErrorCodeSalePausedFailClosed OpenSale503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
 )
 
 // Valid indicates whether the value is a known member of the OpenSale503JSONResponseBodyErrorCode enum.
 func (e OpenSale503JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
+	case OpenSale503JSONResponseBodyErrorCodeOverloaded:
+		return true
 	case OpenSale503JSONResponseBodyErrorCodeSalePausedFailClosed:
 		return true
 	default:
@@ -1795,12 +1912,15 @@ func (e PauseSale500JSONResponseBodyErrorCode) Valid() bool {
 
 // Defines values for PauseSale503JSONResponseBodyErrorCode.
 const (
+	PauseSale503JSONResponseBodyErrorCodeOverloaded           PauseSale503JSONResponseBodyErrorCode = "overloaded"
 	PauseSale503JSONResponseBodyErrorCodeSalePausedFailClosed PauseSale503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
 )
 
 // Valid indicates whether the value is a known member of the PauseSale503JSONResponseBodyErrorCode enum.
 func (e PauseSale503JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
+	case PauseSale503JSONResponseBodyErrorCodeOverloaded:
+		return true
 	case PauseSale503JSONResponseBodyErrorCodeSalePausedFailClosed:
 		return true
 	default:
@@ -1898,6 +2018,21 @@ func (e HoldQueue500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for HoldQueue503JSONResponseBodyErrorCode.
+const (
+	HoldQueue503JSONResponseBodyErrorCodeOverloaded HoldQueue503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the HoldQueue503JSONResponseBodyErrorCode enum.
+func (e HoldQueue503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case HoldQueue503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for QueueMessage400JSONResponseBodyErrorCode.
 const (
 	QueueMessage400JSONResponseBodyErrorCodeInvalidRequest QueueMessage400JSONResponseBodyErrorCode = "invalid_request"
@@ -1982,6 +2117,21 @@ const (
 func (e QueueMessage500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case QueueMessage500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QueueMessage503JSONResponseBodyErrorCode.
+const (
+	QueueMessage503JSONResponseBodyErrorCodeOverloaded QueueMessage503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the QueueMessage503JSONResponseBodyErrorCode enum.
+func (e QueueMessage503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case QueueMessage503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	default:
 		return false
@@ -2078,6 +2228,21 @@ func (e ReleaseQueue500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for ReleaseQueue503JSONResponseBodyErrorCode.
+const (
+	ReleaseQueue503JSONResponseBodyErrorCodeOverloaded ReleaseQueue503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseQueue503JSONResponseBodyErrorCode enum.
+func (e ReleaseQueue503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReleaseQueue503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RepairSale400JSONResponseBodyErrorCode.
 const (
 	RepairSale400JSONResponseBodyErrorCodeInvalidRequest RepairSale400JSONResponseBodyErrorCode = "invalid_request"
@@ -2168,6 +2333,21 @@ func (e RepairSale500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for RepairSale503JSONResponseBodyErrorCode.
+const (
+	RepairSale503JSONResponseBodyErrorCodeOverloaded RepairSale503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the RepairSale503JSONResponseBodyErrorCode enum.
+func (e RepairSale503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RepairSale503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SaleReport401JSONResponseBodyErrorCode.
 const (
 	SaleReport401JSONResponseBodyErrorCodeUnauthenticated SaleReport401JSONResponseBodyErrorCode = "unauthenticated"
@@ -2222,6 +2402,21 @@ const (
 func (e SaleReport500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case SaleReport500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleReport503JSONResponseBodyErrorCode.
+const (
+	SaleReport503JSONResponseBodyErrorCodeOverloaded SaleReport503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the SaleReport503JSONResponseBodyErrorCode enum.
+func (e SaleReport503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleReport503JSONResponseBodyErrorCodeOverloaded:
 		return true
 	default:
 		return false
@@ -2323,12 +2518,15 @@ func (e ResumeSale500JSONResponseBodyErrorCode) Valid() bool {
 
 // Defines values for ResumeSale503JSONResponseBodyErrorCode.
 const (
+	ResumeSale503JSONResponseBodyErrorCodeOverloaded           ResumeSale503JSONResponseBodyErrorCode = "overloaded"
 	ResumeSale503JSONResponseBodyErrorCodeSalePausedFailClosed ResumeSale503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
 )
 
 // Valid indicates whether the value is a known member of the ResumeSale503JSONResponseBodyErrorCode enum.
 func (e ResumeSale503JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
+	case ResumeSale503JSONResponseBodyErrorCodeOverloaded:
+		return true
 	case ResumeSale503JSONResponseBodyErrorCodeSalePausedFailClosed:
 		return true
 	default:
@@ -5251,6 +5449,9 @@ type Console404JSONResponseBodyErrorCode string
 // Console500JSONResponseBodyErrorCode defines parameters for Console.
 type Console500JSONResponseBodyErrorCode string
 
+// Console503JSONResponseBodyErrorCode defines parameters for Console.
+type Console503JSONResponseBodyErrorCode string
+
 // ConsoleAsset404JSONResponseBodyErrorCode defines parameters for ConsoleAsset.
 type ConsoleAsset404JSONResponseBodyErrorCode string
 
@@ -5283,6 +5484,9 @@ type LatePayments403JSONResponseBodyErrorCode string
 // LatePayments500JSONResponseBodyErrorCode defines parameters for LatePayments.
 type LatePayments500JSONResponseBodyErrorCode string
 
+// LatePayments503JSONResponseBodyErrorCode defines parameters for LatePayments.
+type LatePayments503JSONResponseBodyErrorCode string
+
 // VoidReservations400JSONResponseBodyErrorCode defines parameters for VoidReservations.
 type VoidReservations400JSONResponseBodyErrorCode string
 
@@ -5294,6 +5498,9 @@ type VoidReservations403JSONResponseBodyErrorCode string
 
 // VoidReservations500JSONResponseBodyErrorCode defines parameters for VoidReservations.
 type VoidReservations500JSONResponseBodyErrorCode string
+
+// VoidReservations503JSONResponseBodyErrorCode defines parameters for VoidReservations.
+type VoidReservations503JSONResponseBodyErrorCode string
 
 // ExtendReservation400JSONResponseBodyErrorCode defines parameters for ExtendReservation.
 type ExtendReservation400JSONResponseBodyErrorCode string
@@ -5313,6 +5520,9 @@ type ExtendReservation409JSONResponseBodyErrorCode string
 // ExtendReservation500JSONResponseBodyErrorCode defines parameters for ExtendReservation.
 type ExtendReservation500JSONResponseBodyErrorCode string
 
+// ExtendReservation503JSONResponseBodyErrorCode defines parameters for ExtendReservation.
+type ExtendReservation503JSONResponseBodyErrorCode string
+
 // VoidReservation400JSONResponseBodyErrorCode defines parameters for VoidReservation.
 type VoidReservation400JSONResponseBodyErrorCode string
 
@@ -5330,6 +5540,9 @@ type VoidReservation409JSONResponseBodyErrorCode string
 
 // VoidReservation500JSONResponseBodyErrorCode defines parameters for VoidReservation.
 type VoidReservation500JSONResponseBodyErrorCode string
+
+// VoidReservation503JSONResponseBodyErrorCode defines parameters for VoidReservation.
+type VoidReservation503JSONResponseBodyErrorCode string
 
 // RiverUI401JSONResponseBodyErrorCode defines parameters for RiverUI.
 type RiverUI401JSONResponseBodyErrorCode string
@@ -5379,6 +5592,9 @@ type GetSale404JSONResponseBodyErrorCode string
 // GetSale500JSONResponseBodyErrorCode defines parameters for GetSale.
 type GetSale500JSONResponseBodyErrorCode string
 
+// GetSale503JSONResponseBodyErrorCode defines parameters for GetSale.
+type GetSale503JSONResponseBodyErrorCode string
+
 // CloseSale400JSONResponseBodyErrorCode defines parameters for CloseSale.
 type CloseSale400JSONResponseBodyErrorCode string
 
@@ -5414,6 +5630,9 @@ type ExtendSale404JSONResponseBodyErrorCode string
 
 // ExtendSale500JSONResponseBodyErrorCode defines parameters for ExtendSale.
 type ExtendSale500JSONResponseBodyErrorCode string
+
+// ExtendSale503JSONResponseBodyErrorCode defines parameters for ExtendSale.
+type ExtendSale503JSONResponseBodyErrorCode string
 
 // RebuildGate400JSONResponseBodyErrorCode defines parameters for RebuildGate.
 type RebuildGate400JSONResponseBodyErrorCode string
@@ -5511,6 +5730,9 @@ type HoldQueue409JSONResponseBodyErrorCode string
 // HoldQueue500JSONResponseBodyErrorCode defines parameters for HoldQueue.
 type HoldQueue500JSONResponseBodyErrorCode string
 
+// HoldQueue503JSONResponseBodyErrorCode defines parameters for HoldQueue.
+type HoldQueue503JSONResponseBodyErrorCode string
+
 // QueueMessage400JSONResponseBodyErrorCode defines parameters for QueueMessage.
 type QueueMessage400JSONResponseBodyErrorCode string
 
@@ -5528,6 +5750,9 @@ type QueueMessage409JSONResponseBodyErrorCode string
 
 // QueueMessage500JSONResponseBodyErrorCode defines parameters for QueueMessage.
 type QueueMessage500JSONResponseBodyErrorCode string
+
+// QueueMessage503JSONResponseBodyErrorCode defines parameters for QueueMessage.
+type QueueMessage503JSONResponseBodyErrorCode string
 
 // ReleaseQueue400JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
 type ReleaseQueue400JSONResponseBodyErrorCode string
@@ -5547,6 +5772,9 @@ type ReleaseQueue409JSONResponseBodyErrorCode string
 // ReleaseQueue500JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
 type ReleaseQueue500JSONResponseBodyErrorCode string
 
+// ReleaseQueue503JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
+type ReleaseQueue503JSONResponseBodyErrorCode string
+
 // RepairSale400JSONResponseBodyErrorCode defines parameters for RepairSale.
 type RepairSale400JSONResponseBodyErrorCode string
 
@@ -5565,6 +5793,9 @@ type RepairSale409JSONResponseBodyErrorCode string
 // RepairSale500JSONResponseBodyErrorCode defines parameters for RepairSale.
 type RepairSale500JSONResponseBodyErrorCode string
 
+// RepairSale503JSONResponseBodyErrorCode defines parameters for RepairSale.
+type RepairSale503JSONResponseBodyErrorCode string
+
 // SaleReport401JSONResponseBodyErrorCode defines parameters for SaleReport.
 type SaleReport401JSONResponseBodyErrorCode string
 
@@ -5576,6 +5807,9 @@ type SaleReport404JSONResponseBodyErrorCode string
 
 // SaleReport500JSONResponseBodyErrorCode defines parameters for SaleReport.
 type SaleReport500JSONResponseBodyErrorCode string
+
+// SaleReport503JSONResponseBodyErrorCode defines parameters for SaleReport.
+type SaleReport503JSONResponseBodyErrorCode string
 
 // ResumeSale400JSONResponseBodyErrorCode defines parameters for ResumeSale.
 type ResumeSale400JSONResponseBodyErrorCode string
@@ -11904,6 +12138,11 @@ type ConsoleResponse303Headers struct {
 	Location string
 }
 
+// ConsoleResponse503Headers the declared response headers of an HTTP 503 response for Console
+type ConsoleResponse503Headers struct {
+	RetryAfter int
+}
+
 type ConsoleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11915,8 +12154,19 @@ type ConsoleResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code Console503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *ConsoleResponse303Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ConsoleResponse503Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11937,6 +12187,18 @@ func (r ConsoleResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ConsoleResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ConsoleResponse) GetJSON503() *struct {
+	Error struct {
+		Code Console503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12155,6 +12417,11 @@ func (r LogoutResponse) ContentType() string {
 	return ""
 }
 
+// LatePaymentsResponse503Headers the declared response headers of an HTTP 503 response for LatePayments
+type LatePaymentsResponse503Headers struct {
+	RetryAfter int
+}
+
 type LatePaymentsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12168,6 +12435,17 @@ type LatePaymentsResponse struct {
 	JSON403 *Forbidden
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code LatePayments503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *LatePaymentsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12193,6 +12471,18 @@ func (r LatePaymentsResponse) GetJSON403() *Forbidden {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r LatePaymentsResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r LatePaymentsResponse) GetJSON503() *struct {
+	Error struct {
+		Code LatePayments503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12224,6 +12514,11 @@ func (r LatePaymentsResponse) ContentType() string {
 	return ""
 }
 
+// VoidReservationsResponse503Headers the declared response headers of an HTTP 503 response for VoidReservations
+type VoidReservationsResponse503Headers struct {
+	RetryAfter int
+}
+
 type VoidReservationsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12237,6 +12532,17 @@ type VoidReservationsResponse struct {
 	JSON403 *Forbidden
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code VoidReservations503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VoidReservationsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12262,6 +12568,18 @@ func (r VoidReservationsResponse) GetJSON403() *Forbidden {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r VoidReservationsResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r VoidReservationsResponse) GetJSON503() *struct {
+	Error struct {
+		Code VoidReservations503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12293,6 +12611,11 @@ func (r VoidReservationsResponse) ContentType() string {
 	return ""
 }
 
+// ExtendReservationResponse503Headers the declared response headers of an HTTP 503 response for ExtendReservation
+type ExtendReservationResponse503Headers struct {
+	RetryAfter int
+}
+
 type ExtendReservationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12317,6 +12640,17 @@ type ExtendReservationResponse struct {
 	}
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code ExtendReservation503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ExtendReservationResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12361,6 +12695,18 @@ func (r ExtendReservationResponse) GetJSON500() *Internal {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ExtendReservationResponse) GetJSON503() *struct {
+	Error struct {
+		Code ExtendReservation503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r ExtendReservationResponse) GetBody() []byte {
 	return r.Body
@@ -12390,6 +12736,11 @@ func (r ExtendReservationResponse) ContentType() string {
 	return ""
 }
 
+// VoidReservationResponse503Headers the declared response headers of an HTTP 503 response for VoidReservation
+type VoidReservationResponse503Headers struct {
+	RetryAfter int
+}
+
 type VoidReservationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12414,6 +12765,17 @@ type VoidReservationResponse struct {
 	}
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code VoidReservation503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VoidReservationResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12456,6 +12818,18 @@ func (r VoidReservationResponse) GetJSON409() *struct {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r VoidReservationResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r VoidReservationResponse) GetJSON503() *struct {
+	Error struct {
+		Code VoidReservation503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12825,6 +13199,11 @@ type GetSaleResponse303Headers struct {
 	Location string
 }
 
+// GetSaleResponse503Headers the declared response headers of an HTTP 503 response for GetSale
+type GetSaleResponse503Headers struct {
+	RetryAfter int
+}
+
 type GetSaleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12838,8 +13217,19 @@ type GetSaleResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code GetSale503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *GetSaleResponse303Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSaleResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12865,6 +13255,18 @@ func (r GetSaleResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r GetSaleResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetSaleResponse) GetJSON503() *struct {
+	Error struct {
+		Code GetSale503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -13021,6 +13423,11 @@ func (r CloseSaleResponse) ContentType() string {
 	return ""
 }
 
+// ExtendSaleResponse503Headers the declared response headers of an HTTP 503 response for ExtendSale
+type ExtendSaleResponse503Headers struct {
+	RetryAfter int
+}
+
 type ExtendSaleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13036,6 +13443,17 @@ type ExtendSaleResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code ExtendSale503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ExtendSaleResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -13066,6 +13484,18 @@ func (r ExtendSaleResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ExtendSaleResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ExtendSaleResponse) GetJSON503() *struct {
+	Error struct {
+		Code ExtendSale503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -13566,6 +13996,11 @@ func (r PauseSaleResponse) ContentType() string {
 	return ""
 }
 
+// HoldQueueResponse503Headers the declared response headers of an HTTP 503 response for HoldQueue
+type HoldQueueResponse503Headers struct {
+	RetryAfter int
+}
+
 type HoldQueueResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13590,6 +14025,17 @@ type HoldQueueResponse struct {
 	}
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code HoldQueue503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HoldQueueResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -13634,6 +14080,18 @@ func (r HoldQueueResponse) GetJSON500() *Internal {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r HoldQueueResponse) GetJSON503() *struct {
+	Error struct {
+		Code HoldQueue503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r HoldQueueResponse) GetBody() []byte {
 	return r.Body
@@ -13663,6 +14121,11 @@ func (r HoldQueueResponse) ContentType() string {
 	return ""
 }
 
+// QueueMessageResponse503Headers the declared response headers of an HTTP 503 response for QueueMessage
+type QueueMessageResponse503Headers struct {
+	RetryAfter int
+}
+
 type QueueMessageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13687,6 +14150,17 @@ type QueueMessageResponse struct {
 	}
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code QueueMessage503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *QueueMessageResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -13731,6 +14205,18 @@ func (r QueueMessageResponse) GetJSON500() *Internal {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QueueMessageResponse) GetJSON503() *struct {
+	Error struct {
+		Code QueueMessage503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r QueueMessageResponse) GetBody() []byte {
 	return r.Body
@@ -13760,6 +14246,11 @@ func (r QueueMessageResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseQueueResponse503Headers the declared response headers of an HTTP 503 response for ReleaseQueue
+type ReleaseQueueResponse503Headers struct {
+	RetryAfter int
+}
+
 type ReleaseQueueResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13784,6 +14275,17 @@ type ReleaseQueueResponse struct {
 	}
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code ReleaseQueue503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleaseQueueResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -13828,6 +14330,18 @@ func (r ReleaseQueueResponse) GetJSON500() *Internal {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ReleaseQueueResponse) GetJSON503() *struct {
+	Error struct {
+		Code ReleaseQueue503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r ReleaseQueueResponse) GetBody() []byte {
 	return r.Body
@@ -13857,6 +14371,11 @@ func (r ReleaseQueueResponse) ContentType() string {
 	return ""
 }
 
+// RepairSaleResponse503Headers the declared response headers of an HTTP 503 response for RepairSale
+type RepairSaleResponse503Headers struct {
+	RetryAfter int
+}
+
 type RepairSaleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13881,6 +14400,17 @@ type RepairSaleResponse struct {
 	}
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code RepairSale503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RepairSaleResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -13925,6 +14455,18 @@ func (r RepairSaleResponse) GetJSON500() *Internal {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RepairSaleResponse) GetJSON503() *struct {
+	Error struct {
+		Code RepairSale503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r RepairSaleResponse) GetBody() []byte {
 	return r.Body
@@ -13959,6 +14501,11 @@ type SaleReportResponse303Headers struct {
 	Location string
 }
 
+// SaleReportResponse503Headers the declared response headers of an HTTP 503 response for SaleReport
+type SaleReportResponse503Headers struct {
+	RetryAfter int
+}
+
 type SaleReportResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13972,8 +14519,19 @@ type SaleReportResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code SaleReport503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *SaleReportResponse303Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SaleReportResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -13999,6 +14557,18 @@ func (r SaleReportResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r SaleReportResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SaleReportResponse) GetJSON503() *struct {
+	Error struct {
+		Code SaleReport503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -18834,6 +19404,20 @@ func ParseConsoleResponse(rsp *http.Response) (*ConsoleResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code Console503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -18847,6 +19431,16 @@ func ParseConsoleResponse(rsp *http.Response) (*ConsoleResponse, error) {
 			headers.Location = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 503:
+		var headers ConsoleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19045,6 +19639,33 @@ func ParseLatePaymentsResponse(rsp *http.Response) (*LatePaymentsResponse, error
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code LatePayments503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers LatePaymentsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19099,6 +19720,33 @@ func ParseVoidReservationsResponse(rsp *http.Response) (*VoidReservationsRespons
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code VoidReservations503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers VoidReservationsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19174,6 +19822,33 @@ func ParseExtendReservationResponse(rsp *http.Response) (*ExtendReservationRespo
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code ExtendReservation503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ExtendReservationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19249,6 +19924,33 @@ func ParseVoidReservationResponse(rsp *http.Response) (*VoidReservationResponse,
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code VoidReservation503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers VoidReservationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19568,6 +20270,20 @@ func ParseGetSaleResponse(rsp *http.Response) (*GetSaleResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code GetSale503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case rsp.StatusCode == 200:
 		// Content-type (text/html) unsupported
 
@@ -19584,6 +20300,16 @@ func ParseGetSaleResponse(rsp *http.Response) (*GetSaleResponse, error) {
 			headers.Location = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSaleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19747,6 +20473,33 @@ func ParseExtendSaleResponse(rsp *http.Response) (*ExtendSaleResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code ExtendSale503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ExtendSaleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20198,6 +20951,33 @@ func ParseHoldQueueResponse(rsp *http.Response) (*HoldQueueResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code HoldQueue503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers HoldQueueResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20273,6 +21053,33 @@ func ParseQueueMessageResponse(rsp *http.Response) (*QueueMessageResponse, error
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code QueueMessage503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers QueueMessageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20348,6 +21155,33 @@ func ParseReleaseQueueResponse(rsp *http.Response) (*ReleaseQueueResponse, error
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code ReleaseQueue503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ReleaseQueueResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20423,6 +21257,33 @@ func ParseRepairSaleResponse(rsp *http.Response) (*RepairSaleResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code RepairSale503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RepairSaleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20480,6 +21341,20 @@ func ParseSaleReportResponse(rsp *http.Response) (*SaleReportResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code SaleReport503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case rsp.StatusCode == 200:
 		// Content-type (text/html) unsupported
 
@@ -20496,6 +21371,16 @@ func ParseSaleReportResponse(rsp *http.Response) (*SaleReportResponse, error) {
 			headers.Location = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 503:
+		var headers SaleReportResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
