@@ -136,7 +136,10 @@ func TestCancellationsAreNotOutages(t *testing.T) {
 			require.True(t, strings.Contains(line, "deadline exceeded") || strings.Contains(line, "i/o timeout"),
 				"server %d failed closed for another reason than a timeout: %s", i, line)
 		}
-		closed += requestsWithOutcome(t, c, s.URL, "client_closed")
+		gone := requestsWithOutcome(t, c, s.URL, "client_closed")
+		t.Logf("server %d (%s): client_closed %.0f, sale_paused_fail_closed %d (Redis timeouts only)",
+			i, []string{"with Redis", "without Redis"}[min(i, 1)], gone, strings.Count(failing, "\n"))
+		closed += gone
 	}
 	// The storm reached the handlers: its abandoned attempts were counted,
 	// as what they are.
