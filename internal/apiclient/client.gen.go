@@ -3932,15 +3932,15 @@ func (e GetOwnReservation503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
-// Defines values for PreflightOwnReservation404JSONResponseBodyErrorCode.
+// Defines values for GetOwnReservationPreflight404JSONResponseBodyErrorCode.
 const (
-	PreflightOwnReservation404JSONResponseBodyErrorCodeNotFound PreflightOwnReservation404JSONResponseBodyErrorCode = "not_found"
+	GetOwnReservationPreflight404JSONResponseBodyErrorCodeNotFound GetOwnReservationPreflight404JSONResponseBodyErrorCode = "not_found"
 )
 
-// Valid indicates whether the value is a known member of the PreflightOwnReservation404JSONResponseBodyErrorCode enum.
-func (e PreflightOwnReservation404JSONResponseBodyErrorCode) Valid() bool {
+// Valid indicates whether the value is a known member of the GetOwnReservationPreflight404JSONResponseBodyErrorCode enum.
+func (e GetOwnReservationPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
-	case PreflightOwnReservation404JSONResponseBodyErrorCodeNotFound:
+	case GetOwnReservationPreflight404JSONResponseBodyErrorCodeNotFound:
 		return true
 	default:
 		return false
@@ -6118,8 +6118,8 @@ type GetOwnReservation500JSONResponseBodyErrorCode string
 // GetOwnReservation503JSONResponseBodyErrorCode defines parameters for GetOwnReservation.
 type GetOwnReservation503JSONResponseBodyErrorCode string
 
-// PreflightOwnReservation404JSONResponseBodyErrorCode defines parameters for PreflightOwnReservation.
-type PreflightOwnReservation404JSONResponseBodyErrorCode string
+// GetOwnReservationPreflight404JSONResponseBodyErrorCode defines parameters for GetOwnReservationPreflight.
+type GetOwnReservationPreflight404JSONResponseBodyErrorCode string
 
 // ReservePreflight404JSONResponseBodyErrorCode defines parameters for ReservePreflight.
 type ReservePreflight404JSONResponseBodyErrorCode string
@@ -7064,12 +7064,12 @@ type ClientInterface interface {
 	// Corresponds with GET /sales/{saleId}/reservation (the `GetOwnReservation` operationId).
 	GetOwnReservation(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PreflightOwnReservation The preflight of a cross-origin request (CORS)
+	// GetOwnReservationPreflight The preflight of a cross-origin request (CORS)
 	//
 	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
 	//
-	// Corresponds with OPTIONS /sales/{saleId}/reservation (the `PreflightOwnReservation` operationId).
-	PreflightOwnReservation(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// Corresponds with OPTIONS /sales/{saleId}/reservation (the `GetOwnReservationPreflight` operationId).
+	GetOwnReservationPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReservePreflight The preflight of a cross-origin request (CORS)
 	//
@@ -8485,13 +8485,13 @@ func (c *Client) GetOwnReservation(ctx context.Context, saleId SaleId, reqEditor
 	return c.Client.Do(req)
 }
 
-// PreflightOwnReservation The preflight of a cross-origin request (CORS)
+// GetOwnReservationPreflight The preflight of a cross-origin request (CORS)
 //
 // Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
 //
-// Corresponds with OPTIONS /sales/{saleId}/reservation (the `PreflightOwnReservation` operationId).
-func (c *Client) PreflightOwnReservation(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPreflightOwnReservationRequest(c.Server, saleId)
+// Corresponds with OPTIONS /sales/{saleId}/reservation (the `GetOwnReservationPreflight` operationId).
+func (c *Client) GetOwnReservationPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOwnReservationPreflightRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -10685,8 +10685,8 @@ func NewGetOwnReservationRequest(server string, saleId SaleId) (*http.Request, e
 	return req, nil
 }
 
-// NewPreflightOwnReservationRequest constructs an http.Request for the PreflightOwnReservation method
-func NewPreflightOwnReservationRequest(server string, saleId SaleId) (*http.Request, error) {
+// NewGetOwnReservationPreflightRequest constructs an http.Request for the GetOwnReservationPreflight method
+func NewGetOwnReservationPreflightRequest(server string, saleId SaleId) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -11969,14 +11969,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /sales/{saleId}/reservation (the `GetOwnReservation` operationId).
 	GetOwnReservationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*GetOwnReservationResponse, error)
 
-	// PreflightOwnReservationWithResponse The preflight of a cross-origin request (CORS)
+	// GetOwnReservationPreflightWithResponse The preflight of a cross-origin request (CORS)
 	//
 	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
-	// Corresponds with OPTIONS /sales/{saleId}/reservation (the `PreflightOwnReservation` operationId).
-	PreflightOwnReservationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PreflightOwnReservationResponse, error)
+	// Corresponds with OPTIONS /sales/{saleId}/reservation (the `GetOwnReservationPreflight` operationId).
+	GetOwnReservationPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*GetOwnReservationPreflightResponse, error)
 
 	// ReservePreflightWithResponse The preflight of a cross-origin request (CORS)
 	//
@@ -16912,35 +16912,35 @@ func (r GetOwnReservationResponse) ContentType() string {
 	return ""
 }
 
-// PreflightOwnReservationResponse204Headers the declared response headers of an HTTP 204 response for PreflightOwnReservation
-type PreflightOwnReservationResponse204Headers struct {
+// GetOwnReservationPreflightResponse204Headers the declared response headers of an HTTP 204 response for GetOwnReservationPreflight
+type GetOwnReservationPreflightResponse204Headers struct {
 	AccessControlAllowHeaders *string
 	AccessControlAllowMethods *string
 	AccessControlAllowOrigin  *string
 	AccessControlMaxAge       *int
 }
 
-type PreflightOwnReservationResponse struct {
+type GetOwnReservationPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// Headers204 the parsed response headers for an HTTP 204 response
-	Headers204 *PreflightOwnReservationResponse204Headers
+	Headers204 *GetOwnReservationPreflightResponse204Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r PreflightOwnReservationResponse) GetJSON404() *NotFound {
+func (r GetOwnReservationPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
 // GetBody returns the raw response body bytes
-func (r PreflightOwnReservationResponse) GetBody() []byte {
+func (r GetOwnReservationPreflightResponse) GetBody() []byte {
 	return r.Body
 }
 
 // Status returns HTTPResponse.Status
-func (r PreflightOwnReservationResponse) Status() string {
+func (r GetOwnReservationPreflightResponse) Status() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Status
 	}
@@ -16948,7 +16948,7 @@ func (r PreflightOwnReservationResponse) Status() string {
 }
 
 // StatusCode returns HTTPResponse.StatusCode
-func (r PreflightOwnReservationResponse) StatusCode() int {
+func (r GetOwnReservationPreflightResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -16956,7 +16956,7 @@ func (r PreflightOwnReservationResponse) StatusCode() int {
 }
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r PreflightOwnReservationResponse) ContentType() string {
+func (r GetOwnReservationPreflightResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -19124,19 +19124,19 @@ func (c *ClientWithResponses) GetOwnReservationWithResponse(ctx context.Context,
 	return ParseGetOwnReservationResponse(rsp)
 }
 
-// PreflightOwnReservationWithResponse The preflight of a cross-origin request (CORS)
+// GetOwnReservationPreflightWithResponse The preflight of a cross-origin request (CORS)
 //
 // Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
 //
 // Returns a wrapper object for the known response body format(s).
 //
-// Corresponds with OPTIONS /sales/{saleId}/reservation (the `PreflightOwnReservation` operationId).
-func (c *ClientWithResponses) PreflightOwnReservationWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*PreflightOwnReservationResponse, error) {
-	rsp, err := c.PreflightOwnReservation(ctx, saleId, reqEditors...)
+// Corresponds with OPTIONS /sales/{saleId}/reservation (the `GetOwnReservationPreflight` operationId).
+func (c *ClientWithResponses) GetOwnReservationPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*GetOwnReservationPreflightResponse, error) {
+	rsp, err := c.GetOwnReservationPreflight(ctx, saleId, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParsePreflightOwnReservationResponse(rsp)
+	return ParseGetOwnReservationPreflightResponse(rsp)
 }
 
 // ReservePreflightWithResponse The preflight of a cross-origin request (CORS)
@@ -23356,15 +23356,15 @@ func ParseGetOwnReservationResponse(rsp *http.Response) (*GetOwnReservationRespo
 	return response, nil
 }
 
-// ParsePreflightOwnReservationResponse parses an HTTP response from a PreflightOwnReservationWithResponse call
-func ParsePreflightOwnReservationResponse(rsp *http.Response) (*PreflightOwnReservationResponse, error) {
+// ParseGetOwnReservationPreflightResponse parses an HTTP response from a GetOwnReservationPreflightWithResponse call
+func ParseGetOwnReservationPreflightResponse(rsp *http.Response) (*GetOwnReservationPreflightResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
 	defer func() { _ = rsp.Body.Close() }()
 	if err != nil {
 		return nil, err
 	}
 
-	response := &PreflightOwnReservationResponse{
+	response := &GetOwnReservationPreflightResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
@@ -23384,7 +23384,7 @@ func ParsePreflightOwnReservationResponse(rsp *http.Response) (*PreflightOwnRese
 
 	switch {
 	case rsp.StatusCode == 204:
-		var headers PreflightOwnReservationResponse204Headers
+		var headers GetOwnReservationPreflightResponse204Headers
 		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

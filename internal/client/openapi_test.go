@@ -105,7 +105,7 @@ var calls = map[string]string{
 	"extendSale": "ExtendSale", "extendReservation": "ExtendReservation",
 	"voidReservation": "Void", "voidReservations": "VoidMany", "latePayments": "LatePayments",
 	"paymentEvent": "SendPaymentEvent",
-	"reserve":      "Reserve", "getReservation": "Reservation", "confirm": "Confirm", "cancel": "Cancel",
+	"reserve":      "Reserve", "getReservation": "Reservation", "getOwnReservation": "OwnReservation", "confirm": "Confirm", "cancel": "Cancel",
 	"ticket": "Ticket", "status": "Status", "policy": "Policy",
 	"register": "Register", "registration": "Registration",
 	"holdQueue": "HoldQueue", "releaseQueue": "ReleaseQueue", "queueMessage": "QueueMessage",
@@ -116,8 +116,8 @@ var calls = map[string]string{
 // their assets, the job UI and its sign-in, the preflights of cross-origin
 // requests (CORS).
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
-	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI", "console", "consoleRedirect", "consoleAsset",
-	"reservePreflight", "getReservationPreflight", "confirmPreflight", "cancelPreflight",
+	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI", "riverUIChange", "favicon", "console", "consoleRedirect", "consoleAsset",
+	"reservePreflight", "getReservationPreflight", "getOwnReservationPreflight", "confirmPreflight", "cancelPreflight",
 	"ticketPreflight", "statusPreflight", "statusStream", "statusStreamPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
 	// and an edge's own requests to its origins (edge.Client makes them),
 	// the shop's buy button, and the payment providers' own webhooks (their
