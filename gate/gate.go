@@ -210,10 +210,14 @@ return 1
 `)
 
 // A consistent view of the counter: its value (false: missing), whether it
-// is being rebuilt, the units handed out and not settled, and its epoch
-// (false: 0, a counter set when its sale was created).
+// is being rebuilt, the units handed out and not settled, its epoch (false:
+// 0, a counter set when its sale was created), and which of the movements
+// ARGV it applied already (1 or 0 each: a relay applies a movement here
+// before its transaction marks it applied in the database).
 var stateScript = redis.NewScript(`
-return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4])}
+local applied = {}
+for i = 1, #ARGV do applied[i] = redis.call('SISMEMBER', KEYS[5], ARGV[i]) end
+return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4]), applied}
 `)
 
 // Writes a rebuilt counter for epoch ARGV[1], unless a later rebuild wrote
@@ -271,6 +275,7 @@ type state struct {
 	paused    bool
 	epoch     int64 // the epoch the counter was written for
 	unsettled map[int64]unsettled
+	applied   map[string]bool // of the movements asked about, those applied
 }
 
 type unsettled struct {
@@ -279,14 +284,20 @@ type unsettled struct {
 	at            time.Time
 }
 
-func (g *Gate) state(ctx context.Context, saleID string) (state, error) {
+// state reads the sale's counter, and which of the movements owed (by the
+// database's last read) the counter has applied already.
+func (g *Gate) state(ctx context.Context, saleID string, owed []flashline.GateMovement) (state, error) {
 	k := keysOf(saleID)
-	res, err := g.call(ctx, g.background(), stateScript, []string{k.stock, k.paused, k.unsettled, k.epoch})
+	ids := make([]any, len(owed))
+	for i, m := range owed {
+		ids[i] = m.ID
+	}
+	res, err := g.call(ctx, g.background(), stateScript, []string{k.stock, k.paused, k.unsettled, k.epoch, k.applied}, ids...)
 	if err != nil {
 		return state{}, err
 	}
 	parts := res.([]any)
-	st := state{paused: parts[1].(int64) == 1, unsettled: map[int64]unsettled{}}
+	st := state{paused: parts[1].(int64) == 1, unsettled: map[int64]unsettled{}, applied: map[string]bool{}}
 	if s, ok := parts[0].(string); ok {
 		st.counter, _ = strconv.ParseInt(s, 10, 64)
 	} else {
@@ -299,6 +310,11 @@ func (g *Gate) state(ctx context.Context, saleID string) (state, error) {
 	for i := 0; i+1 < len(kv); i += 2 {
 		seq, _ := strconv.ParseInt(kv[i].(string), 10, 64)
 		st.unsettled[seq] = parseUnsettled(kv[i+1].(string))
+	}
+	for i, a := range parts[4].([]any) {
+		if a.(int64) == 1 {
+			st.applied[owed[i].ID] = true
+		}
 	}
 	return st, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flashline/flashline"
@@ -95,7 +96,15 @@ func (s *Store) GateLedger(ctx context.Context, saleID string) (flashline.GateLe
 	if err != nil {
 		return flashline.GateLedger{}, fmt.Errorf("gate ledger of sale %s: %w", saleID, translate(err))
 	}
-	return flashline.GateLedger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second)), Epoch: r.Epoch}, nil
+	l := flashline.GateLedger{Available: r.Available, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second)), Epoch: r.Epoch}
+	for i, id := range r.OwedIds {
+		l.OwedMovements = append(l.OwedMovements, flashline.GateMovement{ID: id, SaleID: saleID, Quantity: int(r.OwedQuantities[i])})
+		l.Owed += int64(r.OwedQuantities[i])
+	}
+	// The owed movements are in the version: a relay's marking changes
+	// which are owed, not always how many units.
+	l.Version = fmt.Sprintf("epoch %d; stock %s; returns %d; owed %s", r.Epoch, r.StockVersion, r.Returns, strings.Join(r.OwedIds, ","))
+	return l, nil
 }
 
 // StoredAnswer is the stored answer to the request's idempotency key, to
