@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -158,4 +159,37 @@ func TestGateDriftOfAUnitBetweenTheReads(t *testing.T) {
 	require.NoError(t, <-checked)
 	f.requireSelling(t, sale.ID)
 	require.EqualValues(t, 4, f.settle(t, sale.ID).Counter)
+}
+
+// TestGateDriftIncidentSaysWhatItCounted: the incident of a drift lists
+// the movements it counted as owed back, the units in flight and the
+// epochs, so that it explains itself: before, it gave only the sums.
+func TestGateDriftIncidentSaysWhatItCounted(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+	sale := f.sale(t, 10, 1)
+	// A unit in flight (its request is under way), a restock owed back.
+	seq, fresh, err := f.g.Step(ctx, req(sale.ID, "cust_f", "k", 1), 1)
+	require.NoError(t, err)
+	require.True(t, fresh)
+	res, err := f.store.Reserve(ctx, req(sale.ID, "cust_0", "k", 1))
+	require.NoError(t, err)
+	_, err = f.pg.Cancel(ctx, res.Reservation.ID, flashline.Actor{CustomerID: "cust_0"})
+	require.NoError(t, err)
+	// A second writer adds units by hand.
+	require.NoError(t, f.rdb.IncrBy(ctx, gate.StockKey(sale.ID), 3).Err())
+	for range 3 {
+		require.NoError(t, f.g.Maintain(ctx))
+	}
+	var kind, detail string
+	require.NoError(t, f.pool.QueryRow(ctx, "SELECT kind, detail FROM incidents WHERE sale_id = $1", sale.ID).Scan(&kind, &detail))
+	require.Equal(t, "gate_counter_high", kind)
+	for _, want := range []string{
+		"drift -3: available 10 − counter 11 − owed back 1 − in flight 1",
+		"epoch 0 (counter's 0)",
+		fmt.Sprintf("owed back: restock:%s ×1", res.Reservation.ID),
+		fmt.Sprintf("in flight: unit %d of cust_f ×1", seq),
+	} {
+		require.Contains(t, detail, want)
+	}
 }
