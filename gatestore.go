@@ -43,6 +43,10 @@ type GateStore interface {
 	// counter holds (ErrInvalidTransition: not paused; ErrNotFound: no such
 	// gated sale).
 	BeginRebuild(ctx context.Context, saleID string) (GateRebuild, error)
+	// LockRebuild makes a rebuild of the sale's counter the only one
+	// running, across instances, until unlock (ErrRebuildRunning: another
+	// runs). A process that dies holding it lets go of it.
+	LockRebuild(ctx context.Context, saleID string) (unlock func(), err error)
 }
 
 // GateUnit is one unit handed out by a sale's gate.

@@ -161,6 +161,35 @@ func (s *Store) Incident(ctx context.Context, saleID, kind, detail string, pause
 	return paused, nil
 }
 
+// LockRebuild takes the sale's rebuild lock (GateRebuildTryLock) on a
+// connection of the session pool (never through a transaction pooler),
+// kept until unlock: two rebuilds of a sale at once would each write a
+// counter, and only one may stand.
+func (s *Store) LockRebuild(ctx context.Context, saleID string) (func(), error) {
+	conn, err := s.session.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild gate of sale %s: lock: %w", saleID, translate(err))
+	}
+	locked, err := dbsqlc.New(conn).GateRebuildTryLock(ctx, dbsqlc.GateRebuildTryLockParams{SaleID: saleID})
+	switch {
+	case err != nil:
+		destroy(conn)
+		return nil, fmt.Errorf("rebuild gate of sale %s: lock: %w", saleID, translate(err))
+	case !locked:
+		conn.Release()
+		return nil, fmt.Errorf("rebuild gate of sale %s: %w", saleID, flashline.ErrRebuildRunning)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := dbsqlc.New(conn).GateRebuildUnlock(ctx, dbsqlc.GateRebuildUnlockParams{SaleID: saleID}); err != nil {
+			destroy(conn) // the session may still hold the lock: end it
+			return
+		}
+		conn.Release()
+	}, nil
+}
+
 // BeginRebuild starts a rebuild of a paused gated sale's counter, in one
 // transaction: a new epoch (the sale row's lock orders it against batches
 // committing gated reservations and against returns), then, in one snapshot

@@ -300,6 +300,38 @@ func (q *Queries) GateRebuildSettle(ctx context.Context, arg GateRebuildSettlePa
 	return i, err
 }
 
+const gateRebuildTryLock = `-- name: GateRebuildTryLock :one
+SELECT pg_try_advisory_lock(hashtextextended('flashline gate rebuild' || E'\n' || $1::text, 0)) AS locked
+`
+
+type GateRebuildTryLockParams struct {
+	SaleID string
+}
+
+// A rebuild of the sale's counter runs alone: a session-level advisory lock,
+// held on a connection of its own for as long as the rebuild runs. It never
+// waits (a second rebuild is refused at once, and says so); it goes with the
+// session if the connection or the process dies.
+func (q *Queries) GateRebuildTryLock(ctx context.Context, arg GateRebuildTryLockParams) (bool, error) {
+	row := q.db.QueryRow(ctx, gateRebuildTryLock, arg.SaleID)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
+const gateRebuildUnlock = `-- name: GateRebuildUnlock :exec
+SELECT pg_advisory_unlock(hashtextextended('flashline gate rebuild' || E'\n' || $1::text, 0))
+`
+
+type GateRebuildUnlockParams struct {
+	SaleID string
+}
+
+func (q *Queries) GateRebuildUnlock(ctx context.Context, arg GateRebuildUnlockParams) error {
+	_, err := q.db.Exec(ctx, gateRebuildUnlock, arg.SaleID)
+	return err
+}
+
 const gateReturn = `-- name: GateReturn :one
 WITH ins AS (
     INSERT INTO gate_outbox (movement_id, sale_id, customer_id, quantity, reason, gate_seq)

@@ -119,6 +119,16 @@ UPDATE sales SET gate_epoch = gate_epoch + 1, updated_at = now()
  WHERE sale_id = @sale_id::text AND gate = 'redis' AND state = 'paused'
 RETURNING gate_epoch;
 
+-- name: GateRebuildTryLock :one
+-- A rebuild of the sale's counter runs alone: a session-level advisory lock,
+-- held on a connection of its own for as long as the rebuild runs. It never
+-- waits (a second rebuild is refused at once, and says so); it goes with the
+-- session if the connection or the process dies.
+SELECT pg_try_advisory_lock(hashtextextended('flashline gate rebuild' || E'\n' || @sale_id::text, 0)) AS locked;
+
+-- name: GateRebuildUnlock :exec
+SELECT pg_advisory_unlock(hashtextextended('flashline gate rebuild' || E'\n' || @sale_id::text, 0));
+
 -- name: GateRebuildSettle :one
 -- The rest of a rebuild, after GateNextEpoch, in one statement and so one
 -- snapshot: the movements owed to the old counter marked applied (the new
