@@ -193,3 +193,34 @@ func TestGateDriftIncidentSaysWhatItCounted(t *testing.T) {
 		require.Contains(t, detail, want)
 	}
 }
+
+// TestGateDriftChecksAcrossInstances: the gate job is periodic, not unique,
+// and lands on any instance, so the checks in a row that make a drift an
+// incident are the cluster's, not one instance's. Counted per instance, a
+// drift that one instance found three times was an incident though the
+// other's checks in between found none; and three checks of a drift that
+// stayed, made by two instances, were not.
+func TestGateDriftChecksAcrossInstances(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+	sale := f.sale(t, 10, 1)
+	a := f.g
+	b := gate.New(f.rdb, f.pg, salecache.New(f.pg, salecache.Options{}), gate.Options{Timeout: 5 * time.Second})
+
+	// A drift that comes and goes: instance a finds it, b does not.
+	for range 3 {
+		require.NoError(t, f.rdb.IncrBy(ctx, gate.StockKey(sale.ID), 1).Err())
+		require.NoError(t, a.Maintain(ctx))
+		require.NoError(t, f.rdb.DecrBy(ctx, gate.StockKey(sale.ID), 1).Err())
+		require.NoError(t, b.Maintain(ctx))
+	}
+	require.Empty(t, incidents(t, f.pool, sale.ID))
+	f.requireSelling(t, sale.ID)
+
+	// One that stays, checked by a, b, a.
+	require.NoError(t, f.rdb.IncrBy(ctx, gate.StockKey(sale.ID), 1).Err())
+	for _, g := range []*gate.Gate{a, b, a} {
+		require.NoError(t, g.Maintain(ctx))
+	}
+	require.Equal(t, []string{"gate_counter_high"}, incidents(t, f.pool, sale.ID))
+}

@@ -54,10 +54,12 @@ type Options struct {
 	// reservation or a return before the gate job returns it (the request
 	// that took it died). Default 15s: past any reserve attempt.
 	ReturnGrace time.Duration
-	// DriftChecks is how many checks in a row must find the same drift, or
-	// fail to read Redis, before it is an incident (a check reads Redis and
-	// the database one after the other, and units move between the two
-	// reads; one slow answer is no outage). Default 3.
+	// DriftChecks is how many checks in a row, by any instance, must find
+	// the same drift, or the counter of another epoch, and how many of this
+	// instance's must fail to read Redis, before it is an incident (one
+	// slow answer is no outage; a drift is judged only from a consistent
+	// view, and the checks in a row guard against what that cannot see).
+	// Default 3.
 	DriftChecks int
 	Logger      *slog.Logger
 	Registry    prometheus.Registerer
@@ -148,6 +150,7 @@ type keys struct {
 	applied   string // movement ids applied to the counter
 	paused    string // set while the counter is rebuilt
 	epoch     string // the epoch the counter was written for (missing: 0)
+	checks    string // the gate job's checks in a row (streakScript)
 }
 
 func keysOf(saleID string) keys {
@@ -155,7 +158,7 @@ func keysOf(saleID string) keys {
 	return keys{
 		stock: p + "stock", seq: p + "seq", attempts: p + "attempts", buyers: p + "buyers",
 		unsettled: p + "unsettled", applied: p + "applied", paused: p + "paused",
-		epoch: p + "epoch",
+		epoch: p + "epoch", checks: p + "checks",
 	}
 }
 
@@ -226,12 +229,13 @@ return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('H
 // database's, may stand. ARGV: epoch, counter, first unit number, the
 // number of buyers n, then n customer/units pairs, then customer \n key /
 // unit pairs (the attempts). All keys at once: the gate step and the relay
-// see the old counter or the new one.
+// see the old counter or the new one; the gate job's checks in a row start
+// afresh.
 var rebuildScript = redis.NewScript(`
 local epoch = tonumber(ARGV[1])
 local cur = tonumber(redis.call('GET', KEYS[8]) or '0')
 if cur > epoch then return {0, cur} end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[9])
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('SET', KEYS[2], ARGV[3])
 redis.call('SET', KEYS[8], ARGV[1])

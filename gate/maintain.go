@@ -11,20 +11,21 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashline/flashline"
 )
 
-// drift is one sale's drift across the gate job's checks.
+// drift is what this instance's gate job last found of one sale. How many
+// checks in a row found a drift is counted in Redis (streakScript), across
+// the instances whose jobs check the sale; the failures to read Redis are
+// this instance's own.
 type drift struct {
 	value  int64
-	checks int  // consecutive checks that found value
 	opened bool // the sale has opened: it may be named in metrics
-	// unreachable counts consecutive checks that could not read Redis.
+	// unreachable counts this instance's consecutive checks that could not
+	// read Redis.
 	unreachable int
-	// stale counts consecutive checks that found the counter written for
-	// another epoch than the database's.
-	stale int
 }
 
 // Maintain looks after every gated sale once (the gate job runs it every
@@ -118,23 +119,15 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 	}
 	value := v.drift()
 	g.mu.Lock()
-	prev := g.drifts[s.ID]
-	stale := prev.stale
-	if v.st.epoch != v.ledger.Epoch {
-		stale++
-	} else {
-		stale = 0
-	}
-	if value == prev.value {
-		prev.checks++
-	} else {
-		prev = drift{value: value, checks: 1}
-	}
-	prev.stale = stale
-	prev.opened = s.State != flashline.StateScheduled
-	g.drifts[s.ID] = prev
-	report := value != 0 && prev.checks == g.opts.DriftChecks
+	d = g.drifts[s.ID]
+	d.value, d.opened = value, s.State != flashline.StateScheduled
+	g.drifts[s.ID] = d
 	g.mu.Unlock()
+	checks, stale, err := g.streak(ctx, s.ID, value, v.st.epoch != v.ledger.Epoch)
+	if err != nil {
+		return v.ledger.OwedAge, err
+	}
+	report := value != 0 && checks == g.opts.DriftChecks
 	if selling && stale == g.opts.DriftChecks {
 		// A rebuild's write of an older epoch landed last (one that ran
 		// before this refusal existed): its units are all refused.
@@ -149,6 +142,44 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 		}
 	}
 	return v.ledger.OwedAge, nil
+}
+
+// streakTTL is how long a streak of checks outlives its last check: the
+// gate job runs every second, and a streak not checked for this long is of
+// a drift nobody is looking at, not one found in a row.
+const streakTTL = time.Minute
+
+// Records one consistent check of a sale for the whole cluster (KEYS[1]:
+// the sale's checks): its drift ARGV[1], and ARGV[2] 1 when the counter's
+// epoch was not the database's. Returns the checks in a row, whichever
+// instance made them, that found this drift, and the stale ones in a row.
+// The periodic gate job lands on any instance: counted per instance, three
+// checks of one instance found a drift that the others' checks in between
+// did not, and a streak could span minutes.
+var streakScript = redis.NewScript(`
+local n = 1
+if redis.call('HGET', KEYS[1], 'drift') == ARGV[1] then
+  n = tonumber(redis.call('HGET', KEYS[1], 'checks')) + 1
+end
+local s = 0
+if ARGV[2] == '1' then s = tonumber(redis.call('HGET', KEYS[1], 'stale') or '0') + 1 end
+redis.call('HSET', KEYS[1], 'drift', ARGV[1], 'checks', n, 'stale', s)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {n, s}
+`)
+
+// streak records a consistent check's drift and epoch (streakScript).
+func (g *Gate) streak(ctx context.Context, saleID string, value int64, stale bool) (checks, staleChecks int, err error) {
+	flag := 0
+	if stale {
+		flag = 1
+	}
+	res, err := g.call(ctx, g.background(), streakScript, []string{keysOf(saleID).checks}, value, flag, streakTTL.Milliseconds())
+	if err != nil {
+		return 0, 0, err
+	}
+	r := res.([]any)
+	return int(r[0].(int64)), int(r[1].(int64)), nil
 }
 
 // measureTries is how many times a check reads a sale for a consistent view

@@ -76,7 +76,7 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 		args = append(args, attemptField(h.CustomerID, h.IdempotencyKey), strconv.FormatInt(h.Seq, 10))
 	}
 	res, err := g.call(ctx, g.background(), rebuildScript,
-		[]string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused, k.epoch}, args...)
+		[]string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused, k.epoch, k.checks}, args...)
 	if err != nil {
 		return 0, fmt.Errorf("rebuild the gate of sale %s: %w", saleID, errors.Join(flashline.ErrUnavailable, err))
 	}
