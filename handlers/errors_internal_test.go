@@ -76,7 +76,9 @@ func TestClientGoneIsNotFailingClosed(t *testing.T) {
 // rebuildFunc is a GateRebuilder that answers as its function does.
 type rebuildFunc func(ctx context.Context, saleID string) (int64, error)
 
-func (f rebuildFunc) Rebuild(ctx context.Context, saleID string) (int64, error) { return f(ctx, saleID) }
+func (f rebuildFunc) Rebuild(ctx context.Context, saleID string) (int64, error) {
+	return f(ctx, saleID)
+}
 
 // TestGateRebuildRunningAnswer: a rebuild refused because another of the
 // same sale runs answers 409 rebuild_in_progress, which says so, not an
