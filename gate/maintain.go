@@ -29,17 +29,18 @@ type drift struct {
 }
 
 // Maintain looks after every gated sale once (the gate job runs it every
-// second, on one instance): it settles units a reservation holds, returns
-// the ones handed out longer than ReturnGrace ago that nothing holds (their
-// request died), and checks that the counter agrees with the database:
+// second, on whichever instance River gives the job): it settles units a
+// reservation holds, returns the ones handed out longer than ReturnGrace
+// ago that nothing holds (their request died), and checks that the counter
+// agrees with the database, from one consistent view (measure):
 //
-//	drift = available in the stock rows − counter − units owed back −
-//	        units handed out and not yet held or returned
+//	drift = available in the stock rows − counter − units owed back and
+//	        not applied − units handed out and not yet held or returned
 //
-// A counter that is missing, or Redis that cannot be read by DriftChecks
-// checks in a row, pauses the sale with an incident; a drift found by
-// DriftChecks checks in a row is an incident, and pauses the sale when it
-// is negative (the counter is above what the database allows: it would let
+// A counter that is missing, or Redis that this instance cannot read by
+// DriftChecks checks in a row, pauses the sale with an incident; a drift
+// found by DriftChecks checks in a row, by any instances, is an incident
+// that lists what it counted, and pauses the sale when it is negative (the counter is above what the database allows: it would let
 // more buyers try than there are units). A positive one is undersell:
 // reported, not paused.
 func (g *Gate) Maintain(ctx context.Context) error {
