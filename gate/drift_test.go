@@ -29,8 +29,23 @@ type holdReply struct {
 	held, release chan struct{}
 }
 
-func newHoldReply(match func(args []any) bool) *holdReply {
-	return &holdReply{match: match, held: make(chan struct{}), release: make(chan struct{})}
+func newHoldReply(t *testing.T, match func(args []any) bool) *holdReply {
+	h := &holdReply{match: match, held: make(chan struct{}), release: make(chan struct{})}
+	releaseOnCleanup(t, h.release)
+	return h
+}
+
+// releaseOnCleanup closes release when the test ends, if it did not: a test
+// that fails while a hook holds a call must not leave it held, nor its
+// database connection, which the pool's closing would wait for forever.
+func releaseOnCleanup(t *testing.T, release chan struct{}) {
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
 }
 
 func (h *holdReply) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -101,7 +116,7 @@ func TestGateDriftOfARelayInFlight(t *testing.T) {
 
 	// A relay applies it (the apply script writes the applied set; the
 	// state script of this change reads it too, with the epoch key).
-	hook := newHoldReply(func(args []any) bool {
+	hook := newHoldReply(t, func(args []any) bool {
 		return mentions(args, gate.AppliedKey(sale.ID)) && !mentions(args, gate.EpochKey(sale.ID))
 	})
 	relay := f.hookedGate(t, hook, gate.Options{})
@@ -142,7 +157,7 @@ func TestGateDriftOfAUnitBetweenTheReads(t *testing.T) {
 
 	// The gate job's state read (the only script with the epoch key and
 	// not the unit numbers') is held once.
-	hook := newHoldReply(func(args []any) bool {
+	hook := newHoldReply(t, func(args []any) bool {
 		return mentions(args, gate.EpochKey(sale.ID)) && !mentions(args, gate.SeqKey(sale.ID))
 	})
 	checker := f.hookedGate(t, hook, gate.Options{DriftChecks: 1})

@@ -233,6 +233,7 @@ func TestGateOverlappingRebuildsKeepTheLaterEpoch(t *testing.T) {
 
 	// The first rebuild's Redis write is held in flight.
 	hook := &holdFirst{seqKey: gate.SeqKey(sale.ID), held: make(chan struct{}), release: make(chan struct{})}
+	releaseOnCleanup(t, hook.release)
 	// A second client of the fixture's Redis, with the hook.
 	opts := *f.rdb.Options()
 	rdb := redis.NewClient(&opts)
@@ -276,15 +277,18 @@ func TestGateOverlappingRebuildsKeepTheLaterEpoch(t *testing.T) {
 
 // killRebuildLock ends the session that holds a rebuild lock of this test's
 // database (the only advisory lock held across statements), as a killed
-// connection or a database failover would.
+// connection or a database failover would, and waits until the lock is
+// gone with it (pg_terminate_backend only signals the backend).
 func (f *fixture) killRebuildLock(t *testing.T) {
 	t.Helper()
-	var n int
-	require.NoError(t, f.pool.QueryRow(context.Background(), `
-		SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l
+	const held = `FROM pg_locks l
 		 WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
-		   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n))
+		   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+	var n int
+	require.NoError(t, f.pool.QueryRow(context.Background(), "SELECT count(pg_terminate_backend(l.pid, 30000)) "+held).Scan(&n))
 	require.Equal(t, 1, n, "sessions holding a rebuild lock")
+	require.NoError(t, f.pool.QueryRow(context.Background(), "SELECT count(*) "+held).Scan(&n))
+	require.Zero(t, n, "rebuild locks still held once their session ended")
 }
 
 // TestGateRebuildRefusedWhileAnotherRuns: a rebuild asked for while another
@@ -303,6 +307,7 @@ func TestGateRebuildRefusedWhileAnotherRuns(t *testing.T) {
 
 	// The first rebuild's Redis write is held in flight.
 	hook := &holdFirst{seqKey: gate.SeqKey(sale.ID), held: make(chan struct{}), release: make(chan struct{})}
+	releaseOnCleanup(t, hook.release)
 	opts := *f.rdb.Options()
 	rdb := redis.NewClient(&opts)
 	t.Cleanup(func() { rdb.Close() })
