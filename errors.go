@@ -68,6 +68,9 @@ var (
 	// ErrSaleNotPaused: a repair needs the sale paused (by the invariant
 	// job or an admin), so that nobody buys from stock being corrected.
 	ErrSaleNotPaused = errors.New("the sale is not paused")
+	// ErrRebuildRunning: a rebuild of a gated sale's counter asked for while
+	// another of the same sale runs (on any instance, or the CLI).
+	ErrRebuildRunning = errors.New("another rebuild of the sale's gate is running")
 	// ErrPaymentReferenceUsed: a payment reference that confirmed another
 	// order already.
 	ErrPaymentReferenceUsed = errors.New("payment reference already confirmed another order")

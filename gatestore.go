@@ -43,6 +43,10 @@ type GateStore interface {
 	// counter holds (ErrInvalidTransition: not paused; ErrNotFound: no such
 	// gated sale).
 	BeginRebuild(ctx context.Context, saleID string) (GateRebuild, error)
+	// LockRebuild makes a rebuild of the sale's counter the only one
+	// running, across instances, until unlock (ErrRebuildRunning: another
+	// runs). A process that dies holding it lets go of it.
+	LockRebuild(ctx context.Context, saleID string) (unlock func(), err error)
 }
 
 // GateUnit is one unit handed out by a sale's gate.
@@ -68,12 +72,18 @@ type GateMovement struct {
 type GateLedger struct {
 	Available int64 // units in the stock rows
 	Owed      int64 // units owed back to the gate, not applied yet
+	// OwedMovements are those units, one movement each (ID and Quantity).
+	OwedMovements []GateMovement
 	// OwedAge is how long ago the oldest of them was written: the relay's
 	// lag (0: none owed).
 	OwedAge time.Duration
 	// Epoch is the rebuilds of the counter so far: a counter in Redis
 	// written for another epoch hands out units the database refuses.
 	Epoch int64
+	// Version changes whenever a reservation, a restock, a return, a
+	// relay's marking or a rebuild commits: two reads of the ledger with
+	// the same Version saw the same sale.
+	Version string
 }
 
 // GatedSale is one gated sale the gate job looks after.

@@ -26,3 +26,6 @@ func (g *Gate) Apply(ctx context.Context, moves []flashline.GateMovement) ([]str
 	r := relayRun{g: g, skip: map[string]bool{}}
 	return r.apply(ctx, moves)
 }
+
+func EpochKey(saleID string) string   { return keysOf(saleID).epoch }
+func AppliedKey(saleID string) string { return keysOf(saleID).applied }

@@ -54,10 +54,12 @@ type Options struct {
 	// reservation or a return before the gate job returns it (the request
 	// that took it died). Default 15s: past any reserve attempt.
 	ReturnGrace time.Duration
-	// DriftChecks is how many checks in a row must find the same drift, or
-	// fail to read Redis, before it is an incident (a check reads Redis and
-	// the database one after the other, and units move between the two
-	// reads; one slow answer is no outage). Default 3.
+	// DriftChecks is how many checks in a row, by any instance, must find
+	// the same drift, or the counter of another epoch, and how many of this
+	// instance's must fail to read Redis, before it is an incident (one
+	// slow answer is no outage; a drift is judged only from a consistent
+	// view, and the checks in a row guard against what that cannot see).
+	// Default 3.
 	DriftChecks int
 	Logger      *slog.Logger
 	Registry    prometheus.Registerer
@@ -148,6 +150,7 @@ type keys struct {
 	applied   string // movement ids applied to the counter
 	paused    string // set while the counter is rebuilt
 	epoch     string // the epoch the counter was written for (missing: 0)
+	checks    string // the gate job's checks in a row (streakScript)
 }
 
 func keysOf(saleID string) keys {
@@ -155,7 +158,7 @@ func keysOf(saleID string) keys {
 	return keys{
 		stock: p + "stock", seq: p + "seq", attempts: p + "attempts", buyers: p + "buyers",
 		unsettled: p + "unsettled", applied: p + "applied", paused: p + "paused",
-		epoch: p + "epoch",
+		epoch: p + "epoch", checks: p + "checks",
 	}
 }
 
@@ -210,10 +213,14 @@ return 1
 `)
 
 // A consistent view of the counter: its value (false: missing), whether it
-// is being rebuilt, the units handed out and not settled, and its epoch
-// (false: 0, a counter set when its sale was created).
+// is being rebuilt, the units handed out and not settled, its epoch (false:
+// 0, a counter set when its sale was created), and which of the movements
+// ARGV it applied already (1 or 0 each: a relay applies a movement here
+// before its transaction marks it applied in the database).
 var stateScript = redis.NewScript(`
-return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4])}
+local applied = {}
+for i = 1, #ARGV do applied[i] = redis.call('SISMEMBER', KEYS[5], ARGV[i]) end
+return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4]), applied}
 `)
 
 // Writes a rebuilt counter for epoch ARGV[1], unless a later rebuild wrote
@@ -222,12 +229,13 @@ return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('H
 // database's, may stand. ARGV: epoch, counter, first unit number, the
 // number of buyers n, then n customer/units pairs, then customer \n key /
 // unit pairs (the attempts). All keys at once: the gate step and the relay
-// see the old counter or the new one.
+// see the old counter or the new one; the gate job's checks in a row start
+// afresh.
 var rebuildScript = redis.NewScript(`
 local epoch = tonumber(ARGV[1])
 local cur = tonumber(redis.call('GET', KEYS[8]) or '0')
 if cur > epoch then return {0, cur} end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[9])
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('SET', KEYS[2], ARGV[3])
 redis.call('SET', KEYS[8], ARGV[1])
@@ -271,6 +279,7 @@ type state struct {
 	paused    bool
 	epoch     int64 // the epoch the counter was written for
 	unsettled map[int64]unsettled
+	applied   map[string]bool // of the movements asked about, those applied
 }
 
 type unsettled struct {
@@ -279,14 +288,20 @@ type unsettled struct {
 	at            time.Time
 }
 
-func (g *Gate) state(ctx context.Context, saleID string) (state, error) {
+// state reads the sale's counter, and which of the movements owed (by the
+// database's last read) the counter has applied already.
+func (g *Gate) state(ctx context.Context, saleID string, owed []flashline.GateMovement) (state, error) {
 	k := keysOf(saleID)
-	res, err := g.call(ctx, g.background(), stateScript, []string{k.stock, k.paused, k.unsettled, k.epoch})
+	ids := make([]any, len(owed))
+	for i, m := range owed {
+		ids[i] = m.ID
+	}
+	res, err := g.call(ctx, g.background(), stateScript, []string{k.stock, k.paused, k.unsettled, k.epoch, k.applied}, ids...)
 	if err != nil {
 		return state{}, err
 	}
 	parts := res.([]any)
-	st := state{paused: parts[1].(int64) == 1, unsettled: map[int64]unsettled{}}
+	st := state{paused: parts[1].(int64) == 1, unsettled: map[int64]unsettled{}, applied: map[string]bool{}}
 	if s, ok := parts[0].(string); ok {
 		st.counter, _ = strconv.ParseInt(s, 10, 64)
 	} else {
@@ -299,6 +314,11 @@ func (g *Gate) state(ctx context.Context, saleID string) (state, error) {
 	for i := 0; i+1 < len(kv); i += 2 {
 		seq, _ := strconv.ParseInt(kv[i].(string), 10, 64)
 		st.unsettled[seq] = parseUnsettled(kv[i+1].(string))
+	}
+	for i, a := range parts[4].([]any) {
+		if a.(int64) == 1 {
+			st.applied[owed[i].ID] = true
+		}
 	}
 	return st, nil
 }

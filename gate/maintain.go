@@ -4,38 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashline/flashline"
 )
 
-// drift is one sale's drift across the gate job's checks.
+// drift is what this instance's gate job last found of one sale. How many
+// checks in a row found a drift is counted in Redis (streakScript), across
+// the instances whose jobs check the sale; the failures to read Redis are
+// this instance's own.
 type drift struct {
 	value  int64
-	checks int  // consecutive checks that found value
 	opened bool // the sale has opened: it may be named in metrics
-	// unreachable counts consecutive checks that could not read Redis.
+	// unreachable counts this instance's consecutive checks that could not
+	// read Redis.
 	unreachable int
-	// stale counts consecutive checks that found the counter written for
-	// another epoch than the database's.
-	stale int
 }
 
 // Maintain looks after every gated sale once (the gate job runs it every
-// second, on one instance): it settles units a reservation holds, returns
-// the ones handed out longer than ReturnGrace ago that nothing holds (their
-// request died), and checks that the counter agrees with the database:
+// second, on whichever instance River gives the job): it settles units a
+// reservation holds, returns the ones handed out longer than ReturnGrace
+// ago that nothing holds (their request died), and checks that the counter
+// agrees with the database, from one consistent view (measure):
 //
-//	drift = available in the stock rows − counter − units owed back −
-//	        units handed out and not yet held or returned
+//	drift = available in the stock rows − counter − units owed back and
+//	        not applied − units handed out and not yet held or returned
 //
-// A counter that is missing, or Redis that cannot be read by DriftChecks
-// checks in a row, pauses the sale with an incident; a drift found by
-// DriftChecks checks in a row is an incident, and pauses the sale when it
-// is negative (the counter is above what the database allows: it would let
+// A counter that is missing, or Redis that this instance cannot read by
+// DriftChecks checks in a row, pauses the sale with an incident; a drift
+// found by DriftChecks checks in a row, by any instances, is an incident
+// that lists what it counted, and pauses the sale when it is negative (the counter is above what the database allows: it would let
 // more buyers try than there are units). A positive one is undersell:
 // reported, not paused.
 func (g *Gate) Maintain(ctx context.Context) error {
@@ -71,14 +76,18 @@ func (g *Gate) Maintain(ctx context.Context) error {
 // maintain looks after one gated sale and returns the relay's lag for it.
 func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Duration, error) {
 	selling := s.State == flashline.StateOpen || s.State == flashline.StateScheduled
-	st, err := g.state(ctx, s.ID)
+	v, consistent, err := g.measure(ctx, s.ID)
+	var unreadable redisUnreadable
+	redisDown := errors.As(err, &unreadable)
 	g.mu.Lock()
 	d := g.drifts[s.ID]
 	// Only failures while the sale sells count: a sale paused through an
-	// outage starts afresh when it is resumed.
-	if err != nil && selling {
+	// outage starts afresh when it is resumed. (A database that could not
+	// be read before Redis was asked says nothing of Redis.)
+	switch {
+	case redisDown && selling:
 		d.unreachable++
-	} else {
+	case err == nil || redisDown:
 		d.unreachable = 0
 	}
 	g.drifts[s.ID] = d
@@ -87,77 +96,239 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 	case err != nil:
 		// Buyers fail closed at once; the sale is paused only when Redis
 		// stays unreadable, not for one slow answer.
-		if selling && d.unreachable >= g.opts.DriftChecks {
+		if redisDown && selling && d.unreachable >= g.opts.DriftChecks {
 			g.incident(ctx, s.ID, "gate_unreachable", "the gate's Redis cannot be read: "+err.Error(), true)
 		}
 		return 0, err
-	case st.paused:
+	case v.st.paused:
 		return 0, nil // being rebuilt
-	case st.missing:
+	case v.st.missing:
 		// A sale created a moment ago may not have its counter yet.
 		if selling && time.Since(s.CreatedAt) > 10*time.Second {
 			g.incident(ctx, s.ID, "gate_missing", "the gate's counter is missing from Redis (restarted empty?): rebuild it from the database, then resume", true)
 		}
 		return 0, nil
 	}
-	inflight, err := g.reconcile(ctx, s.ID, st)
-	if err != nil {
+	if err := g.reconcile(ctx, s.ID, v.st, v.settled); err != nil {
 		return 0, err
 	}
-	ledger, err := g.store.GateLedger(ctx, s.ID)
-	if err != nil {
-		return 0, err
+	if !consistent {
+		// The sale moved under every read (it is selling): no drift is
+		// judged from this check, nor does it break a streak; the next
+		// check reads it again.
+		return v.ledger.OwedAge, nil
 	}
-	value := ledger.Available - st.counter - ledger.Owed - inflight
+	value := v.drift()
 	g.mu.Lock()
-	prev := g.drifts[s.ID]
-	stale := prev.stale
-	if st.epoch != ledger.Epoch {
-		stale++
-	} else {
-		stale = 0
-	}
-	if value == prev.value {
-		prev.checks++
-	} else {
-		prev = drift{value: value, checks: 1}
-	}
-	prev.stale = stale
-	prev.opened = s.State != flashline.StateScheduled
-	g.drifts[s.ID] = prev
-	report := value != 0 && prev.checks == g.opts.DriftChecks
+	d = g.drifts[s.ID]
+	d.value, d.opened = value, s.State != flashline.StateScheduled
+	g.drifts[s.ID] = d
 	g.mu.Unlock()
+	checks, stale, err := g.streak(ctx, s.ID, value, v.st.epoch != v.ledger.Epoch)
+	if err != nil {
+		return v.ledger.OwedAge, err
+	}
+	report := value != 0 && checks == g.opts.DriftChecks
 	if selling && stale == g.opts.DriftChecks {
 		// A rebuild's write of an older epoch landed last (one that ran
 		// before this refusal existed): its units are all refused.
-		g.incident(ctx, s.ID, "gate_stale_epoch", fmt.Sprintf("the gate's counter was written for epoch %d, the database is at %d: rebuild it, then resume", st.epoch, ledger.Epoch), true)
+		g.incident(ctx, s.ID, "gate_stale_epoch", fmt.Sprintf("the gate's counter was written for epoch %d, the database is at %d: rebuild it, then resume", v.st.epoch, v.ledger.Epoch), true)
 	}
 	if report {
-		detail := fmt.Sprintf("drift %d: available %d − counter %d − owed back %d − in flight %d", value, ledger.Available, st.counter, ledger.Owed, inflight)
+		detail := v.detail()
 		if value < 0 {
 			g.incident(ctx, s.ID, "gate_counter_high", "the gate's counter is above what the database accounts for ("+detail+"): rebuild it, then resume", true)
 		} else {
 			g.incident(ctx, s.ID, "gate_drift", "the gate's counter is below what the database accounts for, units go unsold ("+detail+"): rebuild it in a pause", false)
 		}
 	}
-	return ledger.OwedAge, nil
+	return v.ledger.OwedAge, nil
 }
 
-// reconcile settles the units a reservation holds, returns those handed out
-// longer than ReturnGrace ago that nothing holds, and returns the units
-// still in flight.
-func (g *Gate) reconcile(ctx context.Context, saleID string, st state) (inflight int64, err error) {
-	if len(st.unsettled) == 0 {
-		return 0, nil
+// streakTTL is how long a streak of checks outlives its last check: the
+// gate job runs every second, and a streak not checked for this long is of
+// a drift nobody is looking at, not one found in a row.
+const streakTTL = time.Minute
+
+// Records one consistent check of a sale for the whole cluster (KEYS[1]:
+// the sale's checks): its drift ARGV[1], and ARGV[2] 1 when the counter's
+// epoch was not the database's. Returns the checks in a row, whichever
+// instance made them, that found this drift, and the stale ones in a row.
+// The periodic gate job lands on any instance: counted per instance, three
+// checks of one instance found a drift that the others' checks in between
+// did not, and a streak could span minutes.
+var streakScript = redis.NewScript(`
+local n = 1
+if redis.call('HGET', KEYS[1], 'drift') == ARGV[1] then
+  n = tonumber(redis.call('HGET', KEYS[1], 'checks')) + 1
+end
+local s = 0
+if ARGV[2] == '1' then s = tonumber(redis.call('HGET', KEYS[1], 'stale') or '0') + 1 end
+redis.call('HSET', KEYS[1], 'drift', ARGV[1], 'checks', n, 'stale', s)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {n, s}
+`)
+
+// streak records a consistent check's drift and epoch (streakScript).
+func (g *Gate) streak(ctx context.Context, saleID string, value int64, stale bool) (checks, staleChecks int, err error) {
+	flag := 0
+	if stale {
+		flag = 1
 	}
-	seqs := make([]int64, 0, len(st.unsettled))
-	for seq := range st.unsettled {
-		seqs = append(seqs, seq)
-	}
-	settled, err := g.store.Settlements(ctx, saleID, seqs)
+	res, err := g.call(ctx, g.background(), streakScript, []string{keysOf(saleID).checks}, value, flag, streakTTL.Milliseconds())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	r := res.([]any)
+	return int(r[0].(int64)), int(r[1].(int64)), nil
+}
+
+// measureTries is how many times a check reads a sale for a consistent view
+// before it leaves the judging to the next check.
+const measureTries = 3
+
+// view is one check's reading of a gated sale: its counter in Redis, and
+// the database's ledger and settlements of the units the counter has in
+// flight. Consistent (measure) when nothing committed in the database while
+// it was read: then every unit the counter lacks is in exactly one of a
+// reservation (not available), a movement owed and not applied to the
+// counter, or a unit in flight, and the drift is real. Read Redis first and
+// the database later, a movement applied before the Redis read and marked
+// applied after the database's (a relay's transaction stays open across its
+// Redis round trips), or a unit handed out after the one read and reserved
+// or returned before the other, was counted twice: a drift measured, not
+// there.
+type view struct {
+	st      state
+	ledger  flashline.GateLedger
+	settled map[int64]flashline.GateSettlement
+}
+
+// owed is what the database owes the counter and the counter has not
+// applied: a movement a relay applied and has not marked yet is in the
+// counter already.
+func (v view) owed() (units int64, moves []flashline.GateMovement) {
+	for _, m := range v.ledger.OwedMovements {
+		if !v.st.applied[m.ID] {
+			units += int64(m.Quantity)
+			moves = append(moves, m)
+		}
+	}
+	return units, moves
+}
+
+// inflight is what the counter handed out that no reservation holds and no
+// return gives back yet, by unit number.
+func (v view) inflight() (units int64, seqs []int64) {
+	for seq, u := range v.st.unsettled {
+		if s := v.settled[seq]; !s.Reserved && !s.Returned {
+			units += int64(u.quantity)
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	return units, seqs
+}
+
+// drift is what the view's counter disagrees with the database by:
+//
+//	drift = available in the stock rows − counter − units owed back and not
+//	        applied − units handed out and not yet held or returned
+func (v view) drift() int64 {
+	owed, _ := v.owed()
+	inflight, _ := v.inflight()
+	return v.ledger.Available - v.st.counter - owed - inflight
+}
+
+// detailEntries bounds the movements and units an incident lists.
+const detailEntries = 20
+
+// detail says what a drift was made of, each movement and unit counted, so
+// that an incident explains itself.
+func (v view) detail() string {
+	owed, moves := v.owed()
+	inflight, seqs := v.inflight()
+	var b strings.Builder
+	fmt.Fprintf(&b, "drift %d: available %d − counter %d − owed back %d − in flight %d; epoch %d (counter's %d)",
+		v.drift(), v.ledger.Available, v.st.counter, owed, inflight, v.ledger.Epoch, v.st.epoch)
+	b.WriteString("; owed back:")
+	for i, m := range moves {
+		if i == detailEntries {
+			fmt.Fprintf(&b, " and %d more", len(moves)-i)
+			break
+		}
+		fmt.Fprintf(&b, " %s ×%d", m.ID, m.Quantity)
+	}
+	if len(moves) == 0 {
+		b.WriteString(" none")
+	}
+	if n := len(v.ledger.OwedMovements) - len(moves); n > 0 {
+		fmt.Fprintf(&b, " (and %d applied by a relay, not marked yet)", n)
+	}
+	b.WriteString("; in flight:")
+	for i, seq := range seqs {
+		if i == detailEntries {
+			fmt.Fprintf(&b, " and %d more", len(seqs)-i)
+			break
+		}
+		u := v.st.unsettled[seq]
+		fmt.Fprintf(&b, " unit %d of %s ×%d (%s ago)", seq, u.customer, u.quantity, time.Since(u.at).Round(time.Second))
+	}
+	if len(seqs) == 0 {
+		b.WriteString(" none")
+	}
+	return b.String()
+}
+
+// redisUnreadable is a check that could not read Redis (the other errors
+// are the database's).
+type redisUnreadable struct{ error }
+
+func (e redisUnreadable) Unwrap() error { return e.error }
+
+// measure reads a gated sale for a consistent view: the database's ledger,
+// then Redis (and which of the movements owed it applied already), then
+// the settlements of the units in flight, then the ledger again. When the
+// two ledgers are the same version nothing committed between them, and the
+// view is consistent; else it reads again, up to measureTries times, and
+// returns the last view, not consistent. A counter paused or missing is a
+// view too (nothing to compare).
+func (g *Gate) measure(ctx context.Context, saleID string) (view, bool, error) {
+	var v view
+	for range measureTries {
+		before, err := g.store.GateLedger(ctx, saleID)
+		if err != nil {
+			return view{}, false, err
+		}
+		st, err := g.state(ctx, saleID, before.OwedMovements)
+		if err != nil {
+			return view{}, false, redisUnreadable{err}
+		}
+		v = view{st: st, ledger: before}
+		if st.paused || st.missing {
+			return v, true, nil
+		}
+		if len(st.unsettled) > 0 {
+			seqs := slices.Collect(maps.Keys(st.unsettled))
+			if v.settled, err = g.store.Settlements(ctx, saleID, seqs); err != nil {
+				return view{}, false, err
+			}
+		}
+		after, err := g.store.GateLedger(ctx, saleID)
+		if err != nil {
+			return view{}, false, err
+		}
+		if after.Version == before.Version {
+			return v, true, nil
+		}
+	}
+	return v, false, nil
+}
+
+// reconcile settles the units a reservation holds and returns those handed
+// out longer than ReturnGrace ago that nothing holds (their request died),
+// as st and settled found them.
+func (g *Gate) reconcile(ctx context.Context, saleID string, st state, settled map[int64]flashline.GateSettlement) error {
 	k := keysOf(saleID)
 	var held []string
 	for seq, u := range st.unsettled {
@@ -171,25 +342,20 @@ func (g *Gate) reconcile(ctx context.Context, saleID string, st state) (inflight
 			req := flashline.ReserveRequest{SaleID: saleID, CustomerID: u.customer, IdempotencyKey: u.key}
 			g.forget(ctx, req, seq)
 			returned, err := g.store.ReturnUnit(ctx, flashline.GateUnit{SaleID: saleID, CustomerID: u.customer, Seq: seq, Quantity: u.quantity})
-			switch {
-			case err != nil:
-				inflight += int64(u.quantity)
-			case !returned:
+			if err == nil && !returned {
 				// A reservation took it after all, since Settlements read.
 				held = append(held, strconv.FormatInt(seq, 10))
 			}
-		default:
-			inflight += int64(u.quantity)
 		}
 	}
 	if len(held) > 0 {
 		ctx, cancel := context.WithTimeout(ctx, g.background())
 		defer cancel()
 		if err := g.rdb.HDel(ctx, k.unsettled, held...).Err(); err != nil {
-			return inflight, fmt.Errorf("gate: settle units: %w", err)
+			return fmt.Errorf("gate: settle units: %w", err)
 		}
 	}
-	return inflight, nil
+	return nil
 }
 
 func (g *Gate) incident(ctx context.Context, saleID, kind, detail string, pause bool) {
@@ -206,51 +372,38 @@ func (g *Gate) incident(ctx context.Context, saleID, kind, detail string, pause 
 
 // Status says how a gated sale's counter stands now (for the admin's view
 // and for resume): the counter as Redis holds it (-1: missing or
-// unreachable) and the drift, computed once, without the gate job's
-// persistence (units moving between the two reads show as a passing drift).
+// unreachable) and the drift, from one consistent view, without the gate
+// job's persistence.
 func (g *Gate) Status(ctx context.Context, saleID string) flashline.GateStatus {
 	st, _ := g.check(ctx, saleID)
 	return st
 }
 
 // check is Status, with the reason it could not be computed: Redis or the
-// database could not be read (an error wrapping flashline.ErrUnavailable:
-// "not now", not a counter that disagrees). A missing counter is no error:
-// it is a counter that disagrees (not OK, -1).
+// database could not be read, or the sale moved under every read (an error
+// wrapping flashline.ErrUnavailable: "not now", not a counter that
+// disagrees). A missing counter is no error: it is a counter that disagrees
+// (not OK, -1).
 func (g *Gate) check(ctx context.Context, saleID string) (flashline.GateStatus, error) {
 	status := flashline.GateStatus{Kind: flashline.GateRedis, Counter: -1}
-	st, err := g.state(ctx, saleID)
-	if err != nil {
+	v, consistent, err := g.measure(ctx, saleID)
+	var unreadable redisUnreadable
+	switch {
+	case errors.As(err, &unreadable):
 		return status, errors.Join(flashline.ErrUnavailable, err)
-	}
-	if st.missing {
+	case err != nil:
+		return status, err
+	case v.st.missing:
 		return status, nil
 	}
-	status.Counter = st.counter
-	var inflight int64
-	if len(st.unsettled) > 0 {
-		seqs := make([]int64, 0, len(st.unsettled))
-		for seq := range st.unsettled {
-			seqs = append(seqs, seq)
-		}
-		settled, err := g.store.Settlements(ctx, saleID, seqs)
-		if err != nil {
-			return status, err
-		}
-		for seq, u := range st.unsettled {
-			if s := settled[seq]; !s.Reserved && !s.Returned {
-				inflight += int64(u.quantity)
-			}
-		}
+	status.Counter = v.st.counter
+	status.Drift = v.drift()
+	if !consistent {
+		return status, fmt.Errorf("gate of sale %s: units moved during each of %d reads of its counter and the database: ask again: %w", saleID, measureTries, flashline.ErrUnavailable)
 	}
-	ledger, err := g.store.GateLedger(ctx, saleID)
-	if err != nil {
-		return status, err
-	}
-	status.Drift = ledger.Available - st.counter - ledger.Owed - inflight
 	// A counter written for another epoch than the database's hands out
 	// units that no reservation may hold and no return gives back.
-	status.OK = !st.paused && status.Drift == 0 && st.epoch == ledger.Epoch
+	status.OK = !v.st.paused && status.Drift == 0 && v.st.epoch == v.ledger.Epoch
 	return status, nil
 }
 

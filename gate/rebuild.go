@@ -19,11 +19,14 @@ import (
 // While it runs the counter is marked paused in Redis, so that neither the
 // gate step nor the relay touches the old one. A rebuild that fails half way
 // leaves the mark: the sale cannot be resumed until a rebuild completes, and
-// running it again is safe. The counter in Redis carries its epoch: of two
-// rebuilds that overlap, the one with the earlier epoch cannot write over
-// the later one's counter (it fails with ErrInvalidTransition, and the
-// later counter stands), and a counter whose epoch is not the database's
-// does not agree with it (check).
+// running it again is safe. One rebuild of a sale runs at a time, across
+// instances (GateStore.LockRebuild): another asked for meanwhile fails at
+// once with ErrRebuildRunning. Should two overlap all the same (the first's
+// lock went with its database session while its Redis write was in
+// flight), the counter in Redis carries its epoch: the one with the earlier
+// epoch cannot write over the later one's counter (it fails with
+// ErrInvalidTransition, and the later counter stands), and a counter whose
+// epoch is not the database's does not agree with it (check).
 func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 	if g.rdb == nil {
 		return 0, fmt.Errorf("rebuild the gate of sale %s: %w", saleID, errors.Join(flashline.ErrUnavailable, ErrNoRedis))
@@ -38,6 +41,14 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 	case sale.State != flashline.StatePaused:
 		return 0, fmt.Errorf("rebuild the gate of sale %s (%s): pause it first: %w", saleID, sale.State, flashline.ErrInvalidTransition)
 	}
+	// One rebuild of a sale at a time: a second one asked for meanwhile (an
+	// admin's double click, a retry after a timeout, another operator) is
+	// refused and says so, rather than racing the first to Redis.
+	unlock, err := g.store.LockRebuild(ctx, saleID)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	k := keysOf(saleID)
 	rctx, cancel := context.WithTimeout(ctx, g.background())
 	err = g.rdb.Set(rctx, k.paused, "rebuild", 0).Err()
@@ -65,7 +76,7 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 		args = append(args, attemptField(h.CustomerID, h.IdempotencyKey), strconv.FormatInt(h.Seq, 10))
 	}
 	res, err := g.call(ctx, g.background(), rebuildScript,
-		[]string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused, k.epoch}, args...)
+		[]string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused, k.epoch, k.checks}, args...)
 	if err != nil {
 		return 0, fmt.Errorf("rebuild the gate of sale %s: %w", saleID, errors.Join(flashline.ErrUnavailable, err))
 	}

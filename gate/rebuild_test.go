@@ -219,7 +219,10 @@ func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // handed out after the resume was refused as returned (and none came back),
 // and nothing noticed, since the check compared no epochs. Now the earlier
 // write is refused with a clear error, the later counter stands, and the
-// sale sells.
+// sale sells. A second rebuild is refused while the first holds the
+// rebuild lock (TestGateRebuildRefusedWhileAnotherRuns): here the first's
+// lock goes with its session (its connection killed, a database failover)
+// while its write is in flight, the one way two can still overlap.
 func TestGateOverlappingRebuildsKeepTheLaterEpoch(t *testing.T) {
 	f := newFixture(t, false, gate.Options{})
 	ctx := context.Background()
@@ -230,6 +233,7 @@ func TestGateOverlappingRebuildsKeepTheLaterEpoch(t *testing.T) {
 
 	// The first rebuild's Redis write is held in flight.
 	hook := &holdFirst{seqKey: gate.SeqKey(sale.ID), held: make(chan struct{}), release: make(chan struct{})}
+	releaseOnCleanup(t, hook.release)
 	// A second client of the fixture's Redis, with the hook.
 	opts := *f.rdb.Options()
 	rdb := redis.NewClient(&opts)
@@ -247,6 +251,8 @@ func TestGateOverlappingRebuildsKeepTheLaterEpoch(t *testing.T) {
 		t.Fatalf("the first rebuild ended before its Redis write: %v", err)
 	}
 
+	// The first's rebuild lock goes with its session.
+	f.killRebuildLock(t)
 	// The second runs to the end, then the first's write lands.
 	counter, err := f.g.Rebuild(ctx, sale.ID)
 	require.NoError(t, err)
@@ -267,4 +273,72 @@ func TestGateOverlappingRebuildsKeepTheLaterEpoch(t *testing.T) {
 	require.Zero(t, f.settle(t, sale.ID).Counter)
 	require.ErrorIs(t, firstErr, flashline.ErrInvalidTransition, "the stale rebuild says it did not write")
 	require.ErrorContains(t, firstErr, "another rebuild")
+}
+
+// killRebuildLock ends the session that holds a rebuild lock of this test's
+// database (the only advisory lock held across statements), as a killed
+// connection or a database failover would, and waits until the lock is
+// gone with it (pg_terminate_backend only signals the backend).
+func (f *fixture) killRebuildLock(t *testing.T) {
+	t.Helper()
+	const held = `FROM pg_locks l
+		 WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
+		   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+	var n int
+	require.NoError(t, f.pool.QueryRow(context.Background(), "SELECT count(pg_terminate_backend(l.pid, 30000)) "+held).Scan(&n))
+	require.Equal(t, 1, n, "sessions holding a rebuild lock")
+	require.NoError(t, f.pool.QueryRow(context.Background(), "SELECT count(*) "+held).Scan(&n))
+	require.Zero(t, n, "rebuild locks still held once their session ended")
+}
+
+// TestGateRebuildRefusedWhileAnotherRuns: a rebuild asked for while another
+// of the same sale runs (a double click, a retry after a timeout, a second
+// operator, on any instance) is refused at once, says so, and touches
+// nothing; the first ends as if alone, and the next rebuild runs.
+func TestGateRebuildRefusedWhileAnotherRuns(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+	sale := f.sale(t, 5, 1)
+	other := f.sale(t, 3, 1)
+	_, err := f.store.Reserve(ctx, req(sale.ID, "cust_0", "k", 1))
+	require.NoError(t, err)
+	f.pause(t, sale.ID)
+	f.pause(t, other.ID)
+
+	// The first rebuild's Redis write is held in flight.
+	hook := &holdFirst{seqKey: gate.SeqKey(sale.ID), held: make(chan struct{}), release: make(chan struct{})}
+	releaseOnCleanup(t, hook.release)
+	opts := *f.rdb.Options()
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(hook)
+	slow := gate.New(rdb, f.pg, salecache.New(f.pg, salecache.Options{}), gate.Options{Timeout: 5 * time.Second})
+	first := make(chan error, 1)
+	go func() {
+		_, err := slow.Rebuild(ctx, sale.ID)
+		first <- err
+	}()
+	select {
+	case <-hook.held:
+	case err := <-first:
+		t.Fatalf("the first rebuild ended before its Redis write: %v", err)
+	}
+
+	_, err = f.g.Rebuild(ctx, sale.ID)
+	require.ErrorIs(t, err, flashline.ErrRebuildRunning)
+	require.ErrorContains(t, err, "another rebuild of the sale's gate is running")
+	// Another sale's rebuild is not held up.
+	counter, err := f.g.Rebuild(ctx, other.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, counter)
+
+	close(hook.release)
+	require.NoError(t, <-first)
+	st := f.g.Status(ctx, sale.ID)
+	require.True(t, st.OK, "status %+v", st)
+	require.EqualValues(t, 4, st.Counter)
+	// The lock went with the first: the next rebuild runs.
+	counter, err = f.g.Rebuild(ctx, sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, counter)
 }

@@ -51,6 +51,7 @@ var errorTable = []struct {
 	{flashline.ErrReservationVoided, apiError{status: 409, code: "reservation_voided", message: "the order was voided"}},
 	{flashline.ErrReservationNotConfirmed, apiError{status: 409, code: "reservation_not_confirmed", message: "only a confirmed order can be voided; cancel a pending reservation instead"}},
 	{flashline.ErrExtensionLimit, apiError{status: 409, code: "extension_limit_reached", message: "the reservation has been extended by a day already"}},
+	{flashline.ErrRebuildRunning, apiError{status: 409, code: "rebuild_in_progress", message: "another rebuild of this sale's gate is running: wait for its answer, then see the gate (GET /admin/sales/{saleId})"}},
 	{flashline.ErrSaleNotPaused, apiError{status: 409, code: "sale_not_paused", message: "the sale must be paused first"}},
 	{flashline.ErrPaymentsNotConfigured, apiError{status: 409, code: "payments_not_configured", message: "this service has no payment webhook secret (FLASHLINE_PAYMENT_WEBHOOK_SECRET): it takes no payment events, and sales need \"confirmation\": \"customer\""}},
 	{flashline.ErrProviderNotConfigured, apiError{status: 409, code: "payments_not_configured", message: "this service has no secret for this payment provider's webhook (FLASHLINE_STRIPE_WEBHOOK_SECRET, FLASHLINE_ADYEN_HMAC_KEY)"}},

@@ -72,3 +72,28 @@ func TestClientGoneIsNotFailingClosed(t *testing.T) {
 	require.Equal(t, 499, rec.Code)
 	require.Empty(t, logs.String())
 }
+
+// rebuildFunc is a GateRebuilder that answers as its function does.
+type rebuildFunc func(ctx context.Context, saleID string) (int64, error)
+
+func (f rebuildFunc) Rebuild(ctx context.Context, saleID string) (int64, error) {
+	return f(ctx, saleID)
+}
+
+// TestGateRebuildRunningAnswer: a rebuild refused because another of the
+// same sale runs answers 409 rebuild_in_progress, which says so, not an
+// internal error (the refusal itself: gate's
+// TestGateRebuildRefusedWhileAnotherRuns).
+func TestGateRebuildRunningAnswer(t *testing.T) {
+	t.Parallel()
+	w := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(w)
+	c.Request = httptest.NewRequest(http.MethodPost, "/admin/sales/s1/gate/rebuild", nil)
+	c.Params = gin.Params{{Key: "saleId", Value: "s1"}}
+	handleGateRebuild(rebuildFunc(func(context.Context, string) (int64, error) {
+		return 0, fmt.Errorf("rebuild gate of sale s1: %w", flashline.ErrRebuildRunning)
+	}), slog.New(slog.DiscardHandler))(c)
+	require.Equal(t, http.StatusConflict, w.Code)
+	require.Contains(t, w.Body.String(), `"code":"rebuild_in_progress"`)
+	require.Contains(t, w.Body.String(), "another rebuild of this sale's gate is running")
+}

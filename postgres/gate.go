@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flashline/flashline"
@@ -95,7 +96,15 @@ func (s *Store) GateLedger(ctx context.Context, saleID string) (flashline.GateLe
 	if err != nil {
 		return flashline.GateLedger{}, fmt.Errorf("gate ledger of sale %s: %w", saleID, translate(err))
 	}
-	return flashline.GateLedger{Available: r.Available, Owed: r.Owed, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second)), Epoch: r.Epoch}, nil
+	l := flashline.GateLedger{Available: r.Available, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second)), Epoch: r.Epoch}
+	for i, id := range r.OwedIds {
+		l.OwedMovements = append(l.OwedMovements, flashline.GateMovement{ID: id, SaleID: saleID, Quantity: int(r.OwedQuantities[i])})
+		l.Owed += int64(r.OwedQuantities[i])
+	}
+	// The owed movements are in the version: a relay's marking changes
+	// which are owed, not always how many units.
+	l.Version = fmt.Sprintf("epoch %d; stock %s; returns %d; owed %s", r.Epoch, r.StockVersion, r.Returns, strings.Join(r.OwedIds, ","))
+	return l, nil
 }
 
 // StoredAnswer is the stored answer to the request's idempotency key, to
@@ -150,6 +159,35 @@ func (s *Store) Incident(ctx context.Context, saleID, kind, detail string, pause
 		return false, fmt.Errorf("gate incident of sale %s: %w", saleID, translate(err))
 	}
 	return paused, nil
+}
+
+// LockRebuild takes the sale's rebuild lock (GateRebuildTryLock) on a
+// connection of the session pool (never through a transaction pooler),
+// kept until unlock: two rebuilds of a sale at once would each write a
+// counter, and only one may stand.
+func (s *Store) LockRebuild(ctx context.Context, saleID string) (func(), error) {
+	conn, err := s.session.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild gate of sale %s: lock: %w", saleID, translate(err))
+	}
+	locked, err := dbsqlc.New(conn).GateRebuildTryLock(ctx, dbsqlc.GateRebuildTryLockParams{SaleID: saleID})
+	switch {
+	case err != nil:
+		destroy(conn)
+		return nil, fmt.Errorf("rebuild gate of sale %s: lock: %w", saleID, translate(err))
+	case !locked:
+		conn.Release()
+		return nil, fmt.Errorf("rebuild gate of sale %s: %w", saleID, flashline.ErrRebuildRunning)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := dbsqlc.New(conn).GateRebuildUnlock(ctx, dbsqlc.GateRebuildUnlockParams{SaleID: saleID}); err != nil {
+			destroy(conn) // the session may still hold the lock: end it
+			return
+		}
+		conn.Release()
+	}, nil
 }
 
 // BeginRebuild starts a rebuild of a paused gated sale's counter, in one

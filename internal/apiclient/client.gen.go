@@ -1584,6 +1584,7 @@ func (e RebuildGate404JSONResponseBodyErrorCode) Valid() bool {
 const (
 	RebuildGate409JSONResponseBodyErrorCodeInvalidTransition RebuildGate409JSONResponseBodyErrorCode = "invalid_transition"
 	RebuildGate409JSONResponseBodyErrorCodeInvariantBroken   RebuildGate409JSONResponseBodyErrorCode = "invariant_broken"
+	RebuildGate409JSONResponseBodyErrorCodeRebuildInProgress RebuildGate409JSONResponseBodyErrorCode = "rebuild_in_progress"
 )
 
 // Valid indicates whether the value is a known member of the RebuildGate409JSONResponseBodyErrorCode enum.
@@ -1592,6 +1593,8 @@ func (e RebuildGate409JSONResponseBodyErrorCode) Valid() bool {
 	case RebuildGate409JSONResponseBodyErrorCodeInvalidTransition:
 		return true
 	case RebuildGate409JSONResponseBodyErrorCodeInvariantBroken:
+		return true
+	case RebuildGate409JSONResponseBodyErrorCodeRebuildInProgress:
 		return true
 	default:
 		return false
@@ -6667,7 +6670,7 @@ type ClientInterface interface {
 
 	// RebuildGate Rebuild a gated sale's Redis counter
 	//
-	// The counter made again from the database and verified; the sale stays paused. Served only by instances with `--redis-url`.
+	// The counter made again from the database and verified; the sale stays paused. One rebuild of a sale runs at a time: another asked for meanwhile, on any instance, is refused (`rebuild_in_progress`). Served only by instances with `--redis-url`.
 	//
 	// Corresponds with POST /admin/sales/{saleId}/gate/rebuild (the `RebuildGate` operationId).
 	RebuildGate(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -7578,7 +7581,7 @@ func (c *Client) ExtendSale(ctx context.Context, saleId SaleId, body ExtendSaleJ
 
 // RebuildGate Rebuild a gated sale's Redis counter
 //
-// The counter made again from the database and verified; the sale stays paused. Served only by instances with `--redis-url`.
+// The counter made again from the database and verified; the sale stays paused. One rebuild of a sale runs at a time: another asked for meanwhile, on any instance, is refused (`rebuild_in_progress`). Served only by instances with `--redis-url`.
 //
 // Corresponds with POST /admin/sales/{saleId}/gate/rebuild (the `RebuildGate` operationId).
 func (c *Client) RebuildGate(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -11522,7 +11525,7 @@ type ClientWithResponsesInterface interface {
 
 	// RebuildGateWithResponse Rebuild a gated sale's Redis counter
 	//
-	// The counter made again from the database and verified; the sale stays paused. Served only by instances with `--redis-url`.
+	// The counter made again from the database and verified; the sale stays paused. One rebuild of a sale runs at a time: another asked for meanwhile, on any instance, is refused (`rebuild_in_progress`). Served only by instances with `--redis-url`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -18371,7 +18374,7 @@ func (c *ClientWithResponses) ExtendSaleWithResponse(ctx context.Context, saleId
 
 // RebuildGateWithResponse Rebuild a gated sale's Redis counter
 //
-// The counter made again from the database and verified; the sale stays paused. Served only by instances with `--redis-url`.
+// The counter made again from the database and verified; the sale stays paused. One rebuild of a sale runs at a time: another asked for meanwhile, on any instance, is refused (`rebuild_in_progress`). Served only by instances with `--redis-url`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

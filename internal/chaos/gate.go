@@ -160,9 +160,10 @@ func (r *Run) recoverGate(ctx context.Context, healed time.Time) {
 
 // rebuildResume is the operator's recovery of a paused gated sale:
 // POST /admin/sales/{id}/gate/rebuild (flashline gate rebuild), then
-// /resume, each tried again until it is answered 200 (a resume is refused
-// while units moving between the two reads of the gate's status show as a
-// passing drift).
+// /resume, each tried again until it is answered 200 (a resume is answered
+// 503 while units move under every read of the gate's status, or Redis
+// cannot be read; a rebuild 409 rebuild_in_progress while an earlier try,
+// whose answer did not arrive, still runs).
 func (r *Run) rebuildResume(ctx context.Context) {
 	for _, step := range []string{"gate/rebuild", "resume"} {
 		for try := 0; ctx.Err() == nil; try++ {

@@ -55,10 +55,16 @@ func (q *Queries) GateIncident(ctx context.Context, arg GateIncidentParams) (boo
 const gateLedger = `-- name: GateLedger :one
 SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = $1::text), 0)::bigint AS epoch,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = $1::text), 0)::bigint AS available,
-       coalesce((SELECT sum(o.quantity) FROM gate_outbox o
-                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), 0)::bigint AS owed,
+       coalesce((SELECT string_agg(st.bucket || ':' || st.xmin::text, ',' ORDER BY st.bucket)
+                   FROM stock st WHERE st.sale_id = $1::text), '')::text AS stock_version,
+       (SELECT count(*) FROM gate_outbox o
+         WHERE o.sale_id = $1::text AND o.gate_seq IS NOT NULL)::bigint AS returns,
        coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
-                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), 0)::float8 AS owed_age_seconds
+                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), 0)::float8 AS owed_age_seconds,
+       coalesce((SELECT array_agg(o.movement_id ORDER BY o.movement_id) FROM gate_outbox o
+                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), '{}')::text[] AS owed_ids,
+       coalesce((SELECT array_agg(o.quantity ORDER BY o.movement_id) FROM gate_outbox o
+                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), '{}')::int[] AS owed_quantities
 `
 
 type GateLedgerParams struct {
@@ -68,22 +74,38 @@ type GateLedgerParams struct {
 type GateLedgerRow struct {
 	Epoch          int64
 	Available      int64
-	Owed           int64
+	StockVersion   string
+	Returns        int64
 	OwedAgeSeconds float64
+	OwedIds        []string
+	OwedQuantities []int32
 }
 
 // What the database says a gated sale's counter should account for: units
 // available, and units owed back to the gate and not applied yet (with the age
-// of the oldest, the relay's lag), and the epoch of its counter (rebuilds so
-// far), which the counter in Redis must carry.
+// of the oldest, the relay's lag, and each movement: the gate job asks Redis
+// which of them it applied already, since a relay marks them applied only
+// after Redis has them), and the epoch of its counter (rebuilds so far),
+// which the counter in Redis must carry.
+// stock_version and returns say whether anything moved between two reads:
+// the gate job reads this before and after reading Redis, and judges the
+// drift only when both are the same. stock_version is the versions (xmin)
+// of the sale's stock rows, which every reservation and restock updates (a
+// reservation and a restock of the same quantity leave available as it
+// was, not the rows' versions); returns counts the units ever given back
+// (the partial index gate_outbox_return_seq), which a return written and
+// relayed between two reads changes while the owed movements do not.
 func (q *Queries) GateLedger(ctx context.Context, arg GateLedgerParams) (GateLedgerRow, error) {
 	row := q.db.QueryRow(ctx, gateLedger, arg.SaleID)
 	var i GateLedgerRow
 	err := row.Scan(
 		&i.Epoch,
 		&i.Available,
-		&i.Owed,
+		&i.StockVersion,
+		&i.Returns,
 		&i.OwedAgeSeconds,
+		&i.OwedIds,
+		&i.OwedQuantities,
 	)
 	return i, err
 }
@@ -276,6 +298,38 @@ func (q *Queries) GateRebuildSettle(ctx context.Context, arg GateRebuildSettlePa
 		&i.HoldSeqs,
 	)
 	return i, err
+}
+
+const gateRebuildTryLock = `-- name: GateRebuildTryLock :one
+SELECT pg_try_advisory_lock(hashtextextended('flashline gate rebuild' || E'\n' || $1::text, 0)) AS locked
+`
+
+type GateRebuildTryLockParams struct {
+	SaleID string
+}
+
+// A rebuild of the sale's counter runs alone: a session-level advisory lock,
+// held on a connection of its own for as long as the rebuild runs. It never
+// waits (a second rebuild is refused at once, and says so); it goes with the
+// session if the connection or the process dies.
+func (q *Queries) GateRebuildTryLock(ctx context.Context, arg GateRebuildTryLockParams) (bool, error) {
+	row := q.db.QueryRow(ctx, gateRebuildTryLock, arg.SaleID)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
+const gateRebuildUnlock = `-- name: GateRebuildUnlock :exec
+SELECT pg_advisory_unlock(hashtextextended('flashline gate rebuild' || E'\n' || $1::text, 0))
+`
+
+type GateRebuildUnlockParams struct {
+	SaleID string
+}
+
+func (q *Queries) GateRebuildUnlock(ctx context.Context, arg GateRebuildUnlockParams) error {
+	_, err := q.db.Exec(ctx, gateRebuildUnlock, arg.SaleID)
+	return err
 }
 
 const gateReturn = `-- name: GateReturn :one

@@ -66,14 +66,30 @@ UPDATE gate_outbox SET applied_at = now()
 -- name: GateLedger :one
 -- What the database says a gated sale's counter should account for: units
 -- available, and units owed back to the gate and not applied yet (with the age
--- of the oldest, the relay's lag), and the epoch of its counter (rebuilds so
--- far), which the counter in Redis must carry.
+-- of the oldest, the relay's lag, and each movement: the gate job asks Redis
+-- which of them it applied already, since a relay marks them applied only
+-- after Redis has them), and the epoch of its counter (rebuilds so far),
+-- which the counter in Redis must carry.
+-- stock_version and returns say whether anything moved between two reads:
+-- the gate job reads this before and after reading Redis, and judges the
+-- drift only when both are the same. stock_version is the versions (xmin)
+-- of the sale's stock rows, which every reservation and restock updates (a
+-- reservation and a restock of the same quantity leave available as it
+-- was, not the rows' versions); returns counts the units ever given back
+-- (the partial index gate_outbox_return_seq), which a return written and
+-- relayed between two reads changes while the owed movements do not.
 SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::text), 0)::bigint AS epoch,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = @sale_id::text), 0)::bigint AS available,
-       coalesce((SELECT sum(o.quantity) FROM gate_outbox o
-                  WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), 0)::bigint AS owed,
+       coalesce((SELECT string_agg(st.bucket || ':' || st.xmin::text, ',' ORDER BY st.bucket)
+                   FROM stock st WHERE st.sale_id = @sale_id::text), '')::text AS stock_version,
+       (SELECT count(*) FROM gate_outbox o
+         WHERE o.sale_id = @sale_id::text AND o.gate_seq IS NOT NULL)::bigint AS returns,
        coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
-                  WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), 0)::float8 AS owed_age_seconds;
+                  WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), 0)::float8 AS owed_age_seconds,
+       coalesce((SELECT array_agg(o.movement_id ORDER BY o.movement_id) FROM gate_outbox o
+                  WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), '{}')::text[] AS owed_ids,
+       coalesce((SELECT array_agg(o.quantity ORDER BY o.movement_id) FROM gate_outbox o
+                  WHERE o.sale_id = @sale_id::text AND o.applied_at IS NULL), '{}')::int[] AS owed_quantities;
 
 -- name: GateOwedToCustomer :one
 -- Units of a customer owed back to a gated sale's counter and not applied
@@ -102,6 +118,16 @@ SELECT a.request_hash, a.response_body, a.reservation_id AS stored_reservation_i
 UPDATE sales SET gate_epoch = gate_epoch + 1, updated_at = now()
  WHERE sale_id = @sale_id::text AND gate = 'redis' AND state = 'paused'
 RETURNING gate_epoch;
+
+-- name: GateRebuildTryLock :one
+-- A rebuild of the sale's counter runs alone: a session-level advisory lock,
+-- held on a connection of its own for as long as the rebuild runs. It never
+-- waits (a second rebuild is refused at once, and says so); it goes with the
+-- session if the connection or the process dies.
+SELECT pg_try_advisory_lock(hashtextextended('flashline gate rebuild' || E'\n' || @sale_id::text, 0)) AS locked;
+
+-- name: GateRebuildUnlock :exec
+SELECT pg_advisory_unlock(hashtextextended('flashline gate rebuild' || E'\n' || @sale_id::text, 0));
 
 -- name: GateRebuildSettle :one
 -- The rest of a rebuild, after GateNextEpoch, in one statement and so one
