@@ -42,7 +42,9 @@ type SaleFacts struct {
 	DBNow time.Time
 	// StockVersion changes whenever the stock of any bucket changes: two
 	// reads that saw the sale sold out with different versions had units
-	// come back and taken in between, perhaps by a new holder.
+	// come back and taken in between, perhaps by a new holder. It changes
+	// with the sale's own row too (an open, a pause), so that a refusal
+	// "not open" is never confirmed by a read of an opened sale.
 	StockVersion string
 }
 

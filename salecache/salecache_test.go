@@ -365,3 +365,27 @@ func TestOlderReadLandingLateTakesNothingBack(t *testing.T) {
 	require.NotNil(t, s.OpensAt)
 	require.True(t, s.Opened(c.Now()), "the clock went back behind the open (%s) to %s", s.OpensAt, c.Now())
 }
+
+// TestOpenedUnheardIsNotRefused: a sale opened elsewhere (an admin's open on
+// another instance, the CLI) whose notification has not arrived yet is not
+// refused "not open" from memory: the read that confirms a refusal sees the
+// sale's own row change, not only its stock's. (TestLotteryEndToEnd found
+// it: a winner who bought right after the CLI's open heard sale_not_open.)
+func TestOpenedUnheardIsNotRefused(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
+	later := time.Now().Add(time.Hour)
+	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku", InitialStock: 5, ReservationTTLSeconds: 600, OpensAt: &later})
+	require.NoError(t, err)
+	// A cache that learns nothing by itself: no notifications, no reads.
+	c := salecache.New(store, salecache.Options{RefreshInterval: time.Hour, StaleAfter: time.Hour, CustomersMaxAge: time.Hour})
+	require.NoError(t, c.Load(ctx))
+	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSaleNotOpen)
+
+	_, err = store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+	require.NoError(t, err)
+	require.NoError(t, c.Decide(ctx, sale.ID, "bob"), "the sale is open: bob's reservation must reach the database")
+	require.NoError(t, c.Load(ctx))
+	require.NoError(t, c.Decide(ctx, sale.ID, "bob"))
+}

@@ -10,7 +10,9 @@
 -- empty. stock_version changes whenever any bucket's stock changes (the
 -- buckets' row versions, xmin: every decrement and restock writes a new one),
 -- so a cache can tell that holders may have come and gone between two reads
--- that both saw the sale sold out. now is the database's clock at the read:
+-- that both saw the sale sold out, and whenever the sale's own row does (an
+-- open, a pause: its xmin too), so that a refusal "not open" is never
+-- confirmed by a read that already has the sale open. now is the database's clock at the read:
 -- instances judge times by it (an opening, a token's expiry), not by their
 -- own, which may be off. available is the units left in every bucket (the
 -- waiting room paces its polls by it); pending_holds, asked only of a sold-out
@@ -31,7 +33,7 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        coalesce(w.broadcast, '')::text AS broadcast,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
        coalesce(w.pace_per_second, 0)::float8 AS pace_per_second,
-       coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version,
+       (s.xmin::text || '/' || coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), ''))::text AS stock_version,
        coalesce(s.title, s.sku)::text AS title,
        coalesce(s.image_url, '')::text AS image_url,
        now()::timestamptz AS now
@@ -50,8 +52,9 @@ SELECT DISTINCT r.customer_id FROM sale_reservations r WHERE r.sale_id = @sale_i
 -- The stock_version of SaleFacts alone, for each of the sales given: a cache
 -- that refuses a buyer from memory first checks, in one read shared by every
 -- refusal waiting, that nobody has reserved since it read the sale (every
--- reservation writes the stock). An index scan of each sale's buckets.
+-- reservation writes the stock) and that the sale's state has not changed
+-- (its row's version). An index scan of each sale's buckets.
 SELECT s.sale_id::text AS sale_id,
-       coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), '')::text AS stock_version
+       (s.xmin::text || '/' || coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), ''))::text AS stock_version
   FROM sales s
  WHERE s.sale_id = ANY(@sale_ids::text[]);
