@@ -3,6 +3,8 @@ package waitroom
 import (
 	"sync"
 	"time"
+
+	"github.com/flashline/flashline/roomtoken"
 )
 
 // An admission is given again, to a ticket that polls again, only within its
@@ -77,4 +79,16 @@ func (a *admittedMarks) since(saleID string, rank, watermark int64, now time.Tim
 		at = h.stopped
 	}
 	return at
+}
+
+// admittedSince is the moment t's turn came: when the watermark passed its
+// rank (seen), but never before the ticket arrived. The watermark may pass a
+// rank before anyone holds it (the pacer admits at its pace whether or not
+// the line is that long), and a ticket that arrives to find its turn already
+// come has the whole of an admission's life from its arrival.
+func admittedSince(seen time.Time, t roomtoken.Ticket) time.Time {
+	if t.ArrivedAt.After(seen) {
+		return t.ArrivedAt
+	}
+	return seen
 }

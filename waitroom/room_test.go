@@ -816,3 +816,38 @@ func TestAdmissionIsGivenAgainOnlyWithinItsLife(t *testing.T) {
 	_, err = r.Status(ctx, sale.ID, "bob", bob.Token, "")
 	require.ErrorIs(t, err, flashline.ErrAdmissionInvalid)
 }
+
+// TestAdmissionOfATicketArrivingAfterItsTurn: the pacer admits at its pace
+// whether or not the line is that long, so a ticket may arrive to find its
+// rank admitted already. Its admission lives from its arrival, not from when
+// the watermark passed its rank (TestAdmissionIsGivenAgainOnlyWithinItsLife
+// failed so on a busy machine: bob, ticketed after the clock moved on, was
+// refused as if his turn had come and gone).
+func TestAdmissionOfATicketArrivingAfterItsTurn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	r := e.roomWith(t, waitroom.Options{AdmissionTTL: 2 * time.Minute, Now: now}, salecache.Options{StaleAfter: time.Hour}, e.store)
+	sale := e.sale(t, flashline.NewSale{})
+	_, err := e.store.SetSaleState(ctx, sale.ID, flashline.ActionOpen)
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond) // past the open's quarter second: placed by arrival
+	// Admitted further than the line is long.
+	_, err = e.pool.Exec(ctx, `UPDATE waiting_rooms SET admitted_through = 10 WHERE sale_id = $1`, sale.ID)
+	require.NoError(t, err)
+	require.NoError(t, r.Load(ctx))
+	alice := ticket(t, r, sale.ID, "alice", "")
+	require.Equal(t, waitroom.StatusAdmitted, status(t, r, sale.ID, "alice", alice.Token, "").State)
+
+	// Longer than an admission lives: alice's turn came and went; bob,
+	// arriving now to a turn already come, is admitted.
+	offset.Store(int64(2*time.Minute + 5*time.Second))
+	_, err = r.Status(ctx, sale.ID, "alice", alice.Token, "")
+	require.ErrorIs(t, err, flashline.ErrAdmissionInvalid)
+	bob := ticket(t, r, sale.ID, "bob", "")
+	st := status(t, r, sale.ID, "bob", bob.Token, "")
+	require.Equal(t, waitroom.StatusAdmitted, st.State)
+	require.NotEmpty(t, st.AdmissionToken)
+}

@@ -155,7 +155,7 @@ func (r *Room) status(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, sol
 		// The watermark moves only once the database's clock says the sale
 		// is open, so rank <= watermark also means "open".
 		return waiting(), nil
-	case now.Sub(r.admitted.since(s.ID, rank(s, t), s.Room.AdmittedThrough, now, r.opts.AdmissionTTL)) > r.opts.AdmissionTTL:
+	case now.Sub(admittedSince(r.admitted.since(s.ID, rank(s, t), s.Room.AdmittedThrough, now, r.opts.AdmissionTTL), t)) > r.opts.AdmissionTTL:
 		// The ticket's turn came longer ago than an admission lives: it was
 		// let go, and the pacer let another in its place (admitted.go).
 		return StatusResult{}, fmt.Errorf("status in sale %s: the ticket was admitted more than %s ago and did not reserve: take a new ticket: %w",
