@@ -347,9 +347,14 @@ type gated struct {
 
 func (g gated) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
 	jwk, err := g.s.keys.Load().keys.KeyRead(ctx, kid)
-	if !errors.Is(err, jwkset.ErrKeyNotFound) || !g.s.refetched(g.p) {
+	if !errors.Is(err, jwkset.ErrKeyNotFound) {
 		return jwk, err
 	}
+	// Fetch, wait for the fetch under way, or neither (its turn taken):
+	// then read the keys as they are now either way, since a refetch may
+	// have landed between the first read and this one (and closed, so
+	// there was none to wait for: TestProviderNewKeyBurst saw that).
+	g.s.refetched(g.p)
 	return g.s.keys.Load().keys.KeyRead(ctx, kid)
 }
 

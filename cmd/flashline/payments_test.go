@@ -353,7 +353,7 @@ func TestVoidAcrossInstances(t *testing.T) {
 	t.Logf("%d orders, each voided 6 times and refunded 3 times at once on 3 instances: each voided once, units back once", orders)
 }
 
-// TestExtendThenPayAcrossSweeper: holds of 2 s extended by 20 s on an
+// TestExtendThenPayAcrossSweeper: holds of 6 s extended by 20 s on an
 // instance whose sweeper runs every second survive their original time and
 // are confirmed by payment inside the new window; a hold made after the
 // extension expires on time, and its payment is late.
@@ -369,14 +369,20 @@ func TestExtendThenPayAcrossSweeper(t *testing.T) {
 	api := c.To(servers[0].URL)
 	ctx := context.Background()
 	waitForSweeper(t, pool)
-	saleID := c.CreateSale(t, servers[0].URL, `{"sku":"sku_ext","initialStock":10,"reservationTtlSeconds":2}`)
+	// Six seconds, not two: making the five holds and extending them must
+	// fit in a hold's time on a busy machine (with two, one hold had
+	// expired before the extension came, seen in a fresh-clone run).
+	const ttl = 6 * time.Second
+	saleID := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"sku_ext","initialStock":10,"reservationTtlSeconds":%d}`, int(ttl.Seconds())))
 	ids := holdsOf(t, c, servers, saleID, "slow-payer", 5)
 	r, err := api.ExtendSale(ctx, testserver.AdminToken, saleID, 20, "ops-ana")
 	require.NoError(t, err)
 	require.Equal(t, 5, r.Value.Extended, "%s", r.Body)
 	late := holdsOf(t, c, servers, saleID, "after-extension", 1)[0]
+	lateMade := time.Now()
 
-	time.Sleep(3500 * time.Millisecond) // three sweeps past the original time
+	// Past the holds' original time (the late one's too) by three sweeps.
+	time.Sleep(time.Until(lateMade.Add(ttl + 1500*time.Millisecond)))
 	require.Equal(t, 5, scalar[int](t, pool, `SELECT count(*) FROM reservations WHERE sale_id = $1 AND state = 'pending'`, saleID))
 	for i, id := range ids {
 		p, err := api.SendPaymentEvent(ctx, time.Now(), paymentEvent(fmt.Sprintf("evt_%d", i), "payment.succeeded", id, fmt.Sprintf("pi_%d", i)), testserver.PaymentSecret)
