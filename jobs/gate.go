@@ -5,9 +5,20 @@ import (
 	"errors"
 
 	"github.com/riverqueue/river"
-
-	"github.com/flashline/flashline/gate"
 )
+
+// Gate is what the jobs ask of the Redis gate (package gate's Gate, which
+// cmd/flashline passes in Config.Gate).
+type Gate interface {
+	// Relay applies every movement owed to the gate's counters and reports
+	// how many it applied.
+	Relay(ctx context.Context) (int, error)
+	// Maintain returns the units of requests that died and checks every
+	// counter against the database, pausing a sale whose counter is wrong.
+	Maintain(ctx context.Context) error
+	// Kick asks the gate to relay now, without waiting.
+	Kick()
+}
 
 // GateArgs is the Redis gate's job.
 type GateArgs struct{}
@@ -19,10 +30,10 @@ func (GateArgs) Kind() string { return "flashline_gate" }
 // back to their counters (returns and restocks the instances did not relay
 // at once), returns the units of requests that died, and checks every
 // counter against the database, pausing a sale whose counter is missing,
-// unreachable or above what the database allows (gate.Gate.Maintain).
+// unreachable or above what the database allows (Gate.Maintain).
 type GateWorker struct {
 	river.WorkerDefaults[GateArgs]
-	gate *gate.Gate
+	gate Gate
 }
 
 // Work implements river.Worker.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline"
 )
 
 // InvariantArgs is the invariant check's job.
@@ -22,7 +22,7 @@ func (InvariantArgs) Kind() string { return "flashline_invariant" }
 // incident is recorded, and this logs at error level.
 type InvariantWorker struct {
 	river.WorkerDefaults[InvariantArgs]
-	store   *postgres.Store
+	store   flashline.JobStore
 	logger  *slog.Logger
 	metrics *metrics
 }

@@ -22,8 +22,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/flashline/flashline/gate"
-	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline"
 )
 
 // Config configures the River client and its jobs. Zero values take the
@@ -42,7 +41,7 @@ type Config struct {
 	CompletedJobRetention time.Duration // 10m
 	// Gate, when set, is the Redis gate: its job runs every second, and the
 	// sweeper asks it to relay the units it restocked at once.
-	Gate *gate.Gate
+	Gate Gate
 	// LotteryGrace is how long after a lottery winner's purchase window ends
 	// the window is closed for good (a reservation checked just before the
 	// end may still be committing).
@@ -93,8 +92,9 @@ func (c *Config) setDefaults() {
 }
 
 // NewClient returns a River client (not yet started) that runs the periodic
-// jobs on pool, acting on store.
-func NewClient(pool *pgxpool.Pool, store *postgres.Store, cfg Config) (*river.Client[pgx.Tx], error) {
+// jobs on pool, acting on store (the database adapter: cmd/flashline passes
+// postgres.Store).
+func NewClient(pool *pgxpool.Pool, store flashline.JobStore, cfg Config) (*river.Client[pgx.Tx], error) {
 	cfg.setDefaults()
 	if cfg.SweepInterval < time.Second || cfg.InvariantInterval < time.Second {
 		// River asks for periodic intervals of at least a second.

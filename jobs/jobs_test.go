@@ -126,7 +126,7 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 			return count(t, pool, `SELECT count(*) FROM reservations WHERE sale_id = $1 AND expires_at > now()`, sale.ID) == 0
 		})
 
-		results := atOnce(t, 16, func(int) ([]postgres.Expired, error) { return store.ExpireDue(ctx, 1000) })
+		results := atOnce(t, 16, func(int) ([]flashline.Expired, error) { return store.ExpireDue(ctx, 1000) })
 		got := expiredIDs(t, results)
 		require.ElementsMatch(t, ids, got, "each reservation expired exactly once")
 		requireRestockedOnce(t, pool, sale.ID)
@@ -145,8 +145,8 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 
 		// Each sweeper takes batches of 7 until one finds nothing to take, so
 		// many batches overlap and every row is offered to several sweepers.
-		results := atOnce(t, 16, func(int) ([]postgres.Expired, error) {
-			var all []postgres.Expired
+		results := atOnce(t, 16, func(int) ([]flashline.Expired, error) {
+			var all []flashline.Expired
 			for {
 				e, err := store.ExpireDue(ctx, 7)
 				if err != nil || len(e) == 0 {
@@ -173,9 +173,9 @@ func TestConcurrentSweepsOverSameRows(t *testing.T) {
 		// until the sweep has run), half sweep: each reservation is restocked
 		// by exactly one of them.
 		admin := flashline.Actor{Admin: true}
-		results := atOnce(t, 16, func(g int) ([]postgres.Expired, error) {
+		results := atOnce(t, 16, func(g int) ([]flashline.Expired, error) {
 			if g%2 == 0 {
-				var all []postgres.Expired
+				var all []flashline.Expired
 				for {
 					e, err := store.ExpireDue(ctx, 3)
 					if err != nil || len(e) == 0 {
@@ -274,8 +274,8 @@ func TestConcurrentSweepsDoNotDeadlock(t *testing.T) {
 	ids := reserveMany(t, pool, sale.ID, n, 1)
 	ageAll(t, pool, sale.ID)
 
-	results := atOnce(t, 16, func(int) ([]postgres.Expired, error) {
-		var all []postgres.Expired
+	results := atOnce(t, 16, func(int) ([]flashline.Expired, error) {
+		var all []flashline.Expired
 		for {
 			e, err := store.ExpireDue(ctx, 5)
 			if err != nil || len(e) == 0 {
@@ -310,7 +310,7 @@ func TestConcurrentChecksRecordOneIncident(t *testing.T) {
 	for _, c := range conns {
 		c.Release()
 	}
-	atOnce(t, len(conns), func(int) ([]postgres.Expired, error) {
+	atOnce(t, len(conns), func(int) ([]flashline.Expired, error) {
 		_, err := store.CheckInvariants(ctx, sale.ID)
 		return nil, err
 	})
@@ -343,7 +343,7 @@ func TestConfirmRefusedPastExpiry(t *testing.T) {
 
 	expired, err := store.ExpireDue(ctx, 1000)
 	require.NoError(t, err)
-	require.Equal(t, []postgres.Expired{{ReservationID: id, SaleID: sale.ID, Quantity: 1}}, expired)
+	require.Equal(t, []flashline.Expired{{ReservationID: id, SaleID: sale.ID, Quantity: 1}}, expired)
 	_, err = store.Confirm(ctx, id, owner)
 	require.ErrorIs(t, err, flashline.ErrReservationExpired)
 	requireRestockedOnce(t, pool, sale.ID)
@@ -701,9 +701,9 @@ func ageAll(t *testing.T, pool *pgxpool.Pool, saleID string) {
 
 // atOnce runs f in g goroutines released together by a start barrier and
 // returns what they returned; an error fails the test.
-func atOnce(t *testing.T, g int, f func(g int) ([]postgres.Expired, error)) [][]postgres.Expired {
+func atOnce(t *testing.T, g int, f func(g int) ([]flashline.Expired, error)) [][]flashline.Expired {
 	t.Helper()
-	results := make([][]postgres.Expired, g)
+	results := make([][]flashline.Expired, g)
 	errs := make([]error, g)
 	var ready, done sync.WaitGroup
 	start := make(chan struct{})
@@ -726,7 +726,7 @@ func atOnce(t *testing.T, g int, f func(g int) ([]postgres.Expired, error)) [][]
 
 // expiredIDs flattens the sweepers' results into reservation ids; a
 // reservation returned twice appears twice.
-func expiredIDs(t *testing.T, results [][]postgres.Expired) []string {
+func expiredIDs(t *testing.T, results [][]flashline.Expired) []string {
 	t.Helper()
 	var ids []string
 	for _, r := range results {

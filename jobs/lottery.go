@@ -12,14 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
-	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/webhook"
 )
 
 // LotteryArgs is the lottery's job: it makes the draws that are due and
 // ends the purchase windows that are over (passing units down the
 // waitlist). It runs every second on River's leader; that it happens once is
-// the database's part (postgres.Store.DrawLottery, ExpireWindows), so any
+// the database's part (flashline.JobStore.DrawDue, ExpireWindows), so any
 // number of runs, on any instances, at once, draw each lottery once.
 type LotteryArgs struct{}
 
@@ -29,7 +29,7 @@ func (LotteryArgs) Kind() string { return "flashline_lottery" }
 // LotteryWorker runs LotteryArgs.
 type LotteryWorker struct {
 	river.WorkerDefaults[LotteryArgs]
-	store  *postgres.Store
+	store  flashline.JobStore
 	grace  time.Duration
 	logger *slog.Logger
 }
@@ -73,7 +73,7 @@ func (NotifyArgs) Kind() string { return "flashline_notify" }
 // deduplicates by event id).
 type NotifyWorker struct {
 	river.WorkerDefaults[NotifyArgs]
-	store   *postgres.Store
+	store   flashline.JobStore
 	url     string
 	secret  string
 	backoff time.Duration
@@ -128,7 +128,7 @@ func (w *NotifyWorker) Work(ctx context.Context, _ *river.Job[NotifyArgs]) error
 	return nil
 }
 
-func (w *NotifyWorker) deliver(ctx context.Context, n postgres.Notification) error {
+func (w *NotifyWorker) deliver(ctx context.Context, n flashline.Notification) error {
 	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(n.Payload))

@@ -8,7 +8,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline"
 )
 
 // PruneArgs is the idempotency-key pruning job.
@@ -21,7 +21,7 @@ func (PruneArgs) Kind() string { return "flashline_prune_keys" }
 // rate-limit windows that ended over an hour ago, in small batches.
 type PruneWorker struct {
 	river.WorkerDefaults[PruneArgs]
-	store     *postgres.Store
+	store     flashline.JobStore
 	retention time.Duration
 	logger    *slog.Logger
 	metrics   *metrics

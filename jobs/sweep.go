@@ -6,8 +6,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/flashline/flashline/gate"
-	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline"
 )
 
 // SweepArgs is the expiry sweeper's job.
@@ -18,15 +17,15 @@ func (SweepArgs) Kind() string { return "flashline_sweep" }
 
 // SweepWorker expires pending reservations whose time is up and returns their
 // units to stock, batch by batch. The restock's idempotency lives in the
-// database (postgres.Store.ExpireDue), not here: two sweepers, a retried job or
+// database (flashline.JobStore.ExpireDue), not here: two sweepers, a retried job or
 // a process killed half way return nothing twice.
 type SweepWorker struct {
 	river.WorkerDefaults[SweepArgs]
-	store     *postgres.Store
+	store     flashline.JobStore
 	batchSize int
 	logger    *slog.Logger
 	metrics   *metrics
-	gate      *gate.Gate // nil: no gate
+	gate      Gate // nil: no gate
 }
 
 // maxBatchesPerRun bounds one run, so a backlog is worked off over several

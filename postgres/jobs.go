@@ -9,19 +9,14 @@ import (
 	"github.com/flashline/flashline/internal/dbsqlc"
 )
 
-// Expired is one reservation the sweeper expired and restocked.
-type Expired struct {
-	ReservationID string
-	SaleID        string
-	Quantity      int
-}
+var _ flashline.JobStore = (*Store)(nil)
 
 // ExpireDue expires up to batchSize pending reservations whose time is up and
 // returns their units to stock, once each (see ReservationsExpireDue). Any
 // number of callers may run it at once over the same rows.
 // Sweeps are serialised (SweepTryLock): a caller that finds another sweep
 // running returns nothing.
-func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]Expired, error) {
+func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]flashline.Expired, error) {
 	var rows []dbsqlc.ReservationsExpireDueRow
 	err := withTx(ctx, s.jobs, func(q *dbsqlc.Queries) error {
 		locked, err := q.SweepTryLock(ctx)
@@ -34,9 +29,9 @@ func (s *Store) ExpireDue(ctx context.Context, batchSize int) ([]Expired, error)
 	if err != nil {
 		return nil, fmt.Errorf("expire due reservations: %w", translate(err))
 	}
-	out := make([]Expired, len(rows))
+	out := make([]flashline.Expired, len(rows))
 	for i, r := range rows {
-		out[i] = Expired{ReservationID: r.ReservationID, SaleID: r.SaleID, Quantity: int(r.Quantity)}
+		out[i] = flashline.Expired{ReservationID: r.ReservationID, SaleID: r.SaleID, Quantity: int(r.Quantity)}
 	}
 	return out, nil
 }
@@ -51,24 +46,6 @@ func (s *Store) SweepOverdue(ctx context.Context) (time.Duration, error) {
 	return time.Duration(secs * float64(time.Second)), nil
 }
 
-// InvariantResult is the invariant check of one sale.
-type InvariantResult struct {
-	SaleID string
-	State  flashline.SaleState
-	// Opened: the sale has opened (it is not scheduled, or its time came).
-	Opened       bool
-	OK           bool
-	Detail       string
-	InitialStock int
-	Available    int
-	Pending      int
-	Confirmed    int
-	LedgerTotal  int
-	// NewIncident is set when this check found a mismatch the previous check
-	// had not: the sale was paused and an incident recorded.
-	NewIncident bool
-}
-
 // CheckInvariants checks available + pending + confirmed == initial (summed
 // over buckets) and ledger == available for every sale still selling or
 // holding reservations, or only saleID when it is not empty. A sale that fails
@@ -77,11 +54,11 @@ type InvariantResult struct {
 // The counts come from one statement (the sale_invariant view), so they are
 // one consistent snapshot: a reservation is in all of its tables or in none.
 // It runs on the jobs' pool; an admin's resume checks on the admin pool.
-func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]InvariantResult, error) {
+func (s *Store) CheckInvariants(ctx context.Context, saleID string) ([]flashline.InvariantResult, error) {
 	return s.checkInvariants(ctx, s.jobs, saleID)
 }
 
-func (s *Store) checkInvariants(ctx context.Context, pool *db, saleID string) ([]InvariantResult, error) {
+func (s *Store) checkInvariants(ctx context.Context, pool *db, saleID string) ([]flashline.InvariantResult, error) {
 	var filter *string
 	if saleID != "" {
 		filter = &saleID
@@ -90,9 +67,9 @@ func (s *Store) checkInvariants(ctx context.Context, pool *db, saleID string) ([
 	if err != nil {
 		return nil, fmt.Errorf("check invariants: %w", translate(err))
 	}
-	results := make([]InvariantResult, 0, len(rows))
+	results := make([]flashline.InvariantResult, 0, len(rows))
 	for _, r := range rows {
-		res := InvariantResult{
+		res := flashline.InvariantResult{
 			SaleID:       r.SaleID,
 			State:        flashline.SaleState(r.State),
 			Opened:       r.Opened,
@@ -120,7 +97,7 @@ func mismatchDetail(available, pending, confirmed, initial, ledger int) string {
 		available, pending, confirmed, available+pending+confirmed, initial, ledger)
 }
 
-func (s *Store) recordInvariant(ctx context.Context, pool *db, res *InvariantResult) error {
+func (s *Store) recordInvariant(ctx context.Context, pool *db, res *flashline.InvariantResult) error {
 	err := withTx(ctx, pool, func(q *dbsqlc.Queries) error {
 		if err := q.SaleLockForVerdict(ctx, dbsqlc.SaleLockForVerdictParams{SaleID: res.SaleID}); err != nil {
 			return err

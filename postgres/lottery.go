@@ -219,13 +219,6 @@ func (s *Store) DrawLottery(ctx context.Context, saleID string) (flashline.DrawR
 	return res, nil
 }
 
-// WindowResult is what ExpireWindows did in one lottery.
-type WindowResult struct {
-	SaleID   string
-	Expired  int
-	Promoted int
-}
-
 // ExpireWindows ends the purchase windows that ended more than grace ago
 // without a purchase (no pending or confirmed reservation made with the
 // winner's admission), and, in a lottery with a waitlist, passes each unit
@@ -233,15 +226,15 @@ type WindowResult struct {
 // transaction under the lottery's row lock: each window expires once (its
 // UPDATE is conditional on state 'won'), and each expiry promotes at most
 // one registration, until the waitlist ends.
-func (s *Store) ExpireWindows(ctx context.Context, grace time.Duration) ([]WindowResult, error) {
+func (s *Store) ExpireWindows(ctx context.Context, grace time.Duration) ([]flashline.WindowResult, error) {
 	graceSeconds := int32(math.Ceil(grace.Seconds()))
 	ids, err := dbsqlc.New(s.jobs).LotteryWindowsDue(ctx, dbsqlc.LotteryWindowsDueParams{GraceSeconds: graceSeconds})
 	if err != nil {
 		return nil, fmt.Errorf("lottery windows due: %w", translate(err))
 	}
-	var results []WindowResult
+	var results []flashline.WindowResult
 	for _, id := range ids {
-		r := WindowResult{SaleID: id}
+		r := flashline.WindowResult{SaleID: id}
 		err := withTx(ctx, s.jobs, func(q *dbsqlc.Queries) error {
 			lot, err := q.LotteryLock(ctx, dbsqlc.LotteryLockParams{SaleID: id})
 			if err != nil {
@@ -269,25 +262,18 @@ func (s *Store) ExpireWindows(ctx context.Context, grace time.Duration) ([]Windo
 	return results, nil
 }
 
-// Notification is one outbox row claimed for delivery.
-type Notification struct {
-	EventID  string
-	Payload  []byte // the JSON body to deliver
-	Attempts int    // counting this one
-}
-
 // ClaimNotifications leases up to n notifications due for delivery to the
 // caller for lease (another instance does not send them meanwhile).
-func (s *Store) ClaimNotifications(ctx context.Context, n int, lease time.Duration) ([]Notification, error) {
+func (s *Store) ClaimNotifications(ctx context.Context, n int, lease time.Duration) ([]flashline.Notification, error) {
 	rows, err := dbsqlc.New(s.jobs).NotificationsClaim(ctx, dbsqlc.NotificationsClaimParams{
 		LeaseSeconds: int32(math.Ceil(lease.Seconds())), N: int32(n),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim notifications: %w", translate(err))
 	}
-	out := make([]Notification, len(rows))
+	out := make([]flashline.Notification, len(rows))
 	for i, r := range rows {
-		out[i] = Notification{EventID: r.EventID, Payload: r.Payload, Attempts: int(r.Attempts)}
+		out[i] = flashline.Notification{EventID: r.EventID, Payload: r.Payload, Attempts: int(r.Attempts)}
 	}
 	return out, nil
 }

@@ -1,0 +1,83 @@
+package flashline
+
+import (
+	"context"
+	"time"
+)
+
+// JobStore is what the periodic jobs (package jobs: the expiry sweeper, the
+// invariant check, the pruning, the lottery's draws, windows and
+// notifications) need of the database. Each method is safe to run on any
+// number of instances at once: that a unit is restocked once, a lottery
+// drawn once, a notification sent by one instance at a time is the
+// database's part. The postgres package implements it.
+type JobStore interface {
+	// ExpireDue expires up to batchSize pending reservations whose time is
+	// up and returns their units to stock, each once.
+	ExpireDue(ctx context.Context, batchSize int) ([]Expired, error)
+	// SweepOverdue is how far past its expiry the oldest pending hold is
+	// (0: none): the sweeper's lag.
+	SweepOverdue(ctx context.Context) (time.Duration, error)
+	// CheckInvariants checks every sale still selling or holding
+	// reservations (only saleID when it is not empty); a sale that fails is
+	// paused and, the first time, gets an incident.
+	CheckInvariants(ctx context.Context, saleID string) ([]InvariantResult, error)
+	// PruneIdempotencyKeys deletes idempotency keys older than
+	// retentionSeconds, batchSize at a time, and returns how many.
+	PruneIdempotencyKeys(ctx context.Context, retentionSeconds, batchSize int) (int64, error)
+	// PruneRateLimits deletes rate-limit windows that ended over an hour
+	// ago, batchSize at a time, and returns how many.
+	PruneRateLimits(ctx context.Context, batchSize int) (int64, error)
+	// DrawDue makes every lottery draw that is due and not made yet.
+	DrawDue(ctx context.Context) ([]DrawResult, error)
+	// ExpireWindows ends the lottery purchase windows that ended more than
+	// grace ago without a purchase, passing each unit down the waitlist.
+	ExpireWindows(ctx context.Context, grace time.Duration) ([]WindowResult, error)
+	// ClaimNotifications leases up to n lottery notifications due for
+	// delivery to the caller for lease.
+	ClaimNotifications(ctx context.Context, n int, lease time.Duration) ([]Notification, error)
+	// NotificationDelivered records a delivery: the event is not sent again.
+	NotificationDelivered(ctx context.Context, eventID string) error
+	// NotificationFailed records a failed delivery and when to try again.
+	NotificationFailed(ctx context.Context, eventID string, backoff time.Duration, cause string) error
+}
+
+// Expired is one reservation the sweeper expired and restocked.
+type Expired struct {
+	ReservationID string
+	SaleID        string
+	Quantity      int
+}
+
+// InvariantResult is the invariant check of one sale.
+type InvariantResult struct {
+	SaleID string
+	State  SaleState
+	// Opened: the sale has opened (it is not scheduled, or its time came).
+	Opened       bool
+	OK           bool
+	Detail       string
+	InitialStock int
+	Available    int
+	Pending      int
+	Confirmed    int
+	LedgerTotal  int
+	// NewIncident is set when this check found a mismatch the previous check
+	// had not: the sale was paused and an incident recorded.
+	NewIncident bool
+}
+
+// WindowResult is what JobStore.ExpireWindows did in one lottery.
+type WindowResult struct {
+	SaleID   string
+	Expired  int
+	Promoted int
+}
+
+// Notification is one lottery notification (the outbox) claimed for
+// delivery.
+type Notification struct {
+	EventID  string
+	Payload  []byte // the JSON body to deliver
+	Attempts int    // counting this one
+}
