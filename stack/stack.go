@@ -1,8 +1,12 @@
 // Package stack puts the store together: the sale cache in front of the
-// Redis gate in front of the PostgreSQL adapter, as the one flashline.Store
+// Redis gate in front of the database adapter, as the one flashline.Store
 // the HTTP layer uses, and the parts the rest of an instance needs of it.
 //
 //	handlers → salecache (answers from memory) → gate (Redis) → postgres (the authority)
+//
+// The adapter is given to New as the interfaces it must satisfy (DB):
+// cmd/flashline makes it (postgres.NewStore) and passes it, so this package
+// does not import postgres.
 //
 // Each wrapper overrides the Store methods it must see (salecache.Sees,
 // gate.Sees: by their effect on stock, flashline.StockEffectOf) and passes
@@ -20,16 +24,20 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/gate"
-	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/salecache"
 )
 
+// DB is what the stack needs of the database adapter, the authority at its
+// bottom: the Store the wrappers pass through to, what the gate needs of the
+// database and what the sale cache reads. cmd/flashline passes
+// *postgres.Store.
+type DB interface {
+	flashline.GateStore
+	flashline.FactSource
+}
+
 // Options configure a Stack. Zero values take the defaults shown.
 type Options struct {
-	// Pools are the adapter's connection pools (postgres.Pools).
-	Pools postgres.Pools
-	// Postgres tunes the adapter (its Logger defaults to Logger).
-	Postgres postgres.Options
 	// Redis is the gate's Redis; nil: none, and every gated sale fails
 	// closed (503) on this instance.
 	Redis *redis.Client
@@ -51,11 +59,8 @@ type Options struct {
 // Stack is the store put together.
 type Stack struct {
 	// Store is the one Store the HTTP layer uses: the cache's wrapper around
-	// the gate's around DB.
+	// the gate's around the DB given to New.
 	Store flashline.Store
-	// DB is the adapter, the authority: for what needs more of the database
-	// than a Store (the jobs, the waiting room, the operators' commands).
-	DB *postgres.Store
 	// Cache is what this instance knows of its sales without the database
 	// (the waiting room reads it, and its Now is the clock instances agree
 	// on). Load warms it; Run keeps it current.
@@ -66,10 +71,10 @@ type Stack struct {
 	Gate *gate.Gate
 }
 
-// New puts the store together from o. It opens nothing: the pools and the
-// Redis client are the caller's, as is running the cache and the gate.
-func New(o Options) *Stack {
-	o.Postgres.Logger = cmp.Or(o.Postgres.Logger, o.Logger)
+// New puts the store together on db from o. It opens nothing: the adapter
+// and the Redis client are the caller's, as is running the cache and the
+// gate.
+func New(db DB, o Options) *Stack {
 	o.Cache.Logger = cmp.Or(o.Cache.Logger, o.Logger)
 	o.Cache.Registry = cmp.Or(o.Cache.Registry, o.Registry)
 	o.Gate.Logger = cmp.Or(o.Gate.Logger, o.Logger)
@@ -77,8 +82,7 @@ func New(o Options) *Stack {
 	if o.Cache.Now == nil {
 		o.Cache.Now = o.Now
 	}
-	db := postgres.NewStore(o.Pools, o.Postgres)
 	cache := salecache.New(db, o.Cache)
 	gt := gate.New(o.Redis, db, cache, o.Gate)
-	return &Stack{Store: cache.Wrap(gt.Wrap(db)), DB: db, Cache: cache, Gate: gt}
+	return &Stack{Store: cache.Wrap(gt.Wrap(db)), Cache: cache, Gate: gt}
 }

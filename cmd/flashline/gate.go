@@ -80,7 +80,7 @@ func runGate(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	st := stack.New(stack.Options{Pools: postgres.SinglePool(pool), Redis: rdb})
+	st := stack.New(postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}), stack.Options{Redis: rdb})
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	saleID := e.FS.Arg(0)

@@ -57,6 +57,7 @@ type instance struct {
 	batchSizes    prometheus.Histogram
 	queueFull     prometheus.Counter
 	rdb           *redis.Client
+	db            *postgres.Store // the adapter: the stack's bottom, and the jobs', the room's, the console's
 	stack         *stack.Stack
 	river         *river.Client[pgx.Tx]
 	riverUI       *riverui.Handler
@@ -185,16 +186,14 @@ func (in *instance) openStore(ctx context.Context) error {
 	if !in.cfg.noShed {
 		queueRounds = postgres.DefaultQueueRounds
 	}
-	in.stack = stack.New(stack.Options{
-		Pools: in.pools,
-		Postgres: postgres.Options{
-			MaxBatch: in.cfg.maxBatch, BatchesInFlight: in.cfg.batchesInFlight, QueueRounds: queueRounds,
-			OnConnWait:  in.limiter.ObserveWait,
-			OnBatch:     func(n int) { in.batchSizes.Observe(float64(n)) },
-			OnQueueFull: in.queueFull.Inc,
-		},
-		Redis: rdb, Logger: in.logger, Registry: in.registry, Now: now(in.cfg),
+	in.db = postgres.NewStore(in.pools, postgres.Options{
+		MaxBatch: in.cfg.maxBatch, BatchesInFlight: in.cfg.batchesInFlight, QueueRounds: queueRounds,
+		OnConnWait:  in.limiter.ObserveWait,
+		OnBatch:     func(n int) { in.batchSizes.Observe(float64(n)) },
+		OnQueueFull: in.queueFull.Inc,
+		Logger:      in.logger,
 	})
+	in.stack = stack.New(in.db, stack.Options{Redis: rdb, Logger: in.logger, Registry: in.registry, Now: now(in.cfg)})
 	return nil
 }
 
@@ -209,7 +208,7 @@ func (in *instance) openRiver(context.Context) error {
 		// its warnings and errors are what an operator needs.
 		cfg := in.cfg.jobs
 		cfg.Logger, cfg.Registry, cfg.Gate = riverLogger(in.logger), in.registry, in.stack.Gate
-		in.river, err = jobs.NewClient(in.riverPool, in.stack.DB, cfg)
+		in.river, err = jobs.NewClient(in.riverPool, in.db, cfg)
 	}
 	if err != nil {
 		return fmt.Errorf("river client: %w", err)
@@ -240,7 +239,7 @@ func (in *instance) openRiver(context.Context) error {
 func (in *instance) openRoom(ctx context.Context) error {
 	cache := in.stack.Cache
 	in.keyring = in.keyring.WithClock(cache.Now)
-	in.room = waitroom.NewRoom(cache, in.stack.DB, in.keyring, in.limiter, waitroom.Options{Logger: in.logger, Registry: in.registry,
+	in.room = waitroom.NewRoom(cache, in.db, in.keyring, in.limiter, waitroom.Options{Logger: in.logger, Registry: in.registry,
 		Now: cache.Now, Batch: in.cfg.maxBatch * in.cfg.batchesInFlight})
 	if err := cache.Load(ctx); err != nil {
 		return err
@@ -313,8 +312,8 @@ func (in *instance) startHTTP(context.Context) error {
 		Stripe:           in.stripe,
 		Adyen:            in.adyen,
 		Gate:             in.stack.Gate,
-		Console:          in.stack.DB,
-		Sessions:         in.stack.DB,
+		Console:          in.db,
+		Sessions:         in.db,
 		Now:              in.stack.Cache.Now,
 	}))
 	srv.RegisterOnShutdown(func() { close(draining) })
@@ -329,7 +328,7 @@ func (in *instance) printDemo(ctx context.Context) error {
 	if !in.cfg.demo {
 		return nil
 	}
-	if err := printDemo(ctx, in.stack.DB, in.cfg, in.paymentSecret, publicURL(in.ln.Addr()), in.stdout); err != nil {
+	if err := printDemo(ctx, in.db, in.cfg, in.paymentSecret, publicURL(in.ln.Addr()), in.stdout); err != nil {
 		in.logger.Warn("flashline: demo sale", "err", err)
 	}
 	return nil

@@ -179,8 +179,8 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	st := stack.New(stack.Options{Pools: postgres.SinglePool(pool), Redis: rdb})
-	pg, store := st.DB, st.Store
+	pg := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
+	store := stack.New(pg, stack.Options{Redis: rdb}).Store
 	var sale flashline.Sale
 	switch sub {
 	case "create":
