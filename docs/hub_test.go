@@ -15,17 +15,23 @@ import (
 // Every other package depends on the root's interfaces (store.go,
 // gatestore.go, roomstore.go, jobstore.go, facts.go) or on small ones of its
 // own, and cmd/ passes the adapter in. Tests are not held to it: a test may
-// import the adapter to set up a real database.
+// import an adapter to set up a real database, a Redis or a cache.
 var mayImport = map[string][]string{
 	// The PostgreSQL adapter: only the binaries wire it. No test harness
 	// under internal/ needs it in its non-test files (testserver starts
 	// real `flashline serve` processes), so none is excepted.
 	"postgres": {"cmd/"},
+	// The Redis gate and the sale cache: stack puts them in front of the
+	// database; the gate and the waiting room read the cache through a
+	// Memory of their own, the jobs the gate through a Gate of theirs.
+	"gate":      {"cmd/", "stack"},
+	"salecache": {"cmd/", "stack"},
 }
 
 // TestHubRule fails when a package imports an adapter that mayImport does
 // not allow it (as `go list` shows its non-test imports): jobs once worked
-// on *postgres.Store, and stack made the adapter itself.
+// on *postgres.Store and *gate.Gate, stack made the database adapter itself,
+// and the gate and the waiting room took a *salecache.Cache.
 func TestHubRule(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/flashline/flashline"

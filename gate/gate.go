@@ -41,7 +41,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/salecache"
 )
 
 // Options configure a Gate. Zero values take the defaults shown.
@@ -65,11 +64,23 @@ type Options struct {
 	Registry    prometheus.Registerer
 }
 
+// Memory is what the gate reads of what this instance knows of its sales
+// without the database (package salecache's Cache, which package stack
+// passes): which sales are gated, and the clock instances agree on.
+type Memory interface {
+	// Sale is what memory knows of saleID, read from the database when
+	// missing or stale (fresh false: the read failed and only a stale
+	// entry is left).
+	Sale(ctx context.Context, saleID string) (s flashline.SaleFacts, fresh bool, err error)
+	// Now is this instance's clock corrected by the database's.
+	Now() time.Time
+}
+
 // Gate counts gated sales' units in Redis. Safe for concurrent use.
 type Gate struct {
 	rdb   *redis.Client // nil: no Redis configured, every gated sale fails closed
 	store flashline.GateStore
-	cache *salecache.Cache
+	cache Memory
 	opts  Options
 
 	kick chan struct{} // asks the relay loop to run now
@@ -91,7 +102,7 @@ type metrics struct {
 
 // New returns a Gate using rdb (nil: none configured) in front of store,
 // reading which sales are gated from cache.
-func New(rdb *redis.Client, store flashline.GateStore, cache *salecache.Cache, opts Options) *Gate {
+func New(rdb *redis.Client, store flashline.GateStore, cache Memory, opts Options) *Gate {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 250 * time.Millisecond
 	}

@@ -8,15 +8,15 @@
 // nonces are package roomtoken's, signed and verified with the shared
 // Keyring by any instance.
 //
-// The Room (room.go) reads what it knows of each sale from the sale cache
-// (package salecache: flashline.SaleFacts and their RoomFacts) and writes
-// through a flashline.RoomStore (the database, as package postgres
-// implements it, or on an edge its origins, package edge): place.go hands
-// out places and estimates the wait, positions.go leases the positions each
-// instance hands out, status.go says where a ticket stands, policy.go
-// publishes the fairness policy and the commitment to the draw's seed (the
-// seed itself from the open), pace.go is the pacer (one instance leads it:
-// flashline.PacerStore). The draw's math (the keyed Draw, its commitment,
+// The Room (room.go) reads what it knows of each sale from memory (Memory,
+// the sale cache of package salecache: flashline.SaleFacts and their
+// RoomFacts) and writes through a flashline.RoomStore (the database, as
+// package postgres implements it, or on an edge its origins, package edge):
+// place.go hands out places and estimates the wait, positions.go leases the
+// positions each instance hands out, status.go says where a ticket stands,
+// policy.go publishes the fairness policy and the commitment to the draw's
+// seed (the seed itself from the open), pace.go is the pacer (one instance
+// leads it: flashline.PacerStore). The draw's math (the keyed Draw, its commitment,
 // the audits of a room's admissions and of a lottery) is the domain's:
 // flashline.Draw, flashline.AuditDraw, flashline.AuditLottery.
 //

@@ -12,7 +12,6 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/roomtoken"
-	"github.com/flashline/flashline/salecache"
 )
 
 // Answers to a status request.
@@ -30,6 +29,29 @@ type Capacity interface {
 	Limit() int64
 	InFlight() int64
 	Latency() time.Duration
+}
+
+// Memory is what the Room reads of what this instance knows of its sales
+// without the database (package salecache's Cache, which cmd/flashline
+// passes: over the database on an origin, over its origins on an edge):
+// every sale's facts and its room's, kept current by its owner.
+type Memory interface {
+	// Sale is what memory knows of saleID, read when missing or stale
+	// (fresh false: the read failed and only a stale entry is left).
+	Sale(ctx context.Context, saleID string) (s flashline.SaleFacts, fresh bool, err error)
+	// Fresh is what memory knows of saleID when it is fresh, without a
+	// read (ok false: Sale decides).
+	Fresh(saleID string) (s flashline.SaleFacts, ok bool)
+	// Sales is every sale in memory now, fresh or not.
+	Sales() []flashline.SaleFacts
+	// Load reads every sale now.
+	Load(ctx context.Context) error
+	// Watch returns a channel closed when what saleID's waiters are told
+	// changes.
+	Watch(saleID string) <-chan struct{}
+	// Now is this instance's clock corrected by the database's: the one
+	// tickets and admission tokens are judged by.
+	Now() time.Time
 }
 
 // Options configure a Room. Zero values take the defaults shown.
@@ -110,7 +132,7 @@ func (o *Options) setDefaults() {
 // notifications; nothing is kept per waiter. A status request is answered
 // from memory. Safe for concurrent use.
 type Room struct {
-	cache    *salecache.Cache
+	cache    Memory
 	store    flashline.RoomStore
 	keys     *roomtoken.Keyring
 	capacity Capacity
@@ -147,10 +169,10 @@ type roomMetrics struct {
 }
 
 // NewRoom returns a Room that reads sales from cache (kept current by its
-// owner: salecache.Cache.Run), writes through store, signs with keys, and
+// owner: salecache.Cache.Run, for example), writes through store, signs with keys, and
 // paces by capacity (the purchase path's limiter). Call RunPacer to take
 // part in pacing.
-func NewRoom(cache *salecache.Cache, store flashline.RoomStore, keys *roomtoken.Keyring, capacity Capacity, opts Options) *Room {
+func NewRoom(cache Memory, store flashline.RoomStore, keys *roomtoken.Keyring, capacity Capacity, opts Options) *Room {
 	opts.setDefaults()
 	r := &Room{
 		cache:    cache,
