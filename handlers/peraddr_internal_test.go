@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"testing"
@@ -172,4 +173,37 @@ func BenchmarkAddrBound(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// An edge's routes have no front door: boundPerAddr puts the same bound in
+// front of them, with the same refusal.
+func TestBoundPerAddrOfAnEdge(t *testing.T) {
+	t.Parallel()
+	held, release := make(chan struct{}), make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		held <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusOK)
+	})
+	_, wrapped := boundPerAddr(next, nil).(*addrDoor)
+	require.False(t, wrapped, "no bound: the routes alone")
+	h := boundPerAddr(next, newAddrBound(1, proxies))
+	done := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, forwardedRequest("10.0.0.1", "203.0.113.7"))
+		done <- rec.Code
+	}()
+	<-held
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, forwardedRequest("10.0.0.2", "203.0.113.7"))
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	require.JSONEq(t, `{"error":{"code":"rate_limited","message":"this address has too many requests in flight; wait for their answers"}}`, rec.Body.String())
+	require.Contains(t, []string{"1", "2"}, rec.Header().Get("Retry-After"))
+	close(release)
+	require.Equal(t, http.StatusOK, <-done)
+	rec = httptest.NewRecorder()
+	go func() { <-held }()
+	h.ServeHTTP(rec, forwardedRequest("10.0.0.2", "203.0.113.7"))
+	require.Equal(t, http.StatusOK, rec.Code, "the place was given back")
 }
