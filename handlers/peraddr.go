@@ -127,7 +127,7 @@ func (b *addrBound) keyOf(r *http.Request) (netip.Prefix, bool) {
 	if err != nil {
 		return netip.Prefix{}, false
 	}
-	client, ok := ClientAddr(peer.Addr().Unmap(), forwarded, b.trusted)
+	client, ok := ClientAddr(peer.Addr().Unmap().WithZone(""), forwarded, b.trusted)
 	if !ok {
 		return netip.Prefix{}, false
 	}
