@@ -32,6 +32,9 @@ var (
 	// ErrTooManyInFlight: the customer already has as many requests in
 	// flight as one customer may.
 	ErrTooManyInFlight = errors.New("too many requests in flight for this account")
+	// ErrAddressInFlight: the client address a trusted proxy forwards for
+	// already has as many requests in flight as one address may.
+	ErrAddressInFlight = errors.New("too many requests in flight from this address")
 	ErrAccountTooNew   = errors.New("account too new for this sale")
 	// ErrInstrumentLimitReached: the payment instrument holds the most units
 	// the sale allows one instrument.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -93,6 +94,10 @@ type EdgeDeps struct {
 	// Origins are the base URLs everything else is passed to.
 	Origins          []string
 	CustomerInFlight int
+	// InFlightPerAddr and TrustedProxies are Deps': the requests in
+	// flight of one client address behind a trusted proxy.
+	InFlightPerAddr int
+	TrustedProxies  []netip.Prefix
 	// ProxyTimeout bounds an origin's answer to a request passed on.
 	// Default 15s.
 	ProxyTimeout time.Duration
@@ -166,7 +171,36 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 	public.handle(http.MethodGet, "/sales/:saleId/status/stream", oursStream, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
 	public.preflights()
 	waitpage.Register(r)
-	return r
+	return boundPerAddr(r, newAddrBound(d.InFlightPerAddr, d.TrustedProxies))
+}
+
+// addrDoor is an edge's routes behind the bound on the requests in flight
+// of one client address behind a trusted proxy (peraddr.go), as Routes'
+// front door applies it.
+type addrDoor struct {
+	next     http.Handler
+	perAddr  *addrBound
+	addrBusy prepared
+}
+
+// boundPerAddr is next behind bound; next itself when there is no bound.
+func boundPerAddr(next http.Handler, bound *addrBound) http.Handler {
+	if bound == nil {
+		return next
+	}
+	e := lookupError(flashline.ErrAddressInFlight)
+	return &addrDoor{next: next, perAddr: bound, addrBusy: prepareError(e, nil, nil)}
+}
+
+func (d *addrDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if key, ok := d.perAddr.keyOf(r); ok {
+		if !d.perAddr.acquire(key) {
+			refuse(w, &d.addrBusy, time.Now())
+			return
+		}
+		defer d.perAddr.release(key)
+	}
+	d.next.ServeHTTP(w, r)
 }
 
 // originProxy passes requests on to the origins: the one that answered last

@@ -62,6 +62,7 @@ var errorTable = []struct {
 	{flashline.ErrSignatureExpired, apiError{status: 400, code: "signature_expired", message: "the signature's timestamp is further from now than the tolerance (5 minutes unless configured)"}},
 	{flashline.ErrRateLimited, apiError{status: 429, code: "rate_limited", message: "too many requests from this account; retry later", retryAfter: 5}},
 	{flashline.ErrTooManyInFlight, apiError{status: 429, code: "rate_limited", message: "this account has too many requests in flight; wait for their answers", retryAfter: 1}},
+	{flashline.ErrAddressInFlight, apiError{status: 429, code: "rate_limited", message: "this address has too many requests in flight; wait for their answers", retryAfter: 1}},
 	{flashline.ErrUnauthenticated, apiError{status: 401, code: "unauthenticated", message: "missing or invalid credentials"}},
 	{flashline.ErrForbidden, apiError{status: 403, code: "forbidden", message: "not allowed for this caller"}},
 	{flashline.ErrOverloaded, apiError{status: 503, code: "overloaded", message: "too busy right now; retry shortly", retryAfter: 1}},

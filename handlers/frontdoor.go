@@ -24,6 +24,12 @@ import (
 // The front door answers the refusals the service decides without the
 // database before the web framework sees the request: under a flood they
 // are most of the requests, and what each costs is taken from the sales.
+//
+// First, for every request that comes through a trusted proxy: its client
+// address (X-Forwarded-For) already has as many requests in flight as one
+// address may (peraddr.go): 429 rate_limited, and the request counts there
+// until it is answered (a status stream until it ends).
+//
 // For a reservation (POST /sales/{id}/reservations):
 //
 //   - its sale's purchase queue is full (Store.SaleBusy), or the admission
@@ -59,6 +65,10 @@ type frontDoor struct {
 	limiter  *loadshed.Limiter
 	verifier *auth.Verifier
 	now      func() time.Time
+	// perAddr counts the requests of trusted proxies' clients (nil: no
+	// bound); addrBusy is its refusal.
+	perAddr  *addrBound
+	addrBusy prepared
 
 	overloaded, soldOut, notOpen prepared
 	// The status poll's: the limiter's refusal; the answers from memory,
@@ -92,6 +102,9 @@ var (
 const (
 	reservationsRoute = "/sales/:saleId/reservations"
 	statusRoute       = "/sales/:saleId/status"
+	// beforeRouting is the route label of what the front door refuses
+	// whatever its route.
+	beforeRouting = "before_routing"
 )
 
 func newFrontDoor(next http.Handler, d Deps, m *Metrics) *frontDoor {
@@ -101,6 +114,8 @@ func newFrontDoor(next http.Handler, d Deps, m *Metrics) *frontDoor {
 	f.soldOut = prepare(m, flashline.ErrSoldOut, reservationsRoute)
 	f.notOpen = prepare(m, flashline.ErrSaleNotOpen, reservationsRoute)
 	f.pollOverloaded = prepare(m, flashline.ErrOverloaded, statusRoute)
+	f.perAddr = newAddrBound(d.InFlightPerAddr, d.TrustedProxies)
+	f.addrBusy = prepare(m, flashline.ErrAddressInFlight, beforeRouting)
 	f.scratch.New = func() any { return new(auth.Scratch) }
 	return f
 }
@@ -112,12 +127,17 @@ func (f *frontDoor) Routes() gin.RoutesInfo { return f.next.(*gin.Engine).Routes
 // prepare is err's answer on route, ready to write.
 func prepare(m *Metrics, err error, route string) prepared {
 	e := lookupError(err)
+	return prepareError(e, m.requests.WithLabelValues(route, e.code), m.latency.WithLabelValues(route))
+}
+
+// prepareError is e's answer, counted in count and latency (nil: not
+// counted).
+func prepareError(e apiError, count prometheus.Counter, latency prometheus.Observer) prepared {
 	body, jerr := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: e.code, Message: e.message}})
 	if jerr != nil {
 		panic(jerr)
 	}
-	p := prepared{status: e.status, body: body, length: []string{strconv.Itoa(len(body))},
-		count: m.requests.WithLabelValues(route, e.code), latency: m.latency.WithLabelValues(route)}
+	p := prepared{status: e.status, body: body, length: []string{strconv.Itoa(len(body))}, count: count, latency: latency}
 	for s := e.retryAfter; e.retryAfter > 0 && s <= 2*e.retryAfter; s++ {
 		p.retryAfter = append(p.retryAfter, []string{strconv.Itoa(s)})
 	}
@@ -125,6 +145,13 @@ func prepare(m *Metrics, err error, route string) prepared {
 }
 
 func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if key, ok := f.perAddr.keyOf(r); ok {
+		if !f.perAddr.acquire(key) {
+			f.refuse(w, &f.addrBusy, time.Now())
+			return
+		}
+		defer f.perAddr.release(key)
+	}
 	if saleID, ok := reservationOf(r); ok {
 		f.reservation(w, r, saleID)
 		return
@@ -206,13 +233,18 @@ func (f *frontDoor) customerOf(r *http.Request, s *auth.Scratch) (string, bool) 
 // refuse writes p. A body left unread is net/http's to deal with (it reads
 // a small one on, or closes the connection): an overloaded answer does not
 // wait for a body it will not use.
-func (f *frontDoor) refuse(w http.ResponseWriter, p *prepared, start time.Time) {
+func (f *frontDoor) refuse(w http.ResponseWriter, p *prepared, start time.Time) { refuse(w, p, start) }
+
+// refuse writes p, and counts it if p is counted.
+func refuse(w http.ResponseWriter, p *prepared, start time.Time) {
 	if n := len(p.retryAfter); n > 0 {
 		w.Header()["Retry-After"] = p.retryAfter[rand.IntN(n)]
 	}
 	write(w, p.status, p.length, p.body)
-	p.count.Inc()
-	p.latency.Observe(time.Since(start).Seconds())
+	if p.count != nil {
+		p.count.Inc()
+		p.latency.Observe(time.Since(start).Seconds())
+	}
 }
 
 // write answers status with the JSON body (length: its Content-Length), and

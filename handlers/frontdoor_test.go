@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -237,19 +238,39 @@ func BenchmarkSoldOutRefusal(b *testing.B) {
 // BenchmarkStatusPoll is what one waiting-room status poll costs the
 // service past net/http, for a customer polling its ticket before the open:
 // through the front door (memory's answer before the routes) and through
-// the routes (gin, its middleware, the handler chain).
+// the routes (gin, its middleware, the handler chain); and through the
+// front door with serve's bound on a client address's requests in flight
+// (256, loopback trusted), for a client polling directly (its address not
+// a proxy's: the header is not read) and for one behind a trusted proxy
+// (counted by its X-Forwarded-For).
 func BenchmarkStatusPoll(b *testing.B) {
 	deps, sale, alice, tk := waitingBeforeOpen(b, "sku_poll")
 	deps.Registry = prometheus.NewRegistry()
 	door := handlers.Routes(deps)
+	bounded := deps
+	bounded.Registry = prometheus.NewRegistry()
+	bounded.InFlightPerAddr = 256
+	bounded.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}
+	boundedDoor := handlers.Routes(bounded)
 	for _, h := range []struct {
-		name    string
-		handler http.Handler
-	}{{"front-door", door}, {"routes", handlers.BehindTheDoor(door)}} {
+		name      string
+		handler   http.Handler
+		peer      string
+		forwarded []string
+	}{
+		{"front-door", door, "", nil},
+		{"routes", handlers.BehindTheDoor(door), "", nil},
+		{"front-door-bounded-direct", boundedDoor, "198.51.100.1:4711", []string{"203.0.113.7"}},
+		{"front-door-bounded-forwarded", boundedDoor, "127.0.0.1:4711", []string{"198.51.100.1, 203.0.113.7"}},
+	} {
 		b.Run(h.name, func(b *testing.B) {
 			req, err := http.NewRequest(http.MethodGet, "/sales/"+sale+"/status?token="+tk.Token, nil)
 			require.NoError(b, err)
 			req.Header["Authorization"] = []string{alice}
+			req.RemoteAddr = h.peer
+			if h.forwarded != nil {
+				req.Header["X-Forwarded-For"] = h.forwarded
+			}
 			rec := newRecorder()
 			b.ReportAllocs()
 			for b.Loop() {

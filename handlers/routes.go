@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -52,6 +53,14 @@ type Deps struct {
 	// at once on the customer routes; more are answered 429 at once. 0: no
 	// cap.
 	CustomerInFlight int
+	// InFlightPerAddr is how many requests one client address may have in
+	// flight at once when they come through TrustedProxies, the address
+	// read from X-Forwarded-For (peraddr.go); one more is answered 429
+	// rate_limited by the front door. 0, or no proxy trusted: no bound.
+	// serve gives them --max-conns-per-addr and --trusted-proxies, whose
+	// bound the listener applies to every other address's connections.
+	InFlightPerAddr int
+	TrustedProxies  []netip.Prefix
 	// MaxStreams bounds the waiting clients' status streams open at once
 	// (stream.go); past it a stream is refused 503 overloaded and the
 	// client polls. 0: DefaultMaxStreams.

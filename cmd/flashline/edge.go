@@ -160,6 +160,8 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 		Logger:           logger,
 		Origins:          origins,
 		CustomerInFlight: cfg.customerInFlight,
+		InFlightPerAddr:  cfg.maxConnsPerAddr,
+		TrustedProxies:   cfg.trustedProxies,
 		MaxStreams:       cfg.maxStreams,
 		Draining:         draining,
 		Registry:         registry,

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flashline/flashline/handlers"
 )
 
 // firstByteListener hands out a connection only once its first byte has
@@ -67,7 +69,9 @@ type connLimits struct {
 	// perAddr is --max-conns-per-addr: slots one address may hold (0: no
 	// bound). trusted (--trusted-proxies) are the addresses it does not
 	// apply to: a proxy's connections carry many clients, and at accept
-	// only the proxy's address is known.
+	// only the proxy's address is known; the front door bounds their
+	// clients' requests in flight instead, by X-Forwarded-For (handlers'
+	// peraddr.go), with the same number.
 	perAddr int
 	trusted []netip.Prefix
 	// wait is the longest first-byte wait, while at most half the slots
@@ -282,17 +286,10 @@ func (l *firstByteListener) addrKey(addr net.Addr) (key netip.Prefix, bounded bo
 		return netip.Prefix{}, false
 	}
 	ip = ip.Unmap()
-	for _, p := range l.limits.trusted {
-		if p.Contains(ip) {
-			return netip.Prefix{}, false
-		}
+	if handlers.Trusted(ip, l.limits.trusted) {
+		return netip.Prefix{}, false
 	}
-	bits := 32
-	if ip.Is6() {
-		bits = 64
-	}
-	key, _ = ip.Prefix(bits)
-	return key, true
+	return handlers.ClientKey(ip), true
 }
 
 // release gives back a slot, and the address's count when key is valid.

@@ -306,6 +306,8 @@ func (in *instance) startHTTP(context.Context) error {
 		Room:             in.room,
 		Keyring:          in.keyring,
 		CustomerInFlight: in.cfg.customerInFlight,
+		InFlightPerAddr:  in.cfg.maxConnsPerAddr,
+		TrustedProxies:   in.cfg.trustedProxies,
 		MaxStreams:       in.cfg.maxStreams,
 		Draining:         draining,
 		Payments:         in.payments,

@@ -560,6 +560,21 @@ func (e UnauthenticatedErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for ConsoleRedirect429JSONResponseBodyErrorCode.
+const (
+	ConsoleRedirect429JSONResponseBodyErrorCodeRateLimited ConsoleRedirect429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the ConsoleRedirect429JSONResponseBodyErrorCode enum.
+func (e ConsoleRedirect429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ConsoleRedirect429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Console401JSONResponseBodyErrorCode.
 const (
 	Console401JSONResponseBodyErrorCodeUnauthenticated Console401JSONResponseBodyErrorCode = "unauthenticated"
@@ -605,6 +620,21 @@ func (e Console404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Console429JSONResponseBodyErrorCode.
+const (
+	Console429JSONResponseBodyErrorCodeRateLimited Console429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Console429JSONResponseBodyErrorCode enum.
+func (e Console429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Console429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Console500JSONResponseBodyErrorCode.
 const (
 	Console500JSONResponseBodyErrorCodeInternal Console500JSONResponseBodyErrorCode = "internal"
@@ -644,6 +674,66 @@ const (
 func (e ConsoleAsset404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case ConsoleAsset404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConsoleAsset429JSONResponseBodyErrorCode.
+const (
+	ConsoleAsset429JSONResponseBodyErrorCodeRateLimited ConsoleAsset429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the ConsoleAsset429JSONResponseBodyErrorCode enum.
+func (e ConsoleAsset429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ConsoleAsset429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LoginPage429JSONResponseBodyErrorCode.
+const (
+	LoginPage429JSONResponseBodyErrorCodeRateLimited LoginPage429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the LoginPage429JSONResponseBodyErrorCode enum.
+func (e LoginPage429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case LoginPage429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Login429JSONResponseBodyErrorCode.
+const (
+	Login429JSONResponseBodyErrorCodeRateLimited Login429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Login429JSONResponseBodyErrorCode enum.
+func (e Login429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Login429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Logout429JSONResponseBodyErrorCode.
+const (
+	Logout429JSONResponseBodyErrorCodeRateLimited Logout429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Logout429JSONResponseBodyErrorCode enum.
+func (e Logout429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Logout429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -728,6 +818,21 @@ func (e LatePayments403JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for LatePayments429JSONResponseBodyErrorCode.
+const (
+	LatePayments429JSONResponseBodyErrorCodeRateLimited LatePayments429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the LatePayments429JSONResponseBodyErrorCode enum.
+func (e LatePayments429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case LatePayments429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LatePayments500JSONResponseBodyErrorCode.
 const (
 	LatePayments500JSONResponseBodyErrorCodeInternal LatePayments500JSONResponseBodyErrorCode = "internal"
@@ -797,6 +902,21 @@ const (
 func (e VoidReservations403JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case VoidReservations403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VoidReservations429JSONResponseBodyErrorCode.
+const (
+	VoidReservations429JSONResponseBodyErrorCodeRateLimited VoidReservations429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the VoidReservations429JSONResponseBodyErrorCode enum.
+func (e VoidReservations429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case VoidReservations429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -920,6 +1040,21 @@ func (e ExtendReservation409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for ExtendReservation429JSONResponseBodyErrorCode.
+const (
+	ExtendReservation429JSONResponseBodyErrorCodeRateLimited ExtendReservation429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the ExtendReservation429JSONResponseBodyErrorCode enum.
+func (e ExtendReservation429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ExtendReservation429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExtendReservation500JSONResponseBodyErrorCode.
 const (
 	ExtendReservation500JSONResponseBodyErrorCodeInternal ExtendReservation500JSONResponseBodyErrorCode = "internal"
@@ -1031,6 +1166,21 @@ func (e VoidReservation409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for VoidReservation429JSONResponseBodyErrorCode.
+const (
+	VoidReservation429JSONResponseBodyErrorCodeRateLimited VoidReservation429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the VoidReservation429JSONResponseBodyErrorCode enum.
+func (e VoidReservation429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case VoidReservation429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for VoidReservation500JSONResponseBodyErrorCode.
 const (
 	VoidReservation500JSONResponseBodyErrorCodeInternal VoidReservation500JSONResponseBodyErrorCode = "internal"
@@ -1091,6 +1241,21 @@ func (e RiverUI403JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for RiverUI429JSONResponseBodyErrorCode.
+const (
+	RiverUI429JSONResponseBodyErrorCodeRateLimited RiverUI429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the RiverUI429JSONResponseBodyErrorCode enum.
+func (e RiverUI429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RiverUI429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RiverUI503JSONResponseBodyErrorCode.
 const (
 	RiverUI503JSONResponseBodyErrorCodeOverloaded RiverUI503JSONResponseBodyErrorCode = "overloaded"
@@ -1130,6 +1295,21 @@ const (
 func (e RiverUIChange403JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case RiverUIChange403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RiverUIChange429JSONResponseBodyErrorCode.
+const (
+	RiverUIChange429JSONResponseBodyErrorCodeRateLimited RiverUIChange429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the RiverUIChange429JSONResponseBodyErrorCode enum.
+func (e RiverUIChange429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RiverUIChange429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -1211,6 +1391,21 @@ func (e CreateSale409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for CreateSale429JSONResponseBodyErrorCode.
+const (
+	CreateSale429JSONResponseBodyErrorCodeRateLimited CreateSale429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the CreateSale429JSONResponseBodyErrorCode enum.
+func (e CreateSale429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case CreateSale429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateSale500JSONResponseBodyErrorCode.
 const (
 	CreateSale500JSONResponseBodyErrorCodeInternal CreateSale500JSONResponseBodyErrorCode = "internal"
@@ -1283,6 +1478,21 @@ const (
 func (e GetSale404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case GetSale404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetSale429JSONResponseBodyErrorCode.
+const (
+	GetSale429JSONResponseBodyErrorCodeRateLimited GetSale429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the GetSale429JSONResponseBodyErrorCode enum.
+func (e GetSale429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetSale429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -1397,6 +1607,21 @@ func (e CloseSale409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for CloseSale429JSONResponseBodyErrorCode.
+const (
+	CloseSale429JSONResponseBodyErrorCodeRateLimited CloseSale429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the CloseSale429JSONResponseBodyErrorCode enum.
+func (e CloseSale429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case CloseSale429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CloseSale500JSONResponseBodyErrorCode.
 const (
 	CloseSale500JSONResponseBodyErrorCodeInternal CloseSale500JSONResponseBodyErrorCode = "internal"
@@ -1484,6 +1709,21 @@ const (
 func (e ExtendSale404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case ExtendSale404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ExtendSale429JSONResponseBodyErrorCode.
+const (
+	ExtendSale429JSONResponseBodyErrorCodeRateLimited ExtendSale429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the ExtendSale429JSONResponseBodyErrorCode enum.
+func (e ExtendSale429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ExtendSale429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -1601,6 +1841,21 @@ func (e RebuildGate409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for RebuildGate429JSONResponseBodyErrorCode.
+const (
+	RebuildGate429JSONResponseBodyErrorCodeRateLimited RebuildGate429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the RebuildGate429JSONResponseBodyErrorCode enum.
+func (e RebuildGate429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RebuildGate429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RebuildGate500JSONResponseBodyErrorCode.
 const (
 	RebuildGate500JSONResponseBodyErrorCodeInternal RebuildGate500JSONResponseBodyErrorCode = "internal"
@@ -1673,6 +1928,21 @@ const (
 func (e SaleLive404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case SaleLive404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleLive429JSONResponseBodyErrorCode.
+const (
+	SaleLive429JSONResponseBodyErrorCodeRateLimited SaleLive429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the SaleLive429JSONResponseBodyErrorCode enum.
+func (e SaleLive429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleLive429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -1781,6 +2051,21 @@ func (e OpenSale409JSONResponseBodyErrorCode) Valid() bool {
 	case OpenSale409JSONResponseBodyErrorCodeInvalidTransition:
 		return true
 	case OpenSale409JSONResponseBodyErrorCodeInvariantBroken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenSale429JSONResponseBodyErrorCode.
+const (
+	OpenSale429JSONResponseBodyErrorCodeRateLimited OpenSale429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the OpenSale429JSONResponseBodyErrorCode enum.
+func (e OpenSale429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case OpenSale429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -1898,6 +2183,21 @@ func (e PauseSale409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for PauseSale429JSONResponseBodyErrorCode.
+const (
+	PauseSale429JSONResponseBodyErrorCodeRateLimited PauseSale429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the PauseSale429JSONResponseBodyErrorCode enum.
+func (e PauseSale429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case PauseSale429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PauseSale500JSONResponseBodyErrorCode.
 const (
 	PauseSale500JSONResponseBodyErrorCodeInternal PauseSale500JSONResponseBodyErrorCode = "internal"
@@ -2000,6 +2300,21 @@ const (
 func (e HoldQueue409JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case HoldQueue409JSONResponseBodyErrorCodeNoWaitingRoom:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HoldQueue429JSONResponseBodyErrorCode.
+const (
+	HoldQueue429JSONResponseBodyErrorCodeRateLimited HoldQueue429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the HoldQueue429JSONResponseBodyErrorCode enum.
+func (e HoldQueue429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case HoldQueue429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -2111,6 +2426,21 @@ func (e QueueMessage409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for QueueMessage429JSONResponseBodyErrorCode.
+const (
+	QueueMessage429JSONResponseBodyErrorCodeRateLimited QueueMessage429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the QueueMessage429JSONResponseBodyErrorCode enum.
+func (e QueueMessage429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case QueueMessage429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for QueueMessage500JSONResponseBodyErrorCode.
 const (
 	QueueMessage500JSONResponseBodyErrorCodeInternal QueueMessage500JSONResponseBodyErrorCode = "internal"
@@ -2210,6 +2540,21 @@ const (
 func (e ReleaseQueue409JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case ReleaseQueue409JSONResponseBodyErrorCodeNoWaitingRoom:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseQueue429JSONResponseBodyErrorCode.
+const (
+	ReleaseQueue429JSONResponseBodyErrorCodeRateLimited ReleaseQueue429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseQueue429JSONResponseBodyErrorCode enum.
+func (e ReleaseQueue429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReleaseQueue429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -2321,6 +2666,21 @@ func (e RepairSale409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for RepairSale429JSONResponseBodyErrorCode.
+const (
+	RepairSale429JSONResponseBodyErrorCodeRateLimited RepairSale429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the RepairSale429JSONResponseBodyErrorCode enum.
+func (e RepairSale429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RepairSale429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RepairSale500JSONResponseBodyErrorCode.
 const (
 	RepairSale500JSONResponseBodyErrorCodeInternal RepairSale500JSONResponseBodyErrorCode = "internal"
@@ -2390,6 +2750,21 @@ const (
 func (e SaleReport404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case SaleReport404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SaleReport429JSONResponseBodyErrorCode.
+const (
+	SaleReport429JSONResponseBodyErrorCodeRateLimited SaleReport429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the SaleReport429JSONResponseBodyErrorCode enum.
+func (e SaleReport429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case SaleReport429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -2504,6 +2879,21 @@ func (e ResumeSale409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for ResumeSale429JSONResponseBodyErrorCode.
+const (
+	ResumeSale429JSONResponseBodyErrorCodeRateLimited ResumeSale429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the ResumeSale429JSONResponseBodyErrorCode enum.
+func (e ResumeSale429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ResumeSale429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ResumeSale500JSONResponseBodyErrorCode.
 const (
 	ResumeSale500JSONResponseBodyErrorCodeInternal ResumeSale500JSONResponseBodyErrorCode = "internal"
@@ -2537,6 +2927,21 @@ func (e ResumeSale503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Docs429JSONResponseBodyErrorCode.
+const (
+	Docs429JSONResponseBodyErrorCodeRateLimited Docs429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Docs429JSONResponseBodyErrorCode enum.
+func (e Docs429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Docs429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Docs500JSONResponseBodyErrorCode.
 const (
 	Docs500JSONResponseBodyErrorCodeInternal Docs500JSONResponseBodyErrorCode = "internal"
@@ -2561,6 +2966,21 @@ const (
 func (e DocsAsset404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case DocsAsset404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DocsAsset429JSONResponseBodyErrorCode.
+const (
+	DocsAsset429JSONResponseBodyErrorCodeRateLimited DocsAsset429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the DocsAsset429JSONResponseBodyErrorCode enum.
+func (e DocsAsset429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DocsAsset429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -2642,6 +3062,21 @@ func (e EdgeLease409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EdgeLease429JSONResponseBodyErrorCode.
+const (
+	EdgeLease429JSONResponseBodyErrorCodeRateLimited EdgeLease429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the EdgeLease429JSONResponseBodyErrorCode enum.
+func (e EdgeLease429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeLease429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EdgeLease500JSONResponseBodyErrorCode.
 const (
 	EdgeLease500JSONResponseBodyErrorCodeInternal EdgeLease500JSONResponseBodyErrorCode = "internal"
@@ -2705,6 +3140,21 @@ func (e EdgeSync403JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EdgeSync429JSONResponseBodyErrorCode.
+const (
+	EdgeSync429JSONResponseBodyErrorCodeRateLimited EdgeSync429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the EdgeSync429JSONResponseBodyErrorCode enum.
+func (e EdgeSync429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeSync429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EdgeSync500JSONResponseBodyErrorCode.
 const (
 	EdgeSync500JSONResponseBodyErrorCodeInternal EdgeSync500JSONResponseBodyErrorCode = "internal"
@@ -2714,6 +3164,21 @@ const (
 func (e EdgeSync500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case EdgeSync500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EdgeWatermarks429JSONResponseBodyErrorCode.
+const (
+	EdgeWatermarks429JSONResponseBodyErrorCodeRateLimited EdgeWatermarks429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the EdgeWatermarks429JSONResponseBodyErrorCode enum.
+func (e EdgeWatermarks429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EdgeWatermarks429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -2753,6 +3218,21 @@ func (e EdgeWatermarks503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EmbedScript429JSONResponseBodyErrorCode.
+const (
+	EmbedScript429JSONResponseBodyErrorCodeRateLimited EmbedScript429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the EmbedScript429JSONResponseBodyErrorCode enum.
+func (e EmbedScript429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EmbedScript429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EmbedScript500JSONResponseBodyErrorCode.
 const (
 	EmbedScript500JSONResponseBodyErrorCodeInternal EmbedScript500JSONResponseBodyErrorCode = "internal"
@@ -2762,6 +3242,21 @@ const (
 func (e EmbedScript500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case EmbedScript500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EmbedScriptHead429JSONResponseBodyErrorCode.
+const (
+	EmbedScriptHead429JSONResponseBodyErrorCodeRateLimited EmbedScriptHead429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the EmbedScriptHead429JSONResponseBodyErrorCode enum.
+func (e EmbedScriptHead429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case EmbedScriptHead429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -2783,6 +3278,21 @@ func (e EmbedScriptHead500JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Favicon429JSONResponseBodyErrorCode.
+const (
+	Favicon429JSONResponseBodyErrorCodeRateLimited Favicon429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Favicon429JSONResponseBodyErrorCode enum.
+func (e Favicon429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Favicon429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Healthz200JSONResponseBodyStatus.
 const (
 	Ok Healthz200JSONResponseBodyStatus = "ok"
@@ -2792,6 +3302,21 @@ const (
 func (e Healthz200JSONResponseBodyStatus) Valid() bool {
 	switch e {
 	case Ok:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Healthz429JSONResponseBodyErrorCode.
+const (
+	Healthz429JSONResponseBodyErrorCodeRateLimited Healthz429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Healthz429JSONResponseBodyErrorCode enum.
+func (e Healthz429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Healthz429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -2858,6 +3383,21 @@ func (e Metrics404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Metrics429JSONResponseBodyErrorCode.
+const (
+	Metrics429JSONResponseBodyErrorCodeRateLimited Metrics429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Metrics429JSONResponseBodyErrorCode enum.
+func (e Metrics429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Metrics429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Metrics500JSONResponseBodyErrorCode.
 const (
 	Metrics500JSONResponseBodyErrorCodeInternal Metrics500JSONResponseBodyErrorCode = "internal"
@@ -2867,6 +3407,21 @@ const (
 func (e Metrics500JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case Metrics500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Openapi429JSONResponseBodyErrorCode.
+const (
+	Openapi429JSONResponseBodyErrorCodeRateLimited Openapi429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Openapi429JSONResponseBodyErrorCode enum.
+func (e Openapi429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Openapi429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -2942,6 +3497,21 @@ func (e AdyenWebhook422JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for AdyenWebhook429JSONResponseBodyErrorCode.
+const (
+	AdyenWebhook429JSONResponseBodyErrorCodeRateLimited AdyenWebhook429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the AdyenWebhook429JSONResponseBodyErrorCode enum.
+func (e AdyenWebhook429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case AdyenWebhook429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AdyenWebhook500JSONResponseBodyErrorCode.
 const (
 	AdyenWebhook500JSONResponseBodyErrorCodeInternal AdyenWebhook500JSONResponseBodyErrorCode = "internal"
@@ -3008,6 +3578,21 @@ func (e PaymentEvent422JSONResponseBodyErrorCode) Valid() bool {
 	case PaymentEvent422JSONResponseBodyErrorCodeEventIdReused:
 		return true
 	case PaymentEvent422JSONResponseBodyErrorCodeUnknownReservation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PaymentEvent429JSONResponseBodyErrorCode.
+const (
+	PaymentEvent429JSONResponseBodyErrorCodeRateLimited PaymentEvent429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the PaymentEvent429JSONResponseBodyErrorCode enum.
+func (e PaymentEvent429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case PaymentEvent429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -3104,6 +3689,21 @@ func (e StripeWebhook422JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for StripeWebhook429JSONResponseBodyErrorCode.
+const (
+	StripeWebhook429JSONResponseBodyErrorCodeRateLimited StripeWebhook429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the StripeWebhook429JSONResponseBodyErrorCode enum.
+func (e StripeWebhook429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StripeWebhook429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StripeWebhook500JSONResponseBodyErrorCode.
 const (
 	StripeWebhook500JSONResponseBodyErrorCodeInternal StripeWebhook500JSONResponseBodyErrorCode = "internal"
@@ -3128,6 +3728,21 @@ const (
 func (e Readyz200JSONResponseBodyStatus) Valid() bool {
 	switch e {
 	case Ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Readyz429JSONResponseBodyErrorCode.
+const (
+	Readyz429JSONResponseBodyErrorCodeRateLimited Readyz429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Readyz429JSONResponseBodyErrorCode enum.
+func (e Readyz429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Readyz429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -3254,6 +3869,21 @@ func (e GetReservationPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for GetReservationPreflight429JSONResponseBodyErrorCode.
+const (
+	GetReservationPreflight429JSONResponseBodyErrorCodeRateLimited GetReservationPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the GetReservationPreflight429JSONResponseBodyErrorCode enum.
+func (e GetReservationPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetReservationPreflight429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CancelPreflight404JSONResponseBodyErrorCode.
 const (
 	CancelPreflight404JSONResponseBodyErrorCodeNotFound CancelPreflight404JSONResponseBodyErrorCode = "not_found"
@@ -3263,6 +3893,21 @@ const (
 func (e CancelPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case CancelPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelPreflight429JSONResponseBodyErrorCode.
+const (
+	CancelPreflight429JSONResponseBodyErrorCodeRateLimited CancelPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the CancelPreflight429JSONResponseBodyErrorCode enum.
+func (e CancelPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case CancelPreflight429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -3374,6 +4019,21 @@ const (
 func (e ConfirmPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case ConfirmPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConfirmPreflight429JSONResponseBodyErrorCode.
+const (
+	ConfirmPreflight429JSONResponseBodyErrorCodeRateLimited ConfirmPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the ConfirmPreflight429JSONResponseBodyErrorCode enum.
+func (e ConfirmPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ConfirmPreflight429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -3509,6 +4169,21 @@ func (e Policy409JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Policy429JSONResponseBodyErrorCode.
+const (
+	Policy429JSONResponseBodyErrorCodeRateLimited Policy429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the Policy429JSONResponseBodyErrorCode enum.
+func (e Policy429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case Policy429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Policy500JSONResponseBodyErrorCode.
 const (
 	Policy500JSONResponseBodyErrorCodeInternal Policy500JSONResponseBodyErrorCode = "internal"
@@ -3551,6 +4226,21 @@ const (
 func (e PolicyPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case PolicyPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PolicyPreflight429JSONResponseBodyErrorCode.
+const (
+	PolicyPreflight429JSONResponseBodyErrorCodeRateLimited PolicyPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the PolicyPreflight429JSONResponseBodyErrorCode enum.
+func (e PolicyPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case PolicyPreflight429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -3695,6 +4385,21 @@ func (e RegistrationPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for RegistrationPreflight429JSONResponseBodyErrorCode.
+const (
+	RegistrationPreflight429JSONResponseBodyErrorCodeRateLimited RegistrationPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationPreflight429JSONResponseBodyErrorCode enum.
+func (e RegistrationPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RegistrationPreflight429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RegisterPreflight404JSONResponseBodyErrorCode.
 const (
 	RegisterPreflight404JSONResponseBodyErrorCodeNotFound RegisterPreflight404JSONResponseBodyErrorCode = "not_found"
@@ -3704,6 +4409,21 @@ const (
 func (e RegisterPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case RegisterPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RegisterPreflight429JSONResponseBodyErrorCode.
+const (
+	RegisterPreflight429JSONResponseBodyErrorCodeRateLimited RegisterPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the RegisterPreflight429JSONResponseBodyErrorCode enum.
+func (e RegisterPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case RegisterPreflight429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -3950,6 +4670,21 @@ func (e GetOwnReservationPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for GetOwnReservationPreflight429JSONResponseBodyErrorCode.
+const (
+	GetOwnReservationPreflight429JSONResponseBodyErrorCodeRateLimited GetOwnReservationPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the GetOwnReservationPreflight429JSONResponseBodyErrorCode enum.
+func (e GetOwnReservationPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case GetOwnReservationPreflight429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReservePreflight404JSONResponseBodyErrorCode.
 const (
 	ReservePreflight404JSONResponseBodyErrorCodeNotFound ReservePreflight404JSONResponseBodyErrorCode = "not_found"
@@ -3959,6 +4694,21 @@ const (
 func (e ReservePreflight404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case ReservePreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReservePreflight429JSONResponseBodyErrorCode.
+const (
+	ReservePreflight429JSONResponseBodyErrorCodeRateLimited ReservePreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the ReservePreflight429JSONResponseBodyErrorCode enum.
+func (e ReservePreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ReservePreflight429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -4253,6 +5003,21 @@ func (e StatusPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for StatusPreflight429JSONResponseBodyErrorCode.
+const (
+	StatusPreflight429JSONResponseBodyErrorCodeRateLimited StatusPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the StatusPreflight429JSONResponseBodyErrorCode enum.
+func (e StatusPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusPreflight429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StatusStream401JSONResponseBodyErrorCode.
 const (
 	StatusStream401JSONResponseBodyErrorCodeUnauthenticated StatusStream401JSONResponseBodyErrorCode = "unauthenticated"
@@ -4376,6 +5141,21 @@ const (
 func (e StatusStreamPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case StatusStreamPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusStreamPreflight429JSONResponseBodyErrorCode.
+const (
+	StatusStreamPreflight429JSONResponseBodyErrorCodeRateLimited StatusStreamPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the StatusStreamPreflight429JSONResponseBodyErrorCode enum.
+func (e StatusStreamPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case StatusStreamPreflight429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -4529,6 +5309,21 @@ func (e TicketPreflight404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for TicketPreflight429JSONResponseBodyErrorCode.
+const (
+	TicketPreflight429JSONResponseBodyErrorCodeRateLimited TicketPreflight429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the TicketPreflight429JSONResponseBodyErrorCode enum.
+func (e TicketPreflight429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case TicketPreflight429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WaitPage404JSONResponseBodyErrorCode.
 const (
 	WaitPage404JSONResponseBodyErrorCodeNotFound WaitPage404JSONResponseBodyErrorCode = "not_found"
@@ -4538,6 +5333,21 @@ const (
 func (e WaitPage404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case WaitPage404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WaitPage429JSONResponseBodyErrorCode.
+const (
+	WaitPage429JSONResponseBodyErrorCodeRateLimited WaitPage429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the WaitPage429JSONResponseBodyErrorCode enum.
+func (e WaitPage429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case WaitPage429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -4574,6 +5384,21 @@ func (e WaitPageHead404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for WaitPageHead429JSONResponseBodyErrorCode.
+const (
+	WaitPageHead429JSONResponseBodyErrorCodeRateLimited WaitPageHead429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the WaitPageHead429JSONResponseBodyErrorCode enum.
+func (e WaitPageHead429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case WaitPageHead429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WaitPageHead500JSONResponseBodyErrorCode.
 const (
 	WaitPageHead500JSONResponseBodyErrorCodeInternal WaitPageHead500JSONResponseBodyErrorCode = "internal"
@@ -4604,6 +5429,21 @@ func (e WaitPageAsset404JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for WaitPageAsset429JSONResponseBodyErrorCode.
+const (
+	WaitPageAsset429JSONResponseBodyErrorCodeRateLimited WaitPageAsset429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the WaitPageAsset429JSONResponseBodyErrorCode enum.
+func (e WaitPageAsset429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case WaitPageAsset429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WaitPageAsset500JSONResponseBodyErrorCode.
 const (
 	WaitPageAsset500JSONResponseBodyErrorCodeInternal WaitPageAsset500JSONResponseBodyErrorCode = "internal"
@@ -4628,6 +5468,21 @@ const (
 func (e WaitPageAssetHead404JSONResponseBodyErrorCode) Valid() bool {
 	switch e {
 	case WaitPageAssetHead404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WaitPageAssetHead429JSONResponseBodyErrorCode.
+const (
+	WaitPageAssetHead429JSONResponseBodyErrorCodeRateLimited WaitPageAssetHead429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the WaitPageAssetHead429JSONResponseBodyErrorCode enum.
+func (e WaitPageAssetHead429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case WaitPageAssetHead429JSONResponseBodyErrorCodeRateLimited:
 		return true
 	default:
 		return false
@@ -5440,6 +6295,9 @@ type Unauthenticated struct {
 // UnauthenticatedErrorCode defines model for Unauthenticated.Error.Code.
 type UnauthenticatedErrorCode string
 
+// ConsoleRedirect429JSONResponseBodyErrorCode defines parameters for ConsoleRedirect.
+type ConsoleRedirect429JSONResponseBodyErrorCode string
+
 // Console401JSONResponseBodyErrorCode defines parameters for Console.
 type Console401JSONResponseBodyErrorCode string
 
@@ -5448,6 +6306,9 @@ type Console403JSONResponseBodyErrorCode string
 
 // Console404JSONResponseBodyErrorCode defines parameters for Console.
 type Console404JSONResponseBodyErrorCode string
+
+// Console429JSONResponseBodyErrorCode defines parameters for Console.
+type Console429JSONResponseBodyErrorCode string
 
 // Console500JSONResponseBodyErrorCode defines parameters for Console.
 type Console500JSONResponseBodyErrorCode string
@@ -5458,10 +6319,22 @@ type Console503JSONResponseBodyErrorCode string
 // ConsoleAsset404JSONResponseBodyErrorCode defines parameters for ConsoleAsset.
 type ConsoleAsset404JSONResponseBodyErrorCode string
 
+// ConsoleAsset429JSONResponseBodyErrorCode defines parameters for ConsoleAsset.
+type ConsoleAsset429JSONResponseBodyErrorCode string
+
+// LoginPage429JSONResponseBodyErrorCode defines parameters for LoginPage.
+type LoginPage429JSONResponseBodyErrorCode string
+
 // LoginFormdataBody defines parameters for Login.
 type LoginFormdataBody struct {
 	Token string `form:"token" json:"token"`
 }
+
+// Login429JSONResponseBodyErrorCode defines parameters for Login.
+type Login429JSONResponseBodyErrorCode string
+
+// Logout429JSONResponseBodyErrorCode defines parameters for Logout.
+type Logout429JSONResponseBodyErrorCode string
 
 // Logout503JSONResponseBodyErrorCode defines parameters for Logout.
 type Logout503JSONResponseBodyErrorCode string
@@ -5484,6 +6357,9 @@ type LatePayments401JSONResponseBodyErrorCode string
 // LatePayments403JSONResponseBodyErrorCode defines parameters for LatePayments.
 type LatePayments403JSONResponseBodyErrorCode string
 
+// LatePayments429JSONResponseBodyErrorCode defines parameters for LatePayments.
+type LatePayments429JSONResponseBodyErrorCode string
+
 // LatePayments500JSONResponseBodyErrorCode defines parameters for LatePayments.
 type LatePayments500JSONResponseBodyErrorCode string
 
@@ -5498,6 +6374,9 @@ type VoidReservations401JSONResponseBodyErrorCode string
 
 // VoidReservations403JSONResponseBodyErrorCode defines parameters for VoidReservations.
 type VoidReservations403JSONResponseBodyErrorCode string
+
+// VoidReservations429JSONResponseBodyErrorCode defines parameters for VoidReservations.
+type VoidReservations429JSONResponseBodyErrorCode string
 
 // VoidReservations500JSONResponseBodyErrorCode defines parameters for VoidReservations.
 type VoidReservations500JSONResponseBodyErrorCode string
@@ -5520,6 +6399,9 @@ type ExtendReservation404JSONResponseBodyErrorCode string
 // ExtendReservation409JSONResponseBodyErrorCode defines parameters for ExtendReservation.
 type ExtendReservation409JSONResponseBodyErrorCode string
 
+// ExtendReservation429JSONResponseBodyErrorCode defines parameters for ExtendReservation.
+type ExtendReservation429JSONResponseBodyErrorCode string
+
 // ExtendReservation500JSONResponseBodyErrorCode defines parameters for ExtendReservation.
 type ExtendReservation500JSONResponseBodyErrorCode string
 
@@ -5541,6 +6423,9 @@ type VoidReservation404JSONResponseBodyErrorCode string
 // VoidReservation409JSONResponseBodyErrorCode defines parameters for VoidReservation.
 type VoidReservation409JSONResponseBodyErrorCode string
 
+// VoidReservation429JSONResponseBodyErrorCode defines parameters for VoidReservation.
+type VoidReservation429JSONResponseBodyErrorCode string
+
 // VoidReservation500JSONResponseBodyErrorCode defines parameters for VoidReservation.
 type VoidReservation500JSONResponseBodyErrorCode string
 
@@ -5553,6 +6438,9 @@ type RiverUI401JSONResponseBodyErrorCode string
 // RiverUI403JSONResponseBodyErrorCode defines parameters for RiverUI.
 type RiverUI403JSONResponseBodyErrorCode string
 
+// RiverUI429JSONResponseBodyErrorCode defines parameters for RiverUI.
+type RiverUI429JSONResponseBodyErrorCode string
+
 // RiverUI503JSONResponseBodyErrorCode defines parameters for RiverUI.
 type RiverUI503JSONResponseBodyErrorCode string
 
@@ -5561,6 +6449,9 @@ type RiverUIChange401JSONResponseBodyErrorCode string
 
 // RiverUIChange403JSONResponseBodyErrorCode defines parameters for RiverUIChange.
 type RiverUIChange403JSONResponseBodyErrorCode string
+
+// RiverUIChange429JSONResponseBodyErrorCode defines parameters for RiverUIChange.
+type RiverUIChange429JSONResponseBodyErrorCode string
 
 // RiverUIChange503JSONResponseBodyErrorCode defines parameters for RiverUIChange.
 type RiverUIChange503JSONResponseBodyErrorCode string
@@ -5577,6 +6468,9 @@ type CreateSale403JSONResponseBodyErrorCode string
 // CreateSale409JSONResponseBodyErrorCode defines parameters for CreateSale.
 type CreateSale409JSONResponseBodyErrorCode string
 
+// CreateSale429JSONResponseBodyErrorCode defines parameters for CreateSale.
+type CreateSale429JSONResponseBodyErrorCode string
+
 // CreateSale500JSONResponseBodyErrorCode defines parameters for CreateSale.
 type CreateSale500JSONResponseBodyErrorCode string
 
@@ -5591,6 +6485,9 @@ type GetSale403JSONResponseBodyErrorCode string
 
 // GetSale404JSONResponseBodyErrorCode defines parameters for GetSale.
 type GetSale404JSONResponseBodyErrorCode string
+
+// GetSale429JSONResponseBodyErrorCode defines parameters for GetSale.
+type GetSale429JSONResponseBodyErrorCode string
 
 // GetSale500JSONResponseBodyErrorCode defines parameters for GetSale.
 type GetSale500JSONResponseBodyErrorCode string
@@ -5613,6 +6510,9 @@ type CloseSale404JSONResponseBodyErrorCode string
 // CloseSale409JSONResponseBodyErrorCode defines parameters for CloseSale.
 type CloseSale409JSONResponseBodyErrorCode string
 
+// CloseSale429JSONResponseBodyErrorCode defines parameters for CloseSale.
+type CloseSale429JSONResponseBodyErrorCode string
+
 // CloseSale500JSONResponseBodyErrorCode defines parameters for CloseSale.
 type CloseSale500JSONResponseBodyErrorCode string
 
@@ -5630,6 +6530,9 @@ type ExtendSale403JSONResponseBodyErrorCode string
 
 // ExtendSale404JSONResponseBodyErrorCode defines parameters for ExtendSale.
 type ExtendSale404JSONResponseBodyErrorCode string
+
+// ExtendSale429JSONResponseBodyErrorCode defines parameters for ExtendSale.
+type ExtendSale429JSONResponseBodyErrorCode string
 
 // ExtendSale500JSONResponseBodyErrorCode defines parameters for ExtendSale.
 type ExtendSale500JSONResponseBodyErrorCode string
@@ -5652,6 +6555,9 @@ type RebuildGate404JSONResponseBodyErrorCode string
 // RebuildGate409JSONResponseBodyErrorCode defines parameters for RebuildGate.
 type RebuildGate409JSONResponseBodyErrorCode string
 
+// RebuildGate429JSONResponseBodyErrorCode defines parameters for RebuildGate.
+type RebuildGate429JSONResponseBodyErrorCode string
+
 // RebuildGate500JSONResponseBodyErrorCode defines parameters for RebuildGate.
 type RebuildGate500JSONResponseBodyErrorCode string
 
@@ -5666,6 +6572,9 @@ type SaleLive403JSONResponseBodyErrorCode string
 
 // SaleLive404JSONResponseBodyErrorCode defines parameters for SaleLive.
 type SaleLive404JSONResponseBodyErrorCode string
+
+// SaleLive429JSONResponseBodyErrorCode defines parameters for SaleLive.
+type SaleLive429JSONResponseBodyErrorCode string
 
 // SaleLive500JSONResponseBodyErrorCode defines parameters for SaleLive.
 type SaleLive500JSONResponseBodyErrorCode string
@@ -5688,6 +6597,9 @@ type OpenSale404JSONResponseBodyErrorCode string
 // OpenSale409JSONResponseBodyErrorCode defines parameters for OpenSale.
 type OpenSale409JSONResponseBodyErrorCode string
 
+// OpenSale429JSONResponseBodyErrorCode defines parameters for OpenSale.
+type OpenSale429JSONResponseBodyErrorCode string
+
 // OpenSale500JSONResponseBodyErrorCode defines parameters for OpenSale.
 type OpenSale500JSONResponseBodyErrorCode string
 
@@ -5708,6 +6620,9 @@ type PauseSale404JSONResponseBodyErrorCode string
 
 // PauseSale409JSONResponseBodyErrorCode defines parameters for PauseSale.
 type PauseSale409JSONResponseBodyErrorCode string
+
+// PauseSale429JSONResponseBodyErrorCode defines parameters for PauseSale.
+type PauseSale429JSONResponseBodyErrorCode string
 
 // PauseSale500JSONResponseBodyErrorCode defines parameters for PauseSale.
 type PauseSale500JSONResponseBodyErrorCode string
@@ -5730,6 +6645,9 @@ type HoldQueue404JSONResponseBodyErrorCode string
 // HoldQueue409JSONResponseBodyErrorCode defines parameters for HoldQueue.
 type HoldQueue409JSONResponseBodyErrorCode string
 
+// HoldQueue429JSONResponseBodyErrorCode defines parameters for HoldQueue.
+type HoldQueue429JSONResponseBodyErrorCode string
+
 // HoldQueue500JSONResponseBodyErrorCode defines parameters for HoldQueue.
 type HoldQueue500JSONResponseBodyErrorCode string
 
@@ -5750,6 +6668,9 @@ type QueueMessage404JSONResponseBodyErrorCode string
 
 // QueueMessage409JSONResponseBodyErrorCode defines parameters for QueueMessage.
 type QueueMessage409JSONResponseBodyErrorCode string
+
+// QueueMessage429JSONResponseBodyErrorCode defines parameters for QueueMessage.
+type QueueMessage429JSONResponseBodyErrorCode string
 
 // QueueMessage500JSONResponseBodyErrorCode defines parameters for QueueMessage.
 type QueueMessage500JSONResponseBodyErrorCode string
@@ -5772,6 +6693,9 @@ type ReleaseQueue404JSONResponseBodyErrorCode string
 // ReleaseQueue409JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
 type ReleaseQueue409JSONResponseBodyErrorCode string
 
+// ReleaseQueue429JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
+type ReleaseQueue429JSONResponseBodyErrorCode string
+
 // ReleaseQueue500JSONResponseBodyErrorCode defines parameters for ReleaseQueue.
 type ReleaseQueue500JSONResponseBodyErrorCode string
 
@@ -5793,6 +6717,9 @@ type RepairSale404JSONResponseBodyErrorCode string
 // RepairSale409JSONResponseBodyErrorCode defines parameters for RepairSale.
 type RepairSale409JSONResponseBodyErrorCode string
 
+// RepairSale429JSONResponseBodyErrorCode defines parameters for RepairSale.
+type RepairSale429JSONResponseBodyErrorCode string
+
 // RepairSale500JSONResponseBodyErrorCode defines parameters for RepairSale.
 type RepairSale500JSONResponseBodyErrorCode string
 
@@ -5807,6 +6734,9 @@ type SaleReport403JSONResponseBodyErrorCode string
 
 // SaleReport404JSONResponseBodyErrorCode defines parameters for SaleReport.
 type SaleReport404JSONResponseBodyErrorCode string
+
+// SaleReport429JSONResponseBodyErrorCode defines parameters for SaleReport.
+type SaleReport429JSONResponseBodyErrorCode string
 
 // SaleReport500JSONResponseBodyErrorCode defines parameters for SaleReport.
 type SaleReport500JSONResponseBodyErrorCode string
@@ -5829,17 +6759,26 @@ type ResumeSale404JSONResponseBodyErrorCode string
 // ResumeSale409JSONResponseBodyErrorCode defines parameters for ResumeSale.
 type ResumeSale409JSONResponseBodyErrorCode string
 
+// ResumeSale429JSONResponseBodyErrorCode defines parameters for ResumeSale.
+type ResumeSale429JSONResponseBodyErrorCode string
+
 // ResumeSale500JSONResponseBodyErrorCode defines parameters for ResumeSale.
 type ResumeSale500JSONResponseBodyErrorCode string
 
 // ResumeSale503JSONResponseBodyErrorCode defines parameters for ResumeSale.
 type ResumeSale503JSONResponseBodyErrorCode string
 
+// Docs429JSONResponseBodyErrorCode defines parameters for Docs.
+type Docs429JSONResponseBodyErrorCode string
+
 // Docs500JSONResponseBodyErrorCode defines parameters for Docs.
 type Docs500JSONResponseBodyErrorCode string
 
 // DocsAsset404JSONResponseBodyErrorCode defines parameters for DocsAsset.
 type DocsAsset404JSONResponseBodyErrorCode string
+
+// DocsAsset429JSONResponseBodyErrorCode defines parameters for DocsAsset.
+type DocsAsset429JSONResponseBodyErrorCode string
 
 // DocsAsset500JSONResponseBodyErrorCode defines parameters for DocsAsset.
 type DocsAsset500JSONResponseBodyErrorCode string
@@ -5856,6 +6795,9 @@ type EdgeLease404JSONResponseBodyErrorCode string
 // EdgeLease409JSONResponseBodyErrorCode defines parameters for EdgeLease.
 type EdgeLease409JSONResponseBodyErrorCode string
 
+// EdgeLease429JSONResponseBodyErrorCode defines parameters for EdgeLease.
+type EdgeLease429JSONResponseBodyErrorCode string
+
 // EdgeLease500JSONResponseBodyErrorCode defines parameters for EdgeLease.
 type EdgeLease500JSONResponseBodyErrorCode string
 
@@ -5868,8 +6810,14 @@ type EdgeSync400JSONResponseBodyErrorCode string
 // EdgeSync403JSONResponseBodyErrorCode defines parameters for EdgeSync.
 type EdgeSync403JSONResponseBodyErrorCode string
 
+// EdgeSync429JSONResponseBodyErrorCode defines parameters for EdgeSync.
+type EdgeSync429JSONResponseBodyErrorCode string
+
 // EdgeSync500JSONResponseBodyErrorCode defines parameters for EdgeSync.
 type EdgeSync500JSONResponseBodyErrorCode string
+
+// EdgeWatermarks429JSONResponseBodyErrorCode defines parameters for EdgeWatermarks.
+type EdgeWatermarks429JSONResponseBodyErrorCode string
 
 // EdgeWatermarks500JSONResponseBodyErrorCode defines parameters for EdgeWatermarks.
 type EdgeWatermarks500JSONResponseBodyErrorCode string
@@ -5877,14 +6825,26 @@ type EdgeWatermarks500JSONResponseBodyErrorCode string
 // EdgeWatermarks503JSONResponseBodyErrorCode defines parameters for EdgeWatermarks.
 type EdgeWatermarks503JSONResponseBodyErrorCode string
 
+// EmbedScript429JSONResponseBodyErrorCode defines parameters for EmbedScript.
+type EmbedScript429JSONResponseBodyErrorCode string
+
 // EmbedScript500JSONResponseBodyErrorCode defines parameters for EmbedScript.
 type EmbedScript500JSONResponseBodyErrorCode string
+
+// EmbedScriptHead429JSONResponseBodyErrorCode defines parameters for EmbedScriptHead.
+type EmbedScriptHead429JSONResponseBodyErrorCode string
 
 // EmbedScriptHead500JSONResponseBodyErrorCode defines parameters for EmbedScriptHead.
 type EmbedScriptHead500JSONResponseBodyErrorCode string
 
+// Favicon429JSONResponseBodyErrorCode defines parameters for Favicon.
+type Favicon429JSONResponseBodyErrorCode string
+
 // Healthz200JSONResponseBodyStatus defines parameters for Healthz.
 type Healthz200JSONResponseBodyStatus string
+
+// Healthz429JSONResponseBodyErrorCode defines parameters for Healthz.
+type Healthz429JSONResponseBodyErrorCode string
 
 // Healthz500JSONResponseBodyErrorCode defines parameters for Healthz.
 type Healthz500JSONResponseBodyErrorCode string
@@ -5898,8 +6858,14 @@ type Metrics403JSONResponseBodyErrorCode string
 // Metrics404JSONResponseBodyErrorCode defines parameters for Metrics.
 type Metrics404JSONResponseBodyErrorCode string
 
+// Metrics429JSONResponseBodyErrorCode defines parameters for Metrics.
+type Metrics429JSONResponseBodyErrorCode string
+
 // Metrics500JSONResponseBodyErrorCode defines parameters for Metrics.
 type Metrics500JSONResponseBodyErrorCode string
+
+// Openapi429JSONResponseBodyErrorCode defines parameters for Openapi.
+type Openapi429JSONResponseBodyErrorCode string
 
 // Openapi500JSONResponseBodyErrorCode defines parameters for Openapi.
 type Openapi500JSONResponseBodyErrorCode string
@@ -5921,6 +6887,9 @@ type AdyenWebhook409JSONResponseBodyErrorCode string
 // AdyenWebhook422JSONResponseBodyErrorCode defines parameters for AdyenWebhook.
 type AdyenWebhook422JSONResponseBodyErrorCode string
 
+// AdyenWebhook429JSONResponseBodyErrorCode defines parameters for AdyenWebhook.
+type AdyenWebhook429JSONResponseBodyErrorCode string
+
 // AdyenWebhook500JSONResponseBodyErrorCode defines parameters for AdyenWebhook.
 type AdyenWebhook500JSONResponseBodyErrorCode string
 
@@ -5932,6 +6901,9 @@ type PaymentEvent409JSONResponseBodyErrorCode string
 
 // PaymentEvent422JSONResponseBodyErrorCode defines parameters for PaymentEvent.
 type PaymentEvent422JSONResponseBodyErrorCode string
+
+// PaymentEvent429JSONResponseBodyErrorCode defines parameters for PaymentEvent.
+type PaymentEvent429JSONResponseBodyErrorCode string
 
 // PaymentEvent500JSONResponseBodyErrorCode defines parameters for PaymentEvent.
 type PaymentEvent500JSONResponseBodyErrorCode string
@@ -5962,11 +6934,17 @@ type StripeWebhook409JSONResponseBodyErrorCode string
 // StripeWebhook422JSONResponseBodyErrorCode defines parameters for StripeWebhook.
 type StripeWebhook422JSONResponseBodyErrorCode string
 
+// StripeWebhook429JSONResponseBodyErrorCode defines parameters for StripeWebhook.
+type StripeWebhook429JSONResponseBodyErrorCode string
+
 // StripeWebhook500JSONResponseBodyErrorCode defines parameters for StripeWebhook.
 type StripeWebhook500JSONResponseBodyErrorCode string
 
 // Readyz200JSONResponseBodyStatus defines parameters for Readyz.
 type Readyz200JSONResponseBodyStatus string
+
+// Readyz429JSONResponseBodyErrorCode defines parameters for Readyz.
+type Readyz429JSONResponseBodyErrorCode string
 
 // Readyz500JSONResponseBodyErrorCode defines parameters for Readyz.
 type Readyz500JSONResponseBodyErrorCode string
@@ -5992,8 +6970,14 @@ type GetReservation503JSONResponseBodyErrorCode string
 // GetReservationPreflight404JSONResponseBodyErrorCode defines parameters for GetReservationPreflight.
 type GetReservationPreflight404JSONResponseBodyErrorCode string
 
+// GetReservationPreflight429JSONResponseBodyErrorCode defines parameters for GetReservationPreflight.
+type GetReservationPreflight429JSONResponseBodyErrorCode string
+
 // CancelPreflight404JSONResponseBodyErrorCode defines parameters for CancelPreflight.
 type CancelPreflight404JSONResponseBodyErrorCode string
+
+// CancelPreflight429JSONResponseBodyErrorCode defines parameters for CancelPreflight.
+type CancelPreflight429JSONResponseBodyErrorCode string
 
 // Cancel401JSONResponseBodyErrorCode defines parameters for Cancel.
 type Cancel401JSONResponseBodyErrorCode string
@@ -6015,6 +6999,9 @@ type Cancel503JSONResponseBodyErrorCode string
 
 // ConfirmPreflight404JSONResponseBodyErrorCode defines parameters for ConfirmPreflight.
 type ConfirmPreflight404JSONResponseBodyErrorCode string
+
+// ConfirmPreflight429JSONResponseBodyErrorCode defines parameters for ConfirmPreflight.
+type ConfirmPreflight429JSONResponseBodyErrorCode string
 
 // Confirm401JSONResponseBodyErrorCode defines parameters for Confirm.
 type Confirm401JSONResponseBodyErrorCode string
@@ -6040,6 +7027,9 @@ type Policy404JSONResponseBodyErrorCode string
 // Policy409JSONResponseBodyErrorCode defines parameters for Policy.
 type Policy409JSONResponseBodyErrorCode string
 
+// Policy429JSONResponseBodyErrorCode defines parameters for Policy.
+type Policy429JSONResponseBodyErrorCode string
+
 // Policy500JSONResponseBodyErrorCode defines parameters for Policy.
 type Policy500JSONResponseBodyErrorCode string
 
@@ -6048,6 +7038,9 @@ type Policy503JSONResponseBodyErrorCode string
 
 // PolicyPreflight404JSONResponseBodyErrorCode defines parameters for PolicyPreflight.
 type PolicyPreflight404JSONResponseBodyErrorCode string
+
+// PolicyPreflight429JSONResponseBodyErrorCode defines parameters for PolicyPreflight.
+type PolicyPreflight429JSONResponseBodyErrorCode string
 
 // Registration400JSONResponseBodyErrorCode defines parameters for Registration.
 type Registration400JSONResponseBodyErrorCode string
@@ -6076,8 +7069,14 @@ type Registration503JSONResponseBodyErrorCode string
 // RegistrationPreflight404JSONResponseBodyErrorCode defines parameters for RegistrationPreflight.
 type RegistrationPreflight404JSONResponseBodyErrorCode string
 
+// RegistrationPreflight429JSONResponseBodyErrorCode defines parameters for RegistrationPreflight.
+type RegistrationPreflight429JSONResponseBodyErrorCode string
+
 // RegisterPreflight404JSONResponseBodyErrorCode defines parameters for RegisterPreflight.
 type RegisterPreflight404JSONResponseBodyErrorCode string
+
+// RegisterPreflight429JSONResponseBodyErrorCode defines parameters for RegisterPreflight.
+type RegisterPreflight429JSONResponseBodyErrorCode string
 
 // Register400JSONResponseBodyErrorCode defines parameters for Register.
 type Register400JSONResponseBodyErrorCode string
@@ -6124,8 +7123,14 @@ type GetOwnReservation503JSONResponseBodyErrorCode string
 // GetOwnReservationPreflight404JSONResponseBodyErrorCode defines parameters for GetOwnReservationPreflight.
 type GetOwnReservationPreflight404JSONResponseBodyErrorCode string
 
+// GetOwnReservationPreflight429JSONResponseBodyErrorCode defines parameters for GetOwnReservationPreflight.
+type GetOwnReservationPreflight429JSONResponseBodyErrorCode string
+
 // ReservePreflight404JSONResponseBodyErrorCode defines parameters for ReservePreflight.
 type ReservePreflight404JSONResponseBodyErrorCode string
+
+// ReservePreflight429JSONResponseBodyErrorCode defines parameters for ReservePreflight.
+type ReservePreflight429JSONResponseBodyErrorCode string
 
 // ReserveParams defines parameters for Reserve.
 type ReserveParams struct {
@@ -6196,6 +7201,9 @@ type Status503JSONResponseBodyErrorCode string
 // StatusPreflight404JSONResponseBodyErrorCode defines parameters for StatusPreflight.
 type StatusPreflight404JSONResponseBodyErrorCode string
 
+// StatusPreflight429JSONResponseBodyErrorCode defines parameters for StatusPreflight.
+type StatusPreflight429JSONResponseBodyErrorCode string
+
 // StatusStreamParams defines parameters for StatusStream.
 type StatusStreamParams struct {
 	// Token the ticket
@@ -6228,6 +7236,9 @@ type StatusStream503JSONResponseBodyErrorCode string
 
 // StatusStreamPreflight404JSONResponseBodyErrorCode defines parameters for StatusStreamPreflight.
 type StatusStreamPreflight404JSONResponseBodyErrorCode string
+
+// StatusStreamPreflight429JSONResponseBodyErrorCode defines parameters for StatusStreamPreflight.
+type StatusStreamPreflight429JSONResponseBodyErrorCode string
 
 // TicketParams defines parameters for Ticket.
 type TicketParams struct {
@@ -6262,8 +7273,14 @@ type Ticket503JSONResponseBodyErrorCode string
 // TicketPreflight404JSONResponseBodyErrorCode defines parameters for TicketPreflight.
 type TicketPreflight404JSONResponseBodyErrorCode string
 
+// TicketPreflight429JSONResponseBodyErrorCode defines parameters for TicketPreflight.
+type TicketPreflight429JSONResponseBodyErrorCode string
+
 // WaitPage404JSONResponseBodyErrorCode defines parameters for WaitPage.
 type WaitPage404JSONResponseBodyErrorCode string
+
+// WaitPage429JSONResponseBodyErrorCode defines parameters for WaitPage.
+type WaitPage429JSONResponseBodyErrorCode string
 
 // WaitPage500JSONResponseBodyErrorCode defines parameters for WaitPage.
 type WaitPage500JSONResponseBodyErrorCode string
@@ -6271,17 +7288,26 @@ type WaitPage500JSONResponseBodyErrorCode string
 // WaitPageHead404JSONResponseBodyErrorCode defines parameters for WaitPageHead.
 type WaitPageHead404JSONResponseBodyErrorCode string
 
+// WaitPageHead429JSONResponseBodyErrorCode defines parameters for WaitPageHead.
+type WaitPageHead429JSONResponseBodyErrorCode string
+
 // WaitPageHead500JSONResponseBodyErrorCode defines parameters for WaitPageHead.
 type WaitPageHead500JSONResponseBodyErrorCode string
 
 // WaitPageAsset404JSONResponseBodyErrorCode defines parameters for WaitPageAsset.
 type WaitPageAsset404JSONResponseBodyErrorCode string
 
+// WaitPageAsset429JSONResponseBodyErrorCode defines parameters for WaitPageAsset.
+type WaitPageAsset429JSONResponseBodyErrorCode string
+
 // WaitPageAsset500JSONResponseBodyErrorCode defines parameters for WaitPageAsset.
 type WaitPageAsset500JSONResponseBodyErrorCode string
 
 // WaitPageAssetHead404JSONResponseBodyErrorCode defines parameters for WaitPageAssetHead.
 type WaitPageAssetHead404JSONResponseBodyErrorCode string
+
+// WaitPageAssetHead429JSONResponseBodyErrorCode defines parameters for WaitPageAssetHead.
+type WaitPageAssetHead429JSONResponseBodyErrorCode string
 
 // WaitPageAssetHead500JSONResponseBodyErrorCode defines parameters for WaitPageAssetHead.
 type WaitPageAssetHead500JSONResponseBodyErrorCode string
@@ -12100,11 +13126,26 @@ type ConsoleRedirectResponse303Headers struct {
 	Location string
 }
 
+// ConsoleRedirectResponse429Headers the declared response headers of an HTTP 429 response for ConsoleRedirect
+type ConsoleRedirectResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type ConsoleRedirectResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *ConsoleRedirectResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConsoleRedirectResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConsoleRedirectResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -12141,6 +13182,12 @@ type ConsoleResponse303Headers struct {
 	Location string
 }
 
+// ConsoleResponse429Headers the declared response headers of an HTTP 429 response for Console
+type ConsoleResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // ConsoleResponse503Headers the declared response headers of an HTTP 503 response for Console
 type ConsoleResponse503Headers struct {
 	RetryAfter int
@@ -12155,6 +13202,8 @@ type ConsoleResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12168,6 +13217,8 @@ type ConsoleResponse struct {
 	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *ConsoleResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConsoleResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ConsoleResponse503Headers
 }
@@ -12185,6 +13236,11 @@ func (r ConsoleResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ConsoleResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConsoleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12233,16 +13289,31 @@ func (r ConsoleResponse) ContentType() string {
 	return ""
 }
 
+// ConsoleAssetResponse429Headers the declared response headers of an HTTP 429 response for ConsoleAsset
+type ConsoleAssetResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type ConsoleAssetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConsoleAssetResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ConsoleAssetResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConsoleAssetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -12274,9 +13345,24 @@ func (r ConsoleAssetResponse) ContentType() string {
 	return ""
 }
 
+// LoginPageResponse429Headers the declared response headers of an HTTP 429 response for LoginPage
+type LoginPageResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type LoginPageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *LoginPageResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r LoginPageResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -12314,11 +13400,26 @@ type LoginResponse303Headers struct {
 	SetCookie string
 }
 
+// LoginResponse429Headers the declared response headers of an HTTP 429 response for Login
+type LoginResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type LoginResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *LoginResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *LoginResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r LoginResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -12356,6 +13457,12 @@ type LogoutResponse303Headers struct {
 	SetCookie string
 }
 
+// LogoutResponse429Headers the declared response headers of an HTTP 429 response for Logout
+type LogoutResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // LogoutResponse503Headers the declared response headers of an HTTP 503 response for Logout
 type LogoutResponse503Headers struct {
 	RetryAfter int
@@ -12364,6 +13471,8 @@ type LogoutResponse503Headers struct {
 type LogoutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *struct {
 		Error struct {
@@ -12375,8 +13484,15 @@ type LogoutResponse struct {
 	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *LogoutResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *LogoutResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *LogoutResponse503Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r LogoutResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -12420,6 +13536,12 @@ func (r LogoutResponse) ContentType() string {
 	return ""
 }
 
+// LatePaymentsResponse429Headers the declared response headers of an HTTP 429 response for LatePayments
+type LatePaymentsResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // LatePaymentsResponse503Headers the declared response headers of an HTTP 503 response for LatePayments
 type LatePaymentsResponse503Headers struct {
 	RetryAfter int
@@ -12436,6 +13558,8 @@ type LatePaymentsResponse struct {
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12447,6 +13571,8 @@ type LatePaymentsResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *LatePaymentsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *LatePaymentsResponse503Headers
 }
@@ -12469,6 +13595,11 @@ func (r LatePaymentsResponse) GetJSON401() *Unauthenticated {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r LatePaymentsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r LatePaymentsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12517,6 +13648,12 @@ func (r LatePaymentsResponse) ContentType() string {
 	return ""
 }
 
+// VoidReservationsResponse429Headers the declared response headers of an HTTP 429 response for VoidReservations
+type VoidReservationsResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // VoidReservationsResponse503Headers the declared response headers of an HTTP 503 response for VoidReservations
 type VoidReservationsResponse503Headers struct {
 	RetryAfter int
@@ -12533,6 +13670,8 @@ type VoidReservationsResponse struct {
 	JSON401 *Unauthenticated
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12544,6 +13683,8 @@ type VoidReservationsResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *VoidReservationsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *VoidReservationsResponse503Headers
 }
@@ -12566,6 +13707,11 @@ func (r VoidReservationsResponse) GetJSON401() *Unauthenticated {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r VoidReservationsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r VoidReservationsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12614,6 +13760,12 @@ func (r VoidReservationsResponse) ContentType() string {
 	return ""
 }
 
+// ExtendReservationResponse429Headers the declared response headers of an HTTP 429 response for ExtendReservation
+type ExtendReservationResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // ExtendReservationResponse503Headers the declared response headers of an HTTP 503 response for ExtendReservation
 type ExtendReservationResponse503Headers struct {
 	RetryAfter int
@@ -12641,6 +13793,8 @@ type ExtendReservationResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12652,6 +13806,8 @@ type ExtendReservationResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExtendReservationResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ExtendReservationResponse503Headers
 }
@@ -12691,6 +13847,11 @@ func (r ExtendReservationResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExtendReservationResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12739,6 +13900,12 @@ func (r ExtendReservationResponse) ContentType() string {
 	return ""
 }
 
+// VoidReservationResponse429Headers the declared response headers of an HTTP 429 response for VoidReservation
+type VoidReservationResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // VoidReservationResponse503Headers the declared response headers of an HTTP 503 response for VoidReservation
 type VoidReservationResponse503Headers struct {
 	RetryAfter int
@@ -12766,6 +13933,8 @@ type VoidReservationResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12777,6 +13946,8 @@ type VoidReservationResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *VoidReservationResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *VoidReservationResponse503Headers
 }
@@ -12816,6 +13987,11 @@ func (r VoidReservationResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r VoidReservationResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12869,6 +14045,12 @@ type RiverUIResponse303Headers struct {
 	Location string
 }
 
+// RiverUIResponse429Headers the declared response headers of an HTTP 429 response for RiverUI
+type RiverUIResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // RiverUIResponse503Headers the declared response headers of an HTTP 503 response for RiverUI
 type RiverUIResponse503Headers struct {
 	RetryAfter int
@@ -12895,6 +14077,8 @@ type RiverUIResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *struct {
 		Error struct {
@@ -12906,6 +14090,8 @@ type RiverUIResponse struct {
 	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *RiverUIResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RiverUIResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *RiverUIResponse503Headers
 }
@@ -12932,6 +14118,11 @@ func (r RiverUIResponse) GetJSON403() *struct {
 	} `json:"error"`
 } {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RiverUIResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -12975,6 +14166,12 @@ func (r RiverUIResponse) ContentType() string {
 	return ""
 }
 
+// RiverUIChangeResponse429Headers the declared response headers of an HTTP 429 response for RiverUIChange
+type RiverUIChangeResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // RiverUIChangeResponse503Headers the declared response headers of an HTTP 503 response for RiverUIChange
 type RiverUIChangeResponse503Headers struct {
 	RetryAfter int
@@ -13001,6 +14198,8 @@ type RiverUIChangeResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *struct {
 		Error struct {
@@ -13010,6 +14209,8 @@ type RiverUIChangeResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RiverUIChangeResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *RiverUIChangeResponse503Headers
 }
@@ -13036,6 +14237,11 @@ func (r RiverUIChangeResponse) GetJSON403() *struct {
 	} `json:"error"`
 } {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RiverUIChangeResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -13079,6 +14285,12 @@ func (r RiverUIChangeResponse) ContentType() string {
 	return ""
 }
 
+// CreateSaleResponse429Headers the declared response headers of an HTTP 429 response for CreateSale
+type CreateSaleResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // CreateSaleResponse503Headers the declared response headers of an HTTP 503 response for CreateSale
 type CreateSaleResponse503Headers struct {
 	RetryAfter int
@@ -13104,6 +14316,8 @@ type CreateSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13115,6 +14329,8 @@ type CreateSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateSaleResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *CreateSaleResponse503Headers
 }
@@ -13149,6 +14365,11 @@ func (r CreateSaleResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateSaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13202,6 +14423,12 @@ type GetSaleResponse303Headers struct {
 	Location string
 }
 
+// GetSaleResponse429Headers the declared response headers of an HTTP 429 response for GetSale
+type GetSaleResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // GetSaleResponse503Headers the declared response headers of an HTTP 503 response for GetSale
 type GetSaleResponse503Headers struct {
 	RetryAfter int
@@ -13218,6 +14445,8 @@ type GetSaleResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13231,6 +14460,8 @@ type GetSaleResponse struct {
 	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *GetSaleResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSaleResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetSaleResponse503Headers
 }
@@ -13253,6 +14484,11 @@ func (r GetSaleResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetSaleResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetSaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13301,6 +14537,12 @@ func (r GetSaleResponse) ContentType() string {
 	return ""
 }
 
+// CloseSaleResponse429Headers the declared response headers of an HTTP 429 response for CloseSale
+type CloseSaleResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // CloseSaleResponse503Headers the declared response headers of an HTTP 503 response for CloseSale
 type CloseSaleResponse503Headers struct {
 	RetryAfter int
@@ -13328,6 +14570,8 @@ type CloseSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13339,6 +14583,8 @@ type CloseSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CloseSaleResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *CloseSaleResponse503Headers
 }
@@ -13378,6 +14624,11 @@ func (r CloseSaleResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CloseSaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13426,6 +14677,12 @@ func (r CloseSaleResponse) ContentType() string {
 	return ""
 }
 
+// ExtendSaleResponse429Headers the declared response headers of an HTTP 429 response for ExtendSale
+type ExtendSaleResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // ExtendSaleResponse503Headers the declared response headers of an HTTP 503 response for ExtendSale
 type ExtendSaleResponse503Headers struct {
 	RetryAfter int
@@ -13444,6 +14701,8 @@ type ExtendSaleResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13455,6 +14714,8 @@ type ExtendSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExtendSaleResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ExtendSaleResponse503Headers
 }
@@ -13482,6 +14743,11 @@ func (r ExtendSaleResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ExtendSaleResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExtendSaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13530,6 +14796,12 @@ func (r ExtendSaleResponse) ContentType() string {
 	return ""
 }
 
+// RebuildGateResponse429Headers the declared response headers of an HTTP 429 response for RebuildGate
+type RebuildGateResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // RebuildGateResponse503Headers the declared response headers of an HTTP 503 response for RebuildGate
 type RebuildGateResponse503Headers struct {
 	RetryAfter int
@@ -13559,6 +14831,8 @@ type RebuildGateResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13570,6 +14844,8 @@ type RebuildGateResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RebuildGateResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *RebuildGateResponse503Headers
 }
@@ -13611,6 +14887,11 @@ func (r RebuildGateResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RebuildGateResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13659,6 +14940,12 @@ func (r RebuildGateResponse) ContentType() string {
 	return ""
 }
 
+// SaleLiveResponse429Headers the declared response headers of an HTTP 429 response for SaleLive
+type SaleLiveResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type SaleLiveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13670,6 +14957,8 @@ type SaleLiveResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13681,6 +14970,8 @@ type SaleLiveResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SaleLiveResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -13701,6 +14992,11 @@ func (r SaleLiveResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r SaleLiveResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SaleLiveResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13749,6 +15045,12 @@ func (r SaleLiveResponse) ContentType() string {
 	return ""
 }
 
+// OpenSaleResponse429Headers the declared response headers of an HTTP 429 response for OpenSale
+type OpenSaleResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // OpenSaleResponse503Headers the declared response headers of an HTTP 503 response for OpenSale
 type OpenSaleResponse503Headers struct {
 	RetryAfter int
@@ -13776,6 +15078,8 @@ type OpenSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13787,6 +15091,8 @@ type OpenSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenSaleResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *OpenSaleResponse503Headers
 }
@@ -13826,6 +15132,11 @@ func (r OpenSaleResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenSaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13874,6 +15185,12 @@ func (r OpenSaleResponse) ContentType() string {
 	return ""
 }
 
+// PauseSaleResponse429Headers the declared response headers of an HTTP 429 response for PauseSale
+type PauseSaleResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // PauseSaleResponse503Headers the declared response headers of an HTTP 503 response for PauseSale
 type PauseSaleResponse503Headers struct {
 	RetryAfter int
@@ -13901,6 +15218,8 @@ type PauseSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13912,6 +15231,8 @@ type PauseSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseSaleResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PauseSaleResponse503Headers
 }
@@ -13951,6 +15272,11 @@ func (r PauseSaleResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PauseSaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13999,6 +15325,12 @@ func (r PauseSaleResponse) ContentType() string {
 	return ""
 }
 
+// HoldQueueResponse429Headers the declared response headers of an HTTP 429 response for HoldQueue
+type HoldQueueResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // HoldQueueResponse503Headers the declared response headers of an HTTP 503 response for HoldQueue
 type HoldQueueResponse503Headers struct {
 	RetryAfter int
@@ -14026,6 +15358,8 @@ type HoldQueueResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14037,6 +15371,8 @@ type HoldQueueResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *HoldQueueResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *HoldQueueResponse503Headers
 }
@@ -14076,6 +15412,11 @@ func (r HoldQueueResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r HoldQueueResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14124,6 +15465,12 @@ func (r HoldQueueResponse) ContentType() string {
 	return ""
 }
 
+// QueueMessageResponse429Headers the declared response headers of an HTTP 429 response for QueueMessage
+type QueueMessageResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // QueueMessageResponse503Headers the declared response headers of an HTTP 503 response for QueueMessage
 type QueueMessageResponse503Headers struct {
 	RetryAfter int
@@ -14151,6 +15498,8 @@ type QueueMessageResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14162,6 +15511,8 @@ type QueueMessageResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *QueueMessageResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *QueueMessageResponse503Headers
 }
@@ -14201,6 +15552,11 @@ func (r QueueMessageResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r QueueMessageResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14249,6 +15605,12 @@ func (r QueueMessageResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseQueueResponse429Headers the declared response headers of an HTTP 429 response for ReleaseQueue
+type ReleaseQueueResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // ReleaseQueueResponse503Headers the declared response headers of an HTTP 503 response for ReleaseQueue
 type ReleaseQueueResponse503Headers struct {
 	RetryAfter int
@@ -14276,6 +15638,8 @@ type ReleaseQueueResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14287,6 +15651,8 @@ type ReleaseQueueResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReleaseQueueResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ReleaseQueueResponse503Headers
 }
@@ -14326,6 +15692,11 @@ func (r ReleaseQueueResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReleaseQueueResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14374,6 +15745,12 @@ func (r ReleaseQueueResponse) ContentType() string {
 	return ""
 }
 
+// RepairSaleResponse429Headers the declared response headers of an HTTP 429 response for RepairSale
+type RepairSaleResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // RepairSaleResponse503Headers the declared response headers of an HTTP 503 response for RepairSale
 type RepairSaleResponse503Headers struct {
 	RetryAfter int
@@ -14401,6 +15778,8 @@ type RepairSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14412,6 +15791,8 @@ type RepairSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RepairSaleResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *RepairSaleResponse503Headers
 }
@@ -14451,6 +15832,11 @@ func (r RepairSaleResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RepairSaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14504,6 +15890,12 @@ type SaleReportResponse303Headers struct {
 	Location string
 }
 
+// SaleReportResponse429Headers the declared response headers of an HTTP 429 response for SaleReport
+type SaleReportResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // SaleReportResponse503Headers the declared response headers of an HTTP 503 response for SaleReport
 type SaleReportResponse503Headers struct {
 	RetryAfter int
@@ -14520,6 +15912,8 @@ type SaleReportResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14533,6 +15927,8 @@ type SaleReportResponse struct {
 	}
 	// Headers303 the parsed response headers for an HTTP 303 response
 	Headers303 *SaleReportResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SaleReportResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *SaleReportResponse503Headers
 }
@@ -14555,6 +15951,11 @@ func (r SaleReportResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r SaleReportResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SaleReportResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14603,6 +16004,12 @@ func (r SaleReportResponse) ContentType() string {
 	return ""
 }
 
+// ResumeSaleResponse429Headers the declared response headers of an HTTP 429 response for ResumeSale
+type ResumeSaleResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // ResumeSaleResponse503Headers the declared response headers of an HTTP 503 response for ResumeSale
 type ResumeSaleResponse503Headers struct {
 	RetryAfter int
@@ -14630,6 +16037,8 @@ type ResumeSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14641,6 +16050,8 @@ type ResumeSaleResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeSaleResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ResumeSaleResponse503Headers
 }
@@ -14680,6 +16091,11 @@ func (r ResumeSaleResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ResumeSaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14728,11 +16144,26 @@ func (r ResumeSaleResponse) ContentType() string {
 	return ""
 }
 
+// DocsResponse429Headers the declared response headers of an HTTP 429 response for Docs
+type DocsResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type DocsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DocsResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DocsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14769,18 +16200,33 @@ func (r DocsResponse) ContentType() string {
 	return ""
 }
 
+// DocsAssetResponse429Headers the declared response headers of an HTTP 429 response for DocsAsset
+type DocsAssetResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type DocsAssetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DocsAssetResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DocsAssetResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DocsAssetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14817,6 +16263,12 @@ func (r DocsAssetResponse) ContentType() string {
 	return ""
 }
 
+// EdgeLeaseResponse429Headers the declared response headers of an HTTP 429 response for EdgeLease
+type EdgeLeaseResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // EdgeLeaseResponse503Headers the declared response headers of an HTTP 503 response for EdgeLease
 type EdgeLeaseResponse503Headers struct {
 	RetryAfter int
@@ -14849,6 +16301,8 @@ type EdgeLeaseResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14860,6 +16314,8 @@ type EdgeLeaseResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EdgeLeaseResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *EdgeLeaseResponse503Headers
 }
@@ -14901,6 +16357,11 @@ func (r EdgeLeaseResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EdgeLeaseResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14949,6 +16410,12 @@ func (r EdgeLeaseResponse) ContentType() string {
 	return ""
 }
 
+// EdgeSyncResponse429Headers the declared response headers of an HTTP 429 response for EdgeSync
+type EdgeSyncResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type EdgeSyncResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -14965,8 +16432,12 @@ type EdgeSyncResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EdgeSyncResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14989,6 +16460,11 @@ func (r EdgeSyncResponse) GetJSON403() *struct {
 	} `json:"error"`
 } {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EdgeSyncResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15025,6 +16501,12 @@ func (r EdgeSyncResponse) ContentType() string {
 	return ""
 }
 
+// EdgeWatermarksResponse429Headers the declared response headers of an HTTP 429 response for EdgeWatermarks
+type EdgeWatermarksResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // EdgeWatermarksResponse503Headers the declared response headers of an HTTP 503 response for EdgeWatermarks
 type EdgeWatermarksResponse503Headers struct {
 	RetryAfter int
@@ -15035,6 +16517,8 @@ type EdgeWatermarksResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Watermarks
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15046,6 +16530,8 @@ type EdgeWatermarksResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EdgeWatermarksResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *EdgeWatermarksResponse503Headers
 }
@@ -15053,6 +16539,11 @@ type EdgeWatermarksResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r EdgeWatermarksResponse) GetJSON200() *Watermarks {
 	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EdgeWatermarksResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15101,11 +16592,26 @@ func (r EdgeWatermarksResponse) ContentType() string {
 	return ""
 }
 
+// EmbedScriptResponse429Headers the declared response headers of an HTTP 429 response for EmbedScript
+type EmbedScriptResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type EmbedScriptResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EmbedScriptResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EmbedScriptResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15142,11 +16648,26 @@ func (r EmbedScriptResponse) ContentType() string {
 	return ""
 }
 
+// EmbedScriptHeadResponse429Headers the declared response headers of an HTTP 429 response for EmbedScriptHead
+type EmbedScriptHeadResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type EmbedScriptHeadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EmbedScriptHeadResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EmbedScriptHeadResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15183,9 +16704,24 @@ func (r EmbedScriptHeadResponse) ContentType() string {
 	return ""
 }
 
+// FaviconResponse429Headers the declared response headers of an HTTP 429 response for Favicon
+type FaviconResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type FaviconResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *FaviconResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r FaviconResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -15217,6 +16753,12 @@ func (r FaviconResponse) ContentType() string {
 	return ""
 }
 
+// HealthzResponse429Headers the declared response headers of an HTTP 429 response for Healthz
+type HealthzResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -15224,8 +16766,12 @@ type HealthzResponse struct {
 	JSON200 *struct {
 		Status Healthz200JSONResponseBodyStatus `json:"status"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *HealthzResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15233,6 +16779,11 @@ func (r HealthzResponse) GetJSON200() *struct {
 	Status Healthz200JSONResponseBodyStatus `json:"status"`
 } {
 	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r HealthzResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15269,6 +16820,12 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+// MetricsResponse429Headers the declared response headers of an HTTP 429 response for Metrics
+type MetricsResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -15278,8 +16835,12 @@ type MetricsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MetricsResponse429Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -15295,6 +16856,11 @@ func (r MetricsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r MetricsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MetricsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15331,18 +16897,33 @@ func (r MetricsResponse) ContentType() string {
 	return ""
 }
 
+// OpenapiResponse429Headers the declared response headers of an HTTP 429 response for Openapi
+type OpenapiResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type OpenapiResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *map[string]interface{}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenapiResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r OpenapiResponse) GetJSON200() *map[string]interface{} {
 	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenapiResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15379,6 +16960,12 @@ func (r OpenapiResponse) ContentType() string {
 	return ""
 }
 
+// AdyenWebhookResponse429Headers the declared response headers of an HTTP 429 response for AdyenWebhook
+type AdyenWebhookResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type AdyenWebhookResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -15409,8 +16996,12 @@ type AdyenWebhookResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AdyenWebhookResponse429Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -15449,6 +17040,11 @@ func (r AdyenWebhookResponse) GetJSON422() *struct {
 	return r.JSON422
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AdyenWebhookResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdyenWebhookResponse) GetJSON500() *Internal {
 	return r.JSON500
@@ -15481,6 +17077,12 @@ func (r AdyenWebhookResponse) ContentType() string {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
 	return ""
+}
+
+// PaymentEventResponse429Headers the declared response headers of an HTTP 429 response for PaymentEvent
+type PaymentEventResponse429Headers struct {
+	Connection *string
+	RetryAfter int
 }
 
 // PaymentEventResponse503Headers the declared response headers of an HTTP 503 response for PaymentEvent
@@ -15520,6 +17122,8 @@ type PaymentEventResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15531,6 +17135,8 @@ type PaymentEventResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PaymentEventResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PaymentEventResponse503Headers
 }
@@ -15574,6 +17180,11 @@ func (r PaymentEventResponse) GetJSON422() *struct {
 	} `json:"error"`
 } {
 	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PaymentEventResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15622,6 +17233,12 @@ func (r PaymentEventResponse) ContentType() string {
 	return ""
 }
 
+// StripeWebhookResponse429Headers the declared response headers of an HTTP 429 response for StripeWebhook
+type StripeWebhookResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type StripeWebhookResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -15654,8 +17271,12 @@ type StripeWebhookResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StripeWebhookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15699,6 +17320,11 @@ func (r StripeWebhookResponse) GetJSON422() *struct {
 	return r.JSON422
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StripeWebhookResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r StripeWebhookResponse) GetJSON500() *Internal {
 	return r.JSON500
@@ -15733,6 +17359,12 @@ func (r StripeWebhookResponse) ContentType() string {
 	return ""
 }
 
+// ReadyzResponse429Headers the declared response headers of an HTTP 429 response for Readyz
+type ReadyzResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type ReadyzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -15740,6 +17372,8 @@ type ReadyzResponse struct {
 	JSON200 *struct {
 		Status Readyz200JSONResponseBodyStatus `json:"status"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15747,6 +17381,8 @@ type ReadyzResponse struct {
 		Reason string                          `json:"reason"`
 		Status Readyz503JSONResponseBodyStatus `json:"status"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReadyzResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15754,6 +17390,11 @@ func (r ReadyzResponse) GetJSON200() *struct {
 	Status Readyz200JSONResponseBodyStatus `json:"status"`
 } {
 	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReadyzResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15897,18 +17538,33 @@ type GetReservationPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// GetReservationPreflightResponse429Headers the declared response headers of an HTTP 429 response for GetReservationPreflight
+type GetReservationPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type GetReservationPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *GetReservationPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetReservationPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetReservationPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetReservationPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -15948,18 +17604,33 @@ type CancelPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// CancelPreflightResponse429Headers the declared response headers of an HTTP 429 response for CancelPreflight
+type CancelPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type CancelPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *CancelPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CancelPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r CancelPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CancelPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -16111,18 +17782,33 @@ type ConfirmPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// ConfirmPreflightResponse429Headers the declared response headers of an HTTP 429 response for ConfirmPreflight
+type ConfirmPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type ConfirmPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *ConfirmPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConfirmPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ConfirmPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConfirmPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -16266,6 +17952,12 @@ func (r ConfirmResponse) ContentType() string {
 	return ""
 }
 
+// PolicyResponse429Headers the declared response headers of an HTTP 429 response for Policy
+type PolicyResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 // PolicyResponse503Headers the declared response headers of an HTTP 503 response for Policy
 type PolicyResponse503Headers struct {
 	RetryAfter int
@@ -16287,6 +17979,8 @@ type PolicyResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -16298,6 +17992,8 @@ type PolicyResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PolicyResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PolicyResponse503Headers
 }
@@ -16322,6 +18018,11 @@ func (r PolicyResponse) GetJSON409() *struct {
 	} `json:"error"`
 } {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PolicyResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -16378,18 +18079,33 @@ type PolicyPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// PolicyPreflightResponse429Headers the declared response headers of an HTTP 429 response for PolicyPreflight
+type PolicyPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type PolicyPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *PolicyPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PolicyPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r PolicyPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PolicyPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -16569,18 +18285,33 @@ type RegistrationPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// RegistrationPreflightResponse429Headers the declared response headers of an HTTP 429 response for RegistrationPreflight
+type RegistrationPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type RegistrationPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *RegistrationPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RegistrationPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RegistrationPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RegistrationPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -16620,18 +18351,33 @@ type RegisterPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// RegisterPreflightResponse429Headers the declared response headers of an HTTP 429 response for RegisterPreflight
+type RegisterPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type RegisterPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *RegisterPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RegisterPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RegisterPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RegisterPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -16923,18 +18669,33 @@ type GetOwnReservationPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// GetOwnReservationPreflightResponse429Headers the declared response headers of an HTTP 429 response for GetOwnReservationPreflight
+type GetOwnReservationPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type GetOwnReservationPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *GetOwnReservationPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetOwnReservationPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetOwnReservationPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetOwnReservationPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -16974,18 +18735,33 @@ type ReservePreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// ReservePreflightResponse429Headers the declared response headers of an HTTP 429 response for ReservePreflight
+type ReservePreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type ReservePreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *ReservePreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReservePreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ReservePreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReservePreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -17388,18 +19164,33 @@ type StatusPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// StatusPreflightResponse429Headers the declared response headers of an HTTP 429 response for StatusPreflight
+type StatusPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type StatusPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *StatusPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StatusPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r StatusPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StatusPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -17586,18 +19377,33 @@ type StatusStreamPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// StatusStreamPreflightResponse429Headers the declared response headers of an HTTP 429 response for StatusStreamPreflight
+type StatusStreamPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type StatusStreamPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *StatusStreamPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StatusStreamPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r StatusStreamPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StatusStreamPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -17798,18 +19604,33 @@ type TicketPreflightResponse204Headers struct {
 	AccessControlMaxAge       *int
 }
 
+// TicketPreflightResponse429Headers the declared response headers of an HTTP 429 response for TicketPreflight
+type TicketPreflightResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type TicketPreflightResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *TicketPreflightResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TicketPreflightResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r TicketPreflightResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r TicketPreflightResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -17841,18 +19662,33 @@ func (r TicketPreflightResponse) ContentType() string {
 	return ""
 }
 
+// WaitPageResponse429Headers the declared response headers of an HTTP 429 response for WaitPage
+type WaitPageResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type WaitPageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WaitPageResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r WaitPageResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WaitPageResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -17889,18 +19725,33 @@ func (r WaitPageResponse) ContentType() string {
 	return ""
 }
 
+// WaitPageHeadResponse429Headers the declared response headers of an HTTP 429 response for WaitPageHead
+type WaitPageHeadResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type WaitPageHeadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WaitPageHeadResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r WaitPageHeadResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WaitPageHeadResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -17937,18 +19788,33 @@ func (r WaitPageHeadResponse) ContentType() string {
 	return ""
 }
 
+// WaitPageAssetResponse429Headers the declared response headers of an HTTP 429 response for WaitPageAsset
+type WaitPageAssetResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type WaitPageAssetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WaitPageAssetResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r WaitPageAssetResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WaitPageAssetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -17985,18 +19851,33 @@ func (r WaitPageAssetResponse) ContentType() string {
 	return ""
 }
 
+// WaitPageAssetHeadResponse429Headers the declared response headers of an HTTP 429 response for WaitPageAssetHead
+type WaitPageAssetHeadResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
 type WaitPageAssetHeadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WaitPageAssetHeadResponse429Headers
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r WaitPageAssetHeadResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WaitPageAssetHeadResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -19348,6 +21229,19 @@ func ParseConsoleRedirectResponse(rsp *http.Response) (*ConsoleRedirectResponse,
 
 	switch {
 	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
 		var headers ConsoleRedirectResponse303Headers
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
@@ -19357,6 +21251,23 @@ func ParseConsoleRedirectResponse(rsp *http.Response) (*ConsoleRedirectResponse,
 			headers.Location = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConsoleRedirectResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -19400,6 +21311,13 @@ func ParseConsoleResponse(rsp *http.Response) (*ConsoleResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19434,6 +21352,23 @@ func ParseConsoleResponse(rsp *http.Response) (*ConsoleResponse, error) {
 			headers.Location = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConsoleResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ConsoleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19470,6 +21405,33 @@ func ParseConsoleAssetResponse(rsp *http.Response) (*ConsoleAssetResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ConsoleAssetResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -19486,6 +21448,36 @@ func ParseLoginPageResponse(rsp *http.Response) (*LoginPageResponse, error) {
 	response := &LoginPageResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers LoginPageResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -19506,6 +21498,19 @@ func ParseLoginResponse(rsp *http.Response) (*LoginResponse, error) {
 
 	switch {
 	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
 		var headers LoginResponse303Headers
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
@@ -19522,6 +21527,23 @@ func ParseLoginResponse(rsp *http.Response) (*LoginResponse, error) {
 			headers.SetCookie = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers LoginResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -19543,6 +21565,13 @@ func ParseLogoutResponse(rsp *http.Response) (*LogoutResponse, error) {
 	switch {
 	case rsp.StatusCode == 303:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest struct {
@@ -19578,6 +21607,23 @@ func ParseLogoutResponse(rsp *http.Response) (*LogoutResponse, error) {
 			headers.SetCookie = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers LogoutResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers LogoutResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19635,6 +21681,13 @@ func ParseLatePaymentsResponse(rsp *http.Response) (*LatePaymentsResponse, error
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19659,6 +21712,23 @@ func ParseLatePaymentsResponse(rsp *http.Response) (*LatePaymentsResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers LatePaymentsResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers LatePaymentsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19716,6 +21786,13 @@ func ParseVoidReservationsResponse(rsp *http.Response) (*VoidReservationsRespons
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19740,6 +21817,23 @@ func ParseVoidReservationsResponse(rsp *http.Response) (*VoidReservationsRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers VoidReservationsResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers VoidReservationsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19818,6 +21912,13 @@ func ParseExtendReservationResponse(rsp *http.Response) (*ExtendReservationRespo
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19842,6 +21943,23 @@ func ParseExtendReservationResponse(rsp *http.Response) (*ExtendReservationRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers ExtendReservationResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ExtendReservationResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19920,6 +22038,13 @@ func ParseVoidReservationResponse(rsp *http.Response) (*VoidReservationResponse,
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19944,6 +22069,23 @@ func ParseVoidReservationResponse(rsp *http.Response) (*VoidReservationResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers VoidReservationResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers VoidReservationResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20007,6 +22149,13 @@ func ParseRiverUIResponse(rsp *http.Response) (*RiverUIResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest struct {
 			Error struct {
@@ -20034,6 +22183,23 @@ func ParseRiverUIResponse(rsp *http.Response) (*RiverUIResponse, error) {
 			headers.Location = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers RiverUIResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers RiverUIResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20094,6 +22260,13 @@ func ParseRiverUIChangeResponse(rsp *http.Response) (*RiverUIChangeResponse, err
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest struct {
 			Error struct {
@@ -20111,6 +22284,23 @@ func ParseRiverUIChangeResponse(rsp *http.Response) (*RiverUIChangeResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers RiverUIChangeResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers RiverUIChangeResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20182,6 +22372,13 @@ func ParseCreateSaleResponse(rsp *http.Response) (*CreateSaleResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20206,6 +22403,23 @@ func ParseCreateSaleResponse(rsp *http.Response) (*CreateSaleResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateSaleResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateSaleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20266,6 +22480,13 @@ func ParseGetSaleResponse(rsp *http.Response) (*GetSaleResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20303,6 +22524,23 @@ func ParseGetSaleResponse(rsp *http.Response) (*GetSaleResponse, error) {
 			headers.Location = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetSaleResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetSaleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20381,6 +22619,13 @@ func ParseCloseSaleResponse(rsp *http.Response) (*CloseSaleResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20405,6 +22650,23 @@ func ParseCloseSaleResponse(rsp *http.Response) (*CloseSaleResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers CloseSaleResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers CloseSaleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20469,6 +22731,13 @@ func ParseExtendSaleResponse(rsp *http.Response) (*ExtendSaleResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20493,6 +22762,23 @@ func ParseExtendSaleResponse(rsp *http.Response) (*ExtendSaleResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers ExtendSaleResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ExtendSaleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20573,6 +22859,13 @@ func ParseRebuildGateResponse(rsp *http.Response) (*RebuildGateResponse, error) 
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20597,6 +22890,23 @@ func ParseRebuildGateResponse(rsp *http.Response) (*RebuildGateResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers RebuildGateResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers RebuildGateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20654,6 +22964,13 @@ func ParseSaleLiveResponse(rsp *http.Response) (*SaleLiveResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20675,6 +22992,26 @@ func ParseSaleLiveResponse(rsp *http.Response) (*SaleLiveResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SaleLiveResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -20743,6 +23080,13 @@ func ParseOpenSaleResponse(rsp *http.Response) (*OpenSaleResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20767,6 +23111,23 @@ func ParseOpenSaleResponse(rsp *http.Response) (*OpenSaleResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers OpenSaleResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers OpenSaleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20845,6 +23206,13 @@ func ParsePauseSaleResponse(rsp *http.Response) (*PauseSaleResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20869,6 +23237,23 @@ func ParsePauseSaleResponse(rsp *http.Response) (*PauseSaleResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers PauseSaleResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers PauseSaleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20947,6 +23332,13 @@ func ParseHoldQueueResponse(rsp *http.Response) (*HoldQueueResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20971,6 +23363,23 @@ func ParseHoldQueueResponse(rsp *http.Response) (*HoldQueueResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers HoldQueueResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers HoldQueueResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -21049,6 +23458,13 @@ func ParseQueueMessageResponse(rsp *http.Response) (*QueueMessageResponse, error
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21073,6 +23489,23 @@ func ParseQueueMessageResponse(rsp *http.Response) (*QueueMessageResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers QueueMessageResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers QueueMessageResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -21151,6 +23584,13 @@ func ParseReleaseQueueResponse(rsp *http.Response) (*ReleaseQueueResponse, error
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21175,6 +23615,23 @@ func ParseReleaseQueueResponse(rsp *http.Response) (*ReleaseQueueResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers ReleaseQueueResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ReleaseQueueResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -21253,6 +23710,13 @@ func ParseRepairSaleResponse(rsp *http.Response) (*RepairSaleResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21277,6 +23741,23 @@ func ParseRepairSaleResponse(rsp *http.Response) (*RepairSaleResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers RepairSaleResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers RepairSaleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -21337,6 +23818,13 @@ func ParseSaleReportResponse(rsp *http.Response) (*SaleReportResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21374,6 +23862,23 @@ func ParseSaleReportResponse(rsp *http.Response) (*SaleReportResponse, error) {
 			headers.Location = value
 		}
 		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers SaleReportResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers SaleReportResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -21452,6 +23957,13 @@ func ParseResumeSaleResponse(rsp *http.Response) (*ResumeSaleResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21476,6 +23988,23 @@ func ParseResumeSaleResponse(rsp *http.Response) (*ResumeSaleResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers ResumeSaleResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ResumeSaleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -21505,6 +24034,13 @@ func ParseDocsResponse(rsp *http.Response) (*DocsResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21512,6 +24048,26 @@ func ParseDocsResponse(rsp *http.Response) (*DocsResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DocsResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -21538,6 +24094,13 @@ func ParseDocsAssetResponse(rsp *http.Response) (*DocsAssetResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21545,6 +24108,26 @@ func ParseDocsAssetResponse(rsp *http.Response) (*DocsAssetResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DocsAssetResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -21613,6 +24196,13 @@ func ParseEdgeLeaseResponse(rsp *http.Response) (*EdgeLeaseResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21637,6 +24227,23 @@ func ParseEdgeLeaseResponse(rsp *http.Response) (*EdgeLeaseResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers EdgeLeaseResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers EdgeLeaseResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -21694,6 +24301,13 @@ func ParseEdgeSyncResponse(rsp *http.Response) (*EdgeSyncResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21701,6 +24315,26 @@ func ParseEdgeSyncResponse(rsp *http.Response) (*EdgeSyncResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EdgeSyncResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -21727,6 +24361,13 @@ func ParseEdgeWatermarksResponse(rsp *http.Response) (*EdgeWatermarksResponse, e
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21751,6 +24392,23 @@ func ParseEdgeWatermarksResponse(rsp *http.Response) (*EdgeWatermarksResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers EdgeWatermarksResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers EdgeWatermarksResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -21780,6 +24438,13 @@ func ParseEmbedScriptResponse(rsp *http.Response) (*EmbedScriptResponse, error) 
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21787,6 +24452,26 @@ func ParseEmbedScriptResponse(rsp *http.Response) (*EmbedScriptResponse, error) 
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EmbedScriptResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -21809,6 +24494,13 @@ func ParseEmbedScriptHeadResponse(rsp *http.Response) (*EmbedScriptHeadResponse,
 	case rsp.StatusCode == 200:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21816,6 +24508,26 @@ func ParseEmbedScriptHeadResponse(rsp *http.Response) (*EmbedScriptHeadResponse,
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EmbedScriptHeadResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -21832,6 +24544,39 @@ func ParseFaviconResponse(rsp *http.Response) (*FaviconResponse, error) {
 	response := &FaviconResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers FaviconResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -21860,6 +24605,13 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21867,6 +24619,26 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers HealthzResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -21907,6 +24679,13 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21914,6 +24693,26 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers MetricsResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -21940,6 +24739,13 @@ func ParseOpenapiResponse(rsp *http.Response) (*OpenapiResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21947,6 +24753,26 @@ func ParseOpenapiResponse(rsp *http.Response) (*OpenapiResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers OpenapiResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -22008,6 +24834,13 @@ func ParseAdyenWebhookResponse(rsp *http.Response) (*AdyenWebhookResponse, error
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -22015,6 +24848,26 @@ func ParseAdyenWebhookResponse(rsp *http.Response) (*AdyenWebhookResponse, error
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AdyenWebhookResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -22083,6 +24936,13 @@ func ParsePaymentEventResponse(rsp *http.Response) (*PaymentEventResponse, error
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -22107,6 +24967,23 @@ func ParsePaymentEventResponse(rsp *http.Response) (*PaymentEventResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers PaymentEventResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers PaymentEventResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -22185,6 +25062,13 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -22192,6 +25076,26 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers StripeWebhookResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -22220,6 +25124,13 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -22237,6 +25148,26 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ReadyzResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -22357,6 +25288,13 @@ func ParseGetReservationPreflightResponse(rsp *http.Response) (*GetReservationPr
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	}
 
 	switch {
@@ -22391,6 +25329,23 @@ func ParseGetReservationPreflightResponse(rsp *http.Response) (*GetReservationPr
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetReservationPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -22419,6 +25374,13 @@ func ParseCancelPreflightResponse(rsp *http.Response) (*CancelPreflightResponse,
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	}
 
@@ -22454,6 +25416,23 @@ func ParseCancelPreflightResponse(rsp *http.Response) (*CancelPreflightResponse,
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers CancelPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -22588,6 +25567,13 @@ func ParseConfirmPreflightResponse(rsp *http.Response) (*ConfirmPreflightRespons
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	}
 
 	switch {
@@ -22622,6 +25608,23 @@ func ParseConfirmPreflightResponse(rsp *http.Response) (*ConfirmPreflightRespons
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConfirmPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -22774,6 +25777,13 @@ func ParsePolicyResponse(rsp *http.Response) (*PolicyResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -22798,6 +25808,23 @@ func ParsePolicyResponse(rsp *http.Response) (*PolicyResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers PolicyResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers PolicyResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -22837,6 +25864,13 @@ func ParsePolicyPreflightResponse(rsp *http.Response) (*PolicyPreflightResponse,
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	}
 
 	switch {
@@ -22871,6 +25905,23 @@ func ParsePolicyPreflightResponse(rsp *http.Response) (*PolicyPreflightResponse,
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers PolicyPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -23026,6 +26077,13 @@ func ParseRegistrationPreflightResponse(rsp *http.Response) (*RegistrationPrefli
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	}
 
 	switch {
@@ -23060,6 +26118,23 @@ func ParseRegistrationPreflightResponse(rsp *http.Response) (*RegistrationPrefli
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers RegistrationPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -23088,6 +26163,13 @@ func ParseRegisterPreflightResponse(rsp *http.Response) (*RegisterPreflightRespo
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	}
 
@@ -23123,6 +26205,23 @@ func ParseRegisterPreflightResponse(rsp *http.Response) (*RegisterPreflightRespo
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers RegisterPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -23383,6 +26482,13 @@ func ParseGetOwnReservationPreflightResponse(rsp *http.Response) (*GetOwnReserva
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	}
 
 	switch {
@@ -23417,6 +26523,23 @@ func ParseGetOwnReservationPreflightResponse(rsp *http.Response) (*GetOwnReserva
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetOwnReservationPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -23445,6 +26568,13 @@ func ParseReservePreflightResponse(rsp *http.Response) (*ReservePreflightRespons
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	}
 
@@ -23480,6 +26610,23 @@ func ParseReservePreflightResponse(rsp *http.Response) (*ReservePreflightRespons
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReservePreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -23822,6 +26969,13 @@ func ParseStatusPreflightResponse(rsp *http.Response) (*StatusPreflightResponse,
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	}
 
 	switch {
@@ -23856,6 +27010,23 @@ func ParseStatusPreflightResponse(rsp *http.Response) (*StatusPreflightResponse,
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers StatusPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24014,6 +27185,13 @@ func ParseStatusStreamPreflightResponse(rsp *http.Response) (*StatusStreamPrefli
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	}
 
 	switch {
@@ -24048,6 +27226,23 @@ func ParseStatusStreamPreflightResponse(rsp *http.Response) (*StatusStreamPrefli
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers StatusStreamPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24220,6 +27415,13 @@ func ParseTicketPreflightResponse(rsp *http.Response) (*TicketPreflightResponse,
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	}
 
 	switch {
@@ -24254,6 +27456,23 @@ func ParseTicketPreflightResponse(rsp *http.Response) (*TicketPreflightResponse,
 			headers.AccessControlMaxAge = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers TicketPreflightResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24280,6 +27499,13 @@ func ParseWaitPageResponse(rsp *http.Response) (*WaitPageResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24287,6 +27513,26 @@ func ParseWaitPageResponse(rsp *http.Response) (*WaitPageResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers WaitPageResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24316,6 +27562,13 @@ func ParseWaitPageHeadResponse(rsp *http.Response) (*WaitPageHeadResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24323,6 +27576,26 @@ func ParseWaitPageHeadResponse(rsp *http.Response) (*WaitPageHeadResponse, error
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers WaitPageHeadResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24349,6 +27622,13 @@ func ParseWaitPageAssetResponse(rsp *http.Response) (*WaitPageAssetResponse, err
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24356,6 +27636,26 @@ func ParseWaitPageAssetResponse(rsp *http.Response) (*WaitPageAssetResponse, err
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers WaitPageAssetResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24385,6 +27685,13 @@ func ParseWaitPageAssetHeadResponse(rsp *http.Response) (*WaitPageAssetHeadRespo
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24392,6 +27699,26 @@ func ParseWaitPageAssetHeadResponse(rsp *http.Response) (*WaitPageAssetHeadRespo
 		}
 		response.JSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers WaitPageAssetHeadResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
