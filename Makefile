@@ -42,7 +42,7 @@ run: build
 ## every benchmark once and every fuzz target for a few seconds (FUZZTIME,
 ## default 3s), in lanes side by side (scripts/test.sh says which), then
 ## the ten slowest tests. A development cluster that this run had to start
-## is stopped at the end. cmd/flashline's test binary, which two lanes
+## is stopped at the end. cmd/flashline's test binary, which three lanes
 ## build, is compiled first, once.
 test: build vet check-generated chromium pgbouncer locust
 	@$(GO) test -race -c -o /dev/null ./cmd/flashline

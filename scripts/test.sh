@@ -28,8 +28,12 @@ rm -rf "$out" && mkdir -p "$out"
 # cmd/flashline's lanes beside the packages' lane, as regular expressions of
 # test names (-run); the package's other tests run in the packages' lane.
 # Balanced by the times the slowest-tests list shows.
+# The second holds the package's sequential end-to-end tests (no
+# t.Parallel: go test runs them one after another before any parallel test
+# of the package starts), so that they run beside the parallel ones.
 shards=(
   '^(TestNorthline|TestNorthlineThroughPgBouncer|TestPreopenTicketsWriteNoRowPerArrival|TestSoldOutCostsNoTransactions|TestEdgesTicketsAndAdmissions)$'
+  '^(TestEdgeWithoutDatabase|TestEdgeFailsOverToAnotherOrigin|TestEdgeLosesItsOrigin|TestEdgeWithSkewedClock|TestGate|TestGateWithoutRedis|TestDatabaseDownFailsClosed|TestSkewedClocksJudgeByTheDatabase|TestWaitingRoomEndToEnd|TestConnectionFloodFromOneAddress)$'
 )
 heavy=(./cmd/flashline ./waitpage ./internal/chaos)
 
@@ -41,6 +45,19 @@ lane() {
   shift
   gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg --jsonfile "$out/$name.json" -- "$@"
 }
+
+# The binaries the end-to-end tests start (internal/testserver: the same
+# names and flags), built once here for every lane's test processes, which
+# would otherwise each link their own.
+bin=$(cd "$out" && pwd)/bin
+go build -race -tags flashline_testhooks -o "$bin/flashline" ./cmd/flashline &
+b1=$!
+go build -tags flashline_testhooks -o "$bin/flashline-plain" ./cmd/flashline &
+b2=$!
+go build -o "$bin/flashline-loadtest" ./cmd/flashline-loadtest &
+b3=$!
+wait $b1 && wait $b2 && wait $b3 || { echo "make test: the test binaries did not build"; exit 1; }
+export FLASHLINE_TEST_BIN_DIR=$bin
 
 skip=$(IFS='|'; echo "${shards[*]}")
 pids=()
