@@ -265,3 +265,61 @@ func TestBodyInstrumentNoLongerCounts(t *testing.T) {
 	// A claim that cannot be counted is a token that proves nothing.
 	requireError(t, s.reserve(t, sale.SaleID, customerWith(t, "claim_c", "card\u200by"), "k", `{"quantity":1}`), 401, "unauthenticated")
 }
+
+// TestInstrumentLimitStripeEventsAtOnce: both customers' PaymentIntent and
+// charge events, each delivered twice, all at once (as Stripe's retries to
+// several instances may): whatever the order, one order and one refund, the
+// refused hold's unit back once, no payment left waiting.
+func TestInstrumentLimitStripeEventsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := providerServer(t)
+	sale := s.createSale(t, `{"sku":"sku_card_at_once","initialStock":5,"perCustomerLimit":1,"perInstrumentLimit":1}`)
+	ids := make([]string, 2)
+	type delivery struct {
+		id, typ string
+		object  map[string]any
+	}
+	var all []delivery
+	for i := range ids {
+		ids[i] = requireCreated(t, s.reserve(t, sale.SaleID, customer(t, fmt.Sprintf("once_%d", i)), "k", `{"quantity":1}`), sale.SaleID, 1).ReservationID
+		pi := fmt.Sprintf("pi_once_%d", i)
+		all = append(all,
+			delivery{"evt_pi_" + pi, "payment_intent.succeeded", intentSucceeded(pi, ids[i])},
+			delivery{"evt_ch_" + pi, "charge.succeeded", chargeSucceeded(pi, ids[i], "fp_once")})
+	}
+	var wg sync.WaitGroup
+	failures := make(chan string, 2*len(all))
+	for range 2 {
+		for _, d := range all {
+			wg.Go(func() {
+				body, _ := json.Marshal(map[string]any{"id": d.id, "object": "event", "type": d.typ,
+					"created": time.Now().Unix(), "data": map[string]any{"object": d.object}})
+				r, err := s.send(t.Context(), http.MethodPost, "/payments/stripe", "", string(body),
+					webhook.StripeHeader, webhook.Sign(time.Now(), body, stripeTestSecret))
+				if err != nil || r.Status != http.StatusOK {
+					failures <- fmt.Sprintf("%s: %v %d %s", d.id, err, r.Status, r.Body)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Error(f)
+	}
+	states := map[string]string{}
+	for _, id := range ids {
+		states[id] = s.reservation(t, adminAuth, id).State
+	}
+	confirmed, cancelled := ids[0], ids[1]
+	if states[ids[0]] == "cancelled" {
+		confirmed, cancelled = ids[1], ids[0]
+	}
+	require.Equal(t, map[string]string{confirmed: "confirmed", cancelled: "cancelled"}, states)
+	requireRefund(t, s, cancelled, "instrument_limit")
+	require.Equal(t, 1, s.ledger(t, cancelled, "cancel"))
+	var waiting int
+	require.NoError(t, s.pool.QueryRow(t.Context(), `SELECT count(*) FROM payment_events WHERE outcome = 'awaiting_instrument'`).Scan(&waiting))
+	require.Zero(t, waiting, "no payment left waiting for its instrument")
+	requireBooksBalance(t, s, sale.SaleID)
+}

@@ -246,7 +246,7 @@ func NewLotteryPolicyView(l flashline.Lottery) api.LotteryPolicy {
 		seed := hex.EncodeToString(l.DrawSeed)
 		v.DrawSeed = &seed
 	}
-	v.Description = fmt.Sprintf("Register between %s and %s; one registration per account and per payment instrument. "+
+	v.Description = fmt.Sprintf("Register between %s and %s; one registration per account, and per payment instrument when the store names it (never typed here). "+
 		"At %s a draw picks %d winners among everyone registered: registering early does not help. "+
 		"Each winner has %s to buy one unit.",
 		v.RegistrationOpensAt, v.RegistrationClosesAt, v.DrawAt, l.InitialStock, waitroom.HumanDuration(r.PurchaseWindowSeconds))
