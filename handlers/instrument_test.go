@@ -323,3 +323,20 @@ func TestInstrumentLimitStripeEventsAtOnce(t *testing.T) {
 	require.Zero(t, waiting, "no payment left waiting for its instrument")
 	requireBooksBalance(t, s, sale.SaleID)
 }
+
+// TestStripeChargeWithoutFingerprint: a charge whose payment method has no
+// fingerprint reports no instrument: the PaymentIntent's success that waited
+// for it confirms, counted for no instrument, rather than waiting until its
+// hold expires.
+func TestStripeChargeWithoutFingerprint(t *testing.T) {
+	t.Parallel()
+	s := providerServer(t)
+	sale := s.createSale(t, `{"sku":"sku_no_fp","initialStock":5,"perCustomerLimit":1,"perInstrumentLimit":1}`)
+	id := requireCreated(t, s.reserve(t, sale.SaleID, customer(t, "no_fp"), "k", `{"quantity":1}`), sale.SaleID, 1).ReservationID
+	require.Equal(t, "awaiting_instrument", s.stripe(t, "evt_pi_nofp", "payment_intent.succeeded", intentSucceeded("pi_nofp", id)).Outcome)
+	charge := chargeSucceeded("pi_nofp", id, "")
+	charge["payment_method_details"] = map[string]any{"type": "link", "link": map[string]any{"country": "FR"}}
+	got := s.stripe(t, "evt_ch_nofp", "charge.succeeded", charge)
+	require.Equal(t, "confirmed", got.Outcome, "%+v", got)
+	require.Equal(t, "confirmed", s.reservation(t, adminAuth, id).State)
+}
