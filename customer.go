@@ -9,6 +9,10 @@ type Actor struct {
 	// AccountCreated is when the customer's account was made, from the
 	// token's acct_created claim; zero when the token did not say.
 	AccountCreated time.Time
+	// PaymentInstrument is the customer's payment instrument, from the
+	// token's payment_instrument claim (normalised); "" when the token did
+	// not say. A trusted party's word, never the shopper's.
+	PaymentInstrument string
 }
 
 // CanAct reports whether the actor may act on a reservation owned by customerID.

@@ -23,7 +23,8 @@ type SaleFacts struct {
 	Gate             Gate
 	PerCustomerLimit int
 	// PerInstrumentLimit is the units one payment instrument may hold (0:
-	// no limit); with one, a request must name its instrument.
+	// no limit). A reservation counts the instrument its customer token
+	// names, if any; the payment counts the one its provider reports.
 	PerInstrumentLimit int
 	// SoldOut: no bucket holds a unit.
 	SoldOut bool

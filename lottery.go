@@ -133,9 +133,12 @@ type Registration struct {
 
 // NewRegistration is a customer's request to register.
 type NewRegistration struct {
-	SaleID            string
-	CustomerID        string
-	PaymentInstrument string // normalised (NormalizeInstrument), required
+	SaleID     string
+	CustomerID string
+	// PaymentInstrument is the instrument the customer token names (its
+	// payment_instrument claim, normalised by NormalizeInstrument); ""
+	// when it names none. Never the shopper's say.
+	PaymentInstrument string
 }
 
 // DrawResult is what one draw did.

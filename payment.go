@@ -18,6 +18,15 @@ const (
 	// RefundSucceeded voids a confirmed order (its units return once), or
 	// closes a late payment that was refunded.
 	RefundSucceeded PaymentEventType = "refund.succeeded"
+	// InstrumentReported is a provider's report of the instrument that
+	// paid (PaymentReference), in an event apart from the payment's success
+	// (Stripe's charge.succeeded): it applies the success that waited for
+	// it (OutcomeAwaitingInstrument), or waits for that success; with no
+	// Instrument, the provider reported none (a payment method without a
+	// fingerprint) and the success waits no more. Made by the
+	// providers' webhooks only; Flashline's own events give the instrument
+	// with the success.
+	InstrumentReported PaymentEventType = "payment.instrument"
 )
 
 // Limits on a payment event.
@@ -50,6 +59,15 @@ type PaymentEvent struct {
 	// Hash identifies the event's body: the same id with another body is
 	// ErrEventIDReused.
 	Hash []byte
+	// Instrument is the payment instrument the provider reported
+	// (NormalizeInstrument's form; "" when it reported none): a sale's
+	// perInstrumentLimit counts the orders each instrument paid for. Only
+	// the payment side names it, never the shopper.
+	Instrument string
+	// AwaitInstrument: the provider reports the instrument in an event of
+	// its own (InstrumentReported), so a success without one waits for it
+	// in a sale with a perInstrumentLimit.
+	AwaitInstrument bool
 }
 
 // Validate checks an event's fields. Any failure is an *InvalidError,
@@ -59,7 +77,7 @@ func (e PaymentEvent) Validate() error {
 	switch {
 	case e.ID == "" || len(e.ID) > MaxPaymentEventIDLen || !printableASCII(e.ID):
 		return Invalid("id must be 1-255 printable ASCII characters")
-	case e.Type != PaymentSucceeded && e.Type != PaymentFailed && e.Type != RefundSucceeded:
+	case e.Type != PaymentSucceeded && e.Type != PaymentFailed && e.Type != RefundSucceeded && e.Type != InstrumentReported:
 		return Invalid(`type must be "payment.succeeded", "payment.failed" or "refund.succeeded"`)
 	case e.ReservationID == "":
 		return Invalid("data.reservationId is required")
@@ -71,6 +89,8 @@ func (e PaymentEvent) Validate() error {
 		return Invalid("data.amount must be between 0 and " + strconv.Itoa(MaxPaymentAmount) + " (minor units)")
 	case e.Currency != "" && !isCurrency(e.Currency):
 		return Invalid("data.currency must be three letters (ISO 4217)")
+	case len(e.Instrument) > MaxInstrumentLen || !ValidText(e.Instrument):
+		return Invalid("data.paymentInstrument must be at most 255 bytes of text")
 	case len(e.Reason) > MaxPaymentReason || !ValidText(e.Reason):
 		return Invalid("data.reason must be at most 500 characters of text")
 	case !ValidID(ReservationIDPrefix, e.ReservationID):
@@ -122,6 +142,18 @@ const (
 	// OutcomeNoEffect: nothing to do (a failure after the hold ended, a
 	// refund of an order voided already, ...).
 	OutcomeNoEffect PaymentOutcome = "no_effect"
+	// OutcomeInstrumentLimit: the instrument that paid has paid for the
+	// sale's perInstrumentLimit already: the hold is cancelled (its units
+	// back once) and the payment recorded to refund (LateInstrumentLimit).
+	OutcomeInstrumentLimit PaymentOutcome = "instrument_limit"
+	// OutcomeAwaitingInstrument: the payment succeeded in a sale with a
+	// perInstrumentLimit, and its provider reports the instrument in an
+	// event of its own that has not arrived: nothing confirmed yet; that
+	// event applies this one.
+	OutcomeAwaitingInstrument PaymentOutcome = "awaiting_instrument"
+	// OutcomeInstrumentRecorded: an instrument's report that arrived before
+	// its payment's success, kept for it.
+	OutcomeInstrumentRecorded PaymentOutcome = "instrument_recorded"
 )
 
 // PaymentResult is the answer to a payment event.
@@ -142,10 +174,17 @@ type PaymentResult struct {
 }
 
 // ReturnedUnits reports whether applying the event returned the
-// reservation's units to stock: a failed payment that cancelled its hold, or
-// a refund that voided its order (a replay changed nothing).
+// reservation's units to stock: a failed payment that cancelled its hold, a
+// payment over its instrument's limit that did, or a refund that voided its
+// order (a replay changed nothing).
 func (r PaymentResult) ReturnedUnits() bool {
-	return !r.Replayed && (r.Outcome == OutcomeCancelled || r.Outcome == OutcomeVoided)
+	return !r.Replayed && (r.Outcome == OutcomeCancelled || r.Outcome == OutcomeVoided || r.Outcome == OutcomeInstrumentLimit)
+}
+
+// ToRefund reports whether applying the event recorded a payment to refund
+// (a late payment, or one over its instrument's limit).
+func (r PaymentResult) ToRefund() bool {
+	return !r.Replayed && (r.Outcome == OutcomeLatePayment || r.Outcome == OutcomeInstrumentLimit)
 }
 
 // LateReason is why a payment is late.
@@ -160,6 +199,9 @@ const (
 	// LateAmountMismatch: the sale states a price and the payment did not
 	// pay it (another amount or currency, or none given).
 	LateAmountMismatch LateReason = "amount_mismatch"
+	// LateInstrumentLimit: the instrument the provider reported had paid
+	// for the sale's perInstrumentLimit already; the hold was cancelled.
+	LateInstrumentLimit LateReason = "instrument_limit"
 )
 
 // LatePayment is a payment that arrived when its hold could no longer take

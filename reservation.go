@@ -107,9 +107,11 @@ type ReserveRequest struct {
 	// expiry, sale and customer have been checked; "" when the token is
 	// absent or not valid for this request.
 	AdmissionID string
-	// PaymentInstrument is the body's paymentInstrument fingerprint,
-	// normalised (NormalizeInstrument); "" when absent. Sales with a
-	// per-instrument limit count units against it.
+	// PaymentInstrument is the customer token's payment_instrument claim,
+	// normalised (NormalizeInstrument); "" when absent (never the body's:
+	// the shopper's word). Sales with a per-instrument limit count units
+	// against it; the payment is counted again, on the instrument the
+	// provider reports (PaymentEvent.Instrument).
 	PaymentInstrument string
 	// AccountCreated is when the customer's account was made (zero when the
 	// token does not say), checked against the sale's minimum account age.

@@ -40,13 +40,20 @@ type Customer struct {
 	// AccountCreated is when the customer's account was made (zero if the
 	// token did not say).
 	AccountCreated time.Time
+	// PaymentInstrument is the customer's payment instrument as the store's
+	// backend or identity provider names it (its saved payment method's
+	// fingerprint), normalised by flashline.NormalizeInstrument; "" if the
+	// token did not say.
+	PaymentInstrument string
 }
 
 // claims are what Flashline reads of a customer token: the registered
-// claims, and acct_created (seconds since 1970, when the account was made;
-// a provider adds it as a custom claim).
+// claims, acct_created (seconds since 1970, when the account was made) and
+// payment_instrument (the fingerprint of the customer's payment method, as
+// the store's backend knows it); a provider adds them as custom claims.
 type claims struct {
-	AcctCreated *int64 `json:"acct_created,omitempty"`
+	AcctCreated       *int64  `json:"acct_created,omitempty"`
+	PaymentInstrument *string `json:"payment_instrument,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -238,6 +245,16 @@ func (v *Verifier) Customer(token string) (Customer, error) {
 	if c.AcctCreated != nil {
 		cust.AccountCreated = time.Unix(*c.AcctCreated, 0).UTC()
 	}
+	if c.PaymentInstrument != nil {
+		// Counted per sale (perInstrumentLimit, a lottery's one
+		// registration per instrument): a value that cannot be counted is
+		// a token that does not say what it means.
+		instrument, err := flashline.NormalizeInstrument(*c.PaymentInstrument)
+		if err != nil || instrument == "" {
+			return Customer{}, fmt.Errorf("%w: payment_instrument must be 1-255 bytes of text", ErrInvalidToken)
+		}
+		cust.PaymentInstrument = instrument
+	}
 	// The parser checked exp (required) with the leeway by time.Now, and
 	// nbf and iat if there were any (past by now, so for good): a token
 	// stays good until exp + leeway, which is when the memo forgets it.
@@ -278,6 +295,12 @@ func BearerToken(header string) (string, bool) {
 
 // Mint signs a customer token: for the demo, the CLI and tests.
 func Mint(jwtSecret, customerID string, ttl time.Duration, accountCreated time.Time) (string, error) {
+	return MintInstrument(jwtSecret, customerID, ttl, accountCreated, "")
+}
+
+// MintInstrument is Mint with a payment_instrument claim (none when
+// instrument is ""), as the store's backend would sign it.
+func MintInstrument(jwtSecret, customerID string, ttl time.Duration, accountCreated time.Time, instrument string) (string, error) {
 	c := claims{RegisteredClaims: jwt.RegisteredClaims{
 		Subject:   customerID,
 		ExpiresAt: jwt.NewNumericDate(time.Now().Add(ttl)),
@@ -286,6 +309,9 @@ func Mint(jwtSecret, customerID string, ttl time.Duration, accountCreated time.T
 	if !accountCreated.IsZero() {
 		ts := accountCreated.Unix()
 		c.AcctCreated = &ts
+	}
+	if instrument != "" {
+		c.PaymentInstrument = &instrument
 	}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(jwtSecret))
 }

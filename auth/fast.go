@@ -125,7 +125,9 @@ type plain struct {
 // strings without escapes, integers, nothing nested, no key twice
 // (encoding/json would take the last). The claims' own keys must have
 // their types: sub, iss, jti strings; exp, nbf, iat, acct_created
-// integers; aud a string. Anything else is not decided (ok false).
+// integers; aud a string. Anything else is not decided (ok false), nor is a
+// token with payment_instrument (Customer normalises it, and refuses one it
+// cannot count).
 func plainClaims(b []byte) (c plain, ok bool) {
 	var seen [12][]byte // more keys than that is not plain
 	nseen := 0
@@ -160,7 +162,7 @@ func plainClaims(b []byte) (c plain, ok bool) {
 			switch string(key) {
 			case "sub":
 				c.sub, haveSub = val, true
-			case "exp", "nbf", "iat", "acct_created":
+			case "exp", "nbf", "iat", "acct_created", "payment_instrument":
 				return c, false
 			}
 			j = k
@@ -170,7 +172,7 @@ func plainClaims(b []byte) (c plain, ok bool) {
 				return c, false // true, false, null, a float, an object, an array
 			}
 			switch string(key) {
-			case "sub", "iss", "jti", "aud":
+			case "sub", "iss", "jti", "aud", "payment_instrument":
 				return c, false
 			case "exp":
 				c.exp, c.hasExp = n, true

@@ -594,11 +594,6 @@ func TestGateChecksBeforeItCounts(t *testing.T) {
 			r.AdmissionToken, r.AdmissionID = "token", "adm_"+r.CustomerID
 			return flashline.ErrAccountTooNew
 		},
-		"no payment instrument": func(r *flashline.ReserveRequest) error {
-			r.AccountCreated = old
-			r.AdmissionToken, r.AdmissionID = "token", "adm_"+r.CustomerID
-			return nil // invalid: paymentInstrument is required
-		},
 	}
 	var wg sync.WaitGroup
 	for name, refusal := range refusals {

@@ -162,8 +162,7 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 // refuse answers, before the gate step, what the database would refuse the
 // request for whatever the counter held: a quantity above the limit, a
 // waiting-room or lottery sale's missing or unverified admission, an
-// account too new, a missing payment instrument where units are limited per
-// instrument. The clock is the sale cache's, set by the database's. A
+// account too new. The clock is the sale cache's, set by the database's. A
 // refusal stands only when the key has no stored answer: a retry of a
 // request that reserved (its admission token expired since) is replayed,
 // as the database replays it before any of these checks. What only the
@@ -199,8 +198,6 @@ func precheck(s flashline.SaleFacts, req flashline.ReserveRequest, now time.Time
 		return flashline.ErrAdmissionInvalid
 	case !flashline.AccountOldEnough(req.AccountCreated, s.Room.MinAccountAgeSeconds, now):
 		return flashline.ErrAccountTooNew
-	case s.PerInstrumentLimit > 0 && req.PaymentInstrument == "":
-		return flashline.Invalid("this sale limits units per payment instrument: paymentInstrument is required")
 	}
 	return nil
 }

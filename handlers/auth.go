@@ -26,7 +26,7 @@ func authenticate(v *auth.Verifier, allowAdmin, allowCustomer bool) gin.HandlerF
 		if v.IsAdmin(token) {
 			actor.Admin = true
 		} else if cust, err := v.Customer(token); err == nil {
-			actor.CustomerID, actor.AccountCreated = cust.ID, cust.AccountCreated
+			actor.CustomerID, actor.AccountCreated, actor.PaymentInstrument = cust.ID, cust.AccountCreated, cust.PaymentInstrument
 		} else {
 			writeError(c, nil, flashline.ErrUnauthenticated)
 			return

@@ -167,6 +167,15 @@ func customer(t testing.TB, id string) string {
 	return bearer(tok)
 }
 
+// customerWith is customer with a payment_instrument claim, as the store's
+// backend signs it.
+func customerWith(t testing.TB, id, instrument string) string {
+	t.Helper()
+	tok, err := auth.MintInstrument(jwtSecret, id, time.Hour, time.Time{}, instrument)
+	require.NoError(t, err)
+	return bearer(tok)
+}
+
 func (s *server) reserve(t testing.TB, saleID, authorization, key, body string) reply {
 	t.Helper()
 	return s.do(t, http.MethodPost, "/sales/"+saleID+"/reservations", authorization, body, "Idempotency-Key", key)
@@ -883,9 +892,13 @@ func TestReserveIdempotency(t *testing.T) {
 		require.Equal(t, 8, s.sale(t, sale.SaleID).Available)
 	})
 	t.Run("SameKeyDifferentBodyReused", func(t *testing.T) {
-		for _, body := range []string{`{"quantity":1}`, `{"quantity":2,"paymentInstrument":"card_1"}`} {
-			requireError(t, s.reserve(t, sale.SaleID, alice, "key-1", body), 422, "idempotency_key_reused")
-		}
+		requireError(t, s.reserve(t, sale.SaleID, alice, "key-1", `{"quantity":1}`), 422, "idempotency_key_reused")
+		// The instrument is the token's: the same customer's token naming
+		// one is another request; the body's (ignored) is not.
+		requireError(t, s.reserve(t, sale.SaleID, customerWith(t, "alice", "card_1"), "key-1", `{"quantity":2}`), 422, "idempotency_key_reused")
+		again := s.reserve(t, sale.SaleID, alice, "key-1", `{"quantity":2,"paymentInstrument":"card_1"}`)
+		require.Equal(t, http.StatusCreated, again.Status, "%s", again.Body)
+		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 	})
 	t.Run("SameKeyOtherSaleReused", func(t *testing.T) {
 		requireError(t, s.reserve(t, other.SaleID, alice, "key-1", `{"quantity":2}`), 422, "idempotency_key_reused")
@@ -905,7 +918,7 @@ func TestReserveIdempotency(t *testing.T) {
 		requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale.SaleID+"/resume", adminAuth, ""), 200)
 	})
 	t.Run("RefusalsAreNotStored", func(t *testing.T) {
-		carol := customer(t, "carol")
+		carol := customerWith(t, "carol", "card_c")
 		// A validation error and a limit are not stored under the key: the
 		// retry is judged afresh.
 		requireError(t, s.reserve(t, sale.SaleID, carol, "key-c", `{"quantity":3}`), 400, "invalid_request")
@@ -1024,7 +1037,7 @@ func TestOwnHoldIsFindable(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	sale := s.createSale(t, `{"sku":"sku_own","initialStock":5,"confirmation":"customer","perInstrumentLimit":1}`)
-	alice, bob := customer(t, "alice"), customer(t, "bob")
+	alice, bob := customerWith(t, "alice", "card_a"), customerWith(t, "bob", "CARD_A")
 	own := "/sales/" + sale.SaleID + "/reservation"
 
 	requireError(t, s.do(t, http.MethodGet, own, alice, ""), 404, "not_found")
@@ -1055,7 +1068,7 @@ func TestOwnHoldIsFindable(t *testing.T) {
 	require.Equal(t, paid, requireReservation(t, s.do(t, http.MethodGet, own, alice, ""), 200))
 
 	// A cancelled hold holds nothing: not found, and the next reserves.
-	carol := customer(t, "carol")
+	carol := customerWith(t, "carol", "card_c")
 	c1 := requireCreated(t, s.reserve(t, sale.SaleID, carol, "c1", `{"quantity":1,"paymentInstrument":"card_c"}`), sale.SaleID, 1)
 	requireReservation(t, s.do(t, http.MethodPost, "/reservations/"+c1.ReservationID+"/cancel", carol, ""), 200)
 	requireError(t, s.do(t, http.MethodGet, own, carol, ""), 404, "not_found")

@@ -78,6 +78,9 @@ func NewLotteryView(l *flashline.Lottery) *api.Lottery {
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 type registerRequest struct {
+	// PaymentInstrument is what older pages send: checked as before (at
+	// most 255 bytes of text) and ignored. The instrument that counts is
+	// the token's (Actor.PaymentInstrument).
 	PaymentInstrument string `json:"paymentInstrument"`
 	// Solution solves the registration's proof of work, when the sale asks
 	// one (challengeBits).
@@ -86,7 +89,7 @@ type registerRequest struct {
 
 // handleRegister is POST /sales/{saleId}/registrations. The sale's rules
 // for who may take part (account age, proof of work, one registration per
-// payment instrument) are checked here, before the draw, not at the
+// payment instrument when the customer token names one) are checked here, before the draw, not at the
 // purchase. Idempotent per customer and sale: a repeat answers the same
 // registration.
 func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
@@ -97,13 +100,8 @@ func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, 
 			writeError(c, logger, err)
 			return
 		}
-		instrument, err := flashline.NormalizeInstrument(body.PaymentInstrument)
-		if err != nil {
+		if _, err := flashline.NormalizeInstrument(body.PaymentInstrument); err != nil {
 			writeError(c, logger, err)
-			return
-		}
-		if instrument == "" {
-			writeError(c, logger, flashline.Invalid("paymentInstrument is required to register (one registration per payment instrument)"))
 			return
 		}
 		if len(body.Solution) > 64 {
@@ -127,7 +125,7 @@ func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, 
 			return
 		}
 		reg, err := lottery.Register(ctx, flashline.NewRegistration{
-			SaleID: saleID, CustomerID: actor.CustomerID, PaymentInstrument: instrument,
+			SaleID: saleID, CustomerID: actor.CustomerID, PaymentInstrument: actor.PaymentInstrument,
 		})
 		if err != nil {
 			writeError(c, logger, err)
@@ -248,7 +246,7 @@ func NewLotteryPolicyView(l flashline.Lottery) api.LotteryPolicy {
 		seed := hex.EncodeToString(l.DrawSeed)
 		v.DrawSeed = &seed
 	}
-	v.Description = fmt.Sprintf("Register between %s and %s; one registration per account and per payment instrument. "+
+	v.Description = fmt.Sprintf("Register between %s and %s; one registration per account, and per payment instrument when the store names it (never typed here). "+
 		"At %s a draw picks %d winners among everyone registered: registering early does not help. "+
 		"Each winner has %s to buy one unit.",
 		v.RegistrationOpensAt, v.RegistrationClosesAt, v.DrawAt, l.InitialStock, waitroom.HumanDuration(r.PurchaseWindowSeconds))

@@ -112,9 +112,9 @@ func TestLotteryRegistration(t *testing.T) {
 		require.True(t, *reg.RegistrationOpen)
 	})
 	t.Run("RepeatAnswersTheSameRegistration", func(t *testing.T) {
-		auth := customer(t, "cust_a")
-		// The same customer at once, many times, the instrument written
-		// two ways (one instrument once normalised).
+		auth := customerWith(t, "cust_a", "card-a0")
+		// The same customer at once, many times, the body's instrument
+		// (ignored) written two ways.
 		var wg sync.WaitGroup
 		ids := make([]string, 16)
 		for i := range ids {
@@ -137,10 +137,14 @@ func TestLotteryRegistration(t *testing.T) {
 		require.Equal(t, ids[0], s.registration(t, saleID, auth).RegistrationID)
 	})
 	t.Run("InstrumentOfAnotherAccount", func(t *testing.T) {
-		requireError(t, s.register(t, saleID, customer(t, "cust_b"), " CARD-A0"), http.StatusConflict, "instrument_already_registered")
+		// The token's claim, normalised: one instrument.
+		requireError(t, s.register(t, saleID, customerWith(t, "cust_b", " CARD-A0"), ""), http.StatusConflict, "instrument_already_registered")
 	})
-	t.Run("InstrumentRequired", func(t *testing.T) {
-		requireError(t, s.register(t, saleID, customer(t, "cust_b"), ""), http.StatusBadRequest, "invalid_request")
+	t.Run("BodyInstrumentIsIgnored", func(t *testing.T) {
+		// The shopper's word counts for nothing: neither to lock another
+		// account out with its instrument, nor to be required.
+		decodeRegistration(t, s.register(t, saleID, customer(t, "cust_c"), "card-a0"), http.StatusCreated)
+		decodeRegistration(t, s.do(t, http.MethodPost, "/sales/"+saleID+"/registrations", customer(t, "cust_d"), `{}`), http.StatusCreated)
 	})
 	t.Run("NotALottery", func(t *testing.T) {
 		direct := s.createSale(t, `{"sku":"D","initialStock":1,"confirmation":"customer"}`).SaleID
@@ -158,8 +162,8 @@ func TestLotteryRegistration(t *testing.T) {
 			Lottery api.Lottery `json:"lottery"`
 		}
 		require.NoError(t, json.Unmarshal(s.do(t, http.MethodGet, "/admin/sales/"+saleID, adminAuth, "").Body, &view))
-		require.Equal(t, 1, view.Lottery.Registrations.Total)
-		require.Equal(t, 1, view.Lottery.Registrations.Registered)
+		require.Equal(t, 3, view.Lottery.Registrations.Total)
+		require.Equal(t, 3, view.Lottery.Registrations.Registered)
 	})
 }
 

@@ -36,6 +36,10 @@ type paymentEventData struct {
 	Amount           *int64 `json:"amount"`
 	Currency         string `json:"currency"`
 	Reason           string `json:"reason"`
+	// PaymentInstrument is the instrument that paid, as the provider
+	// reported it (a card's fingerprint): the payment side names it, so a
+	// sale's perInstrumentLimit counts it (payment.succeeded only).
+	PaymentInstrument string `json:"paymentInstrument"`
 }
 
 // paymentMetrics counts payment events by type and outcome, and late
@@ -119,8 +123,21 @@ func parsePaymentEvent(body []byte) (flashline.PaymentEvent, error) {
 	if err := decodeBytes(req.Data, &data); err != nil {
 		return flashline.PaymentEvent{}, flashline.Invalid("data: " + lookupError(err).message)
 	}
+	if req.Type == string(flashline.InstrumentReported) {
+		// The providers' webhooks' own; Flashline's events name the
+		// instrument with the payment.
+		return flashline.PaymentEvent{}, flashline.Invalid(`type must be "payment.succeeded", "payment.failed" or "refund.succeeded"`)
+	}
+	instrument, err := flashline.NormalizeInstrument(data.PaymentInstrument)
+	if err != nil {
+		return flashline.PaymentEvent{}, flashline.Invalid("data." + err.Error())
+	}
+	if instrument != "" && req.Type != string(flashline.PaymentSucceeded) {
+		return flashline.PaymentEvent{}, flashline.Invalid("data.paymentInstrument is for payment.succeeded only")
+	}
 	hash := sha256.Sum256(body)
 	ev := flashline.PaymentEvent{
+		Instrument:       instrument,
 		ID:               req.ID,
 		Type:             flashline.PaymentEventType(req.Type),
 		ReservationID:    data.ReservationID,

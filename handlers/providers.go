@@ -48,10 +48,11 @@ func applyPayment(c *gin.Context, store flashline.Store, m *paymentMetrics, logg
 		outcome = "replayed"
 	}
 	m.events.WithLabelValues(string(res.Type), outcome).Inc()
-	if res.Outcome == flashline.OutcomeLatePayment && !res.Replayed {
+	if res.ToRefund() {
 		m.late.Inc()
 		logger.WarnContext(c.Request.Context(), "handlers: late payment, to refund",
-			"event_id", res.EventID, "reservation_id", res.ReservationID, "payment_reference", ev.PaymentReference)
+			"event_id", res.EventID, "reservation_id", res.ReservationID, "payment_reference", ev.PaymentReference,
+			"outcome", res.Outcome)
 	}
 	return res, nil
 }
@@ -66,7 +67,7 @@ func mappedHash(ev flashline.PaymentEvent) []byte {
 		amount = strconv.FormatInt(*ev.Amount, 10)
 	}
 	h := sha256.Sum256([]byte(strings.Join([]string{
-		string(ev.Type), ev.ReservationID, ev.PaymentReference, amount, ev.Currency, ev.Reason,
+		string(ev.Type), ev.ReservationID, ev.PaymentReference, amount, ev.Currency, ev.Reason, ev.Instrument,
 	}, "\x00")))
 	return h[:]
 }
@@ -97,6 +98,10 @@ type stripeObject struct {
 	Refunded       bool              `json:"refunded"`       // Charge: refunded in full
 	PaymentIntent  string            `json:"payment_intent"` // Charge: its PaymentIntent's id (not expanded in webhooks)
 	Metadata       map[string]string `json:"metadata"`
+	// PaymentMethodDetails is a Charge's: its type names the member that
+	// describes the instrument, whose fingerprint identifies it
+	// (payment_method_details.card.fingerprint for a card).
+	PaymentMethodDetails map[string]json.RawMessage `json:"payment_method_details"`
 	// CancellationReason and LastPaymentError say why, for people.
 	CancellationReason string `json:"cancellation_reason"`
 	LastPaymentError   *struct {
@@ -113,7 +118,12 @@ const StripeReservationKey = "reservation_id"
 // scheme). payment_intent.succeeded confirms the hold named by
 // metadata.reservation_id; payment_intent.payment_failed and
 // payment_intent.canceled cancel it; charge.refunded (refunded in full)
-// voids the order. Every other event, a partial refund, and an object with
+// voids the order. charge.succeeded reports the instrument that paid (its
+// payment_method_details' fingerprint) for its payment_intent: a
+// PaymentIntent's event no longer embeds its charges, so in a sale with a
+// perInstrumentLimit the two events meet by the intent's id, in either
+// order, and the second applies the payment (the store's
+// ApplyPaymentEvent). Every other event, a partial refund, and an object with
 // no reservation_id (a payment that is not a Flashline hold's) is answered
 // 200 and ignored, as Stripe expects of an endpoint.
 func handleStripe(store flashline.Store, verifier *webhook.Verifier, m *paymentMetrics, logger *slog.Logger) gin.HandlerFunc {
@@ -162,6 +172,15 @@ func stripePaymentEvent(e stripeEvent) (flashline.PaymentEvent, string) {
 			amount = *o.AmountReceived
 		}
 		ev.Type, ev.PaymentReference, ev.Amount = flashline.PaymentSucceeded, o.ID, &amount
+		ev.AwaitInstrument = true // charge.succeeded reports it
+	case "charge.succeeded":
+		if o.PaymentIntent == "" {
+			return ev, "a charge without a PaymentIntent: Flashline's holds are paid by PaymentIntents"
+		}
+		// A charge whose instrument has no fingerprint is reported as
+		// none: its payment waits no more, and counts for no instrument.
+		instrument := stripeInstrument(o.PaymentMethodDetails)
+		ev.Type, ev.PaymentReference, ev.Instrument, ev.Currency = flashline.InstrumentReported, o.PaymentIntent, instrument, ""
 	case "payment_intent.payment_failed":
 		ev.Type, ev.PaymentReference = flashline.PaymentFailed, o.ID
 		if o.LastPaymentError != nil {
@@ -192,6 +211,29 @@ func stripePaymentEvent(e stripeEvent) (flashline.PaymentEvent, string) {
 	ev.Reason = cleanReason(ev.Reason)
 	ev.Hash = mappedHash(ev)
 	return ev, ""
+}
+
+// stripeInstrument is the instrument a Charge's payment_method_details
+// describe: the member its type names (card, sepa_debit, us_bank_account,
+// ...) and that member's fingerprint, as "card:<fingerprint>"; "" when there
+// is none Flashline can count. Stripe computes a card's fingerprint from
+// its number: the same card is the same fingerprint in every charge.
+func stripeInstrument(details map[string]json.RawMessage) string {
+	var typ string
+	if raw, ok := details["type"]; !ok || json.Unmarshal(raw, &typ) != nil || typ == "" || typ == "type" {
+		return ""
+	}
+	var member struct {
+		Fingerprint string `json:"fingerprint"`
+	}
+	if raw, ok := details[typ]; !ok || json.Unmarshal(raw, &member) != nil || member.Fingerprint == "" {
+		return ""
+	}
+	instrument, err := flashline.NormalizeInstrument(typ + ":" + member.Fingerprint)
+	if err != nil {
+		return ""
+	}
+	return instrument
 }
 
 // adyenNotification is Adyen's standard notification: one or more items.
@@ -306,6 +348,8 @@ func adyenPaymentEvent(it *adyenItem) (flashline.PaymentEvent, string) {
 		ev.Type = flashline.PaymentSucceeded
 		if !success {
 			ev.Type, ev.Amount = flashline.PaymentFailed, nil
+		} else {
+			ev.Instrument = adyenInstrument(it.AdditionalData)
 		}
 	case "CANCELLATION":
 		if !success {
@@ -330,6 +374,26 @@ func adyenPaymentEvent(it *adyenItem) (flashline.PaymentEvent, string) {
 	ev.Reason = cleanReason(ev.Reason)
 	ev.Hash = mappedHash(ev)
 	return ev, ""
+}
+
+// adyenInstrument is the instrument an AUTHORISATION item's additionalData
+// names, when the merchant has Adyen add it to its notifications: the card's
+// alias ("alias", one per card number, across the company's merchant
+// accounts), else the card network's Payment Account Reference
+// ("paymentAccountReference"); "" when neither is there. Weaker than
+// Stripe's fingerprint: additionalData is outside the item's HMAC
+// signature (docs/payments.md).
+func adyenInstrument(data map[string]json.RawMessage) string {
+	for _, k := range []struct{ key, prefix string }{{"alias", "alias:"}, {"paymentAccountReference", "par:"}} {
+		var v string
+		if raw, ok := data[k.key]; !ok || json.Unmarshal(raw, &v) != nil || strings.TrimSpace(v) == "" {
+			continue
+		}
+		if instrument, err := flashline.NormalizeInstrument(k.prefix + v); err == nil {
+			return instrument
+		}
+	}
+	return ""
 }
 
 // cleanReason keeps a provider's reason when it is text, cut to the

@@ -18,7 +18,11 @@ import (
 )
 
 type reserveRequest struct {
-	Quantity          *int   `json:"quantity"`
+	Quantity *int `json:"quantity"`
+	// PaymentInstrument is what older clients send: checked as before (at
+	// most 255 bytes of text) and ignored. The instrument that counts is
+	// the token's (Actor.PaymentInstrument) and, at payment, the one the
+	// payment provider reports.
 	PaymentInstrument string `json:"paymentInstrument"`
 }
 
@@ -73,11 +77,11 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 			writeError(c, logger, flashline.Invalid("quantity must be at least 1"))
 			return
 		}
-		instrument, err := flashline.NormalizeInstrument(body.PaymentInstrument)
-		if err != nil {
+		if _, err := flashline.NormalizeInstrument(body.PaymentInstrument); err != nil {
 			writeError(c, logger, err)
 			return
 		}
+		instrument := actor.PaymentInstrument // the token's, never the body's
 		saleID := c.Param("saleId")
 		token := c.GetHeader("X-Admission-Token")
 		var admissionID string

@@ -253,8 +253,6 @@ func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error
 		return flashline.ErrAccountTooNew
 	case row.HasActive:
 		return flashline.ErrLimitReached
-	case row.PerInstrumentLimit > 0 && req.PaymentInstrument == "":
-		return flashline.Invalid("this sale limits units per payment instrument: paymentInstrument is required")
 	case !row.InstrumentLocked:
 		return errRetry // another transaction is reserving on this instrument
 	case row.PerInstrumentLimit > 0 && int(row.InstrumentUnits)+req.Quantity > int(row.PerInstrumentLimit):

@@ -77,14 +77,12 @@ func registrationFrom(id, saleID, customerID, state string, rank *int32, windowE
 // instance, at any time) returns the first registration. Otherwise, in one
 // transaction: the lottery's row is held FOR SHARE while registration is open
 // (the draw waits for it, see LotteryLockForRegistration), and the row is
-// inserted unless the customer or the payment instrument has one in the
-// sale (the unique constraints decide, not a read).
+// inserted unless the customer or the payment instrument (when a trusted
+// party named one: NewRegistration.PaymentInstrument) has one in the sale
+// (the unique constraints decide, not a read).
 // Registrations use the waiting room's pool: a crowd registering never
 // holds a connection that confirm, cancel or the purchase path need.
 func (s *Store) Register(ctx context.Context, n flashline.NewRegistration) (flashline.Registration, error) {
-	if n.PaymentInstrument == "" {
-		return flashline.Registration{}, flashline.Invalid("paymentInstrument is required to register (one registration per payment instrument)")
-	}
 	if r, err := s.Registration(ctx, n.SaleID, n.CustomerID); err == nil || !errors.Is(err, flashline.ErrNotFound) {
 		return r, err
 	}
@@ -104,7 +102,7 @@ func (s *Store) Register(ctx context.Context, n flashline.NewRegistration) (flas
 			RegistrationID:    flashline.NewID(flashline.RegistrationIDPrefix),
 			SaleID:            n.SaleID,
 			CustomerID:        n.CustomerID,
-			PaymentInstrument: n.PaymentInstrument,
+			PaymentInstrument: optional(n.PaymentInstrument),
 		})
 		if notFound(err) {
 			// A conflict: the customer's own registration, committed by a

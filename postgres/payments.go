@@ -28,6 +28,17 @@ import (
 //     customer): voided, its units back once; for a late payment: marked
 //     refunded.
 //
+// In a sale with a per-instrument limit, a payment.succeeded whose
+// instrument (as its provider reported it, never as the shopper said) has
+// paid for the limit already confirms nothing: its hold is cancelled, its
+// units back once, and the payment recorded to refund
+// (OutcomeInstrumentLimit, LateInstrumentLimit). The instrument's payments
+// in the sale are taken one at a time, on any instance (an advisory lock
+// after the reservation's). A provider that reports the instrument in an
+// event of its own (AwaitInstrument; InstrumentReported) has the two meet
+// by the payment reference in either order: the first waits in the
+// database for the second, which applies the payment.
+//
 // The reservation is locked first, then the event's row is written: it is
 // the idempotency. A second delivery of the same id answers the first
 // outcome (Replayed) and changes nothing; the same id with another body is
@@ -49,6 +60,9 @@ func (s *Store) ApplyPaymentEvent(ctx context.Context, e flashline.PaymentEvent)
 			return err
 		}
 		res.SaleID = r.SaleID
+		if e.Type == flashline.InstrumentReported {
+			return instrumentReported(ctx, q, e, r, &res)
+		}
 		_, err = q.PaymentEventInsert(ctx, dbsqlc.PaymentEventInsertParams{
 			EventID:          e.ID,
 			Type:             string(e.Type),
@@ -137,13 +151,42 @@ func paymentSucceeded(ctx context.Context, q *dbsqlc.Queries, e flashline.Paymen
 			late = flashline.LateAmountMismatch
 			break
 		}
+		instrument, outcome, err := instrumentCheck(ctx, q, e, r)
+		if err != nil {
+			return err
+		}
+		switch outcome {
+		case flashline.OutcomeAwaitingInstrument:
+			res.Outcome = outcome // the hold stays pending for the report
+			return nil
+		case flashline.OutcomeInstrumentLimit:
+			restocked, err := q.ReservationCancel(ctx, dbsqlc.ReservationCancelParams{ReservationID: e.ReservationID})
+			if err != nil {
+				return err
+			}
+			if restocked != 1 {
+				// The reservation is locked and pending: its cancel matched.
+				return fmt.Errorf("reservation %s: the cancel of a pending hold over its instrument's limit matched nothing", e.ReservationID)
+			}
+			_, err = q.LatePaymentInsert(ctx, dbsqlc.LatePaymentInsertParams{
+				EventID:          e.ID,
+				PaymentReference: e.PaymentReference,
+				Amount:           e.Amount,
+				Currency:         optional(e.Currency),
+				Reason:           string(flashline.LateInstrumentLimit),
+				ReservationID:    e.ReservationID,
+			})
+			res.Outcome, res.State = outcome, flashline.ReservationCancelled
+			return err
+		}
 		orderID, err := q.ReservationConfirmByPayment(ctx, dbsqlc.ReservationConfirmByPaymentParams{
-			OrderID:          flashline.NewID(flashline.OrderIDPrefix),
-			PaymentReference: e.PaymentReference,
-			EventID:          e.ID,
-			Amount:           e.Amount,
-			Currency:         optional(e.Currency),
-			ReservationID:    e.ReservationID,
+			OrderID:           flashline.NewID(flashline.OrderIDPrefix),
+			PaymentReference:  e.PaymentReference,
+			EventID:           e.ID,
+			Amount:            e.Amount,
+			Currency:          optional(e.Currency),
+			ReservationID:     e.ReservationID,
+			PaymentInstrument: optional(instrument),
 		})
 		if err != nil {
 			return err // the reservation is locked and pending: it matched, or the order's constraints refused
@@ -185,6 +228,95 @@ func paymentSucceeded(ctx context.Context, q *dbsqlc.Queries, e flashline.Paymen
 		res.Outcome = flashline.OutcomeNoEffect
 	}
 	return err
+}
+
+// instrumentCheck is the per-instrument limit of a payment about to confirm
+// a pending hold: the instrument that paid (the event's, or the one its
+// provider reported apart, PaymentInstrumentGet), and an outcome when the
+// payment must not confirm: OutcomeAwaitingInstrument when the instrument
+// is still to be reported, OutcomeInstrumentLimit when the instrument's
+// confirmed orders in the sale and this hold would pass the limit. A sale
+// without a limit, or a payment whose provider reports no instrument, is
+// not checked.
+func instrumentCheck(ctx context.Context, q *dbsqlc.Queries, e flashline.PaymentEvent, r dbsqlc.ReservationLockForPaymentRow) (string, flashline.PaymentOutcome, error) {
+	instrument := e.Instrument
+	if r.PerInstrumentLimit <= 0 {
+		return instrument, "", nil
+	}
+	if instrument == "" {
+		got, err := q.PaymentInstrumentGet(ctx, dbsqlc.PaymentInstrumentGetParams{
+			PaymentReference: e.PaymentReference, ReservationID: e.ReservationID,
+		})
+		switch {
+		case err == nil:
+			instrument = deref(got) // reported, or reported as none
+		case !notFound(err):
+			return "", "", err
+		case e.AwaitInstrument:
+			return "", flashline.OutcomeAwaitingInstrument, nil
+		default:
+			return "", "", nil
+		}
+	}
+	if instrument == "" {
+		return "", "", nil // none to count
+	}
+	if err := q.InstrumentLockForPayment(ctx, dbsqlc.InstrumentLockForPaymentParams{
+		SaleID: r.SaleID, Instrument: instrument,
+	}); err != nil {
+		return "", "", err
+	}
+	// A statement after the lock: its snapshot sees every order of the
+	// instrument committed before the lock was granted.
+	paid, err := q.InstrumentPaidUnits(ctx, dbsqlc.InstrumentPaidUnitsParams{Instrument: instrument, SaleID: r.SaleID})
+	if err != nil {
+		return "", "", err
+	}
+	if paid+r.Quantity > r.PerInstrumentLimit {
+		return instrument, flashline.OutcomeInstrumentLimit, nil
+	}
+	return instrument, "", nil
+}
+
+// instrumentReported applies a provider's report of the instrument that
+// paid (e.PaymentReference), the reservation locked: recorded once (a
+// second report of the payment is a replay), then the payment's success,
+// if it arrived first and waits for it, is applied with it, as its own
+// event (its id, its outcome written on its row).
+func instrumentReported(ctx context.Context, q *dbsqlc.Queries, e flashline.PaymentEvent, r dbsqlc.ReservationLockForPaymentRow, res *flashline.PaymentResult) error {
+	n, err := q.PaymentInstrumentInsert(ctx, dbsqlc.PaymentInstrumentInsertParams{
+		PaymentReference: e.PaymentReference, Instrument: optional(e.Instrument), EventID: e.ID, ReservationID: e.ReservationID,
+	})
+	if err != nil {
+		return err
+	}
+	res.State = flashline.ReservationState(r.State)
+	if n == 0 {
+		res.Replayed, res.Outcome, res.State = true, flashline.OutcomeNoEffect, ""
+		return nil
+	}
+	w, err := q.PaymentAwaitingInstrument(ctx, dbsqlc.PaymentAwaitingInstrumentParams{
+		ReservationID: e.ReservationID, PaymentReference: e.PaymentReference,
+	})
+	if notFound(err) {
+		res.Outcome = flashline.OutcomeInstrumentRecorded
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	paid := flashline.PaymentEvent{
+		ID: w.EventID, Type: flashline.PaymentSucceeded, ReservationID: e.ReservationID,
+		PaymentReference: e.PaymentReference, Amount: w.Amount, Currency: deref(w.Currency),
+		Instrument: e.Instrument,
+	}
+	res.Type = flashline.PaymentSucceeded
+	if err := paymentSucceeded(ctx, q, paid, r, res); err != nil {
+		return err
+	}
+	return q.PaymentEventSetOutcome(ctx, dbsqlc.PaymentEventSetOutcomeParams{
+		Outcome: string(res.Outcome), OrderID: optional(res.OrderID), EventID: paid.ID,
+	})
 }
 
 func paymentFailed(ctx context.Context, q *dbsqlc.Queries, e flashline.PaymentEvent, r dbsqlc.ReservationLockForPaymentRow, res *flashline.PaymentResult) error {

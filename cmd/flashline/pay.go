@@ -19,7 +19,7 @@ import (
 // answer and fails on any answer but 200.
 func runPay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	e := newFlags("pay", getenv, stderr)
-	var base, secret, reservation, typ, reference, eventID, currency, reason string
+	var base, secret, reservation, typ, reference, eventID, currency, reason, instrument string
 	var amount int64
 	e.String(&base, "url", "FLASHLINE_URL", "http://localhost:8080", "the service's base URL")
 	e.String(&secret, "secret", "FLASHLINE_PAYMENT_WEBHOOK_SECRET", "", "the payment webhook secret to sign with (required; `serve --demo` prints its development one)")
@@ -30,6 +30,7 @@ func runPay(ctx context.Context, args []string, getenv func(string) string, stdo
 	e.FS.Int64Var(&amount, "amount", -1, "the amount in minor units, as the provider gives it (-1: none)")
 	e.FS.StringVar(&currency, "currency", "", "the amount's currency, three letters")
 	e.FS.StringVar(&reason, "reason", "", "a failure's or refund's reason")
+	e.FS.StringVar(&instrument, "instrument", "", "the instrument that paid, as the provider reports it (payment.succeeded; counted by the sale's perInstrumentLimit)")
 	if err := e.FS.Parse(args); err != nil {
 		return err
 	}
@@ -52,6 +53,7 @@ func runPay(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	ev := client.PaymentEvent{ID: eventID, Type: typ, Data: client.PaymentData{
 		ReservationID: reservation, PaymentReference: reference, Currency: currency, Reason: reason,
+		PaymentInstrument: instrument,
 	}}
 	if amount >= 0 {
 		ev.Data.Amount = &amount

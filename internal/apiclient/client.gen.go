@@ -46,25 +46,28 @@ func (e BulkVoidedResultsErrorCode) Valid() bool {
 
 // Defines values for LatePaymentsLatePaymentsReason.
 const (
-	AmountMismatch   LatePaymentsLatePaymentsReason = "amount_mismatch"
-	DuplicatePayment LatePaymentsLatePaymentsReason = "duplicate_payment"
-	HoldCancelled    LatePaymentsLatePaymentsReason = "hold_cancelled"
-	HoldExpired      LatePaymentsLatePaymentsReason = "hold_expired"
-	HoldVoided       LatePaymentsLatePaymentsReason = "hold_voided"
+	LatePaymentsLatePaymentsReasonAmountMismatch   LatePaymentsLatePaymentsReason = "amount_mismatch"
+	LatePaymentsLatePaymentsReasonDuplicatePayment LatePaymentsLatePaymentsReason = "duplicate_payment"
+	LatePaymentsLatePaymentsReasonHoldCancelled    LatePaymentsLatePaymentsReason = "hold_cancelled"
+	LatePaymentsLatePaymentsReasonHoldExpired      LatePaymentsLatePaymentsReason = "hold_expired"
+	LatePaymentsLatePaymentsReasonHoldVoided       LatePaymentsLatePaymentsReason = "hold_voided"
+	LatePaymentsLatePaymentsReasonInstrumentLimit  LatePaymentsLatePaymentsReason = "instrument_limit"
 )
 
 // Valid indicates whether the value is a known member of the LatePaymentsLatePaymentsReason enum.
 func (e LatePaymentsLatePaymentsReason) Valid() bool {
 	switch e {
-	case AmountMismatch:
+	case LatePaymentsLatePaymentsReasonAmountMismatch:
 		return true
-	case DuplicatePayment:
+	case LatePaymentsLatePaymentsReasonDuplicatePayment:
 		return true
-	case HoldCancelled:
+	case LatePaymentsLatePaymentsReasonHoldCancelled:
 		return true
-	case HoldExpired:
+	case LatePaymentsLatePaymentsReasonHoldExpired:
 		return true
-	case HoldVoided:
+	case LatePaymentsLatePaymentsReasonHoldVoided:
+		return true
+	case LatePaymentsLatePaymentsReasonInstrumentLimit:
 		return true
 	default:
 		return false
@@ -181,13 +184,16 @@ func (e PaymentEventType) Valid() bool {
 
 // Defines values for PaymentResultOutcome.
 const (
-	PaymentResultOutcomeAlreadyConfirmed PaymentResultOutcome = "already_confirmed"
-	PaymentResultOutcomeCancelled        PaymentResultOutcome = "cancelled"
-	PaymentResultOutcomeConfirmed        PaymentResultOutcome = "confirmed"
-	PaymentResultOutcomeLatePayment      PaymentResultOutcome = "late_payment"
-	PaymentResultOutcomeNoEffect         PaymentResultOutcome = "no_effect"
-	PaymentResultOutcomeRefundRecorded   PaymentResultOutcome = "refund_recorded"
-	PaymentResultOutcomeVoided           PaymentResultOutcome = "voided"
+	PaymentResultOutcomeAlreadyConfirmed   PaymentResultOutcome = "already_confirmed"
+	PaymentResultOutcomeAwaitingInstrument PaymentResultOutcome = "awaiting_instrument"
+	PaymentResultOutcomeCancelled          PaymentResultOutcome = "cancelled"
+	PaymentResultOutcomeConfirmed          PaymentResultOutcome = "confirmed"
+	PaymentResultOutcomeInstrumentLimit    PaymentResultOutcome = "instrument_limit"
+	PaymentResultOutcomeInstrumentRecorded PaymentResultOutcome = "instrument_recorded"
+	PaymentResultOutcomeLatePayment        PaymentResultOutcome = "late_payment"
+	PaymentResultOutcomeNoEffect           PaymentResultOutcome = "no_effect"
+	PaymentResultOutcomeRefundRecorded     PaymentResultOutcome = "refund_recorded"
+	PaymentResultOutcomeVoided             PaymentResultOutcome = "voided"
 )
 
 // Valid indicates whether the value is a known member of the PaymentResultOutcome enum.
@@ -195,9 +201,15 @@ func (e PaymentResultOutcome) Valid() bool {
 	switch e {
 	case PaymentResultOutcomeAlreadyConfirmed:
 		return true
+	case PaymentResultOutcomeAwaitingInstrument:
+		return true
 	case PaymentResultOutcomeCancelled:
 		return true
 	case PaymentResultOutcomeConfirmed:
+		return true
+	case PaymentResultOutcomeInstrumentLimit:
+		return true
+	case PaymentResultOutcomeInstrumentRecorded:
 		return true
 	case PaymentResultOutcomeLatePayment:
 		return true
@@ -214,15 +226,18 @@ func (e PaymentResultOutcome) Valid() bool {
 
 // Defines values for PaymentResultType.
 const (
-	PaymentResultTypePaymentFailed    PaymentResultType = "payment.failed"
-	PaymentResultTypePaymentSucceeded PaymentResultType = "payment.succeeded"
-	PaymentResultTypeRefundSucceeded  PaymentResultType = "refund.succeeded"
+	PaymentResultTypePaymentFailed     PaymentResultType = "payment.failed"
+	PaymentResultTypePaymentInstrument PaymentResultType = "payment.instrument"
+	PaymentResultTypePaymentSucceeded  PaymentResultType = "payment.succeeded"
+	PaymentResultTypeRefundSucceeded   PaymentResultType = "refund.succeeded"
 )
 
 // Valid indicates whether the value is a known member of the PaymentResultType enum.
 func (e PaymentResultType) Valid() bool {
 	switch e {
 	case PaymentResultTypePaymentFailed:
+		return true
+	case PaymentResultTypePaymentInstrument:
 		return true
 	case PaymentResultTypePaymentSucceeded:
 		return true
@@ -5718,7 +5733,7 @@ type NewSale struct {
 	// PerCustomerLimit 0: the default
 	PerCustomerLimit *int `json:"perCustomerLimit,omitempty"`
 
-	// PerInstrumentLimit null or absent: no limit
+	// PerInstrumentLimit null or absent: no limit. The units one payment instrument may buy, counted on the instrument a trusted party names: the customer token's `payment_instrument` claim when it reserves, and the instrument the payment provider reports when it pays (a payment over the limit confirms nothing and is listed to refund: docs/payments.md)
 	PerInstrumentLimit *int `json:"perInstrumentLimit,omitempty"`
 
 	// Price the unit's price, checked against the payments that confirm holds; null or absent: none
@@ -5777,6 +5792,9 @@ type PaymentEvent struct {
 		// Currency three letters (ISO 4217)
 		Currency *string `json:"currency,omitempty"`
 
+		// PaymentInstrument payment.succeeded only: the instrument that paid as the payment provider reports it (a card's fingerprint). A sale's perInstrumentLimit counts the orders each instrument paid for: a payment whose instrument has paid for the limit already confirms nothing (outcome `instrument_limit`)
+		PaymentInstrument *string `json:"paymentInstrument,omitempty"`
+
 		// PaymentReference required for payment.succeeded and refund.succeeded
 		PaymentReference *string `json:"paymentReference,omitempty"`
 		Reason           *string `json:"reason,omitempty"`
@@ -5793,19 +5811,23 @@ type PaymentEventType string
 
 // PaymentResult defines model for PaymentResult.
 type PaymentResult struct {
-	EventId       string               `json:"eventId"`
-	OrderId       *string              `json:"orderId,omitempty"`
+	EventId string  `json:"eventId"`
+	OrderId *string `json:"orderId,omitempty"`
+
+	// Outcome `instrument_limit`: the instrument that paid has paid for the sale's perInstrumentLimit already: the hold is cancelled, its units back, the payment listed to refund; `awaiting_instrument`: the payment waits for its provider's report of the instrument (Stripe's `charge.succeeded`), which applies it; `instrument_recorded`: that report, kept for the payment's success still to come
 	Outcome       PaymentResultOutcome `json:"outcome"`
 	Replayed      bool                 `json:"replayed"`
 	ReservationId string               `json:"reservationId"`
 	State         *ReservationState    `json:"state,omitempty"`
-	Type          PaymentResultType    `json:"type"`
+
+	// Type `payment.instrument`: a provider's report of the instrument that paid (Stripe's `charge.succeeded`) that applied no payment
+	Type PaymentResultType `json:"type"`
 }
 
-// PaymentResultOutcome defines model for PaymentResult.Outcome.
+// PaymentResultOutcome `instrument_limit`: the instrument that paid has paid for the sale's perInstrumentLimit already: the hold is cancelled, its units back, the payment listed to refund; `awaiting_instrument`: the payment waits for its provider's report of the instrument (Stripe's `charge.succeeded`), which applies it; `instrument_recorded`: that report, kept for the payment's success still to come
 type PaymentResultOutcome string
 
-// PaymentResultType defines model for PaymentResult.Type.
+// PaymentResultType `payment.instrument`: a provider's report of the instrument that paid (Stripe's `charge.succeeded`) that applied no payment
 type PaymentResultType string
 
 // Policy A waiting room's policy (policy, description, drawCommitment[, drawSeed], title, imageUrl, opensAt) or a lottery's (every field but opensAt).
@@ -5913,8 +5935,9 @@ type Receipt struct {
 
 // RegisterRequest defines model for RegisterRequest.
 type RegisterRequest struct {
-	// PaymentInstrument the payment provider's fingerprint of the card: one registration per instrument
-	PaymentInstrument string `json:"paymentInstrument"`
+	// PaymentInstrument accepted from older clients and ignored: one registration per instrument counts the customer token's `payment_instrument` claim, when it carries one
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	PaymentInstrument *string `json:"paymentInstrument,omitempty"`
 
 	// Solution the proof of work, when the sale asks challengeBits (GET .../registration gives the challenge)
 	Solution *string `json:"solution,omitempty"`
@@ -6022,7 +6045,8 @@ type ReservationState string
 
 // ReserveRequest defines model for ReserveRequest.
 type ReserveRequest struct {
-	// PaymentInstrument the payment provider's fingerprint of the card (required by sales with perInstrumentLimit); counted after trimming, NFKC and case folding
+	// PaymentInstrument accepted from older clients and ignored: a shopper cannot name the instrument that counts. A sale's perInstrumentLimit counts the instrument a trusted party names: the customer token's `payment_instrument` claim (at the reservation) and the payment provider's report of the instrument that paid (at payment; docs/payments.md)
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PaymentInstrument *string `json:"paymentInstrument,omitempty"`
 	Quantity          *int    `json:"quantity,omitempty"`
 }
@@ -7936,7 +7960,7 @@ type ClientInterface interface {
 
 	// AdyenWebhookWithBody Adyen's standard notification webhook, as Adyen sends it
 	//
-	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one, and the instrument's units against the sale's `perInstrumentLimit`: `additionalData.alias`, else `additionalData.paymentAccountReference`, when Adyen is set to send them; they are outside the item's signature, docs/payments.md); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -7945,7 +7969,7 @@ type ClientInterface interface {
 
 	// AdyenWebhook Adyen's standard notification webhook, as Adyen sends it
 	//
-	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one, and the instrument's units against the sale's `perInstrumentLimit`: `additionalData.alias`, else `additionalData.paymentAccountReference`, when Adyen is set to send them; they are outside the item's signature, docs/payments.md); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -7970,18 +7994,18 @@ type ClientInterface interface {
 	// Corresponds with POST /payments/events (the `PaymentEvent` operationId).
 	PaymentEvent(ctx context.Context, body PaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// StripeWebhookWithBody Stripe's webhook: payment intents and refunds, as Stripe sends them
+	// StripeWebhookWithBody Stripe's webhook: payment intents, charges and refunds, as Stripe sends them
 	//
-	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.succeeded` reports the instrument that paid (`payment_method_details.<type>.fingerprint`, counted as `<type>:<fingerprint>`) for its `payment_intent`: in a sale with a `perInstrumentLimit` the PaymentIntent's success and the charge's report meet by the intent's id, in either order, and the second applies the payment (outcome `awaiting_instrument` or `instrument_recorded` for the first); a payment whose instrument has paid for the limit already is `instrument_limit`; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
 	StripeWebhookWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// StripeWebhook Stripe's webhook: payment intents and refunds, as Stripe sends them
+	// StripeWebhook Stripe's webhook: payment intents, charges and refunds, as Stripe sends them
 	//
-	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.succeeded` reports the instrument that paid (`payment_method_details.<type>.fingerprint`, counted as `<type>:<fingerprint>`) for its `payment_intent`: in a sale with a `perInstrumentLimit` the PaymentIntent's success and the charge's report meet by the intent's id, in either order, and the second applies the payment (outcome `awaiting_instrument` or `instrument_recorded` for the first); a payment whose instrument has paid for the limit already is `instrument_limit`; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -9147,7 +9171,7 @@ func (c *Client) Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 
 // AdyenWebhookWithBody Adyen's standard notification webhook, as Adyen sends it
 //
-// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one, and the instrument's units against the sale's `perInstrumentLimit`: `additionalData.alias`, else `additionalData.paymentAccountReference`, when Adyen is set to send them; they are outside the item's signature, docs/payments.md); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
 //
 // Takes any type of body and a specified content type.
 //
@@ -9166,7 +9190,7 @@ func (c *Client) AdyenWebhookWithBody(ctx context.Context, contentType string, b
 
 // AdyenWebhook Adyen's standard notification webhook, as Adyen sends it
 //
-// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one, and the instrument's units against the sale's `perInstrumentLimit`: `additionalData.alias`, else `additionalData.paymentAccountReference`, when Adyen is set to send them; they are outside the item's signature, docs/payments.md); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -9221,9 +9245,9 @@ func (c *Client) PaymentEvent(ctx context.Context, body PaymentEventJSONRequestB
 	return c.Client.Do(req)
 }
 
-// StripeWebhookWithBody Stripe's webhook: payment intents and refunds, as Stripe sends them
+// StripeWebhookWithBody Stripe's webhook: payment intents, charges and refunds, as Stripe sends them
 //
-// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.succeeded` reports the instrument that paid (`payment_method_details.<type>.fingerprint`, counted as `<type>:<fingerprint>`) for its `payment_intent`: in a sale with a `perInstrumentLimit` the PaymentIntent's success and the charge's report meet by the intent's id, in either order, and the second applies the payment (outcome `awaiting_instrument` or `instrument_recorded` for the first); a payment whose instrument has paid for the limit already is `instrument_limit`; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -9240,9 +9264,9 @@ func (c *Client) StripeWebhookWithBody(ctx context.Context, contentType string, 
 	return c.Client.Do(req)
 }
 
-// StripeWebhook Stripe's webhook: payment intents and refunds, as Stripe sends them
+// StripeWebhook Stripe's webhook: payment intents, charges and refunds, as Stripe sends them
 //
-// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.succeeded` reports the instrument that paid (`payment_method_details.<type>.fingerprint`, counted as `<type>:<fingerprint>`) for its `payment_intent`: in a sale with a `perInstrumentLimit` the PaymentIntent's success and the charge's report meet by the intent's id, in either order, and the second applies the payment (outcome `awaiting_instrument` or `instrument_recorded` for the first); a payment whose instrument has paid for the limit already is `instrument_limit`; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -12815,7 +12839,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdyenWebhookWithBodyWithResponse Adyen's standard notification webhook, as Adyen sends it
 	//
-	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one, and the instrument's units against the sale's `perInstrumentLimit`: `additionalData.alias`, else `additionalData.paymentAccountReference`, when Adyen is set to send them; they are outside the item's signature, docs/payments.md); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12824,7 +12848,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdyenWebhookWithResponse Adyen's standard notification webhook, as Adyen sends it
 	//
-	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+	// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one, and the instrument's units against the sale's `perInstrumentLimit`: `additionalData.alias`, else `additionalData.paymentAccountReference`, when Adyen is set to send them; they are outside the item's signature, docs/payments.md); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12849,18 +12873,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /payments/events (the `PaymentEvent` operationId).
 	PaymentEventWithResponse(ctx context.Context, body PaymentEventJSONRequestBody, reqEditors ...RequestEditorFn) (*PaymentEventResponse, error)
 
-	// StripeWebhookWithBodyWithResponse Stripe's webhook: payment intents and refunds, as Stripe sends them
+	// StripeWebhookWithBodyWithResponse Stripe's webhook: payment intents, charges and refunds, as Stripe sends them
 	//
-	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.succeeded` reports the instrument that paid (`payment_method_details.<type>.fingerprint`, counted as `<type>:<fingerprint>`) for its `payment_intent`: in a sale with a `perInstrumentLimit` the PaymentIntent's success and the charge's report meet by the intent's id, in either order, and the second applies the payment (outcome `awaiting_instrument` or `instrument_recorded` for the first); a payment whose instrument has paid for the limit already is `instrument_limit`; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /payments/stripe (the `StripeWebhook` operationId).
 	StripeWebhookWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StripeWebhookResponse, error)
 
-	// StripeWebhookWithResponse Stripe's webhook: payment intents and refunds, as Stripe sends them
+	// StripeWebhookWithResponse Stripe's webhook: payment intents, charges and refunds, as Stripe sends them
 	//
-	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+	// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.succeeded` reports the instrument that paid (`payment_method_details.<type>.fingerprint`, counted as `<type>:<fingerprint>`) for its `payment_intent`: in a sale with a `perInstrumentLimit` the PaymentIntent's success and the charge's report meet by the intent's id, in either order, and the second applies the payment (outcome `awaiting_instrument` or `instrument_recorded` for the first); a payment whose instrument has paid for the limit already is `instrument_limit`; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -20699,7 +20723,7 @@ func (c *ClientWithResponses) OpenapiWithResponse(ctx context.Context, reqEditor
 
 // AdyenWebhookWithBodyWithResponse Adyen's standard notification webhook, as Adyen sends it
 //
-// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one, and the instrument's units against the sale's `perInstrumentLimit`: `additionalData.alias`, else `additionalData.paymentAccountReference`, when Adyen is set to send them; they are outside the item's signature, docs/payments.md); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -20714,7 +20738,7 @@ func (c *ClientWithResponses) AdyenWebhookWithBodyWithResponse(ctx context.Conte
 
 // AdyenWebhookWithResponse Adyen's standard notification webhook, as Adyen sends it
 //
-// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
+// The endpoint to register in Adyen's Customer Area (docs/integration.md). Each item is signed with the webhook's HMAC key (`additionalData.hmacSignature`: base64 HMAC-SHA256, keyed by the hex key, of pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success); every item's signature is checked before any is applied. `AUTHORISATION` with success `true` confirms the hold named by `merchantReference` (checking the amount against the sale's price when it states one, and the instrument's units against the sale's `perInstrumentLimit`: `additionalData.alias`, else `additionalData.paymentAccountReference`, when Adyen is set to send them; they are outside the item's signature, docs/payments.md); `AUTHORISATION` with success `false` and `CANCELLATION` cancel it; `REFUND` voids its order. Applied once per item (`adyen:<eventCode>:<pspReference>:<success>`), through the same path as POST /payments/events. Other items are accepted and ignored. The answer is `[accepted]`, the one Adyen expects; an error has Adyen send the notification again.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -20757,9 +20781,9 @@ func (c *ClientWithResponses) PaymentEventWithResponse(ctx context.Context, body
 	return ParsePaymentEventResponse(rsp)
 }
 
-// StripeWebhookWithBodyWithResponse Stripe's webhook: payment intents and refunds, as Stripe sends them
+// StripeWebhookWithBodyWithResponse Stripe's webhook: payment intents, charges and refunds, as Stripe sends them
 //
-// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.succeeded` reports the instrument that paid (`payment_method_details.<type>.fingerprint`, counted as `<type>:<fingerprint>`) for its `payment_intent`: in a sale with a `perInstrumentLimit` the PaymentIntent's success and the charge's report meet by the intent's id, in either order, and the second applies the payment (outcome `awaiting_instrument` or `instrument_recorded` for the first); a payment whose instrument has paid for the limit already is `instrument_limit`; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -20772,9 +20796,9 @@ func (c *ClientWithResponses) StripeWebhookWithBodyWithResponse(ctx context.Cont
 	return ParseStripeWebhookResponse(rsp)
 }
 
-// StripeWebhookWithResponse Stripe's webhook: payment intents and refunds, as Stripe sends them
+// StripeWebhookWithResponse Stripe's webhook: payment intents, charges and refunds, as Stripe sends them
 //
-// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
+// The endpoint to register in Stripe's dashboard (docs/integration.md). Signed by Stripe (`Stripe-Signature`), checked on the raw body (256 KiB at most) before anything in it is read. `payment_intent.succeeded` confirms the hold named by the PaymentIntent's `metadata.reservation_id` (checking `amount_received` and `currency` against the sale's price when it states one); `payment_intent.payment_failed` and `payment_intent.canceled` cancel it; `charge.succeeded` reports the instrument that paid (`payment_method_details.<type>.fingerprint`, counted as `<type>:<fingerprint>`) for its `payment_intent`: in a sale with a `perInstrumentLimit` the PaymentIntent's success and the charge's report meet by the intent's id, in either order, and the second applies the payment (outcome `awaiting_instrument` or `instrument_recorded` for the first); a payment whose instrument has paid for the limit already is `instrument_limit`; `charge.refunded` with `refunded: true` (a full refund) voids its order (the charge's `metadata.reservation_id`, its `payment_intent` the order's payment reference). Applied once per event id (`stripe:<evt id>`), through the same path as POST /payments/events: delivered again, on any instance, it answers its first outcome with `replayed: true`. Every other event type, a partial refund, and a payment without `metadata.reservation_id` are answered 200 with `ignored`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -25,6 +25,9 @@ type PaymentData struct {
 	Amount           *int64 `json:"amount,omitempty"`
 	Currency         string `json:"currency,omitempty"`
 	Reason           string `json:"reason,omitempty"`
+	// PaymentInstrument is the instrument that paid, as the provider
+	// reported it (payment.succeeded).
+	PaymentInstrument string `json:"paymentInstrument,omitempty"`
 }
 
 // SendPaymentEvent is POST /payments/events with ev as its body, signed at

@@ -406,7 +406,7 @@ type RegistrationInsertParams struct {
 	RegistrationID    string
 	SaleID            string
 	CustomerID        string
-	PaymentInstrument string
+	PaymentInstrument *string
 }
 
 type RegistrationInsertRow struct {

@@ -109,7 +109,7 @@ type LotteryRegistration struct {
 	RegistrationID       string
 	SaleID               string
 	CustomerID           string
-	PaymentInstrument    string
+	PaymentInstrument    *string
 	State                string
 	DrawRank             *int32
 	PurchaseWindowEndsAt *time.Time
@@ -130,13 +130,14 @@ type OperatorAction struct {
 }
 
 type Order struct {
-	OrderID          string
-	ReservationID    string
-	CreatedAt        time.Time
-	PaymentReference *string
-	PaymentEventID   *string
-	Amount           *int64
-	Currency         *string
+	OrderID           string
+	ReservationID     string
+	CreatedAt         time.Time
+	PaymentReference  *string
+	PaymentEventID    *string
+	Amount            *int64
+	Currency          *string
+	PaymentInstrument *string
 }
 
 type PaymentEvent struct {
@@ -149,6 +150,14 @@ type PaymentEvent struct {
 	RequestHash      []byte
 	Outcome          *string
 	OrderID          *string
+	ReceivedAt       time.Time
+}
+
+type PaymentInstrument struct {
+	PaymentReference string
+	Instrument       *string
+	EventID          string
+	ReservationID    string
 	ReceivedAt       time.Time
 }
 

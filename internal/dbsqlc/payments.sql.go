@@ -9,6 +9,51 @@ import (
 	"context"
 )
 
+const instrumentLockForPayment = `-- name: InstrumentLockForPayment :exec
+SELECT pg_advisory_xact_lock(hashtextextended(
+    'flashline paid instrument' || E'\n' || $1::text || E'\n' || $2::text, 0))
+`
+
+type InstrumentLockForPaymentParams struct {
+	SaleID     string
+	Instrument string
+}
+
+// Serialises the payments of one instrument in one sale, on every
+// instance, until the transaction ends: taken after the reservation's lock
+// and before InstrumentPaidUnits, whose statement (READ COMMITTED: a
+// snapshot of its own, newer than the lock) then sees every order of the
+// instrument committed before it. Another key than the reservation's
+// instrument lock (reserve.sql): a payment never waits for a reservation.
+func (q *Queries) InstrumentLockForPayment(ctx context.Context, arg InstrumentLockForPaymentParams) error {
+	_, err := q.db.Exec(ctx, instrumentLockForPayment, arg.SaleID, arg.Instrument)
+	return err
+}
+
+const instrumentPaidUnits = `-- name: InstrumentPaidUnits :one
+SELECT coalesce(sum(r.quantity), 0)::int AS units
+  FROM orders o
+  JOIN reservations r ON r.reservation_id = o.reservation_id
+ WHERE o.payment_instrument = $1::text
+   AND r.sale_id = $2
+   AND r.state = 'confirmed'
+`
+
+type InstrumentPaidUnitsParams struct {
+	Instrument string
+	SaleID     string
+}
+
+// The units of a sale's confirmed orders paid by an instrument (what its
+// per_instrument_limit bounds): a voided order counts no more.
+// orders_by_payment_instrument finds the instrument's orders.
+func (q *Queries) InstrumentPaidUnits(ctx context.Context, arg InstrumentPaidUnitsParams) (int32, error) {
+	row := q.db.QueryRow(ctx, instrumentPaidUnits, arg.Instrument, arg.SaleID)
+	var units int32
+	err := row.Scan(&units)
+	return units, err
+}
+
 const latePaymentInsert = `-- name: LatePaymentInsert :execrows
 INSERT INTO late_payments (event_id, reservation_id, sale_id, payment_reference,
                            amount, currency, reason)
@@ -116,6 +161,42 @@ func (q *Queries) LatePaymentsList(ctx context.Context, arg LatePaymentsListPara
 	return items, nil
 }
 
+const paymentAwaitingInstrument = `-- name: PaymentAwaitingInstrument :one
+SELECT event_id, payment_reference, amount, currency
+  FROM payment_events
+ WHERE reservation_id = $1
+   AND payment_reference = $2::text
+   AND type = 'payment.succeeded'
+   AND outcome = 'awaiting_instrument'
+`
+
+type PaymentAwaitingInstrumentParams struct {
+	ReservationID    string
+	PaymentReference string
+}
+
+type PaymentAwaitingInstrumentRow struct {
+	EventID          string
+	PaymentReference *string
+	Amount           *int64
+	Currency         *string
+}
+
+// The success of a payment that waits for its instrument's report
+// (outcome awaiting_instrument): applied when the report comes.
+// payment_events_reservation finds the reservation's few events.
+func (q *Queries) PaymentAwaitingInstrument(ctx context.Context, arg PaymentAwaitingInstrumentParams) (PaymentAwaitingInstrumentRow, error) {
+	row := q.db.QueryRow(ctx, paymentAwaitingInstrument, arg.ReservationID, arg.PaymentReference)
+	var i PaymentAwaitingInstrumentRow
+	err := row.Scan(
+		&i.EventID,
+		&i.PaymentReference,
+		&i.Amount,
+		&i.Currency,
+	)
+	return i, err
+}
+
 const paymentEventGet = `-- name: PaymentEventGet :one
 SELECT event_id, type, reservation_id, request_hash, outcome, order_id
   FROM payment_events
@@ -178,6 +259,15 @@ type PaymentEventInsertParams struct {
 //	[ReservationConfirmByPayment | LatePaymentInsert | ReservationCancel |
 //	 ReservationVoid | LatePaymentRefund]; PaymentEventSetOutcome; COMMIT
 //
+// A payment.succeeded on a sale with a per_instrument_limit, with the
+// instrument its provider reported, takes InstrumentLockForPayment and
+// counts InstrumentPaidUnits before it confirms; over the limit, its hold
+// is cancelled (ReservationCancel) and the payment recorded to refund
+// (LatePaymentInsert, instrument_limit). A provider's separate report of
+// the instrument (Stripe's charge.succeeded) locks the reservation, then
+// PaymentInstrumentInsert, and applies the success that waited for it
+// (PaymentAwaitingInstrument), if any, the same way.
+//
 // The reservation's row lock comes first: events about one reservation run
 // one at a time, on any instance. An unknown reservation has no row to lock,
 // and the event writes nothing. The event's row is the idempotency: a second
@@ -221,6 +311,57 @@ func (q *Queries) PaymentEventSetOutcome(ctx context.Context, arg PaymentEventSe
 	return err
 }
 
+const paymentInstrumentGet = `-- name: PaymentInstrumentGet :one
+SELECT instrument
+  FROM payment_instruments
+ WHERE payment_reference = $1 AND reservation_id = $2
+`
+
+type PaymentInstrumentGetParams struct {
+	PaymentReference string
+	ReservationID    string
+}
+
+// The instrument a provider reported for a payment, when its report came
+// first (NULL: it reported none).
+func (q *Queries) PaymentInstrumentGet(ctx context.Context, arg PaymentInstrumentGetParams) (*string, error) {
+	row := q.db.QueryRow(ctx, paymentInstrumentGet, arg.PaymentReference, arg.ReservationID)
+	var instrument *string
+	err := row.Scan(&instrument)
+	return instrument, err
+}
+
+const paymentInstrumentInsert = `-- name: PaymentInstrumentInsert :execrows
+INSERT INTO payment_instruments (payment_reference, instrument, event_id, reservation_id)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (payment_reference) DO NOTHING
+`
+
+type PaymentInstrumentInsertParams struct {
+	PaymentReference string
+	Instrument       *string
+	EventID          string
+	ReservationID    string
+}
+
+// A provider's report of the instrument of a payment (by its reference),
+// once: a redelivered report, or another event naming the same payment,
+// inserts nothing. The reservation is locked (ReservationLockForPayment),
+// so the success of the payment, if it waits (PaymentAwaitingInstrument),
+// is not being applied meanwhile.
+func (q *Queries) PaymentInstrumentInsert(ctx context.Context, arg PaymentInstrumentInsertParams) (int64, error) {
+	result, err := q.db.Exec(ctx, paymentInstrumentInsert,
+		arg.PaymentReference,
+		arg.Instrument,
+		arg.EventID,
+		arg.ReservationID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const paymentRefundedBefore = `-- name: PaymentRefundedBefore :one
 SELECT EXISTS (
     SELECT 1 FROM payment_events
@@ -251,31 +392,34 @@ const reservationConfirmByPayment = `-- name: ReservationConfirmByPayment :one
 WITH r AS (
     UPDATE reservations
        SET state = 'confirmed', confirmed_at = now()
-     WHERE reservations.reservation_id = $6
+     WHERE reservations.reservation_id = $7
        AND state = 'pending' AND expires_at > now()
     RETURNING reservations.reservation_id
 )
-INSERT INTO orders (order_id, reservation_id, payment_reference, payment_event_id, amount, currency)
+INSERT INTO orders (order_id, reservation_id, payment_reference, payment_event_id, amount, currency,
+                    payment_instrument)
 SELECT $1, r.reservation_id, $2::text, $3::text,
-       $4, $5
+       $4, $5, $6
   FROM r
 RETURNING order_id
 `
 
 type ReservationConfirmByPaymentParams struct {
-	OrderID          string
-	PaymentReference string
-	EventID          string
-	Amount           *int64
-	Currency         *string
-	ReservationID    string
+	OrderID           string
+	PaymentReference  string
+	EventID           string
+	Amount            *int64
+	Currency          *string
+	PaymentInstrument *string
+	ReservationID     string
 }
 
 // payment.succeeded on a pending hold whose time is not up: confirmed, and
 // its one order created with what paid for it. A hold past expires_at is
 // not confirmed even if the sweeper has not reached it yet (its units are
 // about to go back): the payment is late. orders_reservation_unique and
-// orders_payment_reference_unique are the backstops.
+// orders_payment_reference_unique are the backstops. payment_instrument is
+// the instrument the provider reported (NULL: none reported).
 func (q *Queries) ReservationConfirmByPayment(ctx context.Context, arg ReservationConfirmByPaymentParams) (string, error) {
 	row := q.db.QueryRow(ctx, reservationConfirmByPayment,
 		arg.OrderID,
@@ -283,6 +427,7 @@ func (q *Queries) ReservationConfirmByPayment(ctx context.Context, arg Reservati
 		arg.EventID,
 		arg.Amount,
 		arg.Currency,
+		arg.PaymentInstrument,
 		arg.ReservationID,
 	)
 	var order_id string
@@ -294,7 +439,8 @@ const reservationLockForPayment = `-- name: ReservationLockForPayment :one
 SELECT r.reservation_id, r.sale_id, r.state, r.quantity,
        (r.expires_at <= now())::boolean AS past_expiry,
        o.order_id, o.payment_reference,
-       s.price_amount, s.price_currency
+       s.price_amount, s.price_currency,
+       coalesce(s.per_instrument_limit, 0)::int AS per_instrument_limit
   FROM reservations r
   JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
@@ -307,15 +453,16 @@ type ReservationLockForPaymentParams struct {
 }
 
 type ReservationLockForPaymentRow struct {
-	ReservationID    string
-	SaleID           string
-	State            string
-	Quantity         int32
-	PastExpiry       bool
-	OrderID          *string
-	PaymentReference *string
-	PriceAmount      *int64
-	PriceCurrency    *string
+	ReservationID      string
+	SaleID             string
+	State              string
+	Quantity           int32
+	PastExpiry         bool
+	OrderID            *string
+	PaymentReference   *string
+	PriceAmount        *int64
+	PriceCurrency      *string
+	PerInstrumentLimit int32
 }
 
 // Locks the reservation an event is about, so that the decision below and
@@ -342,6 +489,7 @@ func (q *Queries) ReservationLockForPayment(ctx context.Context, arg Reservation
 		&i.PaymentReference,
 		&i.PriceAmount,
 		&i.PriceCurrency,
+		&i.PerInstrumentLimit,
 	)
 	return i, err
 }

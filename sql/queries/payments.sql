@@ -5,6 +5,15 @@
 --   [ReservationConfirmByPayment | LatePaymentInsert | ReservationCancel |
 --    ReservationVoid | LatePaymentRefund]; PaymentEventSetOutcome; COMMIT
 --
+-- A payment.succeeded on a sale with a per_instrument_limit, with the
+-- instrument its provider reported, takes InstrumentLockForPayment and
+-- counts InstrumentPaidUnits before it confirms; over the limit, its hold
+-- is cancelled (ReservationCancel) and the payment recorded to refund
+-- (LatePaymentInsert, instrument_limit). A provider's separate report of
+-- the instrument (Stripe's charge.succeeded) locks the reservation, then
+-- PaymentInstrumentInsert, and applies the success that waited for it
+-- (PaymentAwaitingInstrument), if any, the same way.
+--
 -- The reservation's row lock comes first: events about one reservation run
 -- one at a time, on any instance. An unknown reservation has no row to lock,
 -- and the event writes nothing. The event's row is the idempotency: a second
@@ -52,7 +61,8 @@ UPDATE payment_events
 SELECT r.reservation_id, r.sale_id, r.state, r.quantity,
        (r.expires_at <= now())::boolean AS past_expiry,
        o.order_id, o.payment_reference,
-       s.price_amount, s.price_currency
+       s.price_amount, s.price_currency,
+       coalesce(s.per_instrument_limit, 0)::int AS per_instrument_limit
   FROM reservations r
   JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
@@ -77,7 +87,8 @@ SELECT EXISTS (
 -- its one order created with what paid for it. A hold past expires_at is
 -- not confirmed even if the sweeper has not reached it yet (its units are
 -- about to go back): the payment is late. orders_reservation_unique and
--- orders_payment_reference_unique are the backstops.
+-- orders_payment_reference_unique are the backstops. payment_instrument is
+-- the instrument the provider reported (NULL: none reported).
 WITH r AS (
     UPDATE reservations
        SET state = 'confirmed', confirmed_at = now()
@@ -85,11 +96,61 @@ WITH r AS (
        AND state = 'pending' AND expires_at > now()
     RETURNING reservations.reservation_id
 )
-INSERT INTO orders (order_id, reservation_id, payment_reference, payment_event_id, amount, currency)
+INSERT INTO orders (order_id, reservation_id, payment_reference, payment_event_id, amount, currency,
+                    payment_instrument)
 SELECT @order_id, r.reservation_id, @payment_reference::text, @event_id::text,
-       sqlc.narg(amount), sqlc.narg(currency)
+       sqlc.narg(amount), sqlc.narg(currency), sqlc.narg(payment_instrument)
   FROM r
 RETURNING order_id;
+
+-- name: InstrumentLockForPayment :exec
+-- Serialises the payments of one instrument in one sale, on every
+-- instance, until the transaction ends: taken after the reservation's lock
+-- and before InstrumentPaidUnits, whose statement (READ COMMITTED: a
+-- snapshot of its own, newer than the lock) then sees every order of the
+-- instrument committed before it. Another key than the reservation's
+-- instrument lock (reserve.sql): a payment never waits for a reservation.
+SELECT pg_advisory_xact_lock(hashtextextended(
+    'flashline paid instrument' || E'\n' || @sale_id::text || E'\n' || @instrument::text, 0));
+
+-- name: InstrumentPaidUnits :one
+-- The units of a sale's confirmed orders paid by an instrument (what its
+-- per_instrument_limit bounds): a voided order counts no more.
+-- orders_by_payment_instrument finds the instrument's orders.
+SELECT coalesce(sum(r.quantity), 0)::int AS units
+  FROM orders o
+  JOIN reservations r ON r.reservation_id = o.reservation_id
+ WHERE o.payment_instrument = @instrument::text
+   AND r.sale_id = @sale_id
+   AND r.state = 'confirmed';
+
+-- name: PaymentInstrumentInsert :execrows
+-- A provider's report of the instrument of a payment (by its reference),
+-- once: a redelivered report, or another event naming the same payment,
+-- inserts nothing. The reservation is locked (ReservationLockForPayment),
+-- so the success of the payment, if it waits (PaymentAwaitingInstrument),
+-- is not being applied meanwhile.
+INSERT INTO payment_instruments (payment_reference, instrument, event_id, reservation_id)
+VALUES (@payment_reference, sqlc.narg(instrument), @event_id, @reservation_id)
+ON CONFLICT (payment_reference) DO NOTHING;
+
+-- name: PaymentInstrumentGet :one
+-- The instrument a provider reported for a payment, when its report came
+-- first (NULL: it reported none).
+SELECT instrument
+  FROM payment_instruments
+ WHERE payment_reference = @payment_reference AND reservation_id = @reservation_id;
+
+-- name: PaymentAwaitingInstrument :one
+-- The success of a payment that waits for its instrument's report
+-- (outcome awaiting_instrument): applied when the report comes.
+-- payment_events_reservation finds the reservation's few events.
+SELECT event_id, payment_reference, amount, currency
+  FROM payment_events
+ WHERE reservation_id = @reservation_id
+   AND payment_reference = @payment_reference::text
+   AND type = 'payment.succeeded'
+   AND outcome = 'awaiting_instrument';
 
 -- name: LatePaymentInsert :execrows
 -- payment.succeeded for a hold that expired, was cancelled or voided, or

@@ -91,16 +91,16 @@ function solve(ch) {
 }
 
 // register sends the registration (idempotent: a repeat answers the same).
+// The payment instrument is not asked: the one that counts is named by the
+// store (the customer token) or by the payment provider when the winner pays.
 function register() {
-  const instrument = $("lottery-instrument").value.trim();
-  if (!instrument) return;
   if (challenge && !solution) {
     $("lottery-text").textContent = "Checking this browser…";
     return schedule(register, 300);
   }
   registering = true;
   $("lottery-register").disabled = true;
-  const body = { paymentInstrument: instrument };
+  const body = {};
   if (solution) body.solution = solution;
   api("POST", sale.base + "/registrations", { "Content-Type": "application/json" }, JSON.stringify(body)).then(function (r) {
     registering = false;
