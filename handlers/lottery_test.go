@@ -216,7 +216,7 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 	drew := make([]bool, 2)
 	for i := range drew {
 		wg.Go(func() {
-			r, err := store.DrawLottery(t.Context(), saleID)
+			r, err := store.DrawLottery(t.Context(), saleID, nil)
 			if err == nil {
 				drew[i] = r.Drew
 			}
@@ -234,7 +234,11 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 	for id := range auths {
 		customers = append(customers, id)
 	}
-	order := flashline.LotteryOrder(seed, saleID, customers)
+	rs := make([]flashline.Registrant, len(customers))
+	for i, c := range customers {
+		rs[i] = flashline.RegistrantOf(saleID, c)
+	}
+	order := flashline.LotteryOrderV2(saleID, flashline.LotteryFinalSeed(saleID, flashline.RegistrantsRoot(rs), nil, seed), customers)
 
 	var winners []string
 	for rank, id := range order {
@@ -284,7 +288,7 @@ func TestLotteryWaitlist(t *testing.T) {
 		require.Equal(t, http.StatusCreated, s.register(t, saleID, auths[id], "card-"+id).Status)
 	}
 	s.dueLottery(t, saleID)
-	_, err := store.DrawLottery(t.Context(), saleID)
+	_, err := store.DrawLottery(t.Context(), saleID, nil)
 	require.NoError(t, err)
 	byRank := make([]string, 4)
 	for id, a := range auths {
