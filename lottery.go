@@ -167,6 +167,9 @@ type LotteryStore interface {
 	Register(ctx context.Context, r NewRegistration) (Registration, error)
 	// Registration is a customer's registration (ErrNotFound: none).
 	Registration(ctx context.Context, saleID, customerID string) (Registration, error)
+	// LotteryEntries is every registration of a lottery with its state
+	// and draw rank (0: not drawn), in draw order.
+	LotteryEntries(ctx context.Context, saleID string) ([]LotteryEntry, error)
 }
 
 // RegistrationIDPrefix is the prefix of registration ids ("reg_" + a ULID).

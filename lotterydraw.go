@@ -384,3 +384,42 @@ func VerifyDrawTranscript(t DrawTranscript, pins DrawPins) []DrawStep {
 	}(), fmt.Sprintf("%d winner(s) and %d waitlisted, in rank order", len(t.Winners), len(t.Waitlisted)))
 	return steps
 }
+
+// NewDrawTranscript is the transcript of lottery l, whose registrations
+// are entries: after the close, its committed registrants (sorted, or in
+// rank order once drawn) and, once drawn, the seed, the beacon's value, the
+// ranks, the winners and the waitlist. Before the close, no registrant.
+func NewDrawTranscript(l Lottery, entries []LotteryEntry) DrawTranscript {
+	commitment := sha256.Sum256(l.DrawSeed)
+	t := DrawTranscript{
+		SaleID: l.SaleID, RegistrationClosesAt: l.Rules.RegistrationClosesAt, Units: l.InitialStock,
+		Waitlist: l.Rules.Waitlist, Commitment: commitment[:], Root: l.RegistrantsRoot,
+		RegistrantCount: l.RegistrantsCount, Beacon: l.Beacon,
+	}
+	if l.RegistrantsRoot == nil {
+		return t
+	}
+	drawn := l.DrawnAt != nil
+	t.Ranked = make([]Registrant, len(entries))
+	t.Ranks = make([]int, len(entries))
+	for i, e := range entries {
+		t.Ranked[i] = RegistrantOf(l.SaleID, e.CustomerID)
+		if drawn {
+			t.Ranks[i] = e.Rank
+		}
+	}
+	if !drawn {
+		SortRegistrants(t.Ranked)
+		return t
+	}
+	t.Seed = l.DrawSeed
+	for i, r := range t.Ranked {
+		switch {
+		case t.Ranks[i] <= t.Units:
+			t.Winners = append(t.Winners, r)
+		case t.Waitlist:
+			t.Waitlisted = append(t.Waitlisted, r)
+		}
+	}
+	return t
+}

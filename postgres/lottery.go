@@ -469,6 +469,22 @@ func (s *Store) LotteryRegistrations(ctx context.Context, saleID string) ([]Draw
 	return out, nil
 }
 
+// LotteryEntries lists a lottery's registrations in draw order.
+func (s *Store) LotteryEntries(ctx context.Context, saleID string) ([]flashline.LotteryEntry, error) {
+	rows, err := dbsqlc.New(s.room).RegistrationsDrawn(ctx, dbsqlc.RegistrationsDrawnParams{SaleID: saleID})
+	if err != nil {
+		return nil, fmt.Errorf("lottery registrations %s: %w", saleID, translate(err))
+	}
+	out := make([]flashline.LotteryEntry, len(rows))
+	for i, r := range rows {
+		out[i] = flashline.LotteryEntry{CustomerID: r.CustomerID, State: flashline.RegistrationState(r.State)}
+		if r.DrawRank != nil {
+			out[i].Rank = int(*r.DrawRank)
+		}
+	}
+	return out, nil
+}
+
 // createLottery writes a new lottery sale's rules, in CreateSale's
 // transaction.
 func createLottery(ctx context.Context, q *dbsqlc.Queries, saleID string, r flashline.LotteryRules, beacon *flashline.BeaconChain) error {
