@@ -3623,6 +3623,21 @@ func (e DrawTranscript503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for DrawTranscriptPreflight404JSONResponseBodyErrorCode.
+const (
+	DrawTranscriptPreflight404JSONResponseBodyErrorCodeNotFound DrawTranscriptPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscriptPreflight404JSONResponseBodyErrorCode enum.
+func (e DrawTranscriptPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DrawTranscriptPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Policy404JSONResponseBodyErrorCode.
 const (
 	Policy404JSONResponseBodyErrorCodeNotFound Policy404JSONResponseBodyErrorCode = "not_found"
@@ -6283,6 +6298,9 @@ type DrawTranscript500JSONResponseBodyErrorCode string
 // DrawTranscript503JSONResponseBodyErrorCode defines parameters for DrawTranscript.
 type DrawTranscript503JSONResponseBodyErrorCode string
 
+// DrawTranscriptPreflight404JSONResponseBodyErrorCode defines parameters for DrawTranscriptPreflight.
+type DrawTranscriptPreflight404JSONResponseBodyErrorCode string
+
 // Policy404JSONResponseBodyErrorCode defines parameters for Policy.
 type Policy404JSONResponseBodyErrorCode string
 
@@ -7264,6 +7282,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
 	DrawTranscript(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DrawTranscriptPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/draw (the `DrawTranscriptPreflight` operationId).
+	DrawTranscriptPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Policy A sale's published fairness policy
 	//
@@ -8611,6 +8636,23 @@ func (c *Client) Confirm(ctx context.Context, reservationId ReservationId, reqEd
 // Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
 func (c *Client) DrawTranscript(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDrawTranscriptRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DrawTranscriptPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/draw (the `DrawTranscriptPreflight` operationId).
+func (c *Client) DrawTranscriptPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDrawTranscriptPreflightRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -10740,6 +10782,40 @@ func NewDrawTranscriptRequest(server string, saleId SaleId) (*http.Request, erro
 	return req, nil
 }
 
+// NewDrawTranscriptPreflightRequest constructs an http.Request for the DrawTranscriptPreflight method
+func NewDrawTranscriptPreflightRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/draw", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPolicyRequest constructs an http.Request for the Policy method
 func NewPolicyRequest(server string, saleId SaleId) (*http.Request, error) {
 	var err error
@@ -12213,6 +12289,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
 	DrawTranscriptWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*DrawTranscriptResponse, error)
+
+	// DrawTranscriptPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/draw (the `DrawTranscriptPreflight` operationId).
+	DrawTranscriptPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*DrawTranscriptPreflightResponse, error)
 
 	// PolicyWithResponse A sale's published fairness policy
 	//
@@ -16702,6 +16787,57 @@ func (r DrawTranscriptResponse) ContentType() string {
 	return ""
 }
 
+// DrawTranscriptPreflightResponse204Headers the declared response headers of an HTTP 204 response for DrawTranscriptPreflight
+type DrawTranscriptPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type DrawTranscriptPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DrawTranscriptPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DrawTranscriptPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DrawTranscriptPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DrawTranscriptPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DrawTranscriptPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DrawTranscriptPreflightResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PolicyResponse503Headers the declared response headers of an HTTP 503 response for Policy
 type PolicyResponse503Headers struct {
 	RetryAfter int
@@ -19458,6 +19594,21 @@ func (c *ClientWithResponses) DrawTranscriptWithResponse(ctx context.Context, sa
 		return nil, err
 	}
 	return ParseDrawTranscriptResponse(rsp)
+}
+
+// DrawTranscriptPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/draw (the `DrawTranscriptPreflight` operationId).
+func (c *ClientWithResponses) DrawTranscriptPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*DrawTranscriptPreflightResponse, error) {
+	rsp, err := c.DrawTranscriptPreflight(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDrawTranscriptPreflightResponse(rsp)
 }
 
 // PolicyWithResponse A sale's published fairness policy
@@ -23288,6 +23439,69 @@ func ParseDrawTranscriptResponse(rsp *http.Response) (*DrawTranscriptResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDrawTranscriptPreflightResponse parses an HTTP response from a DrawTranscriptPreflightWithResponse call
+func ParseDrawTranscriptPreflightResponse(rsp *http.Response) (*DrawTranscriptPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DrawTranscriptPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers DrawTranscriptPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
 	}
 
 	return response, nil

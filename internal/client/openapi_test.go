@@ -120,7 +120,7 @@ var calls = map[string]string{
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
 	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI", "riverUIChange", "favicon", "console", "consoleRedirect", "consoleAsset",
 	"reservePreflight", "getReservationPreflight", "getOwnReservationPreflight", "confirmPreflight", "cancelPreflight",
-	"ticketPreflight", "statusPreflight", "statusStream", "statusStreamPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
+	"ticketPreflight", "statusPreflight", "statusStream", "statusStreamPreflight", "policyPreflight", "registerPreflight", "registrationPreflight", "drawTranscriptPreflight",
 	// and an edge's own requests to its origins (edge.Client makes them),
 	// the shop's buy button, and the payment providers' own webhooks (their
 	// senders are Stripe and Adyen).
