@@ -47,6 +47,7 @@ require (
 	github.com/bytedance/sonic v1.15.0 // indirect
 	github.com/bytedance/sonic/loader v0.5.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cloudflare/circl v1.6.5
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/dennwc/varint v1.0.0 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect

@@ -28,8 +28,20 @@ type JobStore interface {
 	// PruneRateLimits deletes rate-limit windows that ended over an hour
 	// ago, batchSize at a time, and returns how many.
 	PruneRateLimits(ctx context.Context, batchSize int) (int64, error)
-	// DrawDue makes every lottery draw that is due and not made yet.
-	DrawDue(ctx context.Context) ([]DrawResult, error)
+	// CommitClosed commits the registrants of every lottery whose
+	// registration has closed (their Merkle root, RegistrantsRoot), once;
+	// from then no registration is accepted.
+	CommitClosed(ctx context.Context) ([]CommitResult, error)
+	// DueDraws lists the lotteries whose draw is due and not made, but those
+	// whose sale is paused.
+	DueDraws(ctx context.Context) ([]DueDraw, error)
+	// DrawLottery makes a lottery's draw if it is due and not made yet,
+	// exactly once however many callers try at once, with beacon, the round
+	// the lottery waits for (nil: a lottery created without a beacon).
+	DrawLottery(ctx context.Context, saleID string, beacon *BeaconRound) (DrawResult, error)
+	// PauseForBeacon pauses a lottery sale whose draw waited too long for
+	// its beacon round: the draw is never made without it.
+	PauseForBeacon(ctx context.Context, saleID, reason string) error
 	// ExpireWindows ends the lottery purchase windows that ended more than
 	// grace ago without a purchase, passing each unit down the waitlist.
 	ExpireWindows(ctx context.Context, grace time.Duration) ([]WindowResult, error)
@@ -40,6 +52,24 @@ type JobStore interface {
 	NotificationDelivered(ctx context.Context, eventID string) error
 	// NotificationFailed records a failed delivery and when to try again.
 	NotificationFailed(ctx context.Context, eventID string, backoff time.Duration, cause string) error
+}
+
+// DueDraw is a lottery whose draw is due and not made yet.
+type DueDraw struct {
+	SaleID string
+	DrawAt time.Time
+	Now    time.Time // the database's clock
+	// Beacon is the chain whose round Round the draw waits for (nil: the
+	// lottery was created without a beacon).
+	Beacon *BeaconChain
+	Round  uint64
+}
+
+// CommitResult is one lottery's registrants committed at the close.
+type CommitResult struct {
+	SaleID string
+	Count  int
+	Root   [32]byte
 }
 
 // Expired is one reservation the sweeper expired and restocked.

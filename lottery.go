@@ -103,11 +103,23 @@ type Lottery struct {
 	Title, ImageURL string
 	// Counts are set on a sale read (Store.Sale), not by LotteryStore.Lottery.
 	Counts LotteryCounts
+	// DrawVersion: 1, drawn with the seed alone before the draw's
+	// transcript existed; 2, the formula of lotterydraw.go.
+	DrawVersion int
+	// RegistrantsRoot is the registrants' Merkle root, committed when
+	// registration closed (nil before), of RegistrantsCount registrants.
+	RegistrantsRoot        []byte
+	RegistrantsCount       int
+	RegistrantsCommittedAt *time.Time
+	// Beacon is the beacon and round the draw waits for (nil: the
+	// deployment had no beacon when the sale was created); its value is set
+	// once drawn.
+	Beacon *BeaconRecord
 }
 
 // RegistrationOpen reports whether registration is open at l.Now.
 func (l Lottery) RegistrationOpen() bool {
-	return l.DrawnAt == nil && !l.Now.Before(l.Rules.RegistrationOpensAt) && l.Now.Before(l.Rules.RegistrationClosesAt)
+	return l.DrawnAt == nil && l.RegistrantsRoot == nil && !l.Now.Before(l.Rules.RegistrationOpensAt) && l.Now.Before(l.Rules.RegistrationClosesAt)
 }
 
 // LotteryCounts counts a lottery's registrations by state.
@@ -158,6 +170,9 @@ type LotteryStore interface {
 	Register(ctx context.Context, r NewRegistration) (Registration, error)
 	// Registration is a customer's registration (ErrNotFound: none).
 	Registration(ctx context.Context, saleID, customerID string) (Registration, error)
+	// LotteryEntries is every registration of a lottery with its state
+	// and draw rank (0: not drawn), in draw order.
+	LotteryEntries(ctx context.Context, saleID string) ([]LotteryEntry, error)
 }
 
 // RegistrationIDPrefix is the prefix of registration ids ("reg_" + a ULID).

@@ -101,6 +101,7 @@ var stockEffects = map[string]StockEffect{
 	"Lottery":             0,
 	"Register":            0,
 	"Registration":        0,
+	"LotteryEntries":      0,
 }
 
 // StockEffectOf is how the Store method named method changes stock; known

@@ -227,6 +227,12 @@ type Registration struct {
 	// proof of work to solve to register.
 	RegistrationOpen *bool      `json:"registrationOpen,omitempty"`
 	Challenge        *Challenge `json:"challenge,omitempty"`
+	// Registrant is the registrant's hashed id in the lottery, and
+	// RegistrantLeaf its leaf in the registrants' Merkle tree committed at
+	// the close (GET /sales/{saleId}/draw lists every registrant: the
+	// inclusion proof).
+	Registrant     string `json:"registrant,omitempty"`
+	RegistrantLeaf string `json:"registrantLeaf,omitempty"`
 }
 
 // LotteryPolicy is a lottery sale's published rules and its draw: the
@@ -248,6 +254,14 @@ type LotteryPolicy struct {
 	DrawnAt               *string `json:"drawnAt"`
 	Title                 string  `json:"title"`
 	ImageURL              *string `json:"imageUrl"`
+	// RegistrantsRoot is the registrants' Merkle root, fixed when
+	// registration closes (null before).
+	RegistrantsRoot *string `json:"registrantsRoot"`
+	// Beacon is the public randomness beacon's round the draw waits for
+	// (null: this deployment has none, and Description says so).
+	Beacon *TranscriptBeacon `json:"beacon"`
+	// Transcript is where the draw's transcript is (GET, no authentication).
+	Transcript string `json:"transcript"`
 }
 
 // IgnoredEvent is a payment provider's webhook answer for an event

@@ -141,8 +141,11 @@ func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, 
 // until the window ends and for one reservation (its id is the
 // registration's, stored with the reservation under a unique index).
 func newRegistrationView(r flashline.Registration, keyring *roomtoken.Keyring, now time.Time) api.Registration {
+	reg := flashline.RegistrantOf(r.SaleID, r.CustomerID)
+	leaf := flashline.RegistrantLeaf(reg)
 	v := api.Registration{RegistrationID: r.ID, State: string(r.State), DrawRank: r.DrawRank,
-		PurchaseWindowEndsAt: timeString(r.PurchaseWindowEndsAt)}
+		PurchaseWindowEndsAt: timeString(r.PurchaseWindowEndsAt),
+		Registrant:           reg.String(), RegistrantLeaf: hex.EncodeToString(leaf[:])}
 	if r.State == flashline.RegistrationWon && r.PurchaseWindowEndsAt != nil &&
 		now.Before(*r.PurchaseWindowEndsAt) && keyring != nil {
 		v.AdmissionToken = keyring.SignAdmission(roomtoken.Admission{
@@ -186,9 +189,11 @@ func handleRegistration(lottery flashline.LotteryStore, keyring *roomtoken.Keyri
 
 // DrawAlgorithm says, for the policy, how the order is computed from the
 // revealed seed.
-const DrawAlgorithm = "Each registered customer's draw is the first 8 bytes (big-endian unsigned) of " +
-	"SHA-256(seed || saleId || 0x00 || customerId); registrations are ordered by draw, then customer id; " +
-	"the first `units` win. The seed is published as hex; drawCommitment is hex SHA-256(seed)."
+const DrawAlgorithm = "H = SHA-256, || concatenation. Each registrant r = H(\"flashline/lottery/registrant/v1\" || 0x00 || saleId || 0x00 || customerId); " +
+	"the registrants' root: leaves H(0x00 || r) in ascending order of r, nodes H(0x01 || left || right), level by level, an odd last node carried up (no registrant: H(\"\")), fixed when registration closes; " +
+	"F = H(\"flashline/lottery/draw/v2\" || 0x00 || saleId || 0x00 || root || beacon || seed), beacon the beacon round's 32-byte randomness (32 zero bytes without a beacon); " +
+	"registrants are ordered by H(F || r), then r; the first `units` win. drawCommitment is hex H(seed); the seed is published at the draw. " +
+	"GET /sales/{saleId}/draw is the whole transcript."
 
 // handleSalePolicy is GET /sales/{saleId}/policy: a waiting room's policy
 // (answered from memory by the room), else a lottery's (read from the
@@ -242,10 +247,13 @@ func NewLotteryPolicyView(l flashline.Lottery) api.LotteryPolicy {
 		Title:                 l.Title,
 		ImageURL:              optionalString(l.ImageURL),
 	}
-	if !l.Now.Before(r.DrawAt) {
+	if l.DrawnAt != nil || (!l.Now.Before(r.DrawAt) && l.Beacon == nil) {
+		// With a beacon, the seed is revealed by the draw (with the round).
 		seed := hex.EncodeToString(l.DrawSeed)
 		v.DrawSeed = &seed
 	}
+	tr := api.NewDrawTranscript(l, flashline.NewDrawTranscript(l, nil))
+	v.RegistrantsRoot, v.Beacon, v.Transcript = tr.RegistrantsRoot, tr.Beacon, "/sales/"+l.SaleID+"/draw"
 	v.Description = fmt.Sprintf("Register between %s and %s; one registration per account, and per payment instrument when the store names it (never typed here). "+
 		"At %s a draw picks %d winners among everyone registered: registering early does not help. "+
 		"Each winner has %s to buy one unit.",
@@ -259,7 +267,13 @@ func NewLotteryPolicyView(l flashline.Lottery) api.LotteryPolicy {
 	if l.MinAccountAgeSeconds > 0 {
 		v.Description += fmt.Sprintf(" Accounts created less than %s before registering cannot take part.", waitroom.HumanDuration(l.MinAccountAgeSeconds))
 	}
-	v.Description += " The draw's seed is committed to here before the draw (drawCommitment) and published after it (drawSeed), so anyone can check the winners."
+	v.Description += " The draw's seed is committed to here before the draw (drawCommitment) and published after it (drawSeed); the registrants are fixed when registration closes (registrantsRoot)."
+	if l.Beacon != nil {
+		v.Description += fmt.Sprintf(" The draw also uses round %d of a public randomness beacon, published after registration closes, so nobody, the store included, can know the order before then.", l.Beacon.Round)
+	} else {
+		v.Description += " This deployment has no public randomness beacon: the draw rests on the store's seed alone, which the store knows before registration closes."
+	}
+	v.Description += " The whole draw is published at " + v.Transcript + " for anyone to check."
 	return v
 }
 
@@ -272,7 +286,39 @@ func registerLotteryRoutes(r *gin.Engine, public *crossOrigin, d Deps, customer,
 	slot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 	public.handle(http.MethodPost, "/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Store, d.Keyring, d.now(), d.Logger))
 	public.handle(http.MethodGet, "/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Store, d.Keyring, d.now(), d.Logger))
+	public.handle(http.MethodGet, "/sales/:saleId/draw", slot, handleDrawTranscript(d.Store, d.Logger))
 	if d.Room == nil {
 		public.handle(http.MethodGet, "/sales/:saleId/policy", slot, handleSalePolicy(nil, d.Store, d.Logger))
+	}
+}
+
+// handleDrawTranscript is GET /sales/{saleId}/draw: the lottery's draw
+// transcript (api.DrawTranscript), no authentication. Once drawn it does
+// not change, and may be cached.
+func handleDrawTranscript(lottery flashline.LotteryStore, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx, saleID := c.Request.Context(), c.Param("saleId")
+		l, err := lottery.Lottery(ctx, saleID)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		if l.DrawVersion < 2 {
+			writeError(c, logger, flashline.Invalid("this lottery was drawn before draw transcripts existed: its policy's seed and commitment are what it published"))
+			return
+		}
+		var entries []flashline.LotteryEntry
+		if l.RegistrantsRoot != nil {
+			if entries, err = lottery.LotteryEntries(ctx, saleID); err != nil {
+				writeError(c, logger, err)
+				return
+			}
+		}
+		if l.DrawnAt != nil {
+			c.Header("Cache-Control", "public, max-age=3600")
+		} else {
+			c.Header("Cache-Control", "no-store")
+		}
+		writeJSON(c, http.StatusOK, api.NewDrawTranscript(l, flashline.NewDrawTranscript(l, entries)))
 	}
 }

@@ -44,6 +44,8 @@ type registrationJSON struct {
 	AdmissionToken       string  `json:"admissionToken"`
 	PurchaseWindowEndsAt *string `json:"purchaseWindowEndsAt"`
 	RegistrationOpen     *bool   `json:"registrationOpen"`
+	Registrant           string  `json:"registrant"`
+	RegistrantLeaf       string  `json:"registrantLeaf"`
 }
 
 func decodeRegistration(t *testing.T, r reply, status int) registrationJSON {
@@ -215,12 +217,21 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 
 	// Before the draw nobody can buy.
 	requireError(t, s.reserve(t, saleID, auths["cust_00"], "k0", `{}`), http.StatusConflict, "sale_not_open")
+	var tr api.DrawTranscript
+	r := s.do(t, http.MethodGet, "/sales/"+saleID+"/draw", "", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	require.NoError(t, json.Unmarshal(r.Body, &tr))
+	require.Equal(t, "registering", tr.Status)
+	require.Empty(t, tr.Registrants, "nobody listed before the close")
+	require.Nil(t, tr.Beacon)
+	require.Contains(t, tr.Note, "NO BEACON")
+	require.Equal(t, "no-store", r.Header.Get("Cache-Control"))
 	s.dueLottery(t, saleID)
 	var wg sync.WaitGroup
 	drew := make([]bool, 2)
 	for i := range drew {
 		wg.Go(func() {
-			r, err := store.DrawLottery(t.Context(), saleID)
+			r, err := store.DrawLottery(t.Context(), saleID, nil)
 			if err == nil {
 				drew[i] = r.Drew
 			}
@@ -228,6 +239,27 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 	}
 	wg.Wait()
 	require.NotEqual(t, drew[0], drew[1], "exactly one draw: %v", drew)
+
+	// The transcript: public, cacheable once drawn, and it checks out.
+	r = s.do(t, http.MethodGet, "/sales/"+saleID+"/draw", "", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	require.Equal(t, "public, max-age=3600", r.Header.Get("Cache-Control"))
+	require.NoError(t, json.Unmarshal(r.Body, &tr))
+	require.Equal(t, "drawn", tr.Status)
+	require.Len(t, tr.Registrants, registrants)
+	require.Len(t, tr.Winners, stock)
+	dt, err := tr.Domain()
+	require.NoError(t, err)
+	for _, step := range flashline.VerifyDrawTranscript(dt, flashline.DrawPins{}) {
+		require.True(t, step.OK, "%s: %s", step.Name, step.Detail)
+	}
+	// Each registration answer carries the registrant's own hashed id and
+	// leaf, found in the transcript at the registration's rank.
+	reg0 := s.registration(t, saleID, auths["cust_00"])
+	require.Equal(t, flashline.RegistrantOf(saleID, "cust_00").String(), reg0.Registrant)
+	leaf := flashline.RegistrantLeaf(flashline.RegistrantOf(saleID, "cust_00"))
+	require.Equal(t, hex.EncodeToString(leaf[:]), reg0.RegistrantLeaf)
+	require.Equal(t, reg0.Registrant, tr.Registrants[reg0.DrawRank-1].Registrant)
 
 	require.NoError(t, json.Unmarshal(s.do(t, http.MethodGet, "/sales/"+saleID+"/policy", "", "").Body, &policy))
 	require.NotNil(t, policy.DrawSeed)
@@ -238,7 +270,11 @@ func TestLotteryDrawAndBuy(t *testing.T) {
 	for id := range auths {
 		customers = append(customers, id)
 	}
-	order := flashline.LotteryOrder(seed, saleID, customers)
+	rs := make([]flashline.Registrant, len(customers))
+	for i, c := range customers {
+		rs[i] = flashline.RegistrantOf(saleID, c)
+	}
+	order := flashline.LotteryOrderV2(saleID, flashline.LotteryFinalSeed(saleID, flashline.RegistrantsRoot(rs), nil, seed), customers)
 
 	var winners []string
 	for rank, id := range order {
@@ -288,7 +324,7 @@ func TestLotteryWaitlist(t *testing.T) {
 		require.Equal(t, http.StatusCreated, s.register(t, saleID, auths[id], "card-"+id).Status)
 	}
 	s.dueLottery(t, saleID)
-	_, err := store.DrawLottery(t.Context(), saleID)
+	_, err := store.DrawLottery(t.Context(), saleID, nil)
 	require.NoError(t, err)
 	byRank := make([]string, 4)
 	for id, a := range auths {

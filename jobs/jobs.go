@@ -54,8 +54,16 @@ type Config struct {
 	// NotifyBackoff is the wait after a failed delivery's first attempt,
 	// doubled per attempt up to 10 minutes.
 	NotifyBackoff time.Duration // 1s
-	Logger        *slog.Logger
-	Registry      prometheus.Registerer
+	// BeaconURL is where the lottery's draw reads its beacon round, in
+	// drand's HTTP format (GET BeaconURL/public/ROUND); empty: a lottery
+	// created with a beacon cannot be drawn, and is paused after
+	// BeaconWait.
+	BeaconURL string
+	// BeaconWait is how long past its draw time (or its round's, if later) a
+	// draw waits for the beacon's round before its sale is paused.
+	BeaconWait time.Duration // 5m
+	Logger     *slog.Logger
+	Registry   prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -79,6 +87,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LotteryGrace == 0 {
 		c.LotteryGrace = 5 * time.Second
+	}
+	if c.BeaconWait == 0 {
+		c.BeaconWait = 5 * time.Minute
 	}
 	if c.NotifyBackoff == 0 {
 		c.NotifyBackoff = time.Second
@@ -120,7 +131,8 @@ func NewClient(pool *pgxpool.Pool, store flashline.JobStore, cfg Config) (*river
 		periodic(cfg.InvariantInterval, InvariantArgs{}),
 		periodic(cfg.PruneInterval, PruneArgs{}),
 	}
-	river.AddWorker(workers, &LotteryWorker{store: store, grace: cfg.LotteryGrace, logger: cfg.Logger})
+	river.AddWorker(workers, &LotteryWorker{store: store, grace: cfg.LotteryGrace, logger: cfg.Logger,
+		beacon: Beacon{URL: cfg.BeaconURL, Client: &http.Client{Timeout: beaconTimeout}}, beaconWait: cfg.BeaconWait})
 	periodicJobs = append(periodicJobs, periodic(time.Second, LotteryArgs{}))
 	if cfg.NotifyURL != "" {
 		river.AddWorker(workers, &NotifyWorker{store: store, url: cfg.NotifyURL, secret: cfg.NotifySecret,

@@ -19,7 +19,7 @@ import (
 // LotteryArgs is the lottery's job: it makes the draws that are due and
 // ends the purchase windows that are over (passing units down the
 // waitlist). It runs every second on River's leader; that it happens once is
-// the database's part (flashline.JobStore.DrawDue, ExpireWindows), so any
+// the database's part (JobStore.DrawLottery, ExpireWindows), so any
 // number of runs, on any instances, at once, draw each lottery once.
 type LotteryArgs struct{}
 
@@ -29,21 +29,33 @@ func (LotteryArgs) Kind() string { return "flashline_lottery" }
 // LotteryWorker runs LotteryArgs.
 type LotteryWorker struct {
 	river.WorkerDefaults[LotteryArgs]
-	store  flashline.JobStore
-	grace  time.Duration
-	logger *slog.Logger
+	store      flashline.JobStore
+	grace      time.Duration
+	logger     *slog.Logger
+	beacon     Beacon
+	beaconWait time.Duration
 }
 
-// Work implements river.Worker.
+// Work implements river.Worker: it commits the registrants of the lotteries
+// whose registration closed, makes the draws that are due (each once its
+// beacon round is had and verified), and ends the purchase windows that are
+// over.
 func (w *LotteryWorker) Work(ctx context.Context, _ *river.Job[LotteryArgs]) error {
-	draws, err := w.store.DrawDue(ctx)
-	for _, d := range draws {
-		if d.Drew {
-			w.logger.InfoContext(ctx, "jobs: lottery drawn", "sale_id", d.SaleID, "registered", d.Registered, "won", d.Won)
-		}
+	commits, err := w.store.CommitClosed(ctx)
+	for _, c := range commits {
+		w.logger.InfoContext(ctx, "jobs: lottery registrants committed", "sale_id", c.SaleID, "registrants", c.Count, "root", fmt.Sprintf("%x", c.Root))
 	}
 	if err != nil {
 		return err
+	}
+	due, err := w.store.DueDraws(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range due {
+		if err := w.draw(ctx, d); err != nil {
+			return err
+		}
 	}
 	windows, err := w.store.ExpireWindows(ctx, w.grace)
 	for _, r := range windows {
@@ -158,4 +170,44 @@ func notifyBackoff(base time.Duration, attempt int) time.Duration {
 		d *= 2
 	}
 	return min(d, maxNotifyBackoff)
+}
+
+// draw makes one due draw: with the beacon's round when the lottery waits
+// for one. A round not had (not published yet, the beacon unreachable, or
+// one that does not verify) is asked again on the next run, until
+// beaconWait past the draw's time (or the round's, if later): then the sale
+// is paused with the reason, and the draw waits for an operator to resume
+// it. Never drawn without the round.
+func (w *LotteryWorker) draw(ctx context.Context, d flashline.DueDraw) error {
+	var round *flashline.BeaconRound
+	if d.Beacon != nil {
+		roundAt := d.Beacon.RoundTime(d.Round)
+		if d.Now.Before(roundAt) {
+			return nil // not published yet by the beacon's own schedule
+		}
+		b, err := w.beacon.Round(ctx, d.Beacon.PublicKey, d.Round)
+		if err != nil {
+			deadline := d.DrawAt
+			if roundAt.After(deadline) {
+				deadline = roundAt
+			}
+			deadline = deadline.Add(w.beaconWait)
+			if !d.Now.After(deadline) {
+				w.logger.InfoContext(ctx, "jobs: lottery draw waits for its beacon round", "sale_id", d.SaleID, "round", d.Round, "err", err)
+				return nil
+			}
+			reason := fmt.Sprintf("lottery draw: the beacon's round %d was not had within %s of the draw (%v); the draw is never made without it: resume the sale once the beacon answers", d.Round, w.beaconWait, err)
+			w.logger.ErrorContext(ctx, "jobs: lottery paused, no beacon round", "sale_id", d.SaleID, "round", d.Round, "err", err)
+			return w.store.PauseForBeacon(ctx, d.SaleID, reason)
+		}
+		round = &b
+	}
+	r, err := w.store.DrawLottery(ctx, d.SaleID, round)
+	if err != nil {
+		return err
+	}
+	if r.Drew {
+		w.logger.InfoContext(ctx, "jobs: lottery drawn", "sale_id", r.SaleID, "registered", r.Registered, "won", r.Won)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ func (s *Store) lottery(ctx context.Context, q *dbsqlc.Queries, saleID string) (
 	if err != nil {
 		return flashline.Lottery{}, fmt.Errorf("lottery %s: %w", saleID, translate(err))
 	}
-	return flashline.Lottery{
+	l := flashline.Lottery{
 		SaleID: r.SaleID,
 		Rules: flashline.LotteryRules{
 			RegistrationOpensAt:   r.RegistrationOpensAt,
@@ -39,15 +40,29 @@ func (s *Store) lottery(ctx context.Context, q *dbsqlc.Queries, saleID string) (
 			PurchaseWindowSeconds: int(r.PurchaseWindowSeconds),
 			Waitlist:              r.Waitlist,
 		},
-		InitialStock:         int(r.InitialStock),
-		ChallengeBits:        int(r.ChallengeBits),
-		MinAccountAgeSeconds: int(r.MinAccountAgeSeconds),
-		DrawSeed:             r.DrawSeed,
-		DrawnAt:              r.DrawnAt,
-		Now:                  r.Now,
-		Title:                r.Title,
-		ImageURL:             r.ImageUrl,
-	}, nil
+		InitialStock:           int(r.InitialStock),
+		ChallengeBits:          int(r.ChallengeBits),
+		MinAccountAgeSeconds:   int(r.MinAccountAgeSeconds),
+		DrawSeed:               r.DrawSeed,
+		DrawnAt:                r.DrawnAt,
+		Now:                    r.Now,
+		Title:                  r.Title,
+		ImageURL:               r.ImageUrl,
+		DrawVersion:            int(r.DrawVersion),
+		RegistrantsRoot:        r.RegistrantsRoot,
+		RegistrantsCommittedAt: r.RegistrantsCommittedAt,
+	}
+	if r.RegistrantsCount != nil {
+		l.RegistrantsCount = int(*r.RegistrantsCount)
+	}
+	if r.BeaconRound != nil && r.BeaconGenesis != nil && r.BeaconPeriodSeconds != nil {
+		l.Beacon = &flashline.BeaconRecord{
+			Chain: flashline.BeaconChain{PublicKey: r.BeaconPublicKey, Genesis: *r.BeaconGenesis,
+				Period: time.Duration(*r.BeaconPeriodSeconds) * time.Second},
+			BeaconRound: flashline.BeaconRound{Round: uint64(*r.BeaconRound), Randomness: r.BeaconRandomness, Signature: r.BeaconSignature},
+		}
+	}
+	return l, nil
 }
 
 // lotteryCounts counts a lottery's registrations by state.
@@ -146,31 +161,104 @@ func (s *Store) Registration(ctx context.Context, saleID, customerID string) (fl
 	return registrationFrom(r.RegistrationID, r.SaleID, r.CustomerID, r.State, r.DrawRank, r.PurchaseWindowEndsAt, r.CreatedAt), nil
 }
 
-// DrawDue makes every draw that is due and not made yet (DrawLottery each).
-func (s *Store) DrawDue(ctx context.Context) ([]flashline.DrawResult, error) {
-	ids, err := dbsqlc.New(s.jobs).LotteryDueDraws(ctx)
+// DueDraws lists the lotteries whose draw is due and not made, but those
+// whose sale is paused.
+func (s *Store) DueDraws(ctx context.Context) ([]flashline.DueDraw, error) {
+	rows, err := dbsqlc.New(s.jobs).LotteryDueDraws(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("due draws: %w", translate(err))
 	}
-	var results []flashline.DrawResult
-	for _, id := range ids {
-		r, err := s.DrawLottery(ctx, id)
-		if err != nil {
-			return results, err
+	out := make([]flashline.DueDraw, len(rows))
+	for i, r := range rows {
+		out[i] = flashline.DueDraw{SaleID: r.SaleID, DrawAt: r.DrawAt, Now: r.Now}
+		if r.BeaconRound != nil && r.BeaconGenesis != nil && r.BeaconPeriodSeconds != nil {
+			out[i].Beacon = &flashline.BeaconChain{PublicKey: r.BeaconPublicKey, Genesis: *r.BeaconGenesis,
+				Period: time.Duration(*r.BeaconPeriodSeconds) * time.Second}
+			out[i].Round = uint64(*r.BeaconRound)
 		}
-		results = append(results, r)
 	}
-	return results, nil
+	return out, nil
 }
+
+// CommitClosed commits the registrants of every lottery whose registration
+// has closed: the Merkle root of their hashed ids (flashline.RegistrantsRoot)
+// is stored, once; from then no registration is accepted (a registration
+// in flight holds the lottery's row FOR SHARE, which the commitment's FOR
+// UPDATE waits for; one that waited for the commitment finds the root set
+// and is refused).
+func (s *Store) CommitClosed(ctx context.Context) ([]flashline.CommitResult, error) {
+	ids, err := dbsqlc.New(s.jobs).LotteryClosesDue(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lotteries closed: %w", translate(err))
+	}
+	var out []flashline.CommitResult
+	for _, id := range ids {
+		res := flashline.CommitResult{SaleID: id}
+		err := withTx(ctx, s.jobs, func(q *dbsqlc.Queries) error {
+			committed, err := q.LotteryLockForClose(ctx, dbsqlc.LotteryLockForCloseParams{SaleID: id})
+			if err != nil || committed {
+				res.SaleID = ""
+				return err
+			}
+			rs, err := registrantsOf(ctx, q, id)
+			if err != nil {
+				return err
+			}
+			res.Count, res.Root = len(rs), flashline.RegistrantsRoot(rs)
+			n := int32(len(rs))
+			return q.LotteryCommitRegistrants(ctx, dbsqlc.LotteryCommitRegistrantsParams{Root: res.Root[:], Count: &n, SaleID: id})
+		})
+		if err != nil {
+			return out, fmt.Errorf("commit the registrants of %s: %w", id, translate(err))
+		}
+		if res.SaleID != "" {
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
+
+// registrantsOf is every registrant of a lottery, hashed.
+func registrantsOf(ctx context.Context, q *dbsqlc.Queries, saleID string) ([]flashline.Registrant, error) {
+	customers, err := q.RegistrantsOfLottery(ctx, dbsqlc.RegistrantsOfLotteryParams{SaleID: saleID})
+	if err != nil {
+		return nil, err
+	}
+	rs := make([]flashline.Registrant, len(customers))
+	for i, c := range customers {
+		rs[i] = flashline.RegistrantOf(saleID, c)
+	}
+	return rs, nil
+}
+
+// PauseForBeacon pauses a lottery sale whose draw waited too long for its
+// beacon round: the draw is never made without it.
+func (s *Store) PauseForBeacon(ctx context.Context, saleID, reason string) error {
+	err := dbsqlc.New(s.jobs).LotteryPauseForBeacon(ctx, dbsqlc.LotteryPauseForBeaconParams{SaleID: saleID, Reason: reason})
+	if err != nil {
+		return fmt.Errorf("pause %s for its beacon: %w", saleID, translate(err))
+	}
+	return nil
+}
+
+// ErrBeaconNeeded is a draw of a lottery that waits for a beacon round,
+// asked without the round (or with another).
+var ErrBeaconNeeded = errors.New("the draw needs its beacon round")
 
 // DrawLottery makes a lottery's draw if it is due and not made yet, exactly
 // once however many callers try at once: the conditional UPDATE of the
 // lottery's row (LotteryClaimDraw) lets one transaction through; the others
-// match nothing and return Drew false. In that transaction: every
-// registration's rank in the keyed draw order (flashline.LotteryOrder), the
-// first initial-stock win with a purchase window from now, the rest lose or
-// are waitlisted, and every customer's notification goes to the outbox.
-func (s *Store) DrawLottery(ctx context.Context, saleID string) (flashline.DrawResult, error) {
+// match nothing and return Drew false. In that transaction: the registrants
+// are hashed and checked against the root committed at the close (committed
+// now if the close's commitment has not run, in a lottery without a
+// beacon), every registration's rank in the draw order
+// (flashline.LotteryRanking under flashline.LotteryFinalSeed of the store's
+// seed, the root and the beacon round's randomness), the first initial-stock
+// win with a purchase window from now, the rest lose or are waitlisted, and
+// every customer's notification goes to the outbox. beacon is the round the
+// lottery waits for, verified by the caller against the chain's key (nil: a
+// lottery created without a beacon); it is verified again here.
+func (s *Store) DrawLottery(ctx context.Context, saleID string, beacon *flashline.BeaconRound) (flashline.DrawResult, error) {
 	res := flashline.DrawResult{SaleID: saleID}
 	err := withTx(ctx, s.jobs, func(q *dbsqlc.Queries) error {
 		claim, err := q.LotteryClaimDraw(ctx, dbsqlc.LotteryClaimDrawParams{SaleID: saleID})
@@ -180,20 +268,53 @@ func (s *Store) DrawLottery(ctx context.Context, saleID string) (flashline.DrawR
 		if err != nil {
 			return err
 		}
+		var randomness []byte
+		switch {
+		case claim.BeaconRound == nil && beacon != nil:
+			return fmt.Errorf("%w: the lottery was created without a beacon", ErrBeaconNeeded)
+		case claim.BeaconRound != nil && (beacon == nil || beacon.Round != uint64(*claim.BeaconRound)):
+			return fmt.Errorf("%w: round %d", ErrBeaconNeeded, *claim.BeaconRound)
+		case claim.BeaconRound != nil:
+			if err := flashline.VerifyBeacon(claim.BeaconPublicKey, *beacon); err != nil {
+				return err
+			}
+			randomness = beacon.Randomness
+			if err := q.LotteryRecordBeacon(ctx, dbsqlc.LotteryRecordBeaconParams{
+				SaleID: saleID, Round: claim.BeaconRound, Randomness: beacon.Randomness, Signature: beacon.Signature,
+			}); err != nil {
+				return err
+			}
+		}
 		regs, err := q.RegistrationsForDraw(ctx, dbsqlc.RegistrationsForDrawParams{SaleID: saleID})
 		if err != nil {
 			return err
 		}
-		byCustomer := make(map[string]string, len(regs))
-		customers := make([]string, len(regs))
+		byRegistrant := make(map[flashline.Registrant]string, len(regs))
+		rs := make([]flashline.Registrant, len(regs))
 		for i, r := range regs {
-			byCustomer[r.CustomerID] = r.RegistrationID
-			customers[i] = r.CustomerID
+			rs[i] = flashline.RegistrantOf(saleID, r.CustomerID)
+			byRegistrant[rs[i]] = r.RegistrationID
 		}
-		order := flashline.LotteryOrder(claim.DrawSeed, saleID, customers)
+		root := flashline.RegistrantsRoot(rs)
+		switch {
+		case claim.RegistrantsRoot == nil && claim.BeaconRound != nil:
+			// The root must be published before the round exists.
+			return fmt.Errorf("the registrants of %s were not committed at the close", saleID)
+		case claim.RegistrantsRoot == nil:
+			n := int32(len(rs))
+			if err := q.LotteryCommitRegistrants(ctx, dbsqlc.LotteryCommitRegistrantsParams{Root: root[:], Count: &n, SaleID: saleID}); err != nil {
+				return err
+			}
+		case !bytes.Equal(claim.RegistrantsRoot, root[:]):
+			// Registrations are closed (the lottery's row lock), so none
+			// can change under the draw: a mismatch is a bug, and rolls
+			// the draw back.
+			return fmt.Errorf("the registrants drawn have the root %x, not the one committed at the close, %x", root, claim.RegistrantsRoot)
+		}
+		order := flashline.LotteryRanking(flashline.LotteryFinalSeed(saleID, root, randomness, claim.DrawSeed), rs)
 		ids, ranks := make([]string, len(order)), make([]int32, len(order))
-		for i, c := range order {
-			ids[i], ranks[i] = byCustomer[c], int32(i+1)
+		for i, r := range order {
+			ids[i], ranks[i] = byRegistrant[r], int32(i+1)
 		}
 		applied, err := q.RegistrationsApplyDraw(ctx, dbsqlc.RegistrationsApplyDrawParams{
 			RegistrationIds: ids, Ranks: ranks, Stock: claim.InitialStock, Waitlist: claim.Waitlist,
@@ -203,9 +324,6 @@ func (s *Store) DrawLottery(ctx context.Context, saleID string) (flashline.DrawR
 			return err
 		}
 		if int(applied.Drawn) != len(ids) {
-			// Registrations are closed (the lottery's row lock), so none
-			// can change under the draw: a mismatch is a bug, and rolls
-			// the draw back.
 			return fmt.Errorf("drew %d of %d registrations", applied.Drawn, len(ids))
 		}
 		res.Drew, res.Registered, res.Won = true, len(ids), min(len(ids), int(claim.InitialStock))
@@ -317,15 +435,37 @@ func (s *Store) LotteryRegistrations(ctx context.Context, saleID string) ([]Draw
 	return out, nil
 }
 
+// LotteryEntries lists a lottery's registrations in draw order.
+func (s *Store) LotteryEntries(ctx context.Context, saleID string) ([]flashline.LotteryEntry, error) {
+	rows, err := dbsqlc.New(s.room).RegistrationsDrawn(ctx, dbsqlc.RegistrationsDrawnParams{SaleID: saleID})
+	if err != nil {
+		return nil, fmt.Errorf("lottery registrations %s: %w", saleID, translate(err))
+	}
+	out := make([]flashline.LotteryEntry, len(rows))
+	for i, r := range rows {
+		out[i] = flashline.LotteryEntry{CustomerID: r.CustomerID, State: flashline.RegistrationState(r.State)}
+		if r.DrawRank != nil {
+			out[i].Rank = int(*r.DrawRank)
+		}
+	}
+	return out, nil
+}
+
 // createLottery writes a new lottery sale's rules, in CreateSale's
 // transaction.
-func createLottery(ctx context.Context, q *dbsqlc.Queries, saleID string, r flashline.LotteryRules) error {
-	return q.LotteryCreate(ctx, dbsqlc.LotteryCreateParams{
+func createLottery(ctx context.Context, q *dbsqlc.Queries, saleID string, r flashline.LotteryRules, beacon *flashline.BeaconChain) error {
+	p := dbsqlc.LotteryCreateParams{
 		SaleID:                saleID,
 		RegistrationOpensAt:   r.RegistrationOpensAt,
 		RegistrationClosesAt:  r.RegistrationClosesAt,
 		DrawAt:                r.DrawAt,
 		PurchaseWindowSeconds: int32(r.PurchaseWindowSeconds),
 		Waitlist:              r.Waitlist,
-	})
+	}
+	if beacon != nil {
+		genesis, period := beacon.Genesis, int32(beacon.Period/time.Second)
+		round := int64(beacon.RoundAfter(r.RegistrationClosesAt))
+		p.BeaconPublicKey, p.BeaconGenesis, p.BeaconPeriodSeconds, p.BeaconRound = beacon.PublicKey, &genesis, &period, &round
+	}
+	return q.LotteryCreate(ctx, p)
 }

@@ -63,7 +63,7 @@ func TestLotteryDrawRacesRegistrations(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for {
-				r, err := s.DrawLottery(ctx, sale.ID)
+				r, err := s.DrawLottery(ctx, sale.ID, nil)
 				if err != nil {
 					t.Errorf("draw: %v", err)
 					return
@@ -95,7 +95,7 @@ func TestLotteryDrawRacesRegistrations(t *testing.T) {
 	t.Logf("registrations: %d accepted, %d refused after the close; one draw", accepted.Load(), refused.Load())
 
 	// Drawing again changes nothing.
-	r, err := s.DrawLottery(ctx, sale.ID)
+	r, err := s.DrawLottery(ctx, sale.ID, nil)
 	require.NoError(t, err)
 	require.False(t, r.Drew)
 	got, err := s.Sale(ctx, sale.ID)

@@ -83,6 +83,11 @@ type Options struct {
 	// Logger takes what goes wrong in the background (a lost LISTEN
 	// connection); nil discards it.
 	Logger *slog.Logger
+	// Beacon is the public randomness beacon a new lottery's draw waits
+	// for (its first round after the registration closes, fixed at the
+	// sale's creation); nil: the deployment has none, and a lottery's draw
+	// rests on the store's seed alone.
+	Beacon *flashline.BeaconChain
 }
 
 // Store implements flashline.Store, and what the sale cache
@@ -199,7 +204,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			}
 		}
 		if n.Lottery != nil {
-			if err := createLottery(ctx, q, id, *n.Lottery); err != nil {
+			if err := createLottery(ctx, q, id, *n.Lottery, s.opts.Beacon); err != nil {
 				return err
 			}
 		}

@@ -191,6 +191,7 @@ func (in *instance) openStore(ctx context.Context) error {
 		OnConnWait:  in.limiter.ObserveWait,
 		OnBatch:     func(n int) { in.batchSizes.Observe(float64(n)) },
 		OnQueueFull: in.queueFull.Inc,
+		Beacon:      in.cfg.beacon,
 		Logger:      in.logger,
 	})
 	in.stack = stack.New(in.db, stack.Options{Redis: rdb, Logger: in.logger, Registry: in.registry, Now: now(in.cfg)})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/jobs"
 	"github.com/flashline/flashline/loadshed"
@@ -52,8 +54,14 @@ type serveConfig struct {
 	trustedProxies                     []netip.Prefix
 	noMigrate, noWorkers, demo, noShed bool
 	// pprof mounts Go's profiler on --metrics-addr (--pprof).
-	pprof           bool
-	jobs            jobs.Config
+	pprof bool
+	jobs  jobs.Config
+	// The public randomness beacon of lotteries (--beacon-*): beacon is
+	// set from them by checkBeacon when --beacon-url is.
+	beaconKey       string
+	beaconGenesis   int
+	beaconPeriod    time.Duration
+	beacon          *flashline.BeaconChain
 	shutdownTimeout time.Duration
 	// waitroomKeys signs waiting-room tickets and admission tokens
 	// ("kid:secret[,kid:secret...]"); empty: derived from the JWT secret,
@@ -164,6 +172,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.String(&cfg.jobs.NotifyURL, "notify-url", "FLASHLINE_NOTIFY_URL", "", "the store's webhook that takes lottery notifications (won, lost, waitlisted, window expired, promoted), POSTed as JSON and signed (Flashline-Signature) with --notify-secret; empty: they wait in the outbox (lottery_notifications)")
 	e.String(&cfg.jobs.NotifySecret, "notify-secret", "FLASHLINE_NOTIFY_SECRET", "", "HMAC-SHA256 secret that signs lottery notifications, 32+ bytes, shared with the store's webhook (required with --notify-url)")
 	e.Duration(&cfg.jobs.LotteryGrace, "lottery-grace", "FLASHLINE_LOTTERY_GRACE", 5*time.Second, "how long after a lottery winner's purchase window ends it is closed for good and the unit passes down the waitlist")
+	e.String(&cfg.jobs.BeaconURL, "beacon-url", "FLASHLINE_BEACON_URL", "", "the public randomness beacon a lottery's draw waits for, in drand's HTTP format (GET URL/public/ROUND: round, randomness, signature; scheme bls-unchained-g1-rfc9380); with --beacon-public-key, --beacon-genesis and --beacon-period; empty: no beacon, and lotteries created meanwhile are drawn from the store's seed alone (the policy and the transcript say so)")
+	e.String(&cfg.beaconKey, "beacon-public-key", "FLASHLINE_BEACON_PUBLIC_KEY", "", "the beacon chain's public key, hex of the 96-byte compressed G2 point (from the beacon itself, never from the store)")
+	e.Int(&cfg.beaconGenesis, "beacon-genesis", "FLASHLINE_BEACON_GENESIS", 0, "the beacon chain's genesis time, Unix seconds: round r is published at genesis + (r-1) × period")
+	e.Duration(&cfg.beaconPeriod, "beacon-period", "FLASHLINE_BEACON_PERIOD", 0, "the beacon chain's round period, whole seconds (e.g. 3s)")
+	e.Duration(&cfg.jobs.BeaconWait, "beacon-wait", "FLASHLINE_BEACON_WAIT", 5*time.Minute, "how long past its draw time (or its round's, if later) a lottery's draw waits for its beacon round before the sale is paused with the reason; never drawn without it")
 	e.Duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long keys stored in idempotency_keys (before migration 000017) are kept (at least 24h: a retry within a day replays); a key in its reservation's row is kept with it")
 	e.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "FLASHLINE_SHUTDOWN_TIMEOUT", 15*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	if err := e.FS.Parse(args); err != nil {
@@ -193,6 +206,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	if err := checkNotify(cfg); err != nil {
+		return err
+	}
+	if err := checkBeacon(&cfg); err != nil {
 		return err
 	}
 	if cfg.jobs.KeyRetention < minKeyRetention {
@@ -326,6 +342,31 @@ func parseTrustedProxies(s string) ([]netip.Prefix, error) {
 		prefixes = append(prefixes, p.Masked())
 	}
 	return prefixes, nil
+}
+
+// checkBeacon reads the lottery's beacon: all of --beacon-url,
+// --beacon-public-key, --beacon-genesis and --beacon-period, or none.
+func checkBeacon(cfg *serveConfig) error {
+	if cfg.jobs.BeaconURL == "" && cfg.beaconKey == "" && cfg.beaconGenesis == 0 && cfg.beaconPeriod == 0 {
+		return nil
+	}
+	u, err := url.Parse(cfg.jobs.BeaconURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("serve: --beacon-url must be an http(s) URL (with --beacon-public-key, --beacon-genesis and --beacon-period)")
+	}
+	key, err := hex.DecodeString(cfg.beaconKey)
+	if err != nil {
+		return errors.New("serve: --beacon-public-key must be hex")
+	}
+	chain := flashline.BeaconChain{PublicKey: key, Genesis: time.Unix(int64(cfg.beaconGenesis), 0), Period: cfg.beaconPeriod}
+	if cfg.beaconGenesis <= 0 {
+		return errors.New("serve: --beacon-genesis must be the chain's genesis time in Unix seconds")
+	}
+	if err := chain.Validate(); err != nil {
+		return fmt.Errorf("serve: the beacon: %w", err)
+	}
+	cfg.beacon = &chain
+	return nil
 }
 
 // checkNotify checks the lottery's notification webhook: an http(s) URL

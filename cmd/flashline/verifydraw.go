@@ -17,14 +17,21 @@ import (
 	"github.com/flashline/flashline/postgres"
 )
 
-const verifyDrawUsage = `usage: flashline sale verify-draw SALE_ID [--url URL] [--database-url URL]
-  fetch the sale's published policy from the service (GET URL/sales/SALE_ID/policy),
-  check that the revealed draw seed is the one committed to before the open
-  (SHA-256(seed) = commitment), recompute every admitted customer's draw from
-  (seed, sale, customer) and check it against the admissions the database
-  records. For a lottery sale, recompute the draw order of every registration
-  and check each recorded rank and outcome (won, lost, waitlisted, expired,
-  promoted in order). Exit 1 when anything does not match.
+const verifyDrawUsage = `usage: flashline sale verify-draw SALE_ID [--url URL] [--root HEX] [--commitment HEX]
+                             [--beacon-public-key HEX] [--customer ID] [--database-url URL]
+  A lottery sale: fetch its draw's transcript (GET URL/sales/SALE_ID/draw) and
+  check it from that document alone, no database and no token: the seed
+  against its commitment, the registrants against their Merkle root, the
+  beacon round (the first after the close, signed by the beacon's key), every
+  rank recomputed, the winners and the waitlist; each step is named with its
+  result. --root, --commitment and --beacon-public-key hold the transcript to
+  what you saw published earlier (the root at the close, the commitment at
+  creation, the beacon's own key); --customer checks that your registration
+  is in the committed set and shows your rank.
+  A waiting-room sale: fetch its policy (GET URL/sales/SALE_ID/policy), check
+  that the revealed seed is the one committed to before the open, recompute
+  every admitted customer's draw and check it against the admissions the
+  database records (--database-url). Exit 1 when anything does not match.
 `
 
 // errDrawMismatch makes `flashline sale verify-draw` exit 1 after printing
@@ -36,8 +43,13 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 	e := newFlags("sale verify-draw", getenv, stderr)
 	e.FS.Usage = func() { fmt.Fprint(stderr, verifyDrawUsage); e.FS.PrintDefaults() }
 	var dbURL, base string
+	var pins lotteryPins
 	e.databaseURL(&dbURL)
 	e.String(&base, "url", "FLASHLINE_URL", "http://127.0.0.1:8080", "the service whose published policy is checked")
+	e.FS.StringVar(&pins.root, "root", "", "a lottery: the registrants' root you saw published at the close (hex)")
+	e.FS.StringVar(&pins.commitment, "commitment", "", "a lottery: the seed's commitment you saw published at creation (hex)")
+	e.FS.StringVar(&pins.beaconKey, "beacon-public-key", "", "a lottery: the beacon's public key, from the beacon itself (hex)")
+	e.FS.StringVar(&pins.customer, "customer", "", "a lottery: your customer id: check that your registration was committed, and show your rank")
 	// The sale id may come before the flags.
 	var saleID string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -60,6 +72,13 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 		return fmt.Errorf("sale verify-draw: --url must be an http(s) URL, e.g. http://127.0.0.1:8080")
 	}
 
+	doc, err := fetchTranscript(ctx, strings.TrimRight(base, "/")+"/sales/"+saleID+"/draw")
+	switch {
+	case err == nil:
+		return verifyLotteryDraw(doc, pins, stdout)
+	case !errors.Is(err, errNotALottery):
+		return fmt.Errorf("sale verify-draw: %w", err)
+	}
 	policy, err := fetchPolicy(ctx, strings.TrimRight(base, "/")+"/sales/"+saleID+"/policy")
 	if err != nil {
 		return fmt.Errorf("sale verify-draw: %w", err)
@@ -81,9 +100,6 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	defer pool.Close()
-	if policy.Policy == string(flashline.AdmissionLottery) {
-		return verifyLotteryDraw(ctx, postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}), saleID, seed, stdout)
-	}
 	rec, err := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}).DrawRecord(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("sale verify-draw: %w", err)

@@ -2,53 +2,136 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/api"
 )
 
-// verifyLotteryDraw is `flashline sale verify-draw` for a lottery sale, once
-// the seed checks against its commitment: every registration's recorded
-// rank and outcome against the order recomputed from the seed
-// (flashline.AuditLottery).
-func verifyLotteryDraw(ctx context.Context, store *postgres.Store, saleID string, seed []byte, stdout io.Writer) error {
-	l, err := store.Lottery(ctx, saleID)
+// lotteryPins are what the verifier holds a lottery's transcript to, from
+// verify-draw's flags: what was seen published earlier, and one's own
+// customer id.
+type lotteryPins struct {
+	commitment, root, beaconKey, customer string
+}
+
+// errNotALottery: the sale has no draw transcript (not a lottery).
+var errNotALottery = errors.New("not a lottery")
+
+// fetchTranscript reads a lottery's draw transcript (errNotALottery: the
+// sale is not a lottery).
+func fetchTranscript(ctx context.Context, u string) (api.DrawTranscript, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return fmt.Errorf("sale verify-draw: %w", err)
+		return api.DrawTranscript{}, err
 	}
-	if l.DrawnAt == nil {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return api.DrawTranscript{}, fmt.Errorf("fetch the draw's transcript: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return api.DrawTranscript{}, fmt.Errorf("fetch the draw's transcript: %w", err)
+	}
+	if resp.StatusCode == http.StatusConflict && strings.Contains(string(body), `"no_lottery"`) {
+		return api.DrawTranscript{}, errNotALottery
+	}
+	if resp.StatusCode != http.StatusOK {
+		return api.DrawTranscript{}, fmt.Errorf("fetch the draw's transcript: GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var t api.DrawTranscript
+	if err := json.Unmarshal(body, &t); err != nil {
+		return api.DrawTranscript{}, fmt.Errorf("fetch the draw's transcript: %w", err)
+	}
+	return t, nil
+}
+
+// verifyLotteryDraw is `flashline sale verify-draw` for a lottery sale: the
+// transcript (GET /sales/{id}/draw) checked from itself alone, no database
+// and no token, step by step (flashline.VerifyDrawTranscript), each step
+// named with its result.
+func verifyLotteryDraw(doc api.DrawTranscript, pins lotteryPins, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "Sale %s (lottery, %s): %s\n", doc.SaleID, doc.Formula, doc.Status)
+	if doc.Status != "drawn" {
+		fmt.Fprintf(stdout, "commitment  %s\n", doc.Commitment)
+		if doc.RegistrantsRoot != nil {
+			fmt.Fprintf(stdout, "root        %s (%d registrants, committed at the close: keep it to check the draw with --root)\n", *doc.RegistrantsRoot, doc.RegistrantCount)
+		}
 		fmt.Fprintln(stdout, "The draw has not been made yet. Ask again after it.")
 		return nil
 	}
-	regs, err := store.LotteryRegistrations(ctx, saleID)
+	t, err := doc.Domain()
 	if err != nil {
-		return fmt.Errorf("sale verify-draw: %w", err)
+		fmt.Fprintf(stdout, "MISMATCH at the document: %v\n", err)
+		return errDrawMismatch
 	}
-	entries := make([]flashline.LotteryEntry, len(regs))
-	for i, r := range regs {
-		entries[i] = flashline.LotteryEntry{CustomerID: r.CustomerID, State: r.State, Rank: r.DrawRank}
-	}
-	audit := flashline.AuditLottery(seed, saleID, l.InitialStock, l.Rules.Waitlist, entries)
-	fmt.Fprintf(stdout, "lottery: %d registration(s), %d unit(s), waitlist %t, drawn at %s; %d window(s) expired, %d promoted\n\n",
-		len(entries), l.InitialStock, l.Rules.Waitlist, l.DrawnAt.UTC().Format("2006-01-02T15:04:05.000Z"), audit.Expired, audit.Promoted)
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tCUSTOMER\tDRAW\tSTATE\tCHECK")
-	for _, c := range audit.Checks {
-		check := "ok"
-		if c.Problem != "" {
-			check = "MISMATCH: " + c.Problem
+	var p flashline.DrawPins
+	hexPin := func(name, s string) ([]byte, error) {
+		if s == "" {
+			return nil, nil
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%016x\t%s\t%s\n", c.DrawnRank, c.CustomerID, c.Draw, c.State, check)
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("sale verify-draw: --%s must be hex", name)
+		}
+		return b, nil
+	}
+	if p.Commitment, err = hexPin("commitment", pins.commitment); err != nil {
+		return err
+	}
+	if p.Root, err = hexPin("root", pins.root); err != nil {
+		return err
+	}
+	if p.BeaconPublicKey, err = hexPin("beacon-public-key", pins.beaconKey); err != nil {
+		return err
+	}
+	if pins.customer != "" {
+		r := flashline.RegistrantOf(doc.SaleID, pins.customer)
+		p.Registrant = &r
+		fmt.Fprintf(stdout, "you         %s is registrant %s\n", pins.customer, r)
+	}
+	steps := flashline.VerifyDrawTranscript(t, p)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tCHECK\tDETAIL")
+	failed := ""
+	for _, s := range steps {
+		check := "ok"
+		if !s.OK {
+			check = "MISMATCH"
+			if failed == "" {
+				failed = s.Name
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, check, s.Detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if n := audit.Problems(); n > 0 {
-		fmt.Fprintf(stdout, "\n%d registration(s) disagree with the draw.\n", n)
+	if pins.customer != "" {
+		for i, r := range t.Ranked {
+			if p.Registrant != nil && r == *p.Registrant {
+				fmt.Fprintf(stdout, "your rank   %d of %d\n", t.Ranks[i], len(t.Ranked))
+			}
+		}
+	}
+	if failed != "" {
+		fmt.Fprintf(stdout, "\nThe draw does not check out: the %q step fails.\n", failed)
 		return errDrawMismatch
+	}
+	if t.Beacon == nil {
+		fmt.Fprintln(stdout, "\nThe draw checks out, but this deployment has no beacon: the store could know the order before registration closed.")
+		return nil
 	}
 	fmt.Fprintln(stdout, "\nThe draw checks out.")
 	return nil

@@ -44,6 +44,42 @@ func (e BulkVoidedResultsErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for DrawTranscriptFormula.
+const (
+	Flashlinelotterydrawv2 DrawTranscriptFormula = "flashline/lottery/draw/v2"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscriptFormula enum.
+func (e DrawTranscriptFormula) Valid() bool {
+	switch e {
+	case Flashlinelotterydrawv2:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DrawTranscriptStatus.
+const (
+	Committed   DrawTranscriptStatus = "committed"
+	Drawn       DrawTranscriptStatus = "drawn"
+	Registering DrawTranscriptStatus = "registering"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscriptStatus enum.
+func (e DrawTranscriptStatus) Valid() bool {
+	switch e {
+	case Committed:
+		return true
+	case Drawn:
+		return true
+	case Registering:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LatePaymentsLatePaymentsReason.
 const (
 	LatePaymentsLatePaymentsReasonAmountMismatch   LatePaymentsLatePaymentsReason = "amount_mismatch"
@@ -464,6 +500,21 @@ func (e TicketPolicy) Valid() bool {
 	case TicketPolicyArrivalOrder:
 		return true
 	case TicketPolicyRandomizedAtOpen:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TranscriptBeaconScheme.
+const (
+	BlsUnchainedG1Rfc9380 TranscriptBeaconScheme = "bls-unchained-g1-rfc9380"
+)
+
+// Valid indicates whether the value is a known member of the TranscriptBeaconScheme enum.
+func (e TranscriptBeaconScheme) Valid() bool {
+	switch e {
+	case BlsUnchainedG1Rfc9380:
 		return true
 	default:
 		return false
@@ -4154,6 +4205,114 @@ func (e Confirm503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for DrawTranscript400JSONResponseBodyErrorCode.
+const (
+	DrawTranscript400JSONResponseBodyErrorCodeInvalidRequest DrawTranscript400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscript400JSONResponseBodyErrorCode enum.
+func (e DrawTranscript400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DrawTranscript400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DrawTranscript404JSONResponseBodyErrorCode.
+const (
+	DrawTranscript404JSONResponseBodyErrorCodeNotFound DrawTranscript404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscript404JSONResponseBodyErrorCode enum.
+func (e DrawTranscript404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DrawTranscript404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DrawTranscript409JSONResponseBodyErrorCode.
+const (
+	DrawTranscript409JSONResponseBodyErrorCodeNoLottery DrawTranscript409JSONResponseBodyErrorCode = "no_lottery"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscript409JSONResponseBodyErrorCode enum.
+func (e DrawTranscript409JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DrawTranscript409JSONResponseBodyErrorCodeNoLottery:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DrawTranscript429JSONResponseBodyErrorCode.
+const (
+	DrawTranscript429JSONResponseBodyErrorCodeRateLimited DrawTranscript429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscript429JSONResponseBodyErrorCode enum.
+func (e DrawTranscript429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DrawTranscript429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DrawTranscript500JSONResponseBodyErrorCode.
+const (
+	DrawTranscript500JSONResponseBodyErrorCodeInternal DrawTranscript500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscript500JSONResponseBodyErrorCode enum.
+func (e DrawTranscript500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DrawTranscript500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DrawTranscript503JSONResponseBodyErrorCode.
+const (
+	DrawTranscript503JSONResponseBodyErrorCodeOverloaded           DrawTranscript503JSONResponseBodyErrorCode = "overloaded"
+	DrawTranscript503JSONResponseBodyErrorCodeSalePausedFailClosed DrawTranscript503JSONResponseBodyErrorCode = "sale_paused_fail_closed"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscript503JSONResponseBodyErrorCode enum.
+func (e DrawTranscript503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DrawTranscript503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	case DrawTranscript503JSONResponseBodyErrorCodeSalePausedFailClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DrawTranscriptPreflight404JSONResponseBodyErrorCode.
+const (
+	DrawTranscriptPreflight404JSONResponseBodyErrorCodeNotFound DrawTranscriptPreflight404JSONResponseBodyErrorCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the DrawTranscriptPreflight404JSONResponseBodyErrorCode enum.
+func (e DrawTranscriptPreflight404JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case DrawTranscriptPreflight404JSONResponseBodyErrorCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Policy404JSONResponseBodyErrorCode.
 const (
 	Policy404JSONResponseBodyErrorCodeNotFound Policy404JSONResponseBodyErrorCode = "not_found"
@@ -5571,6 +5730,55 @@ type Crowd struct {
 	Waiting           int     `json:"waiting"`
 }
 
+// DrawTranscript A lottery's draw, everything needed to check it without trusting the store: docs/lottery.md gives the formula; `flashline sale verify-draw SALE_ID --url BASE` checks it.
+type DrawTranscript struct {
+	// Beacon null: this deployment has no beacon, and the draw rests on the store's seed alone (note says so)
+	Beacon *TranscriptBeacon `json:"beacon"`
+
+	// Commitment hex SHA-256 of the store's seed, published at the sale's creation
+	Commitment string                `json:"commitment"`
+	DrawAt     time.Time             `json:"drawAt"`
+	DrawnAt    *time.Time            `json:"drawnAt"`
+	Formula    DrawTranscriptFormula `json:"formula"`
+
+	// Note for people: what the transcript proves and what rests on the store
+	Note            string `json:"note"`
+	RegistrantCount int    `json:"registrantCount"`
+
+	// Registrants every registrant committed at the close, in rank order once drawn (ascending before)
+	Registrants []struct {
+		// Rank 0 before the draw
+		Rank       int    `json:"rank"`
+		Registrant string `json:"registrant"`
+	} `json:"registrants"`
+	RegistrantsCommittedAt *time.Time `json:"registrantsCommittedAt"`
+
+	// RegistrantsRoot the registrants' Merkle root, fixed when registration closed (null before)
+	RegistrantsRoot      *string   `json:"registrantsRoot"`
+	RegistrationClosesAt time.Time `json:"registrationClosesAt"`
+	SaleId               string    `json:"saleId"`
+
+	// Seed the store's seed, hex, from the draw (null before)
+	Seed *string `json:"seed"`
+
+	// Status registering: nothing committed yet; committed: the registrants' root is fixed, the draw waits; drawn
+	Status   DrawTranscriptStatus `json:"status"`
+	Units    int                  `json:"units"`
+	Waitlist bool                 `json:"waitlist"`
+
+	// Waitlisted with a waitlist, the ranks after the winners, in order
+	Waitlisted []string `json:"waitlisted"`
+
+	// Winners ranks 1 to units, in order
+	Winners []string `json:"winners"`
+}
+
+// DrawTranscriptFormula defines model for DrawTranscript.Formula.
+type DrawTranscriptFormula string
+
+// DrawTranscriptStatus registering: nothing committed yet; committed: the registrants' root is fixed, the draw waits; drawn
+type DrawTranscriptStatus string
+
 // EdgeRequest defines model for EdgeRequest.
 type EdgeRequest struct {
 	// Report POST /edge/sync: a JWS signed like the document, aud "flashline-edge-report", good 10 s, body {edge, preopen: {saleId: pre-open tickets given out so far, in total}}
@@ -5832,7 +6040,9 @@ type PaymentResultType string
 
 // Policy A waiting room's policy (policy, description, drawCommitment[, drawSeed], title, imageUrl, opensAt) or a lottery's (every field but opensAt).
 type Policy struct {
-	Description string `json:"description"`
+	// Beacon lottery: the public randomness beacon round the draw waits for; null: this deployment has none (the description says so)
+	Beacon      *TranscriptBeacon `json:"beacon,omitempty"`
+	Description string            `json:"description"`
 
 	// DrawAlgorithm lottery: how anyone recomputes the draw from the seed
 	DrawAlgorithm *string `json:"drawAlgorithm,omitempty"`
@@ -5859,6 +6069,9 @@ type Policy struct {
 	// PurchaseWindowSeconds lottery
 	PurchaseWindowSeconds *int `json:"purchaseWindowSeconds,omitempty"`
 
+	// RegistrantsRoot lottery: the registrants' Merkle root, fixed when registration closes (null before)
+	RegistrantsRoot *string `json:"registrantsRoot,omitempty"`
+
 	// RegistrationClosesAt lottery
 	RegistrationClosesAt *time.Time `json:"registrationClosesAt,omitempty"`
 
@@ -5867,6 +6080,9 @@ type Policy struct {
 
 	// Title the product's name (the SKU when the sale has no title)
 	Title *string `json:"title,omitempty"`
+
+	// Transcript lottery: the path of the draw's transcript, GET /sales/{saleId}/draw
+	Transcript *string `json:"transcript,omitempty"`
 
 	// Units lottery: the units drawn for
 	Units *int `json:"units,omitempty"`
@@ -5954,7 +6170,13 @@ type Registration struct {
 	// DrawRank place in the draw's order, once drawn
 	DrawRank             *int       `json:"drawRank,omitempty"`
 	PurchaseWindowEndsAt *time.Time `json:"purchaseWindowEndsAt,omitempty"`
-	RegistrationId       *string    `json:"registrationId,omitempty"`
+
+	// Registrant lottery: the registrant's hashed id, H("flashline/lottery/registrant/v1" || 0x00 || saleId || 0x00 || customerId), hex; find it in GET /sales/{saleId}/draw
+	Registrant *string `json:"registrant,omitempty"`
+
+	// RegistrantLeaf lottery: the registrant's leaf in the registrants' Merkle tree, H(0x00 || registrant), hex
+	RegistrantLeaf *string `json:"registrantLeaf,omitempty"`
+	RegistrationId *string `json:"registrationId,omitempty"`
 
 	// RegistrationOpen unregistered: whether one can register now
 	RegistrationOpen *bool             `json:"registrationOpen,omitempty"`
@@ -6209,6 +6431,30 @@ type Ticket struct {
 
 // TicketPolicy defines model for Ticket.Policy.
 type TicketPolicy string
+
+// TranscriptBeacon The public randomness beacon's round a lottery's draw uses, in drand's format: round r is published at genesisTime + (r-1) × periodSeconds; its signature is BLS12-381 (scheme bls-unchained-g1-rfc9380) of SHA-256(r as 8 bytes big-endian) under publicKey; its randomness is SHA-256(signature).
+type TranscriptBeacon struct {
+	// GenesisTime Unix seconds
+	GenesisTime   int `json:"genesisTime"`
+	PeriodSeconds int `json:"periodSeconds"`
+
+	// PublicKey the chain's public key, a compressed G2 point, hex: compare it with the beacon's own
+	PublicKey string `json:"publicKey"`
+
+	// Randomness the round's randomness, once the draw has it (null before)
+	Randomness *string `json:"randomness"`
+
+	// Round the first round published after registration closes, fixed when the sale was created
+	Round   int                    `json:"round"`
+	RoundAt time.Time              `json:"roundAt"`
+	Scheme  TranscriptBeaconScheme `json:"scheme"`
+
+	// Signature the round's signature, a compressed G1 point, hex (null before)
+	Signature *string `json:"signature"`
+}
+
+// TranscriptBeaconScheme defines model for TranscriptBeacon.Scheme.
+type TranscriptBeaconScheme string
 
 // Void defines model for Void.
 type Void struct {
@@ -7044,6 +7290,27 @@ type Confirm500JSONResponseBodyErrorCode string
 
 // Confirm503JSONResponseBodyErrorCode defines parameters for Confirm.
 type Confirm503JSONResponseBodyErrorCode string
+
+// DrawTranscript400JSONResponseBodyErrorCode defines parameters for DrawTranscript.
+type DrawTranscript400JSONResponseBodyErrorCode string
+
+// DrawTranscript404JSONResponseBodyErrorCode defines parameters for DrawTranscript.
+type DrawTranscript404JSONResponseBodyErrorCode string
+
+// DrawTranscript409JSONResponseBodyErrorCode defines parameters for DrawTranscript.
+type DrawTranscript409JSONResponseBodyErrorCode string
+
+// DrawTranscript429JSONResponseBodyErrorCode defines parameters for DrawTranscript.
+type DrawTranscript429JSONResponseBodyErrorCode string
+
+// DrawTranscript500JSONResponseBodyErrorCode defines parameters for DrawTranscript.
+type DrawTranscript500JSONResponseBodyErrorCode string
+
+// DrawTranscript503JSONResponseBodyErrorCode defines parameters for DrawTranscript.
+type DrawTranscript503JSONResponseBodyErrorCode string
+
+// DrawTranscriptPreflight404JSONResponseBodyErrorCode defines parameters for DrawTranscriptPreflight.
+type DrawTranscriptPreflight404JSONResponseBodyErrorCode string
 
 // Policy404JSONResponseBodyErrorCode defines parameters for Policy.
 type Policy404JSONResponseBodyErrorCode string
@@ -8060,6 +8327,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /reservations/{reservationId}/confirm (the `Confirm` operationId).
 	Confirm(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DrawTranscript A lottery's draw transcript, to check it without trusting the store
+	//
+	// Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
+	DrawTranscript(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DrawTranscriptPreflight The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/draw (the `DrawTranscriptPreflight` operationId).
+	DrawTranscriptPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Policy A sale's published fairness policy
 	//
@@ -9392,6 +9671,38 @@ func (c *Client) ConfirmPreflight(ctx context.Context, reservationId Reservation
 // Corresponds with POST /reservations/{reservationId}/confirm (the `Confirm` operationId).
 func (c *Client) Confirm(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewConfirmRequest(c.Server, reservationId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DrawTranscript A lottery's draw transcript, to check it without trusting the store
+//
+// Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
+func (c *Client) DrawTranscript(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDrawTranscriptRequest(c.Server, saleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DrawTranscriptPreflight The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Corresponds with OPTIONS /sales/{saleId}/draw (the `DrawTranscriptPreflight` operationId).
+func (c *Client) DrawTranscriptPreflight(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDrawTranscriptPreflightRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -11487,6 +11798,74 @@ func NewConfirmRequest(server string, reservationId ReservationId) (*http.Reques
 	return req, nil
 }
 
+// NewDrawTranscriptRequest constructs an http.Request for the DrawTranscript method
+func NewDrawTranscriptRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/draw", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDrawTranscriptPreflightRequest constructs an http.Request for the DrawTranscriptPreflight method
+func NewDrawTranscriptPreflightRequest(server string, saleId SaleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "saleId", saleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sales/%s/draw", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodOptions, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPolicyRequest constructs an http.Request for the Policy method
 func NewPolicyRequest(server string, saleId SaleId) (*http.Request, error) {
 	var err error
@@ -12953,6 +13332,22 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /reservations/{reservationId}/confirm (the `Confirm` operationId).
 	ConfirmWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*ConfirmResponse, error)
+
+	// DrawTranscriptWithResponse A lottery's draw transcript, to check it without trusting the store
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
+	DrawTranscriptWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*DrawTranscriptResponse, error)
+
+	// DrawTranscriptPreflightWithResponse The preflight of a cross-origin request (CORS)
+	//
+	// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with OPTIONS /sales/{saleId}/draw (the `DrawTranscriptPreflight` operationId).
+	DrawTranscriptPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*DrawTranscriptPreflightResponse, error)
 
 	// PolicyWithResponse A sale's published fairness policy
 	//
@@ -17976,6 +18371,183 @@ func (r ConfirmResponse) ContentType() string {
 	return ""
 }
 
+// DrawTranscriptResponse429Headers the declared response headers of an HTTP 429 response for DrawTranscript
+type DrawTranscriptResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
+// DrawTranscriptResponse503Headers the declared response headers of an HTTP 503 response for DrawTranscript
+type DrawTranscriptResponse503Headers struct {
+	RetryAfter int
+}
+
+type DrawTranscriptResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DrawTranscript
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *struct {
+		Error struct {
+			Code DrawTranscript409JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code DrawTranscript503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DrawTranscriptResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DrawTranscriptResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DrawTranscriptResponse) GetJSON200() *DrawTranscript {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DrawTranscriptResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DrawTranscriptResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DrawTranscriptResponse) GetJSON409() *struct {
+	Error struct {
+		Code DrawTranscript409JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DrawTranscriptResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DrawTranscriptResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DrawTranscriptResponse) GetJSON503() *struct {
+	Error struct {
+		Code DrawTranscript503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DrawTranscriptResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DrawTranscriptResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DrawTranscriptResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DrawTranscriptResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DrawTranscriptPreflightResponse204Headers the declared response headers of an HTTP 204 response for DrawTranscriptPreflight
+type DrawTranscriptPreflightResponse204Headers struct {
+	AccessControlAllowHeaders *string
+	AccessControlAllowMethods *string
+	AccessControlAllowOrigin  *string
+	AccessControlMaxAge       *int
+}
+
+type DrawTranscriptPreflightResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DrawTranscriptPreflightResponse204Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DrawTranscriptPreflightResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DrawTranscriptPreflightResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DrawTranscriptPreflightResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DrawTranscriptPreflightResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DrawTranscriptPreflightResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PolicyResponse429Headers the declared response headers of an HTTP 429 response for Policy
 type PolicyResponse429Headers struct {
 	Connection *string
@@ -20914,6 +21486,34 @@ func (c *ClientWithResponses) ConfirmWithResponse(ctx context.Context, reservati
 		return nil, err
 	}
 	return ParseConfirmResponse(rsp)
+}
+
+// DrawTranscriptWithResponse A lottery's draw transcript, to check it without trusting the store
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
+func (c *ClientWithResponses) DrawTranscriptWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*DrawTranscriptResponse, error) {
+	rsp, err := c.DrawTranscript(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDrawTranscriptResponse(rsp)
+}
+
+// DrawTranscriptPreflightWithResponse The preflight of a cross-origin request (CORS)
+//
+// Browsers send it before calling this route from a page on another origin (the page `flashline page export` writes). Every answer of this route carries `Access-Control-Allow-Origin: *` and `Access-Control-Expose-Headers: Retry-After, Idempotent-Replayed`. The admin's routes answer no cross-origin request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with OPTIONS /sales/{saleId}/draw (the `DrawTranscriptPreflight` operationId).
+func (c *ClientWithResponses) DrawTranscriptPreflightWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*DrawTranscriptPreflightResponse, error) {
+	rsp, err := c.DrawTranscriptPreflight(ctx, saleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDrawTranscriptPreflightResponse(rsp)
 }
 
 // PolicyWithResponse A sale's published fairness policy
@@ -25754,6 +26354,181 @@ func ParseConfirmResponse(rsp *http.Response) (*ConfirmResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDrawTranscriptResponse parses an HTTP response from a DrawTranscriptWithResponse call
+func ParseDrawTranscriptResponse(rsp *http.Response) (*DrawTranscriptResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DrawTranscriptResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DrawTranscript
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest struct {
+			Error struct {
+				Code DrawTranscript409JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code DrawTranscript503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DrawTranscriptResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DrawTranscriptResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDrawTranscriptPreflightResponse parses an HTTP response from a DrawTranscriptPreflightWithResponse call
+func ParseDrawTranscriptPreflightResponse(rsp *http.Response) (*DrawTranscriptPreflightResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DrawTranscriptPreflightResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers DrawTranscriptPreflightResponse204Headers
+		if values := rsp.Header.Values("Access-Control-Allow-Headers"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Headers", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowHeaders = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Methods"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Methods", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowMethods = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Allow-Origin"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Allow-Origin", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlAllowOrigin = &value
+		}
+		if values := rsp.Header.Values("Access-Control-Max-Age"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Access-Control-Max-Age", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AccessControlMaxAge = &value
+		}
+		response.Headers204 = &headers
 	}
 
 	return response, nil

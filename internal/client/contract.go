@@ -18,25 +18,27 @@ import (
 // and Policy, which decodes both a waiting room's policy and a lottery's,
 // are its own, checked against the document (TestTypesMatchTheDocument).
 type (
-	Order           = api.Order
-	Challenge       = api.Challenge
-	PositionRange   = api.PositionRange
-	Ticket          = api.Ticket
-	Gate            = api.Gate
-	PaymentResult   = api.PaymentResult
-	Extended        = api.Extended
-	VoidResult      = api.VoidResult
-	BulkVoided      = api.BulkVoided
-	LotteryCounts   = api.LotteryCounts
-	Queue           = api.Queue
-	Sale            = api.Sale
-	Invariant       = api.Invariant
-	Reservation     = api.Reservation
-	Status          = api.Status
-	LatePayment     = api.LatePayment
-	LatePaymentList = api.LatePayments
-	Lottery         = api.Lottery
-	Registration    = api.Registration
+	Order            = api.Order
+	Challenge        = api.Challenge
+	PositionRange    = api.PositionRange
+	Ticket           = api.Ticket
+	Gate             = api.Gate
+	PaymentResult    = api.PaymentResult
+	Extended         = api.Extended
+	VoidResult       = api.VoidResult
+	BulkVoided       = api.BulkVoided
+	LotteryCounts    = api.LotteryCounts
+	Queue            = api.Queue
+	Sale             = api.Sale
+	Invariant        = api.Invariant
+	Reservation      = api.Reservation
+	Status           = api.Status
+	LatePayment      = api.LatePayment
+	LatePaymentList  = api.LatePayments
+	Lottery          = api.Lottery
+	Registration     = api.Registration
+	DrawTranscript   = api.DrawTranscript
+	TranscriptBeacon = api.TranscriptBeacon
 )
 
 // NewSale is the body of POST /admin/sales. Zero fields are left out, so the
@@ -88,6 +90,11 @@ type Policy struct {
 	Units                 int        `json:"units"`
 	DrawAlgorithm         string     `json:"drawAlgorithm"`
 	DrawnAt               *time.Time `json:"drawnAt"`
+	// A lottery's: the registrants' root (from the close), the beacon (nil:
+	// none) and where the draw's transcript is.
+	RegistrantsRoot *string               `json:"registrantsRoot"`
+	Beacon          *api.TranscriptBeacon `json:"beacon"`
+	Transcript      string                `json:"transcript"`
 	// A waiting room's: what the page shows of the sale.
 	Title    string     `json:"title"`
 	ImageURL *string    `json:"imageUrl"`
@@ -263,6 +270,12 @@ func (c *Client) Status(ctx context.Context, token, saleID, ticket, solution str
 // Policy is GET /sales/{id}/policy (public).
 func (c *Client) Policy(ctx context.Context, saleID string) (Result[Policy], error) {
 	return call[Policy](ctx, c, Request{Method: http.MethodGet, Path: salePath(saleID) + "/policy"})
+}
+
+// DrawTranscript is GET /sales/{id}/draw: a lottery's draw transcript (no
+// authentication).
+func (c *Client) DrawTranscript(ctx context.Context, saleID string) (Result[DrawTranscript], error) {
+	return call[DrawTranscript](ctx, c, Request{Method: http.MethodGet, Path: salePath(saleID) + "/draw"})
 }
 
 // Operations.

@@ -77,6 +77,8 @@ func TestTypesMatchTheDocument(t *testing.T) {
 		{"Sale.lottery", schema("Sale", "lottery"), client.Lottery{}},
 		{"LotteryCounts", schema("LotteryCounts"), client.LotteryCounts{}},
 		{"Registration", schema("Registration"), client.Registration{}},
+		{"DrawTranscript", schema("DrawTranscript"), client.DrawTranscript{}},
+		{"TranscriptBeacon", schema("TranscriptBeacon"), client.TranscriptBeacon{}},
 		{"Queue", schema("Queue"), client.Queue{}},
 		{"PaymentEvent", schema("PaymentEvent"), client.PaymentEvent{}},
 		{"PaymentEvent.data", schema("PaymentEvent", "data"), client.PaymentData{}},
@@ -107,7 +109,7 @@ var calls = map[string]string{
 	"paymentEvent": "SendPaymentEvent",
 	"reserve":      "Reserve", "getReservation": "Reservation", "getOwnReservation": "OwnReservation", "confirm": "Confirm", "cancel": "Cancel",
 	"ticket": "Ticket", "status": "Status", "policy": "Policy",
-	"register": "Register", "registration": "Registration",
+	"register": "Register", "registration": "Registration", "drawTranscript": "DrawTranscript",
 	"holdQueue": "HoldQueue", "releaseQueue": "ReleaseQueue", "queueMessage": "QueueMessage",
 	"saleLive": "Live", "saleReport": "Report", "repairSale": "Repair",
 }
@@ -118,7 +120,7 @@ var calls = map[string]string{
 var browser = []string{"waitPage", "waitPageHead", "waitPageAsset", "waitPageAssetHead",
 	"docs", "docsAsset", "loginPage", "login", "logout", "riverUI", "riverUIChange", "favicon", "console", "consoleRedirect", "consoleAsset",
 	"reservePreflight", "getReservationPreflight", "getOwnReservationPreflight", "confirmPreflight", "cancelPreflight",
-	"ticketPreflight", "statusPreflight", "statusStream", "statusStreamPreflight", "policyPreflight", "registerPreflight", "registrationPreflight",
+	"ticketPreflight", "statusPreflight", "statusStream", "statusStreamPreflight", "policyPreflight", "registerPreflight", "registrationPreflight", "drawTranscriptPreflight",
 	// and an edge's own requests to its origins (edge.Client makes them),
 	// the shop's buy button, and the payment providers' own webhooks (their
 	// senders are Stripe and Adyen).

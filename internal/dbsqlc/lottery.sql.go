@@ -16,7 +16,8 @@ UPDATE lotteries l
   FROM sales s
  WHERE l.sale_id = $1 AND s.sale_id = l.sale_id
    AND l.drawn_at IS NULL AND l.draw_at <= now()
-RETURNING l.drawn_at, l.purchase_window_seconds, l.waitlist, s.initial_stock, s.draw_seed
+RETURNING l.drawn_at, l.purchase_window_seconds, l.waitlist, s.initial_stock, s.draw_seed,
+          l.draw_version, l.registrants_root, l.beacon_public_key, l.beacon_round
 `
 
 type LotteryClaimDrawParams struct {
@@ -29,6 +30,10 @@ type LotteryClaimDrawRow struct {
 	Waitlist              bool
 	InitialStock          int32
 	DrawSeed              []byte
+	DrawVersion           int16
+	RegistrantsRoot       []byte
+	BeaconPublicKey       []byte
+	BeaconRound           *int64
 }
 
 // The draw happens once: only the transaction whose UPDATE matches the row
@@ -45,8 +50,57 @@ func (q *Queries) LotteryClaimDraw(ctx context.Context, arg LotteryClaimDrawPara
 		&i.Waitlist,
 		&i.InitialStock,
 		&i.DrawSeed,
+		&i.DrawVersion,
+		&i.RegistrantsRoot,
+		&i.BeaconPublicKey,
+		&i.BeaconRound,
 	)
 	return i, err
+}
+
+const lotteryClosesDue = `-- name: LotteryClosesDue :many
+SELECT sale_id FROM lotteries
+ WHERE registrants_root IS NULL AND registration_closes_at <= now() AND draw_version = 2
+ ORDER BY registration_closes_at
+`
+
+// Lotteries whose registration has closed and whose registrants are not
+// committed yet.
+func (q *Queries) LotteryClosesDue(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, lotteryClosesDue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var sale_id string
+		if err := rows.Scan(&sale_id); err != nil {
+			return nil, err
+		}
+		items = append(items, sale_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lotteryCommitRegistrants = `-- name: LotteryCommitRegistrants :exec
+UPDATE lotteries
+   SET registrants_root = $1, registrants_count = $2, registrants_committed_at = now()
+ WHERE sale_id = $3 AND registrants_root IS NULL
+`
+
+type LotteryCommitRegistrantsParams struct {
+	Root   []byte
+	Count  *int32
+	SaleID string
+}
+
+func (q *Queries) LotteryCommitRegistrants(ctx context.Context, arg LotteryCommitRegistrantsParams) error {
+	_, err := q.db.Exec(ctx, lotteryCommitRegistrants, arg.Root, arg.Count, arg.SaleID)
+	return err
 }
 
 const lotteryCounts = `-- name: LotteryCounts :one
@@ -88,9 +142,11 @@ func (q *Queries) LotteryCounts(ctx context.Context, arg LotteryCountsParams) (L
 const lotteryCreate = `-- name: LotteryCreate :exec
 
 INSERT INTO lotteries (sale_id, registration_opens_at, registration_closes_at, draw_at,
-                       purchase_window_seconds, waitlist)
+                       purchase_window_seconds, waitlist,
+                       beacon_public_key, beacon_genesis, beacon_period_seconds, beacon_round)
 VALUES ($1, $2, $3, $4,
-        $5, $6)
+        $5, $6,
+        $7, $8, $9, $10)
 `
 
 type LotteryCreateParams struct {
@@ -100,6 +156,10 @@ type LotteryCreateParams struct {
 	DrawAt                time.Time
 	PurchaseWindowSeconds int32
 	Waitlist              bool
+	BeaconPublicKey       []byte
+	BeaconGenesis         *time.Time
+	BeaconPeriodSeconds   *int32
+	BeaconRound           *int64
 }
 
 // The lottery with advance registration (postgres/lottery.go). Registrations
@@ -108,6 +168,8 @@ type LotteryCreateParams struct {
 // followed, in its transaction, by the outcome of every registration and the
 // outbox rows that tell each customer.
 // The lottery of a new lottery sale, in CreateSale's transaction.
+// The beacon's columns are NULL in a deployment without a beacon; with one,
+// beacon_round is the first round published after the close.
 func (q *Queries) LotteryCreate(ctx context.Context, arg LotteryCreateParams) error {
 	_, err := q.db.Exec(ctx, lotteryCreate,
 		arg.SaleID,
@@ -116,28 +178,57 @@ func (q *Queries) LotteryCreate(ctx context.Context, arg LotteryCreateParams) er
 		arg.DrawAt,
 		arg.PurchaseWindowSeconds,
 		arg.Waitlist,
+		arg.BeaconPublicKey,
+		arg.BeaconGenesis,
+		arg.BeaconPeriodSeconds,
+		arg.BeaconRound,
 	)
 	return err
 }
 
 const lotteryDueDraws = `-- name: LotteryDueDraws :many
-SELECT sale_id FROM lotteries WHERE drawn_at IS NULL AND draw_at <= now() ORDER BY draw_at
+SELECT l.sale_id, l.draw_at, l.beacon_public_key, l.beacon_genesis, l.beacon_period_seconds,
+       l.beacon_round, now()::timestamptz AS now
+  FROM lotteries l
+  JOIN sales s ON s.sale_id = l.sale_id
+ WHERE l.drawn_at IS NULL AND l.draw_at <= now() AND s.state <> 'paused'
+ ORDER BY l.draw_at
 `
 
-// Lotteries whose draw is due and not yet made.
-func (q *Queries) LotteryDueDraws(ctx context.Context) ([]string, error) {
+type LotteryDueDrawsRow struct {
+	SaleID              string
+	DrawAt              time.Time
+	BeaconPublicKey     []byte
+	BeaconGenesis       *time.Time
+	BeaconPeriodSeconds *int32
+	BeaconRound         *int64
+	Now                 time.Time
+}
+
+// Lotteries whose draw is due and not yet made, but those whose sale is
+// paused (the draw waited for the beacon's round too long: an operator
+// resumes it), with the beacon round each waits for.
+func (q *Queries) LotteryDueDraws(ctx context.Context) ([]LotteryDueDrawsRow, error) {
 	rows, err := q.db.Query(ctx, lotteryDueDraws)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []string
+	var items []LotteryDueDrawsRow
 	for rows.Next() {
-		var sale_id string
-		if err := rows.Scan(&sale_id); err != nil {
+		var i LotteryDueDrawsRow
+		if err := rows.Scan(
+			&i.SaleID,
+			&i.DrawAt,
+			&i.BeaconPublicKey,
+			&i.BeaconGenesis,
+			&i.BeaconPeriodSeconds,
+			&i.BeaconRound,
+			&i.Now,
+		); err != nil {
 			return nil, err
 		}
-		items = append(items, sale_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -148,6 +239,9 @@ func (q *Queries) LotteryDueDraws(ctx context.Context) ([]string, error) {
 const lotteryGet = `-- name: LotteryGet :one
 SELECT l.sale_id, l.registration_opens_at, l.registration_closes_at, l.draw_at,
        l.purchase_window_seconds, l.waitlist, l.drawn_at,
+       l.draw_version, l.registrants_root, l.registrants_count, l.registrants_committed_at,
+       l.beacon_public_key, l.beacon_genesis, l.beacon_period_seconds, l.beacon_round,
+       l.beacon_randomness, l.beacon_signature,
        s.initial_stock, s.challenge_bits, s.min_account_age_seconds, s.draw_seed,
        coalesce(s.title, s.sku)::text AS title, coalesce(s.image_url, '')::text AS image_url,
        now()::timestamptz AS now
@@ -161,20 +255,30 @@ type LotteryGetParams struct {
 }
 
 type LotteryGetRow struct {
-	SaleID                string
-	RegistrationOpensAt   time.Time
-	RegistrationClosesAt  time.Time
-	DrawAt                time.Time
-	PurchaseWindowSeconds int32
-	Waitlist              bool
-	DrawnAt               *time.Time
-	InitialStock          int32
-	ChallengeBits         int32
-	MinAccountAgeSeconds  int32
-	DrawSeed              []byte
-	Title                 string
-	ImageUrl              string
-	Now                   time.Time
+	SaleID                 string
+	RegistrationOpensAt    time.Time
+	RegistrationClosesAt   time.Time
+	DrawAt                 time.Time
+	PurchaseWindowSeconds  int32
+	Waitlist               bool
+	DrawnAt                *time.Time
+	DrawVersion            int16
+	RegistrantsRoot        []byte
+	RegistrantsCount       *int32
+	RegistrantsCommittedAt *time.Time
+	BeaconPublicKey        []byte
+	BeaconGenesis          *time.Time
+	BeaconPeriodSeconds    *int32
+	BeaconRound            *int64
+	BeaconRandomness       []byte
+	BeaconSignature        []byte
+	InitialStock           int32
+	ChallengeBits          int32
+	MinAccountAgeSeconds   int32
+	DrawSeed               []byte
+	Title                  string
+	ImageUrl               string
+	Now                    time.Time
 }
 
 // A lottery sale's rules and what its sale asks of registrants.
@@ -189,6 +293,16 @@ func (q *Queries) LotteryGet(ctx context.Context, arg LotteryGetParams) (Lottery
 		&i.PurchaseWindowSeconds,
 		&i.Waitlist,
 		&i.DrawnAt,
+		&i.DrawVersion,
+		&i.RegistrantsRoot,
+		&i.RegistrantsCount,
+		&i.RegistrantsCommittedAt,
+		&i.BeaconPublicKey,
+		&i.BeaconGenesis,
+		&i.BeaconPeriodSeconds,
+		&i.BeaconRound,
+		&i.BeaconRandomness,
+		&i.BeaconSignature,
 		&i.InitialStock,
 		&i.ChallengeBits,
 		&i.MinAccountAgeSeconds,
@@ -223,9 +337,29 @@ func (q *Queries) LotteryLock(ctx context.Context, arg LotteryLockParams) (Lotte
 	return i, err
 }
 
+const lotteryLockForClose = `-- name: LotteryLockForClose :one
+SELECT (registrants_root IS NOT NULL)::boolean AS committed
+  FROM lotteries
+ WHERE sale_id = $1 AND registration_closes_at <= now()
+   FOR UPDATE
+`
+
+type LotteryLockForCloseParams struct {
+	SaleID string
+}
+
+// The close's commitment: the row FOR UPDATE waits for every registration in
+// flight (they hold it FOR SHARE) and keeps new ones out until COMMIT.
+func (q *Queries) LotteryLockForClose(ctx context.Context, arg LotteryLockForCloseParams) (bool, error) {
+	row := q.db.QueryRow(ctx, lotteryLockForClose, arg.SaleID)
+	var committed bool
+	err := row.Scan(&committed)
+	return committed, err
+}
+
 const lotteryLockForRegistration = `-- name: LotteryLockForRegistration :one
 SELECT (now() >= l.registration_opens_at AND now() < l.registration_closes_at
-        AND l.drawn_at IS NULL)::boolean AS open
+        AND l.drawn_at IS NULL AND l.registrants_root IS NULL)::boolean AS open
   FROM lotteries l
  WHERE l.sale_id = $1
    FOR SHARE
@@ -239,11 +373,54 @@ type LotteryLockForRegistrationParams struct {
 // lottery's row FOR SHARE until COMMIT: the draw's UPDATE of that row waits
 // for every registration in flight, so none is left out of the draw, and a
 // registration that comes after it sees drawn_at set.
+// A registration that waited for the close's commitment (which takes the row
+// FOR UPDATE) reads the committed row and is refused: registrants_root is
+// set.
 func (q *Queries) LotteryLockForRegistration(ctx context.Context, arg LotteryLockForRegistrationParams) (bool, error) {
 	row := q.db.QueryRow(ctx, lotteryLockForRegistration, arg.SaleID)
 	var open bool
 	err := row.Scan(&open)
 	return open, err
+}
+
+const lotteryPauseForBeacon = `-- name: LotteryPauseForBeacon :exec
+UPDATE sales SET state = 'paused', pause_reason = $1::text, updated_at = now()
+ WHERE sale_id = $2 AND state IN ('scheduled', 'open')
+`
+
+type LotteryPauseForBeaconParams struct {
+	Reason string
+	SaleID string
+}
+
+// The draw waited too long for the beacon's round: the sale is paused with
+// the reason (never drawn without it).
+func (q *Queries) LotteryPauseForBeacon(ctx context.Context, arg LotteryPauseForBeaconParams) error {
+	_, err := q.db.Exec(ctx, lotteryPauseForBeacon, arg.Reason, arg.SaleID)
+	return err
+}
+
+const lotteryRecordBeacon = `-- name: LotteryRecordBeacon :exec
+UPDATE lotteries SET beacon_randomness = $1, beacon_signature = $2
+ WHERE sale_id = $3 AND beacon_round = $4
+`
+
+type LotteryRecordBeaconParams struct {
+	Randomness []byte
+	Signature  []byte
+	SaleID     string
+	Round      *int64
+}
+
+// The beacon round the draw used, in the draw's transaction.
+func (q *Queries) LotteryRecordBeacon(ctx context.Context, arg LotteryRecordBeaconParams) error {
+	_, err := q.db.Exec(ctx, lotteryRecordBeacon,
+		arg.Randomness,
+		arg.Signature,
+		arg.SaleID,
+		arg.Round,
+	)
+	return err
 }
 
 const lotteryWindowsDue = `-- name: LotteryWindowsDue :many
@@ -352,6 +529,34 @@ func (q *Queries) NotificationsClaim(ctx context.Context, arg NotificationsClaim
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const registrantsOfLottery = `-- name: RegistrantsOfLottery :many
+SELECT customer_id FROM lottery_registrations WHERE sale_id = $1
+`
+
+type RegistrantsOfLotteryParams struct {
+	SaleID string
+}
+
+func (q *Queries) RegistrantsOfLottery(ctx context.Context, arg RegistrantsOfLotteryParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, registrantsOfLottery, arg.SaleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var customer_id string
+		if err := rows.Scan(&customer_id); err != nil {
+			return nil, err
+		}
+		items = append(items, customer_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -82,13 +82,23 @@ type LatePayment struct {
 }
 
 type Lottery struct {
-	SaleID                string
-	RegistrationOpensAt   time.Time
-	RegistrationClosesAt  time.Time
-	DrawAt                time.Time
-	PurchaseWindowSeconds int32
-	Waitlist              bool
-	DrawnAt               *time.Time
+	SaleID                 string
+	RegistrationOpensAt    time.Time
+	RegistrationClosesAt   time.Time
+	DrawAt                 time.Time
+	PurchaseWindowSeconds  int32
+	Waitlist               bool
+	DrawnAt                *time.Time
+	DrawVersion            int16
+	RegistrantsRoot        []byte
+	RegistrantsCount       *int32
+	RegistrantsCommittedAt *time.Time
+	BeaconPublicKey        []byte
+	BeaconGenesis          *time.Time
+	BeaconPeriodSeconds    *int32
+	BeaconRound            *int64
+	BeaconRandomness       []byte
+	BeaconSignature        []byte
 }
 
 type LotteryNotification struct {

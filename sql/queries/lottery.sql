@@ -6,15 +6,22 @@
 
 -- name: LotteryCreate :exec
 -- The lottery of a new lottery sale, in CreateSale's transaction.
+-- The beacon's columns are NULL in a deployment without a beacon; with one,
+-- beacon_round is the first round published after the close.
 INSERT INTO lotteries (sale_id, registration_opens_at, registration_closes_at, draw_at,
-                       purchase_window_seconds, waitlist)
+                       purchase_window_seconds, waitlist,
+                       beacon_public_key, beacon_genesis, beacon_period_seconds, beacon_round)
 VALUES (@sale_id, @registration_opens_at, @registration_closes_at, @draw_at,
-        @purchase_window_seconds, @waitlist);
+        @purchase_window_seconds, @waitlist,
+        sqlc.narg(beacon_public_key), sqlc.narg(beacon_genesis), sqlc.narg(beacon_period_seconds), sqlc.narg(beacon_round));
 
 -- name: LotteryGet :one
 -- A lottery sale's rules and what its sale asks of registrants.
 SELECT l.sale_id, l.registration_opens_at, l.registration_closes_at, l.draw_at,
        l.purchase_window_seconds, l.waitlist, l.drawn_at,
+       l.draw_version, l.registrants_root, l.registrants_count, l.registrants_committed_at,
+       l.beacon_public_key, l.beacon_genesis, l.beacon_period_seconds, l.beacon_round,
+       l.beacon_randomness, l.beacon_signature,
        s.initial_stock, s.challenge_bits, s.min_account_age_seconds, s.draw_seed,
        coalesce(s.title, s.sku)::text AS title, coalesce(s.image_url, '')::text AS image_url,
        now()::timestamptz AS now
@@ -37,8 +44,11 @@ SELECT count(*) FILTER (WHERE r.state = 'registered')::int AS registered,
 -- lottery's row FOR SHARE until COMMIT: the draw's UPDATE of that row waits
 -- for every registration in flight, so none is left out of the draw, and a
 -- registration that comes after it sees drawn_at set.
+-- A registration that waited for the close's commitment (which takes the row
+-- FOR UPDATE) reads the committed row and is refused: registrants_root is
+-- set.
 SELECT (now() >= l.registration_opens_at AND now() < l.registration_closes_at
-        AND l.drawn_at IS NULL)::boolean AS open
+        AND l.drawn_at IS NULL AND l.registrants_root IS NULL)::boolean AS open
   FROM lotteries l
  WHERE l.sale_id = @sale_id
    FOR SHARE;
@@ -58,8 +68,44 @@ SELECT registration_id, sale_id, customer_id, state, draw_rank, purchase_window_
  WHERE sale_id = @sale_id AND customer_id = @customer_id;
 
 -- name: LotteryDueDraws :many
--- Lotteries whose draw is due and not yet made.
-SELECT sale_id FROM lotteries WHERE drawn_at IS NULL AND draw_at <= now() ORDER BY draw_at;
+-- Lotteries whose draw is due and not yet made, but those whose sale is
+-- paused (the draw waited for the beacon's round too long: an operator
+-- resumes it), with the beacon round each waits for.
+SELECT l.sale_id, l.draw_at, l.beacon_public_key, l.beacon_genesis, l.beacon_period_seconds,
+       l.beacon_round, now()::timestamptz AS now
+  FROM lotteries l
+  JOIN sales s ON s.sale_id = l.sale_id
+ WHERE l.drawn_at IS NULL AND l.draw_at <= now() AND s.state <> 'paused'
+ ORDER BY l.draw_at;
+
+-- name: LotteryClosesDue :many
+-- Lotteries whose registration has closed and whose registrants are not
+-- committed yet.
+SELECT sale_id FROM lotteries
+ WHERE registrants_root IS NULL AND registration_closes_at <= now() AND draw_version = 2
+ ORDER BY registration_closes_at;
+
+-- name: LotteryLockForClose :one
+-- The close's commitment: the row FOR UPDATE waits for every registration in
+-- flight (they hold it FOR SHARE) and keeps new ones out until COMMIT.
+SELECT (registrants_root IS NOT NULL)::boolean AS committed
+  FROM lotteries
+ WHERE sale_id = @sale_id AND registration_closes_at <= now()
+   FOR UPDATE;
+
+-- name: RegistrantsOfLottery :many
+SELECT customer_id FROM lottery_registrations WHERE sale_id = @sale_id;
+
+-- name: LotteryCommitRegistrants :exec
+UPDATE lotteries
+   SET registrants_root = @root, registrants_count = @count, registrants_committed_at = now()
+ WHERE sale_id = @sale_id AND registrants_root IS NULL;
+
+-- name: LotteryPauseForBeacon :exec
+-- The draw waited too long for the beacon's round: the sale is paused with
+-- the reason (never drawn without it).
+UPDATE sales SET state = 'paused', pause_reason = @reason::text, updated_at = now()
+ WHERE sale_id = @sale_id AND state IN ('scheduled', 'open');
 
 -- name: LotteryClaimDraw :one
 -- The draw happens once: only the transaction whose UPDATE matches the row
@@ -72,7 +118,13 @@ UPDATE lotteries l
   FROM sales s
  WHERE l.sale_id = @sale_id AND s.sale_id = l.sale_id
    AND l.drawn_at IS NULL AND l.draw_at <= now()
-RETURNING l.drawn_at, l.purchase_window_seconds, l.waitlist, s.initial_stock, s.draw_seed;
+RETURNING l.drawn_at, l.purchase_window_seconds, l.waitlist, s.initial_stock, s.draw_seed,
+          l.draw_version, l.registrants_root, l.beacon_public_key, l.beacon_round;
+
+-- name: LotteryRecordBeacon :exec
+-- The beacon round the draw used, in the draw's transaction.
+UPDATE lotteries SET beacon_randomness = @randomness, beacon_signature = @signature
+ WHERE sale_id = @sale_id AND beacon_round = @round;
 
 -- name: RegistrationsForDraw :many
 SELECT registration_id, customer_id

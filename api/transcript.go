@@ -1,0 +1,176 @@
+package api
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flashline/flashline"
+)
+
+// DrawTranscript is GET /sales/{saleId}/draw: a lottery's draw, everything
+// needed to check it without trusting the store (docs/lottery.md gives the
+// formula; `flashline sale verify-draw` checks it). Hashes and keys are
+// lowercase hex.
+type DrawTranscript struct {
+	SaleID string `json:"saleId"`
+	// Formula names the draw's formula: "flashline/lottery/draw/v2".
+	Formula string `json:"formula"`
+	// Status: "registering" (nothing committed yet), "committed" (the
+	// registrants' root fixed; waiting for the draw), "drawn".
+	Status               string  `json:"status"`
+	RegistrationClosesAt string  `json:"registrationClosesAt"`
+	DrawAt               string  `json:"drawAt"`
+	DrawnAt              *string `json:"drawnAt"`
+	Units                int     `json:"units"`
+	Waitlist             bool    `json:"waitlist"`
+	// Commitment is SHA-256 of the store's seed, published at creation.
+	Commitment string `json:"commitment"`
+	// Seed is the store's seed, revealed by the draw.
+	Seed                   *string `json:"seed"`
+	RegistrantsRoot        *string `json:"registrantsRoot"`
+	RegistrantCount        int     `json:"registrantCount"`
+	RegistrantsCommittedAt *string `json:"registrantsCommittedAt"`
+	// Beacon is null in a deployment without a beacon (Note says so).
+	Beacon *TranscriptBeacon `json:"beacon"`
+	// Registrants: every registrant's hashed id, in rank order once drawn
+	// (sorted before).
+	Registrants []TranscriptRegistrant `json:"registrants"`
+	Winners     []string               `json:"winners"`
+	Waitlisted  []string               `json:"waitlisted"`
+	// Note says, for people, what the transcript proves and what rests on
+	// the store.
+	Note string `json:"note"`
+}
+
+// TranscriptBeacon is the beacon round a lottery's draw uses.
+type TranscriptBeacon struct {
+	Scheme        string  `json:"scheme"`
+	PublicKey     string  `json:"publicKey"`
+	GenesisTime   int64   `json:"genesisTime"`
+	PeriodSeconds int     `json:"periodSeconds"`
+	Round         uint64  `json:"round"`
+	RoundAt       string  `json:"roundAt"`
+	Randomness    *string `json:"randomness"`
+	Signature     *string `json:"signature"`
+}
+
+// TranscriptRegistrant is one registrant: its hashed id and rank (0 before
+// the draw).
+type TranscriptRegistrant struct {
+	Registrant string `json:"registrant"`
+	Rank       int    `json:"rank"`
+}
+
+// DrawFormula names the lottery's draw formula.
+const DrawFormula = "flashline/lottery/draw/v2"
+
+func hexp(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := hex.EncodeToString(b)
+	return &s
+}
+
+func timep(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
+}
+
+// NewDrawTranscript renders lottery l's transcript.
+func NewDrawTranscript(l flashline.Lottery, t flashline.DrawTranscript) DrawTranscript {
+	v := DrawTranscript{
+		SaleID: l.SaleID, Formula: DrawFormula, Status: "registering",
+		RegistrationClosesAt: l.Rules.RegistrationClosesAt.UTC().Format(time.RFC3339Nano),
+		DrawAt:               l.Rules.DrawAt.UTC().Format(time.RFC3339Nano),
+		DrawnAt:              timep(l.DrawnAt),
+		Units:                t.Units, Waitlist: t.Waitlist,
+		Commitment: hex.EncodeToString(t.Commitment), Seed: hexp(t.Seed),
+		RegistrantsRoot: hexp(t.Root), RegistrantCount: t.RegistrantCount,
+		RegistrantsCommittedAt: timep(l.RegistrantsCommittedAt),
+		Registrants:            []TranscriptRegistrant{}, Winners: []string{}, Waitlisted: []string{},
+	}
+	switch {
+	case l.DrawnAt != nil:
+		v.Status = "drawn"
+	case t.Root != nil:
+		v.Status = "committed"
+	}
+	if b := t.Beacon; b != nil {
+		v.Beacon = &TranscriptBeacon{
+			Scheme: flashline.BeaconScheme, PublicKey: hex.EncodeToString(b.Chain.PublicKey),
+			GenesisTime: b.Chain.Genesis.Unix(), PeriodSeconds: int(b.Chain.Period / time.Second),
+			Round: b.Round, RoundAt: b.Chain.RoundTime(b.Round).UTC().Format(time.RFC3339),
+			Randomness: hexp(b.Randomness), Signature: hexp(b.Signature),
+		}
+		v.Note = fmt.Sprintf("The order is fixed by the store's seed (committed to at creation), the registrants' root (fixed when registration closed) and the beacon's round %d, published after the close: nobody, the store included, could know the order before that round.", b.Round)
+	} else {
+		v.Note = "NO BEACON: this deployment draws with the store's seed alone (committed to at creation, revealed at the draw). Whoever knew the seed before the close, the store included, could compute the order."
+	}
+	v.Note += " The transcript does not show that the registrants' root was published at the close: compare it with the root you saw then (verify-draw --root)."
+	for i, r := range t.Ranked {
+		v.Registrants = append(v.Registrants, TranscriptRegistrant{Registrant: r.String(), Rank: t.Ranks[i]})
+	}
+	for _, r := range t.Winners {
+		v.Winners = append(v.Winners, r.String())
+	}
+	for _, r := range t.Waitlisted {
+		v.Waitlisted = append(v.Waitlisted, r.String())
+	}
+	return v
+}
+
+// Domain reads the transcript back for flashline.VerifyDrawTranscript.
+func (v DrawTranscript) Domain() (flashline.DrawTranscript, error) {
+	var errs []error
+	dec := func(name string, s *string) []byte {
+		if s == nil {
+			return nil
+		}
+		b, err := hex.DecodeString(*s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s is not hex", name))
+		}
+		return b
+	}
+	reg := func(name, s string) flashline.Registrant {
+		r, err := flashline.ParseRegistrant(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		return r
+	}
+	closes, err := time.Parse(time.RFC3339Nano, v.RegistrationClosesAt)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("registrationClosesAt: %w", err))
+	}
+	t := flashline.DrawTranscript{
+		SaleID: v.SaleID, RegistrationClosesAt: closes, Units: v.Units, Waitlist: v.Waitlist,
+		Commitment: dec("commitment", &v.Commitment), Seed: dec("seed", v.Seed),
+		Root: dec("registrantsRoot", v.RegistrantsRoot), RegistrantCount: v.RegistrantCount,
+	}
+	if b := v.Beacon; b != nil {
+		t.Beacon = &flashline.BeaconRecord{
+			Chain: flashline.BeaconChain{PublicKey: dec("beacon.publicKey", &b.PublicKey),
+				Genesis: time.Unix(b.GenesisTime, 0), Period: time.Duration(b.PeriodSeconds) * time.Second},
+			BeaconRound: flashline.BeaconRound{Round: b.Round, Randomness: dec("beacon.randomness", b.Randomness),
+				Signature: dec("beacon.signature", b.Signature)},
+		}
+	}
+	for i, r := range v.Registrants {
+		t.Ranked = append(t.Ranked, reg(fmt.Sprintf("registrants[%d]", i), r.Registrant))
+		t.Ranks = append(t.Ranks, r.Rank)
+	}
+	for i, r := range v.Winners {
+		t.Winners = append(t.Winners, reg(fmt.Sprintf("winners[%d]", i), r))
+	}
+	for i, r := range v.Waitlisted {
+		t.Waitlisted = append(t.Waitlisted, reg(fmt.Sprintf("waitlisted[%d]", i), r))
+	}
+	return t, errors.Join(errs...)
+}
