@@ -32,8 +32,8 @@ rm -rf "$out" && mkdir -p "$out"
 # t.Parallel: go test runs them one after another before any parallel test
 # of the package starts), so that they run beside the parallel ones.
 shards=(
-  '^(TestNorthline|TestNorthlineThroughPgBouncer|TestPreopenTicketsWriteNoRowPerArrival|TestSoldOutCostsNoTransactions|TestEdgesTicketsAndAdmissions)$'
-  '^(TestEdgeWithoutDatabase|TestEdgeFailsOverToAnotherOrigin|TestEdgeLosesItsOrigin|TestEdgeWithSkewedClock|TestGate|TestGateWithoutRedis|TestDatabaseDownFailsClosed|TestSkewedClocksJudgeByTheDatabase|TestWaitingRoomEndToEnd|TestConnectionFloodFromOneAddress)$'
+  '^(TestNorthline|TestNorthlineThroughPgBouncer|TestSoldOutCostsNoTransactions)$'
+  '^(TestPreopenTicketsWriteNoRowPerArrival|TestEdgesTicketsAndAdmissions|TestEdgeWithoutDatabase|TestEdgeFailsOverToAnotherOrigin|TestEdgeLosesItsOrigin|TestEdgeWithSkewedClock|TestGate|TestGateWithoutRedis|TestDatabaseDownFailsClosed|TestSkewedClocksJudgeByTheDatabase|TestWaitingRoomEndToEnd|TestConnectionFloodFromOneAddress)$'
 )
 heavy=(./cmd/flashline ./waitpage ./internal/chaos)
 
