@@ -2,7 +2,7 @@
 // Redis gate in front of the database adapter, as the one flashline.Store
 // the HTTP layer uses, and the parts the rest of an instance needs of it.
 //
-//	handlers → salecache (answers from memory) → gate (Redis) → postgres (the authority)
+//	handlers → salecache (flashline.Refusals on its facts) → gate (Redis) → postgres (the authority)
 //
 // The adapter is given to New as the interfaces it must satisfy (DB):
 // cmd/flashline makes it (postgres.NewStore) and passes it, so this package
@@ -30,8 +30,7 @@ import (
 // DB is what the stack needs of the database adapter, the authority at its
 // bottom: the Store the wrappers pass through to, what the gate needs of the
 // database, what the sale cache reads and the purchase queues the refusals
-// peek at. cmd/flashline passes
-// *postgres.Store.
+// peek at. cmd/flashline passes *postgres.Store.
 type DB interface {
 	flashline.GateStore
 	flashline.FactSource
