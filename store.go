@@ -24,22 +24,6 @@ type Store interface {
 	Confirm(ctx context.Context, reservationID string, by Actor) (Reservation, error)
 	Cancel(ctx context.Context, reservationID string, by Actor) (Reservation, error)
 
-	// SaleBusy reports whether a reservation of saleID would be refused at
-	// once (ErrOverloaded) because the sale's purchase queue on this
-	// instance is full: a peek, without queueing, so that the HTTP layer can
-	// refuse it before it has paid for the body and the token.
-	SaleBusy(saleID string) bool
-	// RefuseFromMemory answers a reservation of saleID by customerID from
-	// what this instance knows without the database, before anything else
-	// is done for it: ErrSoldOut or ErrSaleNotOpen, or nil when the purchase
-	// path must decide. The database itself refuses nothing this way (nil):
-	// the sale cache in front of it does, once the database has confirmed,
-	// in a read shared by every refusal waiting, that memory is not behind
-	// (ctx bounds that wait). customerID may be a view of a buffer the
-	// caller reuses (the HTTP layer's front door): compare it, never keep
-	// it.
-	RefuseFromMemory(ctx context.Context, saleID, customerID string) error
-
 	// ApplyPaymentEvent applies an authenticated payment event once per
 	// event id (a repeated id is a replay: Replayed, no effect).
 	ApplyPaymentEvent(ctx context.Context, e PaymentEvent) (PaymentResult, error)
@@ -91,8 +75,6 @@ var stockEffects = map[string]StockEffect{
 	"CustomerReservation": 0,
 	"Confirm":             0, // pending to confirmed: the units stay taken
 	"Cancel":              StockReturned,
-	"SaleBusy":            0,
-	"RefuseFromMemory":    0,
 	"ApplyPaymentEvent":   StockReturned, // payment.failed cancels, refund.succeeded voids
 	"LatePayments":        0,
 	"ExtendSale":          0,

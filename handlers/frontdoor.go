@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -32,11 +31,11 @@ import (
 //
 // For a reservation (POST /sales/{id}/reservations):
 //
-//   - its sale's purchase queue is full (Store.SaleBusy), or the admission
-//     limiter would shed it anyway (Limiter.Refuses): 503 overloaded, before
-//     its token is verified or its body read;
-//   - memory refuses its sale (Store.RefuseFromMemory: sold out, not open)
-//     for the customer its token proves (auth's FastCustomer): 409, its body
+//   - its sale's purchase queue is full (flashline.Refusals' Overloaded),
+//     or the admission limiter would shed it anyway (Limiter.Refuses): 503
+//     overloaded, before its token is verified or its body read;
+//   - memory refuses its sale (flashline.Refusals' FromMemory: sold out, not
+//     open) for the customer its token proves (auth's FastCustomer): 409, its body
 //     read and dropped within the usual bounds, so the connection carries
 //     the client's next request.
 //
@@ -60,7 +59,7 @@ import (
 // answer for — goes on to the routes as it came.
 type frontDoor struct {
 	next     http.Handler
-	store    flashline.Store
+	refusals *flashline.Refusals
 	room     *waitroom.Room // nil: no waiting room; polls go to the routes
 	limiter  *loadshed.Limiter
 	verifier *auth.Verifier
@@ -70,7 +69,8 @@ type frontDoor struct {
 	perAddr  *addrBound
 	addrBusy prepared
 
-	overloaded, soldOut, notOpen prepared
+	// The reservation's refusals, counted here (refusal.go).
+	refusal refusalAnswers
 	// The status poll's: the limiter's refusal; the answers from memory,
 	// counted and timed.
 	pollOverloaded prepared
@@ -82,6 +82,7 @@ type frontDoor struct {
 
 // prepared is one refusal, ready to write.
 type prepared struct {
+	code   string // the error's, the outcome the metrics record
 	status int
 	body   []byte
 	length []string
@@ -108,11 +109,9 @@ const (
 )
 
 func newFrontDoor(next http.Handler, d Deps, m *Metrics) *frontDoor {
-	f := &frontDoor{next: next, store: d.Store, room: d.Room, limiter: d.Limiter, verifier: d.Verifier, now: d.now(),
+	f := &frontDoor{next: next, refusals: d.Refusals, room: d.Room, limiter: d.Limiter, verifier: d.Verifier, now: d.now(),
 		polled: m.requests.WithLabelValues(statusRoute, "ok"), pollLatency: m.latency.WithLabelValues(statusRoute)}
-	f.overloaded = prepare(m, flashline.ErrOverloaded, reservationsRoute)
-	f.soldOut = prepare(m, flashline.ErrSoldOut, reservationsRoute)
-	f.notOpen = prepare(m, flashline.ErrSaleNotOpen, reservationsRoute)
+	f.refusal = prepareRefusals(func(err error) prepared { return prepare(m, err, reservationsRoute) })
 	f.pollOverloaded = prepare(m, flashline.ErrOverloaded, statusRoute)
 	f.perAddr = newAddrBound(d.InFlightPerAddr, d.TrustedProxies)
 	f.addrBusy = prepare(m, flashline.ErrAddressInFlight, beforeRouting)
@@ -137,7 +136,7 @@ func prepareError(e apiError, count prometheus.Counter, latency prometheus.Obser
 	if jerr != nil {
 		panic(jerr)
 	}
-	p := prepared{status: e.status, body: body, length: []string{strconv.Itoa(len(body))}, count: count, latency: latency}
+	p := prepared{code: e.code, status: e.status, body: body, length: []string{strconv.Itoa(len(body))}, count: count, latency: latency}
 	for s := e.retryAfter; e.retryAfter > 0 && s <= 2*e.retryAfter; s++ {
 		p.retryAfter = append(p.retryAfter, []string{strconv.Itoa(s)})
 	}
@@ -166,8 +165,8 @@ func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (f *frontDoor) reservation(w http.ResponseWriter, r *http.Request, saleID string) {
 	start := time.Now()
-	if f.store.SaleBusy(saleID) || (f.limiter != nil && f.limiter.Refuses(loadshed.PriorityReserve)) {
-		f.refuse(w, &f.overloaded, start)
+	if f.refusals.Overloaded(saleID) || (f.limiter != nil && f.limiter.Refuses(loadshed.PriorityReserve)) {
+		f.refuse(w, &f.refusal.overloaded, start)
 		return
 	}
 	s := f.scratch.Get().(*auth.Scratch)
@@ -177,13 +176,8 @@ func (f *frontDoor) reservation(w http.ResponseWriter, r *http.Request, saleID s
 		f.next.ServeHTTP(w, r)
 		return
 	}
-	var p *prepared
-	switch err := f.store.RefuseFromMemory(r.Context(), saleID, customer); {
-	case errors.Is(err, flashline.ErrSoldOut):
-		p = &f.soldOut
-	case errors.Is(err, flashline.ErrSaleNotOpen):
-		p = &f.notOpen
-	default:
+	p := f.refusal.of(f.refusals.FromMemory(r.Context(), saleID, customer))
+	if p == nil {
 		f.next.ServeHTTP(w, r)
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/internal/client"
@@ -62,6 +63,7 @@ func startServer(t testing.TB, roomOpts *waitroom.Options, tweaks ...func(*handl
 	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{ReserveTimeout: time.Minute})
 	deps := handlers.Deps{
 		Store:    store,
+		Refusals: flashline.NewRefusals(store, nil),
 		Verifier: verifier,
 		Limiter:  limiter,
 		Logger:   testLogger(t),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/salecache"
@@ -29,7 +30,8 @@ func withSaleCache(t testing.TB) func(*handlers.Deps) {
 		var wg sync.WaitGroup
 		wg.Go(func() { _ = cache.Run(ctx) })
 		t.Cleanup(func() { cancel(); wg.Wait() })
-		d.Store = cache.Wrap(store)
+		d.Refusals = flashline.NewRefusals(store, cache)
+		d.Store = cache.Wrap(store, d.Refusals)
 	}
 }
 

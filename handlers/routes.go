@@ -28,10 +28,13 @@ import (
 type Deps struct {
 	// Store is the one store every route goes through (stack.New puts it
 	// together: the sale cache in front of the gate in front of the
-	// database), the lottery's routes included; the reservation route asks
-	// it first whether the sale's queue is full (SaleBusy) and whether
-	// memory refuses (RefuseFromMemory).
-	Store    flashline.Store
+	// database), the lottery's routes included.
+	Store flashline.Store
+	// Refusals decides what a reservation is refused without the database
+	// (stack.New makes it: the sale's queue full, memory's sold out or not
+	// open); the front door and the reservation route ask it first. Nil:
+	// nothing is refused that way.
+	Refusals *flashline.Refusals
 	Verifier *auth.Verifier
 	Limiter  *loadshed.Limiter
 	Logger   *slog.Logger
@@ -208,7 +211,7 @@ func Routes(d Deps) http.Handler {
 	// nothing another buyer needs. Confirm and cancel finish sales and
 	// return stock: they are never shed, and a burst of them queues for the
 	// pool they use.
-	public.handle(http.MethodPost, "/sales/:saleId/reservations", shedBusySale(d.Store, d.Logger), customer, oneCustomer, refuseFromMemory(d.Store, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
+	public.handle(http.MethodPost, "/sales/:saleId/reservations", shedBusySale(d.Refusals), customer, oneCustomer, refuseFromMemory(d.Refusals, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
 	// A customer's own hold or order in a sale, for one who lost its id.
 	public.handle(http.MethodGet, "/sales/:saleId/reservation", customer, oneCustomer, handleCustomerReservation(d.Store, d.Logger))
 	public.handle(http.MethodGet, "/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
@@ -266,46 +269,6 @@ func handleReady(ready func(context.Context) error, logger *slog.Logger) gin.Han
 // MetricsHandler serves the registry in Prometheus's format.
 func MetricsHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-}
-
-// shedBusySale refuses a reservation with 503 overloaded, before its token is
-// verified or its body read, when its sale's purchase queue is full: the
-// cheapest "no", for the crowd that exceeds what the sale's batches take. The
-// refusal holds nothing and is the answer it would have had later.
-func shedBusySale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if store.SaleBusy(c.Param("saleId")) {
-			writeError(c, logger, flashline.ErrOverloaded)
-			return
-		}
-		c.Next()
-	}
-}
-
-// refuseFromMemory answers a reservation the sale cache can refuse (sold out,
-// not open) before its body is decoded, its Idempotency-Key checked or a slot
-// of the limiter taken: the "no" most buyers of a flash sale hear, at the
-// cost of a map lookup. The caller is authenticated first (customer): which
-// customers still reach the database (those who ever held a reservation in
-// the sale, whose retries must replay) is theirs to know only of
-// themselves, so an answer that depends on the customer is given only to
-// that customer. The answer is one every request in the sale would get now,
-// whatever its body: "sold out" holds for any quantity, "not open" for any
-// request. The body is read and dropped within the bounds a decoded one has
-// (MaxBodyBytes, bodyReadTimeout), so the connection carries the client's
-// next request; a body that breaks them closes the connection instead.
-func refuseFromMemory(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		err := store.RefuseFromMemory(c.Request.Context(), c.Param("saleId"), actorOf(c).CustomerID)
-		if err == nil {
-			c.Next()
-			return
-		}
-		if !drainBody(c) {
-			c.Header("Connection", "close")
-		}
-		writeError(c, logger, err)
-	}
 }
 
 // checkIDs answers 404 for a sale or reservation id of a shape the service

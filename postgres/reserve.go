@@ -27,15 +27,11 @@ func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flas
 	return s.batches.submit(c)
 }
 
-// SaleBusy reports whether a reservation of saleID would be refused at once
-// because the sale's queue is full (Options.QueueRounds): a peek, without
-// queueing, so that the HTTP layer can refuse it before it has paid for the
-// body and the token.
-func (s *Store) SaleBusy(saleID string) bool { return s.batches.full(saleID) }
-
-// RefuseFromMemory refuses nothing: the database decides every reservation
-// it is asked (the sale cache in front of it answers from memory).
-func (s *Store) RefuseFromMemory(context.Context, string, string) error { return nil }
+// QueueFull reports whether a reservation of saleID would be refused at once
+// (ErrOverloaded) because the sale's purchase queue on this instance is
+// full (Options.QueueRounds): a peek, without queueing (flashline.Queues: the refusals ask it
+// before the HTTP layer has paid for the body and the token).
+func (s *Store) QueueFull(saleID string) bool { return s.batches.full(saleID) }
 
 // Reserve attempts with a valid admission token (waiting-room sales) are
 // rate limited per account and per payment instrument, across instances, on

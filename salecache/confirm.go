@@ -41,11 +41,11 @@ type confirmer struct {
 	started time.Time
 }
 
-// unchanged reports whether the database, read after this call, has the
-// stock of e's sale at the version its list of holders was read at. false:
-// it changed (and the sale is read again), or it could not be read in time;
-// the purchase path asks the database.
-func (c *Cache) unchanged(ctx context.Context, e *entry) bool {
+// Unchanged reports whether the database, read after this call, has the
+// stock of saleID at version, the one its list of holders was read at
+// (flashline.Memory). false: it changed (and the sale is read again), or it
+// could not be read in time; the purchase path asks the database.
+func (c *Cache) Unchanged(ctx context.Context, saleID, version string) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -57,15 +57,15 @@ func (c *Cache) unchanged(ctx context.Context, e *entry) bool {
 		k.next = w
 		go c.confirm(w)
 	}
-	w.sales[e.ID] = struct{}{}
+	w.sales[saleID] = struct{}{}
 	k.mu.Unlock()
 	select {
 	case <-w.done:
 		if w.err != nil {
 			return false
 		}
-		if w.versions[e.ID] != e.customersVersion {
-			c.Changed(e.ID)
+		if w.versions[saleID] != version {
+			c.Changed(saleID)
 			return false
 		}
 		return true

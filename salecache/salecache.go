@@ -1,8 +1,10 @@
 // Package salecache is what each flashline instance knows about its sales
 // without asking the database: whether each is scheduled, open, paused,
 // closed or sold out, its waiting room's rules and counters. One cache
-// serves the purchase path, which answers the 99% "no" (sold out, not open)
-// from it with no database round trip (Cache.Wrap), the Redis gate (which
+// serves the purchase path, whose 99% "no" (sold out, not open) is decided
+// from its facts with no database round trip (flashline.Refusals, which
+// reads it as a flashline.Memory; Cache.Wrap asks the same decider before
+// a reservation reaches the database), the Redis gate (which
 // sales it counts), and the waiting room, which answers every status poll
 // from it (package waitroom). What it keeps of a sale is a
 // flashline.SaleFacts, read from a flashline.FactSource.
@@ -328,45 +330,42 @@ func (c *Cache) Fresh(saleID string) (s flashline.SaleFacts, ok bool) {
 	return flashline.SaleFacts{}, false
 }
 
-// Decide answers a reservation attempt from memory when it can: ErrSoldOut or
-// ErrSaleNotOpen, or nil when the database must decide. A refusal waits for
-// the database to confirm that the sale's stock has not changed since memory
-// read it (unchanged), a few milliseconds shared with every other refusal;
-// ctx bounds the wait, and a request whose ctx is done is refused.
-func (c *Cache) Decide(ctx context.Context, saleID, customerID string) error {
+// Recall is what memory knows of saleID for customerID's reservation
+// (flashline.Memory): ok false when the entry is missing or stale.
+func (c *Cache) Recall(saleID, customerID string) (r flashline.Recollection, ok bool) {
 	e := c.entry(saleID)
 	if !c.fresh(e) {
-		return nil
+		return r, false
 	}
-	now := c.Now()
-	var refusal error
-	switch {
-	case e.State == flashline.StatePaused || e.State == flashline.StateClosed:
-		refusal = flashline.ErrSaleNotOpen
-	case e.State == flashline.StateScheduled:
-		// The database's clock decides the opening; only refuse when even a
-		// generous skew between the two clocks could not make it open.
-		if e.OpensAt == nil || e.OpensAt.After(now.Add(time.Second)) {
-			refusal = flashline.ErrSaleNotOpen
-		}
-	case e.SoldOut:
-		refusal = flashline.ErrSoldOut
+	r = flashline.Recollection{State: e.State, OpensAt: e.OpensAt, SoldOut: e.SoldOut,
+		HoldersKnown: e.customers != nil, Version: e.customersVersion}
+	if r.HoldersKnown {
+		_, r.Held = e.customers[customerID]
 	}
-	if refusal == nil || e.customers == nil {
-		return nil
-	}
-	if _, held := e.customers[customerID]; held {
-		// A retry of theirs must replay the stored answer.
-		return nil
-	}
-	if c.unchanged(ctx, e) || ctx.Err() != nil {
-		// Confirmed, or the client went away while it waited: nobody hears
-		// the answer then, and a refusal costs nothing more (the purchase
-		// path would only drop the attempt, coalescer.take).
-		return refusal
-	}
-	return nil
+	return r, true
 }
+
+// Refused counts a refusal from memory in flashline_fast_rejections_total
+// (flashline.Memory).
+func (c *Cache) Refused(err error) {
+	if errors.Is(err, flashline.ErrSaleNotOpen) {
+		c.rejectedNotOpen.Inc()
+	} else {
+		c.rejectedSoldOut.Inc()
+	}
+}
+
+// Decide is what flashline.Refusals answers from this memory alone, not
+// counted: ErrSoldOut or ErrSaleNotOpen, or nil when the database must
+// decide.
+func (c *Cache) Decide(ctx context.Context, saleID, customerID string) error {
+	return flashline.NewRefusals(nil, uncounted{c}).FromMemory(ctx, saleID, customerID)
+}
+
+// uncounted is the cache's memory without its count of refusals.
+type uncounted struct{ *Cache }
+
+func (uncounted) Refused(error) {}
 
 // Changed asks for saleID to be read again soon: the caller learned that
 // memory is behind (the database said sold out or not open).
@@ -380,43 +379,25 @@ func (c *Cache) Changed(saleID string) { c.reloads.request(saleID) }
 // would pass through unseen.
 const Sees = flashline.StockTaken | flashline.StockReturned
 
-// Wrap returns store with the cache in front: RefuseFromMemory and Reserve
-// answer from memory first, and what returns units (Cancel, Void, a payment
-// event that cancels or voids) clears a sold-out sale in memory at once.
-func (c *Cache) Wrap(store flashline.Store) flashline.Store {
-	return guarded{Store: store, c: c}
+// Wrap returns store with the cache in front: Reserve asks refusals (the
+// instance's one decider, which reads this cache) before the store, and what
+// returns units (Cancel, Void, a payment event that cancels or voids) clears
+// a sold-out sale in memory at once.
+func (c *Cache) Wrap(store flashline.Store, refusals *flashline.Refusals) flashline.Store {
+	return guarded{Store: store, c: c, refusals: refusals}
 }
 
 type guarded struct {
 	flashline.Store
-	c *Cache
+	c        *Cache
+	refusals *flashline.Refusals
 }
 
-// RefuseFromMemory is the cache's Refuse: what the HTTP layer asks before it
-// reads a reservation's body.
-func (g guarded) RefuseFromMemory(ctx context.Context, saleID, customerID string) error {
-	return g.c.Refuse(ctx, saleID, customerID)
-}
-
-// Refuse is Decide, counted in flashline_fast_rejections_total when it
-// refuses.
-func (c *Cache) Refuse(ctx context.Context, saleID, customerID string) error {
-	err := c.Decide(ctx, saleID, customerID)
-	switch {
-	case err == nil:
-	case errors.Is(err, flashline.ErrSaleNotOpen):
-		c.rejectedNotOpen.Inc()
-	default:
-		c.rejectedSoldOut.Inc()
-	}
-	return err
-}
-
-// Reserve asks memory again (a request may have waited for the admission
-// limiter since RefuseFromMemory: a crowd queued there when the sale sells
-// out is refused here, without the database), then the store.
+// Reserve asks the refusals again (a request may have waited for the
+// admission limiter since the HTTP layer asked: a crowd queued there when
+// the sale sells out is refused here, without the database), then the store.
 func (g guarded) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
-	if err := g.c.Refuse(ctx, req.SaleID, req.CustomerID); err != nil {
+	if err := g.refusals.FromMemory(ctx, req.SaleID, req.CustomerID); err != nil {
 		return flashline.ReserveResult{}, err
 	}
 	res, err := g.Store.Reserve(ctx, req)

@@ -248,7 +248,7 @@ func TestOwnCancelClearsSoldOutAtOnce(t *testing.T) {
 	require.NoError(t, c.Load(ctx))
 	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSoldOut)
 
-	_, err = c.Wrap(store).Cancel(ctx, alice, flashline.Actor{Admin: true})
+	_, err = c.Wrap(store, flashline.NewRefusals(nil, c)).Cancel(ctx, alice, flashline.Actor{Admin: true})
 	require.NoError(t, err)
 	require.NoError(t, c.Decide(ctx, sale.ID, "bob"), "the cancel through this instance put the unit back")
 }
@@ -269,7 +269,7 @@ func TestPaymentEventClearsSoldOutAtOnce(t *testing.T) {
 	require.NoError(t, c.Load(ctx))
 	require.ErrorIs(t, c.Decide(ctx, sale.ID, "bob"), flashline.ErrSoldOut)
 
-	res, err := c.Wrap(store).ApplyPaymentEvent(ctx, flashline.PaymentEvent{
+	res, err := c.Wrap(store, flashline.NewRefusals(nil, c)).ApplyPaymentEvent(ctx, flashline.PaymentEvent{
 		ID: "evt_failed", Type: flashline.PaymentFailed, ReservationID: alice, Hash: []byte("h"),
 	})
 	require.NoError(t, err)

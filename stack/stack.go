@@ -2,7 +2,7 @@
 // Redis gate in front of the database adapter, as the one flashline.Store
 // the HTTP layer uses, and the parts the rest of an instance needs of it.
 //
-//	handlers → salecache (answers from memory) → gate (Redis) → postgres (the authority)
+//	handlers → salecache (flashline.Refusals on its facts) → gate (Redis) → postgres (the authority)
 //
 // The adapter is given to New as the interfaces it must satisfy (DB):
 // cmd/flashline makes it (postgres.NewStore) and passes it, so this package
@@ -29,11 +29,12 @@ import (
 
 // DB is what the stack needs of the database adapter, the authority at its
 // bottom: the Store the wrappers pass through to, what the gate needs of the
-// database and what the sale cache reads. cmd/flashline passes
-// *postgres.Store.
+// database, what the sale cache reads and the purchase queues the refusals
+// peek at. cmd/flashline passes *postgres.Store.
 type DB interface {
 	flashline.GateStore
 	flashline.FactSource
+	flashline.Queues
 }
 
 // Options configure a Stack. Zero values take the defaults shown.
@@ -65,6 +66,11 @@ type Stack struct {
 	// (the waiting room reads it, and its Now is the clock instances agree
 	// on). Load warms it; Run keeps it current.
 	Cache *salecache.Cache
+	// Refusals decides what is refused without the database, from the
+	// DB's purchase queues and the Cache's memory: the HTTP layer asks it
+	// (handlers.Deps.Refusals), and Store's sale cache asks it again before
+	// a reservation reaches the gate and the database.
+	Refusals *flashline.Refusals
 	// Gate is the Redis gate of peak sales: Run relays what is owed back to
 	// its counters, the gate job (jobs.Config.Gate) looks after them, and an
 	// operator rebuilds one with Rebuild.
@@ -84,5 +90,6 @@ func New(db DB, o Options) *Stack {
 	}
 	cache := salecache.New(db, o.Cache)
 	gt := gate.New(o.Redis, db, cache, o.Gate)
-	return &Stack{Store: cache.Wrap(gt.Wrap(db)), Cache: cache, Gate: gt}
+	refusals := flashline.NewRefusals(db, cache)
+	return &Stack{Store: cache.Wrap(gt.Wrap(db), refusals), Cache: cache, Refusals: refusals, Gate: gt}
 }

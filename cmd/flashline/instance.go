@@ -298,6 +298,7 @@ func (in *instance) startHTTP(context.Context) error {
 	draining := make(chan struct{})
 	srv := newHTTPServer(handlers.Routes(handlers.Deps{
 		Store:            in.stack.Store,
+		Refusals:         in.stack.Refusals,
 		Verifier:         in.verifier,
 		Limiter:          in.limiter,
 		Logger:           in.logger,
