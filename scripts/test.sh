@@ -29,10 +29,10 @@ rm -rf "$out" && mkdir -p "$out"
 
 # cmd/flashline's lanes beside the packages' lane, as regular expressions of
 # test names (-run); the package's other tests run in the packages' lane.
-# Balanced by the times the slowest-tests list shows.
-# The second holds the package's sequential end-to-end tests (no
-# t.Parallel: go test runs them one after another before any parallel test
-# of the package starts), so that they run beside the parallel ones.
+# Balanced by the times the slowest-tests list shows. They hold the
+# package's sequential end-to-end tests (no t.Parallel: go test runs them one
+# after another before any parallel test of the package starts), so that
+# these run beside the parallel ones.
 shards=(
   '^(TestNorthline|TestNorthlineThroughPgBouncer|TestSoldOutCostsNoTransactions)$'
   '^(TestPreopenTicketsWriteNoRowPerArrival|TestEdgesTicketsAndAdmissions|TestEdgeWithoutDatabase|TestEdgeFailsOverToAnotherOrigin|TestEdgeLosesItsOrigin|TestEdgeWithSkewedClock|TestGate|TestGateWithoutRedis|TestDatabaseDownFailsClosed|TestSkewedClocksJudgeByTheDatabase|TestWaitingRoomEndToEnd|TestConnectionFloodFromOneAddress)$'
