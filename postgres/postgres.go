@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline/internal/dbsqlc"
@@ -61,13 +62,32 @@ func NewPool(ctx context.Context, databaseURL, name string, o PoolOptions) (*pgx
 	if err != nil {
 		return nil, fmt.Errorf("%s pool: %w", name, err)
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
+	if err := ping(ctx, pool, 10*time.Second); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("%s pool: ping: %w", name, err)
 	}
 	return pool, nil
+}
+
+// ping waits for pool's first answer for up to wait. A connection attempt
+// that runs out of its ConnectTimeout is made again until then: a server
+// busy starting sessions (a fork, authentication) can take longer than one
+// attempt's time, and an instance must not fail to start for that. Every
+// other error (refused, unknown database, bad password) is returned at once.
+func ping(ctx context.Context, pool *pgxpool.Pool, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		err := pool.Ping(ctx)
+		if err == nil || ctx.Err() != nil || !pgconn.Timeout(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // withTx runs fn in a transaction on pool (READ COMMITTED, the default: every
