@@ -146,7 +146,7 @@ func prepareError(e apiError, count prometheus.Counter, latency prometheus.Obser
 func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if key, ok := f.perAddr.keyOf(r); ok {
 		if !f.perAddr.acquire(key) {
-			f.refuse(w, &f.addrBusy, time.Now())
+			refuse(w, &f.addrBusy, time.Now())
 			return
 		}
 		defer f.perAddr.release(key)
@@ -166,7 +166,7 @@ func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (f *frontDoor) reservation(w http.ResponseWriter, r *http.Request, saleID string) {
 	start := time.Now()
 	if f.refusals.Overloaded(saleID) || (f.limiter != nil && f.limiter.Refuses(loadshed.PriorityReserve)) {
-		f.refuse(w, &f.refusal.overloaded, start)
+		refuse(w, &f.refusal.overloaded, start)
 		return
 	}
 	s := f.scratch.Get().(*auth.Scratch)
@@ -184,7 +184,7 @@ func (f *frontDoor) reservation(w http.ResponseWriter, r *http.Request, saleID s
 	if !drainRequest(w, r, s.Buf()) {
 		w.Header()["Connection"] = []string{"close"}
 	}
-	f.refuse(w, p, start)
+	refuse(w, p, start)
 }
 
 // status answers a status poll, as the route would, when the limiter sheds
@@ -192,7 +192,7 @@ func (f *frontDoor) reservation(w http.ResponseWriter, r *http.Request, saleID s
 func (f *frontDoor) status(w http.ResponseWriter, r *http.Request, saleID, token, solution string) bool {
 	start := time.Now()
 	if f.limiter != nil && f.limiter.Refuses(loadshed.PriorityPoll) {
-		f.refuse(w, &f.pollOverloaded, start)
+		refuse(w, &f.pollOverloaded, start)
 		return true
 	}
 	s := f.scratch.Get().(*auth.Scratch)
@@ -224,12 +224,9 @@ func (f *frontDoor) customerOf(r *http.Request, s *auth.Scratch) (string, bool) 
 	return f.verifier.FastCustomer(token, s, f.now())
 }
 
-// refuse writes p. A body left unread is net/http's to deal with (it reads
-// a small one on, or closes the connection): an overloaded answer does not
-// wait for a body it will not use.
-func (f *frontDoor) refuse(w http.ResponseWriter, p *prepared, start time.Time) { refuse(w, p, start) }
-
-// refuse writes p, and counts it if p is counted.
+// refuse writes p, and counts it if p is counted. A body left unread is
+// net/http's to deal with (it reads a small one on, or closes the
+// connection): an overloaded answer does not wait for a body it will not use.
 func refuse(w http.ResponseWriter, p *prepared, start time.Time) {
 	if n := len(p.retryAfter); n > 0 {
 		w.Header()["Retry-After"] = p.retryAfter[rand.IntN(n)]
