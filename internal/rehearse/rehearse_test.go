@@ -4,6 +4,7 @@
 package rehearse
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,7 +77,10 @@ type summary struct {
 
 // TestRehearsal runs the rehearsal as `make rehearse` does, at a small
 // size: 3,000 shoppers for 300 units through an edge in front of one
-// instance, on a Locust master and two workers, and requires every check
+// instance, on a Locust master and two workers, with both workers paused
+// for six seconds once the spawn begins (as a saturated machine holds them:
+// Locust's master gives up on a worker four seconds without its
+// heartbeat, locustfile.py a minute), and requires every check
 // of the runner to pass (every shopper reported; sold exactly the units; no
 // customer with two holds; every 201 a reservation that exists, the
 // owner's; every paid hold an order). It asserts counts and consistency,
@@ -104,8 +110,15 @@ func TestRehearsal(t *testing.T) {
 		"FLASHLINE_ADMIN_TOKEN="+testserver.AdminToken,
 		"FLASHLINE_JWT_SECRET="+testserver.JWTSecret,
 		"FLASHLINE_PAYMENT_WEBHOOK_SECRET="+testserver.PaymentSecret)
-	output, err := cmd.CombinedOutput()
-	t.Logf("rehearsal:\n%s", output)
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	require.NoError(t, cmd.Start())
+	pctx, stopPausing := context.WithCancel(ctx)
+	paused := make(chan int, 1)
+	go func() { paused <- pauseWorkers(pctx, cmd.Process.Pid, filepath.Join(out, "master.log"), 6*time.Second) }()
+	err = cmd.Wait()
+	stopPausing()
+	t.Logf("rehearsal:\n%s", output.Bytes())
 	if err != nil {
 		for _, f := range []string{"master.log", "worker-1.log", "worker-2.log"} {
 			if b, rerr := os.ReadFile(filepath.Join(out, f)); rerr == nil {
@@ -114,6 +127,7 @@ func TestRehearsal(t *testing.T) {
 		}
 	}
 	require.NoError(t, err, "the rehearsal's checks (above)")
+	require.Equal(t, 2, <-paused, "both Locust workers paused once the spawn began")
 
 	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
 	require.NoError(t, err)
@@ -157,6 +171,51 @@ func TestRehearsal(t *testing.T) {
 	require.Equal(t, 0, sale.Pending)
 	require.Equal(t, units, sale.Confirmed)
 	require.True(t, sale.Invariant.OK)
+}
+
+// pauseWorkers waits for the Locust master (its log at masterLog) to begin
+// the spawn, stops every Locust worker that the runner (pid runner) started
+// for d, and returns how many it paused.
+func pauseWorkers(ctx context.Context, runner int, masterLog string, d time.Duration) int {
+	for {
+		if b, _ := os.ReadFile(masterLog); bytes.Contains(b, []byte("Sending spawn jobs")) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	var workers []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so after its ')'.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(runner) && bytes.Contains(cmdline, []byte("--worker\x00")) {
+			workers = append(workers, pid)
+		}
+	}
+	for _, pid := range workers {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	for _, pid := range workers {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	return len(workers)
 }
 
 func tail(b []byte, n int) []byte {
