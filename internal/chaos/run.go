@@ -210,11 +210,16 @@ func (r *Run) Start(slot int) {
 // WaitReady waits until every instance answers /readyz 200, keeps the
 // longest wait since healed for the report, and returns this one.
 func (r *Run) WaitReady(ctx context.Context, healed time.Time) time.Duration {
+	probed := false
 	for slot := range r.Slots() {
 		for ctx.Err() == nil {
 			res, err := client.New(r.URL(slot), nil).Readyz(ctx)
 			if err == nil && res.Status == http.StatusOK {
 				break
+			}
+			if !probed && time.Since(healed) > SlowRecovery {
+				probed = true
+				r.probe(ctx)
 			}
 			sleep(ctx, 50*time.Millisecond)
 		}
