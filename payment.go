@@ -171,6 +171,19 @@ type PaymentResult struct {
 	// Replayed: the event id was applied before; this delivery changed
 	// nothing and the first outcome is answered.
 	Replayed bool
+	// ClaimedInstrument and Instrument, set only when they disagree: the
+	// instrument the hold was made with (the customer token's
+	// payment_instrument claim) and the one the provider reported paying.
+	// The provider's counted for the limit (and is the order's from then
+	// on); the disagreement is for an operator to see (a token naming a
+	// card the customer did not pay with).
+	ClaimedInstrument, Instrument string
+}
+
+// InstrumentMismatch reports whether applying the event found the token's
+// claimed instrument and the provider's reported one to disagree.
+func (r PaymentResult) InstrumentMismatch() bool {
+	return !r.Replayed && r.ClaimedInstrument != "" && r.Instrument != ""
 }
 
 // ReturnedUnits reports whether applying the event returned the

@@ -45,8 +45,9 @@ type paymentEventData struct {
 // paymentMetrics counts payment events by type and outcome, and late
 // payments on their own (what an operator must refund).
 type paymentMetrics struct {
-	events *prometheus.CounterVec
-	late   prometheus.Counter
+	events   *prometheus.CounterVec
+	late     prometheus.Counter
+	mismatch prometheus.Counter
 }
 
 func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
@@ -59,8 +60,12 @@ func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
 			Name: "flashline_late_payments_total",
 			Help: "Payments for holds that had expired, were cancelled or voided, or were paid already: recorded to refund, no stock taken.",
 		}),
+		mismatch: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashline_payment_instrument_mismatches_total",
+			Help: "Payments whose provider reported another instrument than the customer token's payment_instrument claim: the provider's counted.",
+		}),
 	}
-	reg.MustRegister(m.events, m.late)
+	reg.MustRegister(m.events, m.late, m.mismatch)
 	return m
 }
 

@@ -54,6 +54,12 @@ func applyPayment(c *gin.Context, store flashline.Store, m *paymentMetrics, logg
 			"event_id", res.EventID, "reservation_id", res.ReservationID, "payment_reference", ev.PaymentReference,
 			"outcome", res.Outcome)
 	}
+	if res.InstrumentMismatch() {
+		m.mismatch.Inc()
+		logger.WarnContext(c.Request.Context(), "handlers: the provider reported another instrument than the token claimed; the provider's counted",
+			"event_id", res.EventID, "reservation_id", res.ReservationID, "sale_id", res.SaleID,
+			"claimed_instrument", res.ClaimedInstrument, "reported_instrument", res.Instrument, "outcome", res.Outcome)
+	}
 	return res, nil
 }
 

@@ -155,6 +155,11 @@ func paymentSucceeded(ctx context.Context, q *dbsqlc.Queries, e flashline.Paymen
 		if err != nil {
 			return err
 		}
+		if claimed := deref(r.ClaimedInstrument); claimed != "" && instrument != "" && claimed != instrument {
+			// The provider's word wins (instrumentCheck counted its
+			// instrument); the token's disagreeing claim is told.
+			res.ClaimedInstrument, res.Instrument = claimed, instrument
+		}
 		switch outcome {
 		case flashline.OutcomeAwaitingInstrument:
 			res.Outcome = outcome // the hold stays pending for the report

@@ -391,7 +391,8 @@ func (q *Queries) PaymentRefundedBefore(ctx context.Context, arg PaymentRefunded
 const reservationConfirmByPayment = `-- name: ReservationConfirmByPayment :one
 WITH r AS (
     UPDATE reservations
-       SET state = 'confirmed', confirmed_at = now()
+       SET state = 'confirmed', confirmed_at = now(),
+           payment_instrument = coalesce($6::text, reservations.payment_instrument)
      WHERE reservations.reservation_id = $7
        AND state = 'pending' AND expires_at > now()
     RETURNING reservations.reservation_id
@@ -419,7 +420,10 @@ type ReservationConfirmByPaymentParams struct {
 // not confirmed even if the sweeper has not reached it yet (its units are
 // about to go back): the payment is late. orders_reservation_unique and
 // orders_payment_reference_unique are the backstops. payment_instrument is
-// the instrument the provider reported (NULL: none reported).
+// the instrument the provider reported (NULL: none reported); it replaces
+// the hold's own (the token's claim), so that the reservations' count of an
+// instrument (reserve.sql) counts this order under the card that paid for
+// it, not the one the token named: the provider's word wins.
 func (q *Queries) ReservationConfirmByPayment(ctx context.Context, arg ReservationConfirmByPaymentParams) (string, error) {
 	row := q.db.QueryRow(ctx, reservationConfirmByPayment,
 		arg.OrderID,
@@ -436,7 +440,7 @@ func (q *Queries) ReservationConfirmByPayment(ctx context.Context, arg Reservati
 }
 
 const reservationLockForPayment = `-- name: ReservationLockForPayment :one
-SELECT r.reservation_id, r.sale_id, r.state, r.quantity,
+SELECT r.reservation_id, r.sale_id, r.state, r.quantity, r.payment_instrument AS claimed_instrument,
        (r.expires_at <= now())::boolean AS past_expiry,
        o.order_id, o.payment_reference,
        s.price_amount, s.price_currency,
@@ -457,6 +461,7 @@ type ReservationLockForPaymentRow struct {
 	SaleID             string
 	State              string
 	Quantity           int32
+	ClaimedInstrument  *string
 	PastExpiry         bool
 	OrderID            *string
 	PaymentReference   *string
@@ -476,6 +481,9 @@ type ReservationLockForPaymentRow struct {
 // ReservationConfirmByPayment does. The sale's price (NULL: none) and the
 // hold's quantity are what a payment must pay when the sale states one;
 // the sale's row is read, not locked (its price never changes).
+// claimed_instrument is the instrument the hold was made with (the customer
+// token's payment_instrument claim; NULL: none), compared with the one the
+// provider reports.
 func (q *Queries) ReservationLockForPayment(ctx context.Context, arg ReservationLockForPaymentParams) (ReservationLockForPaymentRow, error) {
 	row := q.db.QueryRow(ctx, reservationLockForPayment, arg.ReservationID)
 	var i ReservationLockForPaymentRow
@@ -484,6 +492,7 @@ func (q *Queries) ReservationLockForPayment(ctx context.Context, arg Reservation
 		&i.SaleID,
 		&i.State,
 		&i.Quantity,
+		&i.ClaimedInstrument,
 		&i.PastExpiry,
 		&i.OrderID,
 		&i.PaymentReference,
