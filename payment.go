@@ -178,7 +178,19 @@ type PaymentResult struct {
 	// on); the disagreement is for an operator to see (a token naming a
 	// card the customer did not pay with).
 	ClaimedInstrument, Instrument string
+	// OverdueForInstrument, for a success that waits for its instrument's
+	// report (OutcomeAwaitingInstrument): how many other successes of the
+	// sale have waited for theirs longer than InstrumentReportOverdue while
+	// no report for the sale came. More than 0 says the provider's reports
+	// do not come (a Stripe endpoint not subscribed to charge.succeeded).
+	OverdueForInstrument int
 }
+
+// InstrumentReportOverdue is how long a payment's success may wait for the
+// provider's separate report of its instrument (Stripe's charge.succeeded,
+// which comes within seconds of the PaymentIntent's success) before an
+// instance warns that the reports do not come.
+const InstrumentReportOverdue = 5 * time.Minute
 
 // InstrumentMismatch reports whether applying the event found the token's
 // claimed instrument and the provider's reported one to disagree.

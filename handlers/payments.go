@@ -48,6 +48,7 @@ type paymentMetrics struct {
 	events   *prometheus.CounterVec
 	late     prometheus.Counter
 	mismatch prometheus.Counter
+	overdue  prometheus.Counter
 }
 
 func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
@@ -64,8 +65,12 @@ func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
 			Name: "flashline_payment_instrument_mismatches_total",
 			Help: "Payments whose provider reported another instrument than the customer token's payment_instrument claim: the provider's counted.",
 		}),
+		overdue: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashline_instrument_reports_overdue_total",
+			Help: "Payment successes that waited for their instrument's report while others of the sale had waited past the bound with no report coming (Stripe: the endpoint not subscribed to charge.succeeded?).",
+		}),
 	}
-	reg.MustRegister(m.events, m.late, m.mismatch)
+	reg.MustRegister(m.events, m.late, m.mismatch, m.overdue)
 	return m
 }
 
