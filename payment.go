@@ -171,6 +171,31 @@ type PaymentResult struct {
 	// Replayed: the event id was applied before; this delivery changed
 	// nothing and the first outcome is answered.
 	Replayed bool
+	// ClaimedInstrument and Instrument, set only when they disagree: the
+	// instrument the hold was made with (the customer token's
+	// payment_instrument claim) and the one the provider reported paying.
+	// The provider's counted for the limit (and is the order's from then
+	// on); the disagreement is for an operator to see (a token naming a
+	// card the customer did not pay with).
+	ClaimedInstrument, Instrument string
+	// OverdueForInstrument, for a success that waits for its instrument's
+	// report (OutcomeAwaitingInstrument): how many other successes of the
+	// sale have waited for theirs longer than InstrumentReportOverdue while
+	// no report for the sale came. More than 0 says the provider's reports
+	// do not come (a Stripe endpoint not subscribed to charge.succeeded).
+	OverdueForInstrument int
+}
+
+// InstrumentReportOverdue is how long a payment's success may wait for the
+// provider's separate report of its instrument (Stripe's charge.succeeded,
+// which comes within seconds of the PaymentIntent's success) before an
+// instance warns that the reports do not come.
+const InstrumentReportOverdue = 5 * time.Minute
+
+// InstrumentMismatch reports whether applying the event found the token's
+// claimed instrument and the provider's reported one to disagree.
+func (r PaymentResult) InstrumentMismatch() bool {
+	return !r.Replayed && r.ClaimedInstrument != "" && r.Instrument != ""
 }
 
 // ReturnedUnits reports whether applying the event returned the

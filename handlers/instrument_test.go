@@ -340,3 +340,73 @@ func TestStripeChargeWithoutFingerprint(t *testing.T) {
 	require.Equal(t, "confirmed", got.Outcome, "%+v", got)
 	require.Equal(t, "confirmed", s.reservation(t, adminAuth, id).State)
 }
+
+// TestInstrumentClaimDisagreesWithProvider: a customer whose token claims
+// one card pays with another. The provider's fingerprint wins for the
+// limit: the order counts under the card that paid — a second customer
+// whose token names that card is refused at the reservation, and one
+// naming the claimed card is not — and the disagreement is counted
+// (flashline_payment_instrument_mismatches_total), once however often the
+// events are delivered.
+func TestInstrumentClaimDisagreesWithProvider(t *testing.T) {
+	t.Parallel()
+	s := providerServer(t)
+	sale := s.createSale(t, `{"sku":"sku_claim_mismatch","initialStock":5,"perCustomerLimit":1,"perInstrumentLimit":1}`)
+	const mismatches = "flashline_payment_instrument_mismatches_total"
+	require.Equal(t, "0", s.metricValue(t, mismatches))
+
+	id := requireCreated(t, s.reserve(t, sale.SaleID, customerWith(t, "claims_a", "card:fp_claimed"), "k", `{"quantity":1}`), sale.SaleID, 1).ReservationID
+	require.Equal(t, "awaiting_instrument", s.stripe(t, "evt_pi_mm", "payment_intent.succeeded", intentSucceeded("pi_mm", id)).Outcome)
+	got := s.stripe(t, "evt_ch_mm", "charge.succeeded", chargeSucceeded("pi_mm", id, "fp_paid"))
+	require.Equal(t, "confirmed", got.Outcome, "%+v", got)
+	require.Equal(t, "1", s.metricValue(t, mismatches))
+	for _, ev := range []struct {
+		id, typ string
+		obj     map[string]any
+	}{{"evt_pi_mm", "payment_intent.succeeded", intentSucceeded("pi_mm", id)}, {"evt_ch_mm", "charge.succeeded", chargeSucceeded("pi_mm", id, "fp_paid")}} {
+		require.True(t, s.stripe(t, ev.id, ev.typ, ev.obj).Replayed)
+	}
+	require.Equal(t, "1", s.metricValue(t, mismatches), "a redelivery is not counted again")
+
+	// The card that paid has its one unit: a token naming it holds nothing.
+	requireError(t, s.reserve(t, sale.SaleID, customerWith(t, "names_paid", "card:fp_paid"), "k", `{"quantity":1}`), http.StatusConflict, "limit_reached")
+	// The card only claimed has bought nothing.
+	requireCreated(t, s.reserve(t, sale.SaleID, customerWith(t, "names_claimed", "card:fp_claimed"), "k", `{"quantity":1}`), sale.SaleID, 1)
+}
+
+// TestStripeChargesThatNeverCome: a Stripe endpoint not subscribed to
+// charge.succeeded. A PaymentIntent's success that waits for its charge
+// while another of the sale's has waited past the bound
+// (flashline.InstrumentReportOverdue; the test ages that one in the
+// database) and no charge came meanwhile is counted
+// (flashline_instrument_reports_overdue_total) and logged; once a charge
+// comes for the sale, a success waiting is not: one charge lost among
+// many that arrive is no misconfiguration.
+func TestStripeChargesThatNeverCome(t *testing.T) {
+	t.Parallel()
+	s := providerServer(t)
+	sale := s.createSale(t, `{"sku":"sku_no_charges","initialStock":5,"perCustomerLimit":1,"perInstrumentLimit":1}`)
+	const overdue = "flashline_instrument_reports_overdue_total"
+	intent := func(n int) string {
+		t.Helper()
+		id := requireCreated(t, s.reserve(t, sale.SaleID, customer(t, fmt.Sprintf("nocharge_%d", n)), "k", `{"quantity":1}`), sale.SaleID, 1).ReservationID
+		pi := fmt.Sprintf("pi_nocharge_%d", n)
+		require.Equal(t, "awaiting_instrument", s.stripe(t, "evt_"+pi, "payment_intent.succeeded", intentSucceeded(pi, id)).Outcome)
+		return id
+	}
+	intent(0)
+	require.Equal(t, "0", s.metricValue(t, overdue))
+	tag, err := s.pool.Exec(t.Context(), `UPDATE payment_events SET received_at = now() - interval '1 hour' WHERE event_id LIKE '%evt_pi_nocharge_0'`)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+
+	second := intent(1)
+	require.Equal(t, "1", s.metricValue(t, overdue), "a success waits while another has waited an hour with no charge")
+	require.True(t, s.stripe(t, "evt_pi_nocharge_1", "payment_intent.succeeded", intentSucceeded("pi_nocharge_1", second)).Replayed)
+	require.Equal(t, "1", s.metricValue(t, overdue), "a redelivery is not counted again")
+
+	// A charge comes for the sale: the reports do come.
+	require.Equal(t, "confirmed", s.stripe(t, "evt_ch_nocharge_1", "charge.succeeded", chargeSucceeded("pi_nocharge_1", second, "fp_nc")).Outcome)
+	intent(2)
+	require.Equal(t, "1", s.metricValue(t, overdue))
+}

@@ -45,8 +45,10 @@ type paymentEventData struct {
 // paymentMetrics counts payment events by type and outcome, and late
 // payments on their own (what an operator must refund).
 type paymentMetrics struct {
-	events *prometheus.CounterVec
-	late   prometheus.Counter
+	events   *prometheus.CounterVec
+	late     prometheus.Counter
+	mismatch prometheus.Counter
+	overdue  prometheus.Counter
 }
 
 func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
@@ -59,8 +61,16 @@ func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
 			Name: "flashline_late_payments_total",
 			Help: "Payments for holds that had expired, were cancelled or voided, or were paid already: recorded to refund, no stock taken.",
 		}),
+		mismatch: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashline_payment_instrument_mismatches_total",
+			Help: "Payments whose provider reported another instrument than the customer token's payment_instrument claim: the provider's counted.",
+		}),
+		overdue: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashline_instrument_reports_overdue_total",
+			Help: "Payment successes that waited for their instrument's report while others of the sale had waited past the bound with no report coming (Stripe: the endpoint not subscribed to charge.succeeded?).",
+		}),
 	}
-	reg.MustRegister(m.events, m.late)
+	reg.MustRegister(m.events, m.late, m.mismatch, m.overdue)
 	return m
 }
 

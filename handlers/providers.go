@@ -54,6 +54,18 @@ func applyPayment(c *gin.Context, store flashline.Store, m *paymentMetrics, logg
 			"event_id", res.EventID, "reservation_id", res.ReservationID, "payment_reference", ev.PaymentReference,
 			"outcome", res.Outcome)
 	}
+	if res.InstrumentMismatch() {
+		m.mismatch.Inc()
+		logger.WarnContext(c.Request.Context(), "handlers: the provider reported another instrument than the token claimed; the provider's counted",
+			"event_id", res.EventID, "reservation_id", res.ReservationID, "sale_id", res.SaleID,
+			"claimed_instrument", res.ClaimedInstrument, "reported_instrument", res.Instrument, "outcome", res.Outcome)
+	}
+	if res.OverdueForInstrument > 0 && !res.Replayed {
+		m.overdue.Inc()
+		logger.WarnContext(c.Request.Context(), "handlers: payments wait for their instrument's report and none comes: is the Stripe endpoint subscribed to charge.succeeded?",
+			"sale_id", res.SaleID, "event_id", res.EventID, "waiting_past_bound", res.OverdueForInstrument,
+			"bound", flashline.InstrumentReportOverdue)
+	}
 	return res, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
@@ -155,10 +156,21 @@ func paymentSucceeded(ctx context.Context, q *dbsqlc.Queries, e flashline.Paymen
 		if err != nil {
 			return err
 		}
+		if claimed := deref(r.ClaimedInstrument); claimed != "" && instrument != "" && claimed != instrument {
+			// The provider's word wins (instrumentCheck counted its
+			// instrument); the token's disagreeing claim is told.
+			res.ClaimedInstrument, res.Instrument = claimed, instrument
+		}
 		switch outcome {
 		case flashline.OutcomeAwaitingInstrument:
 			res.Outcome = outcome // the hold stays pending for the report
-			return nil
+			// Do the reports come at all? Successes of the sale that
+			// waited past the bound while none came say they do not.
+			n, err := q.PaymentsOverdueForInstrument(ctx, dbsqlc.PaymentsOverdueForInstrumentParams{
+				OverdueSeconds: int32(flashline.InstrumentReportOverdue / time.Second), EventID: e.ID, SaleID: r.SaleID,
+			})
+			res.OverdueForInstrument = int(n)
+			return err
 		case flashline.OutcomeInstrumentLimit:
 			restocked, err := q.ReservationCancel(ctx, dbsqlc.ReservationCancelParams{ReservationID: e.ReservationID})
 			if err != nil {

@@ -77,13 +77,25 @@ func TestWaitPageLottery(t *testing.T) {
 		require.NoError(t, err)
 	}
 	b.waitState(90*time.Second, "reserved")
+	// Drawn, the page shows the shopper's own rank and links the draw's
+	// public transcript, and keeps them shown while the winner buys.
+	if eval[bool](b, `document.getElementById("draw-result").hidden`) {
+		b.fail("the page does not show the shopper's rank once drawn")
+	}
+	require.Equal(t, "Your rank in the draw: 1.", eval[string](b, `document.getElementById("draw-rank").textContent`))
+	href := eval[string](b, `document.getElementById("draw-transcript").hidden ? "" : document.getElementById("draw-transcript").href`)
+	require.Equal(t, srv.URL+"/sales/"+saleID+"/draw", href, "the link to the draw's transcript")
+	r, err := c.Do(context.Background(), http.MethodGet, href, "", "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), `"status":"drawn"`)
 	reservationID := eval[string](b, `document.getElementById("reservation-id").textContent`)
 	require.True(t, strings.HasPrefix(reservationID, "res_"), reservationID)
 	b.do("click #pay", 10*time.Second, chromedp.Click(chromedp.ID("pay")))
 	b.waitState(30*time.Second, "paid")
 	b.screenshot("lottery-paid.png")
 
-	r, err := c.Do(context.Background(), http.MethodGet, srv.URL+"/reservations/"+reservationID, jwt, "")
+	r, err = c.Do(context.Background(), http.MethodGet, srv.URL+"/reservations/"+reservationID, jwt, "")
 	require.NoError(t, err)
 	var res struct{ State string }
 	require.NoError(t, json.Unmarshal(r.Body, &res))

@@ -388,10 +388,46 @@ func (q *Queries) PaymentRefundedBefore(ctx context.Context, arg PaymentRefunded
 	return refunded, err
 }
 
+const paymentsOverdueForInstrument = `-- name: PaymentsOverdueForInstrument :one
+SELECT count(*)::int AS overdue
+  FROM payment_events pe
+  JOIN reservations r ON r.reservation_id = pe.reservation_id
+ WHERE pe.outcome = 'awaiting_instrument'
+   AND pe.received_at < now() - make_interval(secs => $1::int)
+   AND pe.event_id <> $2::text
+   AND r.sale_id = $3::text
+   AND NOT EXISTS (
+       SELECT 1 FROM payment_instruments pi
+         JOIN reservations ri ON ri.reservation_id = pi.reservation_id
+        WHERE pi.received_at >= now() - make_interval(secs => $1::int)
+          AND ri.sale_id = $3::text)
+`
+
+type PaymentsOverdueForInstrumentParams struct {
+	OverdueSeconds int32
+	EventID        string
+	SaleID         string
+}
+
+// How many of a sale's payment successes, other than @event_id, have waited
+// for their instrument's report (outcome awaiting_instrument) for more than
+// @overdue_seconds while no report for the sale came in that time: a
+// provider whose reports do not come (a Stripe endpoint not subscribed to
+// charge.succeeded), not one report lost among many that come. The two
+// received_at indexes (migration 000022) keep it to the few waiting and the
+// reports of the last @overdue_seconds.
+func (q *Queries) PaymentsOverdueForInstrument(ctx context.Context, arg PaymentsOverdueForInstrumentParams) (int32, error) {
+	row := q.db.QueryRow(ctx, paymentsOverdueForInstrument, arg.OverdueSeconds, arg.EventID, arg.SaleID)
+	var overdue int32
+	err := row.Scan(&overdue)
+	return overdue, err
+}
+
 const reservationConfirmByPayment = `-- name: ReservationConfirmByPayment :one
 WITH r AS (
     UPDATE reservations
-       SET state = 'confirmed', confirmed_at = now()
+       SET state = 'confirmed', confirmed_at = now(),
+           payment_instrument = coalesce($6::text, reservations.payment_instrument)
      WHERE reservations.reservation_id = $7
        AND state = 'pending' AND expires_at > now()
     RETURNING reservations.reservation_id
@@ -419,7 +455,10 @@ type ReservationConfirmByPaymentParams struct {
 // not confirmed even if the sweeper has not reached it yet (its units are
 // about to go back): the payment is late. orders_reservation_unique and
 // orders_payment_reference_unique are the backstops. payment_instrument is
-// the instrument the provider reported (NULL: none reported).
+// the instrument the provider reported (NULL: none reported); it replaces
+// the hold's own (the token's claim), so that the reservations' count of an
+// instrument (reserve.sql) counts this order under the card that paid for
+// it, not the one the token named: the provider's word wins.
 func (q *Queries) ReservationConfirmByPayment(ctx context.Context, arg ReservationConfirmByPaymentParams) (string, error) {
 	row := q.db.QueryRow(ctx, reservationConfirmByPayment,
 		arg.OrderID,
@@ -436,7 +475,7 @@ func (q *Queries) ReservationConfirmByPayment(ctx context.Context, arg Reservati
 }
 
 const reservationLockForPayment = `-- name: ReservationLockForPayment :one
-SELECT r.reservation_id, r.sale_id, r.state, r.quantity,
+SELECT r.reservation_id, r.sale_id, r.state, r.quantity, r.payment_instrument AS claimed_instrument,
        (r.expires_at <= now())::boolean AS past_expiry,
        o.order_id, o.payment_reference,
        s.price_amount, s.price_currency,
@@ -457,6 +496,7 @@ type ReservationLockForPaymentRow struct {
 	SaleID             string
 	State              string
 	Quantity           int32
+	ClaimedInstrument  *string
 	PastExpiry         bool
 	OrderID            *string
 	PaymentReference   *string
@@ -476,6 +516,9 @@ type ReservationLockForPaymentRow struct {
 // ReservationConfirmByPayment does. The sale's price (NULL: none) and the
 // hold's quantity are what a payment must pay when the sale states one;
 // the sale's row is read, not locked (its price never changes).
+// claimed_instrument is the instrument the hold was made with (the customer
+// token's payment_instrument claim; NULL: none), compared with the one the
+// provider reports.
 func (q *Queries) ReservationLockForPayment(ctx context.Context, arg ReservationLockForPaymentParams) (ReservationLockForPaymentRow, error) {
 	row := q.db.QueryRow(ctx, reservationLockForPayment, arg.ReservationID)
 	var i ReservationLockForPaymentRow
@@ -484,6 +527,7 @@ func (q *Queries) ReservationLockForPayment(ctx context.Context, arg Reservation
 		&i.SaleID,
 		&i.State,
 		&i.Quantity,
+		&i.ClaimedInstrument,
 		&i.PastExpiry,
 		&i.OrderID,
 		&i.PaymentReference,

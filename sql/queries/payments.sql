@@ -58,7 +58,10 @@ UPDATE payment_events
 -- ReservationConfirmByPayment does. The sale's price (NULL: none) and the
 -- hold's quantity are what a payment must pay when the sale states one;
 -- the sale's row is read, not locked (its price never changes).
-SELECT r.reservation_id, r.sale_id, r.state, r.quantity,
+-- claimed_instrument is the instrument the hold was made with (the customer
+-- token's payment_instrument claim; NULL: none), compared with the one the
+-- provider reports.
+SELECT r.reservation_id, r.sale_id, r.state, r.quantity, r.payment_instrument AS claimed_instrument,
        (r.expires_at <= now())::boolean AS past_expiry,
        o.order_id, o.payment_reference,
        s.price_amount, s.price_currency,
@@ -88,10 +91,14 @@ SELECT EXISTS (
 -- not confirmed even if the sweeper has not reached it yet (its units are
 -- about to go back): the payment is late. orders_reservation_unique and
 -- orders_payment_reference_unique are the backstops. payment_instrument is
--- the instrument the provider reported (NULL: none reported).
+-- the instrument the provider reported (NULL: none reported); it replaces
+-- the hold's own (the token's claim), so that the reservations' count of an
+-- instrument (reserve.sql) counts this order under the card that paid for
+-- it, not the one the token named: the provider's word wins.
 WITH r AS (
     UPDATE reservations
-       SET state = 'confirmed', confirmed_at = now()
+       SET state = 'confirmed', confirmed_at = now(),
+           payment_instrument = coalesce(sqlc.narg(payment_instrument)::text, reservations.payment_instrument)
      WHERE reservations.reservation_id = @reservation_id
        AND state = 'pending' AND expires_at > now()
     RETURNING reservations.reservation_id
@@ -181,3 +188,24 @@ SELECT l.event_id, l.reservation_id, l.sale_id, l.payment_reference, l.amount,
  WHERE @include_refunded::boolean OR l.refunded_at IS NULL
  ORDER BY l.created_at DESC, l.event_id
  LIMIT @max_rows::int;
+
+-- name: PaymentsOverdueForInstrument :one
+-- How many of a sale's payment successes, other than @event_id, have waited
+-- for their instrument's report (outcome awaiting_instrument) for more than
+-- @overdue_seconds while no report for the sale came in that time: a
+-- provider whose reports do not come (a Stripe endpoint not subscribed to
+-- charge.succeeded), not one report lost among many that come. The two
+-- received_at indexes (migration 000022) keep it to the few waiting and the
+-- reports of the last @overdue_seconds.
+SELECT count(*)::int AS overdue
+  FROM payment_events pe
+  JOIN reservations r ON r.reservation_id = pe.reservation_id
+ WHERE pe.outcome = 'awaiting_instrument'
+   AND pe.received_at < now() - make_interval(secs => @overdue_seconds::int)
+   AND pe.event_id <> @event_id::text
+   AND r.sale_id = @sale_id::text
+   AND NOT EXISTS (
+       SELECT 1 FROM payment_instruments pi
+         JOIN reservations ri ON ri.reservation_id = pi.reservation_id
+        WHERE pi.received_at >= now() - make_interval(secs => @overdue_seconds::int)
+          AND ri.sale_id = @sale_id::text);

@@ -12,7 +12,17 @@ import { rejectJWT } from "./account.js";
 import { reserve } from "./purchase.js";
 import { solveInWorker, comeBackShortly } from "./line.js";
 
+// The page's words about the draw's result, in one place (to be moved into
+// the page's translations): the shopper's own rank once drawn, and the link
+// to the draw's public transcript, which anyone can check
+// (flashline sale verify-draw).
+export const DRAW_TEXT = Object.freeze({
+  yourRank: function (rank) { return "Your rank in the draw: " + rank + "."; },
+  transcriptLink: "Check the draw yourself"
+});
+
 let drawAt = 0;       // the draw's time (ms), from the policy
+let transcript = "";  // the draw's transcript (URL), from the policy
 let challenge = null; // {nonce, bits} asked to register, when the sale asks one
 let solution = "";    // its solution, once the worker found it
 let registering = false;
@@ -28,6 +38,7 @@ export function lotteryOrLine(fallback) {
     }
     if (r.status !== 200 || !r.body || r.body.policy !== "lottery") return fallback();
     drawAt = Date.parse(r.body.drawAt) || 0;
+    if (typeof r.body.transcript === "string" && r.body.transcript.charAt(0) === "/") transcript = sale.api + r.body.transcript;
     showPolicy(r.body.description);
     app.dataset.admission = "lottery";
     $("lottery-draw-at").textContent = new Date(drawAt).toLocaleString();
@@ -51,6 +62,7 @@ function pollRegistration() {
     if (r.status !== 200 || !r.body) return showError(r.message);
     state.attempts = 0;
     const b = r.body;
+    showDrawRank(b.drawRank);
     switch (b.state) {
       case "unregistered":
         if (!b.registrationOpen) {
@@ -79,6 +91,22 @@ function pollRegistration() {
     }
     showError("Unexpected answer: " + b.state);
   });
+}
+
+// showDrawRank shows the shopper's own rank once drawn (rank > 0), and the
+// link to the draw's transcript; it stays shown whatever the page does next
+// (a winner goes on to buy).
+function showDrawRank(rank) {
+  if (typeof rank !== "number" || rank < 1) return;
+  $("draw-rank").textContent = DRAW_TEXT.yourRank(rank);
+  const link = $("draw-transcript");
+  if (transcript) {
+    link.href = transcript;
+    link.textContent = DRAW_TEXT.transcriptLink;
+    link.hidden = false;
+  }
+  $("draw-result").hidden = false;
+  $("policy-box").hidden = false;
 }
 
 // solve finds the registration's proof of work in the page's worker.

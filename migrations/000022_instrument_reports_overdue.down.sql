@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS payment_instruments_received;
+DROP INDEX IF EXISTS payment_events_awaiting_instrument;
