@@ -174,35 +174,6 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 	return boundPerAddr(r, newAddrBound(d.InFlightPerAddr, d.TrustedProxies))
 }
 
-// addrDoor is an edge's routes behind the bound on the requests in flight
-// of one client address behind a trusted proxy (peraddr.go), as Routes'
-// front door applies it.
-type addrDoor struct {
-	next     http.Handler
-	perAddr  *addrBound
-	addrBusy prepared
-}
-
-// boundPerAddr is next behind bound; next itself when there is no bound.
-func boundPerAddr(next http.Handler, bound *addrBound) http.Handler {
-	if bound == nil {
-		return next
-	}
-	e := lookupError(flashline.ErrAddressInFlight)
-	return &addrDoor{next: next, perAddr: bound, addrBusy: prepareError(e, nil, nil)}
-}
-
-func (d *addrDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if key, ok := d.perAddr.keyOf(r); ok {
-		if !d.perAddr.acquire(key) {
-			refuse(w, &d.addrBusy, time.Now())
-			return
-		}
-		defer d.perAddr.release(key)
-	}
-	d.next.ServeHTTP(w, r)
-}
-
 // originProxy passes requests on to the origins: the one that answered last
 // first, the next when it cannot be reached (only before anything was sent
 // to it for a request with a body).
