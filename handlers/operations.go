@@ -50,6 +50,25 @@ func readExtend(c *gin.Context, logger *slog.Logger) (seconds int, operator stri
 	return seconds, operator, true
 }
 
+// readOperated reads an admin request's JSON body into req (no body at
+// all reads as {} when optional) and who acts, name (its "operator" field,
+// read once the body is; default "admin"), answering the client when either
+// is not right (false).
+func readOperated(c *gin.Context, logger *slog.Logger, req any, name *string, optional bool) (operator string, ok bool) {
+	if !optional || c.Request.ContentLength != 0 {
+		if err := decodeJSON(c, req); err != nil {
+			writeError(c, logger, err)
+			return "", false
+		}
+	}
+	operator, err := operatorOf(*name)
+	if err != nil {
+		writeError(c, logger, err)
+		return "", false
+	}
+	return operator, true
+}
+
 func operatorOf(name string) (string, error) {
 	if name == "" {
 		return flashline.DefaultOperator, nil
@@ -113,15 +132,11 @@ func handleExtend(param string, logger *slog.Logger, extend func(ctx context.Con
 func handleVoid(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req voidRequest
-		if err := decodeJSON(c, &req); err != nil {
-			writeError(c, logger, err)
+		operator, ok := readOperated(c, logger, &req, &req.Operator, false)
+		if !ok {
 			return
 		}
-		operator, err := operatorOf(req.Operator)
-		if err == nil {
-			err = flashline.CheckVoidReason(req.Reason)
-		}
-		if err != nil {
+		if err := flashline.CheckVoidReason(req.Reason); err != nil {
 			writeError(c, logger, err)
 			return
 		}
