@@ -251,13 +251,8 @@ type repairRequest struct {
 func handleRepair(store ConsoleStore, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req repairRequest
-		if err := decodeJSON(c, &req); err != nil {
-			writeError(c, logger, err)
-			return
-		}
-		operator, err := operatorOf(req.Operator)
-		if err != nil {
-			writeError(c, logger, err)
+		operator, ok := readOperated(c, logger, &req, &req.Operator, false)
+		if !ok {
 			return
 		}
 		plan, err := store.Repair(c.Request.Context(), c.Param("saleId"), operator, req.Apply)

@@ -107,12 +107,6 @@ func gzipBytes(b []byte) []byte {
 	return buf.Bytes()
 }
 
-// registerDocs adds the reference page and its assets to r.
-func registerDocs(r gin.IRoutes) {
-	r.GET("/docs", handleDocsPage)
-	r.GET(DocsPrefix+":version/:file", handleDocsAsset)
-}
-
 func docsHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", DocsContentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")

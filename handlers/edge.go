@@ -10,28 +10,22 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
-	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/edge"
-	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/waitpage"
 	"github.com/flashline/flashline/waitroom"
 )
 
 // The edge (flashline serve --role edge): the waiting room without a
 // database. An origin (role origin or all) serves the edges' side here:
 // the watermarks document they pull (roomtoken/documents.go) and the blocks
-// of positions they lease. EdgeRoutes is the edge's whole surface.
+// of positions they lease; and an edge passes what it does not answer on
+// to an origin (originProxy). routes_edge.go lists both sides' routes.
 
 // maxEdgeBody bounds an edge's request to an origin: a report names every
 // sale it counted tickets in.
@@ -44,163 +38,52 @@ type edgeRequest struct {
 	Request string `json:"request"`
 }
 
-// registerOrigin adds an origin's edge endpoints.
-func registerOrigin(r *gin.Engine, d Deps, pollSlot gin.HandlerFunc) {
-	// The document is signed and reveals nothing secret (the draw's seed is
-	// sealed under the waiting-room keys): public, and cacheable for a
-	// second by a CDN in front of origins.
-	r.GET("/edge/watermarks", pollSlot, func(c *gin.Context) {
+// handleWatermarks is GET /edge/watermarks: the waiting room's signed
+// document, which reveals nothing secret (the draw's seed is sealed under
+// the waiting-room keys): public, and cacheable for a second by a CDN in
+// front of origins.
+func handleWatermarks(room *waitroom.Room) gin.HandlerFunc {
+	return func(c *gin.Context) {
 		c.Header("Cache-Control", "public, max-age=1")
-		writeJSON(c, http.StatusOK, api.Watermarks{Document: d.Room.Watermarks()})
-	})
-	// An edge's pull: its signed report of the pre-open tickets it counted,
-	// answered with the document.
-	r.POST("/edge/sync", func(c *gin.Context) {
+		writeJSON(c, http.StatusOK, api.Watermarks{Document: room.Watermarks()})
+	}
+}
+
+// handleEdgeSync is POST /edge/sync, an edge's pull: its signed report of
+// the pre-open tickets it counted, answered with the document.
+func handleEdgeSync(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
 		var req edgeRequest
 		if err := decodeJSONLimit(c, &req, maxEdgeBody); err != nil {
-			writeError(c, d.Logger, err)
+			writeError(c, logger, err)
 			return
 		}
-		if err := d.Room.EdgeReport(req.Report); err != nil {
-			writeError(c, d.Logger, err)
+		if err := room.EdgeReport(req.Report); err != nil {
+			writeError(c, logger, err)
 			return
 		}
 		c.Header("Cache-Control", "no-store")
-		writeJSON(c, http.StatusOK, api.Watermarks{Document: d.Room.Watermarks()})
-	})
-	r.POST("/edge/lease", func(c *gin.Context) {
+		writeJSON(c, http.StatusOK, api.Watermarks{Document: room.Watermarks()})
+	}
+}
+
+// handleEdgeLease is POST /edge/lease: a block of positions leased to an
+// edge.
+func handleEdgeLease(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
 		var req edgeRequest
 		if err := decodeJSONLimit(c, &req, maxEdgeBody); err != nil {
-			writeError(c, d.Logger, err)
+			writeError(c, logger, err)
 			return
 		}
-		a, err := d.Room.EdgeLease(c.Request.Context(), req.Request)
+		a, err := room.EdgeLease(c.Request.Context(), req.Request)
 		if err != nil {
-			writeError(c, d.Logger, err)
+			writeError(c, logger, err)
 			return
 		}
 		c.Header("Cache-Control", "no-store")
 		writeJSON(c, http.StatusOK, a)
-	})
-}
-
-// EdgeDeps is what an edge's HTTP layer needs.
-type EdgeDeps struct {
-	Room     *waitroom.Room
-	Edge     *edge.Client
-	Verifier *auth.Verifier
-	Limiter  *loadshed.Limiter
-	Logger   *slog.Logger
-	// Origins are the base URLs everything else is passed to.
-	Origins          []string
-	CustomerInFlight int
-	// InFlightPerAddr and TrustedProxies are Deps': the requests in
-	// flight of one client address behind a trusted proxy.
-	InFlightPerAddr int
-	TrustedProxies  []netip.Prefix
-	// ProxyTimeout bounds an origin's answer to a request passed on.
-	// Default 15s.
-	ProxyTimeout time.Duration
-	// MaxStreams and Draining are Deps', on the edge; Registry takes the
-	// streams' gauge.
-	MaxStreams int
-	Draining   <-chan struct{}
-	Registry   prometheus.Registerer
-}
-
-// EdgeRoutes returns an edge's HTTP handler: the waiting-room page and its
-// assets, tickets and status polls of the waiting rooms the edge has heard
-// of (answered from the pulled document, never by asking an origin), and
-// everything else a browser or app calls passed on to an origin (a reverse
-// proxy; no origin answering: 503 overloaded with Retry-After). The admin's
-// routes are not served (404): an operator talks to an origin.
-func EdgeRoutes(d EdgeDeps) http.Handler {
-	r := newEngine(d.Logger)
-	proxy := newOriginProxy(d.Origins, d.ProxyTimeout, d.Logger)
-	r.NoRoute(func(c *gin.Context) {
-		p := c.Request.URL.Path
-		if p == "/admin" || strings.HasPrefix(p, "/admin/") || p == "/metrics" || strings.HasPrefix(p, "/edge/") {
-			writeError(c, d.Logger, flashline.ErrNotFound)
-			return
-		}
-		proxy.ServeHTTP(c.Writer, c.Request)
-	})
-	r.Use(checkIDs(d.Logger))
-
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	// Ready while the edge holds a current document from an origin.
-	r.GET("/readyz", func(c *gin.Context) {
-		if !d.Edge.Fresh() {
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "reason": "no origin has answered lately"})
-			return
-		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready"})
-	})
-	r.GET("/openapi.json", handleOpenAPI)
-	registerDocs(r)
-
-	customer := authenticate(d.Verifier, false, true)
-	oneCustomer := capPerCustomer(d.CustomerInFlight, d.Logger)
-	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
-	pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
-	// A sale the edge has not heard of as a waiting room (a direct sale, a
-	// lottery, an id that names nothing) is the origin's to answer.
-	ours := func(c *gin.Context) {
-		if !d.Edge.Knows(c.Param("saleId")) {
-			proxy.ServeHTTP(c.Writer, c.Request)
-			c.Abort()
-			return
-		}
-		c.Next()
 	}
-	// A stream passed on ends at shutdown as the edge's own do.
-	oursStream := func(c *gin.Context) {
-		if !d.Edge.Knows(c.Param("saleId")) {
-			passOnStream(proxy, d.Draining, c.Writer, c.Request)
-			c.Abort()
-			return
-		}
-		c.Next()
-	}
-	// The page may be served by another host (flashline page export): the
-	// edge's own routes answer any origin (CORS, cors.go), and an origin's
-	// answers passed on carry its own headers.
-	public := newCrossOrigin(r)
-	public.handle(http.MethodGet, "/sales/:saleId/ticket", ours, customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
-	public.handle(http.MethodGet, "/sales/:saleId/status", ours, customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-	public.handle(http.MethodGet, "/sales/:saleId/status/stream", oursStream, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
-	public.preflights()
-	waitpage.Register(r)
-	return boundPerAddr(r, newAddrBound(d.InFlightPerAddr, d.TrustedProxies))
-}
-
-// addrDoor is an edge's routes behind the bound on the requests in flight
-// of one client address behind a trusted proxy (peraddr.go), as Routes'
-// front door applies it.
-type addrDoor struct {
-	next     http.Handler
-	perAddr  *addrBound
-	addrBusy prepared
-}
-
-// boundPerAddr is next behind bound; next itself when there is no bound.
-func boundPerAddr(next http.Handler, bound *addrBound) http.Handler {
-	if bound == nil {
-		return next
-	}
-	e := lookupError(flashline.ErrAddressInFlight)
-	return &addrDoor{next: next, perAddr: bound, addrBusy: prepareError(e, nil, nil)}
-}
-
-func (d *addrDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if key, ok := d.perAddr.keyOf(r); ok {
-		if !d.perAddr.acquire(key) {
-			refuse(w, &d.addrBusy, time.Now())
-			return
-		}
-		defer d.perAddr.release(key)
-	}
-	d.next.ServeHTTP(w, r)
 }
 
 // originProxy passes requests on to the origins: the one that answered last

@@ -64,10 +64,9 @@ type frontDoor struct {
 	limiter  *loadshed.Limiter
 	verifier *auth.Verifier
 	now      func() time.Time
-	// perAddr counts the requests of trusted proxies' clients (nil: no
-	// bound); addrBusy is its refusal.
-	perAddr  *addrBound
-	addrBusy prepared
+	// door bounds the requests in flight of trusted proxies' clients
+	// (peraddr.go), its refusal counted here, and hands on to route.
+	door addrDoor
 
 	// The reservation's refusals, counted here (refusal.go).
 	refusal refusalAnswers
@@ -113,8 +112,8 @@ func newFrontDoor(next http.Handler, d Deps, m *Metrics) *frontDoor {
 		polled: m.requests.WithLabelValues(statusRoute, "ok"), pollLatency: m.latency.WithLabelValues(statusRoute)}
 	f.refusal = prepareRefusals(func(err error) prepared { return prepare(m, err, reservationsRoute) })
 	f.pollOverloaded = prepare(m, flashline.ErrOverloaded, statusRoute)
-	f.perAddr = newAddrBound(d.InFlightPerAddr, d.TrustedProxies)
-	f.addrBusy = prepare(m, flashline.ErrAddressInFlight, beforeRouting)
+	f.door = addrDoor{next: http.HandlerFunc(f.route), perAddr: newAddrBound(d.InFlightPerAddr, d.TrustedProxies),
+		addrBusy: prepare(m, flashline.ErrAddressInFlight, beforeRouting)}
 	f.scratch.New = func() any { return new(auth.Scratch) }
 	return f
 }
@@ -143,14 +142,11 @@ func prepareError(e apiError, count prometheus.Counter, latency prometheus.Obser
 	return p
 }
 
-func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if key, ok := f.perAddr.keyOf(r); ok {
-		if !f.perAddr.acquire(key) {
-			refuse(w, &f.addrBusy, time.Now())
-			return
-		}
-		defer f.perAddr.release(key)
-	}
+func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.door.ServeHTTP(w, r) }
+
+// route is what the front door does with a request its client address's
+// bound let through.
+func (f *frontDoor) route(w http.ResponseWriter, r *http.Request) {
 	if saleID, ok := reservationOf(r); ok {
 		f.reservation(w, r, saleID)
 		return

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -49,6 +50,25 @@ func readExtend(c *gin.Context, logger *slog.Logger) (seconds int, operator stri
 	return seconds, operator, true
 }
 
+// readOperated reads an admin request's JSON body into req (no body at
+// all reads as {} when optional) and who acts, name (its "operator" field,
+// read once the body is; default "admin"), answering the client when either
+// is not right (false).
+func readOperated(c *gin.Context, logger *slog.Logger, req any, name *string, optional bool) (operator string, ok bool) {
+	if !optional || c.Request.ContentLength != 0 {
+		if err := decodeJSON(c, req); err != nil {
+			writeError(c, logger, err)
+			return "", false
+		}
+	}
+	operator, err := operatorOf(*name)
+	if err != nil {
+		writeError(c, logger, err)
+		return "", false
+	}
+	return operator, true
+}
+
 func operatorOf(name string) (string, error) {
 	if name == "" {
 		return flashline.DefaultOperator, nil
@@ -69,35 +89,42 @@ type bulkVoidRequest struct {
 
 // handleExtendSale is POST /admin/sales/{saleId}/extend.
 func handleExtendSale(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		seconds, operator, ok := readExtend(c, logger)
-		if !ok {
-			return
-		}
-		res, err := store.ExtendSale(c.Request.Context(), c.Param("saleId"), seconds, operator)
+	return handleExtend("saleId", logger, func(ctx context.Context, saleID string, seconds int, operator string) (any, error) {
+		res, err := store.ExtendSale(ctx, saleID, seconds, operator)
 		if err != nil {
-			writeError(c, logger, err)
-			return
+			return nil, err
 		}
-		logger.InfoContext(c.Request.Context(), "handlers: holds extended", "sale_id", res.SaleID,
+		logger.InfoContext(ctx, "handlers: holds extended", "sale_id", res.SaleID,
 			"seconds", seconds, "extended", res.Extended, "at_cap", res.AtCap, "operator", operator)
-		writeJSON(c, http.StatusOK, api.Extended{SaleID: res.SaleID, Seconds: res.Seconds, Extended: res.Extended, AtCap: res.AtCap})
-	}
+		return api.Extended{SaleID: res.SaleID, Seconds: res.Seconds, Extended: res.Extended, AtCap: res.AtCap}, nil
+	})
 }
 
 // handleExtendReservation is POST /admin/reservations/{reservationId}/extend.
 func handleExtendReservation(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return handleExtend("reservationId", logger, func(ctx context.Context, reservationID string, seconds int, operator string) (any, error) {
+		r, err := store.ExtendReservation(ctx, reservationID, seconds, operator)
+		if err != nil {
+			return nil, err
+		}
+		return NewReservationView(r), nil
+	})
+}
+
+// handleExtend is an extend of what the path's param names: its body read
+// and checked (readExtend), then extend, whose answer is 200's body.
+func handleExtend(param string, logger *slog.Logger, extend func(ctx context.Context, id string, seconds int, operator string) (any, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		seconds, operator, ok := readExtend(c, logger)
 		if !ok {
 			return
 		}
-		r, err := store.ExtendReservation(c.Request.Context(), c.Param("reservationId"), seconds, operator)
+		v, err := extend(c.Request.Context(), c.Param(param), seconds, operator)
 		if err != nil {
 			writeError(c, logger, err)
 			return
 		}
-		writeJSON(c, http.StatusOK, NewReservationView(r))
+		writeJSON(c, http.StatusOK, v)
 	}
 }
 
@@ -105,15 +132,11 @@ func handleExtendReservation(store flashline.Store, logger *slog.Logger) gin.Han
 func handleVoid(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req voidRequest
-		if err := decodeJSON(c, &req); err != nil {
-			writeError(c, logger, err)
+		operator, ok := readOperated(c, logger, &req, &req.Operator, false)
+		if !ok {
 			return
 		}
-		operator, err := operatorOf(req.Operator)
-		if err == nil {
-			err = flashline.CheckVoidReason(req.Reason)
-		}
-		if err != nil {
+		if err := flashline.CheckVoidReason(req.Reason); err != nil {
 			writeError(c, logger, err)
 			return
 		}

@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/flashline/flashline"
 )
 
 // A trusted proxy (a load balancer, nginx, an edge) carries many clients'
@@ -177,4 +180,35 @@ func (b *addrBound) tracked() int {
 		s.mu.Unlock()
 	}
 	return total
+}
+
+// addrDoor puts the bound on the requests in flight of one client address
+// behind a trusted proxy in front of next: Routes' front door (its refusal
+// counted in the origin's metrics) and an edge's routes (boundPerAddr) both
+// go through it.
+type addrDoor struct {
+	next     http.Handler
+	perAddr  *addrBound // nil: no bound
+	addrBusy prepared
+}
+
+// boundPerAddr is an edge's routes, next, behind bound; next itself when
+// there is no bound.
+func boundPerAddr(next http.Handler, bound *addrBound) http.Handler {
+	if bound == nil {
+		return next
+	}
+	e := lookupError(flashline.ErrAddressInFlight)
+	return &addrDoor{next: next, perAddr: bound, addrBusy: prepareError(e, nil, nil)}
+}
+
+func (d *addrDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if key, ok := d.perAddr.keyOf(r); ok {
+		if !d.perAddr.acquire(key) {
+			refuse(w, &d.addrBusy, time.Now())
+			return
+		}
+		defer d.perAddr.release(key)
+	}
+	d.next.ServeHTTP(w, r)
 }

@@ -1,6 +1,11 @@
-// Package handlers is Flashline's HTTP layer (Gin): the whole API surface is
-// listed in Routes below; the JSON shapes are package api's (views.go fills
-// them), decoding is in json.go and the one error table in errors.go.
+// Package handlers is Flashline's HTTP layer (Gin): Routes below builds the
+// origin's engine and lists the operations' routes, and each audience's
+// routes are listed in a file of its own: routes_shop.go (shoppers' API and
+// the waiting-room page), routes_admin.go (the store's admin API and
+// console), routes_providers.go (payment providers' webhooks) and
+// routes_edge.go (what edges call on an origin, and an edge's own surface).
+// The JSON shapes are package api's (views.go fills them), decoding is in
+// json.go and the one error table in errors.go.
 package handlers
 
 import (
@@ -19,7 +24,6 @@ import (
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/roomtoken"
-	"github.com/flashline/flashline/waitpage"
 	"github.com/flashline/flashline/waitroom"
 	"github.com/flashline/flashline/webhook"
 )
@@ -147,104 +151,28 @@ func Routes(d Deps) http.Handler {
 	// goroutines reading bodies) that other buyers need.
 	oneCustomer := capPerCustomer(d.CustomerInFlight, d.Logger)
 
-	// Operations.
+	// Operations: the probes, the contract itself (openapi.go) and the API
+	// reference page that renders it (docs.go), anyone's.
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", handleReady(d.Ready, d.Logger))
-	// The contract itself (openapi.go), and the API reference page that
-	// renders it (docs.go).
 	r.GET("/openapi.json", handleOpenAPI)
-	registerDocs(r)
-	// The metrics name sales and show the limiter's state: the admin's.
-	r.GET("/metrics", bearerAdmin, gin.WrapH(MetricsHandler(d.Registry)))
+	r.GET("/docs", handleDocsPage)
+	r.GET(DocsPrefix+":version/:file", handleDocsAsset)
 
-	// Admin.
-	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Payments != nil || d.Stripe != nil || d.Adyen != nil, d.Logger))
-	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Gate != nil, d.Logger))
-	for _, action := range flashline.SaleActions {
-		r.POST("/admin/sales/:saleId/"+string(action), admin, handleSaleAction(d.Store, d.Logger, action))
-	}
-	// After the click: extend holds when payment is slow, void orders
-	// (one, or a list), the payments that came too late and are owed back.
-	r.POST("/admin/sales/:saleId/extend", admin, handleExtendSale(d.Store, d.Logger))
-	r.POST("/admin/reservations/:reservationId/extend", admin, handleExtendReservation(d.Store, d.Logger))
-	r.POST("/admin/reservations/:reservationId/void", admin, handleVoid(d.Store, d.Logger))
-	r.POST("/admin/reservations/void", admin, handleBulkVoid(d.Store, d.Logger))
-	r.GET("/admin/payments/late", admin, handleLatePayments(d.Store, d.Logger))
+	// Polls of the waiting room (and what edges pull) may use only part of
+	// the limit, so a crowd polling its place never crowds out the buyers it
+	// was let in for.
+	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
+	pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 
-	// The payment side: events signed with the payment webhook secret
-	// (webhook/), not a bearer token. Like confirm, never shed: they finish
-	// sales and return stock.
-	payments := newPaymentMetrics(d.Registry)
-	r.POST("/payments/events", handlePaymentEvent(d.Store, d.Payments, payments, d.Logger))
-	r.POST("/payments/stripe", handleStripe(d.Store, d.Stripe, payments, d.Logger))
-	r.POST("/payments/adyen", handleAdyen(d.Store, d.Adyen, payments, d.Logger))
-	if d.Gate != nil {
-		r.POST("/admin/sales/:saleId/gate/rebuild", admin, handleGateRebuild(d.Gate, d.Logger))
-	}
-	// The browser's sign-in (session.go), the console's pages (console.go)
-	// and River's job UI.
-	r.GET("/admin/login", handleLoginPage)
-	r.POST("/admin/login", handleLogin(d.Verifier, d.now()))
-	r.POST("/admin/logout", handleLogout(d.Verifier, d.Sessions, d.now(), d.Logger))
-	if d.Console != nil {
-		gateStatus, _ := d.Gate.(GateStatuser)
-		watch := newWatcher(d.Console, gateStatus, d.Registry, time.Now)
-		// /admin, as typed: the console (a path with a trailing slash is
-		// not redirected by the router, and this one without is nothing else).
-		r.GET("/admin", func(c *gin.Context) { c.Redirect(http.StatusSeeOther, "/admin/") })
-		r.GET("/admin/", admin, handleConsoleHome(d.Store, d.Payments != nil || d.Stripe != nil || d.Adyen != nil, d.Logger))
-		r.GET("/admin/sales/:saleId/live", admin, handleLive(watch, d.Logger))
-		r.GET("/admin/sales/:saleId/report", admin, handleReport(d.Console, d.Logger))
-		r.POST("/admin/sales/:saleId/repair", admin, handleRepair(d.Console, d.Logger))
-		r.GET(ConsolePrefix+":file", handleConsoleAsset)
-	}
-	if d.RiverUI != nil {
-		r.Any("/admin/riverui/*path", adminOrSession(d.Verifier, d.Sessions, d.now(), bearerAdmin, false, d.Logger), gin.WrapH(d.RiverUI))
-	}
-
-	// Customers: routes the waiting-room page calls, also from a page served
-	// by another host (CORS, cors.go; never on the admin's routes).
-	public := newCrossOrigin(r)
-	// A reservation takes a slot of the admission limiter only
-	// once its caller is known and its body has arrived and is valid
-	// (handleReserve): a client that sends headers and never the body holds
-	// nothing another buyer needs. Confirm and cancel finish sales and
-	// return stock: they are never shed, and a burst of them queues for the
-	// pool they use.
-	public.handle(http.MethodPost, "/sales/:saleId/reservations", shedBusySale(d.Refusals), customer, oneCustomer, refuseFromMemory(d.Refusals, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
-	// A customer's own hold or order in a sale, for one who lost its id.
-	public.handle(http.MethodGet, "/sales/:saleId/reservation", customer, oneCustomer, handleCustomerReservation(d.Store, d.Logger))
-	public.handle(http.MethodGet, "/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))
-	public.handle(http.MethodPost, "/reservations/:reservationId/confirm", ownerOrAdmin, oneCustomer, handleConfirm(d.Store, d.Logger))
-	public.handle(http.MethodPost, "/reservations/:reservationId/cancel", ownerOrAdmin, oneCustomer, handleCancel(d.Store, d.Logger))
-	// The waiting room (waitroom/): a place in line, where it stands, and
-	// the sale's published fairness policy (public, but behind the limiter
-	// too: a sale it has not seen costs a database read). Polls may use only
-	// part of the limit, so a crowd polling its place never crowds out the
-	// buyers it was let in for.
+	// Each audience's routes, listed in a file of its own.
+	adminRoutes(r, d, bearerAdmin, admin)                           // routes_admin.go
+	providerRoutes(r, d)                                            // routes_providers.go
+	shopRoutes(r, d, customer, ownerOrAdmin, oneCustomer, pollSlot) // routes_shop.go
 	if d.Room != nil {
-		onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
-		pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
-		public.handle(http.MethodGet, "/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
-		public.handle(http.MethodGet, "/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-		public.handle(http.MethodGet, "/sales/:saleId/status/stream", customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
-		public.handle(http.MethodGet, "/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Store, d.Logger))
-		// The operator's controls of a room's queue (audited).
-		r.POST("/admin/sales/:saleId/queue/hold", admin, handleQueueHold(d.Room, true, d.Logger))
-		r.POST("/admin/sales/:saleId/queue/release", admin, handleQueueHold(d.Room, false, d.Logger))
-		r.POST("/admin/sales/:saleId/queue/message", admin, handleQueueMessage(d.Room, d.Logger))
-		// What edges pull and lease (edge.go).
-		registerOrigin(r, d, pollSlot)
+		originEdgeRoutes(r, d, pollSlot) // routes_edge.go
 	}
-	if d.Store != nil {
-		registerLotteryRoutes(r, public, d, customer, oneCustomer)
-	}
-	// Browsers ask before a cross-origin request with these headers
-	// (cors.go): one preflight route per customer path.
-	public.preflights()
-	// The waiting-room page and its assets (no auth: the page calls the API
-	// with the customer's token).
-	waitpage.Register(r)
+
 	// What the service refuses without the database is answered before the
 	// routes (frontdoor.go).
 	if d.Store == nil || d.Verifier == nil {

@@ -136,15 +136,8 @@ type stateRequest struct {
 func handleSaleAction(store flashline.Store, logger *slog.Logger, action flashline.SaleAction) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req stateRequest
-		if c.Request.ContentLength != 0 {
-			if err := decodeJSON(c, &req); err != nil {
-				writeError(c, logger, err)
-				return
-			}
-		}
-		operator, err := operatorOf(req.Operator)
-		if err != nil {
-			writeError(c, logger, err)
+		operator, ok := readOperated(c, logger, &req, &req.Operator, true)
+		if !ok {
 			return
 		}
 		ctx := flashline.WithOperator(c.Request.Context(), operator)

@@ -61,15 +61,8 @@ type queueRequest struct {
 func handleQueueHold(room *waitroom.Room, held bool, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req queueRequest
-		if c.Request.ContentLength != 0 {
-			if err := decodeJSON(c, &req); err != nil {
-				writeError(c, logger, err)
-				return
-			}
-		}
-		operator, err := operatorOf(req.Operator)
-		if err != nil {
-			writeError(c, logger, err)
+		operator, ok := readOperated(c, logger, &req, &req.Operator, true)
+		if !ok {
 			return
 		}
 		saleID := c.Param("saleId")

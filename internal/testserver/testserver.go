@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -21,10 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/internal/client"
 	"github.com/flashline/flashline/internal/contract"
-	"github.com/flashline/flashline/internal/testdb"
 )
 
 // Secrets every test server is started with: 32 bytes or more, as serve
@@ -35,98 +32,6 @@ const (
 	WaitroomKeys  = "t1:test-waitroom-key-0123456789abcdef"
 	PaymentSecret = "test-payment-webhook-secret-0123456789"
 )
-
-var binDir string // where the binaries are built, removed by Main
-
-// testHooksTag is the build tag under which flashline serve honours its
-// test hooks (FLASHLINE_TEST_CLOCK_SKEW): the serve binaries built here have
-// it, a production build does not.
-const testHooksTag = "flashline_testhooks"
-
-// A binary is a program built once per test process, on first use.
-type binary struct {
-	name, pkg string
-	flags     []string
-	once      sync.Once
-	path      string
-	err       error
-}
-
-func (b *binary) get(t testing.TB) string {
-	t.Helper()
-	b.once.Do(func() { b.path, b.err = build(b.name, b.pkg, b.flags...) })
-	if b.err != nil {
-		t.Fatalf("testserver: %v", b.err)
-	}
-	return b.path
-}
-
-// scripts/test.sh builds these three with the same names and flags into
-// FLASHLINE_TEST_BIN_DIR: a change here is a change there.
-var (
-	raceServe = &binary{name: "flashline", pkg: "./cmd/flashline", flags: []string{"-race", "-tags", testHooksTag}}
-	// Without the race detector, which multiplies memory: for tests that
-	// measure what the service itself uses.
-	plainServe = &binary{name: "flashline-plain", pkg: "./cmd/flashline", flags: []string{"-tags", testHooksTag}}
-	// Without the race detector: a load generator run in the
-	// race-instrumented test process spends about three times the CPU,
-	// taken from the service it measures on the same machine.
-	loadtest = &binary{name: "flashline-loadtest", pkg: "./cmd/flashline-loadtest"}
-)
-
-// Main wraps testing.M.Run and removes the binaries built for the run.
-func Main(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// Binary builds ./cmd/flashline once per test process, with -race, and
-// returns its path.
-func Binary(t testing.TB) string { t.Helper(); return raceServe.get(t) }
-
-// PlainBinary builds ./cmd/flashline once per test process without the race
-// detector, and returns its path.
-func PlainBinary(t testing.TB) string { t.Helper(); return plainServe.get(t) }
-
-// LoadtestBinary builds ./cmd/flashline-loadtest once per test process,
-// without the race detector, and returns its path.
-func LoadtestBinary(t testing.TB) string { t.Helper(); return loadtest.get(t) }
-
-var dirOnce sync.Once
-
-func build(name, pkg string, flags ...string) (string, error) {
-	// scripts/test.sh builds these binaries once, with the same flags,
-	// for every test process of its lanes, instead of each linking its own.
-	if dir := os.Getenv("FLASHLINE_TEST_BIN_DIR"); dir != "" {
-		if path := filepath.Join(dir, name); fileExists(path) {
-			return path, nil
-		}
-	}
-	root, err := testdb.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	dirOnce.Do(func() { binDir, err = os.MkdirTemp("", "flashline-test-bin-") })
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(binDir, name)
-	args := append(append([]string{"build"}, flags...), "-o", path, pkg)
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return path, nil
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
 
 // Server is one running `flashline serve` process.
 type Server struct {
@@ -432,90 +337,4 @@ func lastWarnings(logs string, n int) string {
 		}
 	}
 	return strings.Join(w[max(0, len(w)-n):], "")
-}
-
-// Token mints a customer JWT valid for an hour.
-func Token(t testing.TB, customerID string) string {
-	t.Helper()
-	tok, err := auth.Mint(JWTSecret, customerID, time.Hour, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
-
-// Client speaks the HTTP contract to any of a test's servers: every call
-// names its server. It is internal/client, addressed by URL.
-type Client struct {
-	HTTP *http.Client
-}
-
-// NewClient returns a client with a connection pool big enough for a crowd.
-func NewClient() *Client {
-	tr := &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 0, IdleConnTimeout: 30 * time.Second}
-	return &Client{HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
-}
-
-// running maps the URL of each server Start started to the server.
-var running sync.Map
-
-// To is the typed client of the server at base, sharing c's connections.
-// To a server Start started, every exchange is checked against the OpenAPI
-// document (internal/contract) and a mismatch fails the test that started
-// it.
-func (c *Client) To(base string) *client.Client {
-	base = strings.TrimRight(base, "/")
-	if v, ok := running.Load(base); ok {
-		checked := *c.HTTP
-		checked.Transport = v.(*Server).contract.Transport(c.HTTP.Transport)
-		return client.New(base, &checked)
-	}
-	return client.New(base, c.HTTP)
-}
-
-// Checked wraps a transport (http.DefaultTransport when nil) so that every
-// exchange through it is checked against the OpenAPI document, as To's are,
-// and a mismatch fails the test that started s: for a client that is not
-// this package's (the load test's). The check is the document's, whichever
-// server the exchange is with.
-func (s *Server) Checked(rt http.RoundTripper) http.RoundTripper {
-	return s.contract.Transport(rt)
-}
-
-// Response is a status, headers and body.
-type Response = client.Response
-
-// Do sends a request to url with a bearer token (none when empty), a body
-// (none when empty) and headers (name/value pairs, added).
-func (c *Client) Do(ctx context.Context, method, url, token, body string, headers ...string) (Response, error) {
-	base, path := splitURL(url)
-	return c.To(base).Do(ctx, client.Request{Method: method, Path: path, Token: token, Body: body, Header: headers})
-}
-
-// splitURL cuts "http://host:port/path?query" after the host.
-func splitURL(url string) (base, path string) {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if i := strings.IndexByte(rest, '/'); ok && i >= 0 {
-		return scheme + "://" + rest[:i], rest[i:]
-	}
-	return url, ""
-}
-
-// Reserve posts a reservation.
-func (c *Client) Reserve(ctx context.Context, base, saleID, token, key string, quantity int) (Response, error) {
-	r, err := c.To(base).Reserve(ctx, token, client.ReserveRequest{SaleID: saleID, IdempotencyKey: key, Quantity: quantity})
-	return r.Response, err
-}
-
-// CreateSale creates a sale through the admin API and returns its id.
-func (c *Client) CreateSale(t testing.TB, base, body string) string {
-	t.Helper()
-	r, err := c.To(base).CreateSaleJSON(context.Background(), AdminToken, body)
-	if err != nil || r.Status != http.StatusCreated {
-		t.Fatalf("create sale: %v %d %s", err, r.Status, r.Body)
-	}
-	if r.Value.SaleID == "" {
-		t.Fatalf("create sale: no saleId in %s", r.Body)
-	}
-	return r.Value.SaleID
 }
