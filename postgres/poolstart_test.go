@@ -57,7 +57,7 @@ func TestNewPoolWaitsOutASlowSessionStart(t *testing.T) {
 	}()
 	u.Host = ln.Addr().String()
 
-	pool, err := postgres.NewPool(context.Background(), u.String(), "slow", postgres.PoolOptions{MaxConns: 2, AcquireTimeout: 500 * time.Millisecond})
+	pool, err := postgres.NewPool(context.Background(), u.String(), "slow", postgres.PoolOptions{MaxConns: 2, ConnectTimeout: 500 * time.Millisecond})
 	require.NoError(t, err, "a session slower than one attempt is waited for")
 	t.Cleanup(pool.Close)
 	require.GreaterOrEqual(t, accepted.Load(), int64(2), "the first attempt timed out and another was made")
@@ -68,7 +68,79 @@ func TestNewPoolWaitsOutASlowSessionStart(t *testing.T) {
 func TestNewPoolFailsAtOnceWhenRefused(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	_, err := postgres.NewPool(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable", "refused", postgres.PoolOptions{AcquireTimeout: 3 * time.Second})
+	_, err := postgres.NewPool(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable", "refused", postgres.PoolOptions{ConnectTimeout: 3 * time.Second})
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 8*time.Second, "a refusal is answered by the first attempt, not waited out (10 s)")
+}
+
+// TestAConnectionSlowerThanItsCallerJoinsThePool: a server that takes
+// longer to start a session than a caller waits (4 s here; the callers wait
+// 300 ms) still gives the pool its connection: the attempt runs on past the
+// caller that started it, to DefaultConnectTimeout, and the next caller
+// takes the connection it made. With attempts bounded at 3 s, as the
+// instances had them, no attempt ever succeeds here: a fault suite's
+// instances on a saturated machine went 70 s without a connection so.
+func TestAConnectionSlowerThanItsCallerJoinsThePool(t *testing.T) {
+	t.Parallel()
+	const sessionStart = 4 * time.Second
+	dbURL := testdb.New(t)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	target := u.Host
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			t.Cleanup(func() { c.Close() })
+			go func() {
+				d, err := net.Dial("tcp", target)
+				if err != nil {
+					c.Close()
+					return
+				}
+				t.Cleanup(func() { d.Close() })
+				go io.Copy(d, c)
+				// The server's answers, the session's start first, come
+				// sessionStart late.
+				time.Sleep(sessionStart)
+				io.Copy(c, d)
+			}()
+		}
+	}()
+	u.Host = ln.Addr().String()
+
+	ctx := context.Background()
+	pool, err := postgres.NewPool(ctx, u.String(), "slow", postgres.PoolOptions{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	held, err := pool.Acquire(ctx) // the connection NewPool made
+	require.NoError(t, err)
+	defer held.Release()
+	require.Equal(t, int64(1), accepted.Load())
+
+	// The second connection: every caller gives up long before the session
+	// starts, and the one attempt made for the first of them is what a
+	// later caller gets.
+	deadline := time.Now().Add(3 * postgres.DefaultConnectTimeout)
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		conn, err := pool.Acquire(wctx)
+		cancel()
+		if err == nil {
+			require.NoError(t, conn.Ping(ctx))
+			conn.Release()
+			break
+		}
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.True(t, time.Now().Before(deadline), "no connection %s after the first caller asked", 3*postgres.DefaultConnectTimeout)
+	}
+	require.Equal(t, int64(2), accepted.Load(), "one attempt, outliving its caller, made the second connection")
 }

@@ -24,9 +24,12 @@ type PoolOptions struct {
 	// MinConns are opened at start and kept open, so the first requests of a
 	// sale pay no connection handshake.
 	MinConns int32
-	// AcquireTimeout bounds how long a caller waits for a connection (and for
-	// a new connection to be made) before it gets an error.
-	AcquireTimeout time.Duration
+	// ConnectTimeout bounds one attempt at a new connection (0:
+	// DefaultConnectTimeout). It is not how long a caller waits: the
+	// caller's context bounds that (the purchase path's deadlines, RoleWait),
+	// and an attempt the caller stopped waiting for runs on to its own end,
+	// its connection joining the pool for the next caller.
+	ConnectTimeout time.Duration
 	// Pooler says the URL is a pooler in transaction mode (PgBouncer), which
 	// gives each transaction whichever server connection is free: named
 	// prepared statements, pgx's default, would be missing on the next one.
@@ -35,6 +38,21 @@ type PoolOptions struct {
 	// unless the URL names its own default_query_exec_mode.
 	Pooler bool
 }
+
+// DefaultConnectTimeout is how long one attempt at a new connection may
+// take: longer than any caller waits, because a server busy starting
+// sessions (a saturated machine; every instance reconnecting at once after
+// a network fault or a failover) can take seconds to start one, and an
+// attempt cut shorter than that never succeeds, however often it is made.
+// With attempts of 3 s (a caller's wait, as they were), a fault suite's
+// instances on a saturated two-core machine found no connection for 70 s
+// after the fault healed, every attempt timing out at the startup message,
+// and an instance starting there exited ("start river: failed to connect:
+// timeout" after 3.3 s).
+const DefaultConnectTimeout = 10 * time.Second
+
+// startWait is how long NewPool waits for the pool's first answer.
+const startWait = 3 * DefaultConnectTimeout
 
 // NewPool builds a pgx pool for databaseURL, sized by o, and pings it.
 func NewPool(ctx context.Context, databaseURL, name string, o PoolOptions) (*pgxpool.Pool, error) {
@@ -48,8 +66,9 @@ func NewPool(ctx context.Context, databaseURL, name string, o PoolOptions) (*pgx
 	if o.MinConns > 0 {
 		cfg.MinConns = min(o.MinConns, cfg.MaxConns)
 	}
-	if o.AcquireTimeout > 0 {
-		cfg.ConnConfig.ConnectTimeout = o.AcquireTimeout
+	cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	if o.ConnectTimeout > 0 {
+		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
 	}
 	if o.Pooler && !strings.Contains(databaseURL, "default_query_exec_mode") {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
@@ -62,7 +81,7 @@ func NewPool(ctx context.Context, databaseURL, name string, o PoolOptions) (*pgx
 	if err != nil {
 		return nil, fmt.Errorf("%s pool: %w", name, err)
 	}
-	if err := ping(ctx, pool, 10*time.Second); err != nil {
+	if err := ping(ctx, pool, max(startWait, 3*o.ConnectTimeout)); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("%s pool: ping: %w", name, err)
 	}

@@ -105,7 +105,6 @@ func (in *instance) migrate(ctx context.Context) error {
 // opens first, and with it the check of the server's connection slots.
 func (in *instance) openPools(ctx context.Context) error {
 	cfg, conns := in.cfg, in.conns
-	const acquire = 3 * time.Second
 	pooler := cfg.directURL != cfg.databaseURL
 	var err error
 	open := func(url, name string, size, minConns int) *pgxpool.Pool {
@@ -114,7 +113,7 @@ func (in *instance) openPools(ctx context.Context) error {
 		}
 		var pool *pgxpool.Pool
 		pool, err = postgres.NewPool(ctx, url, name, postgres.PoolOptions{MaxConns: int32(size), MinConns: int32(minConns),
-			AcquireTimeout: acquire, Pooler: pooler && url == cfg.databaseURL})
+			Pooler: pooler && url == cfg.databaseURL})
 		if err == nil {
 			in.running.addClose(name+" pool", pool.Close)
 		}
@@ -373,7 +372,7 @@ func (h minLevel) WithGroup(g string) slog.Handler {
 // s): nobody waits on a start, and a database slow to accept (a busy one at
 // a rollout) should delay it, not fail it.
 func migrate(ctx context.Context, databaseURL string, conns int) error {
-	pool, err := postgres.NewPool(ctx, databaseURL, "migrate", postgres.PoolOptions{MaxConns: int32(conns), AcquireTimeout: 10 * time.Second})
+	pool, err := postgres.NewPool(ctx, databaseURL, "migrate", postgres.PoolOptions{MaxConns: int32(conns)})
 	if err != nil {
 		return err
 	}

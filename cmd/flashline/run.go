@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -156,5 +155,5 @@ func openPool(ctx context.Context, url, name string, getenv func(string) string,
 	if err != nil {
 		return nil, err
 	}
-	return postgres.NewPool(ctx, url, name, postgres.PoolOptions{MaxConns: 4, AcquireTimeout: 10 * time.Second})
+	return postgres.NewPool(ctx, url, name, postgres.PoolOptions{MaxConns: 4})
 }
