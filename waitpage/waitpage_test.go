@@ -78,6 +78,9 @@ func TestServesPageAndAssets(t *testing.T) {
 			files = append(files, e.Name())
 		}
 	}
+	// And the two generated modules i18n.js imports: English, and the
+	// list of languages (the others are imported once chosen).
+	files = append(files, "i18n-en.js", "i18n-list.js")
 	refs := regexp.MustCompile(`(?:src|href|data-worker)="(/waitpage/[^"/]+/)([^"/]+)"`).FindAllStringSubmatch(page, -1)
 	var referenced []string
 	for _, m := range refs {

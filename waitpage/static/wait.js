@@ -11,10 +11,11 @@ import { sale } from "./state.js";
 import { $, showError } from "./ui.js";
 import { usable, askAccount } from "./account.js";
 import { begin } from "./flow.js";
+import { load, t } from "./i18n.js";
 
 // start reads the sale from the address and the token from the link.
 function start() {
-  if (!sale.known) return showError("This is not a sale's waiting-room address.");
+  if (!sale.known) return showError(t("error.notSale"));
   $("sale-id").textContent = sale.id;
   const frag = new URLSearchParams(window.location.hash.replace(/^#/, ""));
   const fromURL = frag.get("token");
@@ -31,4 +32,6 @@ function start() {
   begin();
 }
 
+// The words first (the shopper's language), then the flow.
+await load();
 start();
