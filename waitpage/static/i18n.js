@@ -187,17 +187,18 @@ export function inSeconds(s) {
   }
 }
 
-// minutes is a duration of m minutes, or h hours and m minutes when h > 0,
-// in the language's words ("5 minutes", "1 Stunde, 5 Minuten", "1時間5分").
+// duration is a duration of m minutes, or h hours and m minutes when h > 0,
+// in the language's short words ("5 min", "1 Std., 5 Min.", "1 時間 5 分").
 export function duration(h, m) {
   const unit = function (n, u) {
     try {
-      return new Intl.NumberFormat(current.lang, { style: "unit", unit: u, unitDisplay: "long" }).format(n);
+      return new Intl.NumberFormat(current.lang, { style: "unit", unit: u, unitDisplay: "short" }).format(n);
     } catch (e) {
       return n + " " + u;
     }
   };
   if (!h) return unit(m, "minute");
+  if (!m) return unit(h, "hour");
   const parts = [unit(h, "hour"), unit(m, "minute")];
   try {
     return new Intl.ListFormat(current.lang, { style: "narrow", type: "unit" }).format(parts);
