@@ -30,8 +30,9 @@ func messageOf(t *testing.T, tag, key string) string {
 
 // TestPageLanguages: the waiting page in the shopper's language, in
 // Chromium against a real `flashline serve` started with a store's
-// translations (--page-translations: one German word changed) and a
-// default language (--page-language ja). The language comes from ?lang=
+// translations (--page-translations: one German word changed), a default
+// language (--page-language ja) and the store's look (--page-look: its
+// colours, font and logo, checked in every language). The language comes from ?lang=
 // (en, ar, and de-AT, which is German), else from the browser's languages
 // (Accept-Language ko), else from the deployment's default (a browser
 // asking for Swedish gets Japanese). Each time the page's texts are the
@@ -49,7 +50,13 @@ func TestPageLanguages(t *testing.T) {
 	dir := t.TempDir()
 	const germanTitle = "Sie stehen an (Wort des Shops)"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "de.json"), []byte(`{"waiting.title": "`+germanTitle+`"}`), 0o644))
-	srv := testserver.Start(t, testdb.New(t), "--page-translations", dir, "--page-language", "ja")
+	// The store's look: its colours, fonts and logo (which cannot load
+	// here: no https server the browser trusts; the page still names it).
+	look := filepath.Join(t.TempDir(), "look.json")
+	require.NoError(t, os.WriteFile(look, []byte(`{"logoUrl":"https://shop.example/komorebi.svg","logoAlt":"Komorebi",
+		"colors":{"accent":"#b4441f","accentText":"#ffffff","background":"#fbf7f2","panel":"#ffffff","text":"#2b2118"},
+		"font":"Georgia, \"DejaVu Serif\", serif"}`), 0o644))
+	srv := testserver.Start(t, testdb.New(t), "--page-translations", dir, "--page-language", "ja", "--page-look", look)
 	c := testserver.NewClient()
 	opensAt := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
 	saleID := c.CreateSale(t, srv.URL, fmt.Sprintf(`{"sku":"sku_lang","title":"Komorebi sneakers","initialStock":50,"perCustomerLimit":1,`+
@@ -112,6 +119,11 @@ func TestPageLanguages(t *testing.T) {
 		lefts := eval[[]float64](b, `Array.from(document.querySelectorAll("#state-waiting .figures > div")).map(function (d) { return d.getBoundingClientRect().left; })`)
 		if len(lefts) != 2 || (dir == "ltr") != (lefts[0] < lefts[1]) {
 			b.fail("%s: the figures' left edges are %v, in a %s page", url, lefts, dir)
+		}
+		// The store's look, in every language.
+		style := eval[[]string](b, `[getComputedStyle(document.body).backgroundColor, getComputedStyle(document.body).color, getComputedStyle(document.getElementById("pay")).backgroundColor, getComputedStyle(document.body).fontFamily, document.getElementById("store-logo").getAttribute("src"), document.getElementById("store-logo").alt]`)
+		if want := []string{"rgb(251, 247, 242)", "rgb(43, 33, 24)", "rgb(180, 68, 31)", `Georgia, "DejaVu Serif", serif`, "https://shop.example/komorebi.svg", "Komorebi"}; strings.Join(style, "|") != strings.Join(want, "|") {
+			b.fail("%s: the store's look: (background, text, Pay, font, logo, its text) = %q, want %q", url, style, want)
 		}
 		b.noHorizontalScroll(tag)
 		name := "waiting-" + tag + ".png"

@@ -94,24 +94,38 @@ func init() {
 		panic("waitpage: " + pageFile + " has no <main id=\"app\">")
 	}
 	markup = template[start : end+len("</main>")]
-	b, err := build(BuiltinCatalogues(), "")
+	b, err := build(BuiltinCatalogues(), "", Look{})
 	if err != nil {
 		panic("waitpage: " + err.Error())
 	}
 	current.Store(b)
 }
 
-// Configure sets the languages the page speaks: the built-in ones with a
-// store's files in dir laid over them ("": none; LoadTranslations), and
-// the deployment's default language, lang ("": none), which the page
-// speaks to a browser that asks for none of them (before English). Call
+// Options are how a deployment dresses the page: the store's translations
+// and default language, and its look.
+type Options struct {
+	// Translations is a directory of the store's catalogues laid over the
+	// built-in ones ("": none; LoadTranslations).
+	Translations string
+	// Language is the language the page speaks to a browser that asks for
+	// none it has, before English ("": none).
+	Language string
+	// Look is a file of the store's look ("": Flashline's; LoadLook).
+	Look string
+}
+
+// Configure reads and checks o's files and makes the page with them. Call
 // it before serving or exporting.
-func Configure(dir, lang string) error {
-	cs, err := LoadTranslations(dir)
+func Configure(o Options) error {
+	cs, err := LoadTranslations(o.Translations)
 	if err != nil {
 		return err
 	}
-	b, err := build(cs, lang)
+	look, err := LoadLook(o.Look)
+	if err != nil {
+		return err
+	}
+	b, err := build(cs, o.Language, look)
 	if err != nil {
 		return err
 	}
@@ -123,9 +137,9 @@ func Configure(dir, lang string) error {
 func Languages() []string { return slices.Clone(current.Load().languages) }
 
 // build makes the assets: static/'s files, a module per language
-// (i18n-<tag>.js, its catalogue) and the list of languages with the
-// default (i18n-list.js).
-func build(cs Catalogues, lang string) (*built, error) {
+// (i18n-<tag>.js, its catalogue), the list of languages with the default
+// (i18n-list.js), and the store's look (look.css, look.js).
+func build(cs Catalogues, lang string, look Look) (*built, error) {
 	if lang != "" {
 		if _, ok := cs[lang]; !ok {
 			return nil, fmt.Errorf("the page's default language %q is not one it speaks (%s)", lang, strings.Join(cs.Languages(), ", "))
@@ -174,6 +188,12 @@ func build(cs Catalogues, lang string) (*built, error) {
 		body:        []byte("// The languages the page speaks, and the deployment's default (--page-language).\nexport const languages = " + string(list) + ";\nexport const preferred = " + string(pref) + ";\n"),
 		contentType: js,
 	}
+	lookJS, err := look.js()
+	if err != nil {
+		return nil, err
+	}
+	b.assets["look.js"] = asset{body: []byte(lookJS), contentType: js}
+	b.assets["look.css"] = asset{body: []byte(look.css()), contentType: assetTypes[".css"]}
 	h := sha256.New()
 	for _, name := range slices.Sorted(maps.Keys(b.assets)) { // the version is stable
 		h.Write([]byte(name))

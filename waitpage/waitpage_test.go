@@ -78,9 +78,10 @@ func TestServesPageAndAssets(t *testing.T) {
 			files = append(files, e.Name())
 		}
 	}
-	// And the two generated modules i18n.js imports: English, and the
-	// list of languages (the others are imported once chosen).
-	files = append(files, "i18n-en.js", "i18n-list.js")
+	// And the generated files: the two modules i18n.js imports (English,
+	// and the list of languages; the others are imported once chosen), and
+	// the store's look (look.css, look.js).
+	files = append(files, "i18n-en.js", "i18n-list.js", "look.css", "look.js")
 	refs := regexp.MustCompile(`(?:src|href|data-worker)="(/waitpage/[^"/]+/)([^"/]+)"`).FindAllStringSubmatch(page, -1)
 	var referenced []string
 	for _, m := range refs {

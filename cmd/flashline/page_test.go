@@ -83,12 +83,16 @@ func badTranslations(t *testing.T) string {
 	return dir
 }
 
-// TestServeRefusesBadTranslations: serve checks the store's words before
-// anything else starts, and says which file and why.
+// TestServeRefusesBadTranslations: serve checks the store's words and
+// look before anything else starts, and says which file and why.
 func TestServeRefusesBadTranslations(t *testing.T) {
 	t.Parallel()
 	_, _, err := runCLI(t, "", "serve", "--page-translations", badTranslations(t))
 	require.ErrorContains(t, err, "de.json: \"soldOut.title\": contains < or >: messages are plain text, never HTML")
 	_, _, err = runCLI(t, "", "serve", "--role", "edge", "--page-language", "tlh")
 	require.ErrorContains(t, err, `default language "tlh" is not one it speaks`)
+	look := filepath.Join(t.TempDir(), "look.json")
+	require.NoError(t, os.WriteFile(look, []byte(`{"logoUrl":"http://shop.example/logo.png"}`), 0o644))
+	_, _, err = runCLI(t, "", "serve", "--page-look", look)
+	require.ErrorContains(t, err, "logoUrl: an https URL")
 }

@@ -55,6 +55,7 @@
   var root = mount.attachShadow({ mode: "open" });
   root.innerHTML = '<link rel="stylesheet" href="' + assets + '/wait.css">' +
     '<link rel="stylesheet" href="' + assets + '/embed.css">' +
+    '<link rel="stylesheet" href="' + assets + '/look.css">' +
     {{MARKUP}}.split("@@ASSETS@@").join(assets);
   window.__flashlineEmbed = {
     root: root,

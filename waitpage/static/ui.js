@@ -9,6 +9,7 @@
 import { state, stopAll } from "./state.js";
 import { host } from "./host.js";
 import { t, fill, number, dateTime, inSeconds, duration } from "./i18n.js";
+import { look } from "./look.js";
 
 // The elements are the page's, or (embedded) in the shadow root the embed
 // made in the shop's page: host.root either way.
@@ -145,6 +146,18 @@ export function showPolicy(text) {
   $("policy-text").textContent = text;
   $("policy-box").hidden = false;
   state.policyShown = true;
+}
+
+// showLogo shows the store's logo (serve --page-look), if it has one: an
+// https image, as the product's picture. Not on a shop's page, which is
+// the shop's.
+export function showLogo() {
+  if (host.embedded || typeof look.logoUrl !== "string" || look.logoUrl.indexOf("https:") !== 0) return;
+  const img = $("store-logo");
+  img.alt = typeof look.logoAlt === "string" ? look.logoAlt : "";
+  img.onload = function () { img.hidden = false; };
+  img.onerror = function () { img.hidden = true; };
+  img.src = look.logoUrl;
 }
 
 // ---- formatting ----

@@ -8,7 +8,7 @@
 
 import { store } from "./storage.js";
 import { sale } from "./state.js";
-import { $, showError } from "./ui.js";
+import { $, showError, showLogo } from "./ui.js";
 import { usable, askAccount } from "./account.js";
 import { begin } from "./flow.js";
 import { load, t } from "./i18n.js";
@@ -34,4 +34,5 @@ function start() {
 
 // The words first (the shopper's language), then the flow.
 await load();
+showLogo();
 start();
