@@ -68,17 +68,22 @@ function wanted() {
 // load picks the language, loads its words and puts them on the page
 // (its root element, and the document's when it is the page's own, not a
 // shop's); English when anything fails. Call it once, before the flow.
-export async function load() {
+export function load() {
   const tag = pick(wanted(), languages) || "en";
-  if (tag !== "en") {
-    try {
-      const m = await import("./i18n-" + tag + ".js");
+  const words = tag === "en" ? Promise.resolve(null) : import("./i18n-" + tag + ".js");
+  return words.then(function (m) {
+    if (m) {
       current.messages = m.default;
       current.lang = tag;
-    } catch (e) {
-      if (window.console) window.console.warn("flashline: language " + tag + " could not be loaded: ", e);
     }
-  }
+  }, function (e) {
+    if (window.console) window.console.warn("flashline: language " + tag + " could not be loaded: ", e);
+  }).then(apply);
+}
+
+// apply makes the formatters of the language chosen and puts its words on
+// the page.
+function apply() {
   try {
     current.plural = new Intl.PluralRules(current.lang);
     current.number = new Intl.NumberFormat(current.lang);
@@ -86,7 +91,13 @@ export async function load() {
   } catch (e) {
     current.plural = current.number = current.relative = null;
   }
-  translate(host.root);
+  try {
+    translate(host.root);
+  } finally {
+    // Whatever happened, the page is shown (wait.css hides it until then).
+    const app = host.root.getElementById("app");
+    if (app && !app.lang) app.lang = current.lang;
+  }
 }
 
 // translate puts the words on every data-i18n element under root, and the
@@ -156,7 +167,8 @@ export function fill(el, key, vars) {
     slots[name].hidden = true;
     nodes.push(slots[name]);
   }
-  el.replaceChildren.apply(el, nodes);
+  while (el.firstChild) el.removeChild(el.firstChild);
+  for (let i = 0; i < nodes.length; i++) el.appendChild(nodes[i]);
 }
 
 // number is n written the language's way (1,234 · 1.234 · ١٬٢٣٤).

@@ -32,7 +32,10 @@ function start() {
   begin();
 }
 
-// The words first (the shopper's language), then the flow.
-await load();
-showLogo();
-start();
+// The words first (the shopper's language), then the flow. (A promise,
+// not a top-level await: browsers that load modules but predate it still
+// run the page.)
+load().then(function () {
+  showLogo();
+  start();
+});
