@@ -33,15 +33,16 @@ func messageOf(t *testing.T, tag, key string) string {
 // translations (--page-translations: one German word changed), a default
 // language (--page-language ja) and the store's look (--page-look: its
 // colours, font and logo, checked in every language). The language comes from ?lang=
-// (en, ar, and de-AT, which is German), else from the browser's languages
-// (Accept-Language ko), else from the deployment's default (a browser
-// asking for Swedish gets Japanese). Each time the page's texts are the
-// catalogue's, <html> carries lang and dir, the opening time is written
-// by Intl.DateTimeFormat in that language, nothing overflows and nothing
+// (en, ar, pl, and de-AT, which is German), else from the browser's
+// languages (Accept-Language ko), else from the deployment's default (a
+// browser asking for Swedish gets Japanese). Each time the page's texts are
+// the catalogue's, <html> carries lang and dir, the opening time is written
+// by Intl.DateTimeFormat in that language, a count's words take the form
+// Intl.PluralRules picks, nothing overflows and nothing
 // breaks the Content-Security-Policy; in Arabic the layout mirrors (dir
 // rtl, a right-to-left computed direction, the figures from the right).
 // FLASHLINE_PAGE_SCREENSHOTS=dir also writes waiting-<tag>.png there (the
-// pictures of docs/waiting-room.md: docs/img).
+// pictures of docs/waiting-room.md: docs/img), but Polish's.
 func TestPageLanguages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives headless Chromium against a flashline serve process: not in -short")
@@ -120,6 +121,33 @@ func TestPageLanguages(t *testing.T) {
 		if len(lefts) != 2 || (dir == "ltr") != (lefts[0] < lefts[1]) {
 			b.fail("%s: the figures' left edges are %v, in a %s page", url, lefts, dir)
 		}
+		// A count's words: the form Intl.PluralRules picks for the
+		// language, the number written by Intl.NumberFormat (Polish: 2
+		// próby, 5 prób; Arabic: its six forms).
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		counts, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`import(document.querySelector('script[type="module"]').src.replace(/wait\.js$/, "i18n.js")).then(function (m) {
+			var lang = document.documentElement.lang;
+			return [0, 1, 2, 3, 5, 11, 22, 100, 1234567].map(function (n) {
+				return [new Intl.PluralRules(lang).select(n), new Intl.NumberFormat(lang).format(n), m.t("challenge.tries", {n: n})];
+			});
+		})`, chromedp.EvalAwaitPromise))
+		cancel()
+		if err != nil {
+			b.fail("%s: the page's plural forms: %v", url, err)
+		}
+		require.Len(t, counts, 9, "%s: the page's plural forms", url)
+		t.Logf("%s: %q", tag, counts)
+		var forms map[string]string
+		require.NoError(t, json.Unmarshal(readCatalogue(t, tag)["challenge.tries"], &forms))
+		for _, c := range counts {
+			form, ok := forms[c[0]]
+			if !ok {
+				form = forms["other"]
+			}
+			if want := strings.ReplaceAll(form, "{n}", c[1]); c[2] != want {
+				b.fail("%s: %s (%s) tries reads %q, want %q", url, c[1], c[0], c[2], want)
+			}
+		}
 		// The store's look, in every language.
 		style := eval[[]string](b, `[getComputedStyle(document.body).backgroundColor, getComputedStyle(document.body).color, getComputedStyle(document.getElementById("pay")).backgroundColor, getComputedStyle(document.body).fontFamily, document.getElementById("store-logo").getAttribute("src"), document.getElementById("store-logo").alt]`)
 		if want := []string{"rgb(251, 247, 242)", "rgb(43, 33, 24)", "rgb(180, 68, 31)", `Georgia, "DejaVu Serif", serif`, "https://shop.example/komorebi.svg", "Komorebi"}; strings.Join(style, "|") != strings.Join(want, "|") {
@@ -128,7 +156,7 @@ func TestPageLanguages(t *testing.T) {
 		b.noHorizontalScroll(tag)
 		name := "waiting-" + tag + ".png"
 		b.screenshot(name)
-		if out := os.Getenv("FLASHLINE_PAGE_SCREENSHOTS"); out != "" {
+		if out := os.Getenv("FLASHLINE_PAGE_SCREENSHOTS"); out != "" && tag != "pl" {
 			png, err := os.ReadFile(filepath.Join(screenshotDir, name))
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(filepath.Join(out, name), png, 0o644))
@@ -143,6 +171,7 @@ func TestPageLanguages(t *testing.T) {
 	check(waitURL+"?lang=en", "en", "ltr")
 	check(waitURL+"?lang=ar", "ar", "rtl")
 	check(waitURL+"?lang=de-AT", "de", "ltr")
+	check(waitURL+"?lang=pl", "pl", "ltr")
 	// No ?lang=: the browser's languages, then the deployment's default.
 	check(waitURL, "ja", "ltr")
 	acceptLanguage("ko-KR,ko;q=0.9,en;q=0.5")
