@@ -55,8 +55,8 @@ type asset struct {
 }
 
 // built is the page as this process serves and exports it: the files of
-// static/ and the languages' catalogues (Configure), with the version their
-// contents make.
+// static/, the languages' catalogues and the store's look (Configure), with
+// the version their contents make.
 type built struct {
 	assets    map[string]asset
 	version   string   // content hash of all assets: part of their URLs
