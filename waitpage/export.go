@@ -92,14 +92,15 @@ func Export(dir, saleID, apiBase string, force bool) ([]string, error) {
 	if len(entries) > 0 && !force {
 		return nil, fmt.Errorf("%s is not empty (--force overwrites the page's files in it)", dir)
 	}
-	assetDir := "waitpage/" + version
+	b := current.Load()
+	assetDir := "waitpage/" + b.version
 	files := map[string][]byte{
 		ExportPage: []byte(render(assetDir, ExportPolicy(origin), base, saleID)),
 		// The shop's script, calling the API at base: the static host's
 		// embed.js, beside its waitpage/ (its CORS is the host's to set).
-		ExportEmbed: []byte(renderEmbed(base)),
+		ExportEmbed: []byte(renderEmbed(b.version, base)),
 	}
-	for name, a := range assets {
+	for name, a := range b.assets {
 		files[assetDir+"/"+name] = a.body
 	}
 	names := make([]string, 0, len(files))

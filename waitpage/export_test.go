@@ -41,9 +41,14 @@ func TestExport(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, m[1]))
 		require.NoError(t, err)
 	}
-	// The page, the assets it names, and the buy button (embed.js, calling
-	// the same API) with the two assets only it loads.
-	require.Len(t, files, len(refs)+4, "the page, the assets it names, the button's script and its own two")
+	// The page, the assets it names, the buy button (embed.js, calling
+	// the same API) with the two assets only it loads, and the languages
+	// but English, which the page imports once chosen.
+	others := len(waitpage.Languages()) - 1
+	require.Len(t, files, len(refs)+4+others, "the page, the assets it names, the button's script and its own two, the languages")
+	for _, tag := range waitpage.Languages() {
+		require.FileExists(t, filepath.Join(dir, "waitpage", filepath.Base(filepath.Dir(refs[0][1])), "i18n-"+tag+".js"))
+	}
 	require.Contains(t, files, waitpage.ExportEmbed)
 	embed, err := os.ReadFile(filepath.Join(dir, waitpage.ExportEmbed))
 	require.NoError(t, err)

@@ -1,7 +1,8 @@
 // Package waitpage serves the waiting-room page: one HTML document at
 // GET /sales/{saleId}/wait and, under /waitpage/, every other file in
 // static/: the page's scripts (ES modules: wait.js imports the others), the
-// proof-of-work worker and the style sheet. The files are plain HTML,
+// proof-of-work worker and the style sheet; and the page's words, a module
+// per language made from i18n/ and the store's own (i18n.go). The files are plain HTML,
 // JavaScript and CSS embedded in the binary; there is no build step and no
 // script or style is loaded from another origin (the product's picture may
 // be: any https image).
@@ -17,10 +18,14 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 )
@@ -49,13 +54,22 @@ type asset struct {
 	contentType string
 }
 
+// built is the page as this process serves and exports it: the files of
+// static/, the languages' catalogues and the store's look (Configure), with
+// the version their contents make.
+type built struct {
+	assets    map[string]asset
+	version   string   // content hash of all assets: part of their URLs
+	page      []byte   // wait.html as served: the versioned asset URLs filled in
+	script    []byte   // embed.js as served
+	languages []string // the catalogues' tags
+}
+
 var (
-	assets   = map[string]asset{}
-	version  string // content hash of all assets: part of their URLs
 	template string // wait.html as written, with its placeholders
-	page     []byte // wait.html as served: the versioned asset URLs filled in
 	markup   string // wait.html's <main id="app">…</main>, which embed.js puts in the shop's page
-	script   []byte // embed.js as served
+	// current is what is served; Configure replaces it before serving.
+	current atomic.Pointer[built]
 )
 
 // pageFile is the HTML document in static/; every other file there is an
@@ -70,49 +84,136 @@ var assetTypes = map[string]string{
 }
 
 func init() {
-	entries, err := fs.ReadDir(static, "static")
+	doc, err := fs.ReadFile(static, "static/"+pageFile)
 	if err != nil {
 		panic("waitpage: " + err.Error())
 	}
-	h := sha256.New()
-	for _, e := range entries { // sorted by name: the version is stable
+	template = string(doc)
+	start, end := strings.Index(template, `<main id="app"`), strings.Index(template, "</main>")
+	if start < 0 || end < start {
+		panic("waitpage: " + pageFile + " has no <main id=\"app\">")
+	}
+	markup = template[start : end+len("</main>")]
+	b, err := build(BuiltinCatalogues(), "", Look{})
+	if err != nil {
+		panic("waitpage: " + err.Error())
+	}
+	current.Store(b)
+}
+
+// Options are how a deployment dresses the page: the store's translations
+// and default language, and its look.
+type Options struct {
+	// Translations is a directory of the store's catalogues laid over the
+	// built-in ones ("": none; LoadTranslations).
+	Translations string
+	// Language is the language the page speaks to a browser that asks for
+	// none it has, before English ("": none).
+	Language string
+	// Look is a file of the store's look ("": Flashline's; LoadLook).
+	Look string
+}
+
+// Configure reads and checks o's files and makes the page with them. Call
+// it before serving or exporting.
+func Configure(o Options) error {
+	cs, err := LoadTranslations(o.Translations)
+	if err != nil {
+		return err
+	}
+	look, err := LoadLook(o.Look)
+	if err != nil {
+		return err
+	}
+	b, err := build(cs, o.Language, look)
+	if err != nil {
+		return err
+	}
+	current.Store(b)
+	return nil
+}
+
+// Languages are the tags of the languages the page speaks, sorted.
+func Languages() []string { return slices.Clone(current.Load().languages) }
+
+// build makes the assets: static/'s files, a module per language
+// (i18n-<tag>.js, its catalogue), the list of languages with the default
+// (i18n-list.js), and the store's look (look.css, look.js).
+func build(cs Catalogues, lang string, look Look) (*built, error) {
+	if lang != "" {
+		if _, ok := cs[lang]; !ok {
+			return nil, fmt.Errorf("the page's default language %q is not one it speaks (%s)", lang, strings.Join(cs.Languages(), ", "))
+		}
+	}
+	b := &built{assets: map[string]asset{}, languages: cs.Languages()}
+	entries, err := fs.ReadDir(static, "static")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
 		name := e.Name()
 		if name == pageFile || e.IsDir() {
 			continue
 		}
 		contentType, ok := assetTypes[path.Ext(name)]
 		if !ok {
-			panic("waitpage: static/" + name + ": no Content-Type for " + path.Ext(name))
+			return nil, fmt.Errorf("static/%s: no Content-Type for %s", name, path.Ext(name))
 		}
-		b, err := fs.ReadFile(static, "static/"+name)
+		body, err := fs.ReadFile(static, "static/"+name)
 		if err != nil {
-			panic("waitpage: " + err.Error())
+			return nil, err
 		}
-		assets[name] = asset{body: b, contentType: contentType}
-		h.Write([]byte(name))
-		h.Write(b)
+		b.assets[name] = asset{body: body, contentType: contentType}
 	}
-	version = hex.EncodeToString(h.Sum(nil))[:12]
-	doc, err := fs.ReadFile(static, "static/"+pageFile)
+	js := assetTypes[".js"]
+	for tag, c := range cs {
+		// JSON is a JavaScript expression; json.Marshal escapes <, > and
+		// & (and U+2028, U+2029), so the module is the catalogue and
+		// nothing else.
+		j, err := json.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		b.assets["i18n-"+tag+".js"] = asset{body: []byte("export default " + string(j) + ";\n"), contentType: js}
+	}
+	list, err := json.Marshal(b.languages)
 	if err != nil {
-		panic("waitpage: " + err.Error())
+		return nil, err
 	}
-	template = string(doc)
-	page = []byte(render(AssetPrefix+version, "", "", ""))
-	start, end := strings.Index(template, `<main id="app"`), strings.Index(template, "</main>")
-	if start < 0 || end < start {
-		panic("waitpage: " + pageFile + " has no <main id=\"app\">")
+	pref, err := json.Marshal(lang)
+	if err != nil {
+		return nil, err
 	}
-	markup = template[start : end+len("</main>")]
-	script = []byte(renderEmbed(""))
+	b.assets[listModule] = asset{
+		body:        []byte("// The languages the page speaks, and the deployment's default (--page-language).\nexport const languages = " + string(list) + ";\nexport const preferred = " + string(pref) + ";\n"),
+		contentType: js,
+	}
+	lookJS, err := look.js()
+	if err != nil {
+		return nil, err
+	}
+	b.assets["look.js"] = asset{body: []byte(lookJS), contentType: js}
+	b.assets["look.css"] = asset{body: []byte(look.css()), contentType: assetTypes[".css"]}
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(b.assets)) { // the version is stable
+		h.Write([]byte(name))
+		h.Write(b.assets[name].body)
+	}
+	b.version = hex.EncodeToString(h.Sum(nil))[:12]
+	b.page = []byte(render(AssetPrefix+b.version, "", "", ""))
+	b.script = []byte(renderEmbed(b.version, ""))
+	return b, nil
 }
+
+// listModule is the generated module naming the languages.
+const listModule = "i18n-list.js"
 
 // renderEmbed fills embed.js's placeholders: where the assets are (under
 // its own URL's directory, as served and as exported), the page's markup
 // (its asset URLs made absolute by the script, which knows where it came
 // from), and the API's base URL ("": where the script came from; an
 // exported one names the API's).
-func renderEmbed(apiBase string) string {
+func renderEmbed(version, apiBase string) string {
 	m, err := json.Marshal(strings.ReplaceAll(markup, "{{ASSETS}}", "@@ASSETS@@"))
 	if err != nil {
 		panic("waitpage: " + err.Error())
@@ -183,7 +284,7 @@ func handleEmbed(c *gin.Context) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Cache-Control", "no-cache")
-	c.Data(http.StatusOK, "text/javascript; charset=utf-8", script)
+	c.Data(http.StatusOK, "text/javascript; charset=utf-8", current.Load().script)
 }
 
 func securityHeaders(h http.Header) {
@@ -200,7 +301,7 @@ func handlePage(c *gin.Context) {
 	h := c.Writer.Header()
 	securityHeaders(h)
 	h.Set("Cache-Control", "no-cache")
-	c.Data(http.StatusOK, "text/html; charset=utf-8", page)
+	c.Data(http.StatusOK, "text/html; charset=utf-8", current.Load().page)
 }
 
 // handleAsset serves a script or style sheet. The URL carries the content
@@ -211,7 +312,8 @@ func handlePage(c *gin.Context) {
 // page may load files of two versions, as its HTML and script could before
 // the script was split; the next load, after the deploy, is whole again.
 func handleAsset(c *gin.Context) {
-	a, ok := assets[c.Param("file")]
+	b := current.Load()
+	a, ok := b.assets[c.Param("file")]
 	if !ok {
 		c.JSON(http.StatusNotFound, gin.H{"error": gin.H{"code": "not_found", "message": "not found"}})
 		return
@@ -220,7 +322,7 @@ func handleAsset(c *gin.Context) {
 	securityHeaders(h)
 	// A shop's page (embed.js) imports the modules from another origin.
 	h.Set("Access-Control-Allow-Origin", "*")
-	if c.Param("version") == version {
+	if c.Param("version") == b.version {
 		h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	} else {
 		h.Set("Cache-Control", "no-cache")

@@ -78,6 +78,10 @@ func TestServesPageAndAssets(t *testing.T) {
 			files = append(files, e.Name())
 		}
 	}
+	// And the generated files: the two modules i18n.js imports (English,
+	// and the list of languages; the others are imported once chosen), and
+	// the store's look (look.css, look.js).
+	files = append(files, "i18n-en.js", "i18n-list.js", "look.css", "look.js")
 	refs := regexp.MustCompile(`(?:src|href|data-worker)="(/waitpage/[^"/]+/)([^"/]+)"`).FindAllStringSubmatch(page, -1)
 	var referenced []string
 	for _, m := range refs {
@@ -160,6 +164,27 @@ func TestServesPageAndAssets(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode, name)
 			require.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Origin"), name)
 		}
+	})
+
+	// Each language is a module of the assets, the catalogue as it is
+	// (JSON, <, > and & escaped), and the list names them all.
+	t.Run("Languages", func(t *testing.T) {
+		resp, list := get(t, r, assetDir+"i18n-list.js")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, list, `export const languages = ["ar","de","en","es","fr","it","ja","ko","nl","pl","pt-BR","zh-CN"];`)
+		require.Contains(t, list, `export const preferred = "";`)
+		for _, tag := range waitpage.Languages() {
+			resp, body := get(t, r, assetDir+"i18n-"+tag+".js")
+			require.Equal(t, http.StatusOK, resp.StatusCode, tag)
+			require.Equal(t, "text/javascript; charset=utf-8", resp.Header.Get("Content-Type"), tag)
+			require.Equal(t, "public, max-age=31536000, immutable", resp.Header.Get("Cache-Control"), tag)
+			require.True(t, strings.HasPrefix(body, "export default {"), tag)
+			require.NotContains(t, body, "<", tag)
+		}
+		_, ja := get(t, r, assetDir+"i18n-ja.js")
+		require.Contains(t, ja, `"waiting.title":"列に並んでいます"`)
+		resp, _ = get(t, r, assetDir+"i18n-xx.js")
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "a language it does not speak")
 	})
 
 	t.Run("UnknownAsset", func(t *testing.T) {

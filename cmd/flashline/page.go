@@ -22,7 +22,8 @@ const pageUsage = `usage: flashline page export --sale SALE_ID --out DIR --edge 
   time from it live, and when it cannot answer says "come back shortly" and
   tries again by itself. Customers open DIR's URL with #token=<their JWT>, as
   the served page. --check first asks URL for the sale's policy and refuses
-  to export a sale it does not know.
+  to export a sale it does not know. --page-translations, --page-language and
+  --page-look are serve's: the store's words, the default language, its look.
 `
 
 // runPage is `flashline page export`.
@@ -43,6 +44,8 @@ func runPage(ctx context.Context, args []string, getenv func(string) string, std
 	e.String(&edge, "edge", "FLASHLINE_EDGE_URL", "", "the API's base URL the page calls, http(s)://host[:port][/prefix] (required)")
 	e.FS.BoolVar(&force, "force", false, "write into a directory that is not empty (the page's files are overwritten)")
 	e.FS.BoolVar(&check, "check", false, "check first that the API at --edge knows the sale")
+	var translations, language, look string
+	e.pageFlags(&translations, &language, &look)
 	if err := e.FS.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -67,6 +70,9 @@ func runPage(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		fmt.Fprintf(stdout, "sale %s: %s\n", saleID, title)
 	}
+	if err := waitpage.Configure(waitpage.Options{Translations: translations, Language: language, Look: look}); err != nil {
+		return fmt.Errorf("page export: --page-translations, --page-language, --page-look: %w", err)
+	}
 	files, err := waitpage.Export(out, saleID, base, force)
 	if err != nil {
 		return fmt.Errorf("page export: %w", err)
@@ -76,6 +82,16 @@ func runPage(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	fmt.Fprintf(stdout, "the page calls %s for sale %s; open %s with #token=<customer JWT>\n", base, saleID, waitpage.ExportPage)
 	return nil
+}
+
+// pageFlags are the waiting page's languages and look, serve's and page
+// export's: a directory of the store's catalogues (<tag>.json, laid over
+// the built-in ones), the language the page speaks to a browser that asks
+// for none it has, and a file of the store's look.
+func (e env) pageFlags(translations, language, look *string) {
+	e.String(translations, "page-translations", "FLASHLINE_PAGE_TRANSLATIONS", "", "a directory of the waiting page's words, <tag>.json (de.json, pt-BR.json): a built-in language's file changes the messages it names, another language's adds it (every message); read and checked at start (docs/waiting-room.md)")
+	e.String(look, "page-look", "FLASHLINE_PAGE_LOOK", "", "a JSON file of the store's look of the waiting page: logoUrl (https), logoAlt, colors (accent, accentText, background, panel, text, border: #rrggbb), font (a font-family list); checked at start (docs/waiting-room.md)")
+	e.String(language, "page-language", "FLASHLINE_PAGE_LANGUAGE", "", "the language the waiting page speaks when the browser asks for none it has (before English): one of the built-in tags (en de fr es it pt-BR nl pl ja ko zh-CN ar) or --page-translations'")
 }
 
 // checkSale asks the API for the sale's policy and returns its title.

@@ -38,6 +38,9 @@ func TestPageExport(t *testing.T) {
 		{"BadSale", []string{"--sale", "sale_x", "--out", t.TempDir(), "--edge", "https://edge.example"}, "not a sale id"},
 		{"MissingDir", []string{"--sale", saleID, "--out", filepath.Join(t.TempDir(), "no"), "--edge", "https://edge.example"}, "does not exist"},
 		{"Extra", []string{"--sale", saleID, "--out", t.TempDir(), "--edge", "https://edge.example", "more"}, "unexpected argument"},
+		{"BadTranslations", []string{"--sale", saleID, "--out", t.TempDir(), "--edge", "https://edge.example", "--page-translations", badTranslations(t)}, "de.json: \"soldOut.title\": contains < or >"},
+		{"NoTranslations", []string{"--sale", saleID, "--out", t.TempDir(), "--edge", "https://edge.example", "--page-translations", filepath.Join(t.TempDir(), "no")}, "--page-translations"},
+		{"BadLanguage", []string{"--sale", saleID, "--out", t.TempDir(), "--edge", "https://edge.example", "--page-language", "sv"}, `default language "sv" is not one it speaks`},
 	} {
 		_, _, err := runCLI(t, "", append([]string{"page", "export"}, tt.args...)...)
 		require.ErrorContains(t, err, tt.want, tt.name)
@@ -69,4 +72,27 @@ func TestPageExport(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, entries, "nothing written for a sale the API does not know")
 	})
+}
+
+// badTranslations is a directory of the store's words with a German file
+// that carries markup.
+func badTranslations(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "de.json"), []byte(`{"soldOut.title": "<img src=x>"}`), 0o644))
+	return dir
+}
+
+// TestServeRefusesBadTranslations: serve checks the store's words and
+// look before anything else starts, and says which file and why.
+func TestServeRefusesBadTranslations(t *testing.T) {
+	t.Parallel()
+	_, _, err := runCLI(t, "", "serve", "--page-translations", badTranslations(t))
+	require.ErrorContains(t, err, "de.json: \"soldOut.title\": contains < or >: messages are plain text, never HTML")
+	_, _, err = runCLI(t, "", "serve", "--role", "edge", "--page-language", "tlh")
+	require.ErrorContains(t, err, `default language "tlh" is not one it speaks`)
+	look := filepath.Join(t.TempDir(), "look.json")
+	require.NoError(t, os.WriteFile(look, []byte(`{"logoUrl":"http://shop.example/logo.png"}`), 0o644))
+	_, _, err = runCLI(t, "", "serve", "--page-look", look)
+	require.ErrorContains(t, err, "logoUrl: an https URL")
 }

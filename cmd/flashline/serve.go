@@ -17,6 +17,7 @@ import (
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitpage"
 	"github.com/flashline/flashline/webhook"
 )
 
@@ -52,7 +53,13 @@ type serveConfig struct {
 	noMigrate, noWorkers, demo, noShed bool
 	// pprof mounts Go's profiler on --metrics-addr (--pprof).
 	pprof bool
-	jobs  jobs.Config
+	// The waiting page's languages: a store's catalogues laid over the
+	// built-in ones (--page-translations), the default language
+	// (--page-language), and the store's look (--page-look);
+	// waitpage.Configure.
+	pageTranslations, pageLanguage, pageLook string
+
+	jobs jobs.Config
 	// The public randomness beacon of lotteries (--beacon-*): beacon is
 	// set from them by checkBeacon when --beacon-url is.
 	beaconKey       string
@@ -175,9 +182,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	e.Duration(&cfg.beaconPeriod, "beacon-period", "FLASHLINE_BEACON_PERIOD", 0, "the beacon chain's round period, whole seconds (e.g. 3s)")
 	e.Duration(&cfg.jobs.BeaconWait, "beacon-wait", "FLASHLINE_BEACON_WAIT", 5*time.Minute, "how long past its draw time (or its round's, if later) a lottery's draw waits for its beacon round before the sale is paused with the reason; never drawn without it")
 	e.Duration(&cfg.jobs.KeyRetention, "key-retention", "FLASHLINE_KEY_RETENTION", 24*time.Hour, "how long keys stored in idempotency_keys (before migration 000017) are kept (at least 24h: a retry within a day replays); a key in its reservation's row is kept with it")
+	e.pageFlags(&cfg.pageTranslations, &cfg.pageLanguage, &cfg.pageLook)
 	e.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "FLASHLINE_SHUTDOWN_TIMEOUT", 15*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	if err := e.FS.Parse(args); err != nil {
 		return err
+	}
+	// Origins and edges alike serve the waiting page.
+	if err := waitpage.Configure(waitpage.Options{Translations: cfg.pageTranslations, Language: cfg.pageLanguage, Look: cfg.pageLook}); err != nil {
+		return fmt.Errorf("serve: --page-translations, --page-language, --page-look: %w", err)
 	}
 	var err error
 	if cfg.clockSkew, err = readClockSkew(getenv, testHooks, stderr); err != nil {

@@ -11,6 +11,9 @@
    data-target    a selector of the element to render in (default: a new
                   element right after this script tag)
    data-api       the API's base URL (default: where this script came from)
+   data-lang      the shopper's language, a BCP 47 tag (de, pt-BR); when the
+                  button does not speak it: the browser's languages, then
+                  the deployment's default, then English
    data-checkout-url  where Pay sends the shopper, {reservationId} and
                   {saleId} filled in (default: stay, and wait for the payment);
                   an http(s) or relative URL, anything else (javascript:,
@@ -52,6 +55,7 @@
   var root = mount.attachShadow({ mode: "open" });
   root.innerHTML = '<link rel="stylesheet" href="' + assets + '/wait.css">' +
     '<link rel="stylesheet" href="' + assets + '/embed.css">' +
+    '<link rel="stylesheet" href="' + assets + '/look.css">' +
     {{MARKUP}}.split("@@ASSETS@@").join(assets);
   window.__flashlineEmbed = {
     root: root,
@@ -59,11 +63,13 @@
     sale: d.sale || "",
     api: d.api || {{API}} || base,
     tokenCallback: d.token || "",
+    lang: d.lang || "",
     checkoutURL: checkoutTemplate(d.checkoutUrl || ""),
     started: false
   };
   import(assets + "/embed-main.js").catch(function (e) {
     root.getElementById("error-text").textContent = "The sale could not be loaded: " + (e && e.message || e);
+    root.getElementById("app").lang = "en"; // shown (wait.css hides the button until its words are set)
     var panels = root.querySelectorAll("section[id^='state-']");
     for (var i = 0; i < panels.length; i++) panels[i].hidden = panels[i].id !== "state-error";
   });

@@ -11,6 +11,7 @@
 import { store } from "./storage.js";
 import { sale, state, stopAll } from "./state.js";
 import { $, setState } from "./ui.js";
+import { t, dateTime } from "./i18n.js";
 
 // claims decodes the JWT payload, or null.
 export function claims(token) {
@@ -43,7 +44,7 @@ export function showSignin(reason) {
   stopAll();
   $("account-line").hidden = true;
   if (reason) $("signin-reason").textContent = reason;
-  setState("signin", reason || "Sign in to join the line.");
+  setState("signin", reason || t("signin.status"));
 }
 
 // signIn stores the token pasted in the form; false when there is none.
@@ -59,7 +60,7 @@ export function signIn() {
 export function rejectJWT() {
   store.del(sale.jwtKey);
   state.jwt = null;
-  showSignin("The store did not accept your access token. Paste a new one.");
+  showSignin(t("signin.rejected"));
 }
 
 // ---- a link with another account's token ----
@@ -67,10 +68,10 @@ export function rejectJWT() {
 // tokenNote says what is wrong with a token, or (withExpiry: to tell two
 // tokens of one account apart) until when it is valid.
 function tokenNote(c, withExpiry) {
-  if (!hasSubject(c)) return "This token cannot be read.";
+  if (!hasSubject(c)) return t("account.unreadable");
   if (typeof c.exp !== "number") return "";
-  if (isExpired(c)) return "This token has expired.";
-  return withExpiry ? "Valid until " + new Date(c.exp * 1000).toLocaleString() + "." : "";
+  if (isExpired(c)) return t("account.expired");
+  return withExpiry ? t("account.validUntil", { time: dateTime(c.exp * 1000, { dateStyle: "medium", timeStyle: "medium" }) }) : "";
 }
 
 // askAccount shows the choice between the stored token (usable, or null
@@ -81,20 +82,18 @@ export function askAccount(stored, offered) {
   state.linkToken = offered;
   const cur = stored ? claims(stored) : null, off = claims(offered);
   const same = !!cur && hasSubject(off) && off.sub === cur.sub;
-  $("account-current").textContent = cur ? cur.sub : "(no account on this device)";
+  $("account-current").textContent = cur ? cur.sub : t("account.none");
   $("account-current-note").textContent = cur ? tokenNote(cur, same) : "";
-  $("account-link").textContent = hasSubject(off) ? off.sub : "(unknown account)";
+  $("account-link").textContent = hasSubject(off) ? off.sub : t("account.unknown");
   $("account-link-note").textContent = tokenNote(off, same);
-  $("account-keep").textContent = cur ? "Keep my current account" : "Sign in with my own account";
-  $("account-switch").textContent = cur ? "Switch to the link's account" : "Continue with the link's account";
+  $("account-keep").textContent = t(cur ? "account.keep" : "account.keepNone");
+  $("account-switch").textContent = t(cur ? "account.switch" : "account.switchNone");
   if (!cur) {
-    $("account-text").textContent = "The link you opened carries an access token: with it, you would wait in line and buy as its account. If someone else sent you this link, the account may be theirs.";
-    setState("choose_account", "This link carries an access token. Choose whether to use its account.");
+    $("account-text").textContent = t("account.textNone");
+    setState("choose_account", t("account.statusNone"));
   } else {
-    $("account-text").textContent = same
-      ? "The link you opened carries another access token for the same account."
-      : "The link you opened carries the access token of a different account. If someone sent you this link, the account may be theirs: with it, you would wait in line and buy as them.";
-    setState("choose_account", "This link carries a different access token. Choose which account to use.");
+    $("account-text").textContent = t(same ? "account.textSame" : "account.textOther");
+    setState("choose_account", t("account.statusOther"));
   }
   $("account-title").focus();
 }

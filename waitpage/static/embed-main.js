@@ -47,6 +47,7 @@ if (cfg && cfg.root && !cfg.started) {
   host.root = cfg.root;
   host.saleId = cfg.sale;
   host.api = cfg.api;
+  host.lang = cfg.lang;
   host.onReserved = function (res) {
     if (announced === res.reservationId) return; // once per hold, not per refresh
     announced = res.reservationId;
@@ -67,12 +68,13 @@ if (cfg && cfg.root && !cfg.started) {
     cfg.mount.dataset.orderId = order.orderId;
     emit("flashline:order", { orderId: order.orderId, reservationId: order.reservationId }, false);
   };
-  const [{ store }, { sale }, { $, showError }, { begin }] = await Promise.all([
-    import("./storage.js"), import("./state.js"), import("./ui.js"), import("./flow.js")
+  const [{ store }, { sale }, { $, showError }, { begin }, { load, t }] = await Promise.all([
+    import("./storage.js"), import("./state.js"), import("./ui.js"), import("./flow.js"), import("./i18n.js")
   ]);
+  await load(); // the shopper's language, before anything is shown
   $("sale-id").textContent = sale.id;
   if (!sale.known) {
-    showError("This button names no sale (data-sale).");
+    showError(t("error.noSale"));
   } else {
     const getToken = cfg.tokenCallback ? window[cfg.tokenCallback] : null;
     let token = "";

@@ -11,6 +11,7 @@
 //   line.js      the ticket, the status polls, the proof of work
 //   purchase.js  reserve, the hold's countdown, pay, and the ends
 //   lottery.js   a lottery sale: register, the draw's outcome, buy when drawn
+//   i18n.js      the shopper's language: the words, numbers and times
 //
 // They are ES modules (<script type="module">, imports between files of this
 // origin), not classic scripts sharing a global: each file names what it uses
@@ -29,6 +30,7 @@ import { claims, hasSubject, isExpired, showSignin, signIn, chooseAccount } from
 import { loadPolicy, getTicket, dropTicket } from "./line.js";
 import { reserve, resumeReservation, pay, forgetAttempt, showPaid } from "./purchase.js";
 import { lotteryOrLine } from "./lottery.js";
+import { t } from "./i18n.js";
 
 // begin (re)starts the flow from what is kept: the order, the reservation,
 // the admission, or the place in line.
@@ -43,12 +45,12 @@ export function begin() {
   if (!hasSubject(c)) {
     store.del(sale.jwtKey);
     state.jwt = null;
-    return showSignin("That token could not be read. Paste the access token your store gave you.");
+    return showSignin(t("signin.unreadable"));
   }
   if (isExpired(c)) {
     store.del(sale.jwtKey);
     state.jwt = null;
-    return showSignin("Your access token has expired. Get a new one from the store.");
+    return showSignin(t("signin.expired"));
   }
   $("account-id").textContent = c.sub;
   $("account-line").hidden = false;
@@ -63,7 +65,7 @@ export function begin() {
   if (res && res.reservationId) return resumeReservation(res, begin);
   const adm = store.getJSON(state.keys.admission);
   if (adm && adm.token && adm.expiresAt > Date.now()) return reserve();
-  setState("loading", "Getting your place in line…");
+  setState("loading", t("loading.text"));
   lotteryOrLine(getTicket);
 }
 

@@ -10,6 +10,7 @@ export const host = Object.seal({
   root: document,   // where the flow's elements are (getElementById)
   saleId: "",       // the sale ("": state.js reads it from the page)
   api: "",          // the API's base URL ("": state.js reads it from the page)
+  lang: "",         // the language the shop asks for (data-lang; i18n.js)
   onReserved: null, // function (reservation): a hold is shown
   onCheckout: null, // function (reservation): Pay was pressed; false: do no more
   onOrder: null     // function (order): the order is shown

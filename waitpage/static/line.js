@@ -14,6 +14,7 @@ import { api, streamStatus, retryAfterMs, retryAfterOnly, roomDown, fetchPolicy 
 import { app, $, setState, showError, showWaiting, showPaused, showPolicy, showBroadcast, showUnreachable, showSale } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { reserve } from "./purchase.js";
+import { t } from "./i18n.js";
 
 // loadPolicy shows the sale (its product, its opening time) and how the
 // line works, from the sale's policy.
@@ -199,7 +200,7 @@ function onStatus(r, sentSolution, streaming) {
       if (b.queueIsFull === false) {
         // Sold out for now: pending holds may give units back.
         if (typeof b.pollAfterMs === "number" && b.pollAfterMs > 0) state.pollAfterMs = b.pollAfterMs;
-        setState("sold_out_for_now", "Sold out for now: units may come back.");
+        setState("sold_out_for_now", t("soldOutForNow.status"));
         if (!streaming) schedule(poll, state.pollAfterMs);
         return;
       }
@@ -216,7 +217,7 @@ function nextPollIn() {
 export function showSoldOut() {
   stopAll();
   store.del(state.keys.admission);
-  setState("sold_out", "Sold out.");
+  setState("sold_out", t("soldOut.status"));
 }
 
 // handleError deals with the answers every step shares; retry is the step
@@ -229,7 +230,7 @@ function handleError(r, retry) {
       showPaused();
       return schedule(retry, retryAfterMs(r, 10000));
     case "not_found":
-      return showError("This sale does not exist.");
+      return showError(t("error.notFound"));
     default:
       return showError(r.message);
   }
@@ -251,11 +252,11 @@ function ensureSolving(ch) {
   solveInWorker(ch, function (d) {
     if (!state.challenge || d.nonce !== state.challenge.nonce) return;
     if (d.type === "progress") {
-      $("challenge-progress").textContent = d.tries.toLocaleString() + " tries";
+      $("challenge-progress").textContent = t("challenge.tries", { n: d.tries });
     } else if (d.type === "solved") {
       state.solution = { nonce: d.nonce, value: d.solution };
       store.setJSON(state.keys.pow, { nonce: d.nonce, solution: d.solution });
-      $("challenge-progress").textContent = "done";
+      $("challenge-progress").textContent = t("challenge.done");
       $("challenge").hidden = true;
       if (state.awaitingSolution) {
         state.awaitingSolution = false;
@@ -284,7 +285,7 @@ export function solveInWorker(ch, onMessage) {
   try {
     worker = state.worker = newWorker(app.dataset.worker);
   } catch (e) {
-    return showError("This browser cannot run the check the sale needs (Web Workers are off).");
+    return showError(t("error.noWorkers"));
   }
   worker.onmessage = function (ev) {
     const d = ev.data || {};
@@ -292,12 +293,12 @@ export function solveInWorker(ch, onMessage) {
       worker.terminate();
       if (state.worker === worker) state.worker = null;
     } else if (d.type === "error") {
-      return showError("The browser check failed: " + d.message);
+      return showError(t("error.check", { message: d.message }));
     }
     onMessage(d);
   };
   worker.onerror = function (ev) {
-    showError("The browser check failed: " + (ev.message || "worker error"));
+    showError(t("error.check", { message: ev.message || "worker error" }));
   };
   worker.postMessage({ nonce: ch.nonce, bits: ch.bits });
 }

@@ -11,15 +11,7 @@ import { app, $, setState, showError, showPolicy, showSale } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { reserve } from "./purchase.js";
 import { solveInWorker, comeBackShortly } from "./line.js";
-
-// The page's words about the draw's result, in one place (to be moved into
-// the page's translations): the shopper's own rank once drawn, and the link
-// to the draw's public transcript, which anyone can check
-// (flashline sale verify-draw).
-export const DRAW_TEXT = Object.freeze({
-  yourRank: function (rank) { return "Your rank in the draw: " + rank + "."; },
-  transcriptLink: "Check the draw yourself"
-});
+import { t, dateTime } from "./i18n.js";
 
 let drawAt = 0;       // the draw's time (ms), from the policy
 let transcript = "";  // the draw's transcript (URL), from the policy
@@ -41,9 +33,14 @@ export function lotteryOrLine(fallback) {
     if (typeof r.body.transcript === "string" && r.body.transcript.charAt(0) === "/") transcript = sale.api + r.body.transcript;
     showPolicy(r.body.description);
     app.dataset.admission = "lottery";
-    $("lottery-draw-at").textContent = new Date(drawAt).toLocaleString();
+    $("lottery-draw-at").textContent = drawTime();
     pollRegistration();
   });
+}
+
+// drawTime is the draw's time in the shopper's language and time zone.
+function drawTime() {
+  return dateTime(drawAt, { dateStyle: "full", timeStyle: "short" });
 }
 
 function show(title, text, formShown) {
@@ -66,30 +63,30 @@ function pollRegistration() {
     switch (b.state) {
       case "unregistered":
         if (!b.registrationOpen) {
-          show("Registration is closed", Date.now() < drawAt ? "Registration is not open now; this page checks again by itself." : "The draw has been made.", false);
+          show(t("lottery.closed"), t(Date.now() < drawAt ? "lottery.notOpen" : "lottery.drawn"), false);
           return schedule(pollRegistration, Date.now() < drawAt ? 10000 : 60000);
         }
         if (b.challenge && (!challenge || challenge.nonce !== b.challenge.nonce)) solve(b.challenge);
-        if (!registering) show("Register for the draw", "Registering early does not help: everyone registered takes part in one draw.", true);
+        if (!registering) show(t("lottery.registerTitle"), t("lottery.registerText"), true);
         return;
       case "registered":
-        show("You are registered", "The draw is at " + new Date(drawAt).toLocaleString() + ". Come back then, or keep this page open.", false);
+        show(t("lottery.registered"), t("lottery.registeredText", { at: drawTime() }), false);
         return schedule(pollRegistration, Math.max(2000, Math.min(30000, drawAt - Date.now() + 1500)));
       case "won":
         if (b.admissionToken && b.purchaseWindowEndsAt) {
           store.setJSON(state.keys.admission, { token: b.admissionToken, expiresAt: Date.parse(b.purchaseWindowEndsAt) });
           return reserve();
         }
-        return show("You were drawn", "Your window to buy has ended.", false);
+        return show(t("lottery.won"), t("lottery.windowEnded"), false);
       case "waitlisted":
-        show("You are on the waitlist", "You are number " + (b.drawRank || "—") + " in the draw's order. If a winner does not buy in time, their item passes down the list.", false);
+        show(t("lottery.waitlisted"), t("lottery.waitlistedText", { rank: b.drawRank || "—" }), false);
         return schedule(pollRegistration, 5000);
       case "lost":
-        return show("Not drawn this time", "Thank you for taking part.", false);
+        return show(t("lottery.lost"), t("lottery.lostText"), false);
       case "expired":
-        return show("Your window to buy ended", "You were drawn but did not buy in time; the item went to the next person.", false);
+        return show(t("lottery.expired"), t("lottery.expiredText"), false);
     }
-    showError("Unexpected answer: " + b.state);
+    showError(t("lottery.unexpected", { state: b.state }));
   });
 }
 
@@ -98,11 +95,11 @@ function pollRegistration() {
 // (a winner goes on to buy).
 function showDrawRank(rank) {
   if (typeof rank !== "number" || rank < 1) return;
-  $("draw-rank").textContent = DRAW_TEXT.yourRank(rank);
+  $("draw-rank").textContent = t("lottery.yourRank", { rank: rank });
   const link = $("draw-transcript");
   if (transcript) {
     link.href = transcript;
-    link.textContent = DRAW_TEXT.transcriptLink;
+    link.textContent = t("lottery.transcriptLink");
     link.hidden = false;
   }
   $("draw-result").hidden = false;
@@ -123,7 +120,7 @@ function solve(ch) {
 // store (the customer token) or by the payment provider when the winner pays.
 function register() {
   if (challenge && !solution) {
-    $("lottery-text").textContent = "Checking this browser…";
+    $("lottery-text").textContent = t("lottery.checking");
     return schedule(register, 300);
   }
   registering = true;

@@ -20,14 +20,15 @@ import { app, $, setState, showError, formatLeft } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { getTicket, showSoldOut } from "./line.js";
 import { notify } from "./host.js";
+import { t, dateTime } from "./i18n.js";
 
 // reserve makes the reservation with the admission token kept, or goes back
 // to the line when there is none.
 export function reserve() {
   const adm = store.getJSON(state.keys.admission);
   if (!adm || !adm.token) return getTicket();
-  setState("reserving", "It's your turn. Reserving your item…");
-  $("admitted-text").textContent = "Reserving your item…";
+  setState("reserving", t("admitted.status"));
+  $("admitted-text").textContent = t("admitted.reserving");
   let key = store.get(state.keys.idem);
   if (!key) {
     key = uuid();
@@ -46,8 +47,7 @@ export function reserve() {
     }
     const expired = adm.expiresAt <= Date.now();
     if (r.network || r.status === 503 || r.status === 429 || r.code === "request_in_progress") {
-      if (r.code === "sale_paused_fail_closed") $("admitted-text").textContent = "The sale is paused for a moment; your turn is kept while it lasts…";
-      else $("admitted-text").textContent = "Busy — trying again…";
+      $("admitted-text").textContent = t(r.code === "sale_paused_fail_closed" ? "admitted.pausedFailClosed" : "admitted.busy");
       // Same key on every retry: if an earlier try did reserve, the
       // answer is that reservation, replayed.
       return schedule(reserve, r.network ? backoffMs() : retryAfterMs(r, backoffMs()));
@@ -71,17 +71,17 @@ export function reserve() {
         if (held && held.reservationId && held.state === "confirmed") {
           return paid({ orderId: held.orderId || "", reservationId: held.reservationId });
         }
-        return setState("limit_reached", "You have reached the limit for this sale.");
+        return setState("limit_reached", t("limit.status"));
       }
       case "sale_not_open":
         if (expired) { store.del(state.keys.admission); return getTicket(); }
-        $("admitted-text").textContent = "The sale is paused; your turn is kept while it lasts…";
+        $("admitted-text").textContent = t("admitted.paused");
         return schedule(reserve, retryAfterMs(r, 3000));
       case "admission_invalid":
       case "admission_required":
         // Used, expired or not ours: back to the line with our ticket.
         store.del(state.keys.admission);
-        setState("loading", "Your turn ran out. Getting back in line…");
+        setState("loading", t("admitted.ranOut"));
         return getTicket();
       case "idempotency_key_reused":
         if (state.idemResets++ < 1) { store.del(state.keys.idem); return reserve(); }
@@ -168,21 +168,21 @@ function showReserved(res) {
   const expires = Date.parse(res.expiresAt);
   const el = $("expires-at");
   el.dateTime = res.expiresAt;
-  el.textContent = isNaN(expires) ? res.expiresAt : new Date(expires - state.clockSkewMs).toLocaleTimeString();
+  el.textContent = isNaN(expires) ? res.expiresAt : dateTime(expires - state.clockSkewMs, { timeStyle: "medium" });
   $("pay-error").hidden = true;
   const btn = $("pay");
   if (res.awaitingPayment) {
     btn.disabled = true;
     btn.setAttribute("aria-busy", "true");
-    btn.textContent = "Waiting for payment…";
+    btn.textContent = t("reserved.awaiting");
     $("pay-waiting").hidden = false;
-    setState("awaiting_payment", "Waiting for payment. Your item is held until " + el.textContent + ".");
+    setState("awaiting_payment", t("reserved.awaitingStatus", { time: el.textContent }));
   } else {
     btn.disabled = false;
-    btn.textContent = "Pay";
+    btn.textContent = t("reserved.pay");
     btn.removeAttribute("aria-busy");
     $("pay-waiting").hidden = true;
-    setState("reserved", "Reserved for you until " + el.textContent + ". Pay before the time runs out.");
+    setState("reserved", t("reserved.status", { time: el.textContent }));
   }
   schedule(refresh, res.awaitingPayment ? REFRESH_PAYMENT_MS : REFRESH_RESERVED_MS);
   notify("onReserved", res);
@@ -270,7 +270,7 @@ export function pay() {
   const btn = $("pay");
   btn.disabled = true;
   btn.setAttribute("aria-busy", "true");
-  btn.textContent = "Paying…";
+  btn.textContent = t("reserved.paying");
   $("pay-error").hidden = true;
   api("POST", "/reservations/" + encodeURIComponent(res.reservationId) + "/confirm").then(function (r) {
     paying = false;
@@ -280,7 +280,7 @@ export function pay() {
     }
     if (!holding()) return; // expired meanwhile
     if (r.network || r.status === 503 || r.status === 429) {
-      btn.textContent = "Paying… (retrying)";
+      btn.textContent = t("reserved.payingRetry");
       return schedule(pay, r.network ? backoffMs() : retryAfterMs(r, backoffMs()));
     }
     if (r.code === "payment_required") {
@@ -295,7 +295,7 @@ export function pay() {
     if (r.status === 401) return rejectJWT();
     btn.disabled = false;
     btn.removeAttribute("aria-busy");
-    btn.textContent = "Pay";
+    btn.textContent = t("reserved.pay");
     $("pay-error").textContent = r.message;
     $("pay-error").hidden = false;
     schedule(refresh, REFRESH_RESERVED_MS);
@@ -312,13 +312,13 @@ export function forgetAttempt() {
 function showExpired() {
   stopAll();
   forgetAttempt();
-  setState("expired", "Your reservation expired.");
+  setState("expired", t("expired.status"));
 }
 
 function showCancelled() {
   stopAll();
   forgetAttempt();
-  setState("cancelled", "Your reservation was cancelled.");
+  setState("cancelled", t("cancelled.status"));
 }
 
 // showVoided: the store voided the order after it was made (a refund, or an
@@ -327,7 +327,7 @@ function showVoided() {
   stopAll();
   forgetAttempt();
   store.del(state.keys.order);
-  setState("voided", "Your order was cancelled by the store.");
+  setState("voided", t("voided.status"));
 }
 
 // paid keeps the order and shows it.
@@ -340,7 +340,7 @@ export function showPaid(order) {
   stopAll();
   store.del(state.keys.admission);
   $("order-id").textContent = order.orderId;
-  setState("paid", "Paid — order " + order.orderId + ".");
+  setState("paid", t("paid.status", { id: order.orderId }));
   notify("onOrder", order);
 }
 

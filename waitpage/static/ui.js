@@ -8,6 +8,8 @@
 
 import { state, stopAll } from "./state.js";
 import { host } from "./host.js";
+import { t, fill, number, dateTime, inSeconds, duration } from "./i18n.js";
+import { look } from "./look.js";
 
 // The elements are the page's, or (embedded) in the shadow root the embed
 // made in the shop's page: host.root either way.
@@ -38,8 +40,8 @@ export function setState(name, announce) {
 // showError stops everything and shows message; "Try again" starts over.
 export function showError(message) {
   stopAll();
-  $("error-text").textContent = message || "Something went wrong.";
-  setState("error", "Error: " + (message || "something went wrong"));
+  $("error-text").textContent = message || t("error.generic");
+  setState("error", t("error.status", { message: message || t("error.generic") }));
 }
 
 // showWaiting shows the place in line from a ticket or status answer b.
@@ -55,7 +57,7 @@ export function showWaiting(b) {
     $("position-range").hidden = true;
   }
   if ("estimatedWaitSeconds" in b) $("eta").textContent = formatWait(b.estimatedWaitSeconds);
-  setState("waiting", "Waiting for your turn: keep this page open.");
+  setState("waiting", t("waiting.status"));
 }
 
 // showPaused shows that nobody is let in now: the sale is paused, or (held)
@@ -65,9 +67,8 @@ export function showPaused(position, held) {
     $("paused-position").textContent = formatPosition(position);
     $("paused-position-wrap").hidden = false;
   }
-  $("paused-title").textContent = held ? "The line is on hold" : "The sale is paused";
-  setState("paused", held ? "The store is holding the line for a moment. You keep your place."
-                          : "The sale is paused. You keep your place.");
+  $("paused-title").textContent = t(held ? "paused.held" : "paused.title");
+  setState("paused", t(held ? "paused.heldStatus" : "paused.status"));
 }
 
 // showBroadcast shows the store's message to everyone waiting, if any.
@@ -86,11 +87,11 @@ export function showBroadcast(message) {
 // is kept (the ticket is the customer's); the page asks again by itself in
 // ms, and counts down to it.
 export function showUnreachable(ms) {
-  setState("unreachable", "Come back shortly: the waiting room cannot be reached right now. This page tries again by itself.");
+  setState("unreachable", t("unreachable.status"));
   const until = Date.now() + ms;
   const tick = function () {
     const s = Math.max(0, Math.ceil((until - Date.now()) / 1000));
-    $("retry-in").textContent = s > 0 ? "in " + s + " s" : "now";
+    $("retry-in").textContent = inSeconds(s);
   };
   tick();
   window.clearInterval(state.retryTimer);
@@ -104,7 +105,7 @@ export function showSale(p) {
   if (!p) return;
   if (typeof p.title === "string" && p.title !== "") {
     $("product-title").textContent = p.title;
-    if (!host.embedded) document.title = p.title + " — waiting room"; // the shop's title is the shop's
+    if (!host.embedded) document.title = t("page.titleWithProduct", { title: p.title }); // the shop's title is the shop's
   }
   const img = $("product-image");
   if (typeof p.imageUrl === "string" && p.imageUrl.indexOf("https:") === 0 && img.getAttribute("src") !== p.imageUrl) {
@@ -119,18 +120,18 @@ export function showSale(p) {
   at.dateTime = p.opensAt;
   at.textContent = formatOpening(opens);
   const zone = timeZone();
-  $("opens-zone").textContent = zone ? " (your time zone: " + zone + ")" : "";
+  $("opens-zone").textContent = zone ? t("header.zone", { zone: zone }) : "";
   $("opens").hidden = false;
   const tick = function () {
     const left = opens - (Date.now() + state.clockSkewMs);
     if (left <= 0) {
-      $("opens-label").textContent = "Opened";
+      fill($("opens"), "header.openedAt");
       $("opens-countdown").hidden = true;
       window.clearInterval(state.opensTimer);
       state.opensTimer = 0;
       return;
     }
-    $("opens-label").textContent = "Opens";
+    if ($("opens").dataset.i18n !== "header.opensAt") fill($("opens"), "header.opensAt");
     $("opens-left").textContent = formatLeft(left);
     $("opens-countdown").hidden = false;
   };
@@ -147,29 +148,36 @@ export function showPolicy(text) {
   state.policyShown = true;
 }
 
+// showLogo shows the store's logo (serve --page-look), if it has one: an
+// https image, as the product's picture. Not on a shop's page, which is
+// the shop's.
+export function showLogo() {
+  if (host.embedded || typeof look.logoUrl !== "string" || look.logoUrl.indexOf("https:") !== 0) return;
+  const img = $("store-logo");
+  img.alt = typeof look.logoAlt === "string" ? look.logoAlt : "";
+  img.onload = function () { img.hidden = false; };
+  img.onerror = function () { img.hidden = true; };
+  img.src = look.logoUrl;
+}
+
 // ---- formatting ----
 
 function formatWait(s) {
   if (typeof s !== "number" || s < 0) return "—";
-  if (s < 60) return "under 1 min";
+  if (s < 60) return t("eta.under", { duration: duration(0, 1) });
   const m = Math.round(s / 60);
-  if (m < 60) return "about " + m + " min";
-  return "about " + Math.floor(m / 60) + " h " + (m % 60) + " min";
+  if (m < 60) return t("eta.about", { duration: duration(0, m) });
+  return t("eta.about", { duration: duration(Math.floor(m / 60), m % 60) });
 }
 
-// formatOpening is an opening time in the shopper's time zone, with the
-// zone's name ("Tuesday, 1 December at 15:00 Central European Standard
-// Time").
+// formatOpening is an opening time in the shopper's time zone and
+// language, with the zone's name ("Tuesday, 1 December at 15:00 Central
+// European Standard Time").
 function formatOpening(ms) {
-  const d = new Date(ms);
-  try {
-    return new Intl.DateTimeFormat(undefined, {
-      weekday: "long", day: "numeric", month: "long", year: "numeric",
-      hour: "numeric", minute: "2-digit", timeZoneName: "long"
-    }).format(d);
-  } catch (e) {
-    return d.toString();
-  }
+  return dateTime(ms, {
+    weekday: "long", day: "numeric", month: "long", year: "numeric",
+    hour: "numeric", minute: "2-digit", timeZoneName: "long"
+  });
 }
 
 function timeZone() {
@@ -181,7 +189,7 @@ function timeZone() {
 }
 
 function formatPosition(p) {
-  return typeof p === "number" ? p.toLocaleString() : "—";
+  return typeof p === "number" ? number(p) : "—";
 }
 
 function two(n) { return (n < 10 ? "0" : "") + n; }

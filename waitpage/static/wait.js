@@ -8,13 +8,14 @@
 
 import { store } from "./storage.js";
 import { sale } from "./state.js";
-import { $, showError } from "./ui.js";
+import { $, showError, showLogo } from "./ui.js";
 import { usable, askAccount } from "./account.js";
 import { begin } from "./flow.js";
+import { load, t } from "./i18n.js";
 
 // start reads the sale from the address and the token from the link.
 function start() {
-  if (!sale.known) return showError("This is not a sale's waiting-room address.");
+  if (!sale.known) return showError(t("error.notSale"));
   $("sale-id").textContent = sale.id;
   const frag = new URLSearchParams(window.location.hash.replace(/^#/, ""));
   const fromURL = frag.get("token");
@@ -31,4 +32,10 @@ function start() {
   begin();
 }
 
-start();
+// The words first (the shopper's language), then the flow. (A promise,
+// not a top-level await: browsers that load modules but predate it still
+// run the page.)
+load().then(function () {
+  showLogo();
+  start();
+});
