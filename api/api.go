@@ -4,7 +4,7 @@
 // contract's client (internal/client) decodes into them; the generated
 // client (internal/apiclient) is generated from the document. The handlers'
 // tests check every request and answer they exchange against the document
-// (internal/contract), so neither can drift from the server.
+// (internal/testkit/contract), so neither can drift from the server.
 package api
 
 import _ "embed"

@@ -2,7 +2,7 @@
 // OpenAPI document api/openapi.json (served at /openapi.json), for the
 // load test, the fault harness and the tests. Its types and calls are checked
 // against the document (openapi_test.go), and the tests send its requests
-// through internal/contract, which checks every exchange against it.
+// through internal/testkit/contract, which checks every exchange against it.
 //
 // An answer of the contract is a value, never a Go error: a 409 sold_out is
 // a Response (or Result) whose Status and Code the caller inspects. A Go

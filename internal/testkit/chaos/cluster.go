@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/flashline/flashline/internal/devdb"
-	"github.com/flashline/flashline/internal/testredis"
+	"github.com/flashline/flashline/internal/testkit/testredis"
 )
 
 // Upstreams are the services the instances reach through a proxy each, by
@@ -106,7 +106,7 @@ func StartCluster(t testing.TB, log io.Writer) *Cluster {
 func (c *Cluster) Addr() string { return "127.0.0.1:" + c.port }
 
 // Redis is the gate's redis-server, a private one on a loopback port
-// (internal/testredis: no persistence, so a restart comes back empty),
+// (internal/testkit/testredis: no persistence, so a restart comes back empty),
 // started the first time a gated run asks and stopped when the test ends.
 func (c *Cluster) Redis() *testredis.Server {
 	c.t.Helper()

@@ -14,7 +14,7 @@
 //
 //   - cluster.go: the PostgreSQL cluster (internal/devdb in a temporary
 //     folder, its own port, track_commit_timestamp on, stopped at the end),
-//     the gate's redis-server (internal/testredis, on a loopback port, no
+//     the gate's redis-server (internal/testkit/testredis, on a loopback port, no
 //     persistence, started by the first gated run, stopped at the end) and
 //     the toxiproxy server. Upstreams names what the proxies stand in front
 //     of: "postgres", and "redis" in the gated runs.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // Targets are the instances' base URLs by slot; a killed instance keeps its

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // The gated runs: the same cluster with the Redis gate switched on (every

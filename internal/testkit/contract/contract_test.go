@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/internal/contract"
+	"github.com/flashline/flashline/internal/testkit/contract"
 )
 
 const (

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // Config is one run.

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testkit/testdb"
 )
 
 var binDir string // where the binaries are built, removed by Main

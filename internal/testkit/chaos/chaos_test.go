@@ -12,22 +12,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashline/flashline/internal/chaos"
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/chaos"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 func TestMain(m *testing.M) { testserver.Main(m) }
 
-// TestChaos is the fault harness (internal/chaos): three `flashline serve`
+// TestChaos is the fault harness (internal/testkit/chaos): three `flashline serve`
 // processes on a PostgreSQL cluster of its own, each behind a toxiproxy
 // proxy, a load of retrying buyers, one fault at a time, and every history
 // checked (porcupine against a model of the sale, plus the accounting and
 // the clocks against the database). The gate-* and redis-* faults run a
 // gated sale, the Redis gate on a redis-server of the harness's own behind
-// toxiproxy as well (internal/chaos/gate.go), and check the gate's own
+// toxiproxy as well (internal/testkit/chaos/gate.go), and check the gate's own
 // accounting too. The failover-* faults run on a primary and a streaming
-// standby of their own (internal/chaos/replica.go) that the instances reach
+// standby of their own (internal/testkit/chaos/replica.go) that the instances reach
 // through a multi-host URL; the asynchronous ones report what they lost
 // rather than failing on it, and run in the long form only (or when named).
 // Any violation fails the test, and the history is written to chaos-out/

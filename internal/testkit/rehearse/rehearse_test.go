@@ -19,8 +19,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 func TestMain(m *testing.M) { testserver.Main(m) }

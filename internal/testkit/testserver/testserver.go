@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/contract"
+	"github.com/flashline/flashline/internal/testkit/contract"
 )
 
 // Secrets every test server is started with: 32 bytes or more, as serve

@@ -39,7 +39,7 @@ var running sync.Map
 
 // To is the typed client of the server at base, sharing c's connections.
 // To a server Start started, every exchange is checked against the OpenAPI
-// document (internal/contract) and a mismatch fails the test that started
+// document (internal/testkit/contract) and a mismatch fails the test that started
 // it.
 func (c *Client) To(base string) *client.Client {
 	base = strings.TrimRight(base, "/")
