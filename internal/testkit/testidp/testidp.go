@@ -1,8 +1,3 @@
-// Package testidp is an OpenID provider for tests, on 127.0.0.1: its
-// discovery document and its JWKS, served and signed with go-jose (an
-// implementation of its own, not the golang-jwt Flashline verifies with).
-// Keys are added and withdrawn while it runs, and it can go down (every
-// connection to it dropped).
 package testidp
 
 import (

@@ -1,6 +1,3 @@
-// Package testserver runs real `flashline serve` processes for tests, built
-// with the race detector, and talks to them over HTTP the way a client that
-// knows only the contract would.
 package testserver
 
 import (
