@@ -54,7 +54,7 @@ test: build vet check-generated chromium pgbouncer locust
 test-short: build
 	@$(WITH_TEST_DB) $(GO) test -short -race -count=1 ./...; $(END_TEST_DB)
 
-## chaos: the fault harness's long form (internal/chaos, TestChaos): three
+## chaos: the fault harness's long form (internal/testkit/chaos, TestChaos): three
 ## serve processes on a PostgreSQL cluster of its own behind toxiproxy (and,
 ## for the gate-*/redis-* faults, the Redis gate on a redis-server of its own
 ## behind toxiproxy too, every pause rebuilt and resumed by the harness; for
@@ -68,7 +68,7 @@ test-short: build
 ## failover-lag and failover-async-lag).
 chaos: build
 	FLASHLINE_CHAOS=full FLASHLINE_CHAOS_SEED=$(SEED) FLASHLINE_CHAOS_FAULTS=$(FAULTS) \
-		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./internal/chaos/
+		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./internal/testkit/chaos/
 
 ## chromium: a browser for the tests in waitpage/ (make test needs it);
 ## pgbouncer: PgBouncer for the pooled deployment's tests (TestNorthlineThroughPgBouncer).

@@ -1,3 +1,7 @@
+// Package flashline holds the domain: sales, reservations, payments,
+// lotteries, the `Store` interface, the refusals decided without the database,
+// errors, the checks of client-controlled values.
+//
 // Package flashline is the domain of a flash-sale service for stores that run on
 // one PostgreSQL primary: sales and their state machine, reservations, the
 // customers acting on them, and the errors the rest of the program speaks in.

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/internal/testidp"
+	"github.com/flashline/flashline/internal/testkit/testidp"
 )
 
 // everyAlgorithm is a provider with a key of each algorithm a provider's

@@ -23,7 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/internal/testidp"
+	"github.com/flashline/flashline/internal/testkit/testidp"
 )
 
 // clock is a clock the test moves.

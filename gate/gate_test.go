@@ -15,14 +15,14 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/gate"
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testredis"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testredis"
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/salecache"
 )
 
 // These tests run the gate in process against a real PostgreSQL and a real
-// Redis (internal/testredis); cmd/flashline's prove it across serve
+// Redis (internal/testkit/testredis); cmd/flashline's prove it across serve
 // processes.
 
 type fixture struct {

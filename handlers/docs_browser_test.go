@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/flashline/flashline/internal/testbrowser"
+	"github.com/flashline/flashline/internal/testkit/testbrowser"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/api"

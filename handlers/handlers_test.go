@@ -23,8 +23,8 @@ import (
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/contract"
-	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testkit/contract"
+	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/roomtoken"
@@ -98,7 +98,7 @@ func startServer(t testing.TB, roomOpts *waitroom.Options, tweaks ...func(*handl
 }
 
 // routes is the whole API with every exchange checked against the OpenAPI
-// document (internal/contract): an answer or request the document does not
+// document (internal/testkit/contract): an answer or request the document does not
 // describe fails the test.
 func routes(t testing.TB, d handlers.Deps) http.Handler {
 	return contract.For(t).Handler(handlers.Routes(d))

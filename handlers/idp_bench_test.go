@@ -13,7 +13,7 @@ import (
 
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
-	"github.com/flashline/flashline/internal/testidp"
+	"github.com/flashline/flashline/internal/testkit/testidp"
 )
 
 // BenchmarkSoldOutRefusalByAlgorithm is what one "sold out" costs the

@@ -19,7 +19,7 @@ import (
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
-	"github.com/flashline/flashline/internal/contract"
+	"github.com/flashline/flashline/internal/testkit/contract"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"

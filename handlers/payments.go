@@ -90,12 +90,7 @@ func handlePaymentEvent(store flashline.Store, verifier *webhook.Verifier, m *pa
 			writeError(c, logger, err)
 			return
 		}
-		res, err := applyPayment(c, store, m, logger, ev)
-		if err != nil {
-			writeError(c, logger, err)
-			return
-		}
-		writeJSON(c, http.StatusOK, NewPaymentResultView(res))
+		applyAndAnswer(c, store, m, logger, ev)
 	}
 }
 

@@ -69,6 +69,19 @@ func applyPayment(c *gin.Context, store flashline.Store, m *paymentMetrics, logg
 	return res, nil
 }
 
+// applyAndAnswer applies an authenticated event (applyPayment) and answers
+// it: 200 with its outcome, or the error's answer. The ending of every
+// handler that answers one event, Flashline's own and Stripe's; Adyen's
+// answers a whole notification its own way.
+func applyAndAnswer(c *gin.Context, store flashline.Store, m *paymentMetrics, logger *slog.Logger, ev flashline.PaymentEvent) {
+	res, err := applyPayment(c, store, m, logger, ev)
+	if err != nil {
+		writeError(c, logger, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, NewPaymentResultView(res))
+}
+
 // mappedHash identifies a provider's event by what Flashline reads of it
 // (not its raw body): a redelivery is the same event even if the provider
 // serialises it anew, and the same id carrying another payment is refused
@@ -159,12 +172,7 @@ func handleStripe(store flashline.Store, verifier *webhook.Verifier, m *paymentM
 			ignored(c, e.ID, e.Type, why)
 			return
 		}
-		res, err := applyPayment(c, store, m, logger, ev)
-		if err != nil {
-			writeError(c, logger, err)
-			return
-		}
-		writeJSON(c, http.StatusOK, NewPaymentResultView(res))
+		applyAndAnswer(c, store, m, logger, ev)
 	}
 }
 

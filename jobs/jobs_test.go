@@ -21,8 +21,8 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 	"github.com/flashline/flashline/jobs"
 	"github.com/flashline/flashline/postgres"
 )

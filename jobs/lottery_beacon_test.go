@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/internal/testbeacon"
-	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testkit/testbeacon"
+	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/postgres"
 )
 

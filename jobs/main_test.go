@@ -3,7 +3,7 @@ package jobs_test
 import (
 	"testing"
 
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // TestMain removes the `flashline serve` binary the tests built.

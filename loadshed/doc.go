@@ -1,3 +1,5 @@
+// Package loadshed holds the admission limiter.
+//
 // Package loadshed is Flashline's in-process admission limiter: it decides,
 // in well under a microsecond, without allocating and without touching the
 // database, whether a request may enter the purchase path, may wait a little

@@ -15,7 +15,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
-	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testkit/testdb"
 )
 
 // These tests hand one batch to reserveBatch directly, so that what shares a

@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testkit/testdb"
 )
 
 // TestLinkClosedMidStatementIsUnavailable is the fault harness's finding
-// under pg-restart-immediate and reset (internal/chaos): a connection that
+// under pg-restart-immediate and reset (internal/testkit/chaos): a connection that
 // the database's side closes while a statement is under way (a crashed
 // server, a proxy or load balancer going away) ends in io.EOF, which was
 // not read as "unreachable", so a confirm answered 500 internal instead of

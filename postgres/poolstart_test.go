@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/postgres"
 )
 

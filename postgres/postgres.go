@@ -1,6 +1,3 @@
-// Package postgres implements flashline.Store on PostgreSQL with pgx/v5. Every
-// statement it runs is a named query in sql/queries; this package decides
-// which to run, in which transaction, and what the results mean.
 package postgres
 
 import (

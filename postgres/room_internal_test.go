@@ -12,7 +12,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
-	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testkit/testdb"
 )
 
 // TestWatermarkMonotonicWithTwoPacers runs two pacers at once, as if two

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/internal/testdb"
+	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/salecache"
 )
@@ -142,7 +142,7 @@ func unitBackAndTaken(t *testing.T) (*salecache.Cache, string) {
 }
 
 // TestHoldersReloadedWhenStockMovedUnheard is the fault harness's stall
-// finding (internal/chaos, fault "stall"): an instance whose notifications
+// finding (internal/testkit/chaos, fault "stall"): an instance whose notifications
 // were lost kept a sold-out sale's list of holders across its periodic
 // reads, although units had come back and been taken by a new customer in
 // between. That customer's retry, after its first attempt's answer was
@@ -157,7 +157,7 @@ func TestHoldersReloadedWhenStockMovedUnheard(t *testing.T) {
 }
 
 // TestHolderRetryNotRefusedByMemoryBehind is the fault harness's kill-confirm
-// finding (internal/chaos): a unit came back and a customer took it on an
+// finding (internal/testkit/chaos): a unit came back and a customer took it on an
 // instance that was killed before it answered; their retry reached an
 // instance whose memory had not yet heard of either commit (notifications
 // are a few milliseconds late, more on a busy machine) and heard sold_out

@@ -37,7 +37,7 @@ shards=(
   '^(TestNorthline|TestNorthlineThroughPgBouncer|TestSoldOutCostsNoTransactions)$'
   '^(TestPreopenTicketsWriteNoRowPerArrival|TestEdgesTicketsAndAdmissions|TestEdgeWithoutDatabase|TestEdgeFailsOverToAnotherOrigin|TestEdgeLosesItsOrigin|TestEdgeWithSkewedClock|TestGate|TestGateWithoutRedis|TestDatabaseDownFailsClosed|TestSkewedClocksJudgeByTheDatabase|TestWaitingRoomEndToEnd|TestConnectionFloodFromOneAddress)$'
 )
-heavy=(./cmd/flashline ./waitpage ./internal/chaos)
+heavy=(./cmd/flashline ./waitpage ./internal/testkit/chaos)
 
 gotestsum() { go tool -modfile=scripts/tools/go.mod gotestsum "$@"; }
 # lane NAME GO-TEST-ARGS...: go test -json through gotestsum, its events in
@@ -48,7 +48,7 @@ lane() {
   gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg --jsonfile "$out/$name.json" -- "$@"
 }
 
-# The binaries the end-to-end tests start (internal/testserver: the same
+# The binaries the end-to-end tests start (internal/testkit/testserver: the same
 # names and flags), built once here for every lane's test processes, which
 # would otherwise each link their own.
 bin=$(cd "$out" && pwd)/bin

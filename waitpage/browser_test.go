@@ -23,9 +23,9 @@ import (
 
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/testbrowser"
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testbrowser"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // The browser test drives the real page in headless Chromium on a phone-sized

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	stripewebhook "github.com/stripe/stripe-go/v84/webhook"
 
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 	"github.com/flashline/flashline/waitpage"
 )
 

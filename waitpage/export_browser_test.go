@@ -22,8 +22,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 	"github.com/flashline/flashline/waitpage"
 )
 

@@ -18,9 +18,9 @@ import (
 
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testredis"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testredis"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // TestGate proves the Redis gate across six `flashline serve` processes

@@ -18,9 +18,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testidp"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testidp"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // TestEdgeWithProviderKeysOnly: an edge configured with the store's

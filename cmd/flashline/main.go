@@ -1,6 +1,3 @@
-// Command flashline is the flash-sale service and its tools: serve, migrate,
-// sale, gate, check, incident, pay, payments, solve, token, devdb and page.
-// See run.go. The load generator is cmd/flashline-loadtest.
 package main
 
 import (

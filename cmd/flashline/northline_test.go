@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testpgbouncer"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testpgbouncer"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // TestNorthline replays the Northline case study with Northline's own

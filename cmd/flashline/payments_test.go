@@ -23,8 +23,8 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 	"github.com/flashline/flashline/postgres"
 	"github.com/flashline/flashline/webhook"
 )

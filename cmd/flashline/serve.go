@@ -96,8 +96,8 @@ type serveConfig struct {
 // wrong. It is the clock the sale cache times its entries by and corrects by
 // the database's (salecache.Cache.Now), which the opening judgment, the
 // waiting room's tickets and admission tokens and the reserve path's
-// admission check use. For the fault harness (internal/chaos) only: only a
-// binary built with the tag flashline_testhooks (testHooks; internal/testserver
+// admission check use. For the fault harness (internal/testkit/chaos) only: only a
+// binary built with the tag flashline_testhooks (testHooks; internal/testkit/testserver
 // builds so) honours it, and serve logs a warning at start while it is set;
 // any other binary ignores it, with a warning. Holds never read it: their
 // expiry is the database's now(), and so is a new sale's opening.

@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // TestSkewedClocksJudgeByTheDatabase is the fault harness's clock-skew
-// finding (internal/chaos, fault "clock-skew"), on two instances whose
+// finding (internal/testkit/chaos, fault "clock-skew"), on two instances whose
 // clocks are 90 s ahead and 90 s behind (serve's FLASHLINE_TEST_CLOCK_SKEW
 // test hook):
 //   - a direct sale opening in 3 s, created on the fast instance, was stored
@@ -84,7 +84,7 @@ func TestSkewedClocksJudgeByTheDatabase(t *testing.T) {
 // TestClockSkewIgnoredOutsideTestBuilds: serve honoured FLASHLINE_TEST_CLOCK_SKEW
 // in any binary, so a variable left in a production environment shifted the
 // clock tickets and admission tokens are judged by. Only a binary built with
-// the tag flashline_testhooks (as internal/testserver builds) honours it now;
+// the tag flashline_testhooks (as internal/testkit/testserver builds) honours it now;
 // any other says it ignores it. This test binary is built without the tag.
 func TestClockSkewIgnoredOutsideTestBuilds(t *testing.T) {
 	t.Parallel()

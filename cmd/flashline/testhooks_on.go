@@ -2,6 +2,6 @@
 
 package main
 
-// testHooks: this binary was built for the tests (internal/testserver builds
+// testHooks: this binary was built for the tests (internal/testkit/testserver builds
 // with the tag flashline_testhooks), and serve honours its test hooks.
 const testHooks = true

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/internal/contract"
+	"github.com/flashline/flashline/internal/testkit/contract"
 )
 
 // jsonNames are the JSON names of t's fields, those of an embedded struct
