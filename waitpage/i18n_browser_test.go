@@ -16,8 +16,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/internal/testdb"
-	"github.com/flashline/flashline/internal/testserver"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
 )
 
 // messageOf is key's text in i18n/<tag>.json as written.
