@@ -1,4 +1,6 @@
-// Package chaos is Flashline's fault harness, Jepsen-style: several real
+// Package chaos holds the fault harness.
+//
+// It is Flashline's fault harness, Jepsen-style: several real
 // `flashline serve` processes (built with -race) share one PostgreSQL cluster
 // of their own, each reaching it through a proxy of Shopify's toxiproxy used
 // in process; a load of buyers with retrying clients runs against them while
