@@ -165,6 +165,14 @@ type LatePayment struct {
 	RefundEventID    string  `json:"refundEventId,omitempty"`
 }
 
+// SaleList is GET /admin/sales: a page of sales, newest first. Next, when
+// the page is full, is the last sale's id: the after of the next page (which
+// may be empty).
+type SaleList struct {
+	Sales []Sale `json:"sales"`
+	Next  string `json:"next,omitempty"`
+}
+
 // LatePayments is GET /admin/payments/late.
 type LatePayments struct {
 	LatePayments []LatePayment `json:"latePayments"`

@@ -18,6 +18,7 @@ func adminRoutes(r *gin.Engine, d Deps, bearerAdmin, admin gin.HandlerFunc) {
 	r.GET("/metrics", bearerAdmin, gin.WrapH(MetricsHandler(d.Registry)))
 
 	// Sales.
+	r.GET("/admin/sales", admin, handleListSales(d.Store, d.Logger))
 	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Payments != nil || d.Stripe != nil || d.Adyen != nil, d.Logger))
 	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Gate != nil, d.Logger))
 	for _, action := range flashline.SaleActions {

@@ -85,6 +85,17 @@ const SERIES = ["available", "pending", "confirmed", "expired", "cancelled", "vo
 const COLOURS = ["#2a7", "#e90", "#27c", "#999", "#c5c", "#c33"];
 let chart = null, opensAt = null, lastOK = 0;
 
+// clockTime is the chart's time axis: the browser's clock time of a point
+// (seconds since the epoch), HH:MM:SS, not uPlot's default of the seconds'
+// fraction (":01.500").
+function clockTime(sec) {
+  const d = new Date(sec * 1000), two = (n) => String(n).padStart(2, "0");
+  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+// Ticks on whole seconds only (a point is a second), at least 90 px apart.
+const CLOCK_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600];
+
 function drawChart(history) {
   const data = [history.map((p) => p.at / 1000)];
   for (const s of SERIES) data.push(history.map((p) => p[s]));
@@ -94,7 +105,7 @@ function drawChart(history) {
     chart = new uPlot({
       width: Math.max(320, box.clientWidth), height: 220,
       series: [{}].concat(SERIES.map((s, i) => ({ label: s, stroke: COLOURS[i], width: 2 }))),
-      axes: [{}, { size: 50 }],
+      axes: [{ space: 90, incrs: CLOCK_STEPS, values: (u, splits) => splits.map(clockTime) }, { size: 50 }],
     }, data, box);
     addEventListener("resize", () => chart.setSize({ width: Math.max(320, box.clientWidth), height: 220 }));
   } else {
