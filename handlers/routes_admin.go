@@ -48,7 +48,7 @@ func adminRoutes(r *gin.Engine, d Deps, bearerAdmin, admin gin.HandlerFunc) {
 	r.POST("/admin/logout", handleLogout(d.Verifier, d.Sessions, d.now(), d.Logger))
 	if d.Console != nil {
 		gateStatus, _ := d.Gate.(GateStatuser)
-		watch := newWatcher(d.Console, gateStatus, d.Registry, time.Now)
+		watch := newWatcher(d.Console, gateStatus, d.Registry, time.Now, d.Instance, d.Logger)
 		// /admin, as typed: the console (a path with a trailing slash is
 		// not redirected by the router, and this one without is nothing else).
 		r.GET("/admin", func(c *gin.Context) { c.Redirect(http.StatusSeeOther, "/admin/") })

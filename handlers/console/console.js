@@ -139,6 +139,10 @@ function render(v) {
   text("r-batch", v.rates.batchSize ? v.rates.batchSize.toFixed(1) : "–");
   text("r-p99", v.rates.reserveP99Ms == null ? "–" : "≤ " + v.rates.reserveP99Ms + " ms");
   list("r-refused", Object.entries(v.rates.refused), ([k, n]) => `${k} ${n.toFixed(1)}/s`);
+  text("r-instances", Math.max(1, v.instances.length));
+  list("r-per-instance", v.instances, (i) => `${i.instance}${i.this ? " (this page's)" : ""}: ${i.reserved.toFixed(1)}/s reserved` +
+    Object.entries(i.refused).map(([k, n]) => `, ${k} ${n.toFixed(1)}/s`).join("") +
+    (i.reserveP99Ms == null ? "" : `, p99 ≤ ${i.reserveP99Ms} ms`));
   if (v.room) {
     $("crowd-box").hidden = false;
     text("c-preopen", v.room.preopen + (v.room.preopenFrozen ? "" : " so far"));

@@ -5941,6 +5941,25 @@ type Incident struct {
 	Kind       string    `json:"kind"`
 }
 
+// InstanceRates one instance's share of the fleet's rates: this instance's since its previous snapshot, another's over the last second it reported
+type InstanceRates struct {
+	// BatchSize reservations a purchase-path batch (one transaction) took, on average, over the last second: the fleet's, or one instance's in `instances`
+	BatchSize float32 `json:"batchSize"`
+
+	// Instance the instance's name: its host and process id
+	Instance string `json:"instance"`
+
+	// Refused by error code (sold_out, limit_reached, overloaded, rate_limited, ...)
+	Refused map[string]float32 `json:"refused"`
+
+	// ReserveP99Ms the reservation route's p99 since the previous snapshot, in ms: the upper bound of its histogram bucket; null without answers
+	ReserveP99Ms *float32 `json:"reserveP99Ms"`
+	Reserved     float32  `json:"reserved"`
+
+	// This the instance that served this snapshot
+	This bool `json:"this"`
+}
+
 // LatePayments defines model for LatePayments.
 type LatePayments struct {
 	LatePayments []struct {
@@ -5983,9 +6002,12 @@ type Live struct {
 	At        time.Time   `json:"at"`
 	History   []LivePoint `json:"history"`
 	Incidents *[]Incident `json:"incidents"`
-	Rates     LiveRates   `json:"rates"`
-	Room      *Crowd      `json:"room,omitempty"`
-	Sale      Sale        `json:"sale"`
+
+	// Instances the rates instance by instance: every origin instance that reported answers in the last 3 s (at most 64)
+	Instances []InstanceRates `json:"instances"`
+	Rates     LiveRates       `json:"rates"`
+	Room      *Crowd          `json:"room,omitempty"`
+	Sale      Sale            `json:"sale"`
 }
 
 // LivePoint defines model for LivePoint.
@@ -6004,7 +6026,7 @@ type LivePoint struct {
 
 // LiveRates defines model for LiveRates.
 type LiveRates struct {
-	// BatchSize reservations a purchase-path batch (one transaction) took, on average, since the previous snapshot (this instance)
+	// BatchSize reservations a purchase-path batch (one transaction) took, on average, over the last second: the fleet's, or one instance's in `instances`
 	BatchSize float32 `json:"batchSize"`
 
 	// Refused by error code (sold_out, limit_reached, overloaded, rate_limited, ...)
@@ -8158,7 +8180,7 @@ type ClientInterface interface {
 
 	// SaleLive The sale's live snapshot
 	//
-	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are the fleet's reservation answers per second (this instance's own, with each other origin instance's last second as it reported it to the shared table console_instances), and instances the same instance by instance; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 	//
 	// Corresponds with GET /admin/sales/{saleId}/live (the `SaleLive` operationId).
 	SaleLive(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -9108,7 +9130,7 @@ func (c *Client) RebuildGate(ctx context.Context, saleId SaleId, reqEditors ...R
 
 // SaleLive The sale's live snapshot
 //
-// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are the fleet's reservation answers per second (this instance's own, with each other origin instance's last second as it reported it to the shared table console_instances), and instances the same instance by instance; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 //
 // Corresponds with GET /admin/sales/{saleId}/live (the `SaleLive` operationId).
 func (c *Client) SaleLive(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -13231,7 +13253,7 @@ type ClientWithResponsesInterface interface {
 
 	// SaleLiveWithResponse The sale's live snapshot
 	//
-	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are the fleet's reservation answers per second (this instance's own, with each other origin instance's last second as it reported it to the shared table console_instances), and instances the same instance by instance; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -21261,7 +21283,7 @@ func (c *ClientWithResponses) RebuildGateWithResponse(ctx context.Context, saleI
 
 // SaleLiveWithResponse The sale's live snapshot
 //
-// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are the fleet's reservation answers per second (this instance's own, with each other origin instance's last second as it reported it to the shared table console_instances), and instances the same instance by instance; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 //
 // Returns a wrapper object for the known response body format(s).
 //
