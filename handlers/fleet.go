@@ -67,12 +67,11 @@ func RunPublisher(ctx context.Context, store AnswerPublisher, reg prometheus.Gat
 			continue // idle, and said so already
 		}
 		body, err := json.Marshal(delta)
-		if err != nil {
-			return fmt.Errorf("console: encode the answers: %w", err)
+		if err == nil {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err = store.PublishAnswers(wctx, instance, seconds, body)
+			cancel()
 		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = store.PublishAnswers(wctx, instance, seconds, body)
-		cancel()
 		if err != nil {
 			logger.WarnContext(ctx, "console: publish this instance's answers", "err", err)
 			continue
