@@ -18,6 +18,24 @@ type SaleWatch struct {
 	Incidents []IncidentNote
 	Actions   []OperatorAction
 	At        time.Time
+	// Fleet is what the serving instances reported of their reservation
+	// answers in the last FleetFresh (InstanceReport), the freshest first.
+	Fleet []InstanceReport
+}
+
+// FleetFresh is how recent an instance's report must be to count in the
+// fleet's rates: an instance reports at most once a second, and only while
+// its answers change, so one silent longer answers nothing.
+const FleetFresh = 3 * time.Second
+
+// InstanceReport is one instance's reservation answers of its last
+// Seconds, as it wrote them (handlers/fleet.go encodes and reads Counts),
+// and how long ago by the database's clock.
+type InstanceReport struct {
+	Instance string
+	Seconds  float64
+	Counts   []byte
+	Age      time.Duration
 }
 
 // RoomCrowd is a waiting room's crowd as the database holds it: positions

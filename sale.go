@@ -310,6 +310,21 @@ func EffectiveState(stored SaleState, opensAt *time.Time, now time.Time, availab
 	return state
 }
 
+// MaxSalePage bounds a page of sales (SaleQuery.Limit).
+const MaxSalePage = 100
+
+// SaleQuery picks a page of sales, newest first.
+type SaleQuery struct {
+	// States are the states to list, as a reader sees them
+	// (EffectiveState); none: every state.
+	States []SaleState
+	// After is the last sale of the previous page; "" starts at the newest.
+	// A sale that does not exist is ErrInvalid: the page cannot be placed.
+	After string
+	// Limit is how many at most, 1 to MaxSalePage.
+	Limit int
+}
+
 // SaleAction is an admin's action on a sale.
 type SaleAction string
 

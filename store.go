@@ -13,7 +13,9 @@ import "context"
 type Store interface {
 	CreateSale(ctx context.Context, n NewSale) (Sale, error)
 	Sale(ctx context.Context, saleID string) (Sale, error)
-	SaleIDs(ctx context.Context) ([]string, error)
+	// SaleIDs lists a page of sales, newest first (SaleQuery): what the
+	// admin API's GET /admin/sales and the console's list show.
+	SaleIDs(ctx context.Context, q SaleQuery) ([]string, error)
 	SetSaleState(ctx context.Context, saleID string, action SaleAction) (Sale, error)
 	Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error)
 	Reservation(ctx context.Context, reservationID string, by Actor) (Reservation, error)

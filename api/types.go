@@ -165,6 +165,14 @@ type LatePayment struct {
 	RefundEventID    string  `json:"refundEventId,omitempty"`
 }
 
+// SaleList is GET /admin/sales: a page of sales, newest first. Next, when
+// the page is full, is the last sale's id: the after of the next page (which
+// may be empty).
+type SaleList struct {
+	Sales []Sale `json:"sales"`
+	Next  string `json:"next,omitempty"`
+}
+
 // LatePayments is GET /admin/payments/late.
 type LatePayments struct {
 	LatePayments []LatePayment `json:"latePayments"`
@@ -313,11 +321,14 @@ type Live struct {
 	// At is when the snapshot was read, by the database's clock.
 	At   string `json:"at"`
 	Room *Crowd `json:"room,omitempty"`
-	// Rates are this instance's reservation answers per second since the
-	// previous snapshot (its own metrics: the other instances' are theirs).
-	Rates     LiveRates  `json:"rates"`
-	Incidents []Incident `json:"incidents"`
-	Actions   []Action   `json:"actions"`
+	// Rates are the fleet's reservation answers per second: this
+	// instance's since the previous snapshot (its own metrics) with every
+	// other instance's last second, as it reported it.
+	Rates LiveRates `json:"rates"`
+	// Instances are the same, instance by instance.
+	Instances []InstanceRates `json:"instances"`
+	Incidents []Incident      `json:"incidents"`
+	Actions   []Action        `json:"actions"`
 	// History is the counts at each snapshot this instance read of the sale
 	// while it was watched, oldest first, at most ten minutes of them.
 	History []LivePoint `json:"history"`
@@ -343,6 +354,16 @@ type Crowd struct {
 // batch (reservations a transaction) and the reservation route's p99 (ms, the upper
 // bound of its histogram bucket; null without answers).
 type LiveRates struct {
+	Reserved  float64            `json:"reserved"`
+	Refused   map[string]float64 `json:"refused"`
+	BatchSize float64            `json:"batchSize"`
+	P99Ms     *float64           `json:"reserveP99Ms"`
+}
+
+// InstanceRates is one instance's share of the live rates.
+type InstanceRates struct {
+	Instance  string             `json:"instance"`
+	This      bool               `json:"this"` // the instance that served the page
 	Reserved  float64            `json:"reserved"`
 	Refused   map[string]float64 `json:"refused"`
 	BatchSize float64            `json:"batchSize"`

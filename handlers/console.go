@@ -73,26 +73,12 @@ func renderPage(c *gin.Context, name string, data any) {
 // that creates one.
 func handleConsoleHome(store flashline.Store, paymentsConfigured bool, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		ctx := c.Request.Context()
-		ids, err := store.SaleIDs(ctx)
+		list, err := listSales(c.Request.Context(), store, flashline.SaleQuery{Limit: maxListed})
 		if err != nil {
 			writeError(c, logger, err)
 			return
 		}
-		if len(ids) > maxListed {
-			ids = ids[len(ids)-maxListed:]
-		}
-		slices.Reverse(ids)
-		sales := make([]api.Sale, 0, len(ids))
-		for _, id := range ids {
-			s, err := store.Sale(ctx, id)
-			if err != nil {
-				writeError(c, logger, err)
-				return
-			}
-			sales = append(sales, NewSaleView(s))
-		}
-		renderPage(c, "home.html", map[string]any{"Sales": sales, "Payments": paymentsConfigured, "Prefix": ConsolePrefix})
+		renderPage(c, "home.html", map[string]any{"Sales": list.Sales, "Payments": paymentsConfigured, "Prefix": ConsolePrefix})
 	}
 }
 

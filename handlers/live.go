@@ -67,6 +67,10 @@ type watcher struct {
 	gate     GateStatuser // nil: no gate on this instance
 	gatherer prometheus.Gatherer
 	now      func() time.Time
+	// instance is this instance's name in the fleet's reports ("": it
+	// reports none; fleet.go).
+	instance string
+	logger   *slog.Logger
 	// refreshes counts the snapshots read (the test of the bound counts
 	// them; /metrics shows them).
 	refreshes prometheus.Counter
@@ -87,8 +91,8 @@ type watched struct {
 	history  []api.LivePoint
 }
 
-func newWatcher(store ConsoleStore, gate GateStatuser, reg *prometheus.Registry, now func() time.Time) *watcher {
-	w := &watcher{store: store, gate: gate, now: now, sales: map[string]*watched{}}
+func newWatcher(store ConsoleStore, gate GateStatuser, reg *prometheus.Registry, now func() time.Time, instance string, logger *slog.Logger) *watcher {
+	w := &watcher{store: store, gate: gate, now: now, instance: instance, logger: logger, sales: map[string]*watched{}}
 	if reg != nil {
 		w.gatherer = reg
 		w.refreshes = prometheus.NewCounter(prometheus.CounterOpts{
@@ -98,6 +102,14 @@ func newWatcher(store ConsoleStore, gate GateStatuser, reg *prometheus.Registry,
 		reg.MustRegister(w.refreshes)
 	}
 	return w
+}
+
+// instanceName is this instance's name on the live page.
+func (w *watcher) instanceName() string {
+	if w.instance == "" {
+		return "this instance"
+	}
+	return w.instance
 }
 
 // entry returns saleID's entry, making a place for it if there is room.
@@ -171,7 +183,14 @@ func (w *watcher) refresh(ctx context.Context, saleID string, e *watched, now ti
 	if !e.read.IsZero() {
 		elapsed = now.Sub(e.read).Seconds()
 	}
-	rates := liveRates(e.counters, counters, elapsed)
+	// This instance's answers from its own metrics (fresh to the second),
+	// the others' from what they last reported (fleet.go).
+	var all []instanceAnswers
+	if e.counters != nil && elapsed > 0 {
+		all = append(all, instanceAnswers{name: w.instanceName(), this: true, seconds: elapsed, delta: outcomeDelta(e.counters, counters)})
+	}
+	all = append(all, otherInstances(w.instance, snap.Fleet, w.logger)...)
+	rates, instances := fleetRates(all)
 	e.counters = counters
 	s := snap.Sale
 	point := api.LivePoint{
@@ -186,6 +205,7 @@ func (w *watcher) refresh(ctx context.Context, saleID string, e *watched, now ti
 	}
 	e.history = append(e.history, point)
 	live := NewLiveView(snap, rates, e.history)
+	live.Instances = instances
 	return json.Marshal(live)
 }
 
@@ -203,12 +223,15 @@ const (
 // rate_limited, ...) from its own metrics, with the answers given from
 // memory (the sale cache's) that the HTTP counter also counts; and its
 // batches and the route's latency buckets, for the batch size and the p99.
-func (w *watcher) reservationOutcomes() map[string]float64 {
+func (w *watcher) reservationOutcomes() map[string]float64 { return gatherOutcomes(w.gatherer) }
+
+// gatherOutcomes is reservationOutcomes from g's metrics (nil: none).
+func gatherOutcomes(g prometheus.Gatherer) map[string]float64 {
 	out := map[string]float64{}
-	if w.gatherer == nil {
+	if g == nil {
 		return out
 	}
-	families, err := w.gatherer.Gather()
+	families, err := g.Gather()
 	if err != nil {
 		return out
 	}

@@ -90,6 +90,10 @@ type Deps struct {
 	// Console, when set, serves the console's pages and the sale's live
 	// snapshot and report (console.go, live.go).
 	Console ConsoleStore
+	// Instance is this instance's name in the fleet's reports of reservation
+	// answers (RunPublisher writes them; the live page reads the others'):
+	// "" when it writes none.
+	Instance string
 	// Now is the clock admission tokens' expiry is judged by; nil:
 	// time.Now. Only serve's test hook (FLASHLINE_TEST_CLOCK_SKEW) sets it.
 	Now func() time.Time

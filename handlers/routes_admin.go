@@ -18,6 +18,7 @@ func adminRoutes(r *gin.Engine, d Deps, bearerAdmin, admin gin.HandlerFunc) {
 	r.GET("/metrics", bearerAdmin, gin.WrapH(MetricsHandler(d.Registry)))
 
 	// Sales.
+	r.GET("/admin/sales", admin, handleListSales(d.Store, d.Logger))
 	r.POST("/admin/sales", admin, handleCreateSale(d.Store, d.Payments != nil || d.Stripe != nil || d.Adyen != nil, d.Logger))
 	r.GET("/admin/sales/:saleId", admin, handleGetSale(d.Store, d.Gate != nil, d.Logger))
 	for _, action := range flashline.SaleActions {
@@ -47,7 +48,7 @@ func adminRoutes(r *gin.Engine, d Deps, bearerAdmin, admin gin.HandlerFunc) {
 	r.POST("/admin/logout", handleLogout(d.Verifier, d.Sessions, d.now(), d.Logger))
 	if d.Console != nil {
 		gateStatus, _ := d.Gate.(GateStatuser)
-		watch := newWatcher(d.Console, gateStatus, d.Registry, time.Now)
+		watch := newWatcher(d.Console, gateStatus, d.Registry, time.Now, d.Instance, d.Logger)
 		// /admin, as typed: the console (a path with a trailing slash is
 		// not redirected by the router, and this one without is nothing else).
 		r.GET("/admin", func(c *gin.Context) { c.Redirect(http.StatusSeeOther, "/admin/") })

@@ -2,13 +2,17 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 )
 
 // CreateSaleRequest is the body of POST /admin/sales.
@@ -122,6 +126,81 @@ func handleGetSale(store flashline.Store, gated bool, logger *slog.Logger) gin.H
 			return
 		}
 		writeJSON(c, http.StatusOK, NewSaleView(sale))
+	}
+}
+
+// defaultSalePage is GET /admin/sales' page without ?limit.
+const defaultSalePage = 50
+
+// maxAfter bounds ?after (a sale id is far shorter).
+const maxAfter = 64
+
+// saleQuery reads GET /admin/sales' parameters: state (repeated: any of
+// them), limit (1 to flashline.MaxSalePage) and after (the last sale of the
+// previous page).
+func saleQuery(c *gin.Context) (flashline.SaleQuery, error) {
+	q := flashline.SaleQuery{Limit: defaultSalePage, After: c.Query("after")}
+	if len(q.After) > maxAfter {
+		return q, flashline.Invalid(fmt.Sprintf("after: a sale id, at most %d characters", maxAfter))
+	}
+	if v, ok := c.GetQuery("limit"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > flashline.MaxSalePage {
+			return q, flashline.Invalid(fmt.Sprintf("limit: a whole number from 1 to %d", flashline.MaxSalePage))
+		}
+		q.Limit = n
+	}
+	states := c.QueryArray("state")
+	if len(states) > len(saleStates) {
+		return q, flashline.Invalid(fmt.Sprintf("state: at most %d", len(saleStates)))
+	}
+	for _, st := range states {
+		if !slices.Contains(saleStates, flashline.SaleState(st)) {
+			return q, flashline.Invalid(fmt.Sprintf("state: one of %v, not %q", saleStates, st))
+		}
+		q.States = append(q.States, flashline.SaleState(st))
+	}
+	return q, nil
+}
+
+// saleStates are the states a sale is listed by, as readers see them.
+var saleStates = []flashline.SaleState{flashline.StateScheduled, flashline.StateOpen,
+	flashline.StateSoldOut, flashline.StatePaused, flashline.StateClosed}
+
+// listSales reads a page of sales: the API's list and the console's.
+func listSales(ctx context.Context, store flashline.Store, q flashline.SaleQuery) (api.SaleList, error) {
+	ids, err := store.SaleIDs(ctx, q)
+	if err != nil {
+		return api.SaleList{}, err
+	}
+	v := api.SaleList{Sales: make([]api.Sale, 0, len(ids))}
+	for _, id := range ids {
+		s, err := store.Sale(ctx, id)
+		if err != nil {
+			return api.SaleList{}, err
+		}
+		v.Sales = append(v.Sales, NewSaleView(s))
+	}
+	if len(ids) == q.Limit {
+		v.Next = ids[len(ids)-1]
+	}
+	return v, nil
+}
+
+// handleListSales is GET /admin/sales[?state=…&limit=…&after=…].
+func handleListSales(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		q, err := saleQuery(c)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		v, err := listSales(c.Request.Context(), store, q)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		writeJSON(c, http.StatusOK, v)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -85,7 +86,29 @@ func readWatch(ctx context.Context, s *Store, q *dbsqlc.Queries, saleID string, 
 			Detail: a.Detail, Affected: int(a.Affected), At: a.CreatedAt,
 		})
 	}
+	fleet, err := q.ConsoleInstances(ctx, dbsqlc.ConsoleInstancesParams{WithinSeconds: flashline.FleetFresh.Seconds()})
+	if err != nil {
+		return w, err
+	}
+	for _, f := range fleet {
+		w.Fleet = append(w.Fleet, flashline.InstanceReport{
+			Instance: f.Instance, Seconds: f.Seconds, Counts: f.Counts,
+			Age: time.Duration(f.AgeSeconds * float64(time.Second)),
+		})
+	}
 	return w, nil
+}
+
+// PublishAnswers writes instance's reservation answers of its last seconds
+// (counts, encoded by the console: handlers/fleet.go) for every instance's
+// live page to read (Watch): one statement, at most once a second per
+// instance.
+func (s *Store) PublishAnswers(ctx context.Context, instance string, seconds float64, counts []byte) error {
+	err := dbsqlc.New(s.admin).ConsoleInstancePublish(ctx, dbsqlc.ConsoleInstancePublishParams{Instance: instance, Seconds: seconds, Counts: counts})
+	if err != nil {
+		return fmt.Errorf("publish the answers of instance %s: %w", instance, translate(err))
+	}
+	return nil
 }
 
 // Report reads the report after saleID's sale, in one read-only

@@ -295,10 +295,31 @@ func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {
 	return sale
 }
 
-// SaleIDs lists every sale, oldest first.
-func (s *Store) SaleIDs(ctx context.Context) ([]string, error) {
-	ids, err := dbsqlc.New(s.admin).SaleList(ctx)
-	return ids, translate(err)
+// SaleIDs lists a page of sales, newest first (flashline.SaleQuery).
+func (s *Store) SaleIDs(ctx context.Context, q flashline.SaleQuery) ([]string, error) {
+	if q.Limit < 1 || q.Limit > flashline.MaxSalePage {
+		return nil, flashline.Invalid(fmt.Sprintf("a page of sales holds 1 to %d", flashline.MaxSalePage))
+	}
+	states := make([]string, len(q.States))
+	for i, st := range q.States {
+		states[i] = string(st)
+	}
+	db := dbsqlc.New(s.admin)
+	ids, err := db.SaleList(ctx, dbsqlc.SaleListParams{After: q.After, States: states, MaxRows: int32(q.Limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list sales: %w", translate(err))
+	}
+	if len(ids) == 0 && q.After != "" {
+		// An unknown cursor reads as an empty page: say so instead.
+		found, err := db.SaleExists(ctx, dbsqlc.SaleExistsParams{SaleID: q.After})
+		if err != nil {
+			return nil, fmt.Errorf("list sales: %w", translate(err))
+		}
+		if !found {
+			return nil, flashline.Invalid("after: no sale " + q.After)
+		}
+	}
+	return ids, nil
 }
 
 // SetSaleState applies an admin action (open, pause, resume, close), as the

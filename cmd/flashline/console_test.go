@@ -153,6 +153,12 @@ document.addEventListener("securitypolicyviolation", function (e) { window.__csp
 	require.Equal(t, fmt.Sprint(stock-buyers), textOf("n-available"))
 	waitFor("the crowd shown", `Number(document.getElementById("c-positions").textContent) >= 8 ? "yes" : ""`, 20*time.Second)
 	waitFor("the chart's history", `document.querySelectorAll(".u-legend .u-series").length >= 6 ? "yes" : ""`, 10*time.Second)
+	// The time axis reads clock time (HH:MM:SS), the chart's own formatter
+	// of its ticks.
+	waitFor("the axis in clock time", `(() => { const f = chart.axes[0].values; if (typeof f !== "function") return "";
+		const s = f(chart, [Date.UTC(2026, 0, 1, 9, 5, 7) / 1000], 0, 0, 1).join(); const d = new Date(Date.UTC(2026, 0, 1, 9, 5, 7));
+		const two = (n) => String(n).padStart(2, "0");
+		return s === two(d.getHours()) + ":" + two(d.getMinutes()) + ":07" ? "yes" : ""; })()`, 10*time.Second)
 
 	act("pause")
 	waitFor("paused", `document.getElementById("state").textContent === "paused" ? "yes" : ""`, 15*time.Second)

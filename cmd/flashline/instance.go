@@ -295,6 +295,12 @@ func (in *instance) startRiver(ctx context.Context) error {
 // private mux on --metrics-addr's.
 func (in *instance) startHTTP(context.Context) error {
 	draining := make(chan struct{})
+	// The console's live page shows the fleet's answers: each instance
+	// reports its own to the shared table once a second while they change.
+	name := handlers.InstanceName()
+	in.running.startLoops(map[string]func(context.Context) error{"console answers": func(ctx context.Context) error {
+		return handlers.RunPublisher(ctx, in.db, in.registry, name, in.logger)
+	}})
 	srv := newHTTPServer(handlers.Routes(handlers.Deps{
 		Store:            in.stack.Store,
 		Refusals:         in.stack.Refusals,
@@ -316,6 +322,7 @@ func (in *instance) startHTTP(context.Context) error {
 		Adyen:            in.adyen,
 		Gate:             in.stack.Gate,
 		Console:          in.db,
+		Instance:         name,
 		Sessions:         in.db,
 		Now:              in.stack.Cache.Now,
 	}))

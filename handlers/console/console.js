@@ -85,6 +85,17 @@ const SERIES = ["available", "pending", "confirmed", "expired", "cancelled", "vo
 const COLOURS = ["#2a7", "#e90", "#27c", "#999", "#c5c", "#c33"];
 let chart = null, opensAt = null, lastOK = 0;
 
+// clockTime is the chart's time axis: the browser's clock time of a point
+// (seconds since the epoch), HH:MM:SS, not uPlot's default of the seconds'
+// fraction (":01.500").
+function clockTime(sec) {
+  const d = new Date(sec * 1000), two = (n) => String(n).padStart(2, "0");
+  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+// Ticks on whole seconds only (a point is a second), at least 90 px apart.
+const CLOCK_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600];
+
 function drawChart(history) {
   const data = [history.map((p) => p.at / 1000)];
   for (const s of SERIES) data.push(history.map((p) => p[s]));
@@ -94,7 +105,7 @@ function drawChart(history) {
     chart = new uPlot({
       width: Math.max(320, box.clientWidth), height: 220,
       series: [{}].concat(SERIES.map((s, i) => ({ label: s, stroke: COLOURS[i], width: 2 }))),
-      axes: [{}, { size: 50 }],
+      axes: [{ space: 90, incrs: CLOCK_STEPS, values: (u, splits) => splits.map(clockTime) }, { size: 50 }],
     }, data, box);
     addEventListener("resize", () => chart.setSize({ width: Math.max(320, box.clientWidth), height: 220 }));
   } else {
@@ -128,6 +139,10 @@ function render(v) {
   text("r-batch", v.rates.batchSize ? v.rates.batchSize.toFixed(1) : "–");
   text("r-p99", v.rates.reserveP99Ms == null ? "–" : "≤ " + v.rates.reserveP99Ms + " ms");
   list("r-refused", Object.entries(v.rates.refused), ([k, n]) => `${k} ${n.toFixed(1)}/s`);
+  text("r-instances", Math.max(1, v.instances.length));
+  list("r-per-instance", v.instances, (i) => `${i.instance}${i.this ? " (this page's)" : ""}: ${i.reserved.toFixed(1)}/s reserved` +
+    Object.entries(i.refused).map(([k, n]) => `, ${k} ${n.toFixed(1)}/s`).join("") +
+    (i.reserveP99Ms == null ? "" : `, p99 ≤ ${i.reserveP99Ms} ms`));
   if (v.room) {
     $("crowd-box").hidden = false;
     text("c-preopen", v.room.preopen + (v.room.preopenFrozen ? "" : " so far"));

@@ -1397,6 +1397,123 @@ func (e RiverUIChange503JSONResponseBodyErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for ListSalesParamsState.
+const (
+	ListSalesParamsStateClosed    ListSalesParamsState = "closed"
+	ListSalesParamsStateOpen      ListSalesParamsState = "open"
+	ListSalesParamsStatePaused    ListSalesParamsState = "paused"
+	ListSalesParamsStateScheduled ListSalesParamsState = "scheduled"
+	ListSalesParamsStateSoldOut   ListSalesParamsState = "sold_out"
+)
+
+// Valid indicates whether the value is a known member of the ListSalesParamsState enum.
+func (e ListSalesParamsState) Valid() bool {
+	switch e {
+	case ListSalesParamsStateClosed:
+		return true
+	case ListSalesParamsStateOpen:
+		return true
+	case ListSalesParamsStatePaused:
+		return true
+	case ListSalesParamsStateScheduled:
+		return true
+	case ListSalesParamsStateSoldOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSales400JSONResponseBodyErrorCode.
+const (
+	ListSales400JSONResponseBodyErrorCodeInvalidRequest ListSales400JSONResponseBodyErrorCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the ListSales400JSONResponseBodyErrorCode enum.
+func (e ListSales400JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ListSales400JSONResponseBodyErrorCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSales401JSONResponseBodyErrorCode.
+const (
+	ListSales401JSONResponseBodyErrorCodeUnauthenticated ListSales401JSONResponseBodyErrorCode = "unauthenticated"
+)
+
+// Valid indicates whether the value is a known member of the ListSales401JSONResponseBodyErrorCode enum.
+func (e ListSales401JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ListSales401JSONResponseBodyErrorCodeUnauthenticated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSales403JSONResponseBodyErrorCode.
+const (
+	ListSales403JSONResponseBodyErrorCodeForbidden ListSales403JSONResponseBodyErrorCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the ListSales403JSONResponseBodyErrorCode enum.
+func (e ListSales403JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ListSales403JSONResponseBodyErrorCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSales429JSONResponseBodyErrorCode.
+const (
+	ListSales429JSONResponseBodyErrorCodeRateLimited ListSales429JSONResponseBodyErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the ListSales429JSONResponseBodyErrorCode enum.
+func (e ListSales429JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ListSales429JSONResponseBodyErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSales500JSONResponseBodyErrorCode.
+const (
+	ListSales500JSONResponseBodyErrorCodeInternal ListSales500JSONResponseBodyErrorCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the ListSales500JSONResponseBodyErrorCode enum.
+func (e ListSales500JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ListSales500JSONResponseBodyErrorCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSales503JSONResponseBodyErrorCode.
+const (
+	ListSales503JSONResponseBodyErrorCodeOverloaded ListSales503JSONResponseBodyErrorCode = "overloaded"
+)
+
+// Valid indicates whether the value is a known member of the ListSales503JSONResponseBodyErrorCode enum.
+func (e ListSales503JSONResponseBodyErrorCode) Valid() bool {
+	switch e {
+	case ListSales503JSONResponseBodyErrorCodeOverloaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateSale400JSONResponseBodyErrorCode.
 const (
 	CreateSale400JSONResponseBodyErrorCodeInvalidRequest CreateSale400JSONResponseBodyErrorCode = "invalid_request"
@@ -5824,6 +5941,25 @@ type Incident struct {
 	Kind       string    `json:"kind"`
 }
 
+// InstanceRates one instance's share of the fleet's rates: this instance's since its previous snapshot, another's over the last second it reported
+type InstanceRates struct {
+	// BatchSize reservations a purchase-path batch (one transaction) took, on average, over the last second: the fleet's, or one instance's in `instances`
+	BatchSize float32 `json:"batchSize"`
+
+	// Instance the instance's name: its host and process id
+	Instance string `json:"instance"`
+
+	// Refused by error code (sold_out, limit_reached, overloaded, rate_limited, ...)
+	Refused map[string]float32 `json:"refused"`
+
+	// ReserveP99Ms the reservation route's p99 since the previous snapshot, in ms: the upper bound of its histogram bucket; null without answers
+	ReserveP99Ms *float32 `json:"reserveP99Ms"`
+	Reserved     float32  `json:"reserved"`
+
+	// This the instance that served this snapshot
+	This bool `json:"this"`
+}
+
 // LatePayments defines model for LatePayments.
 type LatePayments struct {
 	LatePayments []struct {
@@ -5866,9 +6002,12 @@ type Live struct {
 	At        time.Time   `json:"at"`
 	History   []LivePoint `json:"history"`
 	Incidents *[]Incident `json:"incidents"`
-	Rates     LiveRates   `json:"rates"`
-	Room      *Crowd      `json:"room,omitempty"`
-	Sale      Sale        `json:"sale"`
+
+	// Instances the rates instance by instance: every origin instance that reported answers in the last 3 s (at most 64)
+	Instances []InstanceRates `json:"instances"`
+	Rates     LiveRates       `json:"rates"`
+	Room      *Crowd          `json:"room,omitempty"`
+	Sale      Sale            `json:"sale"`
 }
 
 // LivePoint defines model for LivePoint.
@@ -5887,7 +6026,7 @@ type LivePoint struct {
 
 // LiveRates defines model for LiveRates.
 type LiveRates struct {
-	// BatchSize reservations a purchase-path batch (one transaction) took, on average, since the previous snapshot (this instance)
+	// BatchSize reservations a purchase-path batch (one transaction) took, on average, over the last second: the fleet's, or one instance's in `instances`
 	BatchSize float32 `json:"batchSize"`
 
 	// Refused by error code (sold_out, limit_reached, overloaded, rate_limited, ...)
@@ -6366,6 +6505,13 @@ type SaleState string
 // Examples: sale_01J8Z3K6Q9V2T7N4W5X8Y0A1B2
 type SaleId = string
 
+// SaleList defines model for SaleList.
+type SaleList struct {
+	// Next present when the page is full: the last sale's id, the `after` of the next page
+	Next  *string `json:"next,omitempty"`
+	Sales []Sale  `json:"sales"`
+}
+
 // StateChange defines model for StateChange.
 type StateChange struct {
 	// Operator who acts, recorded with the change (absent or "": `admin`)
@@ -6725,6 +6871,39 @@ type RiverUIChange429JSONResponseBodyErrorCode string
 
 // RiverUIChange503JSONResponseBodyErrorCode defines parameters for RiverUIChange.
 type RiverUIChange503JSONResponseBodyErrorCode string
+
+// ListSalesParams defines parameters for ListSales.
+type ListSalesParams struct {
+	// State list sales in these states only, as `Sale.state` shows them (repeat for several)
+	State *[]ListSalesParamsState `form:"state,omitempty" json:"state,omitempty"`
+
+	// Limit how many at most (default 50)
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After the last sale of the previous page (its `next`); a sale that does not exist is `invalid_request`
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ListSalesParamsState defines parameters for ListSales.
+type ListSalesParamsState string
+
+// ListSales400JSONResponseBodyErrorCode defines parameters for ListSales.
+type ListSales400JSONResponseBodyErrorCode string
+
+// ListSales401JSONResponseBodyErrorCode defines parameters for ListSales.
+type ListSales401JSONResponseBodyErrorCode string
+
+// ListSales403JSONResponseBodyErrorCode defines parameters for ListSales.
+type ListSales403JSONResponseBodyErrorCode string
+
+// ListSales429JSONResponseBodyErrorCode defines parameters for ListSales.
+type ListSales429JSONResponseBodyErrorCode string
+
+// ListSales500JSONResponseBodyErrorCode defines parameters for ListSales.
+type ListSales500JSONResponseBodyErrorCode string
+
+// ListSales503JSONResponseBodyErrorCode defines parameters for ListSales.
+type ListSales503JSONResponseBodyErrorCode string
 
 // CreateSale400JSONResponseBodyErrorCode defines parameters for CreateSale.
 type CreateSale400JSONResponseBodyErrorCode string
@@ -7924,6 +8103,13 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/riverui/ (the `RiverUIChange` operationId).
 	RiverUIChange(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListSales List sales
+	//
+	// A page of sales, newest first, each as `GET /admin/sales/{saleId}` answers it: at most `limit` (default 50, at most 100), in any of the states asked for (none: every state), made before the sale `after` names. When the page is full, `next` is its last sale's id: the `after` of the next page (which may be empty). The console's list of sales is the first page of 100.
+	//
+	// Corresponds with GET /admin/sales (the `ListSales` operationId).
+	ListSales(ctx context.Context, params *ListSalesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateSaleWithBody Create a sale
 	//
 	// Zero (or absent) numbers take their defaults. `opensAt` null or past with direct admission opens at once; a future `opensAt` opens by itself at that time (a waiting-room sale without `opensAt` waits for `open`).
@@ -7994,7 +8180,7 @@ type ClientInterface interface {
 
 	// SaleLive The sale's live snapshot
 	//
-	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are the fleet's reservation answers per second (this instance's own, with each other origin instance's last second as it reported it to the shared table console_instances), and instances the same instance by instance; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 	//
 	// Corresponds with GET /admin/sales/{saleId}/live (the `SaleLive` operationId).
 	SaleLive(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -8777,6 +8963,23 @@ func (c *Client) RiverUIChange(ctx context.Context, reqEditors ...RequestEditorF
 	return c.Client.Do(req)
 }
 
+// ListSales List sales
+//
+// A page of sales, newest first, each as `GET /admin/sales/{saleId}` answers it: at most `limit` (default 50, at most 100), in any of the states asked for (none: every state), made before the sale `after` names. When the page is full, `next` is its last sale's id: the `after` of the next page (which may be empty). The console's list of sales is the first page of 100.
+//
+// Corresponds with GET /admin/sales (the `ListSales` operationId).
+func (c *Client) ListSales(ctx context.Context, params *ListSalesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSalesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateSaleWithBody Create a sale
 //
 // Zero (or absent) numbers take their defaults. `opensAt` null or past with direct admission opens at once; a future `opensAt` opens by itself at that time (a waiting-room sale without `opensAt` waits for `open`).
@@ -8927,7 +9130,7 @@ func (c *Client) RebuildGate(ctx context.Context, saleId SaleId, reqEditors ...R
 
 // SaleLive The sale's live snapshot
 //
-// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are the fleet's reservation answers per second (this instance's own, with each other origin instance's last second as it reported it to the shared table console_instances), and instances the same instance by instance; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 //
 // Corresponds with GET /admin/sales/{saleId}/live (the `SaleLive` operationId).
 func (c *Client) SaleLive(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -10504,6 +10707,84 @@ func NewRiverUIChangeRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListSalesRequest constructs an http.Request for the ListSales method
+func NewListSalesRequest(server string, params *ListSalesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/sales")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -12889,6 +13170,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/riverui/ (the `RiverUIChange` operationId).
 	RiverUIChangeWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RiverUIChangeResponse, error)
 
+	// ListSalesWithResponse List sales
+	//
+	// A page of sales, newest first, each as `GET /admin/sales/{saleId}` answers it: at most `limit` (default 50, at most 100), in any of the states asked for (none: every state), made before the sale `after` names. When the page is full, `next` is its last sale's id: the `after` of the next page (which may be empty). The console's list of sales is the first page of 100.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/sales (the `ListSales` operationId).
+	ListSalesWithResponse(ctx context.Context, params *ListSalesParams, reqEditors ...RequestEditorFn) (*ListSalesResponse, error)
+
 	// CreateSaleWithBodyWithResponse Create a sale
 	//
 	// Zero (or absent) numbers take their defaults. `opensAt` null or past with direct admission opens at once; a future `opensAt` opens by itself at that time (a waiting-room sale without `opensAt` waits for `open`).
@@ -12963,7 +13253,7 @@ type ClientWithResponsesInterface interface {
 
 	// SaleLiveWithResponse The sale's live snapshot
 	//
-	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+	// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are the fleet's reservation answers per second (this instance's own, with each other origin instance's last second as it reported it to the shared table console_instances), and instances the same instance by instance; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14698,6 +14988,118 @@ func (r RiverUIChangeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RiverUIChangeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSalesResponse429Headers the declared response headers of an HTTP 429 response for ListSales
+type ListSalesResponse429Headers struct {
+	Connection *string
+	RetryAfter int
+}
+
+// ListSalesResponse503Headers the declared response headers of an HTTP 503 response for ListSales
+type ListSalesResponse503Headers struct {
+	RetryAfter int
+}
+
+type ListSalesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SaleList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Error struct {
+			Code ListSales503JSONResponseBodyErrorCode `json:"code"`
+
+			// Message for people; may change
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSalesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSalesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSalesResponse) GetJSON200() *SaleList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListSalesResponse) GetJSON400() *InvalidRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSalesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSalesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSalesResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSalesResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListSalesResponse) GetJSON503() *struct {
+	Error struct {
+		Code ListSales503JSONResponseBodyErrorCode `json:"code"`
+
+		// Message for people; may change
+		Message string `json:"message"`
+	} `json:"error"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSalesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSalesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSalesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSalesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -20744,6 +21146,21 @@ func (c *ClientWithResponses) RiverUIChangeWithResponse(ctx context.Context, req
 	return ParseRiverUIChangeResponse(rsp)
 }
 
+// ListSalesWithResponse List sales
+//
+// A page of sales, newest first, each as `GET /admin/sales/{saleId}` answers it: at most `limit` (default 50, at most 100), in any of the states asked for (none: every state), made before the sale `after` names. When the page is full, `next` is its last sale's id: the `after` of the next page (which may be empty). The console's list of sales is the first page of 100.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/sales (the `ListSales` operationId).
+func (c *ClientWithResponses) ListSalesWithResponse(ctx context.Context, params *ListSalesParams, reqEditors ...RequestEditorFn) (*ListSalesResponse, error) {
+	rsp, err := c.ListSales(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSalesResponse(rsp)
+}
+
 // CreateSaleWithBodyWithResponse Create a sale
 //
 // Zero (or absent) numbers take their defaults. `opensAt` null or past with direct admission opens at once; a future `opensAt` opens by itself at that time (a waiting-room sale without `opensAt` waits for `open`).
@@ -20866,7 +21283,7 @@ func (c *ClientWithResponses) RebuildGateWithResponse(ctx context.Context, saleI
 
 // SaleLiveWithResponse The sale's live snapshot
 //
-// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are this instance's reservation answers per second; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
+// What the sale's live page shows, polled about once a second: read at most once a second per sale per instance (one read-only transaction, with the gate's status for a gated sale) and shared by every page watching it. Rates are the fleet's reservation answers per second (this instance's own, with each other origin instance's last second as it reported it to the shared table console_instances), and instances the same instance by instance; the history is the counts at each snapshot this instance read while the sale was watched (up to ten minutes).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -22927,6 +23344,111 @@ func ParseRiverUIChangeResponse(rsp *http.Response) (*RiverUIChangeResponse, err
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers RiverUIChangeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSalesResponse parses an HTTP response from a ListSalesWithResponse call
+func ParseListSalesResponse(rsp *http.Response) (*ListSalesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSalesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SaleList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Error struct {
+				Code ListSales503JSONResponseBodyErrorCode `json:"code"`
+
+				// Message for people; may change
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListSalesResponse429Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListSalesResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

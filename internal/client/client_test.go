@@ -171,6 +171,10 @@ func TestRoutes(t *testing.T) {
 			_, err := c.VoidMany(ctx, "adm", []string{"res_1", "res_2"}, "bot", "ana")
 			return err
 		}},
+		{"Sales", "GET", "/admin/sales?after=sale_1&limit=10&state=open&state=paused", "adm", "", func(c *client.Client) error {
+			_, err := c.Sales(ctx, "adm", client.SalePage{States: []string{"open", "paused"}, Limit: 10, After: "sale_1"})
+			return err
+		}},
 		{"LatePayments", "GET", "/admin/payments/late?all=true", "adm", "", func(c *client.Client) error { _, err := c.LatePayments(ctx, "adm", true); return err }},
 		{"PaymentEvent", "POST", "/payments/events", "", `{"id":"evt_1","type":"payment.succeeded","data":{"reservationId":"res_1","paymentReference":"pi_1"}}`, func(c *client.Client) error {
 			_, err := c.SendPaymentEvent(ctx, time.Now(), client.PaymentEvent{ID: "evt_1", Type: "payment.succeeded",

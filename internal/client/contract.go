@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/flashline/flashline/api"
@@ -30,6 +31,7 @@ type (
 	LotteryCounts    = api.LotteryCounts
 	Queue            = api.Queue
 	Sale             = api.Sale
+	SaleList         = api.SaleList
 	Invariant        = api.Invariant
 	Reservation      = api.Reservation
 	Status           = api.Status
@@ -153,6 +155,33 @@ func (c *Client) CreateSaleJSON(ctx context.Context, adminToken, body string) (R
 // Sale is GET /admin/sales/{id}: the sale with live counts.
 func (c *Client) Sale(ctx context.Context, adminToken, saleID string) (Result[Sale], error) {
 	return call[Sale](ctx, c, Request{Method: http.MethodGet, Path: adminSalePath(saleID), Token: adminToken})
+}
+
+// SalePage is what GET /admin/sales asks for: zero fields are left out
+// (the server's default page, every state, from the newest).
+type SalePage struct {
+	States []string
+	Limit  int
+	After  string
+}
+
+// Sales is GET /admin/sales: a page of sales, newest first.
+func (c *Client) Sales(ctx context.Context, adminToken string, p SalePage) (Result[SaleList], error) {
+	q := url.Values{}
+	for _, st := range p.States {
+		q.Add("state", st)
+	}
+	if p.Limit != 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.After != "" {
+		q.Set("after", p.After)
+	}
+	path := "/admin/sales"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return call[SaleList](ctx, c, Request{Method: http.MethodGet, Path: path, Token: adminToken})
 }
 
 // OpenSale is POST /admin/sales/{id}/open.

@@ -64,6 +64,7 @@ func TestTypesMatchTheDocument(t *testing.T) {
 		value  any
 	}{
 		{"Sale", schema("Sale"), client.Sale{}},
+		{"SaleList", schema("SaleList"), client.SaleList{}},
 		{"Sale.gate", schema("Sale", "gate"), client.Gate{}},
 		{"Sale.invariant", schema("Sale", "invariant"), client.Invariant{}},
 		{"NewSale", schema("NewSale"), client.NewSale{}},
@@ -102,7 +103,7 @@ func TestTypesMatchTheDocument(t *testing.T) {
 // calls maps each operation of the document to the client's call for it.
 var calls = map[string]string{
 	"healthz": "Healthz", "readyz": "Readyz", "metrics": "Metrics", "openapi": "OpenAPI",
-	"createSale": "CreateSale", "getSale": "Sale", "openSale": "OpenSale", "pauseSale": "PauseSale",
+	"createSale": "CreateSale", "getSale": "Sale", "listSales": "Sales", "openSale": "OpenSale", "pauseSale": "PauseSale",
 	"resumeSale": "ResumeSale", "closeSale": "CloseSale", "rebuildGate": "RebuildGate",
 	"extendSale": "ExtendSale", "extendReservation": "ExtendReservation",
 	"voidReservation": "Void", "voidReservations": "VoidMany", "latePayments": "LatePayments",

@@ -108,6 +108,76 @@ func (q *Queries) ConsoleIncidents(ctx context.Context, arg ConsoleIncidentsPara
 	return items, nil
 }
 
+const consoleInstancePublish = `-- name: ConsoleInstancePublish :exec
+WITH gone AS (
+    DELETE FROM console_instances WHERE updated_at < now() - interval '1 hour'
+)
+INSERT INTO console_instances (instance, seconds, counts, updated_at)
+VALUES ($1, $2, $3, now())
+ON CONFLICT (instance) DO UPDATE
+   SET seconds = excluded.seconds, counts = excluded.counts, updated_at = excluded.updated_at
+`
+
+type ConsoleInstancePublishParams struct {
+	Instance string
+	Seconds  float64
+	Counts   []byte
+}
+
+// One instance's reservation answers of its last @seconds (the console's
+// fleet view), replacing its previous ones; instances silent for an hour go.
+func (q *Queries) ConsoleInstancePublish(ctx context.Context, arg ConsoleInstancePublishParams) error {
+	_, err := q.db.Exec(ctx, consoleInstancePublish, arg.Instance, arg.Seconds, arg.Counts)
+	return err
+}
+
+const consoleInstances = `-- name: ConsoleInstances :many
+SELECT instance, seconds, counts,
+       extract(epoch FROM now() - updated_at)::double precision AS age_seconds
+  FROM console_instances
+ WHERE updated_at > now() - make_interval(secs => $1::double precision)
+ ORDER BY updated_at DESC
+ LIMIT 64
+`
+
+type ConsoleInstancesParams struct {
+	WithinSeconds float64
+}
+
+type ConsoleInstancesRow struct {
+	Instance   string
+	Seconds    float64
+	Counts     []byte
+	AgeSeconds float64
+}
+
+// The instances that reported in the last @within_seconds, with how long ago
+// (by the database's clock), at most 64 (the freshest).
+func (q *Queries) ConsoleInstances(ctx context.Context, arg ConsoleInstancesParams) ([]ConsoleInstancesRow, error) {
+	rows, err := q.db.Query(ctx, consoleInstances, arg.WithinSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConsoleInstancesRow
+	for rows.Next() {
+		var i ConsoleInstancesRow
+		if err := rows.Scan(
+			&i.Instance,
+			&i.Seconds,
+			&i.Counts,
+			&i.AgeSeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const consoleRoom = `-- name: ConsoleRoom :one
 
 SELECT w.next_position, w.preopen_count, w.preopen_tickets,

@@ -14,6 +14,13 @@ type AdminSessionsEnded struct {
 	ExpiresAt time.Time
 }
 
+type ConsoleInstance struct {
+	Instance  string
+	Seconds   float64
+	Counts    []byte
+	UpdatedAt time.Time
+}
+
 type GateOutbox struct {
 	MovementID string
 	SaleID     string

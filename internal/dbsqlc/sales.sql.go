@@ -25,6 +25,21 @@ func (q *Queries) DatabaseNow(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
+const saleExists = `-- name: SaleExists :one
+SELECT EXISTS (SELECT 1 FROM sales WHERE sale_id = $1)
+`
+
+type SaleExistsParams struct {
+	SaleID string
+}
+
+func (q *Queries) SaleExists(ctx context.Context, arg SaleExistsParams) (bool, error) {
+	row := q.db.QueryRow(ctx, saleExists, arg.SaleID)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const saleGet = `-- name: SaleGet :one
 SELECT s.sale_id, s.sku, s.state, s.initial_stock, s.per_customer_limit,
        s.reservation_ttl_seconds, s.opens_at, s.admission, s.buckets,
@@ -257,11 +272,33 @@ func (q *Queries) SaleInvariantAll(ctx context.Context) ([]SaleInvariantAllRow, 
 }
 
 const saleList = `-- name: SaleList :many
-SELECT sale_id FROM sales ORDER BY created_at, sale_id
+SELECT s.sale_id
+  FROM sales s
+ CROSS JOIN LATERAL (
+       SELECT CASE WHEN s.state = 'scheduled' AND s.opens_at <= now() THEN 'open' ELSE s.state END AS shown) e
+ WHERE ($1::text = ''
+        OR (s.created_at, s.sale_id) < (SELECT a.created_at, a.sale_id FROM sales a WHERE a.sale_id = $1))
+   AND (cardinality($2::text[]) = 0
+        OR (CASE WHEN e.shown = 'open'
+                  AND (SELECT coalesce(sum(quantity), 0) FROM stock WHERE stock.sale_id = s.sale_id) = 0
+                 THEN 'sold_out' ELSE e.shown END) = ANY ($2::text[]))
+ ORDER BY s.created_at DESC, s.sale_id DESC
+ LIMIT $3
 `
 
-func (q *Queries) SaleList(ctx context.Context) ([]string, error) {
-	rows, err := q.db.Query(ctx, saleList)
+type SaleListParams struct {
+	After   string
+	States  []string
+	MaxRows int32
+}
+
+// A page of sales, newest first: those made before @after (none: from the
+// newest), in one of @states as a reader sees them (flashline.EffectiveState:
+// a scheduled sale past its opening time is open, an open one with nothing
+// available sold out; none: every state), at most @max_rows. An @after that
+// names no sale is the caller's to tell (SaleExists).
+func (q *Queries) SaleList(ctx context.Context, arg SaleListParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, saleList, arg.After, arg.States, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

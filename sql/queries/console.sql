@@ -56,3 +56,24 @@ SELECT l.created_at
  WHERE l.left_after = 0 AND l.reason = 'reserve'
  ORDER BY l.entry_id
  LIMIT @max_rows::int;
+
+-- name: ConsoleInstancePublish :exec
+-- One instance's reservation answers of its last @seconds (the console's
+-- fleet view), replacing its previous ones; instances silent for an hour go.
+WITH gone AS (
+    DELETE FROM console_instances WHERE updated_at < now() - interval '1 hour'
+)
+INSERT INTO console_instances (instance, seconds, counts, updated_at)
+VALUES (@instance, @seconds, @counts, now())
+ON CONFLICT (instance) DO UPDATE
+   SET seconds = excluded.seconds, counts = excluded.counts, updated_at = excluded.updated_at;
+
+-- name: ConsoleInstances :many
+-- The instances that reported in the last @within_seconds, with how long ago
+-- (by the database's clock), at most 64 (the freshest).
+SELECT instance, seconds, counts,
+       extract(epoch FROM now() - updated_at)::double precision AS age_seconds
+  FROM console_instances
+ WHERE updated_at > now() - make_interval(secs => @within_seconds::double precision)
+ ORDER BY updated_at DESC
+ LIMIT 64;

@@ -74,7 +74,26 @@ WITH moved AS (
 SELECT moved.sale_id FROM moved;
 
 -- name: SaleList :many
-SELECT sale_id FROM sales ORDER BY created_at, sale_id;
+-- A page of sales, newest first: those made before @after (none: from the
+-- newest), in one of @states as a reader sees them (flashline.EffectiveState:
+-- a scheduled sale past its opening time is open, an open one with nothing
+-- available sold out; none: every state), at most @max_rows. An @after that
+-- names no sale is the caller's to tell (SaleExists).
+SELECT s.sale_id
+  FROM sales s
+ CROSS JOIN LATERAL (
+       SELECT CASE WHEN s.state = 'scheduled' AND s.opens_at <= now() THEN 'open' ELSE s.state END AS shown) e
+ WHERE (@after::text = ''
+        OR (s.created_at, s.sale_id) < (SELECT a.created_at, a.sale_id FROM sales a WHERE a.sale_id = @after))
+   AND (cardinality(@states::text[]) = 0
+        OR (CASE WHEN e.shown = 'open'
+                  AND (SELECT coalesce(sum(quantity), 0) FROM stock WHERE stock.sale_id = s.sale_id) = 0
+                 THEN 'sold_out' ELSE e.shown END) = ANY (@states::text[]))
+ ORDER BY s.created_at DESC, s.sale_id DESC
+ LIMIT @max_rows;
+
+-- name: SaleExists :one
+SELECT EXISTS (SELECT 1 FROM sales WHERE sale_id = @sale_id);
 
 -- name: SaleInvariantAll :many
 -- The invariant for every sale, as `flashline check` prints it, with what
