@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,7 +86,7 @@ func (e *edgeDoor) status(w http.ResponseWriter, r *http.Request, saleID, token,
 	// The scratch's buffer is free again once the token is decided.
 	body := NewStatusView(res).AppendJSON(s.Buf()[:0])
 	w.Header()["Cache-Control"] = headerNoStore
-	write(w, http.StatusOK, []string{strconv.Itoa(len(body))}, body)
+	write(w, http.StatusOK, contentLength(len(body)), body)
 	return true
 }
 
@@ -110,7 +109,7 @@ func (e *edgeDoor) ticket(w http.ResponseWriter, r *http.Request, saleID, previo
 	}
 	body := NewTicketView(res).AppendJSON(s.Buf()[:0])
 	w.Header()["Cache-Control"] = headerNoStore
-	write(w, http.StatusOK, []string{strconv.Itoa(len(body))}, body)
+	write(w, http.StatusOK, contentLength(len(body)), body)
 	return true
 }
 
@@ -123,10 +122,8 @@ func ticketOf(r *http.Request) (saleID, previous string, ok bool) {
 	if saleID, ok = saleOf(r, http.MethodGet, "/ticket"); !ok {
 		return "", "", false
 	}
-	for _, b := range []byte(r.URL.RawQuery) { // strings.ContainsAny builds its set per call
-		if b == '%' || b == '+' || b == ';' {
-			return "", "", false
-		}
+	if !plainQuery(r.URL.RawQuery) {
+		return "", "", false
 	}
 	seen := false
 	for q := r.URL.RawQuery; q != ""; {
