@@ -212,3 +212,12 @@ func TestDraw(t *testing.T) {
 		require.InDelta(t, 500, top, 100)
 	})
 }
+
+// BenchmarkDraw is a customer's draw, computed for every new pre-open ticket.
+func BenchmarkDraw(b *testing.B) {
+	seed := []byte("seed-0123456789abcdef0123456789ab")
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = flashline.Draw(seed, "sale_01M98BYEW9VE5Y9X8M48DE3MNA", "edge-bench-17")
+	}
+}

@@ -80,3 +80,37 @@ func fill(t *testing.T, v reflect.Value) {
 		t.Fatalf("fill: a field of kind %s: teach fill (and AppendJSON) about it", v.Kind())
 	}
 }
+
+func TestTicketJSONAsReflection(t *testing.T) {
+	strs := []string{"", "randomized_at_open", "arrival_order", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjIn0.c2ln-_x", "1 < 2", "this & that",
+		"say \"then\"", "back\\slash", "caf\u00e9 \u2028 line", "tab\there\nnew", "\xff\xfe invalid"}
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		tk := api.Ticket{Token: strs[r.IntN(len(strs))], Position: r.Int64N(1<<40) - 1<<20, EstimatedWaitSeconds: r.Int64N(1 << 20),
+			PollAfterMs: r.Int64N(1<<20) - 10, Policy: strs[r.IntN(len(strs))]}
+		if r.IntN(2) == 0 {
+			tk.PositionRange = &api.PositionRange{P25: r.Int64N(1000), P75: r.Int64N(1000)}
+		}
+		if r.IntN(2) == 0 {
+			tk.Challenge = &api.Challenge{Nonce: strs[r.IntN(len(strs))], Bits: r.IntN(30)}
+		}
+		want, err := json.Marshal(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tk.AppendJSON(nil); string(got) != string(want) {
+			t.Fatalf("case %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+	// Every field set, so that a field added to the struct and not to
+	// AppendJSON fails here.
+	var tk api.Ticket
+	fill(t, reflect.ValueOf(&tk).Elem())
+	want, err := json.Marshal(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tk.AppendJSON(nil); string(got) != string(want) {
+		t.Fatalf("every field set:\n got %s\nwant %s", got, want)
+	}
+}

@@ -92,7 +92,9 @@ type PositionRange struct {
 
 // Ticket is the answer to GET /sales/{saleId}/ticket. challenge is null
 // when the sale asks none; positionRange is there only when the place is an
-// estimate (placed by the draw).
+// estimate (placed by the draw). The edge's front door writes it by hand
+// (ticket.go's AppendJSON): a field added here is added there too, which
+// TestTicketJSONAsReflection checks.
 type Ticket struct {
 	Token                string         `json:"token"`
 	Position             int64          `json:"position"`

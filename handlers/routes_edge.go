@@ -118,5 +118,7 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 	public.handle(http.MethodGet, "/sales/:saleId/status/stream", oursStream, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
 	public.preflights()
 	waitpage.Register(r)
-	return boundPerAddr(r, newAddrBound(d.InFlightPerAddr, d.TrustedProxies))
+	// The crowd's tickets and polls that memory answers are answered
+	// before the routes (edgedoor.go).
+	return boundPerAddr(newEdgeDoor(r, d), newAddrBound(d.InFlightPerAddr, d.TrustedProxies))
 }

@@ -2,15 +2,18 @@ package roomtoken
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -27,9 +30,9 @@ import (
 // any JWT library, or a few lines of standard library: look the key up by
 // kid, check HS256, the HMAC, aud and exp.
 //
-// Signing and verification are github.com/golang-jwt/jwt/v5's (its HS256
-// method and its parser, with the algorithm allowlisted before any signature
-// check); this file adds what the parser leaves open: the size bound, one
+// Verification is github.com/golang-jwt/jwt/v5's (its parser, with the
+// algorithm allowlisted before any signature check), and signing computes
+// its HS256 method's HMAC with a MAC kept per key (key.sign); this file adds what the parser leaves open: the size bound, one
 // spelling per token (only the base64url alphabet, strict base64, the exact
 // header), strict claims (no unknown or duplicate claims, exactly one JSON
 // object, the right types) and the kind. Tokens are encoded here rather than
@@ -130,20 +133,24 @@ func (k *Keyring) sign(claims any) string {
 	return k.keys[0].sign(marshal(claims))
 }
 
-// sign returns header "." base64url(payload) "." base64url(HS256 signature).
+// sign returns header "." base64url(payload) "." base64url(HS256 signature):
+// the HMAC-SHA256 of everything before the second dot, as golang-jwt's HS256
+// method computes it (TestJWTLibraryVerifies), with a MAC of the key's pool.
 func (key key) sign(payload []byte) string {
 	b := make([]byte, 0, len(key.header)+b64.EncodedLen(len(payload))+sigB64Len+2)
 	b = append(b, key.header...)
 	b = append(b, '.')
 	b = b64.AppendEncode(b, payload)
-	sig, err := jwt.SigningMethodHS256.Sign(string(b), key.secret)
-	if err != nil {
-		// Only a key that is not []byte gets here.
-		panic("waitroom: sign token: " + err.Error())
-	}
+	mac := key.macs.Get().(hash.Hash)
+	mac.Reset()
+	mac.Write(b)
+	var sum [sha256.Size]byte
+	sig := mac.Sum(sum[:0])
+	key.macs.Put(mac)
 	b = append(b, '.')
 	b = b64.AppendEncode(b, sig)
-	return string(b)
+	// b is not written again: the token is a view of it, not a copy.
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // open verifies a token of the kind aud names and returns its claims: size,

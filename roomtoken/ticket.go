@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -52,7 +53,7 @@ type ticketClaims struct {
 // token of any other is refused when parsed.
 func (k *Keyring) SignTicket(t Ticket) string {
 	arrived := t.ArrivedAt.Unix()
-	return k.sign(ticketClaims{
+	c := ticketClaims{
 		Audience:  ticketAudience,
 		Subject:   t.CustomerID,
 		IssuedAt:  arrived,
@@ -61,7 +62,47 @@ func (k *Keyring) SignTicket(t Ticket) string {
 		Position:  t.Position,
 		PreOpen:   t.PreOpen,
 		Draw:      t.Draw,
-	})
+	}
+	var buf [512]byte // a plain ticket's claims, on the stack
+	return k.keys[0].sign(c.appendJSON(buf[:0]))
+}
+
+// appendJSON appends c as marshal writes it: by hand when both ids are
+// plain (printable ASCII but '"' and '\', which JSON writes as they are
+// with HTML escaping off: every id the service makes), else by marshal.
+// TestTicketClaimsAsMarshal holds the two to the same bytes.
+func (c ticketClaims) appendJSON(b []byte) []byte {
+	if !plainJSON(c.Subject) || !plainJSON(c.Sale) {
+		return append(b, marshal(c)...)
+	}
+	b = append(b, `{"aud":"`...)
+	b = append(b, c.Audience...)
+	b = append(b, `","sub":"`...)
+	b = append(b, c.Subject...)
+	b = append(b, `","iat":`...)
+	b = strconv.AppendInt(b, c.IssuedAt, 10)
+	b = append(b, `,"exp":`...)
+	b = strconv.AppendInt(b, c.ExpiresAt, 10)
+	b = append(b, `,"sale":"`...)
+	b = append(b, c.Sale...)
+	b = append(b, `","pos":`...)
+	b = strconv.AppendInt(b, c.Position, 10)
+	b = append(b, `,"preopen":`...)
+	b = strconv.AppendBool(b, c.PreOpen)
+	b = append(b, `,"draw":`...)
+	b = strconv.AppendUint(b, c.Draw, 10)
+	return append(b, '}')
+}
+
+// plainJSON reports whether JSON writes s between its quotes as it is, with
+// HTML escaping off: every byte printable ASCII, none '"' or '\'.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseTicket verifies a ticket token's signature, format and expiry and

@@ -160,3 +160,18 @@ func TestAdmissionID(t *testing.T) {
 		require.Equal(t, id, got.ID)
 	})
 }
+
+// TestTicketClaimsAsMarshal: a ticket's claims written by hand are the bytes
+// marshal writes, for plain ids and for every kind of id that is not.
+func TestTicketClaimsAsMarshal(t *testing.T) {
+	t.Parallel()
+	ids := []string{"sale_01M98BYEW9VE5Y9X8M48DE3MNA", "cust_1", "auth0|5f7c8ec7c33c6c004bbafe82", "a <b> & c", "x", worst, worstRunes,
+		`back\slash`, "caf\u00e9", "line\u2029sep", "~!@#$%^*()_+{}:?`", strings.Repeat("z", MaxIDLen)}
+	for i, sale := range ids {
+		for j, customer := range ids {
+			c := ticketClaims{Audience: ticketAudience, Subject: customer, IssuedAt: 1767225600 + int64(i), ExpiresAt: 1767312000 + int64(j),
+				Sale: sale, Position: int64(i*j + 1), PreOpen: (i+j)%2 == 0, Draw: math.MaxUint64 - uint64(i*1000+j)}
+			require.Equal(t, string(marshal(c)), string(c.appendJSON(nil)), "sale %q, customer %q", sale, customer)
+		}
+	}
+}

@@ -15,6 +15,8 @@
 #
 #   scripts/capacity.sh        DURATION=10s HOT=5s HOT_CLIENTS=128 USERS=10000 UNITS=1000 WORKERS=2
 #
+# ONLY=edge runs the first part alone.
+#
 # Uses $DATABASE_URL, else the development database (make devdb-up); the
 # rehearsal's files in OUT (/tmp/flashline-capacity).
 set -euo pipefail
@@ -40,6 +42,7 @@ up "$edge"
 echo "== $(date -u +%H:%M) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 echo "== 1. the edge, per process: tickets and status answers against its /healthz (${DURATION:-10s} each)"
 GOGC=400 bin/flashline-loadtest --quiet --scenario edge --target "http://$origin,http://$edge" --duration "${DURATION:-10s}" 2>&1
+if [ "${ONLY:-}" = edge ]; then echo "== done $(date -u +%H:%M) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg)"; exit 0; fi
 echo
 echo "== 2. the origin: reservations of one hot sale (${HOT_CLIENTS:-128} clients, ${HOT:-5s})"
 GOGC=400 bin/flashline-loadtest --quiet --scenario hot --target "http://$origin" --clients "${HOT_CLIENTS:-128}" --duration "${HOT:-5s}" 2>&1

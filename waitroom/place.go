@@ -88,23 +88,8 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 		return TicketResult{}, flashline.Invalid(fmt.Sprintf("the waiting room takes customer ids of at most %d bytes", roomtoken.MaxIDLen))
 	}
 	draw := flashline.Draw(s.Room.DrawSeed, req.SaleID, req.CustomerID)
-	if s.Room.Fairness == flashline.FairnessRandomizedAtOpen && s.Room.PreopenCount < 0 && !s.Opened(latest(r.cache.Now(), s.DBNow)) {
-		// Before the open the draw orders everyone: the ticket takes no
-		// position, no write and no limit (asking again gives the same
-		// place), and is the same for every ask within the hour (see
-		// drawnTicket). The open is judged by the database's clock as this
-		// instance estimates it (Cache.Now); a sale opened by hand is seen
-		// open once the cache hears of it, so a customer who asks in that
-		// moment is placed by the draw too. The estimate moves with every
-		// read, and on an edge with every document (each its origin's
-		// estimate), so it can step back: the open is never judged by an
-		// earlier clock than the one the facts were read at (which the
-		// policy reveals the seed by), and never once the facts say the
-		// crowd is frozen (a ticket drawn then would not be counted in it).
-		r.countPreopen(s.ID, draw)
-		t := drawnTicket(req.SaleID, req.CustomerID, draw, now)
-		r.metrics.tickets.WithLabelValues("new").Inc()
-		return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
+	if r.placedByDraw(s) {
+		return r.drawnResult(s, req.CustomerID, draw, now), nil
 	}
 	if !r.limiter.allow(req.SaleID+"\n"+req.CustomerID, now) {
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrRateLimited)
@@ -119,6 +104,61 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	}
 	r.metrics.tickets.WithLabelValues("new").Inc()
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
+}
+
+// TicketFromMemory is Ticket when memory alone answers it, with nothing
+// asked of the store: the sale's waiting room fresh in memory, asking no
+// account age (the caller does not read the account's creation from the
+// customer's token), and the answer the ticket given back (customerID's own,
+// of this sale) or a new one placed by the draw before the open. ok false
+// says only that it did not answer, and nothing was counted: Ticket decides,
+// with its errors, its positions and its limit. It is for the edge's front
+// door (handlers/edgedoor.go), where a crowd's tickets cost least.
+// customerID may be a view of the caller's scratch space: the result holds
+// it, and is good while that is.
+func (r *Room) TicketFromMemory(saleID, customerID, previousToken string) (TicketResult, bool) {
+	s, ok := r.cache.Fresh(saleID)
+	if !ok || s.Admission != flashline.AdmissionWaitingRoom || s.State == flashline.StateClosed || s.Room.MinAccountAgeSeconds > 0 {
+		return TicketResult{}, false
+	}
+	s = r.withEdges(s)
+	now := r.opts.Now()
+	if previousToken != "" {
+		t, err := r.keys.ParseTicket(previousToken)
+		if err == nil && t.SaleID == saleID && t.CustomerID == customerID {
+			r.metrics.tickets.WithLabelValues("presented").Inc()
+			return r.ticketResult(s, t, previousToken, true, now), true
+		}
+	}
+	if s.SoldOut || len(customerID) > roomtoken.MaxIDLen || !r.placedByDraw(s) {
+		return TicketResult{}, false
+	}
+	return r.drawnResult(s, customerID, flashline.Draw(s.Room.DrawSeed, saleID, customerID), now), true
+}
+
+// placedByDraw reports whether a new ticket in s's room is placed by the
+// draw. Before the open the draw orders everyone: the ticket takes no
+// position, no write and no limit (asking again gives the same place), and
+// is the same for every ask within the hour (see drawnTicket). The open is
+// judged by the database's clock as this instance estimates it
+// (Cache.Now); a sale opened by hand is seen open once the cache hears of
+// it, so a customer who asks in that moment is placed by the draw too. The
+// estimate moves with every read, and on an edge with every document (each
+// its origin's estimate), so it can step back: the open is never judged by
+// an earlier clock than the one the facts were read at (which the policy
+// reveals the seed by), and never once the facts say the crowd is frozen
+// (a ticket drawn then would not be counted in it).
+func (r *Room) placedByDraw(s flashline.SaleFacts) bool {
+	return s.Room.Fairness == flashline.FairnessRandomizedAtOpen && s.Room.PreopenCount < 0 && !s.Opened(latest(r.cache.Now(), s.DBNow))
+}
+
+// drawnResult is customerID's new ticket placed by its draw in s's room
+// (placedByDraw), counted once among the room's pre-open tickets.
+func (r *Room) drawnResult(s flashline.SaleFacts, customerID string, draw uint64, now time.Time) TicketResult {
+	r.countPreopen(s.ID, draw)
+	t := drawnTicket(s.ID, customerID, draw, now)
+	r.metrics.tickets.WithLabelValues("new").Inc()
+	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now)
 }
 
 // latest is the later of a and b.
