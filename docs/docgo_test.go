@@ -20,8 +20,6 @@ var noDocGo = map[string]string{
 	"docs":                      "a test only: no package to document",
 	"internal/testkit/rehearse": "a test only: no package to document",
 	"internal/dbsqlc":           "sqlc's: every file in it is generated",
-	// Changed on branches of their own now; their doc.go follows.
-	"edge": "changed on another branch",
 }
 
 // TestDocGoSaysTheLayoutLine: the doc.go of every package in
