@@ -130,6 +130,10 @@ func (s *Store) StoredAnswer(ctx context.Context, req flashline.ReserveRequest) 
 // OwedToCustomer is how many units of the customer are owed back to a gated
 // sale's counter and not applied yet.
 func (s *Store) OwedToCustomer(ctx context.Context, saleID, customerID string) (int64, error) {
+	// A buyer's request waits for it: bounded as a reservation's attempt
+	// is (the request's context has no deadline).
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ReserveTimeout)
+	defer cancel()
 	n, err := dbsqlc.New(s.sale).GateOwedToCustomer(ctx, dbsqlc.GateOwedToCustomerParams{SaleID: saleID, CustomerID: customerID})
 	if err != nil {
 		return 0, fmt.Errorf("units owed to the gate of sale %s for %s: %w", saleID, customerID, translate(err))

@@ -12,8 +12,15 @@ import (
 // transaction; sql/queries/reserve.sql has the statements and why they are
 // safe under concurrency).
 func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
+	deadline := time.Now().Add(s.opts.ReserveTimeout)
 	if req.AdmissionID != "" {
-		if err := s.limitAdmitted(ctx, req); err != nil {
+		// Within the attempt's deadline too: the request's context has
+		// none, and a new connection's attempt may run for
+		// DefaultConnectTimeout.
+		lctx, cancel := context.WithDeadline(ctx, deadline)
+		err := s.limitAdmitted(lctx, req)
+		cancel()
+		if err != nil {
 			return flashline.ReserveResult{}, err
 		}
 	}
@@ -23,7 +30,7 @@ func (s *Store) Reserve(ctx context.Context, req flashline.ReserveRequest) (flas
 	// attempt whose client has left before its batch begins is dropped
 	// instead (coalescer.take): it has done nothing, and run later it could
 	// take a unit after the client's retry was told "no" elsewhere.
-	c := &call{req: req, client: ctx, deadline: time.Now().Add(s.opts.ReserveTimeout), done: make(chan struct{})}
+	c := &call{req: req, client: ctx, deadline: deadline, done: make(chan struct{})}
 	return s.batches.submit(c)
 }
 
