@@ -192,6 +192,11 @@ type PaymentResult struct {
 // instance warns that the reports do not come.
 const InstrumentReportOverdue = 5 * time.Minute
 
+// InstrumentReportWindow is how far back that warning looks at successes
+// waiting for their report: a hold that expired without its report waits
+// for ever, and the read stays bounded.
+const InstrumentReportWindow = time.Hour
+
 // InstrumentMismatch reports whether applying the event found the token's
 // claimed instrument and the provider's reported one to disagree.
 func (r PaymentResult) InstrumentMismatch() bool {

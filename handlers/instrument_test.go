@@ -396,12 +396,12 @@ func TestStripeChargesThatNeverCome(t *testing.T) {
 	}
 	intent(0)
 	require.Equal(t, "0", s.metricValue(t, overdue))
-	tag, err := s.pool.Exec(t.Context(), `UPDATE payment_events SET received_at = now() - interval '1 hour' WHERE event_id LIKE '%evt_pi_nocharge_0'`)
+	tag, err := s.pool.Exec(t.Context(), `UPDATE payment_events SET received_at = now() - interval '10 minutes' WHERE event_id LIKE '%evt_pi_nocharge_0'`)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, tag.RowsAffected())
 
 	second := intent(1)
-	require.Equal(t, "1", s.metricValue(t, overdue), "a success waits while another has waited an hour with no charge")
+	require.Equal(t, "1", s.metricValue(t, overdue), "a success waits while another has waited ten minutes with no charge")
 	require.True(t, s.stripe(t, "evt_pi_nocharge_1", "payment_intent.succeeded", intentSucceeded("pi_nocharge_1", second)).Replayed)
 	require.Equal(t, "1", s.metricValue(t, overdue), "a redelivery is not counted again")
 

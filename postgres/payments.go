@@ -167,7 +167,8 @@ func paymentSucceeded(ctx context.Context, q *dbsqlc.Queries, e flashline.Paymen
 			// Do the reports come at all? Successes of the sale that
 			// waited past the bound while none came say they do not.
 			n, err := q.PaymentsOverdueForInstrument(ctx, dbsqlc.PaymentsOverdueForInstrumentParams{
-				OverdueSeconds: int32(flashline.InstrumentReportOverdue / time.Second), EventID: e.ID, SaleID: r.SaleID,
+				OverdueSeconds: int32(flashline.InstrumentReportOverdue / time.Second),
+				WindowSeconds:  int32(flashline.InstrumentReportWindow / time.Second), EventID: e.ID, SaleID: r.SaleID,
 			})
 			res.OverdueForInstrument = int(n)
 			return err

@@ -393,31 +393,39 @@ SELECT count(*)::int AS overdue
   FROM payment_events pe
   JOIN reservations r ON r.reservation_id = pe.reservation_id
  WHERE pe.outcome = 'awaiting_instrument'
-   AND pe.received_at < now() - make_interval(secs => $1::int)
-   AND pe.event_id <> $2::text
-   AND r.sale_id = $3::text
+   AND pe.received_at >= now() - make_interval(secs => $1::int)
+   AND pe.received_at < now() - make_interval(secs => $2::int)
+   AND pe.event_id <> $3::text
+   AND r.sale_id = $4::text
    AND NOT EXISTS (
        SELECT 1 FROM payment_instruments pi
          JOIN reservations ri ON ri.reservation_id = pi.reservation_id
-        WHERE pi.received_at >= now() - make_interval(secs => $1::int)
-          AND ri.sale_id = $3::text)
+        WHERE pi.received_at >= pe.received_at
+          AND ri.sale_id = $4::text)
 `
 
 type PaymentsOverdueForInstrumentParams struct {
+	WindowSeconds  int32
 	OverdueSeconds int32
 	EventID        string
 	SaleID         string
 }
 
-// How many of a sale's payment successes, other than @event_id, have waited
-// for their instrument's report (outcome awaiting_instrument) for more than
-// @overdue_seconds while no report for the sale came in that time: a
-// provider whose reports do not come (a Stripe endpoint not subscribed to
-// charge.succeeded), not one report lost among many that come. The two
-// received_at indexes (migration 000022) keep it to the few waiting and the
-// reports of the last @overdue_seconds.
+// How many of a sale's payment successes, other than @event_id, received
+// in the last @window_seconds, have waited for their instrument's report
+// (outcome awaiting_instrument) for more than @overdue_seconds while no
+// report for the sale came since they arrived: a provider whose reports do
+// not come (a Stripe endpoint not subscribed to charge.succeeded), not one
+// report lost among many that come. The window bounds the read (a hold that
+// expired without its report waits for ever); the two received_at indexes
+// (migration 000022) keep it to the few waiting and the reports after them.
 func (q *Queries) PaymentsOverdueForInstrument(ctx context.Context, arg PaymentsOverdueForInstrumentParams) (int32, error) {
-	row := q.db.QueryRow(ctx, paymentsOverdueForInstrument, arg.OverdueSeconds, arg.EventID, arg.SaleID)
+	row := q.db.QueryRow(ctx, paymentsOverdueForInstrument,
+		arg.WindowSeconds,
+		arg.OverdueSeconds,
+		arg.EventID,
+		arg.SaleID,
+	)
 	var overdue int32
 	err := row.Scan(&overdue)
 	return overdue, err
