@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,11 +131,22 @@ func fleetRates(all []instanceAnswers) (api.LiveRates, []api.InstanceRates) {
 func otherInstances(self string, reports []flashline.InstanceReport, logger *slog.Logger) []instanceAnswers {
 	var out []instanceAnswers
 	for _, r := range reports {
-		if r.Instance == self || r.Seconds <= 0 {
+		// A report covers about a second (RunPublisher); a row that says
+		// otherwise, or whose counts are not finite and non-negative (a
+		// hand-edited row: NaN passes the table's CHECK), would make the
+		// fleet's rates NaN and every instance's live page unencodable.
+		if r.Instance == self || !(r.Seconds >= 0.1 && r.Seconds <= 60) {
 			continue
 		}
 		var delta map[string]float64
-		if err := json.Unmarshal(r.Counts, &delta); err != nil {
+		err := json.Unmarshal(r.Counts, &delta)
+		for k, n := range delta {
+			if math.IsNaN(n) || math.IsInf(n, 0) || n < 0 || n > 1e12 || !finiteKey(k) {
+				err = fmt.Errorf("count %q is %v", k, n)
+				break
+			}
+		}
+		if err != nil {
 			if logger != nil {
 				logger.Warn("console: an instance's answers unreadable", "instance", r.Instance, "err", err)
 			}
@@ -141,4 +155,15 @@ func otherInstances(self string, reports []flashline.InstanceReport, logger *slo
 		out = append(out, instanceAnswers{name: r.Instance, seconds: r.Seconds, delta: delta})
 	}
 	return out
+}
+
+// finiteKey reports whether a count's key, when it is a latency bucket's,
+// has a bound the p99 can be: a number or +Inf (ParseFloat also reads
+// "NaN" and "-Inf").
+func finiteKey(k string) bool {
+	if !strings.HasPrefix(k, keyLatencyPrefix) {
+		return true
+	}
+	le, err := strconv.ParseFloat(strings.TrimPrefix(k, keyLatencyPrefix), 64)
+	return err != nil || !math.IsNaN(le) && !math.IsInf(le, -1)
 }

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -27,6 +28,10 @@ func TestConsoleFleetRates(t *testing.T) {
 	publish := func() {
 		require.NoError(t, store.PublishAnswers(t.Context(), "pod-a", 1, []byte(`{"ok":12,"sold_out":3,"\u0000le 0.01":15,"\u0000le 0.05":15,"\u0000le +Inf":15}`)))
 		require.NoError(t, store.PublishAnswers(t.Context(), "pod-b", 2, []byte(`{"ok":4,"\u0000le 0.01":3,"\u0000le 0.05":4,"\u0000le +Inf":4}`)))
+		// Rows no instance writes (hand-edited): left out, not NaN in
+		// every instance's rates.
+		require.NoError(t, store.PublishAnswers(t.Context(), "pod-nan-seconds", math.NaN(), []byte(`{"ok":1}`)))
+		require.NoError(t, store.PublishAnswers(t.Context(), "pod-nan-bound", 1, []byte(`{"ok":1,"\u0000le NaN":1}`)))
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	var live api.Live
