@@ -2,7 +2,7 @@
 // lotteries, the `Store` interface, the refusals decided without the database,
 // errors, the checks of client-controlled values.
 //
-// Package flashline is the domain of a flash-sale service for stores that run on
+// It is the domain of a flash-sale service for stores that run on
 // one PostgreSQL primary: sales and their state machine, reservations, the
 // customers acting on them, and the errors the rest of the program speaks in.
 // It is the hub: every type that crosses a package boundary lives here, so

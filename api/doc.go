@@ -1,7 +1,7 @@
 // Package api holds the HTTP contract: `openapi.json` and the JSON shapes of
 // its answers.
 //
-// Package api is the HTTP contract: the OpenAPI 3.1 document (openapi.json,
+// It is the HTTP contract: the OpenAPI 3.1 document (openapi.json,
 // served at /openapi.json) and the JSON shapes of the answers (types.go),
 // one set for both sides. The server (package handlers) fills them; the
 // contract's client (internal/client) decodes into them; the generated

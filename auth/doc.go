@@ -1,7 +1,7 @@
 // Package auth holds customer tokens and the admin token, the browser's
 // session.
 //
-// Package auth verifies the two kinds of caller the HTTP contract knows:
+// It verifies the two kinds of caller the HTTP contract knows:
 // customers, with a JWT, and the admin, with a shared token. A customer's
 // JWT is signed with a secret Flashline shares (HS256), or by the store's
 // identity provider (RS256, ES256, EdDSA) with a key it publishes as a JWKS

@@ -1,7 +1,7 @@
 // Package gate holds the optional Redis gate: its scripts, the Store it wraps,
 // the relay, the checks, the rebuild; what it reads of memory (`Memory`).
 //
-// Package gate is the optional Redis gate of peak sales: a counter in Redis,
+// It is the optional Redis gate of peak sales: a counter in Redis,
 // in front of the stock rows, that decides who may try to reserve, so that
 // only its winners reach PostgreSQL. PostgreSQL still decides who gets a
 // unit: its conditional UPDATE stays the backstop, so a gate that is wrong

@@ -1,7 +1,7 @@
 // Package handlers holds the HTTP layer: the routes, the front door, the
 // console, the API reference, the providers' webhooks, the edge's surface.
 //
-// Package handlers is Flashline's HTTP layer (Gin): Routes (routes.go) builds the
+// It is Flashline's HTTP layer (Gin): Routes (routes.go) builds the
 // origin's engine and lists the operations' routes, and each audience's
 // routes are listed in a file of its own: routes_shop.go (shoppers' API and
 // the waiting-room page), routes_admin.go (the store's admin API and

@@ -1,6 +1,6 @@
 // Package loadshed holds the admission limiter.
 //
-// Package loadshed is Flashline's in-process admission limiter: it decides,
+// It is Flashline's in-process admission limiter: it decides,
 // in well under a microsecond, without allocating and without touching the
 // database, whether a request may enter the purchase path, may wait a little
 // for a slot, or must be turned away with "overloaded". It depends on the standard library only (gin.go is a thin Gin

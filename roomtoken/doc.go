@@ -1,7 +1,7 @@
 // Package roomtoken holds tickets, admission tokens, the challenge, the
 // documents origins and edges exchange.
 //
-// Package roomtoken signs and verifies what the waiting room hands out and
+// It signs and verifies what the waiting room hands out and
 // what passes between its instances, so that no instance keeps a row per
 // waiter:
 //

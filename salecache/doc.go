@@ -1,7 +1,7 @@
 // Package salecache holds what an instance knows of its sales without the
 // database.
 //
-// Package salecache is what each flashline instance knows about its sales
+// It is what each flashline instance knows about its sales
 // without asking the database: whether each is scheduled, open, paused,
 // closed or sold out, its waiting room's rules and counters. One cache
 // serves the purchase path, whose 99% "no" (sold out, not open) is decided

@@ -1,7 +1,7 @@
 // Package stack holds the store put together: cache, gate, and the database
 // adapter it is given.
 //
-// Package stack puts the store together: the sale cache in front of the
+// It puts the store together: the sale cache in front of the
 // Redis gate in front of the database adapter, as the one flashline.Store
 // the HTTP layer uses, and the parts the rest of an instance needs of it.
 //

@@ -1,7 +1,7 @@
 // Package waitroom holds the waiting room: tickets, the pacer, an origin's
 // side of the edges; what it reads of memory (`Memory`).
 //
-// Package waitroom is the waiting room in front of a sale's purchase path:
+// It is the waiting room in front of a sale's purchase path:
 // tickets (a place in line, held by the client), where a ticket stands
 // (answered from memory), the proof of work asked before admission,
 // admission tokens, and the pacer that lets people in at the pace the

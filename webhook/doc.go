@@ -1,6 +1,6 @@
 // Package webhook holds the signatures of payment events.
 //
-// Package webhook is how the payment side proves that a payment event is
+// It is how the payment side proves that a payment event is
 // its own: the Flashline-Signature header, the scheme Stripe's webhooks use
 // (and Stripe's own Stripe-Signature, verified the same way), and Adyen's
 // notification HMAC (adyen.go).

@@ -1,6 +1,6 @@
 // Command flashline-loadtest holds the load generator's command.
 //
-// Command flashline-loadtest is Flashline's load generator: it creates a
+// It is Flashline's load generator: it creates a
 // sale on the service it is pointed at, drives a scenario (northline, hot,
 // overload, crowd, no, edge) against it and verifies that nothing was
 // oversold. It is a command of its own so that the service binary links

@@ -1,6 +1,6 @@
 // Package client holds the typed client of the HTTP contract.
 //
-// Package client is the typed client of Flashline's HTTP contract, the
+// It is the typed client of Flashline's HTTP contract, the
 // OpenAPI document api/openapi.json (served at /openapi.json), for the
 // load test, the fault harness and the tests. Its types and calls are checked
 // against the document (openapi_test.go), and the tests send its requests

@@ -1,6 +1,6 @@
 // Package devdb holds the development PostgreSQL.
 //
-// Package devdb starts and stops a local development PostgreSQL cluster built
+// It starts and stops a local development PostgreSQL cluster built
 // from the PostgreSQL server binaries installed on the machine (initdb,
 // pg_ctl, postgres), so that working on flashline needs nothing but Go and
 // PostgreSQL's server package: no Docker, no system-wide database setup.

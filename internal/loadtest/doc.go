@@ -1,6 +1,6 @@
 // Package loadtest holds the load generator's scenarios and report.
 //
-// Package loadtest is `flashline-loadtest` (cmd/flashline-loadtest): a load generator and scenario
+// It is `flashline-loadtest` (cmd/flashline-loadtest): a load generator and scenario
 // runner that speaks only the HTTP contract, prints a summary table, and
 // verifies at the end, from the admin API, that nothing was oversold or
 // duplicated.

@@ -1,6 +1,6 @@
 // Package memo holds what verifying a signed token found, remembered.
 //
-// Package memo remembers what verifying a signed token found, so that a token
+// It remembers what verifying a signed token found, so that a token
 // presented again and again (a customer's bearer token on every request, a
 // waiting-room ticket on every status poll) is verified once, not on every
 // request: HMAC, base64 and JSON decoding were the largest costs of the

@@ -1,7 +1,7 @@
 // Package contract holds checks of HTTP exchanges against the OpenAPI
 // document.
 //
-// Package contract checks HTTP exchanges against the API's OpenAPI document
+// It checks HTTP exchanges against the API's OpenAPI document
 // (api/openapi.json) with kin-openapi's openapi3filter, so that the
 // document cannot drift from the server: the tests send every request through
 // Handler (in process) or Transport (to a serve process), and a request or

@@ -1,6 +1,6 @@
 // Package testbrowser holds the headless Chromium of the browser tests.
 //
-// Package testbrowser starts the headless Chromium the browser tests drive
+// It starts the headless Chromium the browser tests drive
 // (waitpage/, handlers/' API reference, the console). Setting up the browser
 // is the Makefile's job (`make chromium`, which `make test` runs first),
 // never a test's: without one on PATH the test fails and says so.

@@ -1,6 +1,6 @@
 // Package testdb holds a migrated database per test.
 //
-// Package testdb gives each test its own real PostgreSQL database, created
+// It gives each test its own real PostgreSQL database, created
 // from a migrated template, so tests can commit, run concurrently, use
 // LISTEN/NOTIFY and run workers without seeing each other.
 //

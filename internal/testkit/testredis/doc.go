@@ -1,6 +1,6 @@
 // Package testredis holds a Redis per test.
 //
-// Package testredis gives tests a real Redis: the one named by
+// It gives tests a real Redis: the one named by
 // FLASHLINE_TEST_REDIS_URL, else a redis-server of their own, started from
 // the machine's binaries on a free loopback port (as `make test` starts the
 // development PostgreSQL), without persistence, and stopped when the test

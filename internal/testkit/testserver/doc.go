@@ -1,6 +1,6 @@
 // Package testserver holds real `serve` processes for tests.
 //
-// Package testserver runs real `flashline serve` processes for tests, built
+// It runs real `flashline serve` processes for tests, built
 // with the race detector, and talks to them over HTTP the way a client that
 // knows only the contract would.
 package testserver
