@@ -24,40 +24,10 @@ import (
 // never answered; the next ones reach the database.
 func TestNewPoolWaitsOutASlowSessionStart(t *testing.T) {
 	t.Parallel()
-	dbURL := testdb.New(t)
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	target := u.Host
+	// The first connection is accepted and never answered.
+	dbURL, accepted := relay(t, testdb.New(t), func(n int64) (bool, time.Duration) { return n > 1, 0 })
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-			if accepted.Add(1) == 1 {
-				continue // silent: the session never starts
-			}
-			go func() {
-				d, err := net.Dial("tcp", target)
-				if err != nil {
-					c.Close()
-					return
-				}
-				t.Cleanup(func() { d.Close() })
-				go io.Copy(d, c)
-				io.Copy(c, d)
-			}()
-		}
-	}()
-	u.Host = ln.Addr().String()
-
-	pool, err := postgres.NewPool(context.Background(), u.String(), "slow", postgres.PoolOptions{MaxConns: 2, ConnectTimeout: 500 * time.Millisecond})
+	pool, err := postgres.NewPool(context.Background(), dbURL, "slow", postgres.PoolOptions{MaxConns: 2, ConnectTimeout: 500 * time.Millisecond})
 	require.NoError(t, err, "a session slower than one attempt is waited for")
 	t.Cleanup(pool.Close)
 	require.GreaterOrEqual(t, accepted.Load(), int64(2), "the first attempt timed out and another was made")
@@ -83,42 +53,12 @@ func TestNewPoolFailsAtOnceWhenRefused(t *testing.T) {
 func TestAConnectionSlowerThanItsCallerJoinsThePool(t *testing.T) {
 	t.Parallel()
 	const sessionStart = 4 * time.Second
-	dbURL := testdb.New(t)
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	target := u.Host
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			t.Cleanup(func() { c.Close() })
-			go func() {
-				d, err := net.Dial("tcp", target)
-				if err != nil {
-					c.Close()
-					return
-				}
-				t.Cleanup(func() { d.Close() })
-				go io.Copy(d, c)
-				// The server's answers, the session's start first, come
-				// sessionStart late.
-				time.Sleep(sessionStart)
-				io.Copy(c, d)
-			}()
-		}
-	}()
-	u.Host = ln.Addr().String()
+	// The server's answers, the session's start first, come sessionStart
+	// late.
+	dbURL, accepted := relay(t, testdb.New(t), func(int64) (bool, time.Duration) { return true, sessionStart })
 
 	ctx := context.Background()
-	pool, err := postgres.NewPool(ctx, u.String(), "slow", postgres.PoolOptions{MaxConns: 2})
+	pool, err := postgres.NewPool(ctx, dbURL, "slow", postgres.PoolOptions{MaxConns: 2})
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	held, err := pool.Acquire(ctx) // the connection NewPool made
@@ -143,4 +83,46 @@ func TestAConnectionSlowerThanItsCallerJoinsThePool(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no connection %s after the first caller asked", 3*postgres.DefaultConnectTimeout)
 	}
 	require.Equal(t, int64(2), accepted.Load(), "one attempt, outliving its caller, made the second connection")
+}
+
+// relay starts a TCP relay in front of the test database dbURL and returns
+// the database's URL through it and a count of the connections it accepted.
+// serve says, for the n-th connection (from 1), whether it is relayed at all
+// (false: accepted and never answered) and how late the server's answers
+// reach the client.
+func relay(t *testing.T, dbURL string, serve func(n int64) (relayed bool, delay time.Duration)) (string, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	target := u.Host
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	accepted := new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			relayed, delay := serve(accepted.Add(1))
+			if !relayed {
+				continue
+			}
+			go func() {
+				d, err := net.Dial("tcp", target)
+				if err != nil {
+					c.Close()
+					return
+				}
+				t.Cleanup(func() { d.Close() })
+				go io.Copy(d, c)
+				time.Sleep(delay)
+				io.Copy(c, d)
+			}()
+		}
+	}()
+	u.Host = ln.Addr().String()
+	return u.String(), accepted
 }
