@@ -23,7 +23,7 @@ WITH_TEST_DB = started=; if [ -z "$$DATABASE_URL" ] && ! $(BIN) devdb status >/d
 	url="$(DB_URL)" && test -n "$$url" || exit 1; export FLASHLINE_TEST_DATABASE_URL="$$url";
 END_TEST_DB = rc=$$?; if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$rc
 
-# The browsers the tests in waitpage/ drive (the first found on PATH).
+# The browsers the tests in waitroom/waitpage/ drive (the first found on PATH).
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 
 .PHONY: run test test-short chaos fuzz bench profile rehearse build devdb-up devdb-down generate check-generated vet chromium pgbouncer locust clean
@@ -70,13 +70,13 @@ chaos: build
 	FLASHLINE_CHAOS=full FLASHLINE_CHAOS_SEED=$(SEED) FLASHLINE_CHAOS_FAULTS=$(FAULTS) \
 		$(GO) test -race -count=1 -timeout 120m -run '^TestChaos$$' -v ./internal/testkit/chaos/
 
-## chromium: a browser for the tests in waitpage/ (make test needs it);
+## chromium: a browser for the tests in waitroom/waitpage/ (make test needs it);
 ## pgbouncer: PgBouncer for the pooled deployment's tests (TestNorthlineThroughPgBouncer).
 ## Each does nothing when the program is on PATH; as root with apt-get, says so
 ## and installs Debian's package (no other package is upgraded); otherwise says
 ## how to install it and fails (scripts/need.sh).
 chromium:
-	@scripts/need.sh "the browser tests in waitpage/" chromium $(CHROMIUM_NAMES)
+	@scripts/need.sh "the browser tests in waitroom/waitpage/" chromium $(CHROMIUM_NAMES)
 
 pgbouncer:
 	@scripts/need.sh "the tests of the pooled deployment (TestNorthlineThroughPgBouncer)" pgbouncer pgbouncer /usr/sbin/pgbouncer

@@ -23,7 +23,7 @@ import (
 
 // The edge (flashline serve --role edge): the waiting room without a
 // database. An origin (role origin or all) serves the edges' side here:
-// the watermarks document they pull (roomtoken/documents.go) and the blocks
+// the watermarks document they pull (waitroom/roomtoken/documents.go) and the blocks
 // of positions they lease; and an edge passes what it does not answer on
 // to an origin (originProxy). routes_edge.go lists both sides' routes.
 

@@ -16,12 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/edge"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/edge"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // edgeServer is an edge (serve --role edge, in process) in front of one

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/edge"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/edge"
 )
 
 // The edge's front door answers what a crowd asks of an edge most, before

@@ -13,8 +13,8 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // The lottery with advance registration ("admission": "lottery"): customers

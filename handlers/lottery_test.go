@@ -15,7 +15,7 @@ import (
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // lotteryBody is a lottery sale's create body: registration open now, the

@@ -21,8 +21,8 @@ import (
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/internal/testkit/contract"
 	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // TestMain runs the package's tests, every exchange of which is checked

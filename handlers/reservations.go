@@ -14,7 +14,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 type reserveRequest struct {

@@ -15,8 +15,8 @@ import (
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 	"github.com/flashline/flashline/webhook"
 )
 

@@ -12,10 +12,10 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/edge"
 	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/waitpage"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/edge"
+	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
 // The edge's routes, both sides: what edges call on an origin

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashline/flashline/waitpage"
+	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
 // shopRoutes lists the shoppers' routes: the routes the waiting-room page

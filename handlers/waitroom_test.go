@@ -19,8 +19,8 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // newWaitroomServer is newServer with the waiting room wired in.

@@ -5,7 +5,7 @@
 # rate and the first lines of each failure. The test binary is built once,
 # with the race detector, as make test builds it.
 #
-#   scripts/flaky.sh ./waitpage                      every test, 10 runs
+#   scripts/flaky.sh ./waitroom/waitpage                    every test, 10 runs
 #   scripts/flaky.sh ./cmd/flashline '^TestGate$' 20
 #   BURNERS=0 scripts/flaky.sh ./salecache           on a quiet machine
 #

@@ -37,7 +37,7 @@ shards=(
   '^(TestNorthline|TestNorthlineThroughPgBouncer|TestSoldOutCostsNoTransactions)$'
   '^(TestPreopenTicketsWriteNoRowPerArrival|TestEdgesTicketsAndAdmissions|TestEdgeWithoutDatabase|TestEdgeFailsOverToAnotherOrigin|TestEdgeLosesItsOrigin|TestEdgeWithSkewedClock|TestGate|TestGateWithoutRedis|TestDatabaseDownFailsClosed|TestSkewedClocksJudgeByTheDatabase|TestWaitingRoomEndToEnd|TestConnectionFloodFromOneAddress)$'
 )
-heavy=(./cmd/flashline ./waitpage ./internal/testkit/chaos)
+heavy=(./cmd/flashline ./waitroom/waitpage ./internal/testkit/chaos)
 
 gotestsum() { go tool -modfile=scripts/tools/go.mod gotestsum "$@"; }
 # lane NAME GO-TEST-ARGS...: go test -json through gotestsum, its events in

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // An admission is given again, to a ticket that polls again, only within its

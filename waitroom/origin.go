@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // The origin's side of the edges (package edge is the edge's; roomtoken

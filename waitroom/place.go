@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // TicketRequest is a customer asking for a place in a sale's waiting room.

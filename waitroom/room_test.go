@@ -17,9 +17,9 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 var keys = roomtoken.DeriveKeyring("waitroom-test-secret")

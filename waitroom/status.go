@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // StatusResult is where a ticket stands.

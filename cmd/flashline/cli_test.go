@@ -15,7 +15,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // runCLI calls run in-process with DATABASE_URL set, as a user's shell would.

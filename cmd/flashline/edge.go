@@ -15,12 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/flashline/flashline/edge"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/loadshed"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/edge"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // The roles of serve.

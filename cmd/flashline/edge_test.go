@@ -21,8 +21,8 @@ import (
 	"github.com/flashline/flashline/internal/loadtest"
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/internal/testkit/testserver"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // TestPreopenTicketsWriteNoRowPerArrival: 10,000 customers take a ticket

@@ -27,9 +27,9 @@ import (
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/migrations"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/stack"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 	"github.com/flashline/flashline/webhook"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashline/flashline/waitpage"
+	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
 const pageUsage = `usage: flashline page export --sale SALE_ID --out DIR --edge URL [--force] [--check]

@@ -16,8 +16,8 @@ import (
 	"github.com/flashline/flashline/jobs"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/postgres"
-	"github.com/flashline/flashline/roomtoken"
-	"github.com/flashline/flashline/waitpage"
+	"github.com/flashline/flashline/waitroom/roomtoken"
+	"github.com/flashline/flashline/waitroom/waitpage"
 	"github.com/flashline/flashline/webhook"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // maxNonceLen bounds --nonce: the service's nonces are 22 characters.

@@ -17,8 +17,8 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/internal/testkit/testserver"
-	"github.com/flashline/flashline/roomtoken"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // TestWaitingRoomEndToEnd: 60 customers join a randomized_at_open waiting

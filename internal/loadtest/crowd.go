@@ -13,7 +13,7 @@ import (
 
 	"github.com/flashline/flashline/internal/apiclient"
 	"github.com/flashline/flashline/internal/client"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // crowd: Clients customers come to a waiting-room sale of Stock units, half

@@ -12,7 +12,7 @@ import (
 
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/internal/testkit/testserver"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // TestWaitPageSoldOutForNowThenForGood: a shopper waits while the last unit

@@ -15,7 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/waitpage"
+	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
 func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {

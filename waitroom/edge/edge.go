@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/flashline/flashline"
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // Client is an edge's link to its origins, and the waiting room's source of

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 func TestRegistrationChallenge(t *testing.T) {

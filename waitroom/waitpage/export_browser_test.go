@@ -24,7 +24,7 @@ import (
 
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/internal/testkit/testserver"
-	"github.com/flashline/flashline/waitpage"
+	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
 // edgeMode is what the stand-in for the API's host does with a request.

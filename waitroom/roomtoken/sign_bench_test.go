@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashline/flashline/roomtoken"
+	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
 // BenchmarkSignTicket is what signing a new pre-open ticket costs: the edge

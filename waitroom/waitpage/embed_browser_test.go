@@ -21,7 +21,7 @@ import (
 
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/internal/testkit/testserver"
-	"github.com/flashline/flashline/waitpage"
+	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
 // The buy button on a shop's own page (embed.js), in headless Chromium: the

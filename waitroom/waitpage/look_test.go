@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashline/flashline/waitpage"
+	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
 // TestLoadLook: a store's look is read and checked: an https logo, known
