@@ -1,0 +1,205 @@
+// The Worker's link to its origins, per isolate, as package edge's Client
+// is the Go edge's: it posts its report (the pre-open tickets it signed, in
+// total per sale) to every origin (POST /edge/sync) and takes the signed
+// watermarks document one of them answers, verified with the waiting-room
+// keys before use. A Worker has no timer of its own: a request finds the
+// document due (1 s, 100 ms around an opening and while a sale is open) and
+// pulls it, once per isolate at a time, in the background (waitUntil); a
+// request that finds no document at all waits for the pull.
+
+import { fromB64, jsonString, sign, verify, utf8 } from "./tokens.js";
+
+const MAX_DOC_LEN = 4 << 20;
+const ORIGIN_TIMEOUT_MS = 2000;
+const INTERVAL_MS = 1000;
+const NEAR_OPEN_MS = 100;
+const REPORT_TTL_MS = 10000;
+// STALE_AFTER_MS is how long a sale's facts are trusted past the document's
+// lifetime: the Go edge's sale cache trusts an entry a second more.
+const STALE_AFTER_MS = 1000;
+
+export class Origins {
+  constructor(keyring, origins, edgeID, now = () => Date.now()) {
+    this.keyring = keyring;
+    this.origins = origins;
+    this.edgeID = edgeID;
+    this.now = now;
+    this.doc = null; // {iat, exp, dbNow, sales: Map id → sale with .seed}
+    this.received = 0; // this isolate's clock, ms
+    this.good = 0; // the origin that answered last
+    this.totals = new Map(); // sale id → pre-open tickets signed here
+    this.seen = new Map(); // sale id → Set of draws counted
+    this.pulling = null;
+    this.lastPull = -Infinity;
+    this.flushing = null;
+  }
+
+  // dbNow is the database's clock as the last document said it (ms).
+  dbNow() {
+    return this.doc ? this.doc.dbNow + (this.now() - this.received) : this.now();
+  }
+
+  // fresh: the document is within its lifetime by this isolate's clock.
+  fresh() {
+    return this.doc !== null && this.now() - this.received < this.doc.exp - this.doc.iat;
+  }
+
+  // sale is what the document says of saleID, with fresh as the Go edge's
+  // sale cache judges it (the document's lifetime and a second); null: not
+  // a waiting room the document names.
+  sale(saleID) {
+    const s = this.doc && this.doc.sales.get(saleID);
+    if (!s) return null;
+    return { s, fresh: this.now() - this.received < this.doc.exp - this.doc.iat + STALE_AFTER_MS };
+  }
+
+  // due reports whether the next pull is due: every second, every 100 ms
+  // from 2 s before a room's opening to 1 s after it and while a sale is
+  // open (edge.Client's fastPull).
+  interval() {
+    if (!this.doc) return NEAR_OPEN_MS;
+    const now = this.dbNow();
+    for (const s of this.doc.sales.values()) {
+      if (s.state === "open") return NEAR_OPEN_MS;
+      if (s.opensAtMs !== null && s.opensAtMs > now - 1000 && s.opensAtMs < now + 2000) return NEAR_OPEN_MS;
+    }
+    return INTERVAL_MS;
+  }
+
+  // refresh pulls when due; the returned promise settles when the pull
+  // does (null when none was due).
+  refresh() {
+    if (this.pulling) return this.pulling;
+    if (this.now() - this.lastPull < this.interval()) return null;
+    this.lastPull = this.now();
+    this.pulling = this.sync().catch(() => {}).finally(() => { this.pulling = null; });
+    return this.pulling;
+  }
+
+  // count counts one pre-open ticket of saleID for the customer whose draw
+  // is d, once per customer in this isolate, and makes sure a report
+  // carries it within 100 ms (the freeze at the open takes what the origins
+  // heard by then).
+  count(saleID, d, ctx) {
+    let seen = this.seen.get(saleID);
+    if (!seen) this.seen.set(saleID, (seen = new Set()));
+    if (seen.has(d)) return;
+    if (seen.size < 1 << 20) seen.add(d);
+    this.totals.set(saleID, (this.totals.get(saleID) || 0) + 1);
+    if (!this.flushing && ctx) {
+      this.flushing = new Promise((r) => setTimeout(r, NEAR_OPEN_MS))
+        .then(() => this.sync())
+        .catch(() => {})
+        .finally(() => { this.flushing = null; });
+      ctx.waitUntil(this.flushing);
+    }
+  }
+
+  async report() {
+    const preopen = {};
+    for (const [id, n] of this.totals) {
+      const s = this.doc && this.doc.sales.get(id);
+      if (s && s.preopenCount >= 0) {
+        this.totals.delete(id); // frozen: no origin counts it any more
+        continue;
+      }
+      preopen[id] = n;
+    }
+    const now = Math.floor(this.dbNow());
+    const body = `{"edge":${jsonString(this.edgeID)},"preopen":${JSON.stringify(preopen)}}`;
+    return sign(this.keyring.signer, `{"aud":"flashline-edge-report","iat":${now},"exp":${now + REPORT_TTL_MS},"body":${body}}`);
+  }
+
+  // sync is edge.Client's Sync: the first pull reads the public document
+  // first (the report is then signed by the database's clock); the report
+  // goes to every origin at once; the document of the one that answered
+  // last is taken, or of the first other to answer.
+  async sync() {
+    if (!this.doc) {
+      for (let n = 0; n < this.origins.length; n++) {
+        try {
+          const out = await this.call(this.origins[n] + "/edge/watermarks", { method: "GET" });
+          await this.take(out.document, n);
+          break;
+        } catch {}
+      }
+    }
+    const body = JSON.stringify({ report: await this.report() });
+    const preferred = this.good;
+    const calls = this.origins.map((o, n) =>
+      this.call(o + "/edge/sync", { method: "POST", headers: { "Content-Type": "application/json" }, body }).then((out) => ({ n, doc: out.document })));
+    const first = await Promise.allSettled([calls[preferred]]);
+    if (first[0].status === "fulfilled") {
+      try {
+        return await this.take(first[0].value.doc, preferred);
+      } catch {}
+    }
+    const errs = [];
+    for (const r of await Promise.allSettled(calls)) {
+      if (r.status !== "fulfilled" || r.value.n === preferred) continue;
+      try {
+        return await this.take(r.value.doc, r.value.n);
+      } catch (e) {
+        errs.push(e);
+      }
+    }
+    throw new Error("no origin answers");
+  }
+
+  async call(url, init) {
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), ORIGIN_TIMEOUT_MS);
+    try {
+      const resp = await fetch(url, { ...init, signal: ac.signal });
+      const text = await resp.text();
+      if (resp.status !== 200 || text.length > MAX_DOC_LEN + 1024) throw new Error(`${url}: ${resp.status}`);
+      return JSON.parse(text);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // take verifies a document and makes it this isolate's knowledge, unless
+  // it is older than the one held (edge.Client's take).
+  async take(token, origin) {
+    const doc = await openWatermarks(this.keyring, token);
+    if (!(doc.exp > doc.iat) || doc.exp - doc.iat > 60000) throw new Error("watermarks: lifetime out of bounds");
+    if (this.doc && doc.iat < this.doc.iat && this.fresh()) return;
+    this.doc = doc;
+    this.received = this.now();
+    this.good = origin;
+  }
+}
+
+// openWatermarks is roomtoken's OpenWatermarks: the JWS verified with the
+// keyring, the audience checked, the body unsealed (AES-256-GCM under
+// HMAC-SHA256(key, "flashline draw seed seal v1"), additional data
+// "flashline watermarks"; a body in the clear read as it is), every sale's
+// draw seed unsealed with the sale id as additional data.
+export async function openWatermarks(keyring, token) {
+  const v = await verify(keyring, token, MAX_DOC_LEN);
+  if (!v) throw new Error("watermarks: bad signature or unknown key");
+  const env = JSON.parse(v.payload);
+  const keys = Object.keys(env);
+  if (env.aud !== "flashline-watermarks" || keys.some((k) => !["aud", "iat", "exp", "body"].includes(k))) {
+    throw new Error("watermarks: not a watermarks document");
+  }
+  if (!Number.isSafeInteger(env.iat) || !Number.isSafeInteger(env.exp)) throw new Error("watermarks: bad times");
+  let body = env.body;
+  if (body && body.sealed != null) {
+    body = JSON.parse(new TextDecoder().decode(await unseal(v.key, "flashline watermarks", fromB64(body.sealed))));
+  }
+  const sales = new Map();
+  for (const s of body.sales || []) {
+    s.seed = await unseal(v.key, s.id, fromB64(s.sealedSeed || ""));
+    s.opensAtMs = s.opensAt ? Date.parse(s.opensAt) : null;
+    s.message = s.message || "";
+    sales.set(s.id, s);
+  }
+  return { iat: env.iat, exp: env.exp, dbNow: body.dbNow, sales };
+}
+
+async function unseal(key, ad, sealed) {
+  if (sealed.length < 12) throw new Error("watermarks: sealed value too short");
+  return new Uint8Array(await crypto.subtle.decrypt({ name: "AES-GCM", iv: sealed.slice(0, 12), additionalData: utf8(ad) }, key.seal, sealed.slice(12)));
+}

@@ -1,0 +1,149 @@
+// Flashline's waiting room as a Cloudflare Worker: what `flashline serve
+// --role edge` does for waiting rooms, on the web platform's APIs alone
+// (fetch, WebCrypto, the Cache API). See docs/edge.md.
+//
+//   - GET /sales/{id}/ticket and /status of a waiting room the origins'
+//     signed watermarks document names, for a customer whose HS256 token
+//     the Worker decides: answered here (room.js), in the formats origins
+//     and the Go edge use;
+//   - the waiting page and its assets: the origin's, kept in the Cache API
+//     for as long as the origin's Cache-Control allows;
+//   - /admin, /metrics and /edge/*: 404, as on the Go edge;
+//   - everything else, and whatever the Worker does not decide: passed on
+//     to an origin unchanged (no origin answering: 503 overloaded).
+//
+// Configuration (wrangler.toml's vars and secrets): ORIGINS (comma-separated
+// base URLs), FLASHLINE_WAITROOM_KEYS and FLASHLINE_JWT_SECRET (secrets),
+// EDGE_ID (optional; default "worker-" and random hex, one per isolate).
+
+import { customerOf, jwtKeyOf, parseKeyring } from "./tokens.js";
+import { Origins } from "./watermarks.js";
+import { Room, errorBody } from "./room.js";
+
+const SALE_ID = "sale_[0-7][0-9A-HJKMNP-TV-Z]{25}";
+const ROOM_PATH = new RegExp(`^/sales/(${SALE_ID})/(ticket|status)$`);
+const PAGE_PATH = new RegExp(`^/sales/${SALE_ID}/wait$`);
+const CORS_EXPOSE = "Retry-After, Idempotent-Replayed";
+
+let state = null; // this isolate's: built from env on the first request
+
+async function init(env) {
+  const keyring = await parseKeyring(env.FLASHLINE_WAITROOM_KEYS, env.FLASHLINE_JWT_SECRET);
+  const origins = String(env.ORIGINS || "").split(",").map((o) => o.trim().replace(/\/+$/, "")).filter(Boolean);
+  if (origins.length === 0) throw new Error("ORIGINS is not set");
+  const id = env.EDGE_ID || "worker-" + [...crypto.getRandomValues(new Uint8Array(4))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  const link = new Origins(keyring, origins, id);
+  return { origins, link, room: new Room(keyring, link), jwtKey: await jwtKeyOf(env.FLASHLINE_JWT_SECRET), good: 0 };
+}
+
+export default {
+  async fetch(request, env, ctx) {
+    if (!state) state = init(env).catch((e) => { state = null; throw e; });
+    const st = await state;
+    const url = new URL(request.url);
+    const path = url.pathname;
+
+    if (path === "/healthz") return json(200, '{"status":"ok"}');
+    if (path === "/admin" || path.startsWith("/admin/") || path === "/metrics" || path.startsWith("/edge/")) {
+      return json(404, errorBody("not_found", "not found"));
+    }
+    // The document: pulled when due, in the background; awaited only when
+    // this isolate has none yet.
+    const pull = st.link.refresh();
+    if (pull && !st.link.doc) await pull;
+    else if (pull) ctx.waitUntil(pull);
+
+    if (path === "/readyz") {
+      return st.link.fresh() ? json(200, '{"status":"ready"}') : json(503, '{"status":"not ready","reason":"no origin has answered lately"}');
+    }
+    const m = request.method === "GET" && ROOM_PATH.exec(path);
+    if (m) {
+      const answer = await roomAnswer(st, request, url, m[1], m[2], ctx);
+      if (answer) {
+        const headers = { "Cache-Control": "no-store", "Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": CORS_EXPOSE };
+        if (answer.retryAfter) headers["Retry-After"] = answer.retryAfter;
+        return json(answer.status, answer.body, headers);
+      }
+    }
+    if ((request.method === "GET" || request.method === "HEAD") && isPageOrAsset(path)) return cached(st, request, url, ctx);
+    return passOn(st, request, url);
+  },
+};
+
+// roomAnswer is the Worker's answer to a ticket or a status poll, or null
+// (passed on): a query read as the Go edge's door reads it (nothing
+// escaped, token and solution at most once each), a customer decided here.
+async function roomAnswer(st, request, url, saleID, route, ctx) {
+  const q = url.search.slice(1);
+  if (q.includes("%") || q.includes("+") || q.includes(";")) return null;
+  const params = {};
+  for (const pair of q === "" ? [] : q.split("&")) {
+    const i = pair.indexOf("=");
+    const key = i < 0 ? pair : pair.slice(0, i);
+    if (key !== "token" && key !== "solution") continue;
+    if (key in params) return null;
+    params[key] = i < 0 ? "" : pair.slice(i + 1);
+  }
+  const customer = await customerOf(st.jwtKey, request.headers.get("Authorization"), Date.now() / 1000);
+  if (customer === null) return null;
+  if (route === "ticket") return st.room.ticket(saleID, customer, params.token || "", ctx);
+  if (!("token" in params)) return null;
+  return st.room.status(saleID, customer, params.token, params.solution || "");
+}
+
+function isPageOrAsset(path) {
+  return PAGE_PATH.test(path) || path.startsWith("/waitpage/") || path === "/embed.js" || path === "/favicon.ico";
+}
+
+// cached serves the origin's page and assets through the Cache API: a
+// versioned asset is immutable, the page is kept as long as the origin says.
+async function cached(st, request, url, ctx) {
+  const cache = typeof caches !== "undefined" ? caches.default : null;
+  if (cache && request.method === "GET") {
+    try {
+      const hit = await cache.match(request);
+      if (hit) return hit;
+    } catch {}
+  }
+  const resp = await passOn(st, request, url);
+  const cc = resp.headers.get("Cache-Control") || "";
+  if (cache && request.method === "GET" && resp.status === 200 && /max-age=[1-9]/.test(cc) && !/no-store|private/.test(cc)) {
+    try {
+      ctx.waitUntil(cache.put(request, resp.clone()).catch(() => {}));
+    } catch {}
+  }
+  return resp;
+}
+
+// passOn sends request to an origin unchanged, the one that answered last
+// first; a GET or HEAD that cannot reach it goes to the next. No origin
+// answering: 503 overloaded with Retry-After: 2, readable from any origin.
+async function passOn(st, request, url) {
+  const retryable = request.method === "GET" || request.method === "HEAD";
+  const tries = retryable ? st.origins.length : 1;
+  for (let i = 0; i < tries; i++) {
+    const n = (st.good + i) % st.origins.length;
+    const target = st.origins[n] + url.pathname + url.search;
+    const headers = new Headers(request.headers);
+    const client = request.headers.get("CF-Connecting-IP");
+    if (client) {
+      const prior = request.headers.get("X-Forwarded-For");
+      headers.set("X-Forwarded-For", prior ? `${prior}, ${client}` : client);
+    }
+    headers.set("X-Forwarded-Host", url.host);
+    headers.set("X-Forwarded-Proto", url.protocol.replace(":", ""));
+    try {
+      const resp = await fetch(target, { method: request.method, headers, body: retryable ? undefined : request.body, redirect: "manual" });
+      st.good = n;
+      return resp;
+    } catch {
+      st.good = (n + 1) % st.origins.length;
+    }
+  }
+  return json(503, errorBody("overloaded", "no origin answers right now; retry shortly"),
+    { "Retry-After": "2", "Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": CORS_EXPOSE });
+}
+
+function json(status, body, headers = {}) {
+  return new Response(body, { status, headers: { "Content-Type": "application/json; charset=utf-8", ...headers } });
+}
