@@ -26,7 +26,7 @@ END_TEST_DB = rc=$$?; if [ -n "$$started" ]; then $(BIN) devdb down; fi; exit $$
 # The browsers the tests in waitroom/waitpage/ drive (the first found on PATH).
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 
-.PHONY: run test test-short chaos fuzz bench profile rehearse build devdb-up devdb-down generate check-generated vet chromium pgbouncer locust clean
+.PHONY: run test test-short chaos fuzz bench profile rehearse build devdb-up devdb-down generate check-generated vet chromium pgbouncer locust workerd worker-dev clean
 
 ## build: bin/flashline (the service and its tools) and bin/flashline-loadtest
 ## (the load generator, a command of its own: the service links none of it)
@@ -44,7 +44,7 @@ run: build
 ## the ten slowest tests. A development cluster that this run had to start
 ## is stopped at the end. cmd/flashline's test binary, which three lanes
 ## build, is compiled first, once.
-test: build vet check-generated chromium pgbouncer locust
+test: build vet check-generated chromium pgbouncer locust workerd
 	@$(GO) test -race -c -o /dev/null ./cmd/flashline
 	@$(WITH_TEST_DB) scripts/test.sh; $(END_TEST_DB)
 
@@ -86,6 +86,22 @@ pgbouncer:
 ## first on PATH (scripts/need.sh, as chromium and pgbouncer)
 locust:
 	@scripts/need.sh "the rehearsal (make rehearse) and its test (TestRehearsal)" python3-locust /usr/bin/locust
+
+## workerd: Cloudflare's Worker runtime, the version waitroom/worker/package.json
+## pins, installed from npm into waitroom/worker/node_modules (announced; nothing
+## to do when it is there), for the Worker's test and worker-dev (scripts/workerd.sh)
+workerd:
+	@scripts/workerd.sh
+
+## worker-dev: the waiting room's Worker (waitroom/worker) on workerd at
+## 127.0.0.1:PORT (8787) in front of ORIGIN=url[,url...], with this shell's
+## FLASHLINE_WAITROOM_KEYS (or the key derived from FLASHLINE_JWT_SECRET) and
+## FLASHLINE_JWT_SECRET, as the origins have them
+PORT ?= 8787
+worker-dev: workerd
+	@test -n "$(ORIGIN)" || { echo "worker-dev: say which origin: make worker-dev ORIGIN=http://127.0.0.1:8080 [PORT=8787]" >&2; exit 1; }
+	cd waitroom/worker && ORIGINS="$(ORIGIN)" FLASHLINE_WAITROOM_KEYS="$$FLASHLINE_WAITROOM_KEYS" EDGE_ID="$$EDGE_ID" \
+		node_modules/.bin/workerd serve config.capnp --socket-addr http=127.0.0.1:$(PORT)
 
 ## rehearse: a flash sale rehearsed on Locust (docs/rehearsal.md): USERS
 ## shoppers (3000) for UNITS units (300) through a waiting room, played by a
