@@ -2,12 +2,14 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,6 +84,16 @@ func startWorker(t *testing.T, origins ...string) string {
 	return base
 }
 
+// wrongSolution is the smallest decimal that does not solve the challenge.
+func wrongSolution(nonce string, bits int) string {
+	for n := 0; ; n++ {
+		s := strconv.Itoa(n)
+		if roomtoken.LeadingZeroBits(sha256.Sum256([]byte(nonce+":"+s))) < bits {
+			return s
+		}
+	}
+}
+
 type status struct {
 	State          string
 	Position       int64
@@ -90,6 +102,10 @@ type status struct {
 	ExpiresIn      int64
 	Stale          bool
 	QueueIsFull    *bool
+	Challenge      struct {
+		Nonce string
+		Bits  int
+	}
 }
 
 func getStatus(t *testing.T, c *testserver.Client, base, sale, jwt, ticket string) status {
@@ -224,21 +240,29 @@ func TestWorkerConformance(t *testing.T) {
 
 	// An open arrival_order room: admitted by the Worker from the
 	// watermark; the admission buys once at the origin, through the Worker.
-	open := c.CreateSale(t, origin.URL, `{"sku":"sku_worker_open","initialStock":10,"admission":"waiting_room","fairness":"arrival_order"}`)
+	open := c.CreateSale(t, origin.URL, `{"sku":"sku_worker_open","initialStock":10,"admission":"waiting_room","fairness":"arrival_order",
+		"challengeBits":6}`)
 	res, err := c.To(origin.URL).OpenSale(ctx, testserver.AdminToken, open)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	buyer := testserver.Token(t, "worker-buyer")
 	held := ticket(t, c, worker, open, buyer)
+	tk, err := keys.ParseTicket(held)
+	require.NoError(t, err)
 	var st status
 	require.Eventually(t, func() bool {
 		st = getStatus(t, c, worker, open, buyer, held)
-		return st.State == "admitted"
-	}, 10*time.Second, 100*time.Millisecond, "admitted by the Worker: %+v", st)
+		return st.State == "challenge_required"
+	}, 10*time.Second, 100*time.Millisecond, "the challenge asked by the Worker: %+v", st)
+	require.Equal(t, keys.ChallengeNonce(tk), st.Challenge.Nonce, "the origin's nonce")
+	require.Equal(t, 6, st.Challenge.Bits)
+	solution := roomtoken.Solve(st.Challenge.Nonce, st.Challenge.Bits)
+	require.Equal(t, "challenge_required", getStatus(t, c, worker, open, buyer, held+"&solution="+wrongSolution(st.Challenge.Nonce, 6)).State,
+		"a wrong solution")
+	st = getStatus(t, c, worker, open, buyer, held+"&solution="+solution)
+	require.Equal(t, "admitted", st.State, "%+v", st)
 	require.EqualValues(t, 120, st.ExpiresIn)
 	a, err := keys.ParseAdmission(st.AdmissionToken)
-	require.NoError(t, err)
-	tk, err := keys.ParseTicket(held)
 	require.NoError(t, err)
 	require.Equal(t, roomtoken.AdmissionID(tk), a.ID, "the admission id is the ticket's")
 	r, err = c.Do(ctx, http.MethodPost, worker+"/sales/"+open+"/reservations", buyer, `{"quantity":1}`,
@@ -252,6 +276,9 @@ func TestWorkerConformance(t *testing.T) {
 	require.Contains(t, string(r.Body), "admission_invalid")
 	other := testserver.Token(t, "worker-other")
 	otherTicket := ticket(t, c, worker, open, other)
+	otherTk, err := keys.ParseTicket(otherTicket)
+	require.NoError(t, err)
+	otherTicket += "&solution=" + roomtoken.Solve(keys.ChallengeNonce(otherTk), 6)
 	require.Eventually(t, func() bool { return getStatus(t, c, worker, open, other, otherTicket).State == "admitted" },
 		10*time.Second, 100*time.Millisecond, "the second ticket admitted")
 
