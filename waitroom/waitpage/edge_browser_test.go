@@ -49,7 +49,13 @@ func recordNetwork(t *testing.T, b *browser) *pageNetwork {
 			if ev.Request == nil {
 				return
 			}
-			r := pageRequest{id: ev.RequestID, at: time.Now(), method: ev.Request.Method, url: ev.Request.URL}
+			// When the browser sent it, by its own clock (this machine's),
+			// not when this listener heard of it.
+			at := time.Now()
+			if ev.WallTime > 0 {
+				at = time.UnixMicro(int64(float64(ev.WallTime) * 1e6))
+			}
+			r := pageRequest{id: ev.RequestID, at: at, method: ev.Request.Method, url: ev.Request.URL}
 			for name, v := range ev.Request.Headers {
 				if s, ok := v.(string); ok && strings.EqualFold(name, "X-Admission-Token") {
 					r.admission = s
@@ -158,10 +164,20 @@ func TestExportedPageThroughAnEdge(t *testing.T) {
 		t.Helper()
 		return eval[string](b, fmt.Sprintf(`document.getElementById(%q).textContent`, id))
 	}
+	// Before the open the page must never ask for a reservation. On a slow
+	// machine the open can pass during a phase meant to end before it (the
+	// phases log how long was left); a reservation sent after the open is
+	// the page doing its job, so only one sent before it fails the test.
 	noReservation := func(when string) {
 		t.Helper()
-		if rs := seen.reservations(); len(rs) > 0 {
-			b.fail("%s, the page asked for a reservation: %+v", when, rs)
+		var early []pageRequest
+		for _, r := range seen.reservations() {
+			if r.at.Before(opens) {
+				early = append(early, r)
+			}
+		}
+		if len(early) > 0 {
+			b.fail("%s, the page asked for a reservation before the open (%s): %+v", when, opens.Format(time.RFC3339), early)
 		}
 	}
 
@@ -212,7 +228,11 @@ func TestExportedPageThroughAnEdge(t *testing.T) {
 
 	// (2) The origin back on its address: the product, a ticket, the line.
 	testserver.Start(t, dbURL, "--role", "origin", "--addr", originAddr)
-	b.waitState(90*time.Second, "waiting")
+	// Waiting; past the open (a slow machine), already on its way to a
+	// reservation, which before the open fails below.
+	if st := b.waitState(90*time.Second, "waiting", "reserving", "reserved"); st != "waiting" && time.Now().Before(opens) {
+		b.fail("the origin back before the open, the page went on to state %q", st)
+	}
 	if got := text("product-title"); got != title {
 		b.fail("the page shows the title %q, want %q", got, title)
 	}
@@ -223,7 +243,9 @@ func TestExportedPageThroughAnEdge(t *testing.T) {
 	if ticket == "" {
 		b.fail("waiting without a ticket kept")
 	}
-	b.screenshot("edge-waiting.png")
+	if eval[string](b, stateJS) == "waiting" {
+		b.screenshot("edge-waiting.png")
+	}
 	noReservation("waiting before the open")
 	t.Logf("waitpage: the origin back: waiting, %s before the open", time.Until(opens).Round(time.Second))
 
