@@ -39,7 +39,7 @@ const AssetPrefix = "/waitpage/"
 // the version their contents make.
 type built struct {
 	assets    map[string]assets.File
-	served    *assets.Set // the assets as handleAsset serves them
+	served    *assets.Set // the assets as HandleAsset serves them
 	version   string      // content hash of all assets: part of their URLs
 	page      []byte      // wait.html as served: the versioned asset URLs filled in
 	script    []byte      // embed.js as served
@@ -213,21 +213,10 @@ var attrEscaper = strings.NewReplacer(`&`, "&amp;", `"`, "&quot;", `<`, "&lt;", 
 // attr escapes s for a double-quoted HTML attribute.
 func attr(s string) string { return attrEscaper.Replace(s) }
 
-// Register adds the page and its assets to r.
-func Register(r gin.IRoutes) {
-	r.GET("/sales/:saleId/wait", handlePage)
-	r.HEAD("/sales/:saleId/wait", handlePage)
-	r.GET(AssetPrefix+":version/:file", handleAsset)
-	r.HEAD(AssetPrefix+":version/:file", handleAsset)
-	r.GET(EmbedPath, handleEmbed)
-	r.HEAD(EmbedPath, handleEmbed)
-	r.GET("/favicon.ico", handleFavicon)
-}
-
-// handleFavicon answers the icon every browser asks each origin for (the
-// waiting page's, the console's): none, said at once and kept for a day,
-// rather than a 404 in the page's console on every visit.
-func handleFavicon(c *gin.Context) {
+// HandleFavicon answers GET /favicon.ico, the icon every browser asks each
+// origin for (the waiting page's, the console's): none, said at once and
+// kept for a day, rather than a 404 in the page's console on every visit.
+func HandleFavicon(c *gin.Context) {
 	c.Header("Cache-Control", "public, max-age=86400")
 	c.Status(http.StatusNoContent)
 }
@@ -236,12 +225,12 @@ func handleFavicon(c *gin.Context) {
 // data-sale="…">, the buy button on the shop's own page.
 const EmbedPath = "/embed.js"
 
-// handleEmbed serves embed.js. It is revalidated on every load (it names
+// HandleEmbed serves embed.js (GET and HEAD EmbedPath). It is revalidated on every load (it names
 // the current asset version), and readable from any origin: a shop's page
 // loads it, and the modules it imports, from another origin (module
 // scripts are fetched with CORS). They are public files: nothing in them
 // is anyone's.
-func handleEmbed(c *gin.Context) {
+func HandleEmbed(c *gin.Context) {
 	h := c.Writer.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Access-Control-Allow-Origin", "*")
@@ -257,9 +246,9 @@ func securityHeaders(h http.Header) {
 	h.Set("Referrer-Policy", "no-referrer")
 }
 
-// handlePage serves the HTML. It is revalidated on every load (it names the
+// HandlePage serves the HTML (GET and HEAD /sales/{saleId}/wait). It is revalidated on every load (it names the
 // current asset version); the sale id is read from the path by the script.
-func handlePage(c *gin.Context) {
+func HandlePage(c *gin.Context) {
 	h := c.Writer.Header()
 	securityHeaders(h)
 	h.Set("Cache-Control", "no-cache")
@@ -276,11 +265,12 @@ var assetHeaders = func() http.Header {
 	return h
 }()
 
-// handleAsset serves a script or style sheet. The URL carries the content
+// HandleAsset serves a script or style sheet (GET and HEAD
+// AssetPrefix{version}/{file}). The URL carries the content
 // hash of all assets, so the current version is cached for a year; the
 // modules' relative imports resolve under the same versioned path. A request
 // naming another version (a page from an instance running other code, during
 // a rolling deploy) still gets this instance's file, but uncached: such a
 // page may load files of two versions, as its HTML and script could before
 // the script was split; the next load, after the deploy, is whole again.
-func handleAsset(c *gin.Context) { current.Load().served.Serve(c) }
+func HandleAsset(c *gin.Context) { current.Load().served.Serve(c) }
