@@ -5,7 +5,6 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
+	"github.com/flashline/flashline/internal/assets"
 )
 
 // The store's console: the admin's pages in a browser signed in at
@@ -112,19 +112,22 @@ var consoleTypes = map[string]string{
 	".LICENSE": "text/plain; charset=utf-8",
 }
 
-// handleConsoleAsset is GET /admin/console/{file}: the console's script,
-// styles and uPlot (no credentials: they are the same for everyone).
-func handleConsoleAsset(c *gin.Context) {
-	name := c.Param("file")
-	body, err := consoleAssets.ReadFile("console/" + name)
-	if err != nil || strings.Contains(name, "/") {
-		writeError(c, nil, flashline.ErrNotFound)
-		return
+// consoleFiles are the console's script, styles and uPlot (no credentials:
+// they are the same for everyone), revalidated on every use.
+var consoleFiles = func() *assets.Set {
+	files, err := assets.ReadDir(consoleAssets, "console", consoleTypes)
+	if err != nil {
+		panic("handlers: console: " + err.Error())
 	}
-	c.Header("Cache-Control", "no-cache")
-	c.Header("X-Content-Type-Options", "nosniff")
-	c.Data(http.StatusOK, consoleTypes[path.Ext(name)], body)
-}
+	return assets.New(files, assets.Options{
+		Policy:   assets.Revalidated,
+		Header:   http.Header{"X-Content-Type-Options": {"nosniff"}},
+		NotFound: func(c *gin.Context) { writeError(c, nil, flashline.ErrNotFound) },
+	})
+}()
+
+// handleConsoleAsset is GET /admin/console/{file}: consoleFiles.
+func handleConsoleAsset(c *gin.Context) { consoleFiles.Serve(c) }
 
 // NewLiveView renders a sale's live snapshot.
 func NewLiveView(w flashline.SaleWatch, rates api.LiveRates, history []api.LivePoint) api.Live {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
-	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/waitroom"
 	"github.com/flashline/flashline/waitroom/roomtoken"
 )
@@ -275,21 +274,6 @@ func NewLotteryPolicyView(l flashline.Lottery) api.LotteryPolicy {
 	}
 	v.Description += " The whole draw is published at " + v.Transcript + " for anyone to check."
 	return v
-}
-
-// registerLotteryRoutes adds the lottery's customer routes. Registering
-// writes a row and asking reads one, on the waiting room's pool: both take
-// a slot of the limiter at poll priority, so a crowd registering never
-// crowds out buyers.
-func registerLotteryRoutes(r *gin.Engine, public *crossOrigin, d Deps, customer, oneCustomer gin.HandlerFunc) {
-	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
-	slot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
-	public.handle(http.MethodPost, "/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Store, d.Keyring, d.now(), d.Logger))
-	public.handle(http.MethodGet, "/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Store, d.Keyring, d.now(), d.Logger))
-	public.handle(http.MethodGet, "/sales/:saleId/draw", slot, handleDrawTranscript(d.Store, d.Logger))
-	if d.Room == nil {
-		public.handle(http.MethodGet, "/sales/:saleId/policy", slot, handleSalePolicy(nil, d.Store, d.Logger))
-	}
 }
 
 // handleDrawTranscript is GET /sales/{saleId}/draw: the lottery's draw

@@ -15,7 +15,6 @@ import (
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/waitroom"
 	"github.com/flashline/flashline/waitroom/edge"
-	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
 // The edge's routes, both sides: what edges call on an origin
@@ -117,7 +116,7 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 	public.handle(http.MethodGet, "/sales/:saleId/status", ours, customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
 	public.handle(http.MethodGet, "/sales/:saleId/status/stream", oursStream, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
 	public.preflights()
-	waitpage.Register(r)
+	waitpageRoutes(r) // routes_shop.go
 	// The crowd's tickets and polls that memory answers are answered
 	// before the routes (edgedoor.go).
 	return boundPerAddr(newEdgeDoor(r, d), newAddrBound(d.InFlightPerAddr, d.TrustedProxies))

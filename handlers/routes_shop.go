@@ -5,6 +5,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
@@ -38,14 +40,36 @@ func shopRoutes(r *gin.Engine, d Deps, customer, ownerOrAdmin, oneCustomer, poll
 		public.handle(http.MethodGet, "/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Store, d.Logger))
 	}
 	// The lottery's: registering, a registration, the draw's transcript
-	// (lottery.go).
+	// (lottery.go). Registering writes a row and asking reads one, on the
+	// waiting room's pool: both take a slot of the limiter at poll
+	// priority, so a crowd registering never crowds out buyers.
 	if d.Store != nil {
-		registerLotteryRoutes(r, public, d, customer, oneCustomer)
+		onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
+		slot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
+		public.handle(http.MethodPost, "/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Store, d.Keyring, d.now(), d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Store, d.Keyring, d.now(), d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/draw", slot, handleDrawTranscript(d.Store, d.Logger))
+		if d.Room == nil {
+			public.handle(http.MethodGet, "/sales/:saleId/policy", slot, handleSalePolicy(nil, d.Store, d.Logger))
+		}
 	}
 	// Browsers ask before a cross-origin request with these headers
 	// (cors.go): one preflight route per customer path.
 	public.preflights()
 	// The waiting-room page and its assets (no auth: the page calls the API
 	// with the customer's token).
-	waitpage.Register(r)
+	waitpageRoutes(r)
+}
+
+// waitpageRoutes lists the waiting-room page's routes (waitroom/waitpage),
+// which an origin and an edge both serve: the page, its assets, the shop's
+// script and the icon browsers ask for.
+func waitpageRoutes(r gin.IRoutes) {
+	r.GET("/sales/:saleId/wait", waitpage.HandlePage)
+	r.HEAD("/sales/:saleId/wait", waitpage.HandlePage)
+	r.GET(waitpage.AssetPrefix+":version/:file", waitpage.HandleAsset)
+	r.HEAD(waitpage.AssetPrefix+":version/:file", waitpage.HandleAsset)
+	r.GET(waitpage.EmbedPath, waitpage.HandleEmbed)
+	r.HEAD(waitpage.EmbedPath, waitpage.HandleEmbed)
+	r.GET("/favicon.ico", waitpage.HandleFavicon)
 }

@@ -36,6 +36,20 @@ import (
 // repair of a corrupted sale, and a rogue write from psql named by its
 // incident. Run with -v for the figures.
 
+// serveOnFreshDB is the setup of the tests that run n serve processes
+// (flags theirs) on a database of their own: skipped in -short and run in
+// parallel with the others; the database's URL, a pool on it, the servers
+// and the client their requests go through.
+func serveOnFreshDB(t *testing.T, n int, flags ...string) (string, *pgxpool.Pool, []*testserver.Server, *testserver.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	t.Parallel()
+	dbURL := testdb.New(t)
+	return dbURL, newPool(t, dbURL), testserver.StartN(t, n, dbURL, flags...), testserver.NewClient()
+}
+
 func newPool(t *testing.T, dbURL string) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), dbURL)
@@ -132,14 +146,7 @@ func requireEachRestockedOnce(t *testing.T, pool *pgxpool.Pool, saleID string) m
 // once (one order, one event row), the other deliveries are replays with the
 // same order; a bad signature or a stale one is refused on a real instance.
 func TestPaymentEventsAcrossInstances(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts flashline serve processes: not in -short")
-	}
-	t.Parallel()
-	dbURL := testdb.New(t)
-	pool := newPool(t, dbURL)
-	servers := testserver.StartN(t, 3, dbURL, "--sweep-interval", "1s", "--invariant-interval", "1s")
-	c := testserver.NewClient()
+	_, pool, servers, c := serveOnFreshDB(t, 3, "--sweep-interval", "1s", "--invariant-interval", "1s")
 	ctx := context.Background()
 	const holds, copies = 40, 3 // each event: 3 deliveries to each of 3 instances
 	saleID := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"sku_pay3","initialStock":%d,"buckets":4}`, holds))
@@ -232,14 +239,7 @@ func TestPaymentEventsAcrossInstances(t *testing.T) {
 // they expire, so that failures and sweeps meet on the same rows. Every hold
 // ends cancelled or expired, and its units come back exactly once.
 func TestFailedPaymentRacesSweeper(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts flashline serve processes: not in -short")
-	}
-	t.Parallel()
-	dbURL := testdb.New(t)
-	pool := newPool(t, dbURL)
-	servers := testserver.StartN(t, 3, dbURL, "--sweep-interval", "1s", "--invariant-interval", "1s")
-	c := testserver.NewClient()
+	_, pool, servers, c := serveOnFreshDB(t, 3, "--sweep-interval", "1s", "--invariant-interval", "1s")
 	ctx := context.Background()
 	const holds = 90
 	waitForSweeper(t, pool)
@@ -300,14 +300,7 @@ func TestFailedPaymentRacesSweeper(t *testing.T) {
 // of three instances and refunded on each, all at once: each is voided once
 // and its units come back once.
 func TestVoidAcrossInstances(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts flashline serve processes: not in -short")
-	}
-	t.Parallel()
-	dbURL := testdb.New(t)
-	pool := newPool(t, dbURL)
-	servers := testserver.StartN(t, 3, dbURL, "--invariant-interval", "1s")
-	c := testserver.NewClient()
+	_, pool, servers, c := serveOnFreshDB(t, 3, "--invariant-interval", "1s")
 	ctx := context.Background()
 	const orders = 10
 	saleID := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"sku_void3","initialStock":%d,"buckets":2}`, orders+5))
@@ -358,14 +351,7 @@ func TestVoidAcrossInstances(t *testing.T) {
 // are confirmed by payment inside the new window; a hold made after the
 // extension expires on time, and its payment is late.
 func TestExtendThenPayAcrossSweeper(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts flashline serve processes: not in -short")
-	}
-	t.Parallel()
-	dbURL := testdb.New(t)
-	pool := newPool(t, dbURL)
-	servers := testserver.StartN(t, 1, dbURL, "--sweep-interval", "1s", "--invariant-interval", "1s")
-	c := testserver.NewClient()
+	_, pool, servers, c := serveOnFreshDB(t, 1, "--sweep-interval", "1s", "--invariant-interval", "1s")
 	api := c.To(servers[0].URL)
 	ctx := context.Background()
 	waitForSweeper(t, pool)
@@ -438,14 +424,7 @@ func psql(t *testing.T, dbURL, sql string) {
 // around it (the service's own changes as flashline-sale), and lists the
 // reservations made after it, not those before.
 func TestRogueWriteNamedByIncident(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts flashline serve processes: not in -short")
-	}
-	t.Parallel()
-	dbURL := testdb.New(t)
-	pool := newPool(t, dbURL)
-	servers := testserver.StartN(t, 2, dbURL, "--sweep-interval", "1s", "--invariant-interval", "1s")
-	c := testserver.NewClient()
+	dbURL, pool, servers, c := serveOnFreshDB(t, 2, "--sweep-interval", "1s", "--invariant-interval", "1s")
 	ctx := context.Background()
 	saleID := c.CreateSale(t, servers[0].URL, `{"sku":"sku_rogue","initialStock":100,"buckets":2}`)
 	before := holdsOf(t, c, servers, saleID, "before", 4)
@@ -504,14 +483,7 @@ func TestRogueWriteNamedByIncident(t *testing.T) {
 // the operator, one transaction) without resuming the sale; the invariant
 // then holds and an admin resumes it.
 func TestRepairCorruptedSale(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts flashline serve processes: not in -short")
-	}
-	t.Parallel()
-	dbURL := testdb.New(t)
-	pool := newPool(t, dbURL)
-	servers := testserver.StartN(t, 1, dbURL, "--invariant-interval", "1s")
-	c := testserver.NewClient()
+	dbURL, pool, servers, c := serveOnFreshDB(t, 1, "--invariant-interval", "1s")
 	api := c.To(servers[0].URL)
 	ctx := context.Background()
 	saleID := c.CreateSale(t, servers[0].URL, `{"sku":"sku_repair","initialStock":30,"buckets":3,"confirmation":"customer"}`)

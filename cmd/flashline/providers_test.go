@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	stripewebhook "github.com/stripe/stripe-go/v84/webhook"
 
-	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/internal/testkit/testserver"
 	"github.com/flashline/flashline/webhook"
 )
@@ -117,14 +116,7 @@ func reservationState(t *testing.T, pool *pgxpool.Pool, id string) string {
 // three instances configured with two signing secrets (one being rolled),
 // for a sale that states its price.
 func TestStripeWebhook(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts flashline serve processes: not in -short")
-	}
-	t.Parallel()
-	dbURL := testdb.New(t)
-	pool := newPool(t, dbURL)
-	servers := testserver.StartN(t, 3, dbURL, "--stripe-webhook-secret", stripeSecret+","+stripeNextSecret)
-	c := testserver.NewClient()
+	_, pool, servers, c := serveOnFreshDB(t, 3, "--stripe-webhook-secret", stripeSecret+","+stripeNextSecret)
 	base := servers[0].URL
 	saleID := c.CreateSale(t, base, `{"sku":"sku_stripe","initialStock":40,"perCustomerLimit":2,"price":{"amount":2500,"currency":"eur"}}`)
 	hold := func(who string, quantity int) string {
@@ -365,14 +357,7 @@ func postAdyen(t *testing.T, c *testserver.Client, base string, body []byte) (in
 // TestAdyenWebhook: Adyen's standard notifications, signed with the
 // webhook's HMAC key, to three instances.
 func TestAdyenWebhook(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts flashline serve processes: not in -short")
-	}
-	t.Parallel()
-	dbURL := testdb.New(t)
-	pool := newPool(t, dbURL)
-	servers := testserver.StartN(t, 3, dbURL, "--adyen-hmac-key", adyenKey)
-	c := testserver.NewClient()
+	_, pool, servers, c := serveOnFreshDB(t, 3, "--adyen-hmac-key", adyenKey)
 	base := servers[0].URL
 	saleID := c.CreateSale(t, base, `{"sku":"sku_adyen","initialStock":20,"price":{"amount":1999,"currency":"EUR"}}`)
 	hold := func(who string) string {

@@ -21,7 +21,6 @@ import (
 
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/internal/testkit/testserver"
-	"github.com/flashline/flashline/waitroom/waitpage"
 )
 
 // The buy button on a shop's own page (embed.js), in headless Chromium: the
@@ -210,7 +209,7 @@ func TestEmbedOnAShopPage(t *testing.T) {
 // scheme, so a javascript: URL ran in the shop's origin when the shopper
 // pressed Pay. embed.js now keeps only an http(s) or a relative URL and
 // ignores anything else with a console warning. Flashline's side here is the
-// page's routes alone (waitpage.Register): the check runs when embed.js
+// page's routes alone (register): the check runs when embed.js
 // loads, before any API call.
 func TestEmbedCheckoutURLOnlyHTTP(t *testing.T) {
 	if testing.Short() {
@@ -219,7 +218,7 @@ func TestEmbedCheckoutURLOnlyHTTP(t *testing.T) {
 	b := newBrowser(t)
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	waitpage.Register(r)
+	register(r)
 	flashline := httptest.NewServer(r)
 	t.Cleanup(flashline.Close)
 	var page atomic.Value

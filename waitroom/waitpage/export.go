@@ -101,7 +101,7 @@ func Export(dir, saleID, apiBase string, force bool) ([]string, error) {
 		ExportEmbed: []byte(renderEmbed(b.version, base)),
 	}
 	for name, a := range b.assets {
-		files[assetDir+"/"+name] = a.body
+		files[assetDir+"/"+name] = a.Body
 	}
 	names := make([]string, 0, len(files))
 	for name := range files {

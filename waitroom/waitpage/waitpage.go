@@ -1,20 +1,18 @@
 package waitpage
 
 import (
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"maps"
 	"net/http"
-	"path"
 	"slices"
 	"strings"
 	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/flashline/flashline/internal/assets"
 )
 
 //go:embed static
@@ -36,20 +34,16 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; worker-src
 // AssetPrefix is the path under which the assets are served.
 const AssetPrefix = "/waitpage/"
 
-type asset struct {
-	body        []byte
-	contentType string
-}
-
 // built is the page as this process serves and exports it: the files of
 // static/, the languages' catalogues and the store's look (Configure), with
 // the version their contents make.
 type built struct {
-	assets    map[string]asset
-	version   string   // content hash of all assets: part of their URLs
-	page      []byte   // wait.html as served: the versioned asset URLs filled in
-	script    []byte   // embed.js as served
-	languages []string // the catalogues' tags
+	assets    map[string]assets.File
+	served    *assets.Set // the assets as HandleAsset serves them
+	version   string      // content hash of all assets: part of their URLs
+	page      []byte      // wait.html as served: the versioned asset URLs filled in
+	script    []byte      // embed.js as served
+	languages []string    // the catalogues' tags
 }
 
 var (
@@ -132,26 +126,11 @@ func build(cs Catalogues, lang string, look Look) (*built, error) {
 			return nil, fmt.Errorf("the page's default language %q is not one it speaks (%s)", lang, strings.Join(cs.Languages(), ", "))
 		}
 	}
-	b := &built{assets: map[string]asset{}, languages: cs.Languages()}
-	entries, err := fs.ReadDir(static, "static")
+	files, err := assets.ReadDir(static, "static", assetTypes, pageFile)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range entries {
-		name := e.Name()
-		if name == pageFile || e.IsDir() {
-			continue
-		}
-		contentType, ok := assetTypes[path.Ext(name)]
-		if !ok {
-			return nil, fmt.Errorf("static/%s: no Content-Type for %s", name, path.Ext(name))
-		}
-		body, err := fs.ReadFile(static, "static/"+name)
-		if err != nil {
-			return nil, err
-		}
-		b.assets[name] = asset{body: body, contentType: contentType}
-	}
+	b := &built{assets: files, languages: cs.Languages()}
 	js := assetTypes[".js"]
 	for tag, c := range cs {
 		// JSON is a JavaScript expression; json.Marshal escapes <, > and
@@ -161,7 +140,7 @@ func build(cs Catalogues, lang string, look Look) (*built, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.assets["i18n-"+tag+".js"] = asset{body: []byte("export default " + string(j) + ";\n"), contentType: js}
+		b.assets["i18n-"+tag+".js"] = assets.File{Body: []byte("export default " + string(j) + ";\n"), ContentType: js}
 	}
 	list, err := json.Marshal(b.languages)
 	if err != nil {
@@ -171,22 +150,18 @@ func build(cs Catalogues, lang string, look Look) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.assets[listModule] = asset{
-		body:        []byte("// The languages the page speaks, and the deployment's default (--page-language).\nexport const languages = " + string(list) + ";\nexport const preferred = " + string(pref) + ";\n"),
-		contentType: js,
+	b.assets[listModule] = assets.File{
+		Body:        []byte("// The languages the page speaks, and the deployment's default (--page-language).\nexport const languages = " + string(list) + ";\nexport const preferred = " + string(pref) + ";\n"),
+		ContentType: js,
 	}
 	lookJS, err := look.js()
 	if err != nil {
 		return nil, err
 	}
-	b.assets["look.js"] = asset{body: []byte(lookJS), contentType: js}
-	b.assets["look.css"] = asset{body: []byte(look.css()), contentType: assetTypes[".css"]}
-	h := sha256.New()
-	for _, name := range slices.Sorted(maps.Keys(b.assets)) { // the version is stable
-		h.Write([]byte(name))
-		h.Write(b.assets[name].body)
-	}
-	b.version = hex.EncodeToString(h.Sum(nil))[:12]
+	b.assets["look.js"] = assets.File{Body: []byte(lookJS), ContentType: js}
+	b.assets["look.css"] = assets.File{Body: []byte(look.css()), ContentType: assetTypes[".css"]}
+	b.served = assets.New(b.assets, assets.Options{Policy: assets.Versioned, Header: assetHeaders})
+	b.version = b.served.Version()
 	b.page = []byte(render(AssetPrefix+b.version, "", "", ""))
 	b.script = []byte(renderEmbed(b.version, ""))
 	return b, nil
@@ -238,21 +213,10 @@ var attrEscaper = strings.NewReplacer(`&`, "&amp;", `"`, "&quot;", `<`, "&lt;", 
 // attr escapes s for a double-quoted HTML attribute.
 func attr(s string) string { return attrEscaper.Replace(s) }
 
-// Register adds the page and its assets to r.
-func Register(r gin.IRoutes) {
-	r.GET("/sales/:saleId/wait", handlePage)
-	r.HEAD("/sales/:saleId/wait", handlePage)
-	r.GET(AssetPrefix+":version/:file", handleAsset)
-	r.HEAD(AssetPrefix+":version/:file", handleAsset)
-	r.GET(EmbedPath, handleEmbed)
-	r.HEAD(EmbedPath, handleEmbed)
-	r.GET("/favicon.ico", handleFavicon)
-}
-
-// handleFavicon answers the icon every browser asks each origin for (the
-// waiting page's, the console's): none, said at once and kept for a day,
-// rather than a 404 in the page's console on every visit.
-func handleFavicon(c *gin.Context) {
+// HandleFavicon answers GET /favicon.ico, the icon every browser asks each
+// origin for (the waiting page's, the console's): none, said at once and
+// kept for a day, rather than a 404 in the page's console on every visit.
+func HandleFavicon(c *gin.Context) {
 	c.Header("Cache-Control", "public, max-age=86400")
 	c.Status(http.StatusNoContent)
 }
@@ -261,12 +225,12 @@ func handleFavicon(c *gin.Context) {
 // data-sale="…">, the buy button on the shop's own page.
 const EmbedPath = "/embed.js"
 
-// handleEmbed serves embed.js. It is revalidated on every load (it names
+// HandleEmbed serves embed.js (GET and HEAD EmbedPath). It is revalidated on every load (it names
 // the current asset version), and readable from any origin: a shop's page
 // loads it, and the modules it imports, from another origin (module
 // scripts are fetched with CORS). They are public files: nothing in them
 // is anyone's.
-func handleEmbed(c *gin.Context) {
+func HandleEmbed(c *gin.Context) {
 	h := c.Writer.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Access-Control-Allow-Origin", "*")
@@ -282,37 +246,31 @@ func securityHeaders(h http.Header) {
 	h.Set("Referrer-Policy", "no-referrer")
 }
 
-// handlePage serves the HTML. It is revalidated on every load (it names the
+// HandlePage serves the HTML (GET and HEAD /sales/{saleId}/wait). It is revalidated on every load (it names the
 // current asset version); the sale id is read from the path by the script.
-func handlePage(c *gin.Context) {
+func HandlePage(c *gin.Context) {
 	h := c.Writer.Header()
 	securityHeaders(h)
 	h.Set("Cache-Control", "no-cache")
 	c.Data(http.StatusOK, "text/html; charset=utf-8", current.Load().page)
 }
 
-// handleAsset serves a script or style sheet. The URL carries the content
+// assetHeaders are the assets' headers: the page's, and any origin may
+// read them (a shop's page, embed.js, imports the modules from another
+// origin).
+var assetHeaders = func() http.Header {
+	h := http.Header{}
+	securityHeaders(h)
+	h.Set("Access-Control-Allow-Origin", "*")
+	return h
+}()
+
+// HandleAsset serves a script or style sheet (GET and HEAD
+// AssetPrefix{version}/{file}). The URL carries the content
 // hash of all assets, so the current version is cached for a year; the
 // modules' relative imports resolve under the same versioned path. A request
 // naming another version (a page from an instance running other code, during
 // a rolling deploy) still gets this instance's file, but uncached: such a
 // page may load files of two versions, as its HTML and script could before
 // the script was split; the next load, after the deploy, is whole again.
-func handleAsset(c *gin.Context) {
-	b := current.Load()
-	a, ok := b.assets[c.Param("file")]
-	if !ok {
-		c.JSON(http.StatusNotFound, gin.H{"error": gin.H{"code": "not_found", "message": "not found"}})
-		return
-	}
-	h := c.Writer.Header()
-	securityHeaders(h)
-	// A shop's page (embed.js) imports the modules from another origin.
-	h.Set("Access-Control-Allow-Origin", "*")
-	if c.Param("version") == b.version {
-		h.Set("Cache-Control", "public, max-age=31536000, immutable")
-	} else {
-		h.Set("Cache-Control", "no-cache")
-	}
-	c.Data(http.StatusOK, a.contentType, a.body)
-}
+func HandleAsset(c *gin.Context) { current.Load().served.Serve(c) }

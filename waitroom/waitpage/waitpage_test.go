@@ -28,11 +28,23 @@ func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {
 	return resp, string(b)
 }
 
+// register adds the page's routes to r, as handlers' routes list them
+// (handlers/routes_shop.go, waitpageRoutes).
+func register(r gin.IRoutes) {
+	r.GET("/sales/:saleId/wait", waitpage.HandlePage)
+	r.HEAD("/sales/:saleId/wait", waitpage.HandlePage)
+	r.GET(waitpage.AssetPrefix+":version/:file", waitpage.HandleAsset)
+	r.HEAD(waitpage.AssetPrefix+":version/:file", waitpage.HandleAsset)
+	r.GET(waitpage.EmbedPath, waitpage.HandleEmbed)
+	r.HEAD(waitpage.EmbedPath, waitpage.HandleEmbed)
+	r.GET("/favicon.ico", waitpage.HandleFavicon)
+}
+
 func TestServesPageAndAssets(t *testing.T) {
 	t.Parallel()
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	waitpage.Register(r)
+	register(r)
 
 	// The icon every browser asks for: none, not a 404.
 	icon, _ := get(t, r, "/favicon.ico")
