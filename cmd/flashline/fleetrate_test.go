@@ -62,7 +62,7 @@ func TestFleetRateAgainstTheLoadGenerator(t *testing.T) {
 	start := time.Now()
 	res, err := loadtest.Run(ctx, loadtest.Config{
 		Targets: targets, AdminToken: testserver.AdminToken, JWTSecret: testserver.JWTSecret,
-		Scenario: "hot", Clients: 48, Duration: seconds * time.Second, Stock: 10_000_000,
+		Scenario: "hot", Clients: 48, Duration: seconds * time.Second, Stock: 200_000,
 		Out: io.Discard, Err: io.Discard,
 	})
 	end := time.Now()
