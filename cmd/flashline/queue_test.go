@@ -29,7 +29,10 @@ func TestQueueAnalyticsInTheReport(t *testing.T) {
 	servers := testserver.StartN(t, 2, dbURL)
 	c := testserver.NewClient()
 	const customers, stock = 16, 6
-	saleID := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"queue-1","initialStock":%d,"confirmation":"customer","admission":"waiting_room","fairness":"arrival_order"}`, stock))
+	// The pacer paces rooms with an opening time: the sale opens in a
+	// second.
+	opensAt := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+	saleID := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"queue-1","initialStock":%d,"confirmation":"customer","admission":"waiting_room","fairness":"arrival_order","opensAt":%q}`, stock, opensAt))
 
 	type waiter struct{ jwt, ticket string }
 	all := make([]waiter, customers)
