@@ -21,6 +21,9 @@ type SaleWatch struct {
 	// Fleet is what the serving instances reported of their reservation
 	// answers in the last FleetFresh (InstanceReport), the freshest first.
 	Fleet []InstanceReport
+	// Queue is every instance's counts of the sale's line (queue.go), the
+	// freshest first; none for a sale without a waiting room.
+	Queue []QueueReport
 }
 
 // FleetFresh is how recent an instance's report must be to count in the

@@ -334,6 +334,9 @@ type Live struct {
 	// History is the counts at each snapshot this instance read of the sale
 	// while it was watched, oldest first, at most ten minutes of them.
 	History []LivePoint `json:"history"`
+	// Queue is the waiting room's line, every instance's counts added;
+	// absent for a sale without a waiting room.
+	Queue *QueueStats `json:"queue,omitempty"`
 }
 
 // Crowd is a waiting room's crowd.
@@ -426,6 +429,9 @@ type Report struct {
 	Timeline         []Moment   `json:"timeline"`
 	Incidents        []Incident `json:"incidents"`
 	Actions          []Action   `json:"actions"`
+	// Queue is the waiting room's line, as on the live page; absent for a
+	// sale without a waiting room.
+	Queue *QueueStats `json:"queue,omitempty"`
 }
 
 // Moment is one line of a report's timeline.

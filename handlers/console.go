@@ -181,7 +181,7 @@ func NewReportView(r flashline.SaleReport) api.Report {
 		FirstReservation: timeString(r.FirstAt), LastReservation: timeString(r.LastAt),
 		VoidedOrders: r.VoidedOrders, LatePayments: r.LatePayments, LateRefunded: r.LatePaymentsRefunded,
 		Incidents: newIncidentViews(r.Incidents), Actions: newActionViews(r.Actions),
-		SoldOutTimes: len(r.SoldOut),
+		SoldOutTimes: len(r.SoldOut), Queue: newQueueView(r.Room, r.Queue, r.At, nil),
 	}
 	type moment struct {
 		at time.Time

@@ -206,6 +206,7 @@ func (w *watcher) refresh(ctx context.Context, saleID string, e *watched, now ti
 	e.history = append(e.history, point)
 	live := NewLiveView(snap, rates, e.history)
 	live.Instances = instances
+	live.Queue = newQueueView(snap.Room, snap.Queue, snap.At, w.logger)
 	return json.Marshal(live)
 }
 

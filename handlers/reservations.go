@@ -51,8 +51,10 @@ func fingerprint(saleID string, quantity int, instrument string) []byte {
 // admission limiter (the body with a short deadline, the headers, the
 // instrument); only then does it wait for the purchase path. keyring verifies
 // admission tokens (signature, expiry, sale, customer) without a database
-// round trip; single use is the database's part.
-func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *loadshed.Limiter, now func() time.Time, logger *slog.Logger) gin.HandlerFunc {
+// round trip; single use is the database's part. reservedWith, when not
+// nil, hears of each reservation made with an admission (the waiting room's
+// analytics: waitroom.Room.Reserved).
+func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *loadshed.Limiter, now func() time.Time, reservedWith func(roomtoken.Admission), logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		actor := actorOf(c)
 		key, present := c.Request.Header["Idempotency-Key"]
@@ -85,10 +87,11 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 		saleID := c.Param("saleId")
 		token := c.GetHeader("X-Admission-Token")
 		var admissionID string
+		var admission roomtoken.Admission
 		if token != "" && keyring != nil {
 			a, err := keyring.ParseAdmission(token)
 			if err == nil && a.Check(saleID, actor.CustomerID, now()) == nil {
-				admissionID = a.ID
+				admissionID, admission = a.ID, a
 			}
 		}
 
@@ -133,6 +136,8 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 		// Only answers that took stock are stored, so a replay is a 201 too.
 		if res.Replayed {
 			c.Header("Idempotent-Replayed", "true")
+		} else if admissionID != "" && reservedWith != nil {
+			reservedWith(admission)
 		}
 		writeRaw(c, http.StatusCreated, res.Receipt)
 	}

@@ -106,6 +106,15 @@ func (d Deps) now() func() time.Time {
 	return d.Now
 }
 
+// reservedWith is the waiting room's ear for reservations made with an
+// admission (its analytics), nil without a room.
+func (d Deps) reservedWith() func(roomtoken.Admission) {
+	if d.Room == nil {
+		return nil
+	}
+	return d.Room.Reserved
+}
+
 // newEngine is a gin engine as both an instance and an edge serve it: a
 // panic is logged and answered 500 in the API's error shape, and a path with
 // a trailing slash is not found (JSON), not redirected (HTML).

@@ -24,7 +24,7 @@ func shopRoutes(r *gin.Engine, d Deps, customer, ownerOrAdmin, oneCustomer, poll
 	// nothing another buyer needs. Confirm and cancel finish sales and
 	// return stock: they are never shed, and a burst of them queues for the
 	// pool they use.
-	public.handle(http.MethodPost, "/sales/:saleId/reservations", shedBusySale(d.Refusals), customer, oneCustomer, refuseFromMemory(d.Refusals, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.Logger))
+	public.handle(http.MethodPost, "/sales/:saleId/reservations", shedBusySale(d.Refusals), customer, oneCustomer, refuseFromMemory(d.Refusals, d.Logger), handleReserve(d.Store, d.Keyring, d.Limiter, d.now(), d.reservedWith(), d.Logger))
 	// A customer's own hold or order in a sale, for one who lost its id.
 	public.handle(http.MethodGet, "/sales/:saleId/reservation", customer, oneCustomer, handleCustomerReservation(d.Store, d.Logger))
 	public.handle(http.MethodGet, "/reservations/:reservationId", ownerOrAdmin, oneCustomer, handleGetReservation(d.Store, d.Logger))

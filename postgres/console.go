@@ -96,7 +96,33 @@ func readWatch(ctx context.Context, s *Store, q *dbsqlc.Queries, saleID string, 
 			Age: time.Duration(f.AgeSeconds * float64(time.Second)),
 		})
 	}
+	if w.Room != nil {
+		queue, err := q.ConsoleQueues(ctx, dbsqlc.ConsoleQueuesParams{SaleID: saleID})
+		if err != nil {
+			return w, err
+		}
+		for _, r := range queue {
+			w.Queue = append(w.Queue, flashline.QueueReport{
+				Instance: r.Instance, Counts: r.Counts, Age: time.Duration(r.AgeSeconds * float64(time.Second)),
+			})
+		}
+	}
 	return w, nil
+}
+
+// PublishQueue writes instance's counts of the lines of the sales in counts
+// (sale id → counts, encoded by the waiting room: flashline.QueueCounts)
+// for the console and the report to add up (Watch, Report): one statement,
+// at most once a second per instance.
+func (s *Store) PublishQueue(ctx context.Context, instance string, counts map[string][]byte) error {
+	p := dbsqlc.ConsoleQueuePublishParams{Instance: instance}
+	for id, c := range counts {
+		p.SaleIds, p.Counts = append(p.SaleIds, id), append(p.Counts, c)
+	}
+	if err := dbsqlc.New(s.admin).ConsoleQueuePublish(ctx, p); err != nil {
+		return fmt.Errorf("publish the lines of instance %s: %w", instance, translate(err))
+	}
+	return nil
 }
 
 // PublishAnswers writes instance's reservation answers of its last seconds

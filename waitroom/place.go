@@ -103,6 +103,7 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 		t.Draw = draw
 	}
 	r.metrics.tickets.WithLabelValues("new").Inc()
+	r.queue.arrived(req.SaleID, now)
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
 }
 
@@ -155,7 +156,9 @@ func (r *Room) placedByDraw(s flashline.SaleFacts) bool {
 // drawnResult is customerID's new ticket placed by its draw in s's room
 // (placedByDraw), counted once among the room's pre-open tickets.
 func (r *Room) drawnResult(s flashline.SaleFacts, customerID string, draw uint64, now time.Time) TicketResult {
-	r.countPreopen(s.ID, draw)
+	if r.countPreopen(s.ID, draw) {
+		r.queue.arrived(s.ID, now)
+	}
 	t := drawnTicket(s.ID, customerID, draw, now)
 	r.metrics.tickets.WithLabelValues("new").Inc()
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now)

@@ -145,11 +145,11 @@ func (r *Room) gather(saleID string, l *lease) {
 
 // countPreopen counts one pre-open ticket for customer (its draw) in saleID,
 // once, for a ticket that took no position.
-func (r *Room) countPreopen(saleID string, customer uint64) {
+func (r *Room) countPreopen(saleID string, customer uint64) bool {
 	l := r.lease(saleID)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r.countLocked(l, customer)
+	return r.countLocked(l, customer)
 }
 
 // lease is saleID's lease on this instance, made on first use.
@@ -164,18 +164,20 @@ func (r *Room) lease(saleID string) *lease {
 	return l
 }
 
-// countLocked counts one pre-open ticket for customer, once. l.mu is held.
-func (r *Room) countLocked(l *lease, customer uint64) {
+// countLocked counts one pre-open ticket for customer, once, and reports
+// whether it was the first. l.mu is held.
+func (r *Room) countLocked(l *lease, customer uint64) bool {
 	if l.seen == nil {
 		l.seen = map[uint64]struct{}{}
 	}
 	if _, ok := l.seen[customer]; ok {
-		return
+		return false
 	}
 	if len(l.seen) < maxSeen {
 		l.seen[customer] = struct{}{}
 	}
 	l.pending++
+	return true
 }
 
 // RunCounts adds every sale's pending pre-open tickets to the database's

@@ -150,7 +150,9 @@ type Room struct {
 	// admitted is when each room's ranks were admitted, as this instance
 	// saw it (admitted.go).
 	admitted admittedMarks
-	wm       struct {
+	// queue is this instance's counts of each line (analytics.go).
+	queue queueStats
+	wm    struct {
 		sync.Mutex
 		at  time.Time
 		doc string
@@ -205,7 +207,7 @@ func NewRoom(cache Memory, store flashline.RoomStore, keys *roomtoken.Keyring, c
 		Name: "flashline_waitroom_leased_positions_total",
 		Help: "Positions those leases took.",
 	})
-	opts.Registry.MustRegister(r.metrics.tickets, r.metrics.statuses, r.metrics.leases, r.metrics.leased, watermarks{r},
+	opts.Registry.MustRegister(r.metrics.tickets, r.metrics.statuses, r.metrics.leases, r.metrics.leased, watermarks{r}, queueCollector{r},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flashline_waitroom_pacer_leader",
 			Help: "1 while this instance leads the waiting-room pacer.",

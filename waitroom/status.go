@@ -111,6 +111,7 @@ func (r *Room) answer(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, sol
 	res, err := r.status(s, fresh, t, solution)
 	res.Message = s.Room.Broadcast
 	if err == nil {
+		r.queue.answered(s.ID, t, res.State, r.opts.Now())
 		if c, ok := r.metrics.byState[res.State]; ok {
 			c.Inc()
 		} else {

@@ -298,8 +298,11 @@ func (in *instance) startHTTP(context.Context) error {
 	// The console's live page shows the fleet's answers: each instance
 	// reports its own to the shared table once a second while they change.
 	name := handlers.InstanceName()
+	// And its counts of the waiting rooms' lines (the queue's analytics).
 	in.running.startLoops(map[string]func(context.Context) error{"console answers": func(ctx context.Context) error {
 		return handlers.RunPublisher(ctx, in.db, in.registry, name, in.logger)
+	}, "console lines": func(ctx context.Context) error {
+		return in.room.RunQueuePublisher(ctx, in.db, name, in.logger)
 	}})
 	srv := newHTTPServer(handlers.Routes(handlers.Deps{
 		Store:            in.stack.Store,

@@ -44,6 +44,21 @@ func reportFigures(r api.Report) [][2]string {
 			[2]string{"places handed out", strconv.FormatInt(c.Positions, 10)},
 			[2]string{"admitted through", strconv.FormatInt(c.AdmittedThrough, 10)})
 	}
+	if q := r.Queue; q != nil {
+		secs := func(p50, p90, p99 *float64) string {
+			if p50 == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f / %.1f / %.1f s", *p50, *p90, *p99)
+		}
+		f = append(f, [2]string{"arrivals", fmt.Sprintf("%d (peak %d a minute)", q.Arrivals, q.PeakArrivalsPerMinute)},
+			[2]string{"time in line p50/p90/p99", secs(q.WaitP50, q.WaitP90, q.WaitP99)},
+			[2]string{"admission to reservation p50/p90/p99", secs(q.ToReserveP50, q.ToReserveP90, q.ToReserveP99)},
+			[2]string{"admitted", fmt.Sprintf("%d (%d reserved, %d did not)", q.Admitted, q.Reserved, q.AdmittedNotReserved)},
+			[2]string{"left the line", strconv.FormatInt(q.Left, 10)},
+			[2]string{"queued / active", fmt.Sprintf("%d / %d", q.Queued, q.Active)},
+			[2]string{"instances counted", strconv.Itoa(q.Instances)})
+	}
 	return f
 }
 
@@ -60,7 +75,8 @@ func printReport(w io.Writer, r api.Report) {
 }
 
 // writeReportCSV writes the figures as (figure,value) rows, a blank row,
-// then the timeline as at,event,by,note.
+// then the timeline as at,event,by,note, and for a waiting room a blank row
+// and the arrivals of each minute as minute,arrivals.
 func writeReportCSV(w io.Writer, r api.Report) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"figure", "value"})
@@ -71,6 +87,13 @@ func writeReportCSV(w io.Writer, r api.Report) error {
 	_ = cw.Write([]string{"at", "event", "by", "note"})
 	for _, m := range r.Timeline {
 		_ = cw.Write([]string{m.At, m.Event, m.By, m.Note})
+	}
+	if r.Queue != nil {
+		_ = cw.Write(nil)
+		_ = cw.Write([]string{"minute", "arrivals"})
+		for _, m := range r.Queue.ArrivalsByMinute {
+			_ = cw.Write([]string{m.Minute, strconv.FormatInt(m.Count, 10)})
+		}
 	}
 	cw.Flush()
 	return cw.Error()

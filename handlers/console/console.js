@@ -153,6 +153,18 @@ function render(v) {
     $("c-held").hidden = !v.room.held;
     text("c-message", v.room.message ? "message: " + v.room.message : "");
   }
+  if (v.queue) {
+    const q = v.queue, secs = (x) => (x == null ? "–" : x.toFixed(1) + " s");
+    text("q-wait", [q.waitP50Seconds, q.waitP90Seconds, q.waitP99Seconds].map(secs).join(" / "));
+    text("q-reserve", secs(q.toReserveP50Seconds));
+    text("q-arrivals", q.arrivals);
+    text("q-minute", q.arrivalsLastMinute);
+    text("q-admitted", q.admitted);
+    text("q-unreserved", q.admittedNotReserved);
+    text("q-queued", q.queued);
+    text("q-active", q.active);
+    text("q-left", q.left);
+  }
   if (s.gate.kind === "redis") {
     $("gate-box").hidden = false;
     text("g-counter", s.gate.counter ?? "–");

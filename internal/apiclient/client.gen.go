@@ -6005,9 +6005,12 @@ type Live struct {
 
 	// Instances the rates instance by instance: every origin instance that reported answers in the last 3 s (at most 64)
 	Instances []InstanceRates `json:"instances"`
-	Rates     LiveRates       `json:"rates"`
-	Room      *Crowd          `json:"room,omitempty"`
-	Sale      Sale            `json:"sale"`
+
+	// Queue the waiting room's line (absent for a sale without a waiting room)
+	Queue *QueueStats `json:"queue,omitempty"`
+	Rates LiveRates   `json:"rates"`
+	Room  *Crowd      `json:"room,omitempty"`
+	Sale  Sale        `json:"sale"`
 }
 
 // LivePoint defines model for LivePoint.
@@ -6045,6 +6048,14 @@ type LotteryCounts struct {
 	Total      int `json:"total"`
 	Waitlisted int `json:"waitlisted"`
 	Won        int `json:"won"`
+}
+
+// MinuteCount one minute's count
+type MinuteCount struct {
+	Count int `json:"count"`
+
+	// Minute the minute's start
+	Minute time.Time `json:"minute"`
 }
 
 // Moment defines model for Moment.
@@ -6271,6 +6282,60 @@ type QueueControl struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
+// QueueStats a waiting room's line, every instance's counts added together
+type QueueStats struct {
+	// Active waiters still asking: answered 'waiting' in the last minute
+	Active int `json:"active"`
+
+	// Admitted tickets admitted
+	Admitted int `json:"admitted"`
+
+	// AdmittedNotReserved admitted less reserved (those admitted lately may still reserve)
+	AdmittedNotReserved int `json:"admittedNotReserved"`
+
+	// Arrivals places in line handed out
+	Arrivals int `json:"arrivals"`
+
+	// ArrivalsByMinute the arrivals of each minute, oldest first (each instance keeps its latest two hours)
+	ArrivalsByMinute []MinuteCount `json:"arrivalsByMinute"`
+
+	// ArrivalsLastMinute places handed out in the last whole minute, by the database's clock
+	ArrivalsLastMinute int `json:"arrivalsLastMinute"`
+
+	// Instances how many instances' counts were added (each instance counts its own waiters in memory and writes its counts once a second while they change)
+	Instances int `json:"instances"`
+
+	// Left waiters who stopped asking (a minute without a poll or a stream's answer) before they were admitted or told the sale sold out
+	Left int `json:"left"`
+
+	// PeakArrivalsPerMinute the most places handed out in one minute
+	PeakArrivalsPerMinute int `json:"peakArrivalsPerMinute"`
+
+	// Queued ranks handed out past the watermark
+	Queued int `json:"queued"`
+
+	// ReservedAfterAdmission reservations made with an admission token
+	ReservedAfterAdmission int `json:"reservedAfterAdmission"`
+
+	// ToReserveP50Seconds time from admission to reservation, p50, in seconds; null before any reservation with an admission
+	ToReserveP50Seconds *float32 `json:"toReserveP50Seconds"`
+
+	// ToReserveP90Seconds time from admission to reservation, p90, in seconds
+	ToReserveP90Seconds *float32 `json:"toReserveP90Seconds"`
+
+	// ToReserveP99Seconds time from admission to reservation, p99, in seconds
+	ToReserveP99Seconds *float32 `json:"toReserveP99Seconds"`
+
+	// WaitP50Seconds time from ticket to admission, p50, in seconds: interpolated within fixed histogram buckets; null before any admission
+	WaitP50Seconds *float32 `json:"waitP50Seconds"`
+
+	// WaitP90Seconds time from ticket to admission, p90, in seconds
+	WaitP90Seconds *float32 `json:"waitP90Seconds"`
+
+	// WaitP99Seconds time from ticket to admission, p99, in seconds
+	WaitP99Seconds *float32 `json:"waitP99Seconds"`
+}
+
 // Receipt the answer to a reservation that took stock, stored and replayed byte for byte
 type Receipt struct {
 	ExpiresAt time.Time `json:"expiresAt"`
@@ -6366,14 +6431,17 @@ type Report struct {
 	LatePayments         int         `json:"latePayments"`
 	LatePaymentsRefunded int         `json:"latePaymentsRefunded"`
 	OpenedAt             *time.Time  `json:"openedAt"`
-	Reservations         int         `json:"reservations"`
-	Room                 *Crowd      `json:"room,omitempty"`
-	Sale                 Sale        `json:"sale"`
-	SecondsToSellOut     *float32    `json:"secondsToSellOut"`
-	SoldOutAt            *time.Time  `json:"soldOutAt"`
-	SoldOutTimes         int         `json:"soldOutTimes"`
-	Timeline             *[]Moment   `json:"timeline"`
-	VoidedOrders         int         `json:"voidedOrders"`
+
+	// Queue the waiting room's line (absent for a sale without a waiting room)
+	Queue            *QueueStats `json:"queue,omitempty"`
+	Reservations     int         `json:"reservations"`
+	Room             *Crowd      `json:"room,omitempty"`
+	Sale             Sale        `json:"sale"`
+	SecondsToSellOut *float32    `json:"secondsToSellOut"`
+	SoldOutAt        *time.Time  `json:"soldOutAt"`
+	SoldOutTimes     int         `json:"soldOutTimes"`
+	Timeline         *[]Moment   `json:"timeline"`
+	VoidedOrders     int         `json:"voidedOrders"`
 }
 
 // Reservation defines model for Reservation.

@@ -178,6 +178,71 @@ func (q *Queries) ConsoleInstances(ctx context.Context, arg ConsoleInstancesPara
 	return items, nil
 }
 
+const consoleQueuePublish = `-- name: ConsoleQueuePublish :exec
+INSERT INTO console_queues (sale_id, instance, counts, updated_at)
+SELECT q.sale_id, $1, q.counts, now()
+  FROM (SELECT unnest($2::text[]) AS sale_id, unnest($3::bytea[]) AS counts) q
+  JOIN sales s ON s.sale_id = q.sale_id
+ON CONFLICT (sale_id, instance) DO UPDATE
+   SET counts = excluded.counts, updated_at = excluded.updated_at
+`
+
+type ConsoleQueuePublishParams struct {
+	Instance string
+	SaleIds  []string
+	Counts   [][]byte
+}
+
+// One instance's counts of the lines of several sales (the waiting room's
+// analytics), replacing its previous ones: one statement a second at most
+// per instance. A sale no longer there is skipped.
+func (q *Queries) ConsoleQueuePublish(ctx context.Context, arg ConsoleQueuePublishParams) error {
+	_, err := q.db.Exec(ctx, consoleQueuePublish, arg.Instance, arg.SaleIds, arg.Counts)
+	return err
+}
+
+const consoleQueues = `-- name: ConsoleQueues :many
+SELECT instance, counts,
+       extract(epoch FROM now() - updated_at)::double precision AS age_seconds
+  FROM console_queues
+ WHERE sale_id = $1
+ ORDER BY updated_at DESC
+ LIMIT 256
+`
+
+type ConsoleQueuesParams struct {
+	SaleID string
+}
+
+type ConsoleQueuesRow struct {
+	Instance   string
+	Counts     []byte
+	AgeSeconds float64
+}
+
+// Every instance's counts of a sale's line, with how long ago they were
+// written (by the database's clock), at most 256 (the freshest): an
+// instance writes one row per sale it served.
+func (q *Queries) ConsoleQueues(ctx context.Context, arg ConsoleQueuesParams) ([]ConsoleQueuesRow, error) {
+	rows, err := q.db.Query(ctx, consoleQueues, arg.SaleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConsoleQueuesRow
+	for rows.Next() {
+		var i ConsoleQueuesRow
+		if err := rows.Scan(&i.Instance, &i.Counts, &i.AgeSeconds); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const consoleRoom = `-- name: ConsoleRoom :one
 
 SELECT w.next_position, w.preopen_count, w.preopen_tickets,

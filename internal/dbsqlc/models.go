@@ -21,6 +21,13 @@ type ConsoleInstance struct {
 	UpdatedAt time.Time
 }
 
+type ConsoleQueue struct {
+	SaleID    string
+	Instance  string
+	Counts    []byte
+	UpdatedAt time.Time
+}
+
 type GateOutbox struct {
 	MovementID string
 	SaleID     string

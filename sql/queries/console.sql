@@ -77,3 +77,25 @@ SELECT instance, seconds, counts,
  WHERE updated_at > now() - make_interval(secs => @within_seconds::double precision)
  ORDER BY updated_at DESC
  LIMIT 64;
+
+-- name: ConsoleQueuePublish :exec
+-- One instance's counts of the lines of several sales (the waiting room's
+-- analytics), replacing its previous ones: one statement a second at most
+-- per instance. A sale no longer there is skipped.
+INSERT INTO console_queues (sale_id, instance, counts, updated_at)
+SELECT q.sale_id, @instance, q.counts, now()
+  FROM (SELECT unnest(@sale_ids::text[]) AS sale_id, unnest(@counts::bytea[]) AS counts) q
+  JOIN sales s ON s.sale_id = q.sale_id
+ON CONFLICT (sale_id, instance) DO UPDATE
+   SET counts = excluded.counts, updated_at = excluded.updated_at;
+
+-- name: ConsoleQueues :many
+-- Every instance's counts of a sale's line, with how long ago they were
+-- written (by the database's clock), at most 256 (the freshest): an
+-- instance writes one row per sale it served.
+SELECT instance, counts,
+       extract(epoch FROM now() - updated_at)::double precision AS age_seconds
+  FROM console_queues
+ WHERE sale_id = @sale_id
+ ORDER BY updated_at DESC
+ LIMIT 256;

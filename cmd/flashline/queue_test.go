@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/api"
+	"github.com/flashline/flashline/internal/client"
+	"github.com/flashline/flashline/internal/testkit/testdb"
+	"github.com/flashline/flashline/internal/testkit/testserver"
+)
+
+// TestQueueAnalyticsInTheReport: a sale sold through its waiting room on
+// two instances (tickets taken on both, admitted on both, reserved on the
+// other one); its report, from either instance, shows the line's times
+// (p50, p90, p99) from both instances' counts added, the arrivals, the
+// admitted and those who reserved. No instance wrote a row per arrival or
+// poll: each wrote its own counts (console_queues), one row per sale.
+func TestQueueAnalyticsInTheReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	t.Parallel()
+	dbURL := testdb.New(t)
+	servers := testserver.StartN(t, 2, dbURL)
+	c := testserver.NewClient()
+	const customers, stock = 16, 6
+	// The pacer paces rooms with an opening time: the sale opens in a
+	// second.
+	opensAt := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+	saleID := c.CreateSale(t, servers[0].URL, fmt.Sprintf(`{"sku":"queue-1","initialStock":%d,"confirmation":"customer","admission":"waiting_room","fairness":"arrival_order","opensAt":%q}`, stock, opensAt))
+
+	type waiter struct{ jwt, ticket string }
+	all := make([]waiter, customers)
+	for i := range all {
+		all[i].jwt = testserver.Token(t, fmt.Sprintf("queue-%02d", i))
+		r, err := c.To(servers[i%2].URL).Ticket(t.Context(), all[i].jwt, saleID, "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		all[i].ticket = r.Value.Token
+	}
+	// Everyone polls, on the instance it did not take its ticket on, until
+	// it is admitted (and reserves with its token on the first one) or told
+	// the sale sold out.
+	reserved, decided := 0, make([]bool, customers)
+	deadline := time.Now().Add(90 * time.Second)
+	for left := customers; left > 0; {
+		require.True(t, time.Now().Before(deadline), "the line never ended: %d undecided", left)
+		for i, w := range all {
+			if decided[i] {
+				continue
+			}
+			r, err := c.To(servers[(i+1)%2].URL).Status(t.Context(), w.jwt, saleID, w.ticket, "")
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+			switch r.Value.State {
+			case "admitted":
+				res, err := c.To(servers[i%2].URL).Reserve(t.Context(), w.jwt, client.ReserveRequest{
+					SaleID: saleID, Quantity: 1, IdempotencyKey: fmt.Sprintf("queue-%d", i), AdmissionToken: r.Value.AdmissionToken})
+				require.NoError(t, err)
+				if res.Status == http.StatusCreated {
+					reserved++
+				}
+				decided[i], left = true, left-1
+			case "sold_out":
+				decided[i], left = true, left-1
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Equal(t, stock, reserved)
+
+	// Each instance writes its counts within a second or so; the report
+	// adds them.
+	var q *api.QueueStats
+	require.Eventually(t, func() bool {
+		r, err := c.To(servers[1].URL).Report(t.Context(), testserver.AdminToken, saleID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		q = r.Value.Queue
+		return q != nil && q.Instances == 2 && q.Arrivals == customers && q.Reserved == stock
+	}, 30*time.Second, 200*time.Millisecond, "the report never added both instances' counts: %+v", q)
+	require.GreaterOrEqual(t, q.Admitted, int64(stock))
+	require.Equal(t, q.Admitted-q.Reserved, q.AdmittedNotReserved)
+	require.NotNil(t, q.WaitP50)
+	require.NotNil(t, q.WaitP90)
+	require.NotNil(t, q.WaitP99)
+	require.LessOrEqual(t, *q.WaitP50, *q.WaitP90)
+	require.LessOrEqual(t, *q.WaitP90, *q.WaitP99)
+	require.NotNil(t, q.ToReserveP50)
+	require.LessOrEqual(t, *q.ToReserveP50, *q.ToReserveP99)
+	require.NotEmpty(t, q.ArrivalsByMinute)
+	var byMinute int64
+	for _, m := range q.ArrivalsByMinute {
+		byMinute += m.Count
+	}
+	require.EqualValues(t, customers, byMinute)
+
+	// The live page adds the same counts.
+	r, err := c.To(servers[0].URL).Live(t.Context(), testserver.AdminToken, saleID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.NotNil(t, r.Value.Queue)
+	require.EqualValues(t, customers, r.Value.Queue.Arrivals)
+}

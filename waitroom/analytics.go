@@ -1,0 +1,302 @@
+package waitroom
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/waitroom/roomtoken"
+)
+
+// The line's analytics as this instance sees them (flashline.QueueCounts):
+// the places it handed out, the tickets it admitted by their wait, the
+// reservations made with an admission by the time since it, the waiters
+// that stopped asking. All in memory, nothing written per arrival or poll:
+// RunQueuePublisher writes each sale's counts to the shared table at most
+// once a second while they change, and the console and the report add the
+// instances' rows (flashline.MergeQueue). The same counts are this
+// instance's metrics (flashline_waitroom_queue_*), for the sales that have
+// opened, as the watermarks are.
+//
+// A waiter is one customer in one sale. An instance remembers, per waiter
+// it answered, when it last answered and whether it admitted it (at most
+// maxWaiters at once; past that, new waiters are not followed: neither
+// counted as left nor kept from counting an admission twice). A waiter
+// whose page moves to another instance for good (a load balancer that does
+// not keep a stream's client on one instance) is counted as left by the
+// first: the page's status stream keeps it on one instance for up to five
+// minutes, and polls spread over instances keep every instance hearing
+// from it within LeftAfter.
+
+// LeftAfter is how long a waiter may ask nothing of an instance before the
+// instance counts it as left: three times the longest interval between
+// answers it is told (pollAfter's 15 s, jittered).
+const LeftAfter = 60 * time.Second
+
+// maxWaiters bounds the waiters an instance follows at once.
+const maxWaiters = 1 << 20
+
+type waiterKey struct{ sale, customer string }
+
+type lineWaiter struct {
+	seen     time.Time
+	admitted bool
+}
+
+// queueStats is this instance's counts of each sale's line.
+type queueStats struct {
+	mu      sync.Mutex
+	sales   map[string]*saleQueue
+	waiters map[waiterKey]lineWaiter
+}
+
+type saleQueue struct {
+	counts  flashline.QueueCounts
+	version int64 // grows with every change; wrote is the last written
+	wrote   int64
+}
+
+func (q *queueStats) sale(saleID string) *saleQueue {
+	if q.sales == nil {
+		q.sales = map[string]*saleQueue{}
+		q.waiters = map[waiterKey]lineWaiter{}
+	}
+	s := q.sales[saleID]
+	if s == nil {
+		s = &saleQueue{counts: flashline.NewQueueCounts()}
+		q.sales[saleID] = s
+	}
+	return s
+}
+
+// arrived counts a new place in saleID's line.
+func (q *queueStats) arrived(saleID string, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.sale(saleID)
+	s.counts.Arrivals++
+	minute := now.Unix() / 60
+	s.counts.Minutes[minute]++
+	for m := range s.counts.Minutes {
+		if m <= minute-flashline.QueueMinutes {
+			delete(s.counts.Minutes, m)
+		}
+	}
+	s.version++
+}
+
+// answered notes the status answer state given to ticket t at now: a
+// waiter seen, admitted (its wait counted, once) or told the sale sold
+// out (no longer followed).
+func (q *queueStats) answered(saleID string, t roomtoken.Ticket, state string, now time.Time) {
+	key := waiterKey{saleID, t.CustomerID}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.sale(saleID)
+	w, known := q.waiters[key]
+	switch state {
+	case StatusSoldOut:
+		delete(q.waiters, key)
+		return
+	case StatusAdmitted:
+		if known && w.admitted {
+			w.seen = now
+			q.waiters[key] = w
+			return
+		}
+		s.counts.Wait[flashline.QueueBucket(now.Sub(t.ArrivedAt))]++
+		s.version++
+		w.admitted = true
+	}
+	if !known && len(q.waiters) >= maxWaiters {
+		return
+	}
+	w.seen = now
+	q.waiters[key] = w
+}
+
+// reserved counts a reservation made with admission a at now, the
+// admission given ttl before it expires.
+func (q *queueStats) reserved(a roomtoken.Admission, ttl time.Duration, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.sale(a.SaleID)
+	s.counts.ToReserve[flashline.QueueBucket(now.Sub(a.ExpiresAt.Add(-ttl)))]++
+	s.version++
+	delete(q.waiters, waiterKey{a.SaleID, a.CustomerID})
+}
+
+// sweep counts the waiters not heard from for LeftAfter as left (an
+// admitted one is only forgotten: it did not leave the line), and sets
+// each sale's waiters seen lately.
+func (q *queueStats) sweep(now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	active := map[string]int64{}
+	for key, w := range q.waiters {
+		switch {
+		case now.Sub(w.seen) <= LeftAfter:
+			if !w.admitted {
+				active[key.sale]++
+			}
+		case w.admitted:
+			delete(q.waiters, key)
+		default:
+			s := q.sale(key.sale)
+			s.counts.Left++
+			s.version++
+			delete(q.waiters, key)
+		}
+	}
+	for id, s := range q.sales {
+		if s.counts.Active != active[id] {
+			s.counts.Active = active[id]
+			s.version++
+		}
+	}
+}
+
+// unwritten is the encoded counts of the sales changed since they were
+// last written, with their versions.
+func (q *queueStats) unwritten() (map[string][]byte, map[string]int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	counts, versions := map[string][]byte{}, map[string]int64{}
+	for id, s := range q.sales {
+		if s.version == s.wrote {
+			continue
+		}
+		b, err := json.Marshal(s.counts)
+		if err != nil {
+			continue
+		}
+		counts[id], versions[id] = b, s.version
+	}
+	return counts, versions
+}
+
+func (q *queueStats) wrote(versions map[string]int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for id, v := range versions {
+		if s := q.sales[id]; s != nil && s.wrote < v {
+			s.wrote = v
+		}
+	}
+}
+
+// QueueCounts is a copy of this instance's counts of saleID's line (empty
+// counts for a sale it has seen nothing of).
+func (r *Room) QueueCounts(saleID string) flashline.QueueCounts {
+	r.queue.mu.Lock()
+	defer r.queue.mu.Unlock()
+	c := flashline.NewQueueCounts()
+	if s := r.queue.sales[saleID]; s != nil {
+		c.Add(s.counts, true)
+	}
+	return c
+}
+
+// Reserved counts a reservation made with the admission token a (already
+// checked: this sale's, this customer's, not expired) now, for the time
+// from admission to reservation.
+func (r *Room) Reserved(a roomtoken.Admission) {
+	r.queue.reserved(a, r.opts.AdmissionTTL, r.opts.Now())
+}
+
+// QueuePublisher writes an instance's counts of each sale's line
+// (*postgres.Store).
+type QueuePublisher interface {
+	PublishQueue(ctx context.Context, instance string, counts map[string][]byte) error
+}
+
+// RunQueuePublisher counts the waiters gone quiet and writes the counts of
+// the sales whose line changed (one statement for all of them) every
+// second, until ctx is done. A failed write is logged; the next tick writes
+// them again.
+func (r *Room) RunQueuePublisher(ctx context.Context, store QueuePublisher, instance string, logger *slog.Logger) error {
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+		r.queue.sweep(r.opts.Now())
+		counts, versions := r.queue.unwritten()
+		if len(counts) == 0 {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := store.PublishQueue(wctx, instance, counts)
+		cancel()
+		if err != nil {
+			logger.WarnContext(ctx, "waitroom: publish the line's counts", "err", err)
+			continue
+		}
+		r.queue.wrote(versions)
+	}
+}
+
+// queueCollector publishes this instance's counts as metrics, for the
+// sales that have opened (a sale's id is not announced before: see
+// watermarks).
+type queueCollector struct{ r *Room }
+
+var (
+	queueWaitDesc = prometheus.NewDesc("flashline_waitroom_queue_wait_seconds",
+		"Tickets this instance admitted, by time from arrival to admission.", []string{"sale_id"}, nil)
+	queueToReserveDesc = prometheus.NewDesc("flashline_waitroom_queue_admission_to_reservation_seconds",
+		"Reservations this instance made with an admission token, by time from admission to reservation.", []string{"sale_id"}, nil)
+	queueArrivalsDesc = prometheus.NewDesc("flashline_waitroom_queue_arrivals_total",
+		"Places in line this instance handed out.", []string{"sale_id"}, nil)
+	queueLeftDesc = prometheus.NewDesc("flashline_waitroom_queue_left_total",
+		"Waiters this instance answered that asked nothing more of it for a minute, neither admitted nor told the sale sold out.", []string{"sale_id"}, nil)
+	queueActiveDesc = prometheus.NewDesc("flashline_waitroom_queue_active",
+		"Waiters this instance answered 'waiting' in the last minute.", []string{"sale_id"}, nil)
+)
+
+func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{queueWaitDesc, queueToReserveDesc, queueArrivalsDesc, queueLeftDesc, queueActiveDesc} {
+		ch <- d
+	}
+}
+
+func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.r.opts.Now()
+	for _, s := range c.r.rooms() {
+		if !s.Opened(now) {
+			continue
+		}
+		q := c.r.QueueCounts(s.ID)
+		ch <- histogram(queueWaitDesc, q.Wait, s.ID)
+		ch <- histogram(queueToReserveDesc, q.ToReserve, s.ID)
+		ch <- prometheus.MustNewConstMetric(queueArrivalsDesc, prometheus.CounterValue, float64(q.Arrivals), s.ID)
+		ch <- prometheus.MustNewConstMetric(queueLeftDesc, prometheus.CounterValue, float64(q.Left), s.ID)
+		ch <- prometheus.MustNewConstMetric(queueActiveDesc, prometheus.GaugeValue, float64(q.Active), s.ID)
+	}
+}
+
+// histogram is counts (one per bucket of QueueBuckets, and one past them)
+// as a Prometheus histogram; the sum is each bucket's middle (the counts
+// keep no sum).
+func histogram(d *prometheus.Desc, counts []int64, saleID string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(flashline.QueueBuckets))
+	var total uint64
+	var sum, low float64
+	for i, le := range flashline.QueueBuckets {
+		total += uint64(counts[i])
+		buckets[le] = total
+		sum += float64(counts[i]) * (low + le) / 2
+		low = le
+	}
+	total += uint64(counts[len(flashline.QueueBuckets)])
+	sum += float64(counts[len(flashline.QueueBuckets)]) * low
+	return prometheus.MustNewConstHistogram(d, total, sum, buckets, saleID)
+}
