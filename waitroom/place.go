@@ -94,7 +94,7 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	if !r.limiter.allow(req.SaleID+"\n"+req.CustomerID, now) {
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrRateLimited)
 	}
-	position, preOpen, err := r.takePosition(ctx, s, draw)
+	position, preOpen, err := r.takePosition(ctx, s, req.CustomerID, draw)
 	if err != nil {
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
 	}
@@ -155,7 +155,7 @@ func (r *Room) placedByDraw(s flashline.SaleFacts) bool {
 // drawnResult is customerID's new ticket placed by its draw in s's room
 // (placedByDraw), counted once among the room's pre-open tickets.
 func (r *Room) drawnResult(s flashline.SaleFacts, customerID string, draw uint64, now time.Time) TicketResult {
-	r.countPreopen(s.ID, draw)
+	r.countPreopen(s.ID, customerID, draw)
 	t := drawnTicket(s.ID, customerID, draw, now)
 	r.metrics.tickets.WithLabelValues("new").Inc()
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now)
@@ -256,6 +256,13 @@ func RankIn(t roomtoken.Ticket, fairness flashline.Fairness, preopenCount, preop
 // rank is t's rank in s's room (RankIn; before the freeze, a pre-open ticket
 // ranks among the crowd counted so far).
 func rank(s flashline.SaleFacts, t roomtoken.Ticket) int64 {
+	if drawn(s, t) && s.Room.FinalSeed != nil && s.Room.PreopenCount >= 0 {
+		// The crowd is committed: ranked by the final seed (CrowdRank),
+		// which nobody knew when the ticket was signed.
+		var f [32]byte
+		copy(f[:], s.Room.FinalSeed)
+		return flashline.CrowdRank(f, flashline.RegistrantOf(t.SaleID, t.CustomerID), s.Room.PreopenCount)
+	}
 	if drawn(s, t) {
 		return Rank(t, s.Room.Fairness, crowd(s))
 	}
