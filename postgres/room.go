@@ -216,6 +216,7 @@ func (s *Store) DrawRecord(ctx context.Context, saleID string) (flashline.DrawRe
 	if row.PreopenCount != nil {
 		rec.PreopenCount = *row.PreopenCount
 	}
+	rec.FinalSeed = row.FinalSeed
 	rows, err := q.WaitroomAdmissions(ctx, dbsqlc.WaitroomAdmissionsParams{SaleID: saleID})
 	if err != nil {
 		return flashline.DrawRecord{}, fmt.Errorf("admissions of sale %s: %w", saleID, translate(err))

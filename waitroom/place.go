@@ -238,13 +238,22 @@ func crowd(s flashline.SaleFacts) int64 {
 }
 
 // RankIn is t's rank in a room whose pre-open crowd was frozen at
-// preopenCount tickets and preopenPositions positions: a pre-open ticket of
-// a randomized_at_open room by its draw (Rank), a position handed out after
+// preopenCount tickets and preopenPositions positions and committed with
+// finalSeed (crowddraw.go): a pre-open ticket of a randomized_at_open room
+// by flashline.CrowdRank under finalSeed (nil: a room frozen before
+// commitments existed, by the ticket's own draw, Rank), a position handed out after
 // the freeze right after the crowd, preopenCount + (position −
 // preopenPositions), so that positions nobody holds are not counted as
 // people; any other ticket by its position.
-func RankIn(t roomtoken.Ticket, fairness flashline.Fairness, preopenCount, preopenPositions int64) int64 {
+func RankIn(t roomtoken.Ticket, fairness flashline.Fairness, preopenCount, preopenPositions int64, finalSeed []byte) int64 {
 	if t.PreOpen && fairness == flashline.FairnessRandomizedAtOpen {
+		if finalSeed != nil && preopenCount >= 0 {
+			// Ranked by the final seed, which nobody knew when the ticket
+			// was signed.
+			var f [32]byte
+			copy(f[:], finalSeed)
+			return flashline.CrowdRank(f, flashline.RegistrantOf(t.SaleID, t.CustomerID), preopenCount)
+		}
 		return Rank(t, fairness, preopenCount)
 	}
 	if preopenCount >= 0 && preopenPositions >= 0 && t.Position > preopenPositions {
@@ -256,17 +265,10 @@ func RankIn(t roomtoken.Ticket, fairness flashline.Fairness, preopenCount, preop
 // rank is t's rank in s's room (RankIn; before the freeze, a pre-open ticket
 // ranks among the crowd counted so far).
 func rank(s flashline.SaleFacts, t roomtoken.Ticket) int64 {
-	if drawn(s, t) && s.Room.FinalSeed != nil && s.Room.PreopenCount >= 0 {
-		// The crowd is committed: ranked by the final seed (CrowdRank),
-		// which nobody knew when the ticket was signed.
-		var f [32]byte
-		copy(f[:], s.Room.FinalSeed)
-		return flashline.CrowdRank(f, flashline.RegistrantOf(t.SaleID, t.CustomerID), s.Room.PreopenCount)
-	}
-	if drawn(s, t) {
+	if drawn(s, t) && s.Room.PreopenCount < 0 {
 		return Rank(t, s.Room.Fairness, crowd(s))
 	}
-	return RankIn(t, s.Room.Fairness, s.Room.PreopenCount, s.Room.PreopenPositions)
+	return RankIn(t, s.Room.Fairness, s.Room.PreopenCount, s.Room.PreopenPositions, s.Room.FinalSeed)
 }
 
 // placeRange is the 25th and 75th percentiles of the place of a ticket placed

@@ -156,8 +156,12 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	// The crowd drawn among is the people who joined, not the positions
 	// leased for them (blocks dropped half used left positions unheld).
 	require.EqualValues(t, customers, *preopen, "the pre-open crowd counts tickets")
+	// Ranked by the final seed the freeze committed with the holders.
+	var finalSeed []byte
+	require.NoError(t, pool.QueryRow(ctx, `SELECT final_seed FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&finalSeed))
+	require.NotNil(t, finalSeed, "the freeze commits the crowd")
 	for _, cu := range all {
-		cu.rank = waitroom.Rank(cu.ticket, flashline.FairnessRandomizedAtOpen, *preopen)
+		cu.rank = waitroom.RankIn(cu.ticket, flashline.FairnessRandomizedAtOpen, *preopen, 0, finalSeed)
 	}
 	// Highest rank first within a round: a lower rank, asked later on the
 	// same instance, sees the same watermark or a newer one.
@@ -268,7 +272,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	var cheat string
 	for i := 0; cheat == ""; i++ {
 		id := fmt.Sprintf("cheat-%d", i)
-		if waitroom.Rank(roomtoken.Ticket{PreOpen: true, Position: 1, Draw: flashline.Draw(seed, sale, id)}, flashline.FairnessRandomizedAtOpen, *preopen) > *preopen-2 {
+		if waitroom.RankIn(roomtoken.Ticket{SaleID: sale, CustomerID: id, PreOpen: true, Position: 1}, flashline.FairnessRandomizedAtOpen, *preopen, 0, finalSeed) > *preopen-2 {
 			cheat = id
 		}
 	}

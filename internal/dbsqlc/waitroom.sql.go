@@ -237,7 +237,7 @@ func (q *Queries) WaitroomCrowd(ctx context.Context, arg WaitroomCrowdParams) (W
 }
 
 const waitroomDrawRecord = `-- name: WaitroomDrawRecord :one
-SELECT s.fairness, w.preopen_count, w.admitted_through
+SELECT s.fairness, w.preopen_count, w.admitted_through, w.final_seed
   FROM sales s
   JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE s.sale_id = $1::text
@@ -251,6 +251,7 @@ type WaitroomDrawRecordRow struct {
 	Fairness        string
 	PreopenCount    *int64
 	AdmittedThrough int64
+	FinalSeed       []byte
 }
 
 // What an audit of the draw reads of a waiting-room sale: its order and the
@@ -258,7 +259,12 @@ type WaitroomDrawRecordRow struct {
 func (q *Queries) WaitroomDrawRecord(ctx context.Context, arg WaitroomDrawRecordParams) (WaitroomDrawRecordRow, error) {
 	row := q.db.QueryRow(ctx, waitroomDrawRecord, arg.SaleID)
 	var i WaitroomDrawRecordRow
-	err := row.Scan(&i.Fairness, &i.PreopenCount, &i.AdmittedThrough)
+	err := row.Scan(
+		&i.Fairness,
+		&i.PreopenCount,
+		&i.AdmittedThrough,
+		&i.FinalSeed,
+	)
 	return i, err
 }
 

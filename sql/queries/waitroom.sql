@@ -183,7 +183,7 @@ RETURNING w.admitted_through,
 -- name: WaitroomDrawRecord :one
 -- What an audit of the draw reads of a waiting-room sale: its order and the
 -- room's counters (flashline sale verify-draw).
-SELECT s.fairness, w.preopen_count, w.admitted_through
+SELECT s.fairness, w.preopen_count, w.admitted_through, w.final_seed
   FROM sales s
   JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE s.sale_id = @sale_id::text;
