@@ -105,6 +105,9 @@ type DrawRecord struct {
 	// AdmittedThrough is the watermark: ranks up to it may be admitted.
 	AdmittedThrough int64
 	Admitted        []AdmittedCustomer // in the order they reserved
+	// FinalSeed is the seed the committed crowd is ranked by (nil: not
+	// committed, or frozen before commitments existed: ranked by Draw).
+	FinalSeed []byte
 }
 
 // AdmittedCustomer is one reservation made with an admission token.
@@ -173,7 +176,12 @@ func AuditDraw(seed []byte, rec DrawRecord) DrawAudit {
 	for i, c := range rec.Admitted {
 		d := Draw(seed, rec.SaleID, c.CustomerID)
 		check := DrawCheck{AdmittedCustomer: c, Draw: d}
-		if rec.PreopenCount > 0 {
+		switch {
+		case rec.PreopenCount > 0 && rec.FinalSeed != nil:
+			var f [32]byte
+			copy(f[:], rec.FinalSeed)
+			check.Rank = CrowdRank(f, RegistrantOf(rec.SaleID, c.CustomerID), rec.PreopenCount)
+		case rec.PreopenCount > 0:
 			check.Rank = DrawRank(d, rec.PreopenCount)
 		}
 		if a.Decisive && check.Rank > rec.AdmittedThrough {

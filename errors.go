@@ -40,6 +40,9 @@ var (
 	// the sale allows one instrument.
 	ErrInstrumentLimitReached = errors.New("payment instrument limit reached")
 	ErrNoWaitingRoom          = errors.New("sale has no waiting room")
+	// ErrCrowdCommitted: a pre-open holder written after the room froze and
+	// committed its pre-open crowd (crowddraw.go).
+	ErrCrowdCommitted = errors.New("the waiting room's pre-open crowd is committed")
 	// ErrPaymentRequired: the sale's holds are confirmed by payment events,
 	// not by the customer (Confirmation).
 	ErrPaymentRequired = errors.New("the sale's holds are confirmed by payment")

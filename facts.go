@@ -73,6 +73,10 @@ type RoomFacts struct {
 	Broadcast       string
 	AdmittedThrough int64
 	Pace            float64
+	// FinalSeed is the seed the committed pre-open crowd is ranked by
+	// (crowddraw.go), nil until the freeze commits it (and in a room frozen
+	// before commitments existed, whose tickets rank by their own draw).
+	FinalSeed []byte
 }
 
 // Opened reports whether the sale has opened by now's clock (it may be

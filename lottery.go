@@ -173,6 +173,9 @@ type LotteryStore interface {
 	// LotteryEntries is every registration of a lottery with its state
 	// and draw rank (0: not drawn), in draw order.
 	LotteryEntries(ctx context.Context, saleID string) ([]LotteryEntry, error)
+	// Crowd is a waiting room's pre-open crowd as committed at the open,
+	// its holders with it (crowddraw.go; ErrNotFound, ErrNoWaitingRoom).
+	Crowd(ctx context.Context, saleID string) (Crowd, error)
 }
 
 // RegistrationIDPrefix is the prefix of registration ids ("reg_" + a ULID).

@@ -247,6 +247,11 @@ type DrawTranscript struct {
 	Ranks      []int // the rank published with each of Ranked (0: not drawn)
 	Winners    []Registrant
 	Waitlisted []Registrant
+	// Crowd: the transcript is a waiting room's committed pre-open crowd
+	// (crowddraw.go), RegistrationClosesAt the commitment's time, and each
+	// rank CrowdRank among PreopenCount; no winners, no waitlist.
+	Crowd        bool
+	PreopenCount int64
 }
 
 // DrawPins are what a verifier saw published earlier and holds the
@@ -357,14 +362,23 @@ func VerifyDrawTranscript(t DrawTranscript, pins DrawPins) []DrawStep {
 			return fmt.Errorf("%d ranks for %d registrants", len(t.Ranks), len(t.Ranked))
 		}
 		for i, r := range ranking {
-			if t.Ranked[i] != r || t.Ranks[i] != i+1 {
-				return fmt.Errorf("rank %d is registrant %s by the draw, the transcript has %s at rank %d", i+1, r, t.Ranked[i], t.Ranks[i])
+			want := i + 1
+			if t.Crowd {
+				want = int(CrowdRank(f, r, t.PreopenCount))
+			}
+			if t.Ranked[i] != r || t.Ranks[i] != want {
+				return fmt.Errorf("rank %d is registrant %s by the draw, the transcript has %s at rank %d", want, r, t.Ranked[i], t.Ranks[i])
 			}
 		}
 		return nil
 	}(), fmt.Sprintf("every rank recomputed from F = %x", f))
 
 	// outcome
+	if t.Crowd {
+		steps = append(steps, DrawStep{Name: "outcome", OK: true,
+			Detail: fmt.Sprintf("a waiting room: each holder is admitted when the watermark reaches their rank (of %d pre-open tickets)", t.PreopenCount)})
+		return steps
+	}
 	step("outcome", func() error {
 		n := min(t.Units, len(ranking))
 		if !slices.Equal(t.Winners, ranking[:n]) {

@@ -16,6 +16,11 @@ type RoomStore interface {
 	// CountTickets adds n pre-open tickets this instance gave out to
 	// saleID's count, unless the room has frozen its pre-open crowd.
 	CountTickets(ctx context.Context, saleID string, n int64) error
+	// AddHolders records customers as holders of pre-open tickets in
+	// saleID's room (written with CountTickets' flush, one statement per
+	// batch), the crowd the freeze commits (crowddraw.go). After the freeze:
+	// ErrCrowdCommitted, nothing written.
+	AddHolders(ctx context.Context, saleID string, customers []string) error
 	// RecordEdgeTickets records the edges' pre-open tickets in saleID as
 	// this instance last heard them (totals by edge id), unless the room
 	// has frozen its pre-open crowd; the larger total wins per edge. The

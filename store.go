@@ -86,6 +86,7 @@ var stockEffects = map[string]StockEffect{
 	"Register":            0,
 	"Registration":        0,
 	"LotteryEntries":      0,
+	"Crowd":               0,
 }
 
 // StockEffectOf is how the Store method named method changes stock; known

@@ -39,6 +39,9 @@ type DrawTranscript struct {
 	Registrants []TranscriptRegistrant `json:"registrants"`
 	Winners     []string               `json:"winners"`
 	Waitlisted  []string               `json:"waitlisted"`
+	// PreopenCount is, for a waiting room's crowd (Formula CrowdFormula),
+	// the pre-open tickets counted at the open: the scale of the ranks.
+	PreopenCount *int64 `json:"preopenCount,omitempty"`
 	// Note says, for people, what the transcript proves and what rests on
 	// the store.
 	Note string `json:"note"`
@@ -65,6 +68,41 @@ type TranscriptRegistrant struct {
 
 // DrawFormula names the lottery's draw formula.
 const DrawFormula = "flashline/lottery/draw/v2"
+
+// CrowdFormula names the formula of a waiting room's committed pre-open
+// crowd (crowddraw.go): the transcript is then the room's, its registrants
+// the crowd's holders, registrationClosesAt the commitment at the open.
+const CrowdFormula = "flashline/waitroom/crowd/v1"
+
+// NewCrowdTranscript renders a waiting room's committed crowd c. Status
+// "registering" before the open's commitment, "drawn" once the crowd is
+// committed and ranked.
+func NewCrowdTranscript(c flashline.Crowd, t flashline.DrawTranscript) DrawTranscript {
+	n := c.PreopenCount
+	v := DrawTranscript{
+		SaleID: c.SaleID, Formula: CrowdFormula, Status: "registering",
+		DrawAt: c.OpensAt.UTC().Format(time.RFC3339Nano), DrawnAt: timep(c.CommittedAt),
+		Commitment: hex.EncodeToString(t.Commitment), Seed: hexp(t.Seed),
+		RegistrantsRoot: hexp(t.Root), RegistrantCount: t.RegistrantCount,
+		RegistrantsCommittedAt: timep(c.CommittedAt), PreopenCount: &n,
+		Registrants: []TranscriptRegistrant{}, Winners: []string{}, Waitlisted: []string{},
+		Note: "NO BEACON: the crowd's ranks are drawn with the room's seed (committed to before the open, revealed at it) and the holders' root, fixed at the open. " +
+			"Whoever knew the seed before the open, the store included, could compute a customer's rank in a crowd of a given size. " +
+			"A holder's rank is DrawRank(first 8 bytes of SHA-256(finalSeed ‖ registrant), preopenCount); the transcript does not show that the root was published at the open: compare it with the one you saw then (verify-draw --root). " +
+			"Pre-open tickets given out by edges are counted in preopenCount but not listed among the holders.",
+	}
+	v.RegistrationClosesAt = v.DrawAt
+	if c.CommittedAt != nil {
+		v.RegistrationClosesAt = c.CommittedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if t.Seed != nil {
+		v.Status = "drawn"
+	}
+	for i, r := range t.Ranked {
+		v.Registrants = append(v.Registrants, TranscriptRegistrant{Registrant: r.String(), Rank: t.Ranks[i]})
+	}
+	return v
+}
 
 func hexp(b []byte) *string {
 	if b == nil {
@@ -149,10 +187,19 @@ func (v DrawTranscript) Domain() (flashline.DrawTranscript, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("registrationClosesAt: %w", err))
 	}
+	crowd := v.Formula == CrowdFormula
+	var preopen int64
+	switch {
+	case crowd && v.PreopenCount == nil:
+		errs = append(errs, errors.New("preopenCount: missing from a waiting room's transcript"))
+	case crowd:
+		preopen = *v.PreopenCount
+	}
 	t := flashline.DrawTranscript{
 		SaleID: v.SaleID, RegistrationClosesAt: closes, Units: v.Units, Waitlist: v.Waitlist,
 		Commitment: dec("commitment", &v.Commitment), Seed: dec("seed", v.Seed),
 		Root: dec("registrantsRoot", v.RegistrantsRoot), RegistrantCount: v.RegistrantCount,
+		Crowd: crowd, PreopenCount: preopen,
 	}
 	if b := v.Beacon; b != nil {
 		t.Beacon = &flashline.BeaconRecord{

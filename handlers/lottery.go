@@ -283,6 +283,10 @@ func handleDrawTranscript(lottery flashline.LotteryStore, logger *slog.Logger) g
 	return func(c *gin.Context) {
 		ctx, saleID := c.Request.Context(), c.Param("saleId")
 		l, err := lottery.Lottery(ctx, saleID)
+		if errors.Is(err, flashline.ErrNoLottery) {
+			writeCrowdTranscript(c, lottery, saleID, logger)
+			return
+		}
 		if err != nil {
 			writeError(c, logger, err)
 			return
@@ -305,4 +309,29 @@ func handleDrawTranscript(lottery flashline.LotteryStore, logger *slog.Logger) g
 		}
 		writeJSON(c, http.StatusOK, api.NewDrawTranscript(l, flashline.NewDrawTranscript(l, entries)))
 	}
+}
+
+// writeCrowdTranscript answers GET /sales/{saleId}/draw for a
+// randomized_at_open waiting room: its pre-open crowd as committed at the
+// open, in the lottery's transcript's shape (api.NewCrowdTranscript). Any
+// other sale: no_lottery, as before.
+func writeCrowdTranscript(c *gin.Context, lottery flashline.LotteryStore, saleID string, logger *slog.Logger) {
+	crowd, err := lottery.Crowd(c.Request.Context(), saleID)
+	switch {
+	case errors.Is(err, flashline.ErrNoWaitingRoom):
+		writeError(c, logger, flashline.ErrNoLottery)
+		return
+	case err != nil:
+		writeError(c, logger, err)
+		return
+	case crowd.Fairness != flashline.FairnessRandomizedAtOpen:
+		writeError(c, logger, flashline.ErrNoLottery)
+		return
+	}
+	if crowd.FinalSeed != nil {
+		c.Header("Cache-Control", "public, max-age=3600")
+	} else {
+		c.Header("Cache-Control", "no-store")
+	}
+	writeJSON(c, http.StatusOK, api.NewCrowdTranscript(crowd, flashline.NewCrowdTranscript(crowd)))
 }

@@ -59,6 +59,7 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]flashline.SaleF
 				Broadcast:            r.Broadcast,
 				AdmittedThrough:      r.AdmittedThrough,
 				Pace:                 r.PacePerSecond,
+				FinalSeed:            r.FinalSeed,
 			},
 		}
 		if r.PreopenCount != nil {

@@ -30,7 +30,10 @@ func (s *Store) LeasePositions(ctx context.Context, saleID string, n, preopenTic
 		}
 		var err error
 		row, err = q.WaitroomLease(ctx, dbsqlc.WaitroomLeaseParams{Block: n, PreopenTickets: preopenTickets, SaleID: saleID})
-		return err
+		if err != nil || !row.Froze {
+			return err
+		}
+		return commitCrowd(ctx, q, saleID, row.DrawSeed)
 	})
 	if notFound(err) {
 		return 0, false, fmt.Errorf("lease positions of sale %s: %w", saleID, flashline.ErrNoWaitingRoom)
@@ -172,9 +175,15 @@ func (p pacerDB) Advance(ctx context.Context, saleID string, target int64, pace 
 		if err := q.WaitroomLockRoom(ctx, dbsqlc.WaitroomLockRoomParams{SaleID: saleID}); err != nil {
 			return err
 		}
-		var err error
-		watermark, err = q.WaitroomAdvance(ctx, dbsqlc.WaitroomAdvanceParams{Target: target, PacePerSecond: pace, SaleID: saleID})
-		return err
+		row, err := q.WaitroomAdvance(ctx, dbsqlc.WaitroomAdvanceParams{Target: target, PacePerSecond: pace, SaleID: saleID})
+		if err != nil {
+			return err
+		}
+		watermark = row.AdmittedThrough
+		if !row.Froze {
+			return nil
+		}
+		return commitCrowd(ctx, q, saleID, row.DrawSeed)
 	})
 	switch {
 	case notFound(err):
@@ -207,6 +216,7 @@ func (s *Store) DrawRecord(ctx context.Context, saleID string) (flashline.DrawRe
 	if row.PreopenCount != nil {
 		rec.PreopenCount = *row.PreopenCount
 	}
+	rec.FinalSeed = row.FinalSeed
 	rows, err := q.WaitroomAdmissions(ctx, dbsqlc.WaitroomAdmissionsParams{SaleID: saleID})
 	if err != nil {
 		return flashline.DrawRecord{}, fmt.Errorf("admissions of sale %s: %w", saleID, translate(err))

@@ -176,6 +176,7 @@ func (c *Cache) load(ctx context.Context, saleID string, freshCustomers bool) er
 			// A read that started before a newer one finished must not
 			// move the watermark back in memory.
 			e.Room.AdmittedThrough, e.Room.PreopenCount, e.Room.PreopenPositions = old.Room.AdmittedThrough, old.Room.PreopenCount, old.Room.PreopenPositions
+			e.Room.FinalSeed = old.Room.FinalSeed
 		}
 		if e.refuses() {
 			// The list of holders is kept while the stock has not moved since

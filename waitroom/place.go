@@ -94,7 +94,7 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	if !r.limiter.allow(req.SaleID+"\n"+req.CustomerID, now) {
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, flashline.ErrRateLimited)
 	}
-	position, preOpen, err := r.takePosition(ctx, s, draw)
+	position, preOpen, err := r.takePosition(ctx, s, req.CustomerID, draw)
 	if err != nil {
 		return TicketResult{}, fmt.Errorf("ticket for sale %s: %w", req.SaleID, err)
 	}
@@ -156,7 +156,7 @@ func (r *Room) placedByDraw(s flashline.SaleFacts) bool {
 // drawnResult is customerID's new ticket placed by its draw in s's room
 // (placedByDraw), counted once among the room's pre-open tickets.
 func (r *Room) drawnResult(s flashline.SaleFacts, customerID string, draw uint64, now time.Time) TicketResult {
-	if r.countPreopen(s.ID, draw) {
+	if r.countPreopen(s.ID, customerID, draw) {
 		r.queue.arrived(s.ID, now)
 	}
 	t := drawnTicket(s.ID, customerID, draw, now)
@@ -241,13 +241,22 @@ func crowd(s flashline.SaleFacts) int64 {
 }
 
 // RankIn is t's rank in a room whose pre-open crowd was frozen at
-// preopenCount tickets and preopenPositions positions: a pre-open ticket of
-// a randomized_at_open room by its draw (Rank), a position handed out after
+// preopenCount tickets and preopenPositions positions and committed with
+// finalSeed (crowddraw.go): a pre-open ticket of a randomized_at_open room
+// by flashline.CrowdRank under finalSeed (nil: a room frozen before
+// commitments existed, by the ticket's own draw, Rank), a position handed out after
 // the freeze right after the crowd, preopenCount + (position −
 // preopenPositions), so that positions nobody holds are not counted as
 // people; any other ticket by its position.
-func RankIn(t roomtoken.Ticket, fairness flashline.Fairness, preopenCount, preopenPositions int64) int64 {
+func RankIn(t roomtoken.Ticket, fairness flashline.Fairness, preopenCount, preopenPositions int64, finalSeed []byte) int64 {
 	if t.PreOpen && fairness == flashline.FairnessRandomizedAtOpen {
+		if finalSeed != nil && preopenCount >= 0 {
+			// Ranked by the final seed, which nobody knew when the ticket
+			// was signed.
+			var f [32]byte
+			copy(f[:], finalSeed)
+			return flashline.CrowdRank(f, flashline.RegistrantOf(t.SaleID, t.CustomerID), preopenCount)
+		}
 		return Rank(t, fairness, preopenCount)
 	}
 	if preopenCount >= 0 && preopenPositions >= 0 && t.Position > preopenPositions {
@@ -259,10 +268,10 @@ func RankIn(t roomtoken.Ticket, fairness flashline.Fairness, preopenCount, preop
 // rank is t's rank in s's room (RankIn; before the freeze, a pre-open ticket
 // ranks among the crowd counted so far).
 func rank(s flashline.SaleFacts, t roomtoken.Ticket) int64 {
-	if drawn(s, t) {
+	if drawn(s, t) && s.Room.PreopenCount < 0 {
 		return Rank(t, s.Room.Fairness, crowd(s))
 	}
-	return RankIn(t, s.Room.Fairness, s.Room.PreopenCount, s.Room.PreopenPositions)
+	return RankIn(t, s.Room.Fairness, s.Room.PreopenCount, s.Room.PreopenPositions, s.Room.FinalSeed)
 }
 
 // placeRange is the 25th and 75th percentiles of the place of a ticket placed

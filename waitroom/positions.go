@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -50,6 +51,11 @@ type lease struct {
 	pending  int64               // pre-open tickets not yet counted in the database
 	failures int                 // counts refused in a row
 	seen     map[uint64]struct{} // customers (by draw) given a pre-open ticket here
+	// holders are the customers given a pre-open ticket here and not yet
+	// written to the room's holders (randomized_at_open only), written
+	// with the count, in one statement per flush (flushHolders).
+	holders        []string
+	holderFailures int
 }
 
 // waiter is a ticket waiting for its position (n = 1), or an edge's lease
@@ -58,6 +64,7 @@ type waiter struct {
 	n        int64
 	ticket   bool   // a ticket of this instance: counted if pre-open
 	customer uint64 // its customer's draw, to count a pre-open ticket once
+	holder   string // its customer, a holder if pre-open ("": not recorded)
 	done     chan struct{}
 	first    int64
 	preOpen  bool
@@ -68,8 +75,12 @@ type waiter struct {
 // ticket (see positions). A pre-open position is counted as one more in
 // the pre-open crowd unless customer (the customer's draw) was counted here
 // before.
-func (r *Room) takePosition(ctx context.Context, s flashline.SaleFacts, customer uint64) (position int64, preOpen bool, err error) {
-	return r.takePositions(ctx, s.ID, &waiter{n: 1, ticket: true, customer: customer})
+func (r *Room) takePosition(ctx context.Context, s flashline.SaleFacts, customerID string, customer uint64) (position int64, preOpen bool, err error) {
+	w := &waiter{n: 1, ticket: true, customer: customer}
+	if s.Room.Fairness == flashline.FairnessRandomizedAtOpen {
+		w.holder = customerID
+	}
+	return r.takePositions(ctx, s.ID, w)
 }
 
 // takePositions waits for w's positions, leased with whatever else waits
@@ -130,7 +141,7 @@ func (r *Room) gather(saleID string, l *lease) {
 		case preOpen:
 			for _, w := range batch {
 				if w.ticket {
-					r.countLocked(l, w.customer)
+					r.countLocked(l, w.customer, w.holder)
 				}
 			}
 		}
@@ -144,12 +155,13 @@ func (r *Room) gather(saleID string, l *lease) {
 }
 
 // countPreopen counts one pre-open ticket for customer (its draw) in saleID,
-// once, for a ticket that took no position.
-func (r *Room) countPreopen(saleID string, customer uint64) bool {
+// once, for a ticket that took no position, and records customerID among
+// the holders; it reports whether the ticket was the first.
+func (r *Room) countPreopen(saleID, customerID string, customer uint64) bool {
 	l := r.lease(saleID)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return r.countLocked(l, customer)
+	return r.countLocked(l, customer, customerID)
 }
 
 // lease is saleID's lease on this instance, made on first use.
@@ -164,14 +176,17 @@ func (r *Room) lease(saleID string) *lease {
 	return l
 }
 
-// countLocked counts one pre-open ticket for customer, once, and reports
-// whether it was the first. l.mu is held.
-func (r *Room) countLocked(l *lease, customer uint64) bool {
+// countLocked counts one pre-open ticket for customer, once, and records
+// holder ("": none) with it, and reports whether it was the first. l.mu is held.
+func (r *Room) countLocked(l *lease, customer uint64, holder string) bool {
 	if l.seen == nil {
 		l.seen = map[uint64]struct{}{}
 	}
 	if _, ok := l.seen[customer]; ok {
 		return false
+	}
+	if holder != "" {
+		l.holders = append(l.holders, holder)
 	}
 	if len(l.seen) < maxSeen {
 		l.seen[customer] = struct{}{}
@@ -201,6 +216,7 @@ func (r *Room) RunCounts(ctx context.Context) error {
 		r.leaseMu.Unlock()
 		for id, l := range leases {
 			r.flushCount(ctx, id, l)
+			r.flushHolders(ctx, id, l)
 		}
 		r.flushEdges(ctx)
 	}
@@ -232,5 +248,36 @@ func (r *Room) flushCount(ctx context.Context, saleID string, l *lease) {
 	default:
 		l.failures = 0
 		r.opts.Logger.WarnContext(ctx, "waitroom: pre-open tickets left uncounted", "sale_id", saleID, "tickets", n, "err", err)
+	}
+}
+
+// flushHolders writes the holders of l not yet written to the room's, in
+// one statement. A write the database refuses is tried again at the next
+// flush, up to countRetries times; one refused because the crowd is
+// committed is dropped (those customers are not in the committed crowd, and
+// the log says how many).
+func (r *Room) flushHolders(ctx context.Context, saleID string, l *lease) {
+	l.mu.Lock()
+	holders := l.holders
+	l.holders = nil
+	l.mu.Unlock()
+	if len(holders) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err := r.store.AddHolders(ctx, saleID, holders)
+	cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err == nil:
+		l.holderFailures = 0
+	case !errors.Is(err, flashline.ErrCrowdCommitted) && l.holderFailures < countRetries && ctx.Err() == nil:
+		l.holderFailures++
+		l.holders = append(holders, l.holders...)
+		r.opts.Logger.WarnContext(ctx, "waitroom: record pre-open holders", "sale_id", saleID, "holders", len(holders), "err", err)
+	default:
+		l.holderFailures = 0
+		r.opts.Logger.WarnContext(ctx, "waitroom: pre-open holders left out of the committed crowd", "sale_id", saleID, "holders", len(holders), "err", err)
 	}
 }

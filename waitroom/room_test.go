@@ -292,9 +292,10 @@ func TestRankOrder(t *testing.T) {
 			_, preopen, _ := e.roomRow(t, sale.ID)
 			require.NotNil(t, preopen, "the first lease after the open freezes the pre-open count")
 			var preopenPositions int64
-			require.NoError(t, e.pool.QueryRow(ctx, `SELECT preopen_positions FROM waiting_rooms WHERE sale_id = $1`, sale.ID).Scan(&preopenPositions))
+			var finalSeed []byte
+			require.NoError(t, e.pool.QueryRow(ctx, `SELECT preopen_positions, final_seed FROM waiting_rooms WHERE sale_id = $1`, sale.ID).Scan(&preopenPositions, &finalSeed))
 			for _, w := range waiters {
-				w.rank = waitroom.RankIn(w.ticket.Ticket, policy, *preopen, preopenPositions)
+				w.rank = waitroom.RankIn(w.ticket.Ticket, policy, *preopen, preopenPositions, finalSeed)
 				if w.ticket.Ticket.PreOpen {
 					require.LessOrEqual(t, w.rank, *preopen)
 				} else {

@@ -343,19 +343,26 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 
 	// The open: the first in the draw are admitted by the edge (from the
 	// watermark it pulled) and buy at the origin, through the edge, once.
+	// The first are chosen once the freeze has committed the crowd: ranks
+	// come from its final seed.
+	r, err := c.To(origin.URL).OpenSale(ctx, testserver.AdminToken, sale)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var finalSeed []byte
+	require.Eventually(t, func() bool {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT final_seed FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&finalSeed))
+		return finalSeed != nil
+	}, 10*time.Second, 50*time.Millisecond, "the crowd was never committed")
 	first := -1
 	for i, tok := range tokens {
 		tk, err := keys.ParseTicket(tok)
 		require.NoError(t, err)
-		if waitroom.Rank(tk, "randomized_at_open", customers) <= 5 {
+		if waitroom.RankIn(tk, "randomized_at_open", customers, 0, finalSeed) <= 5 {
 			first = i
 			break
 		}
 	}
 	require.GreaterOrEqual(t, first, 0)
-	r, err := c.To(origin.URL).OpenSale(ctx, testserver.AdminToken, sale)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	edge := edges[first%2]
 	var st edgeStatus
 	require.Eventually(t, func() bool {

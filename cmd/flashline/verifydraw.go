@@ -28,6 +28,10 @@ const verifyDrawUsage = `usage: flashline sale verify-draw SALE_ID [--url URL] [
   what you saw published earlier (the root at the close, the commitment at
   creation, the beacon's own key); --customer checks that your registration
   is in the committed set and shows your rank.
+  A randomized_at_open waiting room publishes its pre-open crowd, committed at
+  the open, in the same transcript: it is checked the same way (--customer
+  checks that you are among the holders and shows your rank), and then, with
+  --database-url, its admissions as below.
   A waiting-room sale: fetch its policy (GET URL/sales/SALE_ID/policy), check
   that the revealed seed is the one committed to before the open, recompute
   every admitted customer's draw and check it against the admissions the
@@ -74,8 +78,15 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 
 	doc, err := fetchTranscript(ctx, strings.TrimRight(base, "/")+"/sales/"+saleID+"/draw")
 	switch {
-	case err == nil:
+	case err == nil && doc.Formula != api.CrowdFormula:
 		return verifyLotteryDraw(doc, pins, stdout)
+	case err == nil:
+		// A randomized_at_open room: its committed crowd checked from the
+		// transcript alone, then, with a database, its admissions.
+		if err := verifyLotteryDraw(doc, pins, stdout); err != nil || dbURL == "" {
+			return err
+		}
+		fmt.Fprintln(stdout)
 	case !errors.Is(err, errNotALottery):
 		return fmt.Errorf("sale verify-draw: %w", err)
 	}

@@ -62,7 +62,11 @@ func fetchTranscript(ctx context.Context, u string) (api.DrawTranscript, error) 
 // and no token, step by step (flashline.VerifyDrawTranscript), each step
 // named with its result.
 func verifyLotteryDraw(doc api.DrawTranscript, pins lotteryPins, stdout io.Writer) error {
-	fmt.Fprintf(stdout, "Sale %s (lottery, %s): %s\n", doc.SaleID, doc.Formula, doc.Status)
+	kind := "lottery"
+	if doc.Formula == api.CrowdFormula {
+		kind = "waiting room's pre-open crowd"
+	}
+	fmt.Fprintf(stdout, "Sale %s (%s, %s): %s\n", doc.SaleID, kind, doc.Formula, doc.Status)
 	if doc.Status != "drawn" {
 		fmt.Fprintf(stdout, "commitment  %s\n", doc.Commitment)
 		if doc.RegistrantsRoot != nil {

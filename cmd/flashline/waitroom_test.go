@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
+	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/internal/testkit/testserver"
 	"github.com/flashline/flashline/waitroom"
@@ -156,8 +159,12 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	// The crowd drawn among is the people who joined, not the positions
 	// leased for them (blocks dropped half used left positions unheld).
 	require.EqualValues(t, customers, *preopen, "the pre-open crowd counts tickets")
+	// Ranked by the final seed the freeze committed with the holders.
+	var finalSeed []byte
+	require.NoError(t, pool.QueryRow(ctx, `SELECT final_seed FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&finalSeed))
+	require.NotNil(t, finalSeed, "the freeze commits the crowd")
 	for _, cu := range all {
-		cu.rank = waitroom.Rank(cu.ticket, flashline.FairnessRandomizedAtOpen, *preopen)
+		cu.rank = waitroom.RankIn(cu.ticket, flashline.FairnessRandomizedAtOpen, *preopen, 0, finalSeed)
 	}
 	// Highest rank first within a round: a lower rank, asked later on the
 	// same instance, sees the same watermark or a newer one.
@@ -259,6 +266,25 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	require.Contains(t, out, "SHA-256 matches the commitment")
 	require.Contains(t, out, "The draw checks out.")
 	t.Log(out)
+	// A customer checks their own rank from the published transcript
+	// alone (no database, no token): the crowd committed at the open holds
+	// them, and the rank they compute is the one the room admitted them by.
+	doc, err := fetchTranscript(ctx, servers[1].URL+"/sales/"+sale+"/draw")
+	require.NoError(t, err)
+	require.Equal(t, api.CrowdFormula, doc.Formula)
+	require.Equal(t, "drawn", doc.Status)
+	require.EqualValues(t, customers, doc.RegistrantCount, "every pre-open holder is committed")
+	for _, cu := range all[:3] {
+		var mine strings.Builder
+		require.NoError(t, verifyLotteryDraw(doc, lotteryPins{root: *doc.RegistrantsRoot, customer: cu.id}, &mine), mine.String())
+		require.Contains(t, mine.String(), fmt.Sprintf("your rank   %d of %d\n", cu.rank, customers), mine.String())
+	}
+	tampered := doc
+	tampered.Registrants = append(slices.Clone(doc.Registrants), api.TranscriptRegistrant{
+		Registrant: flashline.RegistrantOf(sale, "added-after-the-open").String(), Rank: 1})
+	var bad strings.Builder
+	require.ErrorIs(t, verifyLotteryDraw(tampered, lotteryPins{}, &bad), errDrawMismatch)
+	require.Contains(t, bad.String(), `the "registrants" step fails`)
 	// An admission slipped in out of order shows up: a customer whose draw
 	// ranks last, recorded as having reserved with an admission token. (The
 	// audit is decisive while the watermark has not passed the pre-open
@@ -268,7 +294,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	var cheat string
 	for i := 0; cheat == ""; i++ {
 		id := fmt.Sprintf("cheat-%d", i)
-		if waitroom.Rank(roomtoken.Ticket{PreOpen: true, Position: 1, Draw: flashline.Draw(seed, sale, id)}, flashline.FairnessRandomizedAtOpen, *preopen) > *preopen-2 {
+		if waitroom.RankIn(roomtoken.Ticket{SaleID: sale, CustomerID: id, PreOpen: true, Position: 1}, flashline.FairnessRandomizedAtOpen, *preopen, 0, finalSeed) > *preopen-2 {
 			cheat = id
 		}
 	}

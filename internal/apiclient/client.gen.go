@@ -46,13 +46,16 @@ func (e BulkVoidedResultsErrorCode) Valid() bool {
 
 // Defines values for DrawTranscriptFormula.
 const (
-	Flashlinelotterydrawv2 DrawTranscriptFormula = "flashline/lottery/draw/v2"
+	Flashlinelotterydrawv2   DrawTranscriptFormula = "flashline/lottery/draw/v2"
+	Flashlinewaitroomcrowdv1 DrawTranscriptFormula = "flashline/waitroom/crowd/v1"
 )
 
 // Valid indicates whether the value is a known member of the DrawTranscriptFormula enum.
 func (e DrawTranscriptFormula) Valid() bool {
 	switch e {
 	case Flashlinelotterydrawv2:
+		return true
+	case Flashlinewaitroomcrowdv1:
 		return true
 	default:
 		return false
@@ -5847,7 +5850,7 @@ type Crowd struct {
 	Waiting           int     `json:"waiting"`
 }
 
-// DrawTranscript A lottery's draw, everything needed to check it without trusting the store: docs/lottery.md gives the formula; `flashline sale verify-draw SALE_ID --url BASE` checks it.
+// DrawTranscript A lottery's draw, or a randomized_at_open waiting room's pre-open crowd as committed at the open (formula flashline/waitroom/crowd/v1: the registrants are the crowd's holders, registrationClosesAt the commitment, each rank the room's rank among preopenCount), everything needed to check it without trusting the store: docs/lottery.md and docs/waiting-room.md give the formulas; `flashline sale verify-draw SALE_ID --url BASE` checks it.
 type DrawTranscript struct {
 	// Beacon null: this deployment has no beacon, and the draw rests on the store's seed alone (note says so)
 	Beacon *TranscriptBeacon `json:"beacon"`
@@ -5859,8 +5862,11 @@ type DrawTranscript struct {
 	Formula    DrawTranscriptFormula `json:"formula"`
 
 	// Note for people: what the transcript proves and what rests on the store
-	Note            string `json:"note"`
-	RegistrantCount int    `json:"registrantCount"`
+	Note string `json:"note"`
+
+	// PreopenCount a waiting room's crowd only: the pre-open tickets counted at the open (-1 before), the scale of its ranks
+	PreopenCount    *int `json:"preopenCount,omitempty"`
+	RegistrantCount int  `json:"registrantCount"`
 
 	// Registrants every registrant committed at the close, in rank order once drawn (ascending before)
 	Registrants []struct {
@@ -8582,7 +8588,7 @@ type ClientInterface interface {
 	// Corresponds with POST /reservations/{reservationId}/confirm (the `Confirm` operationId).
 	Confirm(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DrawTranscript A lottery's draw transcript, to check it without trusting the store
+	// DrawTranscript A lottery's draw transcript, or a waiting room's committed pre-open crowd, to check it without trusting the store
 	//
 	// Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
 	DrawTranscript(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -9952,7 +9958,7 @@ func (c *Client) Confirm(ctx context.Context, reservationId ReservationId, reqEd
 	return c.Client.Do(req)
 }
 
-// DrawTranscript A lottery's draw transcript, to check it without trusting the store
+// DrawTranscript A lottery's draw transcript, or a waiting room's committed pre-open crowd, to check it without trusting the store
 //
 // Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
 func (c *Client) DrawTranscript(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -13691,7 +13697,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /reservations/{reservationId}/confirm (the `Confirm` operationId).
 	ConfirmWithResponse(ctx context.Context, reservationId ReservationId, reqEditors ...RequestEditorFn) (*ConfirmResponse, error)
 
-	// DrawTranscriptWithResponse A lottery's draw transcript, to check it without trusting the store
+	// DrawTranscriptWithResponse A lottery's draw transcript, or a waiting room's committed pre-open crowd, to check it without trusting the store
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -21973,7 +21979,7 @@ func (c *ClientWithResponses) ConfirmWithResponse(ctx context.Context, reservati
 	return ParseConfirmResponse(rsp)
 }
 
-// DrawTranscriptWithResponse A lottery's draw transcript, to check it without trusting the store
+// DrawTranscriptWithResponse A lottery's draw transcript, or a waiting room's committed pre-open crowd, to check it without trusting the store
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -320,20 +320,29 @@ type StockLedger struct {
 }
 
 type WaitingRoom struct {
-	SaleID           string
-	NextPosition     int64
-	PreopenCount     *int64
-	AdmittedThrough  int64
-	PacePerSecond    float64
-	UpdatedAt        time.Time
-	PreopenTickets   int64
-	PreopenPositions *int64
-	Held             bool
-	Broadcast        string
+	SaleID             string
+	NextPosition       int64
+	PreopenCount       *int64
+	AdmittedThrough    int64
+	PacePerSecond      float64
+	UpdatedAt          time.Time
+	PreopenTickets     int64
+	PreopenPositions   *int64
+	Held               bool
+	Broadcast          string
+	HoldersRoot        []byte
+	HoldersCount       *int64
+	HoldersCommittedAt *time.Time
+	FinalSeed          []byte
 }
 
 type WaitroomEdgeTicket struct {
 	SaleID  string
 	Edge    string
 	Tickets int64
+}
+
+type WaitroomHolder struct {
+	SaleID     string
+	CustomerID string
 }

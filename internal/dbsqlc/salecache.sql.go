@@ -54,6 +54,7 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        w.preopen_count,
        w.preopen_positions,
        coalesce(w.preopen_tickets, 0)::bigint AS preopen_tickets,
+       w.final_seed,
        coalesce(w.held, false)::boolean AS held,
        coalesce(w.broadcast, '')::text AS broadcast,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
@@ -91,6 +92,7 @@ type SaleFactsRow struct {
 	PreopenCount         *int64
 	PreopenPositions     *int64
 	PreopenTickets       int64
+	FinalSeed            []byte
 	Held                 bool
 	Broadcast            string
 	AdmittedThrough      int64
@@ -147,6 +149,7 @@ func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFac
 			&i.PreopenCount,
 			&i.PreopenPositions,
 			&i.PreopenTickets,
+			&i.FinalSeed,
 			&i.Held,
 			&i.Broadcast,
 			&i.AdmittedThrough,

@@ -10,6 +10,40 @@ import (
 	"time"
 )
 
+const waitroomAddHolders = `-- name: WaitroomAddHolders :one
+WITH room AS MATERIALIZED (
+    SELECT w.sale_id, w.preopen_count IS NULL AS open FROM waiting_rooms w
+     WHERE w.sale_id = $1::text
+       FOR SHARE
+), added AS (
+    INSERT INTO waitroom_holders (sale_id, customer_id)
+    SELECT room.sale_id, c FROM room, unnest($2::text[]) AS c
+     WHERE room.open
+    ON CONFLICT (sale_id, customer_id) DO NOTHING
+)
+SELECT room.open::boolean AS open FROM room
+`
+
+type WaitroomAddHoldersParams struct {
+	SaleID    string
+	Customers []string
+}
+
+// Adds the customers one instance gave a pre-open ticket since it last said
+// (@customers, one INSERT per instance, sale and flush), while the room has
+// not frozen its crowd; open is false when it has (nothing is written: the
+// crowd is committed) and there is no row without a room. It takes the
+// room's row FOR SHARE first, until it commits, as WaitroomEdgeTickets does
+// and for the same reason: the freeze locks the row FOR UPDATE before it
+// reads the holders, so a write under way is committed and read, and one
+// after it finds the crowd frozen.
+func (q *Queries) WaitroomAddHolders(ctx context.Context, arg WaitroomAddHoldersParams) (bool, error) {
+	row := q.db.QueryRow(ctx, waitroomAddHolders, arg.SaleID, arg.Customers)
+	var open bool
+	err := row.Scan(&open)
+	return open, err
+}
+
 const waitroomAdmissions = `-- name: WaitroomAdmissions :many
 SELECT customer_id, admission_token_id::text AS admission_id, created_at
   FROM reservations
@@ -61,16 +95,25 @@ UPDATE waiting_rooms w
        pace_per_second = CASE WHEN w.admitted_through < $1::bigint
                               THEN $2::float8 ELSE w.pace_per_second END,
        updated_at = now()
-  FROM sales s
+  FROM sales s,
+       (SELECT o.preopen_count IS NULL AS unfrozen FROM waiting_rooms o WHERE o.sale_id = $3::text) before
  WHERE w.sale_id = $3::text AND s.sale_id = w.sale_id
    AND (w.admitted_through < $1::bigint OR w.preopen_count IS NULL)
-RETURNING w.admitted_through
+RETURNING w.admitted_through,
+          (before.unfrozen AND s.fairness = 'randomized_at_open')::boolean AS froze,
+          s.draw_seed
 `
 
 type WaitroomAdvanceParams struct {
 	Target        int64
 	PacePerSecond float64
 	SaleID        string
+}
+
+type WaitroomAdvanceRow struct {
+	AdmittedThrough int64
+	Froze           bool
+	DrawSeed        []byte
 }
 
 // Moves the watermark forward to @target (never back: greatest() and the
@@ -82,11 +125,38 @@ type WaitroomAdvanceParams struct {
 // instances' own and the edges', as the origins wrote them at the open: see
 // WaitroomEdgeTickets), the positions under arrival_order (whose ranks are
 // positions).
-func (q *Queries) WaitroomAdvance(ctx context.Context, arg WaitroomAdvanceParams) (int64, error) {
+func (q *Queries) WaitroomAdvance(ctx context.Context, arg WaitroomAdvanceParams) (WaitroomAdvanceRow, error) {
 	row := q.db.QueryRow(ctx, waitroomAdvance, arg.Target, arg.PacePerSecond, arg.SaleID)
-	var admitted_through int64
-	err := row.Scan(&admitted_through)
-	return admitted_through, err
+	var i WaitroomAdvanceRow
+	err := row.Scan(&i.AdmittedThrough, &i.Froze, &i.DrawSeed)
+	return i, err
+}
+
+const waitroomCommitCrowd = `-- name: WaitroomCommitCrowd :exec
+UPDATE waiting_rooms
+   SET holders_root = $1::bytea, holders_count = $2::bigint,
+       holders_committed_at = now(), final_seed = $3::bytea
+ WHERE sale_id = $4::text AND holders_root IS NULL
+`
+
+type WaitroomCommitCrowdParams struct {
+	Root         []byte
+	HoldersCount int64
+	FinalSeed    []byte
+	SaleID       string
+}
+
+// Commits the crowd the freeze fixed, in the freeze's transaction: the
+// holders' Merkle root and count, and the final seed their ranks are drawn
+// by. Once only.
+func (q *Queries) WaitroomCommitCrowd(ctx context.Context, arg WaitroomCommitCrowdParams) error {
+	_, err := q.db.Exec(ctx, waitroomCommitCrowd,
+		arg.Root,
+		arg.HoldersCount,
+		arg.FinalSeed,
+		arg.SaleID,
+	)
+	return err
 }
 
 const waitroomCountTickets = `-- name: WaitroomCountTickets :exec
@@ -126,8 +196,48 @@ func (q *Queries) WaitroomCreate(ctx context.Context, arg WaitroomCreateParams) 
 	return err
 }
 
+const waitroomCrowd = `-- name: WaitroomCrowd :one
+SELECT s.fairness, s.draw_seed, s.opens_at, w.preopen_count, w.holders_root, w.holders_count,
+       w.holders_committed_at, w.final_seed
+  FROM sales s
+  JOIN waiting_rooms w ON w.sale_id = s.sale_id
+ WHERE s.sale_id = $1::text
+`
+
+type WaitroomCrowdParams struct {
+	SaleID string
+}
+
+type WaitroomCrowdRow struct {
+	Fairness           string
+	DrawSeed           []byte
+	OpensAt            *time.Time
+	PreopenCount       *int64
+	HoldersRoot        []byte
+	HoldersCount       *int64
+	HoldersCommittedAt *time.Time
+	FinalSeed          []byte
+}
+
+// A room's committed crowd, for its transcript (GET /sales/{id}/draw).
+func (q *Queries) WaitroomCrowd(ctx context.Context, arg WaitroomCrowdParams) (WaitroomCrowdRow, error) {
+	row := q.db.QueryRow(ctx, waitroomCrowd, arg.SaleID)
+	var i WaitroomCrowdRow
+	err := row.Scan(
+		&i.Fairness,
+		&i.DrawSeed,
+		&i.OpensAt,
+		&i.PreopenCount,
+		&i.HoldersRoot,
+		&i.HoldersCount,
+		&i.HoldersCommittedAt,
+		&i.FinalSeed,
+	)
+	return i, err
+}
+
 const waitroomDrawRecord = `-- name: WaitroomDrawRecord :one
-SELECT s.fairness, w.preopen_count, w.admitted_through
+SELECT s.fairness, w.preopen_count, w.admitted_through, w.final_seed
   FROM sales s
   JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE s.sale_id = $1::text
@@ -141,6 +251,7 @@ type WaitroomDrawRecordRow struct {
 	Fairness        string
 	PreopenCount    *int64
 	AdmittedThrough int64
+	FinalSeed       []byte
 }
 
 // What an audit of the draw reads of a waiting-room sale: its order and the
@@ -148,7 +259,12 @@ type WaitroomDrawRecordRow struct {
 func (q *Queries) WaitroomDrawRecord(ctx context.Context, arg WaitroomDrawRecordParams) (WaitroomDrawRecordRow, error) {
 	row := q.db.QueryRow(ctx, waitroomDrawRecord, arg.SaleID)
 	var i WaitroomDrawRecordRow
-	err := row.Scan(&i.Fairness, &i.PreopenCount, &i.AdmittedThrough)
+	err := row.Scan(
+		&i.Fairness,
+		&i.PreopenCount,
+		&i.AdmittedThrough,
+		&i.FinalSeed,
+	)
 	return i, err
 }
 
@@ -191,6 +307,36 @@ func (q *Queries) WaitroomEdgeTickets(ctx context.Context, arg WaitroomEdgeTicke
 	return err
 }
 
+const waitroomHolders = `-- name: WaitroomHolders :many
+SELECT customer_id FROM waitroom_holders WHERE sale_id = $1::text ORDER BY customer_id
+`
+
+type WaitroomHoldersParams struct {
+	SaleID string
+}
+
+// The pre-open holders of a room, read by the freeze that commits them (the
+// row locked) and by the crowd's transcript.
+func (q *Queries) WaitroomHolders(ctx context.Context, arg WaitroomHoldersParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, waitroomHolders, arg.SaleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var customer_id string
+		if err := rows.Scan(&customer_id); err != nil {
+			return nil, err
+		}
+		items = append(items, customer_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const waitroomLeaderTryLock = `-- name: WaitroomLeaderTryLock :one
 SELECT pg_try_advisory_lock(x'666c77616974726d'::bigint) AS locked
 `
@@ -227,9 +373,15 @@ UPDATE waiting_rooms w
        preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
                                 THEN w.next_position - 1 ELSE w.preopen_positions END,
        updated_at = now()
-  FROM sales s
+  FROM sales s,
+       -- The row as it was (locked by WaitroomLockRoom, so it cannot have
+       -- changed): froze says this lease froze the crowd, and must commit it
+       -- (WaitroomCommitCrowd) in its transaction.
+       (SELECT o.preopen_count IS NULL AS unfrozen FROM waiting_rooms o WHERE o.sale_id = $3::text) before
  WHERE w.sale_id = $3::text AND s.sale_id = w.sale_id
-RETURNING (w.next_position - $1::bigint)::bigint AS first_position, w.preopen_count
+RETURNING (w.next_position - $1::bigint)::bigint AS first_position, w.preopen_count,
+          (before.unfrozen AND w.preopen_count IS NOT NULL AND s.fairness = 'randomized_at_open')::boolean AS froze,
+          s.draw_seed
 `
 
 type WaitroomLeaseParams struct {
@@ -241,6 +393,8 @@ type WaitroomLeaseParams struct {
 type WaitroomLeaseRow struct {
 	FirstPosition int64
 	PreopenCount  *int64
+	Froze         bool
+	DrawSeed      []byte
 }
 
 // Leases the next @block positions to one instance, for exactly the @block
@@ -256,7 +410,12 @@ type WaitroomLeaseRow struct {
 func (q *Queries) WaitroomLease(ctx context.Context, arg WaitroomLeaseParams) (WaitroomLeaseRow, error) {
 	row := q.db.QueryRow(ctx, waitroomLease, arg.Block, arg.PreopenTickets, arg.SaleID)
 	var i WaitroomLeaseRow
-	err := row.Scan(&i.FirstPosition, &i.PreopenCount)
+	err := row.Scan(
+		&i.FirstPosition,
+		&i.PreopenCount,
+		&i.Froze,
+		&i.DrawSeed,
+	)
 	return i, err
 }
 

@@ -29,9 +29,15 @@ UPDATE waiting_rooms w
        preopen_positions = CASE WHEN w.preopen_count IS NULL AND s.opens_at <= now() - interval '250 milliseconds'
                                 THEN w.next_position - 1 ELSE w.preopen_positions END,
        updated_at = now()
-  FROM sales s
+  FROM sales s,
+       -- The row as it was (locked by WaitroomLockRoom, so it cannot have
+       -- changed): froze says this lease froze the crowd, and must commit it
+       -- (WaitroomCommitCrowd) in its transaction.
+       (SELECT o.preopen_count IS NULL AS unfrozen FROM waiting_rooms o WHERE o.sale_id = @sale_id::text) before
  WHERE w.sale_id = @sale_id::text AND s.sale_id = w.sale_id
-RETURNING (w.next_position - @block::bigint)::bigint AS first_position, w.preopen_count;
+RETURNING (w.next_position - @block::bigint)::bigint AS first_position, w.preopen_count,
+          (before.unfrozen AND w.preopen_count IS NOT NULL AND s.fairness = 'randomized_at_open')::boolean AS froze,
+          s.draw_seed;
 
 -- name: WaitroomCountTickets :exec
 -- Adds the @n pre-open tickets one instance gave out since it last said, while
@@ -67,6 +73,49 @@ SELECT room.sale_id, u.edge, (@tickets::bigint[])[u.i]
   FROM room, unnest(@edges::text[]) WITH ORDINALITY AS u(edge, i)
  WHERE (@tickets::bigint[])[u.i] > 0
 ON CONFLICT (sale_id, edge) DO UPDATE SET tickets = greatest(waitroom_edge_tickets.tickets, excluded.tickets);
+
+-- name: WaitroomAddHolders :one
+-- Adds the customers one instance gave a pre-open ticket since it last said
+-- (@customers, one INSERT per instance, sale and flush), while the room has
+-- not frozen its crowd; open is false when it has (nothing is written: the
+-- crowd is committed) and there is no row without a room. It takes the
+-- room's row FOR SHARE first, until it commits, as WaitroomEdgeTickets does
+-- and for the same reason: the freeze locks the row FOR UPDATE before it
+-- reads the holders, so a write under way is committed and read, and one
+-- after it finds the crowd frozen.
+WITH room AS MATERIALIZED (
+    SELECT w.sale_id, w.preopen_count IS NULL AS open FROM waiting_rooms w
+     WHERE w.sale_id = @sale_id::text
+       FOR SHARE
+), added AS (
+    INSERT INTO waitroom_holders (sale_id, customer_id)
+    SELECT room.sale_id, c FROM room, unnest(@customers::text[]) AS c
+     WHERE room.open
+    ON CONFLICT (sale_id, customer_id) DO NOTHING
+)
+SELECT room.open::boolean AS open FROM room;
+
+-- name: WaitroomHolders :many
+-- The pre-open holders of a room, read by the freeze that commits them (the
+-- row locked) and by the crowd's transcript.
+SELECT customer_id FROM waitroom_holders WHERE sale_id = @sale_id::text ORDER BY customer_id;
+
+-- name: WaitroomCommitCrowd :exec
+-- Commits the crowd the freeze fixed, in the freeze's transaction: the
+-- holders' Merkle root and count, and the final seed their ranks are drawn
+-- by. Once only.
+UPDATE waiting_rooms
+   SET holders_root = @root::bytea, holders_count = @holders_count::bigint,
+       holders_committed_at = now(), final_seed = @final_seed::bytea
+ WHERE sale_id = @sale_id::text AND holders_root IS NULL;
+
+-- name: WaitroomCrowd :one
+-- A room's committed crowd, for its transcript (GET /sales/{id}/draw).
+SELECT s.fairness, s.draw_seed, s.opens_at, w.preopen_count, w.holders_root, w.holders_count,
+       w.holders_committed_at, w.final_seed
+  FROM sales s
+  JOIN waiting_rooms w ON w.sale_id = s.sale_id
+ WHERE s.sale_id = @sale_id::text;
 
 -- name: WaitroomLockRoom :exec
 -- Locks a room's row until the transaction ends, before a statement that
@@ -123,15 +172,18 @@ UPDATE waiting_rooms w
        pace_per_second = CASE WHEN w.admitted_through < @target::bigint
                               THEN @pace_per_second::float8 ELSE w.pace_per_second END,
        updated_at = now()
-  FROM sales s
+  FROM sales s,
+       (SELECT o.preopen_count IS NULL AS unfrozen FROM waiting_rooms o WHERE o.sale_id = @sale_id::text) before
  WHERE w.sale_id = @sale_id::text AND s.sale_id = w.sale_id
    AND (w.admitted_through < @target::bigint OR w.preopen_count IS NULL)
-RETURNING w.admitted_through;
+RETURNING w.admitted_through,
+          (before.unfrozen AND s.fairness = 'randomized_at_open')::boolean AS froze,
+          s.draw_seed;
 
 -- name: WaitroomDrawRecord :one
 -- What an audit of the draw reads of a waiting-room sale: its order and the
 -- room's counters (flashline sale verify-draw).
-SELECT s.fairness, w.preopen_count, w.admitted_through
+SELECT s.fairness, w.preopen_count, w.admitted_through, w.final_seed
   FROM sales s
   JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE s.sale_id = @sale_id::text;

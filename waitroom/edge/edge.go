@@ -399,6 +399,7 @@ func (e *Client) SaleFacts(_ context.Context, saleID string) ([]flashline.SaleFa
 				DrawSeed: e.seeds[s.ID], NextPosition: s.NextPosition,
 				PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
 				Held: s.Held, Broadcast: s.Message, AdmittedThrough: s.AdmittedThrough, Pace: s.Pace,
+				FinalSeed: s.FinalSeed,
 			},
 		})
 	}
@@ -463,6 +464,11 @@ func (e *Client) CountTickets(_ context.Context, saleID string, n int64) error {
 	e.mu.Unlock()
 	return nil
 }
+
+// AddHolders is flashline.RoomStore's: an edge's pre-open holders are not
+// reported to its origins yet, so they are not in the committed crowd (their
+// tickets are counted, and ranked by the final seed as everyone's).
+func (e *Client) AddHolders(context.Context, string, []string) error { return nil }
 
 // RecordEdgeTickets is flashline.RoomStore's: an edge hears no other edge's reports.
 func (e *Client) RecordEdgeTickets(context.Context, string, map[string]int64) error { return errEdge }

@@ -87,6 +87,9 @@ type EdgeSale struct {
 	// customer's draw, and whoever does not hold the waiting-room keys
 	// learns nothing of it before the policy reveals it at the open.
 	SealedSeed []byte `json:"sealedSeed"`
+	// FinalSeed is the seed the committed pre-open crowd is ranked by
+	// (public: the draw's transcript publishes it), absent until then.
+	FinalSeed []byte `json:"finalSeed,omitempty"`
 }
 
 // Watermarks is the document an origin publishes: every waiting room it
@@ -232,7 +235,7 @@ func (k *Keyring) SignWatermarks(sales []flashline.SaleFacts, now, dbNow time.Ti
 			Held: s.Room.Held, Message: s.Room.Broadcast,
 			AdmittedThrough: s.Room.AdmittedThrough, Pace: s.Room.Pace, NextPosition: s.Room.NextPosition,
 			PreopenCount: s.Room.PreopenCount, PreopenPositions: s.Room.PreopenPositions, PreopenTickets: s.Room.PreopenTickets,
-			SealedSeed: signer.seal(s.ID, s.Room.DrawSeed),
+			SealedSeed: signer.seal(s.ID, s.Room.DrawSeed), FinalSeed: s.Room.FinalSeed,
 		})
 	}
 	plain, err := json.Marshal(body)
