@@ -232,6 +232,9 @@ type ReserveRequest struct {
 	// AdmissionToken is sent as X-Admission-Token when not empty (sales
 	// behind a waiting room).
 	AdmissionToken string
+	// Variant is the variant's SKU, for a sale with variants; sent when
+	// not empty.
+	Variant string
 }
 
 // Reserve is POST /sales/{id}/reservations: 201 reservation (replays:
@@ -240,7 +243,8 @@ func (c *Client) Reserve(ctx context.Context, token string, r ReserveRequest) (R
 	body, err := json.Marshal(struct {
 		Quantity          int    `json:"quantity"`
 		PaymentInstrument string `json:"paymentInstrument,omitempty"`
-	}{r.Quantity, r.PaymentInstrument})
+		Variant           string `json:"variant,omitempty"`
+	}{r.Quantity, r.PaymentInstrument, r.Variant})
 	if err != nil {
 		return Result[Reservation]{}, err
 	}
