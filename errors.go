@@ -3,6 +3,7 @@ package flashline
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Domain errors. Each maps to one error code of the HTTP contract
@@ -84,6 +85,10 @@ var (
 	// was given back before the request could hold it; the gate hands out
 	// another (package gate answers it, it never reaches a client).
 	ErrGateUnitReturned = errors.New("the gate's unit for this request was given back")
+	// ErrVariantSoldOut: the variant asked for has nothing left; others of
+	// the sale may (ErrSoldOut is every variant sold out). errors.Is it
+	// ErrSoldOut too, so that what handles a sold-out answer handles it.
+	ErrVariantSoldOut = fmt.Errorf("variant sold out: %w", ErrSoldOut)
 )
 
 // InvalidError is a request that is malformed or breaks a rule of the contract.

@@ -35,6 +35,10 @@ type SaleFacts struct {
 	// sold out for now, not for good.
 	Available    int64
 	PendingHolds bool
+	// Variants are the sale's variants in order, each with the units it
+	// has left as last read (none: a sale without variants). SoldOut is
+	// then every variant sold out.
+	Variants []VariantFacts
 	// Room is the sale's waiting room (what a waiting_room sale's room and
 	// an edge read).
 	Room RoomFacts
@@ -47,6 +51,29 @@ type SaleFacts struct {
 	// with the sale's own row too (an open, a pause), so that a refusal
 	// "not open" is never confirmed by a read of an opened sale.
 	StockVersion string
+}
+
+// VariantFacts is what an instance knows of one variant of a sale.
+type VariantFacts struct {
+	SKU, Title   string
+	InitialStock int64
+	Available    int64
+}
+
+// Availability is what shoppers are told of the variant.
+func (v VariantFacts) Availability() Availability {
+	return AvailabilityOf(v.Available, v.InitialStock)
+}
+
+// Variant is the variant of s named sku; ok false when s has none by that
+// SKU.
+func (s SaleFacts) Variant(sku string) (v VariantFacts, ok bool) {
+	for _, v := range s.Variants {
+		if v.SKU == sku {
+			return v, true
+		}
+	}
+	return VariantFacts{}, false
 }
 
 // RoomFacts is what an instance knows of a sale's waiting room: its rules

@@ -57,6 +57,10 @@ type Recollection struct {
 	// stock's Version; Held: the customer is one of them.
 	HoldersKnown, Held bool
 	Version            string
+	// Variants are the sale's variants with their units left as memory
+	// read them (none: a sale without variants). Shared: read, never
+	// changed.
+	Variants []VariantFacts
 }
 
 // NewRefusals decides from queues and memory (either may be nil: nothing
@@ -83,6 +87,16 @@ func (r *Refusals) Overloaded(saleID string) bool {
 // answer, and the purchase path would only drop it). customerID may be a
 // view of a buffer the caller reuses: it is compared, never kept.
 func (r *Refusals) FromMemory(ctx context.Context, saleID, customerID string) error {
+	return r.FromMemoryOf(ctx, saleID, "", customerID)
+}
+
+// FromMemoryOf is FromMemory for a reservation of one variant of a sale
+// with variants ("": the sale as a whole, what the doors that have not read
+// the body ask): a variant memory saw with nothing left is refused
+// ErrVariantSoldOut by the same rules as a sold-out sale (the holders let
+// through, the refusal confirmed by the stock's version, which covers every
+// variant's rows).
+func (r *Refusals) FromMemoryOf(ctx context.Context, saleID, variant, customerID string) error {
 	if r == nil || r.memory == nil {
 		return nil
 	}
@@ -103,6 +117,12 @@ func (r *Refusals) FromMemory(ctx context.Context, saleID, customerID string) er
 		}
 	case e.SoldOut:
 		refusal = ErrSoldOut
+	case variant != "":
+		for _, v := range e.Variants {
+			if v.SKU == variant && v.Available <= 0 {
+				refusal = ErrVariantSoldOut
+			}
+		}
 	}
 	if refusal == nil || !e.HoldersKnown || e.Held {
 		// Nothing to refuse, or the customer's retry must replay the stored

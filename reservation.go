@@ -100,6 +100,9 @@ type ReserveRequest struct {
 	CustomerID     string
 	IdempotencyKey string
 	Quantity       int
+	// Variant is the SKU of the variant to reserve: required by a sale with
+	// variants, "" for a sale without.
+	Variant string
 	// AdmissionToken is the X-Admission-Token header, required by sales
 	// that admit through their waiting room.
 	AdmissionToken string

@@ -135,6 +135,10 @@ type NewSale struct {
 	// Price is the unit's price, when the sale states one (nil: none; the
 	// payments' amounts are then stored, not checked).
 	Price *Price
+	// Variants are the sale's variants (variant.go; nil: none, the sale
+	// sells InitialStock units of SKU). With variants, InitialStock and
+	// Buckets are left zero and filled in from them.
+	Variants []NewVariant
 }
 
 // Price is a unit's price: Amount in the currency's minor units (cents),
@@ -165,6 +169,14 @@ func (p Price) Pays(quantity int, amount *int64, currency string) bool {
 
 // Validate checks a NewSale and fills in defaults.
 func (n *NewSale) Validate() error {
+	if n.Variants != nil {
+		if len(n.Variants) == 0 {
+			return Invalid("variants must be 1-100")
+		}
+		if err := n.validateVariants(); err != nil {
+			return err
+		}
+	}
 	switch {
 	case n.SKU == "" || len(n.SKU) > MaxSKULength:
 		return Invalid("sku must be 1-128 characters")
@@ -294,6 +306,8 @@ type Sale struct {
 	Lottery *Lottery
 	// Price is the unit's price, when the sale states one.
 	Price *Price
+	// Variants are the sale's variants in order (none: a sale without).
+	Variants []Variant
 }
 
 // EffectiveState is the state a sale shows, from the state stored: a

@@ -49,6 +49,23 @@ func (s Status) AppendJSON(b []byte) []byte {
 		b = append(b, `,"queueIsFull":`...)
 		b = strconv.AppendBool(b, *s.QueueIsFull)
 	}
+	for i, v := range s.Variants {
+		if i == 0 {
+			b = append(b, `,"variants":[`...)
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, `{"sku":`...)
+		b = appendString(b, v.SKU)
+		b = append(b, `,"title":`...)
+		b = appendString(b, v.Title)
+		b = append(b, `,"availability":`...)
+		b = appendString(b, v.Availability)
+		b = append(b, '}')
+	}
+	if len(s.Variants) > 0 {
+		b = append(b, ']')
+	}
 	return append(b, '}')
 }
 

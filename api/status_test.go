@@ -76,6 +76,10 @@ func fill(t *testing.T, v reflect.Value) {
 		for i := range v.NumField() {
 			fill(t, v.Field(i))
 		}
+	case reflect.Slice: // two elements, so that the separator is written too
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		fill(t, v.Index(0))
+		fill(t, v.Index(1))
 	default:
 		t.Fatalf("fill: a field of kind %s: teach fill (and AppendJSON) about it", v.Kind())
 	}

@@ -33,6 +33,7 @@ type Sale struct {
 	Gate                  Gate      `json:"gate"`
 	Lottery               *Lottery  `json:"lottery,omitempty"`
 	Price                 *Price    `json:"price"` // null: the sale states none
+	Variants              []Variant `json:"variants,omitempty"`
 }
 
 // Price is a unit's price: amount in the currency's minor units, currency
@@ -123,6 +124,28 @@ type Status struct {
 	AdmissionToken       string         `json:"admissionToken,omitempty"`
 	ExpiresIn            *int64         `json:"expiresIn,omitempty"`
 	QueueIsFull          *bool          `json:"queueIsFull,omitempty"`
+	// Variants: a sale with variants, each with its availability (never a
+	// count).
+	Variants []VariantAvailability `json:"variants,omitempty"`
+}
+
+// VariantAvailability is one variant of a sale as shoppers see it:
+// availability is "available", "few_left" or "sold_out".
+type VariantAvailability struct {
+	SKU          string `json:"sku"`
+	Title        string `json:"title"`
+	Availability string `json:"availability"`
+}
+
+// Variant is one variant of a sale as the admin API shows it, with its
+// counts in units.
+type Variant struct {
+	SKU          string `json:"sku"`
+	Title        string `json:"title"`
+	InitialStock int    `json:"initialStock"`
+	Available    int    `json:"available"`
+	Pending      int    `json:"pending"`
+	Confirmed    int    `json:"confirmed"`
 }
 
 // Policy is a sale's published fairness policy.

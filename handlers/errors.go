@@ -29,6 +29,7 @@ var errorTable = []struct {
 	api apiError
 }{
 	{flashline.ErrNotFound, apiError{status: 404, code: "not_found", message: "not found"}},
+	{flashline.ErrVariantSoldOut, apiError{status: 409, code: "variant_sold_out", message: "this variant is sold out; others of the sale may not be (GET /sales/{saleId}/status lists them)"}},
 	{flashline.ErrSoldOut, apiError{status: 409, code: "sold_out", message: "the sale is sold out"}},
 	{flashline.ErrLimitReached, apiError{status: 409, code: "limit_reached", message: "you already hold a reservation or have an order in this sale (GET /sales/{saleId}/reservation gives it)"}},
 	{flashline.ErrSaleNotOpen, apiError{status: 409, code: "sale_not_open", message: "the sale is not open"}},

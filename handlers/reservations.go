@@ -19,6 +19,10 @@ import (
 
 type reserveRequest struct {
 	Quantity *int `json:"quantity"`
+	// Variant is the SKU of the variant to reserve, for a sale with
+	// variants (the purchase path refuses it missing there, and present
+	// for a sale without).
+	Variant string `json:"variant"`
 	// PaymentInstrument is what older clients send: checked as before (at
 	// most 255 bytes of text) and ignored. The instrument that counts is
 	// the token's (Actor.PaymentInstrument) and, at payment, the one the
@@ -41,8 +45,14 @@ func validIdempotencyKey(k string) bool {
 
 // fingerprint identifies what a reserve request asks for, so that the same
 // Idempotency-Key with a different request can be told apart from a retry.
-func fingerprint(saleID string, quantity int, instrument string) []byte {
-	h := sha256.Sum256(fmt.Appendf(nil, "reserve\x00%s\x00%d\x00%s", saleID, quantity, instrument))
+// A variant is appended only when named, so that a sale without variants
+// keeps the fingerprints its keys were stored with.
+func fingerprint(saleID string, quantity int, instrument, variant string) []byte {
+	b := fmt.Appendf(nil, "reserve\x00%s\x00%d\x00%s", saleID, quantity, instrument)
+	if variant != "" {
+		b = fmt.Appendf(b, "\x00variant\x00%s", variant)
+	}
+	h := sha256.Sum256(b)
 	return h[:]
 }
 
@@ -83,6 +93,10 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 			writeError(c, logger, err)
 			return
 		}
+		if body.Variant != "" && !flashline.ValidVariantSKU(body.Variant) {
+			writeError(c, logger, flashline.Invalid("variant must be a variant's SKU: 1-64 letters, digits, '.', '_' or '-'"))
+			return
+		}
 		instrument := actor.PaymentInstrument // the token's, never the body's
 		saleID := c.Param("saleId")
 		token := c.GetHeader("X-Admission-Token")
@@ -107,11 +121,12 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 			CustomerID:        actor.CustomerID,
 			IdempotencyKey:    key[0],
 			Quantity:          quantity,
+			Variant:           body.Variant,
 			AdmissionToken:    token,
 			AdmissionID:       admissionID,
 			PaymentInstrument: instrument,
 			AccountCreated:    actor.AccountCreated,
-			Fingerprint:       fingerprint(saleID, quantity, instrument),
+			Fingerprint:       fingerprint(saleID, quantity, instrument, body.Variant),
 		})
 		// The limit follows what the purchase path reports of its own
 		// queues (the store's OnConnWait), not the outcome of each request:

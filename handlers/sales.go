@@ -33,7 +33,18 @@ type CreateSaleRequest struct {
 	Confirmation          string        `json:"confirmation"` // "payment" (default) or "customer"
 	Gate                  string        `json:"gate"`         // none (default) or redis
 	Price                 *PriceRequest `json:"price"`        // null or absent: none
+	// Variants: 1-100, each with its own stock (initialStock and buckets
+	// then left out); null or absent: a sale without variants.
+	Variants []VariantRequest `json:"variants"`
 	LotteryRequest
+}
+
+// VariantRequest is one variant of a sale in POST /admin/sales.
+type VariantRequest struct {
+	SKU     string `json:"sku"`
+	Title   string `json:"title"` // "" or absent: the SKU
+	Stock   int    `json:"stock"`
+	Buckets int    `json:"buckets"` // 0 or absent: 1
 }
 
 // PriceRequest is a sale's price in POST /admin/sales.
@@ -44,8 +55,22 @@ type PriceRequest struct {
 
 // NewSale turns the request into the domain's NewSale.
 func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
-	if r.InitialStock == nil {
-		return flashline.NewSale{}, flashline.Invalid("initialStock is required")
+	if r.InitialStock == nil && r.Variants == nil {
+		return flashline.NewSale{}, flashline.Invalid("initialStock is required (or variants, each with its stock)")
+	}
+	if r.Variants != nil && r.InitialStock != nil {
+		return flashline.NewSale{}, flashline.Invalid("initialStock goes with a sale without variants: a sale with variants has each variant's stock")
+	}
+	initialStock := 0
+	if r.InitialStock != nil {
+		initialStock = *r.InitialStock
+	}
+	var variants []flashline.NewVariant
+	if r.Variants != nil {
+		variants = make([]flashline.NewVariant, len(r.Variants))
+		for i, v := range r.Variants {
+			variants[i] = flashline.NewVariant{SKU: v.SKU, Title: v.Title, Stock: v.Stock, Buckets: v.Buckets}
+		}
 	}
 	if r.Title != nil && *r.Title == "" {
 		return flashline.NewSale{}, flashline.Invalid("title must be 1-120 characters, or absent (the SKU is shown)")
@@ -68,7 +93,7 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 		SKU:                   r.SKU,
 		Title:                 deref(r.Title),
 		ImageURL:              deref(r.ImageURL),
-		InitialStock:          *r.InitialStock,
+		InitialStock:          initialStock,
 		PerCustomerLimit:      r.PerCustomerLimit,
 		ReservationTTLSeconds: r.ReservationTTLSeconds,
 		OpensAt:               r.OpensAt,
@@ -82,6 +107,7 @@ func (r CreateSaleRequest) NewSale() (flashline.NewSale, error) {
 		Gate:                  flashline.Gate(r.Gate),
 		Lottery:               r.LotteryRequest.rules(),
 		Price:                 price,
+		Variants:              variants,
 	}
 	return n, n.Validate()
 }

@@ -50,8 +50,18 @@ func NewSaleView(s flashline.Sale) api.Sale {
 		},
 		Gate:    NewGateView(s),
 		Lottery: NewLotteryView(s.Lottery),
-		Price:   newPriceView(s.Price),
+		Price:    newPriceView(s.Price),
+		Variants: newVariantViews(s.Variants),
 	}
+}
+
+func newVariantViews(vs []flashline.Variant) []api.Variant {
+	var out []api.Variant
+	for _, v := range vs {
+		out = append(out, api.Variant{SKU: v.SKU, Title: v.Title, InitialStock: v.InitialStock,
+			Available: v.Available, Pending: v.Pending, Confirmed: v.Confirmed})
+	}
+	return out
 }
 
 func newPriceView(p *flashline.Price) *api.Price {
@@ -123,6 +133,9 @@ func NewTicketView(t waitroom.TicketResult) api.Ticket {
 // NewStatusView renders a status.
 func NewStatusView(s waitroom.StatusResult) api.Status {
 	v := api.Status{State: s.State, Message: s.Message}
+	for _, x := range s.Variants {
+		v.Variants = append(v.Variants, api.VariantAvailability{SKU: x.SKU, Title: x.Title, Availability: string(x.Availability)})
+	}
 	switch s.State {
 	case waitroom.StatusWaiting:
 		poll := s.PollAfter.Milliseconds()

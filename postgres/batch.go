@@ -42,13 +42,13 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 	defer cancel()
 
 	var b batchRun
-	saleID := batch[0].req.SaleID
+	key := queueKey(batch[0].req)
 	err := s.withSaleConn(ctx, func(conn *pgxpool.Conn) error {
 		// BEGIN travels with the read (pipeline.go).
 		return pipelinedTx(ctx, conn.Conn(), func(tx *beginFirst) error {
 			b = batchRun{q: dbsqlc.New(tx), calls: batch, afterBegin: s.testHookAfterBegin,
 				pick: func(buckets, quantities []int32, quantity int) int {
-					return s.batches.claimBucket(saleID, buckets, quantities, quantity)
+					return s.batches.claimBucket(key, buckets, quantities, quantity)
 				}}
 			if err := b.execute(ctx); err != nil {
 				return err
@@ -61,7 +61,7 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 	})
 	// The bucket's row lock ended with the transaction.
 	if b.claimed {
-		s.batches.releaseBucket(saleID, b.bucket)
+		s.batches.releaseBucket(key, b.bucket)
 	}
 	if errors.Is(err, errRollback) {
 		err = nil // b.again holds every call
@@ -142,6 +142,7 @@ func (b *batchRun) execute(ctx context.Context) error {
 		Instruments:     make([]string, n),
 		GateSeqs:        make([]int64, n),
 		SaleID:          b.calls[0].req.SaleID,
+		Variant:         b.calls[0].req.Variant, // one variant per batch (coalescer.go)
 	}
 	for i, c := range b.calls {
 		p.CustomerIds[i], p.IdempotencyKeys[i] = c.req.CustomerID, c.req.IdempotencyKey
@@ -241,6 +242,12 @@ func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error
 		// The gate's unit for this request was given back (the request
 		// outlived its first attempt): the gate must hand out another.
 		return flashline.ErrGateUnitReturned
+	case row.VariantCount > 0 && req.Variant == "":
+		return flashline.Invalid("this sale has variants: name one (\"variant\": its SKU)")
+	case row.VariantCount == 0 && req.Variant != "":
+		return flashline.Invalid("this sale has no variants: leave out \"variant\"")
+	case len(row.Buckets) == 0:
+		return flashline.Invalid("this sale has no variant " + req.Variant)
 	case !row.IsOpen:
 		return flashline.ErrSaleNotOpen
 	case req.Quantity > int(row.PerCustomerLimit):
@@ -386,6 +393,9 @@ func (b *batchRun) shortOfStock(calls []int, others []int32) {
 	for _, i := range calls {
 		q := int32(b.calls[i].req.Quantity)
 		b.errs[i] = flashline.ErrSoldOut
+		if b.calls[i].req.Variant != "" {
+			b.errs[i] = flashline.ErrVariantSoldOut
+		}
 		for _, o := range others {
 			if o >= q {
 				b.errs[i], b.again[i] = nil, true

@@ -62,6 +62,10 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]flashline.SaleF
 				FinalSeed:            r.FinalSeed,
 			},
 		}
+		for j, sku := range r.VariantSkus {
+			out[i].Variants = append(out[i].Variants, flashline.VariantFacts{SKU: sku, Title: r.VariantTitles[j],
+				InitialStock: int64(r.VariantInitial[j]), Available: r.VariantAvailable[j]})
+		}
 		if r.PreopenCount != nil {
 			out[i].Room.PreopenCount = *r.PreopenCount
 		}

@@ -132,11 +132,12 @@ type coalescer struct {
 // rounds of batches than the bound allows, and more waiting would add
 // latency without selling one unit more (the batches are full already).
 func (co *coalescer) submit(c *call) (flashline.ReserveResult, error) {
+	key := queueKey(c.req)
 	co.mu.Lock()
-	q := co.sales[c.req.SaleID]
+	q := co.sales[key]
 	if q == nil {
 		q = &saleQueue{bound: queueBound{rounds: co.store.opts.QueueRounds, start: time.Now()}}
-		co.sales[c.req.SaleID] = q
+		co.sales[key] = q
 	}
 	if co.fullLocked(q) {
 		co.mu.Unlock()
@@ -147,13 +148,25 @@ func (co *coalescer) submit(c *call) (flashline.ReserveResult, error) {
 	}
 	c.round = q.started
 	q.waiting = append(q.waiting, c)
-	batch := co.take(c.req.SaleID, q)
+	batch := co.take(key, q)
 	co.mu.Unlock()
 	if batch != nil {
-		go co.run(c.req.SaleID, batch)
+		go co.run(key, batch)
 	}
 	<-c.done
 	return c.res, c.err
+}
+
+// queueKey is the queue a request joins: its sale's, or for a sale with
+// variants its variant's, so that a batch takes the stock of one variant
+// (ReserveBatchBegin reads that variant's buckets) and each variant's
+// reservations are coalesced on their own. Only the sale's own queue is
+// peeked by full: a variant's fills and refuses when its requests join it.
+func queueKey(req flashline.ReserveRequest) string {
+	if req.Variant == "" {
+		return req.SaleID
+	}
+	return req.SaleID + "\x00" + req.Variant
 }
 
 // full reports whether a new request of saleID would be refused: its queue
@@ -170,7 +183,7 @@ func (co *coalescer) fullLocked(q *saleQueue) bool {
 		len(q.waiting) >= q.bound.rounds*co.store.opts.MaxBatch*co.store.opts.BatchesInFlight
 }
 
-// take returns the next batch for a sale, or nil when the sale already has
+// take returns the next batch of a queue (saleID is its queueKey), or nil when the sale already has
 // as many batches running as allowed or nothing waits. co.mu is held.
 func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 	if q.running >= co.store.opts.BatchesInFlight || len(q.waiting) == 0 {
@@ -201,12 +214,12 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 			// Too little time left for a batch as long as they take now:
 			// it would cut the whole batch short (it runs under the
 			// earliest deadline of its calls), so it is refused alone.
-			c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: no time left for a batch within the reserve timeout: %w", saleID, flashline.ErrOverloaded))
+			c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: no time left for a batch within the reserve timeout: %w", c.req.SaleID, flashline.ErrOverloaded))
 		case c.client.Err() != nil:
 			// Nobody hears its answer, and run detached it could take a
 			// unit after its retry was told sold out elsewhere. A gated
 			// attempt's unit goes back (gate.giveBack).
-			c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: the client left before its batch began: %w", saleID, context.Cause(c.client)))
+			c.finish(flashline.ReserveResult{}, fmt.Errorf("reserve sale %s: the client left before its batch began: %w", c.req.SaleID, context.Cause(c.client)))
 		default:
 			customers[c.req.CustomerID] = true
 			if instrument != "" {

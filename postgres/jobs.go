@@ -83,6 +83,22 @@ func (s *Store) checkInvariants(ctx context.Context, pool *db, saleID string) ([
 		if !res.OK {
 			res.Detail = mismatchDetail(res.Available, res.Pending, res.Confirmed, res.InitialStock, res.LedgerTotal)
 		}
+		// Each variant's stock adds up on its own too (none for a sale
+		// without variants): the first that does not is named.
+		bad, err := dbsqlc.New(pool).VariantInvariantMismatches(ctx, dbsqlc.VariantInvariantMismatchesParams{SaleID: r.SaleID})
+		if err != nil {
+			return results, fmt.Errorf("check invariants: variants of sale %s: %w", r.SaleID, translate(err))
+		}
+		if len(bad) > 0 {
+			v := bad[0]
+			detail := "variant " + v.Sku + ": " + mismatchDetail(int(v.Available), int(v.Pending), int(v.Confirmed), int(v.InitialStock), int(v.LedgerTotal))
+			if res.OK {
+				res.Detail = detail
+			} else {
+				res.Detail += "; " + detail
+			}
+			res.OK = false
+		}
 		if err := s.recordInvariant(ctx, pool, &res); err != nil {
 			return results, err
 		}

@@ -149,14 +149,23 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 		return flashline.Sale{}, err
 	}
 	id := flashline.NewID(flashline.SaleIDPrefix)
-	buckets := make([]int32, n.Buckets)
-	quantities := make([]int32, n.Buckets)
-	for b := range buckets {
-		buckets[b] = int32(b)
-		quantities[b] = int32(n.InitialStock / n.Buckets)
-		if b < n.InitialStock%n.Buckets {
-			quantities[b]++
+	var buckets, quantities []int32
+	var rowVariants []string // per stock row: its variant's SKU ("": none)
+	var variants dbsqlc.VariantInsertParams
+	if n.Variants == nil {
+		buckets, quantities = flashline.VariantStock(0, flashline.NewVariant{Stock: n.InitialStock, Buckets: n.Buckets})
+		rowVariants = make([]string, len(buckets))
+	}
+	for p, v := range n.Variants {
+		b, q := flashline.VariantStock(p, v)
+		buckets, quantities = append(buckets, b...), append(quantities, q...)
+		for range b {
+			rowVariants = append(rowVariants, v.SKU)
 		}
+		variants.Skus, variants.Titles = append(variants.Skus, v.SKU), append(variants.Titles, v.Title)
+		variants.Positions = append(variants.Positions, int32(p))
+		variants.InitialStocks = append(variants.InitialStocks, int32(v.Stock))
+		variants.Buckets = append(variants.Buckets, int32(v.Buckets))
 	}
 	// The seed of the waiting room's pre-open draw: secret, so nobody can
 	// compute a draw before the sale exists.
@@ -195,8 +204,15 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			ImageUrl:              optional(n.ImageURL),
 			PriceAmount:           priceAmount(n.Price),
 			PriceCurrency:         priceCurrency(n.Price),
+			VariantCount:          int32(len(n.Variants)),
 		}); err != nil {
 			return err
+		}
+		if n.Variants != nil {
+			variants.SaleID = id
+			if err := q.VariantInsert(ctx, variants); err != nil {
+				return err
+			}
 		}
 		if n.Admission == flashline.AdmissionWaitingRoom {
 			if err := q.WaitroomCreate(ctx, dbsqlc.WaitroomCreateParams{SaleID: id}); err != nil {
@@ -208,7 +224,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 				return err
 			}
 		}
-		if err := q.StockInsert(ctx, dbsqlc.StockInsertParams{SaleID: id, Buckets: buckets, Quantities: quantities}); err != nil {
+		if err := q.StockInsert(ctx, dbsqlc.StockInsertParams{SaleID: id, Buckets: buckets, Quantities: quantities, Variants: rowVariants}); err != nil {
 			return err
 		}
 		return q.StockLedgerInsertInitial(ctx, dbsqlc.StockLedgerInsertInitialParams{SaleID: id})
@@ -226,6 +242,14 @@ func (s *Store) Sale(ctx context.Context, saleID string) (flashline.Sale, error)
 		return flashline.Sale{}, fmt.Errorf("sale %s: %w", saleID, translate(err))
 	}
 	sale := saleFromRow(row)
+	variants, err := dbsqlc.New(s.admin).VariantsOfSale(ctx, dbsqlc.VariantsOfSaleParams{SaleID: saleID})
+	if err != nil {
+		return flashline.Sale{}, fmt.Errorf("sale %s: variants: %w", saleID, translate(err))
+	}
+	for _, v := range variants {
+		sale.Variants = append(sale.Variants, flashline.Variant{SKU: v.Sku, Title: v.Title, InitialStock: int(v.InitialStock),
+			Available: int(v.Available), Pending: int(v.Pending), Confirmed: int(v.Confirmed), OK: v.Ok != nil && *v.Ok})
+	}
 	if sale.Admission == flashline.AdmissionLottery {
 		q := dbsqlc.New(s.admin)
 		l, err := s.lottery(ctx, q, saleID)

@@ -78,10 +78,19 @@ type entry struct {
 	customersVersion string
 }
 
-// refuses reports whether the purchase path may refuse the sale from memory,
-// which needs the list of customers who ever held a reservation in it.
+// refuses reports whether the purchase path may refuse the sale (or one of
+// its variants) from memory, which needs the list of customers who ever
+// held a reservation in it.
 func (e *entry) refuses() bool {
-	return e.SoldOut || e.State != flashline.StateOpen
+	if e.SoldOut || e.State != flashline.StateOpen {
+		return true
+	}
+	for _, v := range e.Variants {
+		if v.Available <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // New returns a Cache that reads from src. Call Load to start warm and Run
@@ -311,7 +320,7 @@ func (c *Cache) Recall(saleID, customerID string) (r flashline.Recollection, ok 
 		return r, false
 	}
 	r = flashline.Recollection{State: e.State, OpensAt: e.OpensAt, SoldOut: e.SoldOut,
-		HoldersKnown: e.customers != nil, Version: e.customersVersion}
+		HoldersKnown: e.customers != nil, Version: e.customersVersion, Variants: e.Variants}
 	if r.HoldersKnown {
 		_, r.Held = e.customers[customerID]
 	}

@@ -33,7 +33,7 @@ type guarded struct {
 // admission limiter since the HTTP layer asked: a crowd queued there when
 // the sale sells out is refused here, without the database), then the store.
 func (g guarded) Reserve(ctx context.Context, req flashline.ReserveRequest) (flashline.ReserveResult, error) {
-	if err := g.refusals.FromMemory(ctx, req.SaleID, req.CustomerID); err != nil {
+	if err := g.refusals.FromMemoryOf(ctx, req.SaleID, req.Variant, req.CustomerID); err != nil {
 		return flashline.ReserveResult{}, err
 	}
 	res, err := g.Store.Reserve(ctx, req)

@@ -43,6 +43,16 @@ type StatusResult struct {
 	// closed — so asking again is pointless. False while holds are pending
 	// (sold out for now): ask again after PollAfter.
 	QueueIsFull bool
+	// Variants are the sale's variants with what shoppers are told of each
+	// (available, few left, sold out; never a count), in every answer of a
+	// sale with variants (none without).
+	Variants []VariantStatus
+}
+
+// VariantStatus is one variant of a sale as the waiting room tells it.
+type VariantStatus struct {
+	SKU, Title   string
+	Availability flashline.Availability
 }
 
 // soldOutPoll is how often a sold-out room's waiters ask again while
@@ -110,6 +120,12 @@ func (r *Room) ticketOf(saleID, customerID, token string) (roomtoken.Ticket, err
 func (r *Room) answer(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, solution string) (StatusResult, error) {
 	res, err := r.status(s, fresh, t, solution)
 	res.Message = s.Room.Broadcast
+	if len(s.Variants) > 0 {
+		res.Variants = make([]VariantStatus, len(s.Variants))
+		for i, v := range s.Variants {
+			res.Variants[i] = VariantStatus{SKU: v.SKU, Title: v.Title, Availability: v.Availability()}
+		}
+	}
 	if err == nil {
 		r.queue.answered(s.ID, t, res.State, r.opts.Now())
 		if c, ok := r.metrics.byState[res.State]; ok {

@@ -37,7 +37,7 @@ func TestGeneratedClient(t *testing.T) {
 	admin := as(testserver.AdminToken)
 
 	customer := apiclient.NewSaleConfirmationCustomer
-	created, err := api.CreateSaleWithResponse(ctx, apiclient.NewSale{Sku: "generated", InitialStock: 2, Confirmation: &customer}, admin)
+	created, err := api.CreateSaleWithResponse(ctx, apiclient.NewSale{Sku: "generated", InitialStock: new(2), Confirmation: &customer}, admin)
 	require.NoError(t, err)
 	require.NotNil(t, created.JSON201, "%d %s", created.StatusCode(), created.Body)
 	sale := created.JSON201.SaleId

@@ -524,6 +524,27 @@ func (e TranscriptBeaconScheme) Valid() bool {
 	}
 }
 
+// Defines values for VariantAvailabilityAvailability.
+const (
+	VariantAvailabilityAvailabilityAvailable VariantAvailabilityAvailability = "available"
+	VariantAvailabilityAvailabilityFewLeft   VariantAvailabilityAvailability = "few_left"
+	VariantAvailabilityAvailabilitySoldOut   VariantAvailabilityAvailability = "sold_out"
+)
+
+// Valid indicates whether the value is a known member of the VariantAvailabilityAvailability enum.
+func (e VariantAvailabilityAvailability) Valid() bool {
+	switch e {
+	case VariantAvailabilityAvailabilityAvailable:
+		return true
+	case VariantAvailabilityAvailabilityFewLeft:
+		return true
+	case VariantAvailabilityAvailabilitySoldOut:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ForbiddenErrorCode.
 const (
 	ForbiddenErrorCodeForbidden ForbiddenErrorCode = "forbidden"
@@ -5087,6 +5108,7 @@ const (
 	Reserve409JSONResponseBodyErrorCodeRequestInProgress Reserve409JSONResponseBodyErrorCode = "request_in_progress"
 	Reserve409JSONResponseBodyErrorCodeSaleNotOpen       Reserve409JSONResponseBodyErrorCode = "sale_not_open"
 	Reserve409JSONResponseBodyErrorCodeSoldOut           Reserve409JSONResponseBodyErrorCode = "sold_out"
+	Reserve409JSONResponseBodyErrorCodeVariantSoldOut    Reserve409JSONResponseBodyErrorCode = "variant_sold_out"
 )
 
 // Valid indicates whether the value is a known member of the Reserve409JSONResponseBodyErrorCode enum.
@@ -5099,6 +5121,8 @@ func (e Reserve409JSONResponseBodyErrorCode) Valid() bool {
 	case Reserve409JSONResponseBodyErrorCodeSaleNotOpen:
 		return true
 	case Reserve409JSONResponseBodyErrorCodeSoldOut:
+		return true
+	case Reserve409JSONResponseBodyErrorCodeVariantSoldOut:
 		return true
 	default:
 		return false
@@ -6076,7 +6100,7 @@ type Moment struct {
 type NewSale struct {
 	Admission *NewSaleAdmission `json:"admission,omitempty"`
 
-	// Buckets at most initialStock; 0: the default
+	// Buckets at most initialStock; 0: the default; a sale with variants leaves it out (each variant has its own)
 	Buckets *int `json:"buckets,omitempty"`
 
 	// ChallengeBits waiting-room sales only
@@ -6089,8 +6113,10 @@ type NewSale struct {
 	Gate     *NewSaleGate     `json:"gate,omitempty"`
 
 	// ImageUrl the product's picture on the waiting-room page: an absolute https URL, at most 2048 bytes of printable ASCII, with a host and no user name or password; the shopper's browser loads it, the service never does; null, absent or "": none
-	ImageUrl             *string    `json:"imageUrl,omitempty"`
-	InitialStock         int        `json:"initialStock"`
+	ImageUrl *string `json:"imageUrl,omitempty"`
+
+	// InitialStock required for a sale without variants; left out for a sale with variants (each variant has its stock, and the sale's is their sum)
+	InitialStock         *int       `json:"initialStock,omitempty"`
 	MinAccountAgeSeconds *int       `json:"minAccountAgeSeconds,omitempty"`
 	OpensAt              *time.Time `json:"opensAt,omitempty"`
 
@@ -6121,6 +6147,9 @@ type NewSale struct {
 	// Title what the waiting-room page calls the product: 1-120 characters of text (no control or format characters, not only spaces); null or absent: the SKU
 	Title *string `json:"title,omitempty"`
 
+	// Variants the sale's variants (sizes, tiers, editions) sold through one admission: one line, one admission, one reservation per customer for the whole sale, each variant's stock its own. With variants, initialStock and buckets are left out. Not supported yet with "gate": "redis" or "admission": "lottery" (400). null or absent: a sale without variants
+	Variants *[]NewVariant `json:"variants,omitempty"`
+
 	// Waitlist lottery sales: a winner who does not buy in time passes the unit to the next drawn
 	Waitlist *bool `json:"waitlist,omitempty"`
 }
@@ -6136,6 +6165,19 @@ type NewSaleFairness string
 
 // NewSaleGate defines model for NewSale.Gate.
 type NewSaleGate string
+
+// NewVariant defines model for NewVariant.
+type NewVariant struct {
+	// Buckets rows the variant's stock is spread over, at most its stock; 0: the default
+	Buckets *int `json:"buckets,omitempty"`
+
+	// Sku 1-64 letters, digits, '.', '_' or '-', from a letter or digit; unique in the sale
+	Sku   string `json:"sku"`
+	Stock int    `json:"stock"`
+
+	// Title what shoppers see; "" or absent: the SKU
+	Title *string `json:"title,omitempty"`
+}
 
 // Order defines model for Order.
 type Order struct {
@@ -6484,6 +6526,9 @@ type ReserveRequest struct {
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PaymentInstrument *string `json:"paymentInstrument,omitempty"`
 	Quantity          *int    `json:"quantity,omitempty"`
+
+	// Variant the SKU of the variant to reserve: required for a sale with variants, refused (400) for a sale without
+	Variant *string `json:"variant,omitempty"`
 }
 
 // Sale defines model for Sale.
@@ -6555,8 +6600,11 @@ type Sale struct {
 	State SaleState `json:"state"`
 
 	// Title the product's name for shoppers (the SKU when the sale was created without one)
-	Title  string `json:"title"`
-	Voided int    `json:"voided"`
+	Title string `json:"title"`
+
+	// Variants a sale with variants: each variant in order with its counts in units (absent for a sale without)
+	Variants *[]Variant `json:"variants,omitempty"`
+	Voided   int        `json:"voided"`
 }
 
 // SaleAdmission defines model for Sale.Admission.
@@ -6624,6 +6672,9 @@ type Status struct {
 	// Stale present (true) while the instance answering cannot learn the line's state (an edge that has lost every origin, an instance that cannot reach the database): waiting on what it knew last, nobody is admitted; come back shortly
 	Stale *bool       `json:"stale,omitempty"`
 	State StatusState `json:"state"`
+
+	// Variants a sale with variants, in every answer: each variant's availability. `state` is sold_out only once every variant is
+	Variants *[]VariantAvailability `json:"variants,omitempty"`
 }
 
 // StatusState defines model for Status.State.
@@ -6675,6 +6726,27 @@ type TranscriptBeacon struct {
 
 // TranscriptBeaconScheme defines model for TranscriptBeacon.Scheme.
 type TranscriptBeaconScheme string
+
+// Variant defines model for Variant.
+type Variant struct {
+	Available    int    `json:"available"`
+	Confirmed    int    `json:"confirmed"`
+	InitialStock int    `json:"initialStock"`
+	Pending      int    `json:"pending"`
+	Sku          string `json:"sku"`
+	Title        string `json:"title"`
+}
+
+// VariantAvailability defines model for VariantAvailability.
+type VariantAvailability struct {
+	// Availability few_left: a tenth of the variant's stock or less; never a count
+	Availability VariantAvailabilityAvailability `json:"availability"`
+	Sku          string                          `json:"sku"`
+	Title        string                          `json:"title"`
+}
+
+// VariantAvailabilityAvailability few_left: a tenth of the variant's stock or less; never a count
+type VariantAvailabilityAvailability string
 
 // Void defines model for Void.
 type Void struct {

@@ -62,12 +62,23 @@ type NewSale struct {
 	Confirmation          string     `json:"confirmation,omitempty"`
 	Gate                  string     `json:"gate,omitempty"` // none, redis
 	Price                 *Price     `json:"price,omitempty"`
+	// Variants: a sale with variants (then send it with CreateSaleJSON,
+	// without initialStock).
+	Variants []NewVariant `json:"variants,omitempty"`
 	// A lottery sale's (Admission "lottery").
 	RegistrationOpensAt   *time.Time `json:"registrationOpensAt,omitempty"`
 	RegistrationClosesAt  *time.Time `json:"registrationClosesAt,omitempty"`
 	DrawAt                *time.Time `json:"drawAt,omitempty"`
 	PurchaseWindowSeconds int        `json:"purchaseWindowSeconds,omitempty"`
 	Waitlist              bool       `json:"waitlist,omitempty"`
+}
+
+// NewVariant is one variant of a new sale.
+type NewVariant struct {
+	SKU     string `json:"sku"`
+	Title   string `json:"title,omitempty"`
+	Stock   int    `json:"stock"`
+	Buckets int    `json:"buckets,omitempty"`
 }
 
 // Price is a sale's price: an amount in the currency's minor units.
@@ -232,6 +243,9 @@ type ReserveRequest struct {
 	// AdmissionToken is sent as X-Admission-Token when not empty (sales
 	// behind a waiting room).
 	AdmissionToken string
+	// Variant is the variant's SKU, for a sale with variants; sent when
+	// not empty.
+	Variant string
 }
 
 // Reserve is POST /sales/{id}/reservations: 201 reservation (replays:
@@ -240,7 +254,8 @@ func (c *Client) Reserve(ctx context.Context, token string, r ReserveRequest) (R
 	body, err := json.Marshal(struct {
 		Quantity          int    `json:"quantity"`
 		PaymentInstrument string `json:"paymentInstrument,omitempty"`
-	}{r.Quantity, r.PaymentInstrument})
+		Variant           string `json:"variant,omitempty"`
+	}{r.Quantity, r.PaymentInstrument, r.Variant})
 	if err != nil {
 		return Result[Reservation]{}, err
 	}

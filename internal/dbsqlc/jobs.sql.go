@@ -347,3 +347,53 @@ func (q *Queries) SweepTryLock(ctx context.Context) (bool, error) {
 	err := row.Scan(&locked)
 	return locked, err
 }
+
+const variantInvariantMismatches = `-- name: VariantInvariantMismatches :many
+SELECT v.sku, v.initial_stock, v.available, v.pending, v.confirmed, v.ledger_total
+  FROM sale_variant_invariant v
+ WHERE v.sale_id = $1 AND NOT v.ok
+ ORDER BY v.position
+`
+
+type VariantInvariantMismatchesParams struct {
+	SaleID string
+}
+
+type VariantInvariantMismatchesRow struct {
+	Sku          string
+	InitialStock int32
+	Available    int64
+	Pending      int64
+	Confirmed    int64
+	LedgerTotal  int64
+}
+
+// The variants of @sale_id whose stock does not add up (the
+// sale_variant_invariant view, migration 000026), in order: none for a sale
+// without variants.
+func (q *Queries) VariantInvariantMismatches(ctx context.Context, arg VariantInvariantMismatchesParams) ([]VariantInvariantMismatchesRow, error) {
+	rows, err := q.db.Query(ctx, variantInvariantMismatches, arg.SaleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VariantInvariantMismatchesRow
+	for rows.Next() {
+		var i VariantInvariantMismatchesRow
+		if err := rows.Scan(
+			&i.Sku,
+			&i.InitialStock,
+			&i.Available,
+			&i.Pending,
+			&i.Confirmed,
+			&i.LedgerTotal,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

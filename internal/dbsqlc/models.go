@@ -241,6 +241,7 @@ type Sale struct {
 	ImageUrl              *string
 	PriceAmount           *int64
 	PriceCurrency         *string
+	VariantCount          int32
 }
 
 type SaleInvariant struct {
@@ -283,10 +284,32 @@ type SaleReservation struct {
 	ReceiptExpiresAt  *time.Time
 }
 
+type SaleVariant struct {
+	SaleID       string
+	Sku          string
+	Position     int32
+	Title        string
+	InitialStock int32
+	Buckets      int32
+}
+
+type SaleVariantInvariant struct {
+	SaleID       string
+	Sku          string
+	Position     int32
+	InitialStock int32
+	Available    int64
+	Pending      int64
+	Confirmed    int64
+	LedgerTotal  int64
+	Ok           *bool
+}
+
 type Stock struct {
 	SaleID   string
 	Bucket   int32
 	Quantity int32
+	Variant  *string
 }
 
 type StockAudit struct {

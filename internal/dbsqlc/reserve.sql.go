@@ -25,10 +25,13 @@ WITH input AS (
     SELECT s.sale_id, s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
            s.per_instrument_limit, s.min_account_age_seconds, s.gate_epoch,
            (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,
-           (SELECT array_agg(st.bucket ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS buckets,
-           (SELECT array_agg(st.quantity ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS quantities
+           s.variant_count,
+           (SELECT array_agg(st.bucket ORDER BY st.bucket) FROM stock st
+             WHERE st.sale_id = s.sale_id AND coalesce(st.variant, '') = $6::text)::int[] AS buckets,
+           (SELECT array_agg(st.quantity ORDER BY st.bucket) FROM stock st
+             WHERE st.sale_id = s.sale_id AND coalesce(st.variant, '') = $6::text)::int[] AS quantities
       FROM sales s
-     WHERE s.sale_id = $6::text
+     WHERE s.sale_id = $7::text
 )
 SELECT i.ord::int AS ord,
        -- stored: the key has an answer (its receipt) to replay.
@@ -55,7 +58,7 @@ SELECT i.ord::int AS ord,
                                   LIMIT 1) IS NOT NULL))::boolean AS gate_returned,
        sale.state, sale.per_customer_limit, sale.reservation_ttl_seconds, sale.admission, sale.is_open,
        coalesce(sale.per_instrument_limit, 0)::int AS per_instrument_limit, sale.min_account_age_seconds,
-       sale.buckets, sale.quantities,
+       sale.buckets, sale.quantities, sale.variant_count,
        now()::timestamptz AS now
   FROM input i
  CROSS JOIN sale
@@ -72,6 +75,7 @@ type ReserveBatchBeginParams struct {
 	AdmissionIds    []string
 	Instruments     []string
 	GateSeqs        []int64
+	Variant         string
 	SaleID          string
 }
 
@@ -99,6 +103,7 @@ type ReserveBatchBeginRow struct {
 	MinAccountAgeSeconds  int32
 	Buckets               []int32
 	Quantities            []int32
+	VariantCount          int32
 	Now                   time.Time
 }
 
@@ -153,7 +158,10 @@ type ReserveBatchBeginRow struct {
 //   - for a gated sale, whether the unit the gate handed out for the request
 //     (gate_seq) was given back already, or handed out before the counter's
 //     last rebuild: it cannot be reserved any more;
-//   - the stock of every bucket, read without a lock.
+//   - the stock of every bucket of the request's variant (@variant: ” for a
+//     sale without variants, whose rows' variant is NULL), read without a
+//     lock; variant_count says whether the sale has variants (migration
+//     000026). A batch holds requests of one variant (coalescer.go).
 //
 // now() is the transaction's start time, used for created_at and expires_at.
 // The batch never holds two requests of one customer, or of one payment
@@ -165,6 +173,7 @@ func (q *Queries) ReserveBatchBegin(ctx context.Context, arg ReserveBatchBeginPa
 		arg.AdmissionIds,
 		arg.Instruments,
 		arg.GateSeqs,
+		arg.Variant,
 		arg.SaleID,
 	)
 	if err != nil {
@@ -198,6 +207,7 @@ func (q *Queries) ReserveBatchBegin(ctx context.Context, arg ReserveBatchBeginPa
 			&i.MinAccountAgeSeconds,
 			&i.Buckets,
 			&i.Quantities,
+			&i.VariantCount,
 			&i.Now,
 		); err != nil {
 			return nil, err

@@ -62,6 +62,14 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        (s.xmin::text || '/' || coalesce((SELECT string_agg(st.xmin::text, ',' ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id), ''))::text AS stock_version,
        coalesce(s.title, s.sku)::text AS title,
        coalesce(s.image_url, '')::text AS image_url,
+       -- A sale's variants in order (none without): each one's SKU, title,
+       -- initial stock and units left (migration 000026).
+       coalesce((SELECT array_agg(v.sku ORDER BY v.position) FROM sale_variants v WHERE v.sale_id = s.sale_id), '{}')::text[] AS variant_skus,
+       coalesce((SELECT array_agg(v.title ORDER BY v.position) FROM sale_variants v WHERE v.sale_id = s.sale_id), '{}')::text[] AS variant_titles,
+       coalesce((SELECT array_agg(v.initial_stock ORDER BY v.position) FROM sale_variants v WHERE v.sale_id = s.sale_id), '{}')::int[] AS variant_initial,
+       coalesce((SELECT array_agg((SELECT coalesce(sum(greatest(st.quantity, 0)), 0) FROM stock st
+                                    WHERE st.sale_id = v.sale_id AND st.variant = v.sku) ORDER BY v.position)
+                   FROM sale_variants v WHERE v.sale_id = s.sale_id), '{}')::bigint[] AS variant_available,
        now()::timestamptz AS now
   FROM sales s
   LEFT JOIN waiting_rooms w ON w.sale_id = s.sale_id
@@ -100,6 +108,10 @@ type SaleFactsRow struct {
 	StockVersion         string
 	Title                string
 	ImageUrl             string
+	VariantSkus          []string
+	VariantTitles        []string
+	VariantInitial       []int32
+	VariantAvailable     []int64
 	Now                  time.Time
 }
 
@@ -157,6 +169,10 @@ func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFac
 			&i.StockVersion,
 			&i.Title,
 			&i.ImageUrl,
+			&i.VariantSkus,
+			&i.VariantTitles,
+			&i.VariantInitial,
+			&i.VariantAvailable,
 			&i.Now,
 		); err != nil {
 			return nil, err

@@ -145,13 +145,13 @@ INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
                    min_account_age_seconds, draw_seed, confirmation, gate,
-                   title, image_url, price_amount, price_currency)
+                   title, image_url, price_amount, price_currency, variant_count)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9,
         $10, $11, $12,
         $13, $14, $15, $16,
         $17, $18, $19,
-        $20)
+        $20, $21)
 RETURNING sale_id
 `
 
@@ -176,6 +176,7 @@ type SaleInsertParams struct {
 	ImageUrl              *string
 	PriceAmount           *int64
 	PriceCurrency         *string
+	VariantCount          int32
 }
 
 func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string, error) {
@@ -200,6 +201,7 @@ func (q *Queries) SaleInsert(ctx context.Context, arg SaleInsertParams) (string,
 		arg.ImageUrl,
 		arg.PriceAmount,
 		arg.PriceCurrency,
+		arg.VariantCount,
 	)
 	var sale_id string
 	err := row.Scan(&sale_id)
@@ -368,19 +370,27 @@ func (q *Queries) SaleSetState(ctx context.Context, arg SaleSetStateParams) (str
 }
 
 const stockInsert = `-- name: StockInsert :exec
-INSERT INTO stock (sale_id, bucket, quantity)
-SELECT $1::text, unnest($2::int[]), unnest($3::int[])
+INSERT INTO stock (sale_id, bucket, quantity, variant)
+SELECT $1::text, unnest($2::int[]), unnest($3::int[]), nullif(unnest($4::text[]), '')
 `
 
 type StockInsertParams struct {
 	SaleID     string
 	Buckets    []int32
 	Quantities []int32
+	Variants   []string
 }
 
-// One row per bucket; the caller spreads initial_stock over the buckets.
+// One row per bucket; the caller spreads initial_stock over the buckets
+// (of each variant: variants names each row's, ” for a sale without
+// variants, whose rows' variant is NULL).
 func (q *Queries) StockInsert(ctx context.Context, arg StockInsertParams) error {
-	_, err := q.db.Exec(ctx, stockInsert, arg.SaleID, arg.Buckets, arg.Quantities)
+	_, err := q.db.Exec(ctx, stockInsert,
+		arg.SaleID,
+		arg.Buckets,
+		arg.Quantities,
+		arg.Variants,
+	)
 	return err
 }
 
@@ -399,4 +409,84 @@ type StockLedgerInsertInitialParams struct {
 func (q *Queries) StockLedgerInsertInitial(ctx context.Context, arg StockLedgerInsertInitialParams) error {
 	_, err := q.db.Exec(ctx, stockLedgerInsertInitial, arg.SaleID)
 	return err
+}
+
+const variantInsert = `-- name: VariantInsert :exec
+INSERT INTO sale_variants (sale_id, sku, position, title, initial_stock, buckets)
+SELECT $1::text, unnest($2::text[]), unnest($3::int[]), unnest($4::text[]),
+       unnest($5::int[]), unnest($6::int[])
+`
+
+type VariantInsertParams struct {
+	SaleID        string
+	Skus          []string
+	Positions     []int32
+	Titles        []string
+	InitialStocks []int32
+	Buckets       []int32
+}
+
+// A sale's variants (migration 000026), before their stock rows.
+func (q *Queries) VariantInsert(ctx context.Context, arg VariantInsertParams) error {
+	_, err := q.db.Exec(ctx, variantInsert,
+		arg.SaleID,
+		arg.Skus,
+		arg.Positions,
+		arg.Titles,
+		arg.InitialStocks,
+		arg.Buckets,
+	)
+	return err
+}
+
+const variantsOfSale = `-- name: VariantsOfSale :many
+SELECT v.sku, t.title, v.initial_stock, v.available, v.pending, v.confirmed, v.ok
+  FROM sale_variant_invariant v
+  JOIN sale_variants t ON t.sale_id = v.sale_id AND t.sku = v.sku
+ WHERE v.sale_id = $1
+ ORDER BY v.position
+`
+
+type VariantsOfSaleParams struct {
+	SaleID string
+}
+
+type VariantsOfSaleRow struct {
+	Sku          string
+	Title        string
+	InitialStock int32
+	Available    int64
+	Pending      int64
+	Confirmed    int64
+	Ok           *bool
+}
+
+// A sale's variants in order, with their live counts (the
+// sale_variant_invariant view).
+func (q *Queries) VariantsOfSale(ctx context.Context, arg VariantsOfSaleParams) ([]VariantsOfSaleRow, error) {
+	rows, err := q.db.Query(ctx, variantsOfSale, arg.SaleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VariantsOfSaleRow
+	for rows.Next() {
+		var i VariantsOfSaleRow
+		if err := rows.Scan(
+			&i.Sku,
+			&i.Title,
+			&i.InitialStock,
+			&i.Available,
+			&i.Pending,
+			&i.Confirmed,
+			&i.Ok,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -61,6 +61,15 @@ SELECT i.sale_id, i.state, i.initial_stock, i.available, i.pending, i.confirmed,
    AND (sqlc.narg(sale_id)::text IS NULL OR i.sale_id = sqlc.narg(sale_id)::text)
  ORDER BY i.sale_id;
 
+-- name: VariantInvariantMismatches :many
+-- The variants of @sale_id whose stock does not add up (the
+-- sale_variant_invariant view, migration 000026), in order: none for a sale
+-- without variants.
+SELECT v.sku, v.initial_stock, v.available, v.pending, v.confirmed, v.ledger_total
+  FROM sale_variant_invariant v
+ WHERE v.sale_id = @sale_id AND NOT v.ok
+ ORDER BY v.position;
+
 -- name: SaleLockForVerdict :exec
 -- Serialises verdicts on one sale (the job, an admin resume), so that the
 -- previous verdict InvariantStatusUpsert reads is the latest one and a

@@ -51,7 +51,10 @@
 --  * for a gated sale, whether the unit the gate handed out for the request
 --    (gate_seq) was given back already, or handed out before the counter's
 --    last rebuild: it cannot be reserved any more;
---  * the stock of every bucket, read without a lock.
+--  * the stock of every bucket of the request's variant (@variant: '' for a
+--    sale without variants, whose rows' variant is NULL), read without a
+--    lock; variant_count says whether the sale has variants (migration
+--    000026). A batch holds requests of one variant (coalescer.go).
 -- now() is the transaction's start time, used for created_at and expires_at.
 -- The batch never holds two requests of one customer, or of one payment
 -- instrument (batch.go defers them).
@@ -68,8 +71,11 @@ WITH input AS (
     SELECT s.sale_id, s.state, s.per_customer_limit, s.reservation_ttl_seconds, s.admission,
            s.per_instrument_limit, s.min_account_age_seconds, s.gate_epoch,
            (s.state = 'open' OR (s.state = 'scheduled' AND coalesce(s.opens_at <= now(), false)))::boolean AS is_open,
-           (SELECT array_agg(st.bucket ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS buckets,
-           (SELECT array_agg(st.quantity ORDER BY st.bucket) FROM stock st WHERE st.sale_id = s.sale_id)::int[] AS quantities
+           s.variant_count,
+           (SELECT array_agg(st.bucket ORDER BY st.bucket) FROM stock st
+             WHERE st.sale_id = s.sale_id AND coalesce(st.variant, '') = @variant::text)::int[] AS buckets,
+           (SELECT array_agg(st.quantity ORDER BY st.bucket) FROM stock st
+             WHERE st.sale_id = s.sale_id AND coalesce(st.variant, '') = @variant::text)::int[] AS quantities
       FROM sales s
      WHERE s.sale_id = @sale_id::text
 )
@@ -98,7 +104,7 @@ SELECT i.ord::int AS ord,
                                   LIMIT 1) IS NOT NULL))::boolean AS gate_returned,
        sale.state, sale.per_customer_limit, sale.reservation_ttl_seconds, sale.admission, sale.is_open,
        coalesce(sale.per_instrument_limit, 0)::int AS per_instrument_limit, sale.min_account_age_seconds,
-       sale.buckets, sale.quantities,
+       sale.buckets, sale.quantities, sale.variant_count,
        now()::timestamptz AS now
   FROM input i
  CROSS JOIN sale

@@ -10,19 +10,36 @@ INSERT INTO sales (sale_id, sku, state, initial_stock, per_customer_limit,
                    reservation_ttl_seconds, opens_at, admission, buckets,
                    fairness, challenge_bits, per_instrument_limit,
                    min_account_age_seconds, draw_seed, confirmation, gate,
-                   title, image_url, price_amount, price_currency)
+                   title, image_url, price_amount, price_currency, variant_count)
 VALUES (@sale_id, @sku, @state, @initial_stock, @per_customer_limit,
         @reservation_ttl_seconds, sqlc.narg(opens_at), @admission, @buckets,
         @fairness, @challenge_bits, sqlc.narg(per_instrument_limit),
         @min_account_age_seconds, @draw_seed, @confirmation, @gate,
         sqlc.narg(title), sqlc.narg(image_url), sqlc.narg(price_amount),
-        sqlc.narg(price_currency))
+        sqlc.narg(price_currency), @variant_count)
 RETURNING sale_id;
 
 -- name: StockInsert :exec
--- One row per bucket; the caller spreads initial_stock over the buckets.
-INSERT INTO stock (sale_id, bucket, quantity)
-SELECT @sale_id::text, unnest(@buckets::int[]), unnest(@quantities::int[]);
+-- One row per bucket; the caller spreads initial_stock over the buckets
+-- (of each variant: variants names each row's, '' for a sale without
+-- variants, whose rows' variant is NULL).
+INSERT INTO stock (sale_id, bucket, quantity, variant)
+SELECT @sale_id::text, unnest(@buckets::int[]), unnest(@quantities::int[]), nullif(unnest(@variants::text[]), '');
+
+-- name: VariantInsert :exec
+-- A sale's variants (migration 000026), before their stock rows.
+INSERT INTO sale_variants (sale_id, sku, position, title, initial_stock, buckets)
+SELECT @sale_id::text, unnest(@skus::text[]), unnest(@positions::int[]), unnest(@titles::text[]),
+       unnest(@initial_stocks::int[]), unnest(@buckets::int[]);
+
+-- name: VariantsOfSale :many
+-- A sale's variants in order, with their live counts (the
+-- sale_variant_invariant view).
+SELECT v.sku, t.title, v.initial_stock, v.available, v.pending, v.confirmed, v.ok
+  FROM sale_variant_invariant v
+  JOIN sale_variants t ON t.sale_id = v.sale_id AND t.sku = v.sku
+ WHERE v.sale_id = @sale_id
+ ORDER BY v.position;
 
 -- name: StockLedgerInsertInitial :exec
 -- Records each bucket's opening quantity, so sum(delta) equals the stock.
