@@ -33,11 +33,18 @@ func (s *Store) Repair(ctx context.Context, saleID, operator string, apply bool)
 	}
 	plan := flashline.RepairPlan{SaleID: saleID, Operator: operator}
 	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
-		state, err := q.SaleLockForRepair(ctx, dbsqlc.SaleLockForRepairParams{SaleID: saleID})
+		sale, err := q.SaleLockForRepair(ctx, dbsqlc.SaleLockForRepairParams{SaleID: saleID})
 		if err != nil {
 			return err
 		}
+		state := sale.State
 		plan.State = flashline.SaleState(state)
+		if sale.VariantCount > 0 {
+			// The plan reads each bucket's opening stock as the sale's
+			// initial stock shared among its buckets, which a sale with
+			// variants does not have: refused rather than written wrong.
+			return fmt.Errorf("it has %d variants; a repair of a sale with variants is not supported yet: %w", sale.VariantCount, flashline.ErrInvalidTransition)
+		}
 		if plan.State != flashline.StatePaused {
 			return fmt.Errorf("it is %s; pause it first ('flashline sale pause %s'): %w", state, saleID, flashline.ErrSaleNotPaused)
 		}

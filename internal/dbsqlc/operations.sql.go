@@ -386,11 +386,16 @@ func (q *Queries) SaleExtendHolds(ctx context.Context, arg SaleExtendHoldsParams
 
 const saleLockForRepair = `-- name: SaleLockForRepair :one
 
-SELECT state FROM sales WHERE sale_id = $1 FOR UPDATE
+SELECT state, variant_count FROM sales WHERE sale_id = $1 FOR UPDATE
 `
 
 type SaleLockForRepairParams struct {
 	SaleID string
+}
+
+type SaleLockForRepairRow struct {
+	State        string
+	VariantCount int32
 }
 
 // Repair (`flashline sale repair`), one transaction:
@@ -403,11 +408,13 @@ type SaleLockForRepairParams struct {
 // before the plan is read, hold every restock, void and reservation of the
 // sale back until the repair commits, so the plan read afterwards cannot
 // change under it.
-func (q *Queries) SaleLockForRepair(ctx context.Context, arg SaleLockForRepairParams) (string, error) {
+// variant_count: a sale with variants is refused (its buckets' opening
+// stock is each variant's, which the plan does not read yet).
+func (q *Queries) SaleLockForRepair(ctx context.Context, arg SaleLockForRepairParams) (SaleLockForRepairRow, error) {
 	row := q.db.QueryRow(ctx, saleLockForRepair, arg.SaleID)
-	var state string
-	err := row.Scan(&state)
-	return state, err
+	var i SaleLockForRepairRow
+	err := row.Scan(&i.State, &i.VariantCount)
+	return i, err
 }
 
 const serverConnections = `-- name: ServerConnections :one

@@ -97,7 +97,9 @@ SELECT state, (expires_at <= now())::boolean AS past_expiry, extended_seconds
 -- change under it.
 
 -- name: SaleLockForRepair :one
-SELECT state FROM sales WHERE sale_id = @sale_id FOR UPDATE;
+-- variant_count: a sale with variants is refused (its buckets' opening
+-- stock is each variant's, which the plan does not read yet).
+SELECT state, variant_count FROM sales WHERE sale_id = @sale_id FOR UPDATE;
 
 -- name: StockLockForRepair :many
 SELECT bucket FROM stock WHERE sale_id = @sale_id ORDER BY bucket FOR UPDATE;
