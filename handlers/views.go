@@ -48,8 +48,8 @@ func NewSaleView(s flashline.Sale) api.Sale {
 			CheckedAt: timeString(s.Invariant.CheckedAt),
 			Detail:    s.Invariant.Detail,
 		},
-		Gate:    NewGateView(s),
-		Lottery: NewLotteryView(s.Lottery),
+		Gate:     NewGateView(s),
+		Lottery:  NewLotteryView(s.Lottery),
 		Price:    newPriceView(s.Price),
 		Variants: newVariantViews(s.Variants),
 	}
