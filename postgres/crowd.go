@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/internal/dbsqlc"
@@ -36,6 +37,10 @@ func commitCrowd(ctx context.Context, q *dbsqlc.Queries, saleID string, seed []b
 // flashline.ErrCrowdCommitted then, and nothing is written. No room:
 // flashline.ErrNoWaitingRoom.
 func (s *Store) AddHolders(ctx context.Context, saleID string, customers []string) error {
+	// In one order on every instance: two instances writing the same
+	// customers (one shopper sent to both) take the rows' locks in the same
+	// order and cannot deadlock.
+	customers = slices.Compact(slices.Sorted(slices.Values(customers)))
 	open, err := dbsqlc.New(s.room).WaitroomAddHolders(ctx, dbsqlc.WaitroomAddHoldersParams{SaleID: saleID, Customers: customers})
 	switch {
 	case notFound(err):
@@ -51,7 +56,9 @@ func (s *Store) AddHolders(ctx context.Context, saleID string, customers []strin
 // Crowd reads saleID's committed pre-open crowd (flashline.Crowd), its
 // holders with it once committed. No room: flashline.ErrNoWaitingRoom.
 func (s *Store) Crowd(ctx context.Context, saleID string) (flashline.Crowd, error) {
-	q := dbsqlc.New(s.admin)
+	// The room's pool: a public read (GET /sales/{id}/draw), which must
+	// never delay the admin's work or a confirm.
+	q := dbsqlc.New(s.room)
 	row, err := q.WaitroomCrowd(ctx, dbsqlc.WaitroomCrowdParams{SaleID: saleID})
 	if notFound(err) {
 		if _, err := s.Sale(ctx, saleID); err != nil {

@@ -233,8 +233,8 @@ func (r *Room) flushCount(ctx context.Context, saleID string, l *lease) {
 	if n == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err := r.store.CountTickets(ctx, saleID, n)
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err := r.store.CountTickets(wctx, saleID, n)
 	cancel()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -264,8 +264,8 @@ func (r *Room) flushHolders(ctx context.Context, saleID string, l *lease) {
 	if len(holders) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err := r.store.AddHolders(ctx, saleID, holders)
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err := r.store.AddHolders(wctx, saleID, holders)
 	cancel()
 	l.mu.Lock()
 	defer l.mu.Unlock()
