@@ -39,7 +39,7 @@ const (
 	viewportHeight = 844
 	// screenshotDir is under the repository's /screenshots/, which git
 	// ignores: every run writes new ones.
-	screenshotDir = "../screenshots/waitpage"
+	screenshotDir = "../../screenshots/waitpage"
 )
 
 // browser is one headless Chromium tab with its console collected.

@@ -158,7 +158,6 @@ func TestWorkerConformance(t *testing.T) {
 	t.Cleanup(pool.Close)
 	addr := testserver.FreeAddr(t)
 	origin := testserver.Start(t, dbURL, "--role", "origin", "--addr", addr)
-	worker := startWorker(t, origin.URL)
 	c := testserver.NewClient()
 	keys, err := roomtoken.ParseKeyring(testserver.WaitroomKeys)
 	require.NoError(t, err)
@@ -167,6 +166,29 @@ func TestWorkerConformance(t *testing.T) {
 	opensAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	sale := c.CreateSale(t, origin.URL, fmt.Sprintf(`{"sku":"sku_worker","initialStock":10,"admission":"waiting_room",
 		"fairness":"randomized_at_open","opensAt":%q}`, opensAt.Format(time.RFC3339)))
+	// The Worker decides a sale's tickets once its document names the sale;
+	// before that it passes them on and the origin signs them (which, on a
+	// busy machine, this test once saw). So the origin's document names the
+	// sale first, and the Worker starts after and is ready (a document
+	// pulled since).
+	require.Eventually(t, func() bool {
+		var out struct{ Document string }
+		r, err := c.Do(ctx, http.MethodGet, origin.URL+"/edge/watermarks", "", "")
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(r.Body, &out))
+		d, _, err := keys.OpenWatermarks(out.Document)
+		require.NoError(t, err)
+		return len(d.Sales) == 1
+	}, 30*time.Second, 100*time.Millisecond, "the origin's document names the sale")
+	worker := startWorker(t, origin.URL)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(worker + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 100*time.Millisecond, "the Worker has the origin's document")
 	const customers = 40
 	jwts := make([]string, customers)
 	tokens := make([]string, customers)

@@ -28,6 +28,12 @@ function opened(s, now) {
 // drawn: t is placed by the draw in s's room.
 const drawn = (s, t) => t.preOpen && s.fairness === "randomized_at_open";
 
+// committed: s's pre-open crowd is committed (the document names its final
+// seed), which ranks a drawn ticket by the crowd's draw (waitroom.CrowdRank),
+// not yet computed here: such a ticket's place and admission are the
+// origin's to answer.
+const committed = (s, t) => drawn(s, t) && !!s.finalSeed;
+
 // crowd is the pre-open crowd: as frozen, or the tickets counted so far.
 const crowd = (s) => (s.preopenCount >= 0 ? s.preopenCount : Math.max(s.preopenTickets, 1));
 
@@ -117,6 +123,7 @@ export class Room {
     if (previous !== "") {
       const t = await parseTicket(this.keyring, previous, now / 1000);
       if (t && t.saleID === saleID && t.customerID === customer) {
+        if (committed(s, t)) return null;
         return { status: 200, body: await this.ticketBody(s, t, previous, now) };
       }
     }
@@ -137,6 +144,7 @@ export class Room {
     const now = this.origins.dbNow();
     const t = await parseTicket(this.keyring, token, now / 1000);
     if (!t || t.saleID !== saleID || t.customerID !== customer) return admissionInvalid();
+    if (committed(s, t)) return null;
     const msg = s.message ? `,"message":${jsonString(s.message, true)}` : "";
     const soldOut = (full, poll) => ({ status: 200, body: `{"state":"sold_out"${full ? "" : `,"pollAfterMs":${poll}`}${msg},"queueIsFull":${full}}` });
     const waiting = () => {
