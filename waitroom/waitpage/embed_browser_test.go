@@ -120,11 +120,18 @@ func TestEmbedOnAShopPage(t *testing.T) {
 	// Before the open: in line, with the countdown to it and a place.
 	b.do("open the shop's page", 30*time.Second, chromedp.Navigate(shop.URL+"/products/trail-runner"))
 	waitEmbed(30*time.Second, "waiting")
-	if hidden := eval[bool](b, in(`root.getElementById("opens-countdown").hidden`)); hidden {
-		b.fail("no countdown to the open")
-	}
-	if !regexp.MustCompile(`^\d+:\d\d$`).MatchString(text("opens-left")) {
-		b.fail("countdown %q", text("opens-left"))
+	// The countdown shows until the open: on a machine slow enough that
+	// the page was in line only after it (CI once took longer than the 8 s
+	// this sale gives), there is none to check.
+	if opens, _ := time.Parse(time.RFC3339, opensAt); time.Until(opens) > time.Second {
+		if hidden := eval[bool](b, in(`root.getElementById("opens-countdown").hidden`)); hidden {
+			b.fail("no countdown to the open, %s before it", time.Until(opens).Round(time.Second))
+		}
+		if !regexp.MustCompile(`^\d+:\d\d$`).MatchString(text("opens-left")) {
+			b.fail("countdown %q", text("opens-left"))
+		}
+	} else {
+		t.Logf("waitpage: in line %s before the open (slow machine): the countdown to it not checked", time.Until(opens).Round(time.Second))
 	}
 	if !regexp.MustCompile(`^\d`).MatchString(text("position")) {
 		b.fail("waiting without a place: %q", text("position"))
