@@ -119,7 +119,9 @@ func (s *Store) PublishQueue(ctx context.Context, instance string, counts map[st
 	for id, c := range counts {
 		p.SaleIds, p.Counts = append(p.SaleIds, id), append(p.Counts, c)
 	}
-	if err := dbsqlc.New(s.admin).ConsoleQueuePublish(ctx, p); err != nil {
+	// The room's pool: the line's own work, which never holds a confirm
+	// back (TestPoolsKeepConfirmFree).
+	if err := dbsqlc.New(s.room).ConsoleQueuePublish(ctx, p); err != nil {
 		return fmt.Errorf("publish the lines of instance %s: %w", instance, translate(err))
 	}
 	return nil
