@@ -32,7 +32,7 @@ func (r *runner) crowd(ctx context.Context) (*Result, error) {
 	bar := r.bar(int64(r.cfg.Clients), "admitted or turned away")
 	start := time.Now()
 	deadline := opensAt.Add(r.cfg.Duration)
-	arrivals := 2 * time.Until(opensAt) // half before the open, half after
+	arrivals := arrivalSpread(opensAt, time.Now())
 	var wg sync.WaitGroup
 	for i := range r.cfg.Clients {
 		wg.Go(func() {
@@ -228,4 +228,12 @@ func (r *runner) createWaitingRoomSale(ctx context.Context) (string, time.Time, 
 	id, err := r.createSale(ctx, client.NewSale{SKU: "sku_crowd", InitialStock: r.cfg.Stock,
 		Admission: "waiting_room", OpensAt: &at, Fairness: r.cfg.Fairness, ChallengeBits: r.cfg.ChallengeBits})
 	return id, opensAt, err
+}
+
+// arrivalSpread is how long the crowd takes to arrive: twice the time to
+// the open, half before it and half after; none when the open has passed
+// already (a machine slow enough that creating the sale took its lead,
+// which once made a negative spread panic in rand.Int64N).
+func arrivalSpread(opensAt, now time.Time) time.Duration {
+	return max(2*opensAt.Sub(now), 0)
 }
