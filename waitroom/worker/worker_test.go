@@ -178,15 +178,18 @@ func TestWorkerConformance(t *testing.T) {
 	// busy machine, this test once saw). So the origin's document names the
 	// sale first, and the Worker starts after and is ready (a document
 	// pulled since).
-	require.Eventually(t, func() bool {
+	// originDoc is the origin's watermarks document, opened.
+	originDoc := func() roomtoken.Watermarks {
 		var out struct{ Document string }
 		r, err := c.Do(ctx, http.MethodGet, origin.URL+"/edge/watermarks", "", "")
 		require.NoError(t, err)
 		require.NoError(t, json.Unmarshal(r.Body, &out))
 		d, _, err := keys.OpenWatermarks(out.Document)
 		require.NoError(t, err)
-		return len(d.Sales) == 1
-	}, 30*time.Second, 100*time.Millisecond, "the origin's document names the sale")
+		return d
+	}
+	require.Eventually(t, func() bool { return len(originDoc().Sales) == 1 },
+		settle, 100*time.Millisecond, "the origin's document names the sale")
 	worker := startWorker(t, origin.URL)
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(worker + "/readyz")
@@ -218,12 +221,7 @@ func TestWorkerConformance(t *testing.T) {
 	// and writes none of them before the open.
 	var doc roomtoken.Watermarks
 	require.Eventually(t, func() bool {
-		var out struct{ Document string }
-		r, err := c.Do(ctx, http.MethodGet, origin.URL+"/edge/watermarks", "", "")
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(r.Body, &out))
-		doc, _, err = keys.OpenWatermarks(out.Document)
-		require.NoError(t, err)
+		doc = originDoc()
 		return len(doc.Sales) == 1 && doc.Sales[0].PreopenTickets == customers
 	}, settle, 100*time.Millisecond, "the origin counts the Worker's %d tickets: %+v", customers, doc.Sales)
 	var written int64
