@@ -238,17 +238,24 @@ func (r *Room) flushCount(ctx context.Context, saleID string, l *lease) {
 	cancel()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case err == nil:
-		l.failures = 0
-	case l.failures < countRetries && ctx.Err() == nil:
-		l.failures++
+	if retry(ctx, err, &l.failures) {
 		l.pending += n
 		r.opts.Logger.WarnContext(ctx, "waitroom: count pre-open tickets", "sale_id", saleID, "tickets", n, "err", err)
-	default:
-		l.failures = 0
+	} else if err != nil {
 		r.opts.Logger.WarnContext(ctx, "waitroom: pre-open tickets left uncounted", "sale_id", saleID, "tickets", n, "err", err)
 	}
+}
+
+// retry says whether a flush's write that ended with err is tried again at
+// the next flush: refused (err not nil) fewer than countRetries times in a
+// row (*failures, kept here) while the flushes go on (ctx not done).
+func retry(ctx context.Context, err error, failures *int) bool {
+	if err == nil || *failures >= countRetries || ctx.Err() != nil {
+		*failures = 0
+		return false
+	}
+	*failures++
+	return true
 }
 
 // flushHolders writes the holders of l not yet written to the room's, in
@@ -269,15 +276,13 @@ func (r *Room) flushHolders(ctx context.Context, saleID string, l *lease) {
 	cancel()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case err == nil:
-		l.holderFailures = 0
-	case !errors.Is(err, flashline.ErrCrowdCommitted) && l.holderFailures < countRetries && ctx.Err() == nil:
-		l.holderFailures++
+	if errors.Is(err, flashline.ErrCrowdCommitted) {
+		l.holderFailures = countRetries // never tried again: the crowd is committed
+	}
+	if retry(ctx, err, &l.holderFailures) {
 		l.holders = append(holders, l.holders...)
 		r.opts.Logger.WarnContext(ctx, "waitroom: record pre-open holders", "sale_id", saleID, "holders", len(holders), "err", err)
-	default:
-		l.holderFailures = 0
+	} else if err != nil {
 		r.opts.Logger.WarnContext(ctx, "waitroom: pre-open holders left out of the committed crowd", "sale_id", saleID, "holders", len(holders), "err", err)
 	}
 }
