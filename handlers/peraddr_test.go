@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -51,15 +52,20 @@ func TestInFlightPerForwardedAddress(t *testing.T) {
 	proxy, stranger := clientFrom("127.0.0.1"), clientFrom("127.0.0.2")
 	t.Cleanup(proxy.CloseIdleConnections)
 	t.Cleanup(stranger.CloseIdleConnections)
-	// get asks path through c with X-Forwarded-For forwarded: a stream
-	// answered 200 is held open (cancel ends it), any other answer read
-	// whole.
+	// get asks path through c with X-Forwarded-For forwarded, as ivan
+	// (getAs: as who): a stream answered 200 is held open (cancel ends it),
+	// any other answer read whole.
+	var getAs func(c *http.Client, who, path, forwarded string) (reply, context.CancelFunc)
 	get := func(c *http.Client, path, forwarded string) (reply, context.CancelFunc) {
+		t.Helper()
+		return getAs(c, ivan, path, forwarded)
+	}
+	getAs = func(c *http.Client, who, path, forwarded string) (reply, context.CancelFunc) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(t.Context())
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.api.BaseURL+path, nil)
 		require.NoError(t, err)
-		req.Header.Set("Authorization", ivan)
+		req.Header.Set("Authorization", who)
 		req.Header.Set("X-Forwarded-For", forwarded)
 		resp, err := c.Do(req)
 		require.NoError(t, err)
@@ -73,9 +79,16 @@ func TestInFlightPerForwardedAddress(t *testing.T) {
 		require.NoError(t, err)
 		return reply{Status: resp.StatusCode, Header: resp.Header, Body: body}, cancel
 	}
+	// Each stream is another waiter's: one customer keeps only two streams
+	// for a sale open (a third ends the oldest, stream.go), and an address
+	// a proxy forwards for is many customers'.
+	waiters := 0
 	requireStream := func(c *http.Client, forwarded string) context.CancelFunc {
 		t.Helper()
-		r, end := get(c, streamPath, forwarded)
+		waiters++
+		who := customer(t, fmt.Sprintf("waiter-%d", waiters))
+		tk := s.ticket(t, sale, who, "")
+		r, end := getAs(c, who, "/sales/"+sale+"/status/stream?token="+url.QueryEscape(tk.Token), forwarded)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		return end
 	}

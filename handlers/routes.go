@@ -154,7 +154,7 @@ func Routes(d Deps) http.Handler {
 	// One customer holds at most CustomerInFlight requests at once, so that
 	// one token cannot fill a shared resource (the limiter's slots, a pool,
 	// goroutines reading bodies) that other buyers need.
-	oneCustomer := capPerCustomer(d.CustomerInFlight, d.Logger)
+	customers := newCustomerCap(d.CustomerInFlight, d.Logger)
 
 	// Operations: the probes, the contract itself (openapi.go) and the API
 	// reference page that renders it (docs.go), anyone's.
@@ -171,9 +171,9 @@ func Routes(d Deps) http.Handler {
 	pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 
 	// Each audience's routes, listed in a file of its own.
-	adminRoutes(r, d, bearerAdmin, admin)                           // routes_admin.go
-	providerRoutes(r, d)                                            // routes_providers.go
-	shopRoutes(r, d, customer, ownerOrAdmin, oneCustomer, pollSlot) // routes_shop.go
+	adminRoutes(r, d, bearerAdmin, admin)                         // routes_admin.go
+	providerRoutes(r, d)                                          // routes_providers.go
+	shopRoutes(r, d, customer, ownerOrAdmin, customers, pollSlot) // routes_shop.go
 	if d.Room != nil {
 		originEdgeRoutes(r, d, pollSlot) // routes_edge.go
 	}

@@ -86,7 +86,8 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 	r.GET(DocsPrefix+":version/:file", handleDocsAsset)
 
 	customer := authenticate(d.Verifier, false, true)
-	oneCustomer := capPerCustomer(d.CustomerInFlight, d.Logger)
+	customers := newCustomerCap(d.CustomerInFlight, d.Logger)
+	oneCustomer := customers.each()
 	onShed := func(c *gin.Context) { writeError(c, d.Logger, flashline.ErrOverloaded) }
 	pollSlot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 	// A sale the edge has not heard of as a waiting room (a direct sale, a
@@ -114,7 +115,7 @@ func EdgeRoutes(d EdgeDeps) http.Handler {
 	public := newCrossOrigin(r)
 	public.handle(http.MethodGet, "/sales/:saleId/ticket", ours, customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 	public.handle(http.MethodGet, "/sales/:saleId/status", ours, customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-	public.handle(http.MethodGet, "/sales/:saleId/status/stream", oursStream, customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
+	public.handle(http.MethodGet, "/sales/:saleId/status/stream", oursStream, customer, customers.untilStreaming(), handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
 	public.preflights()
 	waitpageRoutes(r) // routes_shop.go
 	// The crowd's tickets and polls that memory answers are answered

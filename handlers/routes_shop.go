@@ -14,10 +14,11 @@ import (
 // and a shop's app call, also from a page served by another host (CORS,
 // cors.go; never on the admin's routes), and the waiting-room page itself.
 // customer takes a customer's token, ownerOrAdmin also the admin's;
-// oneCustomer caps one customer's requests in flight; pollSlot is the
+// customers caps one customer's requests in flight; pollSlot is the
 // limiter's slot at poll priority.
-func shopRoutes(r *gin.Engine, d Deps, customer, ownerOrAdmin, oneCustomer, pollSlot gin.HandlerFunc) {
+func shopRoutes(r *gin.Engine, d Deps, customer, ownerOrAdmin gin.HandlerFunc, customers *customerCap, pollSlot gin.HandlerFunc) {
 	public := newCrossOrigin(r)
+	oneCustomer := customers.each()
 	// A reservation takes a slot of the admission limiter only
 	// once its caller is known and its body has arrived and is valid
 	// (handleReserve): a client that sends headers and never the body holds
@@ -36,7 +37,7 @@ func shopRoutes(r *gin.Engine, d Deps, customer, ownerOrAdmin, oneCustomer, poll
 	if d.Room != nil {
 		public.handle(http.MethodGet, "/sales/:saleId/ticket", customer, oneCustomer, pollSlot, handleTicket(d.Room, d.Logger))
 		public.handle(http.MethodGet, "/sales/:saleId/status", customer, oneCustomer, pollSlot, handleStatus(d.Room, d.Logger))
-		public.handle(http.MethodGet, "/sales/:saleId/status/stream", customer, oneCustomer, handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
+		public.handle(http.MethodGet, "/sales/:saleId/status/stream", customer, customers.untilStreaming(), handleStatusStream(d.Room, newStreams(orDefault(d.MaxStreams), d.Registry, d.Draining), d.Logger))
 		public.handle(http.MethodGet, "/sales/:saleId/policy", pollSlot, handleSalePolicy(d.Room, d.Store, d.Logger))
 	}
 	// The lottery's: registering, a registration, the draw's transcript

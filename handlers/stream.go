@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,7 +51,16 @@ import (
 //
 // What an open stream costs is a goroutine, the connection's buffers and
 // the last answer sent (measured in TestStatusStreamMemory), no database
-// and no admission slot: streams are bounded by their own count instead.
+// and no admission slot: streams are bounded by their own count instead,
+// and per customer. A stream holds one of its customer's requests in flight
+// (--customer-in-flight) only until its first answer is made; after that,
+// one customer keeps at most streamsPerCustomer streams for a sale open on
+// an instance, and a newer one ends the oldest with the instruction to
+// reconnect in streamReplacedRetry. So a page reloaded, or left for another
+// page, whose old stream the server has not yet seen closed (a busy
+// machine, a browser that keeps the connection), never stands in the way
+// of the new page, and a customer who opens streams in a loop holds no
+// more than two.
 
 const (
 	streamLifetime  = 5 * time.Minute
@@ -64,6 +75,13 @@ const (
 	// client to wait before connecting again; each is told up to twice
 	// that more, at random.
 	streamDrainRetry = time.Second
+	// streamsPerCustomer is how many streams one customer keeps open for
+	// one sale on one instance: two tabs; a third ends the oldest.
+	streamsPerCustomer = 2
+	// streamReplacedRetry is how long a stream a newer one ended tells its
+	// client to wait before it connects again: a third tab's stream comes
+	// and goes at about this pace, not in a loop.
+	streamReplacedRetry = 5 * time.Second
 )
 
 // DefaultMaxStreams is how many status streams an instance keeps open at
@@ -84,10 +102,17 @@ type streams struct {
 	max      int64
 	open     atomic.Int64
 	draining <-chan struct{}
+
+	mu sync.Mutex
+	// byCustomer holds each customer's streams for a sale (the key: sale
+	// id, NUL, customer id), oldest first: each one's channel is closed
+	// when a newer stream ends it. An entry lives only while its streams
+	// are open, so the map is bounded by max.
+	byCustomer map[string][]chan struct{}
 }
 
 func newStreams(max int, reg prometheus.Registerer, draining <-chan struct{}) *streams {
-	s := &streams{max: int64(max), draining: draining}
+	s := &streams{max: int64(max), draining: draining, byCustomer: map[string][]chan struct{}{}}
 	if reg != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flashline_status_streams",
@@ -108,6 +133,36 @@ func (s *streams) take() bool {
 
 func (s *streams) done() { s.open.Add(-1) }
 
+// hold counts a stream of the customer's for the sale, ending the oldest
+// beyond streamsPerCustomer; replaced is closed when a newer stream ends
+// this one, and release forgets it.
+func (s *streams) hold(saleID, customerID string) (replaced <-chan struct{}, release func()) {
+	key := saleID + "\x00" + customerID
+	mine := make(chan struct{})
+	s.mu.Lock()
+	held := append(s.byCustomer[key], mine)
+	for len(held) > streamsPerCustomer {
+		close(held[0])
+		held = held[1:]
+	}
+	s.byCustomer[key] = held
+	s.mu.Unlock()
+	return mine, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		held := s.byCustomer[key]
+		i := slices.Index(held, mine)
+		if i < 0 {
+			return // ended by a newer one, and forgotten then
+		}
+		if held = slices.Delete(held, i, i+1); len(held) == 0 {
+			delete(s.byCustomer, key)
+		} else {
+			s.byCustomer[key] = held
+		}
+	}
+}
+
 func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if !s.take() {
@@ -126,6 +181,10 @@ func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gi
 			writeError(c, logger, err)
 			return
 		}
+		// The first answer is made: from here on the stream holds none of
+		// the customer's requests in flight (given back before the answer
+		// can reach the client, who may ask again as soon as it has it).
+		streaming(c)
 		rc := http.NewResponseController(c.Writer)
 		// The request was read: no read deadline (the server's ReadTimeout)
 		// may end the stream; each write has its own deadline instead.
@@ -146,6 +205,9 @@ func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gi
 			}
 			return rc.Flush() == nil
 		}
+		// This customer's newest streams, not the oldest, stay open.
+		replaced, release := s.hold(saleID, customerID)
+		defer release()
 		end := time.NewTimer(streamLifetime)
 		defer end.Stop()
 		heartbeat := time.NewTicker(streamHeartbeat)
@@ -188,6 +250,10 @@ func handleStatusStream(room *waitroom.Room, s *streams, logger *slog.Logger) gi
 				case <-end.C:
 					again.Stop()
 					send(reconnectFrame(0))
+					return
+				case <-replaced:
+					again.Stop()
+					send(reconnectFrame(streamReplacedRetry))
 					return
 				case <-heartbeat.C:
 					if !send(heartbeatComment) {

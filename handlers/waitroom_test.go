@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bufio"
+	"io"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/auth"
+	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/waitroom"
 	"github.com/flashline/flashline/waitroom/roomtoken"
 )
@@ -574,4 +576,84 @@ func TestStatusStream(t *testing.T) {
 		r := s.do(t, http.MethodGet, "/sales/"+sale.SaleID+"/status/stream?token=nope", ivan, "")
 		requireError(t, r, http.StatusForbidden, "admission_invalid")
 	})
+}
+
+// TestStreamsPerCustomer: a status stream holds one of its customer's
+// requests in flight only until its first answer, and one customer keeps
+// at most two streams for a sale open: a third ends the oldest, told to
+// reconnect in five seconds. Before, a stream held its request in flight
+// until the server saw it closed, so a page reloaded a few times on a busy
+// machine, or left in a browser that kept its connection, was answered 429
+// until then (TestPageLanguages).
+func TestStreamsPerCustomer(t *testing.T) {
+	t.Parallel()
+	s := newWaitroomServerWith(t, func(d *handlers.Deps) { d.CustomerInFlight = 1 })
+	sale := s.createSale(t, `{"sku":"sku_tabs","initialStock":1,"admission":"waiting_room"}`).SaleID
+	requireSale(t, s.do(t, http.MethodPost, "/admin/sales/"+sale+"/open", adminAuth, ""), 200)
+	// Held: nobody is let in, and every stream stays open.
+	r := s.do(t, http.MethodPost, "/admin/sales/"+sale+"/queue/hold", adminAuth, `{"operator":"ops","reason":"test"}`)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	ivan := customer(t, "ivan")
+	tk := s.ticket(t, sale, ivan, "")
+
+	// open starts a stream of ivan's and returns its lines, once its first
+	// answer has come.
+	open := func() <-chan string {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet,
+			s.api.BaseURL+"/sales/"+sale+"/status/stream?token="+url.QueryEscape(tk.Token), nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", ivan)
+		resp, err := s.api.HTTP.Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			t.Fatalf("a stream answered %d: %s", resp.StatusCode, body)
+		}
+		lines := make(chan string, 64)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		for line := range lines {
+			if strings.HasPrefix(line, "data: ") {
+				return lines
+			}
+		}
+		t.Fatal("the stream ended before its first answer")
+		return nil
+	}
+	// Each stream, once answered, leaves ivan's one request free: a poll
+	// and a new stream are served beside it.
+	first := open()
+	requireStatus := func() {
+		t.Helper()
+		r := s.do(t, http.MethodGet, "/sales/"+sale+"/status?token="+url.QueryEscape(tk.Token), ivan, "")
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	}
+	requireStatus()
+	second := open()
+	requireStatus()
+	third := open()
+	// The third ended the first, which says when to come back.
+	var last []string
+	for line := range first {
+		last = append(last, line)
+	}
+	require.Equal(t, []string{"event: reconnect", "retry: 5000", ""}, last[max(0, len(last)-3):], "the first stream's last lines")
+	// The two newest stay open.
+	for _, lines := range []<-chan string{second, third} {
+		for more := true; more; {
+			select {
+			case line, ok := <-lines:
+				require.True(t, ok && !strings.HasPrefix(line, "event: reconnect"), "a newer stream ended: %q", line)
+			default:
+				more = false
+			}
+		}
+	}
 }
