@@ -2,10 +2,10 @@ package handlers_test
 
 import (
 	"bufio"
-	"io"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
