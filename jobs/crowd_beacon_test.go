@@ -160,3 +160,27 @@ func TestCrowdPausedWithoutBeacon(t *testing.T) {
 		})
 	}
 }
+
+// TestCrowdRoundOfASaleOpenedEarly: an operator opening the sale before
+// its time does not leave the line waiting for the round fixed at
+// creation: the freeze fixes the first round after its own time instead,
+// still one published after the commitment.
+func TestCrowdRoundOfASaleOpenedEarly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := testbeacon.Start(t, t.Name(), time.Now().Add(-24*time.Hour), 3*time.Second)
+	store, saleID, _ := beaconRoom(t, b, 4, -time.Hour) // opens in an hour
+	c, err := store.Crowd(ctx, saleID)
+	require.NoError(t, err)
+	fixed := c.Beacon.Round
+	_, err = store.SetSaleState(ctx, saleID, flashline.ActionOpen)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		advance(t, store, saleID, 1)
+		c, err = store.Crowd(ctx, saleID)
+		require.NoError(t, err)
+		return c.Root != nil
+	}, 30*time.Second, 100*time.Millisecond, "frozen after the early open")
+	require.Less(t, c.Beacon.Round, fixed, "an earlier round than the one fixed at creation")
+	require.True(t, c.Beacon.Chain.RoundTime(c.Beacon.Round).After(*c.CommittedAt), "published after the commitment")
+}

@@ -20,7 +20,7 @@ import (
 // reads every holder once, at the open.
 // A room with a beacon leaves the final seed to DrawCrowd, once its round
 // is had (and fixes the round now if its sale had no opening time to fix it
-// by at creation).
+// by at creation, or was opened early: see WaitroomCommitCrowd).
 func commitCrowd(ctx context.Context, q *dbsqlc.Queries, saleID string, seed []byte) error {
 	holders, err := q.WaitroomHolders(ctx, dbsqlc.WaitroomHoldersParams{SaleID: saleID})
 	if err != nil {
