@@ -94,7 +94,7 @@ func NewCrowdTranscript(c flashline.Crowd, t flashline.DrawTranscript) DrawTrans
 	if b := t.Beacon; b != nil {
 		v.Note = fmt.Sprintf("The crowd's ranks are drawn with the room's seed (committed to before the open, revealed at it), the holders' root, fixed at the open, "+
 			"and the beacon's round %d, published after the holders were committed: nobody, the store included, could know a rank before that round. "+
-			"The round is fixed when the sale is created, the first published %s after its opening time (at the freeze if the sale had none or opened early), and the policy names it. ", b.Round, flashline.CrowdBeaconDelay)
+			"The round is fixed when the sale is created, the first published %s after its opening time (at the freeze if the sale had none, opened early, or froze after it was out), and the policy names it. ", b.Round, flashline.CrowdBeaconDelay)
 	}
 	v.Note += "A holder's rank is DrawRank(first 8 bytes of SHA-256(finalSeed ‖ registrant), preopenCount); the transcript does not show that the root was published at the open: compare it with the one you saw then (verify-draw --root). " +
 		"Pre-open tickets given out by edges are counted in preopenCount but not listed among the holders."

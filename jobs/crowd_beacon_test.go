@@ -91,6 +91,7 @@ func TestCrowdWaitsForBeacon(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, c.Root, "the holders are committed at the freeze")
 	require.Nil(t, c.FinalSeed, "not ranked before the round")
+	round = c.Beacon.Round // the same, unless this machine froze it late (crowdRound)
 	require.True(t, c.Beacon.Chain.RoundTime(round).After(*c.CommittedAt), "the round comes after the commitment")
 	doc := api.NewCrowdTranscript(c, flashline.NewCrowdTranscript(c))
 	require.Equal(t, "committed", doc.Status)
@@ -132,16 +133,23 @@ func TestCrowdWaitsForBeacon(t *testing.T) {
 
 // TestCrowdPausedWithoutBeacon: a crowd whose round does not come within
 // the wait pauses its sale with the reason, and is never ranked; so does a
-// crowd committed after its round was published.
+// crowd whose stored round was published before its commitment (written
+// here by hand: the freeze never stores one).
 func TestCrowdPausedWithoutBeacon(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for name, shift := range map[string]time.Duration{"NotHad": time.Second, "CommittedLate": time.Minute} {
-		t.Run(name, func(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprint("RoundBeforeCommitment=", late), func(t *testing.T) {
 			t.Parallel()
 			b := testbeacon.Start(t, t.Name(), time.Now().Add(-24*time.Hour), 3*time.Second)
-			store, saleID, _ := beaconRoom(t, b, 3, shift)
+			store, saleID, query := beaconRoom(t, b, 3, time.Second)
 			require.Zero(t, advance(t, store, saleID, 5))
+			if late {
+				c, err := store.Crowd(ctx, saleID)
+				require.NoError(t, err)
+				early := c.Beacon.Chain.RoundAt(*c.CommittedAt)
+				query(fmt.Sprintf(`UPDATE waiting_rooms SET beacon_round = %d WHERE sale_id = $1 RETURNING beacon_round::text`, early))
+			}
 			w := &LotteryWorker{store: store, logger: slog.New(slog.DiscardHandler),
 				beacon: Beacon{URL: b.URL, Client: b.Client()}, beaconWait: time.Second}
 			require.Eventually(t, func() bool {
@@ -161,26 +169,39 @@ func TestCrowdPausedWithoutBeacon(t *testing.T) {
 	}
 }
 
-// TestCrowdRoundOfASaleOpenedEarly: an operator opening the sale before
-// its time does not leave the line waiting for the round fixed at
-// creation: the freeze fixes the first round after its own time instead,
-// still one published after the commitment.
-func TestCrowdRoundOfASaleOpenedEarly(t *testing.T) {
+// TestCrowdRoundFixedAtTheFreeze: the line of a sale an operator opens
+// before its time does not wait for the round fixed at creation, nor does
+// a freeze that comes after that round was out use it: the freeze takes
+// the first round CrowdBeaconDelay after its own time instead, still one
+// published after the commitment.
+func TestCrowdRoundFixedAtTheFreeze(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testbeacon.Start(t, t.Name(), time.Now().Add(-24*time.Hour), 3*time.Second)
-	store, saleID, _ := beaconRoom(t, b, 4, -time.Hour) // opens in an hour
-	c, err := store.Crowd(ctx, saleID)
-	require.NoError(t, err)
-	fixed := c.Beacon.Round
-	_, err = store.SetSaleState(ctx, saleID, flashline.ActionOpen)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		advance(t, store, saleID, 1)
-		c, err = store.Crowd(ctx, saleID)
-		require.NoError(t, err)
-		return c.Root != nil
-	}, 30*time.Second, 100*time.Millisecond, "frozen after the early open")
-	require.Less(t, c.Beacon.Round, fixed, "an earlier round than the one fixed at creation")
-	require.True(t, c.Beacon.Chain.RoundTime(c.Beacon.Round).After(*c.CommittedAt), "published after the commitment")
+	for name, shift := range map[string]time.Duration{"OpenedEarly": -time.Hour, "FrozeLate": time.Minute} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := testbeacon.Start(t, t.Name(), time.Now().Add(-24*time.Hour), 3*time.Second)
+			store, saleID, _ := beaconRoom(t, b, 4, shift)
+			c, err := store.Crowd(ctx, saleID)
+			require.NoError(t, err)
+			fixed := c.Beacon.Round
+			if shift < 0 {
+				_, err = store.SetSaleState(ctx, saleID, flashline.ActionOpen)
+				require.NoError(t, err)
+			}
+			require.Eventually(t, func() bool {
+				advance(t, store, saleID, 1)
+				c, err = store.Crowd(ctx, saleID)
+				require.NoError(t, err)
+				return c.Root != nil
+			}, 30*time.Second, 100*time.Millisecond, "frozen")
+			if shift < 0 {
+				require.Less(t, c.Beacon.Round, fixed, "an earlier round than the one fixed at creation")
+			} else {
+				require.Greater(t, c.Beacon.Round, fixed, "a later round than the one fixed at creation, which was out")
+			}
+			require.Equal(t, flashline.CrowdRound(c.Beacon.Chain, *c.CommittedAt), c.Beacon.Round)
+			require.True(t, c.Beacon.Chain.RoundTime(c.Beacon.Round).After(*c.CommittedAt), "published after the commitment")
+		})
+	}
 }

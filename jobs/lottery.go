@@ -204,8 +204,9 @@ func (w *LotteryWorker) draw(ctx context.Context, d flashline.DueDraw) error {
 
 // drawCrowd ranks a randomized_at_open room's crowd, committed at the open,
 // once its beacon round is had (beaconRound): until then the room admits
-// nobody. A round published before the crowd was committed (a freeze that
-// came late) cannot rank it fairly: the sale is paused with the reason.
+// nobody. A round published before the crowd was committed (the freeze
+// never stores one: a safety net) cannot rank it fairly: the sale is paused
+// with the reason.
 func (w *LotteryWorker) drawCrowd(ctx context.Context, d flashline.DueDraw) error {
 	if !d.Beacon.RoundTime(d.Round).After(d.DrawAt) {
 		reason := fmt.Sprintf("waiting room: the crowd was committed at %s, after its beacon round %d was published; its ranks are never drawn with a round known before the commitment", d.DrawAt.UTC().Format(time.RFC3339Nano), d.Round)

@@ -2,8 +2,8 @@
 -- (issue 48; crowddraw.go and docs/waiting-room.md). The chain and the round
 -- are fixed when the sale is created, from the beacon's configuration: the
 -- first round published CrowdBeaconDelay after the opening time (a sale
--- without one, or opened early, fixes it at the freeze, in the same way
--- from the freeze's time). NULL: the deployment had no beacon, said so on the policy and the
+-- without one, opened early, or frozen after that round was out fixes it
+-- at the freeze, in the same way from the freeze's time). NULL: the deployment had no beacon, said so on the policy and the
 -- transcript. The freeze commits the holders' root as before but, with a
 -- beacon, leaves final_seed NULL; the lottery's job stores the round's value
 -- and signature and the final seed once the round is published and

@@ -19,8 +19,7 @@ import (
 // the holders' hashed ids, and the final seed their ranks are drawn by. It
 // reads every holder once, at the open.
 // A room with a beacon leaves the final seed to DrawCrowd, once its round
-// is had (and fixes the round now if its sale had no opening time to fix it
-// by at creation, or was opened early: see WaitroomCommitCrowd).
+// is had (crowdRound).
 func commitCrowd(ctx context.Context, q *dbsqlc.Queries, saleID string, seed []byte) error {
 	holders, err := q.WaitroomHolders(ctx, dbsqlc.WaitroomHoldersParams{SaleID: saleID})
 	if err != nil {
@@ -37,13 +36,28 @@ func commitCrowd(ctx context.Context, q *dbsqlc.Queries, saleID string, seed []b
 		return err
 	}
 	if chain := beaconChain(b.BeaconPublicKey, b.BeaconGenesis, b.BeaconPeriodSeconds); chain != nil {
-		round := int64(flashline.CrowdRound(*chain, b.Now))
+		round := int64(crowdRound(*chain, b.BeaconRound, b.Now))
 		p.Round = &round
 	} else {
 		f := flashline.LotteryFinalSeed(saleID, root, nil, seed)
 		p.FinalSeed = f[:]
 	}
 	return q.WaitroomCommitCrowd(ctx, p)
+}
+
+// crowdRound is the beacon round a crowd committed at now waits for: the
+// one fixed at the sale's creation while it is not published yet and no
+// later than the freeze's own (CrowdRound of now); otherwise the freeze's
+// own: for a sale created without an opening time, one opened early by an
+// operator (the line does not wait for the scheduled time), or a freeze
+// that came late (the round fixed at creation may be out already). Either
+// way, a round nobody knows when the holders are committed.
+func crowdRound(chain flashline.BeaconChain, fixed *int64, now time.Time) uint64 {
+	own := flashline.CrowdRound(chain, now)
+	if fixed != nil && uint64(*fixed) <= own && chain.RoundTime(uint64(*fixed)).After(now) {
+		return uint64(*fixed)
+	}
+	return own
 }
 
 // roomCreate is the waiting room of new sale n: a randomized_at_open room

@@ -140,7 +140,7 @@ const waitroomCommitCrowd = `-- name: WaitroomCommitCrowd :exec
 UPDATE waiting_rooms
    SET holders_root = $1::bytea, holders_count = $2::bigint,
        holders_committed_at = now(), final_seed = $3,
-       beacon_round = least(beacon_round, $4)
+       beacon_round = $4
  WHERE sale_id = $5::text AND holders_root IS NULL
 `
 
@@ -155,10 +155,8 @@ type WaitroomCommitCrowdParams struct {
 // Commits the crowd the freeze fixed, in the freeze's transaction: the
 // holders' Merkle root and count, and the final seed their ranks are drawn
 // by (NULL while the crowd waits for its beacon round: WaitroomDrawCrowd
-// sets it), and the round: @round, the first published CrowdBeaconDelay
-// after now, when the sale's creation could not fix one or fixed a later
-// one (an operator opened the sale early: still a round nobody knows yet;
-// least() ignores a NULL). Once only.
+// sets it), and the round it waits for (postgres.crowdRound; NULL without
+// a beacon). Once only.
 func (q *Queries) WaitroomCommitCrowd(ctx context.Context, arg WaitroomCommitCrowdParams) error {
 	_, err := q.db.Exec(ctx, waitroomCommitCrowd,
 		arg.Root,

@@ -108,14 +108,12 @@ SELECT customer_id FROM waitroom_holders WHERE sale_id = @sale_id::text ORDER BY
 -- Commits the crowd the freeze fixed, in the freeze's transaction: the
 -- holders' Merkle root and count, and the final seed their ranks are drawn
 -- by (NULL while the crowd waits for its beacon round: WaitroomDrawCrowd
--- sets it), and the round: @round, the first published CrowdBeaconDelay
--- after now, when the sale's creation could not fix one or fixed a later
--- one (an operator opened the sale early: still a round nobody knows yet;
--- least() ignores a NULL). Once only.
+-- sets it), and the round it waits for (postgres.crowdRound; NULL without
+-- a beacon). Once only.
 UPDATE waiting_rooms
    SET holders_root = @root::bytea, holders_count = @holders_count::bigint,
        holders_committed_at = now(), final_seed = sqlc.narg(final_seed),
-       beacon_round = least(beacon_round, sqlc.narg(round))
+       beacon_round = sqlc.narg(round)
  WHERE sale_id = @sale_id::text AND holders_root IS NULL;
 
 -- name: WaitroomCrowdBeacon :one
