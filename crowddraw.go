@@ -15,11 +15,20 @@ import (
 //	            the open, in the transaction after which no holder is added
 //	final seed  F = LotteryFinalSeed(sale, root, beacon, seed): the room's
 //	            draw seed (its SHA-256 published before the open, the seed
-//	            from the open), and no beacon yet (32 zero bytes)
+//	            from the open), and the randomness of the beacon round
+//	            CrowdRound fixed at the sale's creation (32 zero bytes in a
+//	            deployment without a beacon, and in rooms committed before
+//	            rooms had one: the same formula, whose beacon was always
+//	            zero)
 //	key         k = H(F ‖ r), the lottery's key
 //	rank        DrawRank(first 8 bytes of k as a big-endian uint64,
 //	            preopenCount): the place in the line the watermark passes,
 //	            among the preopenCount pre-open tickets counted at the open
+//
+// The root is committed at the freeze, a quarter second or so after the
+// open; the round is the first published CrowdBeaconDelay after the open,
+// so nobody, the store included, knows F before the holders are fixed. No
+// rank is admitted until the round is had (the watermark stays at 0).
 //
 // Ranks are the waiting room's own (several holders may share one: the
 // watermark moves by ranks, not by people), listed in the transcript in the
@@ -33,6 +42,18 @@ func CrowdRank(f [32]byte, r Registrant, preopenCount int64) int64 {
 	copy(b[32:], r[:])
 	k := sha256.Sum256(b[:])
 	return DrawRank(binary.BigEndian.Uint64(k[:8]), preopenCount)
+}
+
+// CrowdBeaconDelay is how long after a room's opening time its crowd's
+// beacon round is published at the earliest: time for the freeze (the first
+// lease or pacer tick a quarter second after the open) to commit the
+// holders before the round exists.
+const CrowdBeaconDelay = 2 * time.Second
+
+// CrowdRound is the beacon round of a crowd opening at opensAt: the first
+// published CrowdBeaconDelay after it.
+func CrowdRound(c BeaconChain, opensAt time.Time) uint64 {
+	return c.RoundAfter(opensAt.Add(CrowdBeaconDelay))
 }
 
 // Crowd is a randomized_at_open room's pre-open crowd as committed at the
@@ -55,6 +76,9 @@ type Crowd struct {
 	FinalSeed   []byte
 	// Holders is every committed holder's customer id.
 	Holders []string
+	// Beacon is the beacon the crowd waits for (nil: none; Round 0: not
+	// fixed yet), with the round's value once had.
+	Beacon *BeaconRecord
 }
 
 // NewCrowdTranscript is the transcript of a room's committed crowd, in the
@@ -67,6 +91,9 @@ func NewCrowdTranscript(c Crowd) DrawTranscript {
 		Commitment: commitment[:], Root: c.Root, RegistrantCount: int(c.HolderCount)}
 	if c.CommittedAt != nil {
 		t.RegistrationClosesAt = *c.CommittedAt
+	}
+	if c.Beacon != nil && c.Beacon.Round != 0 {
+		t.Beacon = c.Beacon
 	}
 	if c.Root == nil || c.FinalSeed == nil {
 		return t

@@ -91,3 +91,69 @@ func TestCrowdTranscriptShowsTampering(t *testing.T) {
 		require.Equal(t, "commitment", firstFailure(flashline.VerifyDrawTranscript(bad, flashline.DrawPins{})))
 	})
 }
+
+// TestCrowdTranscriptWithBeacon: a crowd ranked with its beacon round
+// checks out from the transcript alone, and a changed beacon value, a
+// round published before the commitment, another chain's signature, or
+// the beacon left out (the seed computed without it) each fail.
+func TestCrowdTranscriptWithBeacon(t *testing.T) {
+	t.Parallel()
+	const sale = "sale_01JCROWDBEACON00000000000"
+	signer, err := flashline.NewBeaconSigner([]byte("crowd beacon test key material ................................"))
+	require.NoError(t, err)
+	holders := make([]string, 30)
+	for i := range holders {
+		holders[i] = fmt.Sprintf("cust-%02d", i)
+	}
+	c := committedCrowd(sale, holders, 40)
+	opens := c.CommittedAt.Add(-300 * time.Millisecond)
+	chain := flashline.BeaconChain{PublicKey: signer.PublicKey(), Genesis: opens.Add(-time.Hour), Period: 3 * time.Second}
+	round := signer.Round(flashline.CrowdRound(chain, opens))
+	withBeacon := func(c flashline.Crowd, b flashline.BeaconRound) flashline.Crowd {
+		var root [32]byte
+		copy(root[:], c.Root)
+		f := flashline.LotteryFinalSeed(sale, root, b.Randomness, c.Seed)
+		c.FinalSeed = f[:]
+		c.Beacon = &flashline.BeaconRecord{Chain: chain, BeaconRound: b}
+		return c
+	}
+	good := withBeacon(c, round)
+	require.True(t, chain.RoundTime(round.Round).After(*c.CommittedAt), "the round comes after the commitment")
+	tr := flashline.NewCrowdTranscript(good)
+	require.NotNil(t, tr.Beacon)
+	require.Empty(t, firstFailure(flashline.VerifyDrawTranscript(tr, flashline.DrawPins{BeaconPublicKey: signer.PublicKey()})))
+	require.NotEqual(t, flashline.NewCrowdTranscript(c).Ranked, tr.Ranked, "the beacon changes the order")
+
+	t.Run("RandomnessChanged", func(t *testing.T) {
+		bad := flashline.NewCrowdTranscript(good)
+		b := *bad.Beacon
+		b.Randomness = slices.Clone(b.Randomness)
+		b.Randomness[0] ^= 1
+		bad.Beacon = &b
+		require.Equal(t, "beacon", firstFailure(flashline.VerifyDrawTranscript(bad, flashline.DrawPins{})))
+	})
+	t.Run("RoundBeforeTheCommitment", func(t *testing.T) {
+		early := withBeacon(c, signer.Round(chain.RoundAt(*c.CommittedAt)))
+		require.Equal(t, "beacon", firstFailure(flashline.VerifyDrawTranscript(flashline.NewCrowdTranscript(early), flashline.DrawPins{})))
+	})
+	t.Run("AnotherChain", func(t *testing.T) {
+		other, err := flashline.NewBeaconSigner([]byte("another beacon's key material ................................."))
+		require.NoError(t, err)
+		bad := withBeacon(c, other.Round(round.Round))
+		require.Equal(t, "beacon", firstFailure(flashline.VerifyDrawTranscript(flashline.NewCrowdTranscript(bad), flashline.DrawPins{})))
+	})
+	t.Run("BeaconLeftOut", func(t *testing.T) {
+		bad := flashline.NewCrowdTranscript(good)
+		bad.Beacon = nil
+		require.Equal(t, "ranks", firstFailure(flashline.VerifyDrawTranscript(bad, flashline.DrawPins{})))
+	})
+	t.Run("NotRankedBeforeTheRound", func(t *testing.T) {
+		waiting := good
+		waiting.FinalSeed = nil
+		waiting.Beacon = &flashline.BeaconRecord{Chain: chain, BeaconRound: flashline.BeaconRound{Round: round.Round}}
+		tr := flashline.NewCrowdTranscript(waiting)
+		require.Nil(t, tr.Seed)
+		require.Empty(t, tr.Ranked)
+		require.Equal(t, round.Round, tr.Beacon.Round, "the round is published before its value")
+	})
+}

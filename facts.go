@@ -104,6 +104,11 @@ type RoomFacts struct {
 	// (crowddraw.go), nil until the freeze commits it (and in a room frozen
 	// before commitments existed, whose tickets rank by their own draw).
 	FinalSeed []byte
+	// Beacon: the pre-open crowd's ranks wait for a public randomness
+	// beacon's round (crowddraw.go), BeaconRound (0: fixed at the freeze,
+	// the sale having no opening time when it was created).
+	Beacon      bool
+	BeaconRound uint64
 }
 
 // Opened reports whether the sale has opened by now's clock (it may be

@@ -39,9 +39,18 @@ type JobStore interface {
 	// exactly once however many callers try at once, with beacon, the round
 	// the lottery waits for (nil: a lottery created without a beacon).
 	DrawLottery(ctx context.Context, saleID string, beacon *BeaconRound) (DrawResult, error)
-	// PauseForBeacon pauses a lottery sale whose draw waited too long for
-	// its beacon round: the draw is never made without it.
+	// PauseForBeacon pauses a sale whose draw (a lottery's, or a waiting
+	// room crowd's ranks) waited too long for its beacon round: the draw is
+	// never made without it.
 	PauseForBeacon(ctx context.Context, saleID, reason string) error
+	// DueCrowds lists the randomized_at_open crowds committed at the open
+	// that wait for their beacon round (DrawAt: the commitment's time), but
+	// those whose sale is paused or closed. No rank of such a room is
+	// admitted until DrawCrowd.
+	DueCrowds(ctx context.Context) ([]DueDraw, error)
+	// DrawCrowd ranks a committed crowd with its beacon round (verified
+	// against the room's chain): its final seed is then fixed, once.
+	DrawCrowd(ctx context.Context, saleID string, beacon BeaconRound) (bool, error)
 	// ExpireWindows ends the lottery purchase windows that ended more than
 	// grace ago without a purchase, passing each unit down the waitlist.
 	ExpireWindows(ctx context.Context, grace time.Duration) ([]WindowResult, error)

@@ -342,16 +342,26 @@ func VerifyDrawTranscript(t DrawTranscript, pins DrawPins) []DrawStep {
 		b := t.Beacon
 		randomness = b.Randomness
 		want := b.Chain.RoundAfter(t.RegistrationClosesAt)
+		ok := fmt.Sprintf("round %d (the first after the close) signed by the chain, randomness %x", b.Round, b.Randomness)
+		if t.Crowd {
+			ok = fmt.Sprintf("round %d (published after the crowd was committed) signed by the chain, randomness %x", b.Round, b.Randomness)
+		}
 		step("beacon", func() error {
 			switch {
 			case pins.BeaconPublicKey != nil && !bytes.Equal(pins.BeaconPublicKey, b.Chain.PublicKey):
 				return fmt.Errorf("the transcript's beacon key %x is not the one pinned, %x", b.Chain.PublicKey, pins.BeaconPublicKey)
-			case b.Round != want:
+			case t.Crowd && !b.Chain.RoundTime(b.Round).After(t.RegistrationClosesAt):
+				// A crowd's round is fixed at the sale's creation from its
+				// opening time (CrowdRound); what the transcript shows is
+				// that it came after the holders were committed.
+				return fmt.Errorf("round %d was published at %s, not after the crowd was committed (%s)", b.Round,
+					b.Chain.RoundTime(b.Round).UTC().Format(time.RFC3339), t.RegistrationClosesAt.UTC().Format(time.RFC3339Nano))
+			case !t.Crowd && b.Round != want:
 				return fmt.Errorf("round %d used, but the first round after the close (%s) is %d",
 					b.Round, t.RegistrationClosesAt.UTC().Format(time.RFC3339), want)
 			}
 			return VerifyBeacon(b.Chain.PublicKey, b.BeaconRound)
-		}(), fmt.Sprintf("round %d (the first after the close) signed by the chain, randomness %x", b.Round, b.Randomness))
+		}(), ok)
 	}
 
 	// ranks

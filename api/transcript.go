@@ -47,7 +47,8 @@ type DrawTranscript struct {
 	Note string `json:"note"`
 }
 
-// TranscriptBeacon is the beacon round a lottery's draw uses.
+// TranscriptBeacon is the beacon round a lottery's draw (or a waiting
+// room's crowd) uses.
 type TranscriptBeacon struct {
 	Scheme        string  `json:"scheme"`
 	PublicKey     string  `json:"publicKey"`
@@ -75,8 +76,8 @@ const DrawFormula = "flashline/lottery/draw/v2"
 const CrowdFormula = "flashline/waitroom/crowd/v1"
 
 // NewCrowdTranscript renders a waiting room's committed crowd c. Status
-// "registering" before the open's commitment, "drawn" once the crowd is
-// committed and ranked.
+// "registering" before the open's commitment, "committed" while the crowd
+// waits for its beacon round, "drawn" once it is ranked.
 func NewCrowdTranscript(c flashline.Crowd, t flashline.DrawTranscript) DrawTranscript {
 	n := c.PreopenCount
 	v := DrawTranscript{
@@ -86,10 +87,19 @@ func NewCrowdTranscript(c flashline.Crowd, t flashline.DrawTranscript) DrawTrans
 		RegistrantsRoot: hexp(t.Root), RegistrantCount: t.RegistrantCount,
 		RegistrantsCommittedAt: timep(c.CommittedAt), PreopenCount: &n,
 		Registrants: []TranscriptRegistrant{}, Winners: []string{}, Waitlisted: []string{},
+		Beacon: transcriptBeacon(t.Beacon),
 		Note: "NO BEACON: the crowd's ranks are drawn with the room's seed (committed to before the open, revealed at it) and the holders' root, fixed at the open. " +
-			"Whoever knew the seed before the open, the store included, could compute a customer's rank in a crowd of a given size. " +
-			"A holder's rank is DrawRank(first 8 bytes of SHA-256(finalSeed ‖ registrant), preopenCount); the transcript does not show that the root was published at the open: compare it with the one you saw then (verify-draw --root). " +
-			"Pre-open tickets given out by edges are counted in preopenCount but not listed among the holders.",
+			"Whoever knew the seed before the open, the store included, could compute a customer's rank in a crowd of a given size. ",
+	}
+	if b := t.Beacon; b != nil {
+		v.Note = fmt.Sprintf("The crowd's ranks are drawn with the room's seed (committed to before the open, revealed at it), the holders' root, fixed at the open, "+
+			"and the beacon's round %d, published after the holders were committed: nobody, the store included, could know a rank before that round. "+
+			"The round is fixed when the sale is created, the first published %s after its opening time (at the freeze if the sale had none, opened early, or froze after it was out), and the policy names it. ", b.Round, flashline.CrowdBeaconDelay)
+	}
+	v.Note += "A holder's rank is DrawRank(first 8 bytes of SHA-256(finalSeed ‖ registrant), preopenCount); the transcript does not show that the root was published at the open: compare it with the one you saw then (verify-draw --root). " +
+		"Pre-open tickets given out by edges are counted in preopenCount but not listed among the holders."
+	if t.Root != nil {
+		v.Status = "committed"
 	}
 	v.RegistrationClosesAt = v.DrawAt
 	if c.CommittedAt != nil {
@@ -102,6 +112,19 @@ func NewCrowdTranscript(c flashline.Crowd, t flashline.DrawTranscript) DrawTrans
 		v.Registrants = append(v.Registrants, TranscriptRegistrant{Registrant: r.String(), Rank: t.Ranks[i]})
 	}
 	return v
+}
+
+// transcriptBeacon renders a draw's beacon (nil: none).
+func transcriptBeacon(b *flashline.BeaconRecord) *TranscriptBeacon {
+	if b == nil {
+		return nil
+	}
+	return &TranscriptBeacon{
+		Scheme: flashline.BeaconScheme, PublicKey: hex.EncodeToString(b.Chain.PublicKey),
+		GenesisTime: b.Chain.Genesis.Unix(), PeriodSeconds: int(b.Chain.Period / time.Second),
+		Round: b.Round, RoundAt: b.Chain.RoundTime(b.Round).UTC().Format(time.RFC3339),
+		Randomness: hexp(b.Randomness), Signature: hexp(b.Signature),
+	}
 }
 
 func hexp(b []byte) *string {
@@ -140,12 +163,7 @@ func NewDrawTranscript(l flashline.Lottery, t flashline.DrawTranscript) DrawTran
 		v.Status = "committed"
 	}
 	if b := t.Beacon; b != nil {
-		v.Beacon = &TranscriptBeacon{
-			Scheme: flashline.BeaconScheme, PublicKey: hex.EncodeToString(b.Chain.PublicKey),
-			GenesisTime: b.Chain.Genesis.Unix(), PeriodSeconds: int(b.Chain.Period / time.Second),
-			Round: b.Round, RoundAt: b.Chain.RoundTime(b.Round).UTC().Format(time.RFC3339),
-			Randomness: hexp(b.Randomness), Signature: hexp(b.Signature),
-		}
+		v.Beacon = transcriptBeacon(b)
 		v.Note = fmt.Sprintf("The order is fixed by the store's seed (committed to at creation), the registrants' root (fixed when registration closed) and the beacon's round %d, published after the close: nobody, the store included, could know the order before that round.", b.Round)
 	} else {
 		v.Note = "NO BEACON: this deployment draws with the store's seed alone (committed to at creation, revealed at the draw). Whoever knew the seed before the close, the store included, could compute the order."

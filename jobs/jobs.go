@@ -47,10 +47,10 @@ type Config struct {
 	// NotifyBackoff is the wait after a failed delivery's first attempt,
 	// doubled per attempt up to 10 minutes.
 	NotifyBackoff time.Duration // 1s
-	// BeaconURL is where the lottery's draw reads its beacon round, in
-	// drand's HTTP format (GET BeaconURL/public/ROUND); empty: a lottery
-	// created with a beacon cannot be drawn, and is paused after
-	// BeaconWait.
+	// BeaconURL is where the lottery's draw (and a randomized_at_open
+	// room's crowd) reads its beacon round, in drand's HTTP format (GET
+	// BeaconURL/public/ROUND); empty: a lottery or room created with a
+	// beacon cannot be drawn, and is paused after BeaconWait.
 	BeaconURL string
 	// BeaconWait is how long past its draw time (or its round's, if later) a
 	// draw waits for the beacon's round before its sale is paused.

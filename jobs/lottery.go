@@ -57,6 +57,15 @@ func (w *LotteryWorker) Work(ctx context.Context, _ *river.Job[LotteryArgs]) err
 			return err
 		}
 	}
+	crowds, err := w.store.DueCrowds(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range crowds {
+		if err := w.drawCrowd(ctx, d); err != nil {
+			return err
+		}
+	}
 	windows, err := w.store.ExpireWindows(ctx, w.grace)
 	for _, r := range windows {
 		if r.Expired > 0 {
@@ -173,34 +182,15 @@ func notifyBackoff(base time.Duration, attempt int) time.Duration {
 }
 
 // draw makes one due draw: with the beacon's round when the lottery waits
-// for one. A round not had (not published yet, the beacon unreachable, or
-// one that does not verify) is asked again on the next run, until
-// beaconWait past the draw's time (or the round's, if later): then the sale
-// is paused with the reason, and the draw waits for an operator to resume
-// it. Never drawn without the round.
+// for one (beaconRound). Never drawn without the round.
 func (w *LotteryWorker) draw(ctx context.Context, d flashline.DueDraw) error {
 	var round *flashline.BeaconRound
 	if d.Beacon != nil {
-		roundAt := d.Beacon.RoundTime(d.Round)
-		if d.Now.Before(roundAt) {
-			return nil // not published yet by the beacon's own schedule
+		b, err := w.beaconRound(ctx, d, "lottery draw", "the draw")
+		if b == nil || err != nil {
+			return err
 		}
-		b, err := w.beacon.Round(ctx, d.Beacon.PublicKey, d.Round)
-		if err != nil {
-			deadline := d.DrawAt
-			if roundAt.After(deadline) {
-				deadline = roundAt
-			}
-			deadline = deadline.Add(w.beaconWait)
-			if !d.Now.After(deadline) {
-				w.logger.InfoContext(ctx, "jobs: lottery draw waits for its beacon round", "sale_id", d.SaleID, "round", d.Round, "err", err)
-				return nil
-			}
-			reason := fmt.Sprintf("lottery draw: the beacon's round %d was not had within %s of the draw (%v); the draw is never made without it: resume the sale once the beacon answers", d.Round, w.beaconWait, err)
-			w.logger.ErrorContext(ctx, "jobs: lottery paused, no beacon round", "sale_id", d.SaleID, "round", d.Round, "err", err)
-			return w.store.PauseForBeacon(ctx, d.SaleID, reason)
-		}
-		round = &b
+		round = b
 	}
 	r, err := w.store.DrawLottery(ctx, d.SaleID, round)
 	if err != nil {
@@ -210,4 +200,55 @@ func (w *LotteryWorker) draw(ctx context.Context, d flashline.DueDraw) error {
 		w.logger.InfoContext(ctx, "jobs: lottery drawn", "sale_id", r.SaleID, "registered", r.Registered, "won", r.Won)
 	}
 	return nil
+}
+
+// drawCrowd ranks a randomized_at_open room's crowd, committed at the open,
+// once its beacon round is had (beaconRound): until then the room admits
+// nobody. A round published before the crowd was committed (the freeze
+// never stores one: a safety net) cannot rank it fairly: the sale is paused
+// with the reason.
+func (w *LotteryWorker) drawCrowd(ctx context.Context, d flashline.DueDraw) error {
+	if !d.Beacon.RoundTime(d.Round).After(d.DrawAt) {
+		reason := fmt.Sprintf("waiting room: the crowd was committed at %s, after its beacon round %d was published; its ranks are never drawn with a round known before the commitment", d.DrawAt.UTC().Format(time.RFC3339Nano), d.Round)
+		w.logger.ErrorContext(ctx, "jobs: crowd paused, committed after its beacon round", "sale_id", d.SaleID, "round", d.Round)
+		return w.store.PauseForBeacon(ctx, d.SaleID, reason)
+	}
+	b, err := w.beaconRound(ctx, d, "waiting room", "the crowd's commitment")
+	if b == nil || err != nil {
+		return err
+	}
+	drew, err := w.store.DrawCrowd(ctx, d.SaleID, *b)
+	if drew {
+		w.logger.InfoContext(ctx, "jobs: waiting room crowd ranked", "sale_id", d.SaleID, "round", d.Round)
+	}
+	return err
+}
+
+// beaconRound is d's beacon round, once published and verified (nil: not
+// had yet). A round not had (not published yet, the beacon unreachable, or
+// one that does not verify) is asked again on the next run, until
+// beaconWait past d's time (or the round's, if later): then the sale is
+// paused with the reason (what waits, and since when), and waits for an
+// operator to resume it. Never a fallback without the round.
+func (w *LotteryWorker) beaconRound(ctx context.Context, d flashline.DueDraw, what, since string) (*flashline.BeaconRound, error) {
+	roundAt := d.Beacon.RoundTime(d.Round)
+	if d.Now.Before(roundAt) {
+		return nil, nil // not published yet by the beacon's own schedule
+	}
+	b, err := w.beacon.Round(ctx, d.Beacon.PublicKey, d.Round)
+	if err == nil {
+		return &b, nil
+	}
+	deadline := d.DrawAt
+	if roundAt.After(deadline) {
+		deadline = roundAt
+	}
+	deadline = deadline.Add(w.beaconWait)
+	if !d.Now.After(deadline) {
+		w.logger.InfoContext(ctx, "jobs: "+what+" waits for its beacon round", "sale_id", d.SaleID, "round", d.Round, "err", err)
+		return nil, nil
+	}
+	reason := fmt.Sprintf("%s: the beacon's round %d was not had within %s of %s (%v); the draw is never made without it: resume the sale once the beacon answers", what, d.Round, w.beaconWait, since, err)
+	w.logger.ErrorContext(ctx, "jobs: "+what+" paused, no beacon round", "sale_id", d.SaleID, "round", d.Round, "err", err)
+	return nil, w.store.PauseForBeacon(ctx, d.SaleID, reason)
 }

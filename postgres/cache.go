@@ -60,6 +60,7 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]flashline.SaleF
 				AdmittedThrough:      r.AdmittedThrough,
 				Pace:                 r.PacePerSecond,
 				FinalSeed:            r.FinalSeed,
+				Beacon:               r.Beacon,
 			},
 		}
 		for j, sku := range r.VariantSkus {
@@ -68,6 +69,9 @@ func (s *Store) SaleFacts(ctx context.Context, saleID string) ([]flashline.SaleF
 		}
 		if r.PreopenCount != nil {
 			out[i].Room.PreopenCount = *r.PreopenCount
+		}
+		if r.BeaconRound != nil {
+			out[i].Room.BeaconRound = uint64(*r.BeaconRound)
 		}
 		if r.PreopenPositions != nil {
 			out[i].Room.PreopenPositions = *r.PreopenPositions

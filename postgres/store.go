@@ -215,7 +215,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			}
 		}
 		if n.Admission == flashline.AdmissionWaitingRoom {
-			if err := q.WaitroomCreate(ctx, dbsqlc.WaitroomCreateParams{SaleID: id}); err != nil {
+			if err := q.WaitroomCreate(ctx, roomCreate(id, n, s.opts.Beacon)); err != nil {
 				return err
 			}
 		}

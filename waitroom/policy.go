@@ -57,8 +57,23 @@ func (r *Room) Policy(ctx context.Context, saleID string) (Policy, error) {
 	if s.Room.Fairness == flashline.FairnessRandomizedAtOpen {
 		p.Description += " Before the open this policy publishes a commitment to the draw's secret seed (its SHA-256); from the open, the seed itself:" +
 			" anyone can then check it against the commitment and recompute every customer's draw."
+		p.Description += crowdBeacon(s.Room)
 	}
 	return p, nil
+}
+
+// crowdBeacon says what the pre-open crowd's ranks rest on besides the
+// store's seed: a public beacon's round, or, without one, nothing.
+func crowdBeacon(r flashline.RoomFacts) string {
+	switch {
+	case !r.Beacon:
+		return " This store has no public randomness beacon: whoever knows the seed before the open, the store included, could compute the ranks of the crowd."
+	case r.BeaconRound == 0:
+		return " The ranks of the crowd also use a round of a public randomness beacon, fixed when the crowd is frozen at the open and published after it," +
+			" so nobody, the store included, can know them before then; nobody is let in before that round is published."
+	}
+	return fmt.Sprintf(" The ranks of the crowd also use round %d of a public randomness beacon, published a few seconds after the open,"+
+		" so nobody, the store included, can know them before then; nobody is let in before that round is published.", r.BeaconRound)
 }
 
 func humanDuration(secs int) string {

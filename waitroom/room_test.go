@@ -533,6 +533,20 @@ func TestPolicy(t *testing.T) {
 	require.Equal(t, flashline.FairnessRandomizedAtOpen, p.Policy)
 	require.Contains(t, p.Description, "random draw")
 	require.Contains(t, p.Description, "puzzle")
+	require.Contains(t, p.Description, "no public randomness beacon", "a deployment without a beacon says so")
+
+	// Under a store with a beacon, the policy names the crowd's round, fixed
+	// at the sale's creation.
+	signer, err := flashline.NewBeaconSigner([]byte("policy beacon test key material ..............................."))
+	require.NoError(t, err)
+	chain := flashline.BeaconChain{PublicKey: signer.PublicKey(), Genesis: time.Now().Add(-time.Hour), Period: 3 * time.Second}
+	opens := time.Now().Add(time.Hour)
+	withBeacon, err := postgres.NewStore(postgres.SinglePool(e.pool), postgres.Options{Beacon: &chain}).CreateSale(context.Background(),
+		flashline.NewSale{SKU: "sku_wait", InitialStock: 10, Admission: flashline.AdmissionWaitingRoom, OpensAt: &opens})
+	require.NoError(t, err)
+	p, err = r.Policy(context.Background(), withBeacon.ID)
+	require.NoError(t, err)
+	require.Contains(t, p.Description, fmt.Sprintf("round %d of a public randomness beacon", flashline.CrowdRound(chain, opens)))
 
 	p, err = r.Policy(context.Background(), arrival.ID)
 	require.NoError(t, err)

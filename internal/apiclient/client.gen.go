@@ -5874,9 +5874,9 @@ type Crowd struct {
 	Waiting           int     `json:"waiting"`
 }
 
-// DrawTranscript A lottery's draw, or a randomized_at_open waiting room's pre-open crowd as committed at the open (formula flashline/waitroom/crowd/v1: the registrants are the crowd's holders, registrationClosesAt the commitment, each rank the room's rank among preopenCount), everything needed to check it without trusting the store: docs/lottery.md and docs/waiting-room.md give the formulas; `flashline sale verify-draw SALE_ID --url BASE` checks it.
+// DrawTranscript A lottery's draw, or a randomized_at_open waiting room's pre-open crowd as committed at the open (formula flashline/waitroom/crowd/v1: the registrants are the crowd's holders, registrationClosesAt the commitment, each rank the room's rank among preopenCount, the final seed with the beacon round fixed at the sale's creation, published after the commitment), everything needed to check it without trusting the store: docs/lottery.md and docs/waiting-room.md give the formulas; `flashline sale verify-draw SALE_ID --url BASE` checks it.
 type DrawTranscript struct {
-	// Beacon null: this deployment has no beacon, and the draw rests on the store's seed alone (note says so)
+	// Beacon null: this deployment has no beacon, and the draw (or the crowd's ranks) rests on the store's seed alone (note says so); a crowd's round must be published after registrantsCommittedAt
 	Beacon *TranscriptBeacon `json:"beacon"`
 
 	// Commitment hex SHA-256 of the store's seed, published at the sale's creation
@@ -5908,7 +5908,7 @@ type DrawTranscript struct {
 	// Seed the store's seed, hex, from the draw (null before)
 	Seed *string `json:"seed"`
 
-	// Status registering: nothing committed yet; committed: the registrants' root is fixed, the draw waits; drawn
+	// Status registering: nothing committed yet; committed: the registrants' root (a crowd's holders' root) is fixed, the draw waits (a crowd: for its beacon round, nobody admitted meanwhile); drawn
 	Status   DrawTranscriptStatus `json:"status"`
 	Units    int                  `json:"units"`
 	Waitlist bool                 `json:"waitlist"`
@@ -5923,7 +5923,7 @@ type DrawTranscript struct {
 // DrawTranscriptFormula defines model for DrawTranscript.Formula.
 type DrawTranscriptFormula string
 
-// DrawTranscriptStatus registering: nothing committed yet; committed: the registrants' root is fixed, the draw waits; drawn
+// DrawTranscriptStatus registering: nothing committed yet; committed: the registrants' root (a crowd's holders' root) is fixed, the draw waits (a crowd: for its beacon round, nobody admitted meanwhile); drawn
 type DrawTranscriptStatus string
 
 // EdgeRequest defines model for EdgeRequest.
@@ -6703,7 +6703,7 @@ type Ticket struct {
 // TicketPolicy defines model for Ticket.Policy.
 type TicketPolicy string
 
-// TranscriptBeacon The public randomness beacon's round a lottery's draw uses, in drand's format: round r is published at genesisTime + (r-1) × periodSeconds; its signature is BLS12-381 (scheme bls-unchained-g1-rfc9380) of SHA-256(r as 8 bytes big-endian) under publicKey; its randomness is SHA-256(signature).
+// TranscriptBeacon The public randomness beacon's round a lottery's draw (or a randomized_at_open room's crowd) uses, in drand's format: round r is published at genesisTime + (r-1) × periodSeconds; its signature is BLS12-381 (scheme bls-unchained-g1-rfc9380) of SHA-256(r as 8 bytes big-endian) under publicKey; its randomness is SHA-256(signature).
 type TranscriptBeacon struct {
 	// GenesisTime Unix seconds
 	GenesisTime   int `json:"genesisTime"`

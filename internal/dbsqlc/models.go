@@ -343,20 +343,26 @@ type StockLedger struct {
 }
 
 type WaitingRoom struct {
-	SaleID             string
-	NextPosition       int64
-	PreopenCount       *int64
-	AdmittedThrough    int64
-	PacePerSecond      float64
-	UpdatedAt          time.Time
-	PreopenTickets     int64
-	PreopenPositions   *int64
-	Held               bool
-	Broadcast          string
-	HoldersRoot        []byte
-	HoldersCount       *int64
-	HoldersCommittedAt *time.Time
-	FinalSeed          []byte
+	SaleID              string
+	NextPosition        int64
+	PreopenCount        *int64
+	AdmittedThrough     int64
+	PacePerSecond       float64
+	UpdatedAt           time.Time
+	PreopenTickets      int64
+	PreopenPositions    *int64
+	Held                bool
+	Broadcast           string
+	HoldersRoot         []byte
+	HoldersCount        *int64
+	HoldersCommittedAt  *time.Time
+	FinalSeed           []byte
+	BeaconPublicKey     []byte
+	BeaconGenesis       *time.Time
+	BeaconPeriodSeconds *int32
+	BeaconRound         *int64
+	BeaconRandomness    []byte
+	BeaconSignature     []byte
 }
 
 type WaitroomEdgeTicket struct {

@@ -54,7 +54,7 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        w.preopen_count,
        w.preopen_positions,
        coalesce(w.preopen_tickets, 0)::bigint AS preopen_tickets,
-       w.final_seed,
+       w.final_seed, (w.beacon_public_key IS NOT NULL)::boolean AS beacon, w.beacon_round,
        coalesce(w.held, false)::boolean AS held,
        coalesce(w.broadcast, '')::text AS broadcast,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,
@@ -101,6 +101,8 @@ type SaleFactsRow struct {
 	PreopenPositions     *int64
 	PreopenTickets       int64
 	FinalSeed            []byte
+	Beacon               bool
+	BeaconRound          *int64
 	Held                 bool
 	Broadcast            string
 	AdmittedThrough      int64
@@ -162,6 +164,8 @@ func (q *Queries) SaleFacts(ctx context.Context, arg SaleFactsParams) ([]SaleFac
 			&i.PreopenPositions,
 			&i.PreopenTickets,
 			&i.FinalSeed,
+			&i.Beacon,
+			&i.BeaconRound,
 			&i.Held,
 			&i.Broadcast,
 			&i.AdmittedThrough,

@@ -85,7 +85,9 @@ func (q *Queries) WaitroomAdmissions(ctx context.Context, arg WaitroomAdmissions
 
 const waitroomAdvance = `-- name: WaitroomAdvance :one
 UPDATE waiting_rooms w
-   SET admitted_through = greatest(w.admitted_through, $1::bigint),
+   SET admitted_through = CASE WHEN s.fairness = 'randomized_at_open' AND w.beacon_public_key IS NOT NULL AND w.final_seed IS NULL
+                               THEN w.admitted_through
+                               ELSE greatest(w.admitted_through, $1::bigint) END,
        preopen_count = coalesce(w.preopen_count,
                                 CASE WHEN s.fairness = 'randomized_at_open'
                                      THEN w.preopen_tickets
@@ -124,7 +126,9 @@ type WaitroomAdvanceRow struct {
 // preopen_count the pre-open tickets counted under randomized_at_open (the
 // instances' own and the edges', as the origins wrote them at the open: see
 // WaitroomEdgeTickets), the positions under arrival_order (whose ranks are
-// positions).
+// positions). The watermark stays at 0 while a randomized_at_open crowd
+// waits for its beacon round (a beacon configured, final_seed not yet): no
+// rank is admitted before the crowd's ranks are known.
 func (q *Queries) WaitroomAdvance(ctx context.Context, arg WaitroomAdvanceParams) (WaitroomAdvanceRow, error) {
 	row := q.db.QueryRow(ctx, waitroomAdvance, arg.Target, arg.PacePerSecond, arg.SaleID)
 	var i WaitroomAdvanceRow
@@ -135,25 +139,30 @@ func (q *Queries) WaitroomAdvance(ctx context.Context, arg WaitroomAdvanceParams
 const waitroomCommitCrowd = `-- name: WaitroomCommitCrowd :exec
 UPDATE waiting_rooms
    SET holders_root = $1::bytea, holders_count = $2::bigint,
-       holders_committed_at = now(), final_seed = $3::bytea
- WHERE sale_id = $4::text AND holders_root IS NULL
+       holders_committed_at = now(), final_seed = $3,
+       beacon_round = $4
+ WHERE sale_id = $5::text AND holders_root IS NULL
 `
 
 type WaitroomCommitCrowdParams struct {
 	Root         []byte
 	HoldersCount int64
 	FinalSeed    []byte
+	Round        *int64
 	SaleID       string
 }
 
 // Commits the crowd the freeze fixed, in the freeze's transaction: the
 // holders' Merkle root and count, and the final seed their ranks are drawn
-// by. Once only.
+// by (NULL while the crowd waits for its beacon round: WaitroomDrawCrowd
+// sets it), and the round it waits for (postgres.crowdRound; NULL without
+// a beacon). Once only.
 func (q *Queries) WaitroomCommitCrowd(ctx context.Context, arg WaitroomCommitCrowdParams) error {
 	_, err := q.db.Exec(ctx, waitroomCommitCrowd,
 		arg.Root,
 		arg.HoldersCount,
 		arg.FinalSeed,
+		arg.Round,
 		arg.SaleID,
 	)
 	return err
@@ -180,25 +189,40 @@ func (q *Queries) WaitroomCountTickets(ctx context.Context, arg WaitroomCountTic
 
 const waitroomCreate = `-- name: WaitroomCreate :exec
 
-INSERT INTO waiting_rooms (sale_id) VALUES ($1)
+INSERT INTO waiting_rooms (sale_id, beacon_public_key, beacon_genesis, beacon_period_seconds, beacon_round)
+VALUES ($1, $2, $3, $4, $5)
 `
 
 type WaitroomCreateParams struct {
-	SaleID string
+	SaleID              string
+	BeaconPublicKey     []byte
+	BeaconGenesis       *time.Time
+	BeaconPeriodSeconds *int32
+	BeaconRound         *int64
 }
 
 // The waiting room (waitroom/). No row per waiter: a waiter's place is a
 // signed ticket. Per sale, waiting_rooms holds where the next position starts,
 // how many positions were handed out before the open, and the watermark.
-// The waiting room of a new waiting_room sale, in CreateSale's transaction.
+// The waiting room of a new waiting_room sale, in CreateSale's transaction,
+// with the beacon its pre-open crowd waits for (randomized_at_open with a
+// beacon configured: the chain, and the round when the opening time is
+// known; NULL otherwise, see the 000027 migration).
 func (q *Queries) WaitroomCreate(ctx context.Context, arg WaitroomCreateParams) error {
-	_, err := q.db.Exec(ctx, waitroomCreate, arg.SaleID)
+	_, err := q.db.Exec(ctx, waitroomCreate,
+		arg.SaleID,
+		arg.BeaconPublicKey,
+		arg.BeaconGenesis,
+		arg.BeaconPeriodSeconds,
+		arg.BeaconRound,
+	)
 	return err
 }
 
 const waitroomCrowd = `-- name: WaitroomCrowd :one
 SELECT s.fairness, s.draw_seed, s.opens_at, w.preopen_count, w.holders_root, w.holders_count,
-       w.holders_committed_at, w.final_seed
+       w.holders_committed_at, w.final_seed, w.beacon_public_key, w.beacon_genesis, w.beacon_period_seconds,
+       w.beacon_round, w.beacon_randomness, w.beacon_signature
   FROM sales s
   JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE s.sale_id = $1::text
@@ -209,14 +233,20 @@ type WaitroomCrowdParams struct {
 }
 
 type WaitroomCrowdRow struct {
-	Fairness           string
-	DrawSeed           []byte
-	OpensAt            *time.Time
-	PreopenCount       *int64
-	HoldersRoot        []byte
-	HoldersCount       *int64
-	HoldersCommittedAt *time.Time
-	FinalSeed          []byte
+	Fairness            string
+	DrawSeed            []byte
+	OpensAt             *time.Time
+	PreopenCount        *int64
+	HoldersRoot         []byte
+	HoldersCount        *int64
+	HoldersCommittedAt  *time.Time
+	FinalSeed           []byte
+	BeaconPublicKey     []byte
+	BeaconGenesis       *time.Time
+	BeaconPeriodSeconds *int32
+	BeaconRound         *int64
+	BeaconRandomness    []byte
+	BeaconSignature     []byte
 }
 
 // A room's committed crowd, for its transcript (GET /sales/{id}/draw).
@@ -232,8 +262,77 @@ func (q *Queries) WaitroomCrowd(ctx context.Context, arg WaitroomCrowdParams) (W
 		&i.HoldersCount,
 		&i.HoldersCommittedAt,
 		&i.FinalSeed,
+		&i.BeaconPublicKey,
+		&i.BeaconGenesis,
+		&i.BeaconPeriodSeconds,
+		&i.BeaconRound,
+		&i.BeaconRandomness,
+		&i.BeaconSignature,
 	)
 	return i, err
+}
+
+const waitroomCrowdBeacon = `-- name: WaitroomCrowdBeacon :one
+SELECT beacon_public_key, beacon_genesis, beacon_period_seconds, beacon_round, now()::timestamptz AS now
+  FROM waiting_rooms WHERE sale_id = $1::text
+`
+
+type WaitroomCrowdBeaconParams struct {
+	SaleID string
+}
+
+type WaitroomCrowdBeaconRow struct {
+	BeaconPublicKey     []byte
+	BeaconGenesis       *time.Time
+	BeaconPeriodSeconds *int32
+	BeaconRound         *int64
+	Now                 time.Time
+}
+
+// The beacon a room's crowd waits for (NULLs: none), read by the freeze in
+// its transaction, with the database's clock.
+func (q *Queries) WaitroomCrowdBeacon(ctx context.Context, arg WaitroomCrowdBeaconParams) (WaitroomCrowdBeaconRow, error) {
+	row := q.db.QueryRow(ctx, waitroomCrowdBeacon, arg.SaleID)
+	var i WaitroomCrowdBeaconRow
+	err := row.Scan(
+		&i.BeaconPublicKey,
+		&i.BeaconGenesis,
+		&i.BeaconPeriodSeconds,
+		&i.BeaconRound,
+		&i.Now,
+	)
+	return i, err
+}
+
+const waitroomDrawCrowd = `-- name: WaitroomDrawCrowd :execrows
+UPDATE waiting_rooms
+   SET final_seed = $1::bytea, beacon_randomness = $2::bytea, beacon_signature = $3::bytea
+ WHERE sale_id = $4::text AND holders_root IS NOT NULL AND final_seed IS NULL AND beacon_round = $5::bigint
+`
+
+type WaitroomDrawCrowdParams struct {
+	FinalSeed  []byte
+	Randomness []byte
+	Signature  []byte
+	SaleID     string
+	Round      int64
+}
+
+// Ranks a committed crowd: the beacon round's value and signature, and the
+// final seed computed with it. Once only (the same inputs give the same
+// seed, so a concurrent caller would write the same).
+func (q *Queries) WaitroomDrawCrowd(ctx context.Context, arg WaitroomDrawCrowdParams) (int64, error) {
+	result, err := q.db.Exec(ctx, waitroomDrawCrowd,
+		arg.FinalSeed,
+		arg.Randomness,
+		arg.Signature,
+		arg.SaleID,
+		arg.Round,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const waitroomDrawRecord = `-- name: WaitroomDrawRecord :one
@@ -266,6 +365,56 @@ func (q *Queries) WaitroomDrawRecord(ctx context.Context, arg WaitroomDrawRecord
 		&i.FinalSeed,
 	)
 	return i, err
+}
+
+const waitroomDueCrowds = `-- name: WaitroomDueCrowds :many
+SELECT w.sale_id, w.holders_committed_at, w.beacon_public_key, w.beacon_genesis, w.beacon_period_seconds,
+       w.beacon_round, now()::timestamptz AS now
+  FROM waiting_rooms w
+  JOIN sales s ON s.sale_id = w.sale_id
+ WHERE w.holders_root IS NOT NULL AND w.final_seed IS NULL AND w.beacon_round IS NOT NULL
+   AND s.state NOT IN ('paused', 'closed')
+ ORDER BY w.sale_id
+`
+
+type WaitroomDueCrowdsRow struct {
+	SaleID              string
+	HoldersCommittedAt  *time.Time
+	BeaconPublicKey     []byte
+	BeaconGenesis       *time.Time
+	BeaconPeriodSeconds *int32
+	BeaconRound         *int64
+	Now                 time.Time
+}
+
+// The committed crowds that wait for their beacon round (final_seed NULL),
+// but those whose sale is paused or closed.
+func (q *Queries) WaitroomDueCrowds(ctx context.Context) ([]WaitroomDueCrowdsRow, error) {
+	rows, err := q.db.Query(ctx, waitroomDueCrowds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WaitroomDueCrowdsRow
+	for rows.Next() {
+		var i WaitroomDueCrowdsRow
+		if err := rows.Scan(
+			&i.SaleID,
+			&i.HoldersCommittedAt,
+			&i.BeaconPublicKey,
+			&i.BeaconGenesis,
+			&i.BeaconPeriodSeconds,
+			&i.BeaconRound,
+			&i.Now,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const waitroomEdgeTickets = `-- name: WaitroomEdgeTickets :exec

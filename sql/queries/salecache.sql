@@ -29,7 +29,7 @@ SELECT s.sale_id, s.state, s.opens_at, s.admission, s.fairness, s.challenge_bits
        w.preopen_count,
        w.preopen_positions,
        coalesce(w.preopen_tickets, 0)::bigint AS preopen_tickets,
-       w.final_seed,
+       w.final_seed, (w.beacon_public_key IS NOT NULL)::boolean AS beacon, w.beacon_round,
        coalesce(w.held, false)::boolean AS held,
        coalesce(w.broadcast, '')::text AS broadcast,
        coalesce(w.admitted_through, 0)::bigint AS admitted_through,

@@ -3,8 +3,12 @@
 -- how many positions were handed out before the open, and the watermark.
 
 -- name: WaitroomCreate :exec
--- The waiting room of a new waiting_room sale, in CreateSale's transaction.
-INSERT INTO waiting_rooms (sale_id) VALUES (@sale_id);
+-- The waiting room of a new waiting_room sale, in CreateSale's transaction,
+-- with the beacon its pre-open crowd waits for (randomized_at_open with a
+-- beacon configured: the chain, and the round when the opening time is
+-- known; NULL otherwise, see the 000027 migration).
+INSERT INTO waiting_rooms (sale_id, beacon_public_key, beacon_genesis, beacon_period_seconds, beacon_round)
+VALUES (@sale_id, sqlc.narg(beacon_public_key), sqlc.narg(beacon_genesis), sqlc.narg(beacon_period_seconds), sqlc.narg(beacon_round));
 
 -- name: WaitroomLease :one
 -- Leases the next @block positions to one instance, for exactly the @block
@@ -103,16 +107,45 @@ SELECT customer_id FROM waitroom_holders WHERE sale_id = @sale_id::text ORDER BY
 -- name: WaitroomCommitCrowd :exec
 -- Commits the crowd the freeze fixed, in the freeze's transaction: the
 -- holders' Merkle root and count, and the final seed their ranks are drawn
--- by. Once only.
+-- by (NULL while the crowd waits for its beacon round: WaitroomDrawCrowd
+-- sets it), and the round it waits for (postgres.crowdRound; NULL without
+-- a beacon). Once only.
 UPDATE waiting_rooms
    SET holders_root = @root::bytea, holders_count = @holders_count::bigint,
-       holders_committed_at = now(), final_seed = @final_seed::bytea
+       holders_committed_at = now(), final_seed = sqlc.narg(final_seed),
+       beacon_round = sqlc.narg(round)
  WHERE sale_id = @sale_id::text AND holders_root IS NULL;
+
+-- name: WaitroomCrowdBeacon :one
+-- The beacon a room's crowd waits for (NULLs: none), read by the freeze in
+-- its transaction, with the database's clock.
+SELECT beacon_public_key, beacon_genesis, beacon_period_seconds, beacon_round, now()::timestamptz AS now
+  FROM waiting_rooms WHERE sale_id = @sale_id::text;
+
+-- name: WaitroomDueCrowds :many
+-- The committed crowds that wait for their beacon round (final_seed NULL),
+-- but those whose sale is paused or closed.
+SELECT w.sale_id, w.holders_committed_at, w.beacon_public_key, w.beacon_genesis, w.beacon_period_seconds,
+       w.beacon_round, now()::timestamptz AS now
+  FROM waiting_rooms w
+  JOIN sales s ON s.sale_id = w.sale_id
+ WHERE w.holders_root IS NOT NULL AND w.final_seed IS NULL AND w.beacon_round IS NOT NULL
+   AND s.state NOT IN ('paused', 'closed')
+ ORDER BY w.sale_id;
+
+-- name: WaitroomDrawCrowd :execrows
+-- Ranks a committed crowd: the beacon round's value and signature, and the
+-- final seed computed with it. Once only (the same inputs give the same
+-- seed, so a concurrent caller would write the same).
+UPDATE waiting_rooms
+   SET final_seed = @final_seed::bytea, beacon_randomness = @randomness::bytea, beacon_signature = @signature::bytea
+ WHERE sale_id = @sale_id::text AND holders_root IS NOT NULL AND final_seed IS NULL AND beacon_round = @round::bigint;
 
 -- name: WaitroomCrowd :one
 -- A room's committed crowd, for its transcript (GET /sales/{id}/draw).
 SELECT s.fairness, s.draw_seed, s.opens_at, w.preopen_count, w.holders_root, w.holders_count,
-       w.holders_committed_at, w.final_seed
+       w.holders_committed_at, w.final_seed, w.beacon_public_key, w.beacon_genesis, w.beacon_period_seconds,
+       w.beacon_round, w.beacon_randomness, w.beacon_signature
   FROM sales s
   JOIN waiting_rooms w ON w.sale_id = s.sale_id
  WHERE s.sale_id = @sale_id::text;
@@ -160,9 +193,13 @@ SELECT s.sale_id, s.state,
 -- preopen_count the pre-open tickets counted under randomized_at_open (the
 -- instances' own and the edges', as the origins wrote them at the open: see
 -- WaitroomEdgeTickets), the positions under arrival_order (whose ranks are
--- positions).
+-- positions). The watermark stays at 0 while a randomized_at_open crowd
+-- waits for its beacon round (a beacon configured, final_seed not yet): no
+-- rank is admitted before the crowd's ranks are known.
 UPDATE waiting_rooms w
-   SET admitted_through = greatest(w.admitted_through, @target::bigint),
+   SET admitted_through = CASE WHEN s.fairness = 'randomized_at_open' AND w.beacon_public_key IS NOT NULL AND w.final_seed IS NULL
+                               THEN w.admitted_through
+                               ELSE greatest(w.admitted_through, @target::bigint) END,
        preopen_count = coalesce(w.preopen_count,
                                 CASE WHEN s.fairness = 'randomized_at_open'
                                      THEN w.preopen_tickets

@@ -399,7 +399,7 @@ func (e *Client) SaleFacts(_ context.Context, saleID string) ([]flashline.SaleFa
 				DrawSeed: e.seeds[s.ID], NextPosition: s.NextPosition,
 				PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
 				Held: s.Held, Broadcast: s.Message, AdmittedThrough: s.AdmittedThrough, Pace: s.Pace,
-				FinalSeed: s.FinalSeed,
+				FinalSeed: s.FinalSeed, Beacon: s.Beacon, BeaconRound: s.BeaconRound,
 			},
 		})
 	}

@@ -90,6 +90,9 @@ type EdgeSale struct {
 	// FinalSeed is the seed the committed pre-open crowd is ranked by
 	// (public: the draw's transcript publishes it), absent until then.
 	FinalSeed []byte `json:"finalSeed,omitempty"`
+	// Beacon and BeaconRound: the crowd's beacon (the policy names it).
+	Beacon      bool   `json:"beacon,omitempty"`
+	BeaconRound uint64 `json:"beaconRound,omitempty"`
 }
 
 // Watermarks is the document an origin publishes: every waiting room it
@@ -236,6 +239,7 @@ func (k *Keyring) SignWatermarks(sales []flashline.SaleFacts, now, dbNow time.Ti
 			AdmittedThrough: s.Room.AdmittedThrough, Pace: s.Room.Pace, NextPosition: s.Room.NextPosition,
 			PreopenCount: s.Room.PreopenCount, PreopenPositions: s.Room.PreopenPositions, PreopenTickets: s.Room.PreopenTickets,
 			SealedSeed: signer.seal(s.ID, s.Room.DrawSeed), FinalSeed: s.Room.FinalSeed,
+			Beacon: s.Room.Beacon, BeaconRound: s.Room.BeaconRound,
 		})
 	}
 	plain, err := json.Marshal(body)

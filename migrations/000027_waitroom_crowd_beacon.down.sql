@@ -1,0 +1,9 @@
+ALTER TABLE waiting_rooms
+    DROP CONSTRAINT waiting_rooms_beacon_value,
+    DROP CONSTRAINT waiting_rooms_beacon_chain,
+    DROP COLUMN beacon_signature,
+    DROP COLUMN beacon_randomness,
+    DROP COLUMN beacon_round,
+    DROP COLUMN beacon_period_seconds,
+    DROP COLUMN beacon_genesis,
+    DROP COLUMN beacon_public_key;
