@@ -85,12 +85,19 @@ func (s *Store) checkInvariants(ctx context.Context, pool *db, saleID string) ([
 		}
 		// Each variant's stock adds up on its own too (none for a sale
 		// without variants): the first that does not is named.
-		bad, err := dbsqlc.New(pool).VariantInvariantMismatches(ctx, dbsqlc.VariantInvariantMismatchesParams{SaleID: r.SaleID})
+		variants, err := dbsqlc.New(pool).VariantInvariants(ctx, dbsqlc.VariantInvariantsParams{SaleID: r.SaleID})
 		if err != nil {
 			return results, fmt.Errorf("check invariants: variants of sale %s: %w", r.SaleID, translate(err))
 		}
-		if len(bad) > 0 {
-			v := bad[0]
+		named := false
+		for _, v := range variants {
+			ok := v.Ok != nil && *v.Ok
+			res.Variants = append(res.Variants, flashline.VariantCheck{SKU: v.Sku, OK: ok,
+				Available: int(v.Available), Pending: int(v.Pending), Confirmed: int(v.Confirmed)})
+			if ok || named {
+				continue
+			}
+			named = true
 			detail := "variant " + v.Sku + ": " + mismatchDetail(int(v.Available), int(v.Pending), int(v.Confirmed), int(v.InitialStock), int(v.LedgerTotal))
 			if res.OK {
 				res.Detail = detail
