@@ -22,7 +22,8 @@ import (
 // (SKU:stock[:title],... or @FILE), its bad spellings refused before any
 // connection with a message that names the variant, and `sale show` and
 // `sale report` (text and CSV) giving each variant's sold, held and
-// available.
+// available, and `check` a line for each variant, mismatched when a unit
+// moved between two variants' rows (the sale's sum still adds up).
 func TestSaleCreateVariants(t *testing.T) {
 	t.Parallel()
 	dbURL := testdb.New(t)
@@ -35,7 +36,7 @@ func TestSaleCreateVariants(t *testing.T) {
 		InitialStock int
 		Buckets      int
 		Variants     []struct {
-			SKU, Title                                string
+			SKU, Title                                  string
 			InitialStock, Available, Pending, Confirmed int
 		}
 	}
@@ -125,4 +126,20 @@ func TestSaleCreateVariants(t *testing.T) {
 		{"M", "Medium: wide fit", "4", "2", "0", "2"},
 		{"L", "L", "2", "0", "0", "2"},
 	}, rows[len(rows)-4:])
+
+	out, _, err = runCLI(t, dbURL, "check")
+	require.NoError(t, err, "%s", out)
+	require.Regexp(t, `(?m)^\s*variant M\s+4\s+2\s+0\s+2\s+-\s+-\s+-\s+2\s+ok`, out)
+	require.Contains(t, out, "2 sales, 0 mismatched")
+	_, err = pool.Exec(ctx, `UPDATE stock SET quantity = quantity + 1 WHERE sale_id = $1 AND variant = 'S'`, sale.SaleID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE stock SET quantity = quantity - 1 WHERE sale_id = $1 AND variant = 'L'`, sale.SaleID)
+	require.NoError(t, err)
+	out, _, err = runCLI(t, dbURL, "check")
+	require.ErrorIs(t, err, errMismatch)
+	require.Regexp(t, `(?m)^\s*`+sale.SaleID+`\s.*\sMISMATCH$`, out)
+	require.Regexp(t, `(?m)^\s*variant S\s.*\sMISMATCH$`, out)
+	require.Regexp(t, `(?m)^\s*variant L\s.*\sMISMATCH$`, out)
+	require.Regexp(t, `(?m)^\s*variant M\s.*\sok$`, out)
+	require.Contains(t, out, "2 sales, 1 mismatched")
 }
