@@ -104,6 +104,16 @@ type InvariantResult struct {
 	// NewIncident is set when this check found a mismatch the previous check
 	// had not: the sale was paused and an incident recorded.
 	NewIncident bool
+	// Variants: each variant's own check, in order (none for a sale
+	// without variants; at most MaxVariants).
+	Variants []VariantCheck
+}
+
+// VariantCheck is one variant's invariant and units, as a check read them.
+type VariantCheck struct {
+	SKU                           string
+	OK                            bool
+	Available, Pending, Confirmed int
 }
 
 // WindowResult is what JobStore.ExpireWindows did in one lottery.

@@ -27,10 +27,13 @@ const (
 
 // Reservation is a hold on units of a sale.
 type Reservation struct {
-	ID          string
-	SaleID      string
-	CustomerID  string
-	Quantity    int
+	ID         string
+	SaleID     string
+	CustomerID string
+	Quantity   int
+	// Variant is the SKU of the variant reserved ("" in a sale without
+	// variants).
+	Variant     string
 	State       ReservationState
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
@@ -67,11 +70,14 @@ func (r Reservation) Err() error {
 // replayed byte for byte to every retry with that key. It is also the start
 // of the reservation object every other answer shows.
 type Receipt struct {
-	ReservationID string           `json:"reservationId"`
-	SaleID        string           `json:"saleId"`
-	Quantity      int              `json:"quantity"`
-	State         ReservationState `json:"state"`
-	ExpiresAt     string           `json:"expiresAt"` // RFC 3339, UTC, to the second
+	ReservationID string `json:"reservationId"`
+	SaleID        string `json:"saleId"`
+	Quantity      int    `json:"quantity"`
+	// Variant is left out in a sale without variants, so that its receipts
+	// are the bytes they were before variants.
+	Variant   string           `json:"variant,omitempty"`
+	State     ReservationState `json:"state"`
+	ExpiresAt string           `json:"expiresAt"` // RFC 3339, UTC, to the second
 }
 
 // NewReceipt is r's receipt.
@@ -80,6 +86,7 @@ func NewReceipt(r Reservation) Receipt {
 		ReservationID: r.ID,
 		SaleID:        r.SaleID,
 		Quantity:      r.Quantity,
+		Variant:       r.Variant,
 		State:         r.State,
 		ExpiresAt:     r.ExpiresAt.UTC().Format(time.RFC3339),
 	}

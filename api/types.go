@@ -71,10 +71,12 @@ type Reservation struct {
 	OrderID string `json:"orderId,omitempty"`
 }
 
-// Order is the answer to a confirm.
+// Order is the answer to a confirm: with its variant's SKU in a sale with
+// variants.
 type Order struct {
 	OrderID       string `json:"orderId"`
 	ReservationID string `json:"reservationId"`
+	Variant       string `json:"variant,omitempty"`
 }
 
 // Challenge is the waiting room's proof of work: find a decimal solution

@@ -215,7 +215,7 @@ func handleConfirm(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 			writeError(c, logger, err)
 			return
 		}
-		writeJSON(c, http.StatusOK, api.Order{OrderID: r.OrderID, ReservationID: r.ID})
+		writeJSON(c, http.StatusOK, api.Order{OrderID: r.OrderID, ReservationID: r.ID, Variant: r.Variant})
 	}
 }
 

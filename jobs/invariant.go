@@ -39,6 +39,7 @@ func (w *InvariantWorker) Work(ctx context.Context, _ *river.Job[InvariantArgs])
 			// The id of a sale not yet open is not announced in metrics:
 			// a bot that reads it early gets a head start.
 			w.metrics.invariantOK.WithLabelValues(r.SaleID).Set(ok)
+			w.metrics.setVariants(r)
 		}
 		if r.NewIncident {
 			w.metrics.incidents.Inc()
@@ -47,4 +48,18 @@ func (w *InvariantWorker) Work(ctx context.Context, _ *river.Job[InvariantArgs])
 		}
 	}
 	return err
+}
+
+// setVariants sets the gauges of each variant of an opened sale.
+func (m *metrics) setVariants(r flashline.InvariantResult) {
+	for _, v := range r.Variants {
+		ok := 0.0
+		if v.OK {
+			ok = 1
+		}
+		m.variantOK.WithLabelValues(r.SaleID, v.SKU).Set(ok)
+		m.variantUnits.WithLabelValues(r.SaleID, v.SKU, "available").Set(float64(v.Available))
+		m.variantUnits.WithLabelValues(r.SaleID, v.SKU, "pending").Set(float64(v.Pending))
+		m.variantUnits.WithLabelValues(r.SaleID, v.SKU, "confirmed").Set(float64(v.Confirmed))
+	}
 }

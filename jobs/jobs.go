@@ -182,10 +182,16 @@ func ClientIDPid(id string) int {
 type metrics struct {
 	restocked   prometheus.Counter
 	invariantOK *prometheus.GaugeVec
-	incidents   prometheus.Counter
-	prunedKeys  prometheus.Counter
-	overdue     prometheus.Gauge
-	lastSweep   prometheus.Gauge
+	// variantOK and variantUnits label each variant of a sale with
+	// variants: at most 100 a sale (flashline.MaxVariants, the
+	// sales_variant_count_range CHECK), so 4 series a variant stay bounded
+	// as the sale's own do.
+	variantOK    *prometheus.GaugeVec
+	variantUnits *prometheus.GaugeVec
+	incidents    prometheus.Counter
+	prunedKeys   prometheus.Counter
+	overdue      prometheus.Gauge
+	lastSweep    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -198,6 +204,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "flashline_invariant_ok",
 			Help: "1 when a sale's available + pending + confirmed == initial and the ledger agrees, else 0.",
 		}, []string{"sale_id"}),
+		variantOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashline_variant_invariant_ok",
+			Help: "1 when a variant's available + pending + confirmed == its initial stock and its buckets' ledger agrees, else 0 (sales with variants only).",
+		}, []string{"sale_id", "variant"}),
+		variantUnits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashline_variant_units",
+			Help: "A variant's units by state (available, pending, confirmed) at the invariant job's last check (sales with variants only).",
+		}, []string{"sale_id", "variant", "state"}),
 		incidents: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flashline_invariant_incidents_total",
 			Help: "Invariant mismatches found (each pauses its sale).",
@@ -215,6 +229,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "flashline_sweep_last_run_timestamp_seconds",
 		Help: "When this instance last finished an expiry sweep (Unix time; the sweep runs on River's leader).",
 	})
-	reg.MustRegister(m.restocked, m.invariantOK, m.incidents, m.prunedKeys, m.overdue, m.lastSweep)
+	reg.MustRegister(m.restocked, m.invariantOK, m.variantOK, m.variantUnits, m.incidents, m.prunedKeys, m.overdue, m.lastSweep)
 	return m
 }

@@ -176,7 +176,7 @@ func (b *batchRun) execute(ctx context.Context) error {
 			b.errs[i] = err
 		case row.Stored:
 			b.results[i] = flashline.ReserveResult{Receipt: storedReceipt(row.ResponseBody, row.StoredReservationID,
-				row.StoredSaleID, row.StoredQuantity, row.StoredExpiresAt), Replayed: true}
+				row.StoredSaleID, row.StoredQuantity, b.calls[i].req.Variant, row.StoredExpiresAt), Replayed: true}
 		default:
 			pending = append(pending, i)
 		}
@@ -286,6 +286,7 @@ func (b *batchRun) allocate(ctx context.Context, sale dbsqlc.ReserveBatchBeginRo
 			SaleID:     c.req.SaleID,
 			CustomerID: c.req.CustomerID,
 			Quantity:   c.req.Quantity,
+			Variant:    c.req.Variant,
 			State:      flashline.ReservationPending,
 			CreatedAt:  now,
 			ExpiresAt:  expiresAt,

@@ -151,6 +151,11 @@ func (s *Store) Report(ctx context.Context, saleID string) (flashline.SaleReport
 			return err
 		}
 		rep.SaleWatch = w
+		// The report's alone: the console's watch, polled, does not read
+		// each variant's sums (a ledger scan per variant).
+		if rep.Sale.Variants, err = saleVariants(ctx, q, saleID); err != nil {
+			return err
+		}
 		if rep.SoldOut, err = q.ReportSoldOuts(ctx, dbsqlc.ReportSoldOutsParams{SaleID: saleID, MaxRows: reportRows}); err != nil {
 			return err
 		}

@@ -124,7 +124,7 @@ func (s *Store) StoredAnswer(ctx context.Context, req flashline.ReserveRequest) 
 		return flashline.ReserveResult{}, true, flashline.ErrIdempotencyKeyReused
 	}
 	return flashline.ReserveResult{Receipt: storedReceipt(r.ResponseBody, r.StoredReservationID,
-		r.StoredSaleID, r.StoredQuantity, r.StoredExpiresAt), Replayed: true}, true, nil
+		r.StoredSaleID, r.StoredQuantity, req.Variant, r.StoredExpiresAt), Replayed: true}, true, nil
 }
 
 // OwedToCustomer is how many units of the customer are owed back to a gated

@@ -85,12 +85,19 @@ func (s *Store) checkInvariants(ctx context.Context, pool *db, saleID string) ([
 		}
 		// Each variant's stock adds up on its own too (none for a sale
 		// without variants): the first that does not is named.
-		bad, err := dbsqlc.New(pool).VariantInvariantMismatches(ctx, dbsqlc.VariantInvariantMismatchesParams{SaleID: r.SaleID})
+		variants, err := dbsqlc.New(pool).VariantInvariants(ctx, dbsqlc.VariantInvariantsParams{SaleID: r.SaleID})
 		if err != nil {
 			return results, fmt.Errorf("check invariants: variants of sale %s: %w", r.SaleID, translate(err))
 		}
-		if len(bad) > 0 {
-			v := bad[0]
+		named := false
+		for _, v := range variants {
+			ok := v.Ok != nil && *v.Ok
+			res.Variants = append(res.Variants, flashline.VariantCheck{SKU: v.Sku, OK: ok,
+				Available: int(v.Available), Pending: int(v.Pending), Confirmed: int(v.Confirmed)})
+			if ok || named {
+				continue
+			}
+			named = true
 			detail := "variant " + v.Sku + ": " + mismatchDetail(int(v.Available), int(v.Pending), int(v.Confirmed), int(v.InitialStock), int(v.LedgerTotal))
 			if res.OK {
 				res.Detail = detail
@@ -177,10 +184,22 @@ type SaleCounts struct {
 	Expired, Cancelled, Voided    int
 	LedgerTotal                   int
 	OK                            bool
+	// Variants: each variant's own (none for a sale without variants).
+	Variants []VariantCounts
 }
 
-// SaleInvariants reads the sale_invariant view for every sale, for a person
-// to read (`flashline check`); it changes nothing (the invariant job is what
+// VariantCounts is one variant's row of the sale_variant_invariant view.
+type VariantCounts struct {
+	SKU                           string
+	InitialStock                  int
+	Available, Pending, Confirmed int
+	LedgerTotal                   int
+	OK                            bool
+}
+
+// SaleInvariants reads the sale_invariant view for every sale, and the
+// sale_variant_invariant view for each one's variants, for a person to read
+// (`flashline check`); it changes nothing (the invariant job is what
 // pauses a sale).
 func (s *Store) SaleInvariants(ctx context.Context) ([]SaleCounts, error) {
 	rows, err := dbsqlc.New(s.admin).SaleInvariantAll(ctx)
@@ -197,6 +216,23 @@ func (s *Store) SaleInvariants(ctx context.Context) ([]SaleCounts, error) {
 			Expired: int(r.Expired), Cancelled: int(r.Cancelled), Voided: int(r.Voided), LedgerTotal: int(r.LedgerTotal),
 			OK: r.Ok != nil && *r.Ok,
 		}
+	}
+	variants, err := dbsqlc.New(s.admin).VariantInvariantAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sale invariants: variants: %w", translate(err))
+	}
+	at := make(map[string]int, len(out))
+	for i, c := range out {
+		at[c.SaleID] = i
+	}
+	for _, v := range variants {
+		i, ok := at[v.SaleID]
+		if !ok {
+			continue // a sale made between the two reads
+		}
+		out[i].Variants = append(out[i].Variants, VariantCounts{SKU: v.Sku, InitialStock: int(v.InitialStock),
+			Available: int(v.Available), Pending: int(v.Pending), Confirmed: int(v.Confirmed),
+			LedgerTotal: int(v.LedgerTotal), OK: v.Ok != nil && *v.Ok})
 	}
 	return out, nil
 }

@@ -67,6 +67,9 @@ func reservationFromRow(row dbsqlc.ReservationGetRow) flashline.Reservation {
 	if row.VoidReason != nil {
 		r.VoidReason = *row.VoidReason
 	}
+	if row.Variant != nil {
+		r.Variant = *row.Variant
+	}
 	return r
 }
 

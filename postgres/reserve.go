@@ -63,13 +63,14 @@ func (s *Store) limitAdmitted(ctx context.Context, req flashline.ReserveRequest)
 
 // storedReceipt is the answer a stored key replays: its body, for a key
 // stored before migration 000015, or else its receipt made again from its
-// reservation's id, sale and quantity and the expiry the key kept (an
-// extension moves the reservation's own), the same bytes as the first
-// answer's: flashline.NewReceipt of the same values.
-func storedReceipt(body []byte, reservationID, saleID string, quantity int32, expiresAt *time.Time) []byte {
+// reservation's id, sale and quantity, the variant the request names (the
+// key's fingerprint holds it: a replay names the same one) and the expiry
+// the key kept (an extension moves the reservation's own), the same bytes
+// as the first answer's: flashline.NewReceipt of the same values.
+func storedReceipt(body []byte, reservationID, saleID string, quantity int32, variant string, expiresAt *time.Time) []byte {
 	if body != nil || expiresAt == nil { // the keys' CHECKs: one or the other
 		return body
 	}
 	return flashline.NewReceipt(flashline.Reservation{ID: reservationID, SaleID: saleID, Quantity: int(quantity),
-		State: flashline.ReservationPending, ExpiresAt: *expiresAt}).Bytes()
+		Variant: variant, State: flashline.ReservationPending, ExpiresAt: *expiresAt}).Bytes()
 }

@@ -242,13 +242,8 @@ func (s *Store) Sale(ctx context.Context, saleID string) (flashline.Sale, error)
 		return flashline.Sale{}, fmt.Errorf("sale %s: %w", saleID, translate(err))
 	}
 	sale := saleFromRow(row)
-	variants, err := dbsqlc.New(s.admin).VariantsOfSale(ctx, dbsqlc.VariantsOfSaleParams{SaleID: saleID})
-	if err != nil {
+	if sale.Variants, err = saleVariants(ctx, dbsqlc.New(s.admin), saleID); err != nil {
 		return flashline.Sale{}, fmt.Errorf("sale %s: variants: %w", saleID, translate(err))
-	}
-	for _, v := range variants {
-		sale.Variants = append(sale.Variants, flashline.Variant{SKU: v.Sku, Title: v.Title, InitialStock: int(v.InitialStock),
-			Available: int(v.Available), Pending: int(v.Pending), Confirmed: int(v.Confirmed), OK: v.Ok != nil && *v.Ok})
 	}
 	if sale.Admission == flashline.AdmissionLottery {
 		q := dbsqlc.New(s.admin)
@@ -262,6 +257,21 @@ func (s *Store) Sale(ctx context.Context, saleID string) (flashline.Sale, error)
 		sale.Lottery = &l
 	}
 	return sale, nil
+}
+
+// saleVariants are a sale's variants in order with their live counts (none
+// for a sale without variants).
+func saleVariants(ctx context.Context, q *dbsqlc.Queries, saleID string) ([]flashline.Variant, error) {
+	rows, err := q.VariantsOfSale(ctx, dbsqlc.VariantsOfSaleParams{SaleID: saleID})
+	if err != nil {
+		return nil, err
+	}
+	var out []flashline.Variant
+	for _, v := range rows {
+		out = append(out, flashline.Variant{SKU: v.Sku, Title: v.Title, InitialStock: int(v.InitialStock),
+			Available: int(v.Available), Pending: int(v.Pending), Confirmed: int(v.Confirmed), OK: v.Ok != nil && *v.Ok})
+	}
+	return out, nil
 }
 
 func saleFromRow(r dbsqlc.SaleGetRow) flashline.Sale {

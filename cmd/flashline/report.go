@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/flashline/flashline/api"
@@ -67,6 +68,12 @@ func printReport(w io.Writer, r api.Report) {
 	for _, f := range reportFigures(r) {
 		fmt.Fprintf(tw, "%s\t%s\n", f[0], f[1])
 	}
+	if vs := variantRows(r.Sale); vs != nil {
+		fmt.Fprintln(tw, "\nVARIANT\tTITLE\tINITIAL\tSOLD\tHELD\tAVAILABLE")
+		for _, v := range vs {
+			fmt.Fprintln(tw, strings.Join(v, "\t"))
+		}
+	}
 	fmt.Fprintln(tw, "\nWHEN\tWHAT\tWHO\tNOTE")
 	for _, m := range r.Timeline {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.At, m.Event, m.By, m.Note)
@@ -74,9 +81,21 @@ func printReport(w io.Writer, r api.Report) {
 	_ = tw.Flush()
 }
 
+// variantRows are a sale's variants as the report shows them: sold is
+// confirmed, held pending (nil for a sale without variants).
+func variantRows(s api.Sale) [][]string {
+	var rows [][]string
+	for _, v := range s.Variants {
+		rows = append(rows, []string{v.SKU, v.Title, strconv.Itoa(v.InitialStock), strconv.Itoa(v.Confirmed),
+			strconv.Itoa(v.Pending), strconv.Itoa(v.Available)})
+	}
+	return rows
+}
+
 // writeReportCSV writes the figures as (figure,value) rows, a blank row,
-// then the timeline as at,event,by,note, and for a waiting room a blank row
-// and the arrivals of each minute as minute,arrivals.
+// then the timeline as at,event,by,note, for a waiting room a blank row
+// and the arrivals of each minute as minute,arrivals, and for a sale with
+// variants a blank row and variant,title,initial,sold,held,available.
 func writeReportCSV(w io.Writer, r api.Report) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"figure", "value"})
@@ -93,6 +112,13 @@ func writeReportCSV(w io.Writer, r api.Report) error {
 		_ = cw.Write([]string{"minute", "arrivals"})
 		for _, m := range r.Queue.ArrivalsByMinute {
 			_ = cw.Write([]string{m.Minute, strconv.FormatInt(m.Count, 10)})
+		}
+	}
+	if vs := variantRows(r.Sale); vs != nil {
+		_ = cw.Write(nil)
+		_ = cw.Write([]string{"variant", "title", "initial", "sold", "held", "available"})
+		for _, v := range vs {
+			_ = cw.Write(v)
 		}
 	}
 	cw.Flush()

@@ -17,7 +17,8 @@ import (
 )
 
 const saleUsage = `usage:
-  flashline sale create --sku SKU --stock N [--title TEXT] [--image-url https://…]
+  flashline sale create --sku SKU (--stock N | --variants SKU:stock[:title],…|@FILE)
+                        [--title TEXT] [--image-url https://…]
                         [--limit 1] [--ttl 600] [--opens-at RFC3339]
                         [--admission direct|waiting_room] [--buckets 1]
                         [--fairness randomized_at_open|arrival_order] [--challenge-bits 0]
@@ -43,6 +44,15 @@ const saleUsage = `usage:
       writes it (ledger 'repair' rows naming the operator, one transaction).
       The sale stays paused: resume it once 'flashline check' says ok (a gated
       sale: after 'flashline gate rebuild').
+
+  A sale with variants (sizes, tiers, editions through one line):
+    flashline sale create --sku drop-1 --admission waiting_room \
+        --variants 'S:100:Small,M:100:Medium,L:100:Large'
+  or --variants @variants.json, a JSON array as POST /admin/sales has it, for
+  titles with commas or a variant's own --buckets:
+    [{"sku": "S", "title": "Small", "stock": 100, "buckets": 2}, ...]
+  sale show prints each variant's counts; sale report each one's sold, held
+  and available.
 `
 
 func runSale(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -56,7 +66,7 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	e := newFlags("sale "+sub, getenv, stderr)
 	e.FS.Usage = func() { fmt.Fprint(stderr, saleUsage); e.FS.PrintDefaults() }
-	var dbURL, redisURL, opensAt, title, imageURL string
+	var dbURL, redisURL, opensAt, title, imageURL, variants string
 	e.databaseURL(&dbURL)
 	e.redisURL(&redisURL)
 	var req handlers.CreateSaleRequest
@@ -68,7 +78,8 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	switch sub {
 	case "create":
 		e.FS.StringVar(&req.SKU, "sku", "", "the SKU on sale (required)")
-		e.FS.IntVar(&stock, "stock", 0, "units on sale (required)")
+		e.FS.IntVar(&stock, "stock", 0, "units on sale (required, unless --variants)")
+		e.FS.StringVar(&variants, "variants", "", variantsHelp)
 		e.FS.StringVar(&title, "title", "", "what the waiting-room page calls the product, 1-120 characters (empty: the SKU)")
 		e.FS.StringVar(&imageURL, "image-url", "", "the product's picture on the waiting-room page, an https URL (empty: none)")
 		e.FS.IntVar(&req.PerCustomerLimit, "limit", 1, "most units one customer may hold")
@@ -107,7 +118,9 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 		if e.FS.NArg() != 0 {
 			return fmt.Errorf("sale create: unexpected argument %q", e.FS.Arg(0))
 		}
-		req.InitialStock = &stock
+		if err := variantsOrStock(e.FS, &req, stock, variants); err != nil {
+			return fmt.Errorf("sale create: %w", err)
+		}
 		if title != "" {
 			req.Title = &title
 		}

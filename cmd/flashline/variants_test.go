@@ -180,6 +180,8 @@ func buyAnyVariant(t *testing.T, to *client.Client, jwt, sale, admission string,
 			}
 			switch code := variantsErrorCode(r.Body); {
 			case r.Status == http.StatusCreated:
+				// The receipt, first or replayed, names the variant.
+				require.Equal(t, v, r.Value.Variant, "%s", r.Body)
 				return v, true
 			case r.Status == http.StatusServiceUnavailable || r.Status == http.StatusTooManyRequests ||
 				code == "request_in_progress":

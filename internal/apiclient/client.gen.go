@@ -6187,6 +6187,9 @@ type Order struct {
 	//
 	// Examples: res_01J8Z3K6Q9V2T7N4W5X8Y0A1B2
 	ReservationId ReservationId `json:"reservationId"`
+
+	// Variant the SKU of the variant reserved, in a sale with variants; absent in a sale without
+	Variant *string `json:"variant,omitempty"`
 }
 
 // PaymentEvent defines model for PaymentEvent.
@@ -6399,6 +6402,9 @@ type Receipt struct {
 	// Examples: sale_01J8Z3K6Q9V2T7N4W5X8Y0A1B2
 	SaleId SaleId           `json:"saleId"`
 	State  ReservationState `json:"state"`
+
+	// Variant the SKU of the variant reserved, in a sale with variants; absent in a sale without
+	Variant *string `json:"variant,omitempty"`
 }
 
 // RegisterRequest defines model for RegisterRequest.
@@ -6510,6 +6516,9 @@ type Reservation struct {
 	// Examples: sale_01J8Z3K6Q9V2T7N4W5X8Y0A1B2
 	SaleId SaleId           `json:"saleId"`
 	State  ReservationState `json:"state"`
+
+	// Variant the SKU of the variant reserved, in a sale with variants; absent in a sale without
+	Variant *string `json:"variant,omitempty"`
 }
 
 // ReservationId `res_` and a ULID

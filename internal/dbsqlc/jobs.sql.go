@@ -348,38 +348,39 @@ func (q *Queries) SweepTryLock(ctx context.Context) (bool, error) {
 	return locked, err
 }
 
-const variantInvariantMismatches = `-- name: VariantInvariantMismatches :many
-SELECT v.sku, v.initial_stock, v.available, v.pending, v.confirmed, v.ledger_total
+const variantInvariants = `-- name: VariantInvariants :many
+SELECT v.sku, v.initial_stock, v.available, v.pending, v.confirmed, v.ledger_total, v.ok
   FROM sale_variant_invariant v
- WHERE v.sale_id = $1 AND NOT v.ok
+ WHERE v.sale_id = $1
  ORDER BY v.position
 `
 
-type VariantInvariantMismatchesParams struct {
+type VariantInvariantsParams struct {
 	SaleID string
 }
 
-type VariantInvariantMismatchesRow struct {
+type VariantInvariantsRow struct {
 	Sku          string
 	InitialStock int32
 	Available    int64
 	Pending      int64
 	Confirmed    int64
 	LedgerTotal  int64
+	Ok           *bool
 }
 
-// The variants of @sale_id whose stock does not add up (the
-// sale_variant_invariant view, migration 000026), in order: none for a sale
-// without variants.
-func (q *Queries) VariantInvariantMismatches(ctx context.Context, arg VariantInvariantMismatchesParams) ([]VariantInvariantMismatchesRow, error) {
-	rows, err := q.db.Query(ctx, variantInvariantMismatches, arg.SaleID)
+// The invariant of each variant of @sale_id (the sale_variant_invariant
+// view, migration 000026), in order: none for a sale without variants, at
+// most 100 (sales_variant_count_range).
+func (q *Queries) VariantInvariants(ctx context.Context, arg VariantInvariantsParams) ([]VariantInvariantsRow, error) {
+	rows, err := q.db.Query(ctx, variantInvariants, arg.SaleID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []VariantInvariantMismatchesRow
+	var items []VariantInvariantsRow
 	for rows.Next() {
-		var i VariantInvariantMismatchesRow
+		var i VariantInvariantsRow
 		if err := rows.Scan(
 			&i.Sku,
 			&i.InitialStock,
@@ -387,6 +388,7 @@ func (q *Queries) VariantInvariantMismatches(ctx context.Context, arg VariantInv
 			&i.Pending,
 			&i.Confirmed,
 			&i.LedgerTotal,
+			&i.Ok,
 		); err != nil {
 			return nil, err
 		}

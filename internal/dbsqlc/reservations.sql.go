@@ -83,10 +83,12 @@ const reservationGet = `-- name: ReservationGet :one
 SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
        r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
        r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
-       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry
+       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry,
+       v.sku AS variant
   FROM reservations r
   JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
+  LEFT JOIN sale_variants v ON v.sale_id = r.sale_id AND v.position = r.bucket / 64
  WHERE r.reservation_id = $1
 `
 
@@ -113,9 +115,12 @@ type ReservationGetRow struct {
 	PaymentReference *string
 	Confirmation     string
 	PastExpiry       bool
+	Variant          *string
 }
 
-// A reservation, its order if it has one, and who confirms its sale's holds.
+// A reservation, its order if it has one, who confirms its sale's holds, and
+// its variant's SKU (NULL for a sale without variants): its bucket names the
+// variant's position (bucket / 64, migration 000026).
 func (q *Queries) ReservationGet(ctx context.Context, arg ReservationGetParams) (ReservationGetRow, error) {
 	row := q.db.QueryRow(ctx, reservationGet, arg.ReservationID)
 	var i ReservationGetRow
@@ -138,6 +143,7 @@ func (q *Queries) ReservationGet(ctx context.Context, arg ReservationGetParams) 
 		&i.PaymentReference,
 		&i.Confirmation,
 		&i.PastExpiry,
+		&i.Variant,
 	)
 	return i, err
 }
@@ -146,10 +152,12 @@ const reservationOfCustomer = `-- name: ReservationOfCustomer :one
 SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
        r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
        r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
-       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry
+       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry,
+       v.sku AS variant
   FROM reservations r
   JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
+  LEFT JOIN sale_variants v ON v.sale_id = r.sale_id AND v.position = r.bucket / 64
  WHERE r.sale_id = $1 AND r.customer_id = $2
    AND r.state IN ('pending', 'confirmed')
 `
@@ -178,6 +186,7 @@ type ReservationOfCustomerRow struct {
 	PaymentReference *string
 	Confirmation     string
 	PastExpiry       bool
+	Variant          *string
 }
 
 // A customer's active (pending or confirmed) reservation in a sale, with the
@@ -205,6 +214,7 @@ func (q *Queries) ReservationOfCustomer(ctx context.Context, arg ReservationOfCu
 		&i.PaymentReference,
 		&i.Confirmation,
 		&i.PastExpiry,
+		&i.Variant,
 	)
 	return i, err
 }

@@ -439,6 +439,55 @@ func (q *Queries) VariantInsert(ctx context.Context, arg VariantInsertParams) er
 	return err
 }
 
+const variantInvariantAll = `-- name: VariantInvariantAll :many
+SELECT v.sale_id, v.sku, v.initial_stock, v.available, v.pending, v.confirmed, v.ledger_total, v.ok
+  FROM sale_variant_invariant v
+ ORDER BY v.sale_id, v.position
+`
+
+type VariantInvariantAllRow struct {
+	SaleID       string
+	Sku          string
+	InitialStock int32
+	Available    int64
+	Pending      int64
+	Confirmed    int64
+	LedgerTotal  int64
+	Ok           *bool
+}
+
+// The invariant of every variant of every sale with variants (the
+// sale_variant_invariant view), as `flashline check` prints it under its
+// sale.
+func (q *Queries) VariantInvariantAll(ctx context.Context) ([]VariantInvariantAllRow, error) {
+	rows, err := q.db.Query(ctx, variantInvariantAll)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VariantInvariantAllRow
+	for rows.Next() {
+		var i VariantInvariantAllRow
+		if err := rows.Scan(
+			&i.SaleID,
+			&i.Sku,
+			&i.InitialStock,
+			&i.Available,
+			&i.Pending,
+			&i.Confirmed,
+			&i.LedgerTotal,
+			&i.Ok,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const variantsOfSale = `-- name: VariantsOfSale :many
 SELECT v.sku, t.title, v.initial_stock, v.available, v.pending, v.confirmed, v.ok
   FROM sale_variant_invariant v

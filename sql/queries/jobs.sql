@@ -61,13 +61,13 @@ SELECT i.sale_id, i.state, i.initial_stock, i.available, i.pending, i.confirmed,
    AND (sqlc.narg(sale_id)::text IS NULL OR i.sale_id = sqlc.narg(sale_id)::text)
  ORDER BY i.sale_id;
 
--- name: VariantInvariantMismatches :many
--- The variants of @sale_id whose stock does not add up (the
--- sale_variant_invariant view, migration 000026), in order: none for a sale
--- without variants.
-SELECT v.sku, v.initial_stock, v.available, v.pending, v.confirmed, v.ledger_total
+-- name: VariantInvariants :many
+-- The invariant of each variant of @sale_id (the sale_variant_invariant
+-- view, migration 000026), in order: none for a sale without variants, at
+-- most 100 (sales_variant_count_range).
+SELECT v.sku, v.initial_stock, v.available, v.pending, v.confirmed, v.ledger_total, v.ok
   FROM sale_variant_invariant v
- WHERE v.sale_id = @sale_id AND NOT v.ok
+ WHERE v.sale_id = @sale_id
  ORDER BY v.position;
 
 -- name: SaleLockForVerdict :exec

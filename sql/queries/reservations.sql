@@ -1,12 +1,16 @@
 -- name: ReservationGet :one
--- A reservation, its order if it has one, and who confirms its sale's holds.
+-- A reservation, its order if it has one, who confirms its sale's holds, and
+-- its variant's SKU (NULL for a sale without variants): its bucket names the
+-- variant's position (bucket / 64, migration 000026).
 SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
        r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
        r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
-       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry
+       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry,
+       v.sku AS variant
   FROM reservations r
   JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
+  LEFT JOIN sale_variants v ON v.sale_id = r.sale_id AND v.position = r.bucket / 64
  WHERE r.reservation_id = @reservation_id;
 
 -- name: ReservationOfCustomer :one
@@ -16,10 +20,12 @@ SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state
 SELECT r.reservation_id, r.sale_id, r.customer_id, r.bucket, r.quantity, r.state,
        r.created_at, r.expires_at, r.confirmed_at, r.cancelled_at, r.expired_at,
        r.restocked_at, o.order_id, r.voided_at, r.void_reason, o.payment_reference,
-       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry
+       s.confirmation, (r.expires_at <= now())::boolean AS past_expiry,
+       v.sku AS variant
   FROM reservations r
   JOIN sales s ON s.sale_id = r.sale_id
   LEFT JOIN orders o ON o.reservation_id = r.reservation_id
+  LEFT JOIN sale_variants v ON v.sale_id = r.sale_id AND v.position = r.bucket / 64
  WHERE r.sale_id = @sale_id AND r.customer_id = @customer_id
    AND r.state IN ('pending', 'confirmed');
 

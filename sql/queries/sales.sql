@@ -112,6 +112,14 @@ SELECT s.sale_id
 -- name: SaleExists :one
 SELECT EXISTS (SELECT 1 FROM sales WHERE sale_id = @sale_id);
 
+-- name: VariantInvariantAll :many
+-- The invariant of every variant of every sale with variants (the
+-- sale_variant_invariant view), as `flashline check` prints it under its
+-- sale.
+SELECT v.sale_id, v.sku, v.initial_stock, v.available, v.pending, v.confirmed, v.ledger_total, v.ok
+  FROM sale_variant_invariant v
+ ORDER BY v.sale_id, v.position;
+
 -- name: SaleInvariantAll :many
 -- The invariant for every sale, as `flashline check` prints it, with what
 -- the state shown is derived from (the opening time, the clock).
