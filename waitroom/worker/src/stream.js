@@ -57,6 +57,7 @@ export class Streams {
     this.bySale = new Map(); // sale id → its open streams
     this.byCustomer = new Map(); // sale id NUL customer → streams, oldest first
     this.pumper = null; // the stream whose request pulls the document
+    this.pumpBeat = 0; // when its pump last went round
     link.onChange = (saleID) => {
       for (const me of this.bySale.get(saleID) || []) me.wake("watch");
     };
@@ -199,23 +200,30 @@ export class Streams {
     }
   }
   // keepPulling makes me the stream whose request pulls the document when
-  // due, if none is.
+  // due, if none is, or if the one that was has not pulled for longer than
+  // a pull can take (its request ended without a word: the pump then
+  // never wakes again).
   keepPulling(me) {
-    if (this.pumper !== null) return;
+    if (this.pumper !== null && this.now() - this.pumpBeat < PULL_WAIT_MS + 2000) return;
     this.pumper = me;
+    this.pumpBeat = this.now();
     this.pump(me).catch(() => {});
   }
 
   async pump(me) {
     const link = this.link;
     while (this.pumper === me) {
+      this.pumpBeat = this.now();
       const due = link.lastPull + link.interval() - link.now();
       if (due > 0) {
         await timer(due).promise;
         continue;
       }
       const pull = link.refresh();
-      if (!pull) continue;
+      if (!pull) {
+        await timer(100).promise; // not due after all: never a loop without a wait
+        continue;
+      }
       const t = timer(PULL_WAIT_MS);
       await Promise.race([pull, t.promise]);
       t.cancel();
