@@ -115,7 +115,8 @@ func (s *sse) until(state string) status {
 
 // TestWorkerStatusStream: the Worker answers a waiting room's status
 // stream itself, as the Go edge's (handlers/stream.go): a waiter hears its
-// place (the one the origin's own stream gives), then its admission when
+// place (the one the origin's own stream gives; someone else's ticket is
+// refused as a poll is, admission_invalid), then its admission when
 // the sale opens, and the stream ends; waiters of a sale closed hear "sold
 // out" for good and their streams end; a customer's third stream for a sale
 // ends the oldest with event: reconnect and retry: 5000; the origin
@@ -187,6 +188,12 @@ func TestWorkerStatusStream(t *testing.T) {
 	require.Equal(t, "1", originStreams(), "the origin counts its own stream")
 	o.cancel()
 
+	// Someone else's ticket: the poll's answer, admission_invalid.
+	r, err := c.Do(ctx, http.MethodGet, worker+"/sales/"+toOpen+"/status/stream?token="+held, testserver.Token(t, "stream-other"), "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), "admission_invalid")
+
 	// The sale opens: the waiter hears its admission, and the stream ends.
 	res, err := c.To(origin.URL).OpenSale(ctx, testserver.AdminToken, toOpen)
 	require.NoError(t, err)
@@ -195,7 +202,7 @@ func TestWorkerStatusStream(t *testing.T) {
 	require.NotEmpty(t, admitted.AdmissionToken)
 	require.EqualValues(t, 120, admitted.ExpiresIn)
 	require.Equal(t, "end", s.next().Event, "the stream ends after the admission")
-	r, err := c.Do(ctx, http.MethodPost, worker+"/sales/"+toOpen+"/reservations", waiter, `{"quantity":1}`,
+	r, err = c.Do(ctx, http.MethodPost, worker+"/sales/"+toOpen+"/reservations", waiter, `{"quantity":1}`,
 		"Idempotency-Key", "stream-buy-1", "X-Admission-Token", admitted.AdmissionToken)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, r.Status, "the streamed admission buys: %s", r.Body)
