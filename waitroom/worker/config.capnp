@@ -20,6 +20,7 @@ const waitroom :Workerd.Worker = (
     (name = "tokens.js", esModule = embed "src/tokens.js"),
     (name = "watermarks.js", esModule = embed "src/watermarks.js"),
     (name = "room.js", esModule = embed "src/room.js"),
+    (name = "stream.js", esModule = embed "src/stream.js"),
   ],
   compatibilityDate = "2025-09-01",
   bindings = [

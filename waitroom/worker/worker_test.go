@@ -91,6 +91,39 @@ func startWorker(t *testing.T, origins ...string) string {
 // Worker's 40 tickets: []"); a wait ends as soon as its condition holds.
 const settle = 60 * time.Second
 
+// workerPulled waits until the Worker holds a document the origin made
+// after the call: two of its pulls answered by the origin since (an
+// isolate's pulls follow one another, so the first one's document is taken
+// by the time the second is answered). The Worker pulls when a request
+// finds it due (every second while no room is open or about to open), so
+// its /readyz is asked meanwhile. Until then, a sale the origin has just
+// created or opened is not the Worker's: its polls are passed on, and the
+// origin answers them.
+func workerPulled(t *testing.T, c *testserver.Client, origin, worker string) {
+	t.Helper()
+	syncs := func() int {
+		r, err := c.Do(context.Background(), http.MethodGet, origin+"/metrics", testserver.AdminToken, "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.Status)
+		n := 0
+		for _, line := range strings.Split(string(r.Body), "\n") {
+			if strings.HasPrefix(line, "flashline_http_requests_total{") && strings.Contains(line, `route="/edge/sync"`) {
+				v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+				require.NoError(t, err, line)
+				n += int(v)
+			}
+		}
+		return n
+	}
+	from := syncs()
+	require.Eventually(t, func() bool {
+		if resp, err := http.Get(worker + "/readyz"); err == nil {
+			resp.Body.Close()
+		}
+		return syncs() >= from+2
+	}, settle, 100*time.Millisecond, "the Worker pulls the origin's document")
+}
+
 // wrongSolution is the smallest decimal that does not solve the challenge.
 func wrongSolution(nonce string, bits int) string {
 	for n := 0; ; n++ {
@@ -276,6 +309,12 @@ func TestWorkerConformance(t *testing.T) {
 	res, err := c.To(origin.URL).OpenSale(ctx, testserver.AdminToken, open)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	// The Worker holds a document that says the room is open: what
+	// follows is its answer, not the origin's passed on (which, on a quiet
+	// machine, all of it once was, within the Worker's second between pulls;
+	// the origin stopped, the Worker then knew no such room and passed the
+	// polls on to nobody: 503).
+	workerPulled(t, c, origin.URL, worker)
 	buyer := testserver.Token(t, "worker-buyer")
 	held := ticket(t, c, worker, open, buyer)
 	tk, err := keys.ParseTicket(held)

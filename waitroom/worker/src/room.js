@@ -136,7 +136,10 @@ export class Room {
     return { status: 200, body: await this.ticketBody(s, t, await signTicket(this.keyring, t), now) };
   }
 
-  // status is GET /sales/{id}/status: Room.Status from the document.
+  // status is GET /sales/{id}/status: Room.Status from the document. An
+  // answer of 200 also says its state, when to ask again (pollAfter, ms)
+  // and whether it is final (admitted, the challenge, sold out for good):
+  // what the status stream needs (stream.js).
   async status(saleID, customer, token, solution) {
     const known = this.origins.sale(saleID);
     if (!known) return null;
@@ -146,7 +149,8 @@ export class Room {
     if (!t || t.saleID !== saleID || t.customerID !== customer) return admissionInvalid();
     if (committed(s, t)) return null;
     const msg = s.message ? `,"message":${jsonString(s.message, true)}` : "";
-    const soldOut = (full, poll) => ({ status: 200, body: `{"state":"sold_out"${full ? "" : `,"pollAfterMs":${poll}`}${msg},"queueIsFull":${full}}` });
+    const soldOut = (full, poll) => ({ status: 200, state: "sold_out", final: full, pollAfter: full ? 0 : poll,
+      body: `{"state":"sold_out"${full ? "" : `,"pollAfterMs":${poll}`}${msg},"queueIsFull":${full}}` });
     const waiting = () => {
       const w = wait(s, t, now);
       const paused = s.state === "paused";
@@ -155,7 +159,7 @@ export class Room {
       if (!fresh) poll = Math.max(poll, 5000);
       const body = `{"state":"waiting","position":${w.position}${range(w.low, w.high)},"estimatedWaitSeconds":${w.seconds},"pollAfterMs":${poll}` +
         `${paused ? ',"paused":true' : ""}${s.held ? ',"held":true' : ""}${fresh ? "" : ',"stale":true'}${msg}}`;
-      return { status: 200, body };
+      return { status: 200, state: "waiting", pollAfter: poll, body };
     };
     if (s.state === "closed") return soldOut(true);
     if (!fresh) return waiting();
@@ -171,11 +175,11 @@ export class Room {
     if (now - since > ADMISSION_TTL_S * 1000) return admissionInvalid();
     if (s.challengeBits > 0 && !(await verifyChallenge(this.keyring, t, solution, s.challengeBits))) {
       const c = { nonce: await challengeNonce(this.keyring.signer, t), bits: s.challengeBits };
-      return { status: 200, body: `{"state":"challenge_required"${msg},"challenge":${challengeJSON(c)}}` };
+      return { status: 200, state: "challenge_required", final: true, body: `{"state":"challenge_required"${msg},"challenge":${challengeJSON(c)}}` };
     }
     const a = { id: await admissionID(t), saleID, customerID: customer, expiresAt: Math.floor(now / 1000) + ADMISSION_TTL_S };
     const adm = await signAdmission(this.keyring, a);
-    return { status: 200, body: `{"state":"admitted"${msg},"admissionToken":${jsonString(adm, true)},"expiresIn":${ADMISSION_TTL_S}}` };
+    return { status: 200, state: "admitted", final: true, body: `{"state":"admitted"${msg},"admissionToken":${jsonString(adm, true)},"expiresIn":${ADMISSION_TTL_S}}` };
   }
 
   room(saleID) {

@@ -17,6 +17,19 @@ const REPORT_TTL_MS = 10000;
 // STALE_AFTER_MS is how long a sale's facts are trusted past the document's
 // lifetime: the Go edge's sale cache trusts an entry a second more.
 const STALE_AFTER_MS = 1000;
+// PULL_STUCK_MS: a pull started in a request that has ended since (a
+// status stream closed mid-pull) never settles; after this long the next
+// request starts another.
+const PULL_STUCK_MS = 3 * ORIGIN_TIMEOUT_MS;
+
+// waitersSee is what every waiter of a sale is told at once (salecache's seen):
+// its state, sold out and for good, the queue held, the operator's message,
+// the opening; and here also what changes every waiter's place or question
+// (the crowd frozen, its final seed, the challenge). The watermark, which
+// moves every pull while the sale is open, is not: a waiter hears of it at
+// the pace its answers set.
+const waitersSee = (s) => JSON.stringify([s.state, !!s.soldOut, !!s.pendingHolds, !!s.held, s.message || "", s.opensAt || "",
+  s.preopenCount, !!s.finalSeed, s.challengeBits]);
 
 export class Origins {
   constructor(keyring, origins, edgeID, now = () => Date.now()) {
@@ -30,8 +43,19 @@ export class Origins {
     this.totals = new Map(); // sale id → pre-open tickets signed here
     this.seen = new Map(); // sale id → Set of draws counted
     this.pulling = null;
+    this.pullStarted = 0;
     this.lastPull = -Infinity;
     this.flushing = null;
+    this.versions = new Map(); // sale id → how often what its waiters are told changed
+    this.onChange = null; // called with a sale id when its version moves
+  }
+
+  // version is a number that moves when what every waiter of saleID is
+  // told changes in this isolate's document (see waitersSee), or a document
+  // comes after a stale one: a status stream (stream.js) waits for it to
+  // move, as the Go edge's streams wait on salecache's Watch.
+  version(saleID) {
+    return this.versions.get(saleID) || 0;
   }
 
   // dbNow is the database's clock as the last document said it (ms).
@@ -69,9 +93,9 @@ export class Origins {
   // refresh pulls when due; the returned promise settles when the pull
   // does (null when none was due).
   refresh() {
-    if (this.pulling) return this.pulling;
+    if (this.pulling && this.now() - this.pullStarted < PULL_STUCK_MS) return this.pulling;
     if (this.now() - this.lastPull < this.interval()) return null;
-    this.lastPull = this.now();
+    this.lastPull = this.pullStarted = this.now();
     this.pulling = this.sync().catch(() => {}).finally(() => { this.pulling = null; });
     return this.pulling;
   }
@@ -165,9 +189,16 @@ export class Origins {
     const doc = await openWatermarks(this.keyring, token);
     if (!(doc.exp > doc.iat) || doc.exp - doc.iat > 60000) throw new Error("watermarks: lifetime out of bounds");
     if (this.doc && doc.iat < this.doc.iat && this.fresh()) return;
+    const before = this.doc, wasFresh = this.fresh();
     this.doc = doc;
     this.received = this.now();
     this.good = origin;
+    for (const id of new Set([...doc.sales.keys(), ...(before ? before.sales.keys() : [])])) {
+      const was = before && before.sales.get(id), is = doc.sales.get(id);
+      if (wasFresh && was && is && waitersSee(was) === waitersSee(is)) continue;
+      this.versions.set(id, this.version(id) + 1);
+      if (this.onChange) this.onChange(id);
+    }
   }
 }
 

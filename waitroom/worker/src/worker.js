@@ -2,10 +2,10 @@
 // --role edge` does for waiting rooms, on the web platform's APIs alone
 // (fetch, WebCrypto, the Cache API). See docs/edge.md.
 //
-//   - GET /sales/{id}/ticket and /status of a waiting room the origins'
-//     signed watermarks document names, for a customer whose HS256 token
-//     the Worker decides: answered here (room.js), in the formats origins
-//     and the Go edge use;
+//   - GET /sales/{id}/ticket, /status and /status/stream of a waiting room
+//     the origins' signed watermarks document names, for a customer whose
+//     HS256 token the Worker decides: answered here (room.js, stream.js), in
+//     the formats origins and the Go edge use;
 //   - the waiting page and its assets: the origin's, kept in the Cache API
 //     for as long as the origin's Cache-Control allows;
 //   - /admin, /metrics and /edge/*: 404, as on the Go edge;
@@ -19,9 +19,10 @@
 import { customerOf, jwtKeyOf, parseKeyring } from "./tokens.js";
 import { Origins } from "./watermarks.js";
 import { Room, errorBody } from "./room.js";
+import { Streams } from "./stream.js";
 
 const SALE_ID = "sale_[0-7][0-9A-HJKMNP-TV-Z]{25}";
-const ROOM_PATH = new RegExp(`^/sales/(${SALE_ID})/(ticket|status)$`);
+const ROOM_PATH = new RegExp(`^/sales/(${SALE_ID})/(ticket|status|status/stream)$`);
 const PAGE_PATH = new RegExp(`^/sales/${SALE_ID}/wait$`);
 const CORS_EXPOSE = "Retry-After, Idempotent-Replayed";
 
@@ -33,7 +34,7 @@ async function init(env) {
   if (origins.length === 0) throw new Error("ORIGINS is not set");
   const id = env.EDGE_ID || "worker-" + [...crypto.getRandomValues(new Uint8Array(4))].map((b) => b.toString(16).padStart(2, "0")).join("");
   const link = new Origins(keyring, origins, id);
-  return { origins, link, room: new Room(keyring, link), jwtKey: await jwtKeyOf(env.FLASHLINE_JWT_SECRET), good: 0 };
+  return { origins, link, room: new Room(keyring, link), streams: new Streams(link), jwtKey: await jwtKeyOf(env.FLASHLINE_JWT_SECRET), good: 0 };
 }
 
 export default {
@@ -59,6 +60,15 @@ export default {
     const m = request.method === "GET" && ROOM_PATH.exec(path);
     if (m) {
       const answer = await roomAnswer(st, request, url, m[1], m[2], ctx);
+      if (answer && answer.stream) {
+        return new Response(answer.stream, { status: 200, headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-store",
+          "X-Accel-Buffering": "no", "Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": CORS_EXPOSE } });
+      }
+      if (answer && answer.overloaded) {
+        // Past MAX_STREAMS in this isolate: handlers/errors.go's overloaded.
+        return json(503, errorBody("overloaded", "too busy right now; retry shortly"),
+          { "Retry-After": String(1 + Math.floor(Math.random() * 2)), "Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": CORS_EXPOSE });
+      }
       if (answer) {
         const headers = { "Cache-Control": "no-store", "Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": CORS_EXPOSE };
         if (answer.retryAfter) headers["Retry-After"] = answer.retryAfter;
@@ -88,7 +98,9 @@ async function roomAnswer(st, request, url, saleID, route, ctx) {
   if (customer === null) return null;
   if (route === "ticket") return st.room.ticket(saleID, customer, params.token || "", ctx);
   if (!("token" in params)) return null;
-  return st.room.status(saleID, customer, params.token, params.solution || "");
+  const status = () => st.room.status(saleID, customer, params.token, params.solution || "");
+  if (route === "status/stream") return st.streams.serve(saleID, customer, status, ctx);
+  return status();
 }
 
 function isPageOrAsset(path) {
