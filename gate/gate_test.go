@@ -427,6 +427,39 @@ func TestGateLimitSeesACancelNotRelayedYet(t *testing.T) {
 	require.EqualValues(t, 9, st.Counter)
 }
 
+// TestGateLimitSeesAUnitStillInFlight: the gate counts a customer's unit
+// from its step on, before the database has decided its request; a unit
+// that request will not keep (refused, its return not written yet: giveBack
+// runs after the answer) is neither a hold nor owed back. A limit refusal
+// then is not the database's: the customer holds nothing, and is asked to
+// retry (503), not told limit_reached. Found by the chaos harness
+// (redis-kill; porcupine): a request answered sale_not_open while the sale
+// was paused after the rebuild had taken two units at the gate; the
+// customer's next request, before their return committed, was answered
+// limit_reached with no hold. Once a reservation holds the unit, the gate's
+// limit refusal stands.
+func TestGateLimitSeesAUnitStillInFlight(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	sale := f.sale(t, 10, 2)
+	ctx := context.Background()
+	// cust_1's request k1 took two units at the gate step; the database has
+	// not decided it yet.
+	_, fresh, err := f.g.Step(ctx, req(sale.ID, "cust_1", "k1", 2), 2)
+	require.NoError(t, err)
+	require.True(t, fresh)
+	_, err = f.store.Reserve(ctx, req(sale.ID, "cust_1", "k2", 1))
+	require.ErrorIs(t, err, flashline.ErrOverloaded, "the customer holds nothing: retry, not limit_reached")
+	require.NotErrorIs(t, err, flashline.ErrLimitReached)
+	// k1's retry reserves with its unit: now the customer holds the limit.
+	res, err := f.store.Reserve(ctx, req(sale.ID, "cust_1", "k1", 2))
+	require.NoError(t, err)
+	require.False(t, res.Replayed)
+	_, err = f.store.Reserve(ctx, req(sale.ID, "cust_1", "k2", 1))
+	require.ErrorIs(t, err, flashline.ErrLimitReached)
+	st := f.settle(t, sale.ID)
+	require.EqualValues(t, 8, st.Counter)
+}
+
 // TestGateReplaysStoredAnswerWhileRedisIsDown: a retry whose first attempt
 // reserved gets its stored answer while the gate cannot run its step (Redis
 // down, then back empty), as without the gate. Found by the chaos harness

@@ -216,6 +216,16 @@ func precheck(s flashline.SaleFacts, req flashline.ReserveRequest, now time.Time
 // the stock cannot be counted and fails the sale closed for the request. A
 // retry storm makes this common (an abandoned attempt's unit is owed back
 // while its retry arrives), and nothing is down.
+//
+// Nor is anything owed yet for a unit the gate handed out to a request the
+// database has not decided, or refused a moment ago (its return is written
+// off the request's path, after the answer): the gate counts it from its
+// step on. So a refusal with nothing owed stands only when the database
+// agrees, the customer holding an active reservation (the purchase path's
+// own limit_reached); otherwise the units the gate counts are in flight and
+// the buyer is asked to retry as well (found by the chaos harness,
+// redis-kill: a customer whose request was refused while the sale was
+// paused was told limit_reached by their next one, holding nothing).
 func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, limit int) (gateOutcome, error) {
 	owed, err := g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
 	if err == nil && owed > 0 {
@@ -227,8 +237,18 @@ func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, l
 		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.Unavailable(ctx, err))
 	}
 	out, err := g.step(ctx, req, limit)
-	if errors.Is(err, flashline.ErrLimitReached) && owed > 0 {
+	if !errors.Is(err, flashline.ErrLimitReached) {
+		return out, err
+	}
+	if owed > 0 {
 		return gateOutcome{}, fmt.Errorf("gate of sale %s: %d units of %s still owed back to the counter: %w", req.SaleID, owed, req.CustomerID, flashline.ErrOverloaded)
+	}
+	holds, herr := g.store.CustomerHolds(ctx, req.SaleID, req.CustomerID)
+	switch {
+	case herr != nil:
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.Unavailable(ctx, herr))
+	case !holds:
+		return gateOutcome{}, fmt.Errorf("gate of sale %s: units of %s in flight (handed out, neither held nor returned yet): %w", req.SaleID, req.CustomerID, flashline.ErrOverloaded)
 	}
 	return out, err
 }

@@ -141,6 +141,19 @@ func (s *Store) OwedToCustomer(ctx context.Context, saleID, customerID string) (
 	return n, nil
 }
 
+// CustomerHolds is whether the customer holds an active (pending or
+// confirmed) reservation of the sale.
+func (s *Store) CustomerHolds(ctx context.Context, saleID, customerID string) (bool, error) {
+	// A buyer's request waits for it, as for OwedToCustomer.
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ReserveTimeout)
+	defer cancel()
+	holds, err := dbsqlc.New(s.sale).GateCustomerHolds(ctx, dbsqlc.GateCustomerHoldsParams{SaleID: saleID, CustomerID: customerID})
+	if err != nil {
+		return false, fmt.Errorf("holds of %s in sale %s: %w", customerID, saleID, translate(err))
+	}
+	return holds, nil
+}
+
 // GatedSales lists the gated sales the gate job looks after.
 func (s *Store) GatedSales(ctx context.Context) ([]flashline.GatedSale, error) {
 	rows, err := dbsqlc.New(s.admin).GatedSales(ctx)

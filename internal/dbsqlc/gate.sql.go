@@ -10,6 +10,27 @@ import (
 	"time"
 )
 
+const gateCustomerHolds = `-- name: GateCustomerHolds :one
+SELECT EXISTS (SELECT 1 FROM reservations
+                WHERE sale_id = $1::text AND customer_id = $2::text
+                  AND state IN ('pending', 'confirmed'))::boolean
+`
+
+type GateCustomerHoldsParams struct {
+	SaleID     string
+	CustomerID string
+}
+
+// Whether the customer holds an active (pending or confirmed) reservation
+// of the sale: what the purchase path refuses limit_reached for (has_active
+// in reserve.sql).
+func (q *Queries) GateCustomerHolds(ctx context.Context, arg GateCustomerHoldsParams) (bool, error) {
+	row := q.db.QueryRow(ctx, gateCustomerHolds, arg.SaleID, arg.CustomerID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const gateIncident = `-- name: GateIncident :one
 WITH p AS (
     UPDATE sales

@@ -98,6 +98,14 @@ SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::te
 SELECT coalesce(sum(quantity), 0)::bigint FROM gate_outbox
  WHERE sale_id = @sale_id::text AND customer_id = @customer_id::text AND applied_at IS NULL;
 
+-- name: GateCustomerHolds :one
+-- Whether the customer holds an active (pending or confirmed) reservation
+-- of the sale: what the purchase path refuses limit_reached for (has_active
+-- in reserve.sql).
+SELECT EXISTS (SELECT 1 FROM reservations
+                WHERE sale_id = @sale_id::text AND customer_id = @customer_id::text
+                  AND state IN ('pending', 'confirmed'))::boolean;
+
 -- name: GateStoredAnswer :one
 -- The stored answer to a customer's idempotency key (to replay), read on its
 -- own: a retry whose first attempt reserved is answered from it while the

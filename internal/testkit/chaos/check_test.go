@@ -26,6 +26,76 @@ func TestCheckRecorded(t *testing.T) {
 	}
 }
 
+// TestMinimizeRecorded shrinks a recorded history that porcupine finds not
+// linearizable to a minimal one that it still does (each operation left
+// out in turn, kept out when the rest stays illegal), and logs it:
+// FLASHLINE_CHAOS_RECHECK=chaos-out/<fault>-seed<n>.json. The 201s of holds
+// the sweeper expired are kept (an expiry of a hold no client was given is
+// illegal by itself).
+func TestMinimizeRecorded(t *testing.T) {
+	path := os.Getenv("FLASHLINE_CHAOS_RECHECK")
+	if path == "" {
+		t.Skip("FLASHLINE_CHAOS_RECHECK names no recorded history")
+	}
+	rec, err := ReadRecorded(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	illegal := func(ops []*Op) bool {
+		v := Check(context.Background(), rec.Initial, rec.OpensAt, rec.Customers, ops, rec.Facts)
+		return v.Porcupine == "Illegal"
+	}
+	ops := rec.Ops
+	if !illegal(ops) {
+		t.Skip("porcupine finds the history linearizable")
+	}
+	expired := map[string]bool{}
+	for _, r := range rec.Facts.Rows {
+		if r.State == OutExpired {
+			expired[r.ID] = true
+		}
+	}
+	for shrunk := true; shrunk; {
+		shrunk = false
+		for i := len(ops) - 1; i >= 0; i-- {
+			if ops[i].Kind == Reserve && ops[i].Outcome == OutCreated && expired[ops[i].ResID] {
+				continue
+			}
+			try := append(append([]*Op(nil), ops[:i]...), ops[i+1:]...)
+			if illegal(try) {
+				ops, shrunk = try, true
+			}
+		}
+	}
+	for _, op := range ops {
+		t.Logf("%s %s %3d %s", op.Call.Format("15:04:05.000"), op.Return.Format("15:04:05.000"), op.Client, describe(op))
+		for _, a := range op.Attempts {
+			t.Logf("      %s-%s instance %d: %s", a.Start.Format("15:04:05.000"), a.End.Format("15:04:05.000"), a.Instance, a.Label())
+		}
+	}
+}
+
+// TestLimitReachedWithoutAHoldIsIllegal: limit_reached is the answer to a
+// customer with an active hold, never to one who holds nothing (found by
+// redis-kill, where the gate refused a customer on the limit for units of
+// a refused request still on their way back: TestGateLimitSeesAUnitStillInFlight
+// in package gate).
+func TestLimitReachedWithoutAHoldIsIllegal(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	limit := &Op{Client: 0, Kind: Reserve, Customer: "c", Key: "k2", Qty: 1,
+		Call: t0, Return: t0.Add(10 * time.Millisecond), Outcome: OutLimitReached,
+		Attempts: []Attempt{{Status: 409, Code: "limit_reached", Start: t0, End: t0.Add(10 * time.Millisecond)}}}
+	f := Facts{
+		Initial: 2, Stock: 2, LedgerSum: 2, SaleState: "open", InvariantOK: true,
+		Ledger: map[string][]LedgerRow{"": {{Reason: "initial", Delta: 2, Committed: &t0}}},
+		Orders: map[string][]Order{},
+	}
+	v := Check(context.Background(), 2, time.Time{}, []string{"c"}, []*Op{limit}, f)
+	if v.Porcupine != "Illegal" || len(v.Violations) == 0 {
+		t.Fatalf("limit_reached without a hold: porcupine %s, violations %v", v.Porcupine, v.Violations)
+	}
+}
+
 // TestSweepVisibleUpToTheLagAfterItsCommit: a read of the sale sent just
 // after the sweeper's commit timestamp, which still sees the hold pending,
 // is legal: a transaction becomes visible up to VisibilityLag after its
