@@ -24,9 +24,10 @@ import (
 // turn: admitted, the page shows the choice with Small greyed and not
 // selectable. Medium's last unit goes to someone else while the shopper
 // chooses it: the reservation is refused (409 variant_sold_out), the page
-// greys Medium and says so, the keyboard chooses Large, and the
-// reservation is made with the same admission (no ticket or status request
-// in between) and names Large; the hold and the order show its title.
+// greys Medium and says so; a reload (in Arabic: right to left) shows the
+// same choice; the keyboard chooses Large, and the reservation is made with
+// the same admission (no ticket or status request in between) and names
+// Large; the hold and the order show its title.
 func TestWaitPageChoosesAVariant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives headless Chromium against a flashline serve process: not in -short")
@@ -143,6 +144,29 @@ func TestWaitPageChoosesAVariant(t *testing.T) {
 		b.fail("the note after variant_sold_out says %q, not that Medium is gone", note)
 	}
 	b.screenshot("variants-gone.png")
+	seen409 := false
+	for _, e := range eval[[]fetchEntry](b, `window.__flashlineFetches || []`) {
+		seen409 = seen409 || (strings.Contains(e.URL, "/reservations") && e.Status == http.StatusConflict)
+	}
+	if !seen409 {
+		b.fail("Medium greyed without a 409 from the reservation")
+	}
+
+	// A reload, in Arabic, keeps the admission and the choice (Small and
+	// Medium greyed), mirrored: the radio buttons on the right.
+	b.do("reload in Arabic", 30*time.Second, chromedp.Navigate(srv.URL+"/sales/"+saleID+"/wait?lang=ar"))
+	b.waitState(30*time.Second, "choosing")
+	if !eval[bool](b, disabled("S")) || !eval[bool](b, disabled("M")) || eval[bool](b, disabled("L")) {
+		b.fail("after a reload Small and Medium should be greyed, Large not")
+	}
+	if got := eval[string](b, `getComputedStyle(document.getElementById("variant-list")).direction`); got != "rtl" {
+		b.fail("the choice's direction in Arabic is %q", got)
+	}
+	if !eval[bool](b, fmt.Sprintf(`(function () { var i = document.querySelector(%q); return i.getBoundingClientRect().left > i.nextElementSibling.getBoundingClientRect().left; })()`, radio("L"))) {
+		b.fail("in Arabic the radio button is not on the right of its title")
+	}
+	b.noHorizontalScroll("choosing in Arabic")
+	b.screenshot("variants-choice-ar.png")
 
 	// The keyboard: the focus is on the first one left (Large); Space
 	// chooses it.
@@ -168,21 +192,19 @@ func TestWaitPageChoosesAVariant(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &res))
 	require.Equal(t, "L", res.Variant, "the reservation names the variant chosen")
 
-	// One admission: after the 409, the next request is the reservation
-	// that succeeded, not a ticket or a status.
-	var after []fetchEntry
-	seen409 := false
+	// One admission: since the reload the page asked for no ticket and no
+	// status, and its one reservation request made the hold.
+	var reservations []fetchEntry
 	for _, e := range eval[[]fetchEntry](b, `window.__flashlineFetches || []`) {
-		if strings.Contains(e.URL, "/reservations") && e.Status == http.StatusConflict {
-			seen409 = true
-			continue
+		if strings.Contains(e.URL, "/ticket") || strings.Contains(e.URL, "/status") {
+			b.fail("after variant_sold_out the page went back to the line: %s", e.URL)
 		}
-		if seen409 {
-			after = append(after, e)
+		if strings.Contains(e.URL, "/sales/"+saleID+"/reservations") {
+			reservations = append(reservations, e)
 		}
 	}
-	if !seen409 || len(after) == 0 || !strings.Contains(after[0].URL, "/sales/"+saleID+"/reservations") || after[0].Status != http.StatusCreated {
-		b.fail("after the 409 the page asked %+v, want the reservation (201) with the same admission", after)
+	if len(reservations) != 1 || reservations[0].Status != http.StatusCreated {
+		b.fail("after the reload the page's reservations were %+v, want one 201", reservations)
 	}
 	b.noHorizontalScroll("reserved")
 	b.screenshot("variants-reserved.png")

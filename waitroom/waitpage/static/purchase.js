@@ -121,6 +121,9 @@ export function reserve() {
 // reserved.
 function choose(adm, note) {
   stopAll();
+  // The panel first: the choice puts the focus in it, which a hidden
+  // element cannot take.
+  setState("choosing", t("variants.status"));
   showChoice(adm.variants, note, function (sku) {
     const now = store.getJSON(state.keys.admission);
     if (!now || !now.token) return getTicket();
@@ -128,7 +131,6 @@ function choose(adm, note) {
     store.setJSON(state.keys.admission, now);
     reserve();
   });
-  setState("choosing", t("variants.status"));
 }
 
 // resumeReservation shows the kept reservation at once, then asks the
