@@ -16,6 +16,9 @@
 //                       it the button waits for the payment's webhook
 //   flashline:order     {orderId, reservationId}  the payment confirmed the hold
 //
+// In a sale with variants each also carries variant: the SKU the shopper
+// chose (the button shows the choice once admitted).
+//
 // The customer's token comes from the shop: data-token names a function of
 // the shop's page (a global) that returns it, or a promise of it.
 
@@ -29,8 +32,12 @@ function emit(name, detail, cancelable) {
   return ev;
 }
 
+// holdOf is the hold as the shop's page gets it; in a sale with variants
+// with the SKU of the one chosen (variant).
 function holdOf(res) {
-  return { reservationId: res.reservationId, saleId: res.saleId || cfg.sale, quantity: res.quantity, expiresAt: res.expiresAt };
+  const hold = { reservationId: res.reservationId, saleId: res.saleId || cfg.sale, quantity: res.quantity, expiresAt: res.expiresAt };
+  if (res.variant) hold.variant = res.variant;
+  return hold;
 }
 
 // checkoutURL fills the shop's template with the hold's ids (URL-escaped).
@@ -66,7 +73,9 @@ if (cfg && cfg.root && !cfg.started) {
   };
   host.onOrder = function (order) {
     cfg.mount.dataset.orderId = order.orderId;
-    emit("flashline:order", { orderId: order.orderId, reservationId: order.reservationId }, false);
+    const detail = { orderId: order.orderId, reservationId: order.reservationId };
+    if (order.variant) detail.variant = order.variant;
+    emit("flashline:order", detail, false);
   };
   const [{ store }, { sale }, { $, showError }, { begin }, { load, t }] = await Promise.all([
     import("./storage.js"), import("./state.js"), import("./ui.js"), import("./flow.js"), import("./i18n.js")

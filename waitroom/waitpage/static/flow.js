@@ -10,6 +10,7 @@
 //   account.js   the customer's token: sign in, the account chooser
 //   line.js      the ticket, the status polls, the proof of work
 //   purchase.js  reserve, the hold's countdown, pay, and the ends
+//   variants.js  a sale with variants: the admitted shopper's choice
 //   lottery.js   a lottery sale: register, the draw's outcome, buy when drawn
 //   i18n.js      the shopper's language: the words, numbers and times
 //

@@ -14,6 +14,7 @@ import { api, streamStatus, retryAfterMs, retryAfterOnly, roomDown, fetchPolicy 
 import { app, $, setState, showError, showWaiting, showPaused, showPolicy, showBroadcast, showUnreachable, showSale } from "./ui.js";
 import { rejectJWT } from "./account.js";
 import { reserve } from "./purchase.js";
+import { variantsOf } from "./variants.js";
 import { t } from "./i18n.js";
 
 // loadPolicy shows the sale (its product, its opening time) and how the
@@ -190,9 +191,12 @@ function onStatus(r, sentSolution, streaming) {
       return;
     }
     case "admitted":
+      // A sale with variants: the choice is the answer's list, each with
+      // its availability (purchase.js asks which one before reserving).
       store.setJSON(state.keys.admission, {
         token: b.admissionToken,
-        expiresAt: Date.now() + (typeof b.expiresIn === "number" ? b.expiresIn : 120) * 1000
+        expiresAt: Date.now() + (typeof b.expiresIn === "number" ? b.expiresIn : 120) * 1000,
+        variants: variantsOf(b)
       });
       if (state.worker) { state.worker.terminate(); state.worker = null; }
       return reserve();

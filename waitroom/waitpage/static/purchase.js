@@ -4,6 +4,12 @@
 // holds when payment is slow), pay; and the ends: paid, expired, cancelled,
 // voided, limit reached.
 //
+// In a sale with variants the admitted shopper first chooses one
+// (variants.js): the reservation names it, and a variant refused as sold
+// out (variant_sold_out) is greyed and another may be chosen with the same
+// admission, which is good for one reservation of any variant. The
+// reservation and the order show the title of the one chosen.
+//
 // Paying depends on the sale. Where customers confirm ("confirmation":
 // "customer"), Pay confirms the hold and the order exists at once. Where the
 // payment confirms it (the default), the server answers payment_required:
@@ -21,12 +27,18 @@ import { rejectJWT } from "./account.js";
 import { getTicket, showSoldOut } from "./line.js";
 import { notify } from "./host.js";
 import { t, dateTime } from "./i18n.js";
+import { showChoice, hideChoice, markSoldOut, titleOf } from "./variants.js";
 
 // reserve makes the reservation with the admission token kept, or goes back
-// to the line when there is none.
+// to the line when there is none. In a sale with variants it first asks
+// which one, unless one was chosen for this admission already (a reload
+// resends the same request).
 export function reserve() {
   const adm = store.getJSON(state.keys.admission);
   if (!adm || !adm.token) return getTicket();
+  const variants = Array.isArray(adm.variants) ? adm.variants : [];
+  if (variants.length && !adm.variant) return choose(adm, "");
+  hideChoice();
   setState("reserving", t("admitted.status"));
   $("admitted-text").textContent = t("admitted.reserving");
   let key = store.get(state.keys.idem);
@@ -38,9 +50,10 @@ export function reserve() {
     "Idempotency-Key": key,
     "X-Admission-Token": adm.token,
     "Content-Type": "application/json"
-  }, JSON.stringify({ quantity: 1 })).then(function (r) {
+  }, JSON.stringify(adm.variant ? { variant: adm.variant, quantity: 1 } : { quantity: 1 })).then(function (r) {
     if (r.status >= 200 && r.status < 300 && r.body && r.body.reservationId) {
       state.attempts = 0;
+      if (r.body.variant) r.body.variantTitle = titleOf(variants, r.body.variant);
       store.setJSON(state.keys.reservation, r.body);
       store.del(state.keys.admission);
       return showReserved(r.body);
@@ -56,6 +69,16 @@ export function reserve() {
       case "sold_out":
         store.del(state.keys.idem);
         return showSoldOut();
+      case "variant_sold_out": {
+        // Nothing was reserved: choosing another is a new request (a new
+        // Idempotency-Key), with the same admission.
+        store.del(state.keys.idem);
+        const gone = adm.variant;
+        delete adm.variant;
+        if (!markSoldOut(variants, gone)) return showSoldOut();
+        store.setJSON(state.keys.admission, adm);
+        return choose(adm, t("variants.gone", { title: titleOf(variants, gone) }));
+      }
       case "limit_reached": {
         stopAll();
         store.del(state.keys.admission);
@@ -63,13 +86,14 @@ export function reserve() {
         // another device) or order holds the limit: the answer carries it,
         // and the page shows it with its Pay step, as if made here.
         const held = r.body && r.body.reservation;
+        if (held && held.variant) held.variantTitle = titleOf(variants, held.variant);
         if (held && held.reservationId && held.state === "pending") {
           store.del(state.keys.idem);
           store.setJSON(state.keys.reservation, held);
           return resumeReservation(held, getTicket);
         }
         if (held && held.reservationId && held.state === "confirmed") {
-          return paid({ orderId: held.orderId || "", reservationId: held.reservationId });
+          return paid({ orderId: held.orderId || "", reservationId: held.reservationId, variant: held.variant, variantTitle: held.variantTitle });
         }
         return setState("limit_reached", t("limit.status"));
       }
@@ -89,6 +113,23 @@ export function reserve() {
     }
     if (r.status === 401) return rejectJWT();
     showError(r.message);
+  });
+}
+
+// choose shows the sale's variants of admission adm (note: why the shopper
+// chooses again, "" none); the one chosen is kept with the admission, then
+// reserved.
+function choose(adm, note) {
+  stopAll();
+  // The panel first: the choice puts the focus in it, which a hidden
+  // element cannot take.
+  setState("choosing", t("variants.status"));
+  showChoice(adm.variants, note, function (sku) {
+    const now = store.getJSON(state.keys.admission);
+    if (!now || !now.token) return getTicket();
+    now.variant = sku;
+    store.setJSON(state.keys.admission, now);
+    reserve();
   });
 }
 
@@ -155,6 +196,11 @@ function merge(res, body) {
     expiresAt: body.expiresAt || res.expiresAt,
     awaitingPayment: !!res.awaitingPayment
   };
+  const variant = res.variant || body.variant;
+  if (variant) {
+    merged.variant = variant;
+    merged.variantTitle = res.variantTitle || variant;
+  }
   store.setJSON(state.keys.reservation, merged);
   return merged;
 }
@@ -165,6 +211,7 @@ function merge(res, body) {
 function showReserved(res) {
   stopAll();
   $("reservation-id").textContent = res.reservationId;
+  showVariant("reserved-variant", res);
   const expires = Date.parse(res.expiresAt);
   const el = $("expires-at");
   el.dateTime = res.expiresAt;
@@ -330,8 +377,22 @@ function showVoided() {
   setState("voided", t("voided.status"));
 }
 
-// paid keeps the order and shows it.
+// showVariant shows the title of the variant of rec (a reservation or an
+// order) in element id, or hides it for a sale without variants.
+function showVariant(id, rec) {
+  const title = rec.variantTitle || rec.variant || "";
+  $(id + "-title").textContent = title;
+  $(id).hidden = title === "";
+}
+
+// paid keeps the order and shows it, with the variant of the hold it
+// confirmed.
 function paid(order) {
+  const res = store.getJSON(state.keys.reservation);
+  if (!order.variant && res && res.reservationId === order.reservationId && res.variant) {
+    order.variant = res.variant;
+    order.variantTitle = res.variantTitle || res.variant;
+  }
   store.setJSON(state.keys.order, order);
   showPaid(order);
 }
@@ -340,6 +401,7 @@ export function showPaid(order) {
   stopAll();
   store.del(state.keys.admission);
   $("order-id").textContent = order.orderId;
+  showVariant("paid-variant", order);
   setState("paid", t("paid.status", { id: order.orderId }));
   notify("onOrder", order);
 }

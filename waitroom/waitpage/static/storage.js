@@ -6,7 +6,9 @@
 //   ….pow                                 the proof-of-work answer {nonce, solution}
 //   ….idempotencyKey                      the reservation's Idempotency-Key: a retried or
 //                                         reloaded reservation is the same one
-//   ….admission                           {token, expiresAt} while a reservation is being made
+//   ….admission                           {token, expiresAt, variants, variant} while a
+//                                         reservation is being made (variants: the sale's,
+//                                         to choose from; variant: the one chosen)
 //   ….reservation                         the reservation
 //   ….order                               the order
 //

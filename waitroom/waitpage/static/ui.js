@@ -1,10 +1,10 @@
 // The page's states on screen. The root element #app carries the state in
 // data-state: loading, signin, choose_account, lottery, waiting, paused,
-// unreachable, admitted, reserving, reserved, awaiting_payment, paid,
+// unreachable, admitted, choosing, reserving, reserved, awaiting_payment, paid,
 // sold_out, sold_out_for_now, limit_reached, expired, cancelled, voided,
-// error. Each has its <section id="state-…"> in
-// wait.html (reserving shows admitted's, awaiting_payment reserved's); only
-// the current one is shown.
+// error. Each has its <section id="state-…"> in wait.html (choosing and
+// reserving show admitted's, awaiting_payment reserved's); only the current
+// one is shown.
 
 import { state, stopAll } from "./state.js";
 import { host } from "./host.js";
@@ -17,7 +17,7 @@ export const app = host.root.getElementById("app");
 
 export function $(id) { return host.root.getElementById(id); }
 
-const sectionOf = { reserving: "admitted", awaiting_payment: "reserved" };
+const sectionOf = { choosing: "admitted", reserving: "admitted", awaiting_payment: "reserved" };
 
 // setState shows state name's section. announce is the status line's text.
 export function setState(name, announce) {
