@@ -78,6 +78,18 @@ type QueueReport struct {
 	Age      time.Duration
 }
 
+// QueueRow is one instance's or edge's counts of a sale's line (encoded)
+// to be written as of At: an origin writes the edges' counts it heard as
+// their rows, each as of when the edge signed its report, so that the
+// origins hearing the same report write it once and an older report never
+// replaces a newer one.
+type QueueRow struct {
+	SaleID   string
+	Instance string
+	Counts   []byte
+	At       time.Time
+}
+
 // DecodeQueueCounts reads one instance's counts, refusing what no instance
 // writes (bucket lists of another length, negative or absurd counts): a
 // row that cannot be read is left out of the sums rather than poisoning

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,9 @@ type Client struct {
 	received time.Time // by this edge's clock
 	good     int       // the origin that answered last
 	totals   map[string]int64
+	queue    map[string][]byte // sale id → this edge's counts of its line (PublishQueue)
 	changed  func(saleID string)
+	run      string // this run of the edge, in its reports
 
 	syncs atomic.Int64 // successful pulls, for tests and metrics
 }
@@ -97,7 +100,9 @@ func NewClient(keys *roomtoken.Keyring, opts Options) (*Client, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Client{keys: keys, opts: opts, totals: map[string]int64{}}, nil
+	var run [4]byte
+	rand.Read(run[:])
+	return &Client{keys: keys, opts: opts, totals: map[string]int64{}, queue: map[string][]byte{}, run: hex.EncodeToString(run[:])}, nil
 }
 
 // ID is the edge's id.
@@ -230,16 +235,50 @@ func (e *Client) Sync(ctx context.Context) error {
 
 // report is this edge's report now: its pre-open tickets in total, for the
 // rooms whose pre-open crowd is not frozen (the others are forgotten: no
-// origin counts them any more).
+// origin counts them any more), and its counts of the lines of the rooms
+// the document holds (those of a room gone from it are forgotten).
 func (e *Client) report() roomtoken.EdgeReport {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	rooms := map[string]bool{}
 	for _, s := range e.doc.Sales {
+		rooms[s.ID] = true
 		if s.PreopenCount >= 0 {
 			delete(e.totals, s.ID)
 		}
 	}
-	return roomtoken.EdgeReport{Edge: e.opts.ID, Preopen: maps.Clone(e.totals)}
+	rep := roomtoken.EdgeReport{Edge: e.opts.ID, Preopen: maps.Clone(e.totals), Run: e.run}
+	for id := range e.queue {
+		if !rooms[id] {
+			delete(e.queue, id)
+		}
+	}
+	// At most maxReportedLines of them (the first by id), so that a report
+	// stays well within what an origin reads (a line's counts are 2-3 kB
+	// at most).
+	for _, id := range slices.Sorted(maps.Keys(e.queue))[:min(len(e.queue), maxReportedLines)] {
+		if rep.Queue == nil {
+			rep.Queue = map[string]json.RawMessage{}
+		}
+		rep.Queue[id] = e.queue[id]
+	}
+	return rep
+}
+
+// maxReportedLines bounds the lines whose counts one report carries.
+const maxReportedLines = 32
+
+// PublishQueue is waitroom.QueuePublisher's: the edge's counts of the
+// lines it serves (the room's RunQueuePublisher gives those that changed,
+// once a second at most) join its report, which every origin hears and
+// publishes (waitroom's origin.go). Nothing is written here.
+func (e *Client) PublishQueue(_ context.Context, _ string, counts map[string][]byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id, c := range counts {
+		e.queue[id] = c
+	}
+	return nil
 }
 
 func (e *Client) now() time.Time { return e.opts.Now() }
