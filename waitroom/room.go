@@ -155,7 +155,7 @@ type Room struct {
 	// edgeLines is the edges' counts of the lines, as they reported them
 	// (analytics.go): an origin writes them.
 	edgeLines edgeLines
-	wm    struct {
+	wm        struct {
 		sync.Mutex
 		at  time.Time
 		doc string
