@@ -28,7 +28,8 @@ const QueueMinutes = 120
 
 // QueueActiveFresh is how recent an instance's counts must be for its
 // waiters seen lately (QueueCounts.Active) to count: an instance writes its
-// counts about once a second while it has waiters.
+// counts once a second while they change, and every 2.5 s at least while it
+// has active waiters.
 const QueueActiveFresh = 5 * time.Second
 
 // QueueCounts is one instance's counts of one sale's line since the

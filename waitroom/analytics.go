@@ -60,7 +60,16 @@ type saleQueue struct {
 	counts  flashline.QueueCounts
 	version int64 // grows with every change; wrote is the last written
 	wrote   int64
+	// swept is when sweep last changed the version: while waiters are
+	// active it does so every activeRefresh, so that the row stays fresh
+	// enough for its Active to count (flashline.QueueActiveFresh) in a
+	// line where nothing else changes (held, paused, slow).
+	swept time.Time
 }
+
+// activeRefresh is how often a line's counts are written while it has
+// active waiters, changed or not.
+const activeRefresh = flashline.QueueActiveFresh / 2
 
 func (q *queueStats) sale(saleID string) *saleQueue {
 	if q.sales == nil {
@@ -155,9 +164,10 @@ func (q *queueStats) sweep(now time.Time) {
 		}
 	}
 	for id, s := range q.sales {
-		if s.counts.Active != active[id] {
+		if s.counts.Active != active[id] || (active[id] > 0 && now.Sub(s.swept) >= activeRefresh) {
 			s.counts.Active = active[id]
 			s.version++
+			s.swept = now
 		}
 	}
 }
@@ -292,8 +302,10 @@ type edgeLine struct {
 const edgeLineForget = 10 * time.Minute
 
 // set records row's counts of saleID's line from a report signed at, heard
-// at now: kept unless a later report's are held.
-func (l *edgeLines) set(saleID, row string, counts []byte, at, now time.Time) {
+// at now: kept unless a later report's are held. The same counts as held
+// are written again (as of at) only when they have active waiters and
+// were written activeRefresh before, as an instance's own are.
+func (l *edgeLines) set(saleID, row string, counts []byte, active bool, at, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.rows == nil {
@@ -312,7 +324,7 @@ func (l *edgeLines) set(saleID, row string, counts []byte, at, now time.Time) {
 		m[row] = &edgeLine{counts: counts, at: at, heard: now}
 	case at.After(old.at):
 		old.heard = now
-		if !bytes.Equal(old.counts, counts) {
+		if !bytes.Equal(old.counts, counts) || (active && at.Sub(old.at) >= activeRefresh) {
 			old.counts, old.at, old.written = counts, at, false
 		}
 	}

@@ -182,7 +182,7 @@ func (r *Room) edgeQueue(rep roomtoken.EdgeReport) error {
 		if err != nil {
 			continue
 		}
-		r.edgeLines.set(saleID, row, b, rep.SignedAt, now)
+		r.edgeLines.set(saleID, row, b, c.Active > 0, rep.SignedAt, now)
 	}
 	return nil
 }
