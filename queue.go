@@ -28,7 +28,8 @@ const QueueMinutes = 120
 
 // QueueActiveFresh is how recent an instance's counts must be for its
 // waiters seen lately (QueueCounts.Active) to count: an instance writes its
-// counts about once a second while it has waiters.
+// counts once a second while they change, and every 2.5 s at least while it
+// has active waiters.
 const QueueActiveFresh = 5 * time.Second
 
 // QueueCounts is one instance's counts of one sale's line since the
@@ -76,6 +77,18 @@ type QueueReport struct {
 	Instance string
 	Counts   []byte
 	Age      time.Duration
+}
+
+// QueueRow is one instance's or edge's counts of a sale's line (encoded)
+// to be written as of At: an origin writes the edges' counts it heard as
+// their rows, each as of when the edge signed its report, so that the
+// origins hearing the same report write it once and an older report never
+// replaces a newer one.
+type QueueRow struct {
+	SaleID   string
+	Instance string
+	Counts   []byte
+	At       time.Time
 }
 
 // DecodeQueueCounts reads one instance's counts, refusing what no instance

@@ -127,6 +127,23 @@ func (s *Store) PublishQueue(ctx context.Context, instance string, counts map[st
 	return nil
 }
 
+// PublishEdgeQueues writes the edges' counts of the lines this origin
+// heard (waitroom's origin.go), each row as of the edge's report: one
+// statement, at most once a second per origin; the same report heard by
+// several origins changes the row once.
+func (s *Store) PublishEdgeQueues(ctx context.Context, rows []flashline.QueueRow) error {
+	var p dbsqlc.ConsoleQueuePublishEdgesParams
+	for _, r := range rows {
+		p.SaleIds, p.Instances, p.Counts = append(p.SaleIds, r.SaleID), append(p.Instances, r.Instance), append(p.Counts, r.Counts)
+		p.Ats = append(p.Ats, r.At)
+	}
+	// The room's pool, as PublishQueue.
+	if err := dbsqlc.New(s.room).ConsoleQueuePublishEdges(ctx, p); err != nil {
+		return fmt.Errorf("publish the edges' lines: %w", translate(err))
+	}
+	return nil
+}
+
 // PublishAnswers writes instance's reservation answers of its last seconds
 // (counts, encoded by the console: handlers/fleet.go) for every instance's
 // live page to read (Watch): one statement, at most once a second per

@@ -1,6 +1,7 @@
 package waitroom
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -59,7 +60,16 @@ type saleQueue struct {
 	counts  flashline.QueueCounts
 	version int64 // grows with every change; wrote is the last written
 	wrote   int64
+	// swept is when sweep last changed the version: while waiters are
+	// active it does so every activeRefresh, so that the row stays fresh
+	// enough for its Active to count (flashline.QueueActiveFresh) in a
+	// line where nothing else changes (held, paused, slow).
+	swept time.Time
 }
+
+// activeRefresh is how often a line's counts are written while it has
+// active waiters, changed or not.
+const activeRefresh = flashline.QueueActiveFresh / 2
 
 func (q *queueStats) sale(saleID string) *saleQueue {
 	if q.sales == nil {
@@ -154,9 +164,10 @@ func (q *queueStats) sweep(now time.Time) {
 		}
 	}
 	for id, s := range q.sales {
-		if s.counts.Active != active[id] {
+		if s.counts.Active != active[id] || (active[id] > 0 && now.Sub(s.swept) >= activeRefresh) {
 			s.counts.Active = active[id]
 			s.version++
+			s.swept = now
 		}
 	}
 }
@@ -210,18 +221,28 @@ func (r *Room) Reserved(a roomtoken.Admission) {
 }
 
 // QueuePublisher writes an instance's counts of each sale's line
-// (*postgres.Store).
+// (*postgres.Store), or, on an edge, passes them on to its origins
+// (edge.Client: they join its report).
 type QueuePublisher interface {
 	PublishQueue(ctx context.Context, instance string, counts map[string][]byte) error
 }
 
+// EdgeQueuePublisher writes the edges' counts of the lines an origin heard
+// in their reports, each row as of its report, an older never over a newer
+// (*postgres.Store).
+type EdgeQueuePublisher interface {
+	PublishEdgeQueues(ctx context.Context, rows []flashline.QueueRow) error
+}
+
 // RunQueuePublisher counts the waiters gone quiet and writes the counts of
 // the sales whose line changed (one statement for all of them) every
-// second, until ctx is done. A failed write is logged; the next tick writes
-// them again.
+// second, until ctx is done; and, when store is an EdgeQueuePublisher, the
+// edges' counts heard since the last write (one more statement). A failed
+// write is logged; the next tick writes them again.
 func (r *Room) RunQueuePublisher(ctx context.Context, store QueuePublisher, instance string, logger *slog.Logger) error {
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
+	edges, _ := store.(EdgeQueuePublisher)
 	for {
 		select {
 		case <-ctx.Done():
@@ -229,18 +250,128 @@ func (r *Room) RunQueuePublisher(ctx context.Context, store QueuePublisher, inst
 		case <-ticker.C:
 		}
 		r.queue.sweep(r.opts.Now())
-		counts, versions := r.queue.unwritten()
-		if len(counts) == 0 {
+		if counts, versions := r.queue.unwritten(); len(counts) > 0 {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := store.PublishQueue(wctx, instance, counts)
+			cancel()
+			if err != nil {
+				logger.WarnContext(ctx, "waitroom: publish the line's counts", "err", err)
+			} else {
+				r.queue.wrote(versions)
+			}
+		}
+		if edges == nil {
 			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := store.PublishQueue(wctx, instance, counts)
-		cancel()
-		if err != nil {
-			logger.WarnContext(ctx, "waitroom: publish the line's counts", "err", err)
+		if rows := r.edgeLines.unwritten(); len(rows) > 0 {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := edges.PublishEdgeQueues(wctx, rows)
+			cancel()
+			if err != nil {
+				logger.WarnContext(ctx, "waitroom: publish the edges' counts of the lines", "err", err)
+				continue
+			}
+			r.edgeLines.wrote(rows)
+		}
+	}
+}
+
+// edgeLines is what an origin heard of the edges' counts of the lines:
+// each run of each edge's latest counts of each sale's line, as its last
+// report said (cumulative since that run started, so a report lost or heard
+// twice changes nothing). Every origin hears every report; each writes the
+// counts that changed once a second at most, as of the report's signing, so
+// the first origin's write of a report stands and the others' change no row
+// (postgres: ConsoleQueuePublishEdges). At most maxEdges rows per sale; a
+// row not heard from for edgeLineForget after it was written is forgotten
+// (its row in the table stays, as an instance's does).
+type edgeLines struct {
+	mu   sync.Mutex
+	rows map[string]map[string]*edgeLine // sale id → row (edge/id/run) → counts
+}
+
+type edgeLine struct {
+	counts  []byte
+	at      time.Time // when the edge signed the report they came in
+	heard   time.Time // when this instance heard them, by its clock
+	written bool
+}
+
+// edgeLineForget is how long an origin keeps a run's counts it has written
+// and heard nothing new of.
+const edgeLineForget = 10 * time.Minute
+
+// set records row's counts of saleID's line from a report signed at, heard
+// at now: kept unless a later report's are held. The same counts as held
+// are written again (as of at) only when they have active waiters and
+// were written activeRefresh before, as an instance's own are.
+func (l *edgeLines) set(saleID, row string, counts []byte, active bool, at, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rows == nil {
+		l.rows = map[string]map[string]*edgeLine{}
+	}
+	m := l.rows[saleID]
+	if m == nil {
+		m = map[string]*edgeLine{}
+		l.rows[saleID] = m
+	}
+	old := m[row]
+	switch {
+	case old == nil && len(m) >= maxEdges:
+		return
+	case old == nil:
+		m[row] = &edgeLine{counts: counts, at: at, heard: now}
+	case at.After(old.at):
+		old.heard = now
+		if !bytes.Equal(old.counts, counts) || (active && at.Sub(old.at) >= activeRefresh) {
+			old.counts, old.at, old.written = counts, at, false
+		}
+	}
+}
+
+// keep forgets the sales for which keep is false, and the rows written and
+// not heard from for edgeLineForget.
+func (l *edgeLines) keep(keep func(saleID string) bool, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, m := range l.rows {
+		if !keep(id) {
+			delete(l.rows, id)
 			continue
 		}
-		r.queue.wrote(versions)
+		for row, c := range m {
+			if c.written && now.Sub(c.heard) > edgeLineForget {
+				delete(m, row)
+			}
+		}
+	}
+}
+
+// unwritten is the rows whose counts changed since they were written.
+func (l *edgeLines) unwritten() []flashline.QueueRow {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []flashline.QueueRow
+	for id, m := range l.rows {
+		for row, c := range m {
+			if !c.written {
+				out = append(out, flashline.QueueRow{SaleID: id, Instance: row, Counts: c.counts, At: c.at})
+			}
+		}
+	}
+	return out
+}
+
+// wrote records that rows were written (those since replaced by a later
+// report's counts stay unwritten).
+func (l *edgeLines) wrote(rows []flashline.QueueRow) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range rows {
+		if c := l.rows[w.SaleID][w.Instance]; c != nil && c.at.Equal(w.At) {
+			c.written = true
+		}
 	}
 }
 

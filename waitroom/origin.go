@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -140,6 +141,48 @@ func (r *Room) EdgeReport(token string) error {
 		if n > 0 && n <= maxReportedTickets && counting[saleID] {
 			r.edges.set(saleID, rep.Edge, n)
 		}
+	}
+	return r.edgeQueue(rep)
+}
+
+// maxRunLen bounds the name of an edge's run in its report.
+const maxRunLen = 16
+
+// edgeQueue keeps the edge's counts of the lines of the waiting rooms this
+// instance knows of, for RunQueuePublisher to write as the rows of this run
+// of the edge ("edge/" id "/" run). Counts no instance writes are left out;
+// a report without a run carries none (an edge of before the analytics).
+func (r *Room) edgeQueue(rep roomtoken.EdgeReport) error {
+	if rep.Run == "" {
+		return nil
+	}
+	if len(rep.Run) > maxRunLen || roomtoken.CheckEdgeID(rep.Run) != nil {
+		return errors.Join(flashline.ErrAdmissionInvalid, fmt.Errorf("edge report: run must be 1-%d characters of [A-Za-z0-9_-]", maxRunLen))
+	}
+	rooms := map[string]bool{}
+	for _, s := range r.cache.Sales() {
+		if s.Admission == flashline.AdmissionWaitingRoom {
+			rooms[s.ID] = true
+		}
+	}
+	now := r.opts.Now()
+	r.edgeLines.keep(func(saleID string) bool { return rooms[saleID] }, now)
+	row := "edge/" + rep.Edge + "/" + rep.Run
+	for saleID, raw := range rep.Queue {
+		if !rooms[saleID] {
+			continue
+		}
+		c, err := flashline.DecodeQueueCounts(raw)
+		if err != nil {
+			r.opts.Logger.Warn("waitroom: an edge's counts of a line", "edge", rep.Edge, "sale_id", saleID, "err", err)
+			continue
+		}
+		// Written as read, not as sent: no more than the counts.
+		b, err := json.Marshal(c)
+		if err != nil {
+			continue
+		}
+		r.edgeLines.set(saleID, row, b, c.Active > 0, rep.SignedAt, now)
 	}
 	return nil
 }

@@ -152,7 +152,10 @@ type Room struct {
 	admitted admittedMarks
 	// queue is this instance's counts of each line (analytics.go).
 	queue queueStats
-	wm    struct {
+	// edgeLines is the edges' counts of the lines, as they reported them
+	// (analytics.go): an origin writes them.
+	edgeLines edgeLines
+	wm        struct {
 		sync.Mutex
 		at  time.Time
 		doc string

@@ -2,7 +2,9 @@ package waitroom_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -865,4 +867,64 @@ func TestAdmissionOfATicketArrivingAfterItsTurn(t *testing.T) {
 	st := status(t, r, sale.ID, "bob", bob.Token, "")
 	require.Equal(t, waitroom.StatusAdmitted, st.State)
 	require.NotEmpty(t, st.AdmissionToken)
+}
+
+// TestEdgeQueueCountsWrittenOnce: two origins hear the same reports of an
+// edge's counts of a line (an edge sends each to every origin); each writes
+// the edge's row, as of the report's signing: the row holds the latest
+// report's counts, an older report heard late never replaces them, and a
+// report whose run is not a name is refused.
+func TestEdgeQueueCountsWrittenOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	opens := time.Now().Add(time.Hour)
+	sale := e.sale(t, flashline.NewSale{Fairness: flashline.FairnessArrivalOrder, OpensAt: &opens})
+	origins := []testRoom{e.room(t, waitroom.Options{}), e.room(t, waitroom.Options{})}
+	pctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	for i, o := range origins {
+		require.NoError(t, o.Load(ctx))
+		go func() { _ = o.RunQueuePublisher(pctx, e.store, fmt.Sprintf("origin-%d", i), slog.Default()) }()
+	}
+	counts := func(arrivals int64) json.RawMessage {
+		c := flashline.NewQueueCounts()
+		c.Arrivals = arrivals
+		b, err := json.Marshal(c)
+		require.NoError(t, err)
+		return b
+	}
+	report := func(arrivals int64, at time.Time) string {
+		return keys.SignEdgeReport(roomtoken.EdgeReport{Edge: "edge-1", Run: "r1", Queue: map[string]json.RawMessage{sale.ID: counts(arrivals)}}, at)
+	}
+	row := func() (arrivals int64) {
+		var b []byte
+		if err := e.pool.QueryRow(ctx, `SELECT counts FROM console_queues WHERE sale_id = $1 AND instance = 'edge/edge-1/r1'`, sale.ID).Scan(&b); err != nil {
+			return -1
+		}
+		c, err := flashline.DecodeQueueCounts(b)
+		require.NoError(t, err)
+		return c.Arrivals
+	}
+	now := time.Now()
+	older, newer := report(5, now.Add(-time.Second)), report(7, now)
+	for _, o := range origins {
+		require.NoError(t, o.EdgeReport(newer))
+	}
+	require.Eventually(t, func() bool { return row() == 7 }, 10*time.Second, 50*time.Millisecond, "the edge's row is written")
+	// The older report, heard late by one origin: its write changes nothing.
+	require.NoError(t, origins[1].EdgeReport(older))
+	fresh := waitroom.NewRoom(origins[1].cache, e.store, keys, capacity{limit: 20}, waitroom.Options{})
+	require.NoError(t, fresh.EdgeReport(older))
+	require.NoError(t, fresh.RunQueuePublisher(timeoutCtx(t, 2500*time.Millisecond), e.store, "origin-late", slog.Default()))
+	require.EqualValues(t, 7, row())
+
+	bad := keys.SignEdgeReport(roomtoken.EdgeReport{Edge: "edge-1", Run: "no/slash", Queue: map[string]json.RawMessage{sale.ID: counts(1)}}, now)
+	require.ErrorIs(t, origins[0].EdgeReport(bad), flashline.ErrAdmissionInvalid)
+}
+
+// timeoutCtx is a context done after d, or when the test ends.
+func timeoutCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -145,7 +145,10 @@ func serveEdge(ctx context.Context, cfg serveConfig, origins []string, logger *s
 	}
 	cancel()
 	running := newParts(logger)
-	running.startLoops(map[string]func(context.Context) error{"edge sync": client.Run, "sale cache": cache.Run, "room counts": room.RunCounts})
+	// The edge's counts of its lines (the queue's analytics) join its
+	// reports: its origins write them.
+	running.startLoops(map[string]func(context.Context) error{"edge sync": client.Run, "sale cache": cache.Run, "room counts": room.RunCounts,
+		"room lines": func(ctx context.Context) error { return room.RunQueuePublisher(ctx, client, client.ID(), logger) }})
 	ln, metricsLn, err := listen(cfg)
 	if err != nil {
 		return errors.Join(err, running.stopWithin(cfg.shutdownTimeout))

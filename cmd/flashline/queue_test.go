@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/api"
@@ -102,6 +103,126 @@ func TestQueueAnalyticsInTheReport(t *testing.T) {
 
 	// The live page adds the same counts.
 	r, err := c.To(servers[0].URL).Live(t.Context(), testserver.AdminToken, saleID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.NotNil(t, r.Value.Queue)
+	require.EqualValues(t, customers, r.Value.Queue.Arrivals)
+}
+
+// TestQueueAnalyticsThroughEdges: a sale whose crowd takes its tickets and
+// polls on two edges (flashline serve --role edge) with two origins: the
+// edges count their waiters as instances do and report their counts in
+// their syncs; the origins write them, one row per edge (edge/id/run), and
+// the report adds them to the origins' own (the reservations, made at an
+// origin through the edges). Nothing is written per arrival or poll: the
+// edges' rows are written at most once a second each, whichever origins
+// heard the report.
+func TestQueueAnalyticsThroughEdges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flashline serve processes: not in -short")
+	}
+	t.Parallel()
+	dbURL := testdb.New(t)
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	origins := []*testserver.Server{testserver.Start(t, dbURL, "--role", "origin"), testserver.Start(t, dbURL, "--role", "origin")}
+	originURLs := urls(origins)
+	// The edges' own metrics (their counts of the line, and the tickets
+	// they handed out themselves) on addresses of their own.
+	edgeMetrics := []string{testserver.FreeAddr(t), testserver.FreeAddr(t)}
+	edges := []*testserver.Server{
+		testserver.StartEdge(t, originURLs, "--metrics-addr", edgeMetrics[0]),
+		testserver.StartEdge(t, originURLs, "--metrics-addr", edgeMetrics[1]),
+	}
+	c := testserver.NewClient()
+	const customers, stock = 16, 6
+	opensAt := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)
+	saleID := c.CreateSale(t, origins[0].URL, fmt.Sprintf(`{"sku":"queue-edges","initialStock":%d,"confirmation":"customer","admission":"waiting_room","fairness":"arrival_order","opensAt":%q}`, stock, opensAt))
+	for _, e := range edges {
+		require.Eventually(t, func() bool {
+			r, err := c.Do(ctx, http.MethodGet, e.URL+"/sales/"+saleID+"/policy", "", "")
+			return err == nil && r.Status == http.StatusOK
+		}, 10*time.Second, 50*time.Millisecond, "edge %s hears of the room", e.URL)
+	}
+
+	type waiter struct{ jwt, ticket string }
+	all := make([]waiter, customers)
+	for i := range all {
+		all[i].jwt = testserver.Token(t, fmt.Sprintf("queue-edge-%02d", i))
+		all[i].ticket = getTicket(t, c, edges[i%2].URL, saleID, all[i].jwt)
+	}
+	// Everyone polls its edge until admitted (and reserves, through the
+	// edge, at an origin) or told the sale sold out.
+	reserved, decided := 0, make([]bool, customers)
+	deadline := time.Now().Add(90 * time.Second)
+	for left := customers; left > 0; {
+		require.True(t, time.Now().Before(deadline), "the line never ended: %d undecided", left)
+		for i, w := range all {
+			if decided[i] {
+				continue
+			}
+			st := getStatus(t, c, edges[i%2].URL, saleID, w.jwt, w.ticket)
+			switch st.State {
+			case "admitted":
+				res, err := c.Do(ctx, http.MethodPost, edges[i%2].URL+"/sales/"+saleID+"/reservations", w.jwt, `{"quantity":1}`,
+					"Idempotency-Key", fmt.Sprintf("queue-edge-%d", i), "X-Admission-Token", st.AdmissionToken)
+				require.NoError(t, err)
+				if res.Status == http.StatusCreated {
+					reserved++
+				}
+				decided[i], left = true, left-1
+			case "sold_out":
+				decided[i], left = true, left-1
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Equal(t, stock, reserved)
+
+	// The edges' counts reach the report within a sync or two: every
+	// arrival and admission was an edge's.
+	var q *api.QueueStats
+	require.Eventually(t, func() bool {
+		r, err := c.To(origins[1].URL).Report(ctx, testserver.AdminToken, saleID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		q = r.Value.Queue
+		return q != nil && q.Arrivals == customers && q.Reserved == stock && q.Admitted >= stock
+	}, 30*time.Second, 200*time.Millisecond, "the report never added the edges' counts: %+v", q)
+	require.NotNil(t, q.WaitP50)
+	require.NotNil(t, q.WaitP99)
+	require.LessOrEqual(t, *q.WaitP50, *q.WaitP99)
+	require.NotNil(t, q.ToReserveP50)
+	var byMinute int64
+	for _, m := range q.ArrivalsByMinute {
+		byMinute += m.Count
+	}
+	require.EqualValues(t, customers, byMinute, "%+v", q)
+
+	// One row per edge (whichever origins wrote it), beside the origins',
+	// with what each edge counted itself: the tickets it handed out (an
+	// edge passes on to an origin what it cannot answer yet, such as a
+	// ticket before it heard of the room) and the admissions it answered.
+	var edgeRows, edgeArrivals, edgeAdmitted int64
+	var edgeTickets, edgeWaits float64
+	require.Eventually(t, func() bool {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), coalesce(sum((convert_from(counts, 'UTF8')::jsonb->>'arrivals')::bigint), 0),
+			coalesce(sum((SELECT sum(x::bigint) FROM jsonb_array_elements_text(convert_from(counts, 'UTF8')::jsonb->'wait') x)), 0)
+			FROM console_queues WHERE sale_id = $1 AND instance LIKE 'edge/%'`, saleID).Scan(&edgeRows, &edgeArrivals, &edgeAdmitted))
+		edgeTickets, edgeWaits = 0, 0
+		for _, m := range edgeMetrics {
+			edgeTickets += metric(t, c, "http://"+m, `flashline_waitroom_tickets_total{kind="new"}`)
+			edgeWaits += metric(t, c, "http://"+m, `flashline_waitroom_queue_wait_seconds_count{sale_id="`+saleID+`"}`)
+		}
+		return edgeRows == 2 && float64(edgeArrivals) == edgeTickets && float64(edgeAdmitted) == edgeWaits
+	}, 30*time.Second, 200*time.Millisecond, "the edges' rows never said what the edges counted")
+	require.Positive(t, edgeAdmitted, "the edges answered the polls and admitted")
+	require.GreaterOrEqual(t, q.Instances, 3)
+
+	// The live page, from either origin, adds the same counts.
+	r, err := c.To(origins[0].URL).Live(ctx, testserver.AdminToken, saleID)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.NotNil(t, r.Value.Queue)

@@ -201,6 +201,39 @@ func (q *Queries) ConsoleQueuePublish(ctx context.Context, arg ConsoleQueuePubli
 	return err
 }
 
+const consoleQueuePublishEdges = `-- name: ConsoleQueuePublishEdges :exec
+INSERT INTO console_queues (sale_id, instance, counts, updated_at)
+SELECT q.sale_id, q.instance, q.counts, q.at
+  FROM (SELECT unnest($1::text[]) AS sale_id, unnest($2::text[]) AS instance,
+               unnest($3::bytea[]) AS counts, unnest($4::timestamptz[]) AS at) q
+  JOIN sales s ON s.sale_id = q.sale_id
+ON CONFLICT (sale_id, instance) DO UPDATE
+   SET counts = excluded.counts, updated_at = excluded.updated_at
+ WHERE console_queues.updated_at < excluded.updated_at
+`
+
+type ConsoleQueuePublishEdgesParams struct {
+	SaleIds   []string
+	Instances []string
+	Counts    [][]byte
+	Ats       []time.Time
+}
+
+// The edges' counts of the lines an origin heard in their reports, each
+// row (an edge's run, edge/id/run) as of the report it came in: every
+// origin hears every report and writes it, the first one's write stands,
+// and an older report's never replaces a newer one's. One statement a
+// second at most per origin. A sale no longer there is skipped.
+func (q *Queries) ConsoleQueuePublishEdges(ctx context.Context, arg ConsoleQueuePublishEdgesParams) error {
+	_, err := q.db.Exec(ctx, consoleQueuePublishEdges,
+		arg.SaleIds,
+		arg.Instances,
+		arg.Counts,
+		arg.Ats,
+	)
+	return err
+}
+
 const consoleQueues = `-- name: ConsoleQueues :many
 SELECT instance, counts,
        extract(epoch FROM now() - updated_at)::double precision AS age_seconds

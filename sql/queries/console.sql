@@ -89,6 +89,21 @@ SELECT q.sale_id, @instance, q.counts, now()
 ON CONFLICT (sale_id, instance) DO UPDATE
    SET counts = excluded.counts, updated_at = excluded.updated_at;
 
+-- name: ConsoleQueuePublishEdges :exec
+-- The edges' counts of the lines an origin heard in their reports, each
+-- row (an edge's run, edge/id/run) as of the report it came in: every
+-- origin hears every report and writes it, the first one's write stands,
+-- and an older report's never replaces a newer one's. One statement a
+-- second at most per origin. A sale no longer there is skipped.
+INSERT INTO console_queues (sale_id, instance, counts, updated_at)
+SELECT q.sale_id, q.instance, q.counts, q.at
+  FROM (SELECT unnest(@sale_ids::text[]) AS sale_id, unnest(@instances::text[]) AS instance,
+               unnest(@counts::bytea[]) AS counts, unnest(@ats::timestamptz[]) AS at) q
+  JOIN sales s ON s.sale_id = q.sale_id
+ON CONFLICT (sale_id, instance) DO UPDATE
+   SET counts = excluded.counts, updated_at = excluded.updated_at
+ WHERE console_queues.updated_at < excluded.updated_at;
+
 -- name: ConsoleQueues :many
 -- Every instance's counts of a sale's line, with how long ago they were
 -- written (by the database's clock), at most 256 (the freshest): an

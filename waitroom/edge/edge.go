@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,9 @@ type Client struct {
 	received time.Time // by this edge's clock
 	good     int       // the origin that answered last
 	totals   map[string]int64
+	queue    map[string][]byte // sale id → this edge's counts of its line (PublishQueue)
 	changed  func(saleID string)
+	run      string // this run of the edge, in its reports
 
 	syncs atomic.Int64 // successful pulls, for tests and metrics
 }
@@ -97,7 +100,9 @@ func NewClient(keys *roomtoken.Keyring, opts Options) (*Client, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Client{keys: keys, opts: opts, totals: map[string]int64{}}, nil
+	var run [4]byte
+	rand.Read(run[:])
+	return &Client{keys: keys, opts: opts, totals: map[string]int64{}, queue: map[string][]byte{}, run: hex.EncodeToString(run[:])}, nil
 }
 
 // ID is the edge's id.
@@ -230,16 +235,50 @@ func (e *Client) Sync(ctx context.Context) error {
 
 // report is this edge's report now: its pre-open tickets in total, for the
 // rooms whose pre-open crowd is not frozen (the others are forgotten: no
-// origin counts them any more).
+// origin counts them any more), and its counts of the lines of the rooms
+// the document holds (those of a room gone from it are forgotten).
 func (e *Client) report() roomtoken.EdgeReport {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	rooms := map[string]bool{}
 	for _, s := range e.doc.Sales {
+		rooms[s.ID] = true
 		if s.PreopenCount >= 0 {
 			delete(e.totals, s.ID)
 		}
 	}
-	return roomtoken.EdgeReport{Edge: e.opts.ID, Preopen: maps.Clone(e.totals)}
+	rep := roomtoken.EdgeReport{Edge: e.opts.ID, Preopen: maps.Clone(e.totals), Run: e.run}
+	for id := range e.queue {
+		if !rooms[id] {
+			delete(e.queue, id)
+		}
+	}
+	// At most maxReportedLines of them (the first by id), so that a report
+	// stays well within what an origin reads (a line's counts are 2-3 kB
+	// at most).
+	for _, id := range slices.Sorted(maps.Keys(e.queue))[:min(len(e.queue), maxReportedLines)] {
+		if rep.Queue == nil {
+			rep.Queue = map[string]json.RawMessage{}
+		}
+		rep.Queue[id] = e.queue[id]
+	}
+	return rep
+}
+
+// maxReportedLines bounds the lines whose counts one report carries.
+const maxReportedLines = 32
+
+// PublishQueue is waitroom.QueuePublisher's: the edge's counts of the
+// lines it serves (the room's RunQueuePublisher gives those that changed,
+// once a second at most) join its report, which every origin hears and
+// publishes (waitroom's origin.go). Nothing is written here.
+func (e *Client) PublishQueue(_ context.Context, _ string, counts map[string][]byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id, c := range counts {
+		e.queue[id] = c
+	}
+	return nil
 }
 
 func (e *Client) now() time.Time { return e.opts.Now() }
@@ -376,118 +415,3 @@ func (e *Client) Knows(saleID string) bool {
 	}
 	return false
 }
-
-// SaleFacts is flashline.FactSource's: the waiting rooms of the document held,
-// or an error once it has expired (the cache's entries then go stale).
-func (e *Client) SaleFacts(_ context.Context, saleID string) ([]flashline.SaleFacts, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.fresh() {
-		return nil, fmt.Errorf("edge: no current watermarks from any origin: %w", flashline.ErrUnavailable)
-	}
-	dbNow := e.doc.DBNow.Add(e.now().Sub(e.received))
-	var out []flashline.SaleFacts
-	for _, s := range e.doc.Sales {
-		if saleID != "" && s.ID != saleID {
-			continue
-		}
-		out = append(out, flashline.SaleFacts{
-			ID: s.ID, State: s.State, OpensAt: s.OpensAt, Admission: flashline.AdmissionWaitingRoom,
-			SoldOut: s.SoldOut, Available: s.Available, PendingHolds: s.PendingHolds, DBNow: dbNow,
-			Room: flashline.RoomFacts{
-				Fairness: s.Fairness, ChallengeBits: s.ChallengeBits, MinAccountAgeSeconds: s.MinAccountAgeSeconds,
-				DrawSeed: e.seeds[s.ID], NextPosition: s.NextPosition,
-				PreopenCount: s.PreopenCount, PreopenPositions: s.PreopenPositions, PreopenTickets: s.PreopenTickets,
-				Held: s.Held, Broadcast: s.Message, AdmittedThrough: s.AdmittedThrough, Pace: s.Pace,
-				FinalSeed: s.FinalSeed, Beacon: s.Beacon, BeaconRound: s.BeaconRound,
-			},
-		})
-	}
-	return out, nil
-}
-
-// SaleCustomers is flashline.FactSource's: an edge serves no purchase path, so
-// it keeps no holders.
-func (e *Client) SaleCustomers(context.Context, string) ([]string, error) { return nil, nil }
-
-// StockVersions is flashline.FactSource's: an edge serves no purchase path,
-// and has no refusal to confirm.
-func (e *Client) StockVersions(context.Context, []string) (map[string]string, error) {
-	return nil, errors.New("edge: no purchase path, no stock version")
-}
-
-// Listen is flashline.FactSource's: changed("") is called after every document
-// taken, until ctx is done.
-func (e *Client) Listen(ctx context.Context, changed func(saleID string)) error {
-	e.mu.Lock()
-	e.changed = changed
-	e.mu.Unlock()
-	<-ctx.Done()
-	e.mu.Lock()
-	e.changed = nil
-	e.mu.Unlock()
-	return nil
-}
-
-// LeasePositions is flashline.RoomStore's: the block is leased by an origin (POST
-// /edge/lease, one request per block). preopenTickets join this edge's
-// totals. No origin answers: ErrUnavailable.
-func (e *Client) LeasePositions(ctx context.Context, saleID string, n, preopenTickets int64) (int64, bool, error) {
-	if preopenTickets > 0 {
-		_ = e.CountTickets(ctx, saleID, preopenTickets)
-	}
-	token := e.keys.SignEdgeLease(roomtoken.EdgeLease{Edge: e.opts.ID, Sale: saleID, N: n}, e.dbNow())
-	e.mu.Lock()
-	first := e.good
-	e.mu.Unlock()
-	var errs error
-	for i := range e.opts.Origins {
-		origin := e.opts.Origins[(first+i)%len(e.opts.Origins)]
-		var a roomtoken.LeaseAnswer
-		if err := e.post(ctx, origin+"/edge/lease", map[string]string{"request": token}, &a); err != nil {
-			errs = errors.Join(errs, err)
-			continue
-		}
-		if a.First < 1 {
-			return 0, false, fmt.Errorf("edge lease from %s: first position %d: %w", origin, a.First, flashline.ErrUnavailable)
-		}
-		return a.First, a.PreOpen, nil
-	}
-	return 0, false, errors.Join(flashline.ErrUnavailable, errs)
-}
-
-// CountTickets is flashline.RoomStore's: the tickets join this edge's totals, which every
-// report carries.
-func (e *Client) CountTickets(_ context.Context, saleID string, n int64) error {
-	e.mu.Lock()
-	e.totals[saleID] += n
-	e.mu.Unlock()
-	return nil
-}
-
-// AddHolders is flashline.RoomStore's: an edge's pre-open holders are not
-// reported to its origins yet, so they are not in the committed crowd (their
-// tickets are counted, and ranked by the final seed as everyone's).
-func (e *Client) AddHolders(context.Context, string, []string) error { return nil }
-
-// RecordEdgeTickets is flashline.RoomStore's: an edge hears no other edge's reports.
-func (e *Client) RecordEdgeTickets(context.Context, string, map[string]int64) error { return errEdge }
-
-// errEdge refuses what only an instance with the database does.
-var errEdge = errors.New("waitroom: an edge has no database: the queue controls are an origin's")
-
-// SetQueueHeld is flashline.RoomStore's: not on an edge.
-func (e *Client) SetQueueHeld(context.Context, string, bool, string, string) error { return errEdge }
-
-// SetBroadcast is flashline.RoomStore's: not on an edge.
-func (e *Client) SetBroadcast(context.Context, string, string, string) error { return errEdge }
-
-// LeadPacer is flashline.RoomStore's: an edge never leads the pacer.
-func (e *Client) LeadPacer(context.Context, func(context.Context, flashline.PacerStore) error) (bool, error) {
-	return false, nil
-}
-
-var (
-	_ flashline.FactSource = (*Client)(nil)
-	_ flashline.RoomStore  = (*Client)(nil)
-)

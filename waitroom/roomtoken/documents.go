@@ -316,6 +316,17 @@ func (k *Keyring) openWatermarksBody(token string) (watermarksBody, envelope, ke
 type EdgeReport struct {
 	Edge    string           `json:"edge"`
 	Preopen map[string]int64 `json:"preopen"`
+	// Run names this run of the edge (new at each start: an edge restarted
+	// under the same id counts its lines from nothing again), and Queue is
+	// its counts of each sale's line since it started
+	// (flashline.QueueCounts, encoded), for the origins to publish as the
+	// row of this run of this edge.
+	Run   string                     `json:"run,omitempty"`
+	Queue map[string]json.RawMessage `json:"queue,omitempty"`
+	// SignedAt is when the edge signed the report, by the database's clock
+	// as it knew it (OpenEdgeReport sets it): the same on every origin that
+	// hears this report, and later for a later one.
+	SignedAt time.Time `json:"-"`
 }
 
 // EdgeLease asks an origin for the next N positions of Sale's room for Edge
@@ -350,7 +361,13 @@ func (k *Keyring) SignEdgeReport(rep EdgeReport, now time.Time) string {
 
 // OpenEdgeReport verifies an edge's signed report, good at now.
 func (k *Keyring) OpenEdgeReport(token string, now time.Time) (EdgeReport, error) {
-	return openRequestOf[EdgeReport](k, reportAudience, token, now)
+	var rep EdgeReport
+	env, err := k.openRequestEnv(reportAudience, token, now, &rep)
+	if err != nil {
+		return EdgeReport{}, err
+	}
+	rep.SignedAt = time.UnixMilli(env.IssuedAt)
+	return rep, nil
 }
 
 // SignEdgeLease signs an edge's request for a lease of positions, as
@@ -373,12 +390,18 @@ func openRequestOf[T any](k *Keyring, aud, token string, now time.Time) (T, erro
 
 // openRequest verifies an edge's signed request of kind aud, good at now.
 func (k *Keyring) openRequest(aud, token string, now time.Time, v any) error {
+	_, err := k.openRequestEnv(aud, token, now, v)
+	return err
+}
+
+// openRequestEnv is openRequest, returning the request's envelope.
+func (k *Keyring) openRequestEnv(aud, token string, now time.Time, v any) (envelope, error) {
 	env, _, err := k.openDoc(aud, token, v)
 	if err != nil {
-		return err
+		return env, err
 	}
 	if !now.Before(time.UnixMilli(env.ExpiresAt)) || env.ExpiresAt-env.IssuedAt > requestTTL.Milliseconds() {
-		return fmt.Errorf("%w: request expired or good for too long", ErrMalformed)
+		return env, fmt.Errorf("%w: request expired or good for too long", ErrMalformed)
 	}
-	return nil
+	return env, nil
 }

@@ -3,6 +3,7 @@ package roomtoken
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -131,8 +132,11 @@ func TestEdgeRequests(t *testing.T) {
 	require.ErrorIs(t, k.openRequest(leaseAudience, token, now, &rep), ErrWrongKind)
 	_, err := k.OpenEdgeLease(token, now)
 	require.ErrorIs(t, err, ErrWrongKind, "a report is no lease")
+	rep.Run, rep.Queue = "r1", map[string]json.RawMessage{"sale_1": json.RawMessage(`{"arrivals":2}`)}
 	got, err := k.OpenEdgeReport(k.SignEdgeReport(rep, now), now)
 	require.NoError(t, err)
+	require.Equal(t, now.UnixMilli(), got.SignedAt.UnixMilli(), "the report says when it was signed")
+	got.SignedAt = time.Time{}
 	require.Equal(t, rep, got)
 
 }
