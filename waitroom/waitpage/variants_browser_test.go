@@ -75,7 +75,9 @@ func TestWaitPageChoosesAVariant(t *testing.T) {
 			if err != nil || r.Status != http.StatusOK {
 				return false
 			}
-			var st struct{ Variants []struct{ SKU, Availability string } }
+			var st struct {
+				Variants []struct{ SKU, Availability string }
+			}
 			if json.Unmarshal(r.Body, &st) != nil {
 				return false
 			}
