@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -247,4 +249,79 @@ func withoutMoving(t *testing.T, body []byte) map[string]any {
 		}
 	}
 	return j
+}
+
+// TestEdgeStatusCarriesTheVariants: through an edge a sale's status answers
+// (a poll and the stream) carry the variants the origin's do, built from
+// the watermarks document (each one's sku, title and availability, never a
+// count), and a variant that sells out is told sold out through the edge
+// as from the origin.
+func TestEdgeStatusCarriesTheVariants(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t)
+	door := e.routes()
+	sale := e.origin.createSale(t, `{"sku":"sku_edge_variants","admission":"waiting_room","fairness":"arrival_order",
+		"variants":[{"sku":"S","title":"Small & <narrow>","stock":1},{"sku":"M","title":"Médium","stock":40},{"sku":"L","stock":40}]}`).SaleID
+	requireSale(t, e.origin.do(t, http.MethodPost, "/admin/sales/"+sale+"/open", adminAuth, ""), 200)
+	require.Eventually(t, func() bool { return e.client.Knows(sale) }, 10*time.Second, 20*time.Millisecond, "the edge knows the sale")
+	ivan := customer(t, "ivan")
+	var tk ticketJSON
+	require.Eventually(t, func() bool {
+		status, _, body := serve(t, door, http.MethodGet, "/sales/"+sale+"/ticket", ivan, "")
+		return status == http.StatusOK && json.Unmarshal(body, &tk) == nil
+	}, 10*time.Second, 20*time.Millisecond, "a ticket at the edge")
+	statusPath := "/sales/" + sale + "/status?token=" + url.QueryEscape(tk.Token)
+	// variants is an answer's "variants", as written.
+	variants := func(body []byte) string {
+		var v struct{ Variants json.RawMessage }
+		require.NoError(t, json.Unmarshal(body, &v), "%s", body)
+		return string(v.Variants)
+	}
+	atEdge := func() string {
+		status, _, body := serve(t, door, http.MethodGet, statusPath, ivan, "")
+		require.Equal(t, http.StatusOK, status, "%s", body)
+		return variants(body)
+	}
+	atOrigin := func() string {
+		r := e.origin.do(t, http.MethodGet, statusPath, ivan, "")
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		return variants(r.Body)
+	}
+	want := `[{"sku":"S","title":"Small \u0026 \u003cnarrow\u003e","availability":"available"},` +
+		`{"sku":"M","title":"Médium","availability":"available"},{"sku":"L","title":"L","availability":"available"}]`
+	require.Equal(t, want, atOrigin(), "the origin's answer")
+	require.Equal(t, want, atEdge(), "the edge's poll: the origin's variants")
+
+	// The stream through the edge says the same.
+	edgeSrv := httptest.NewServer(door)
+	t.Cleanup(edgeSrv.Close)
+	req, err := http.NewRequest(http.MethodGet, edgeSrv.URL+"/sales/"+sale+"/status/stream?token="+url.QueryEscape(tk.Token), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", ivan)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			require.Equal(t, want, variants([]byte(data)), "the edge's stream: the origin's variants")
+			break
+		}
+	}
+	require.NoError(t, sc.Err())
+	cancel()
+
+	// S sells out (its one unit held): sold out through the edge, as from
+	// the origin, and the others still available; no count in either.
+	keys := roomtoken.DeriveKeyring(jwtSecret)
+	admission := keys.SignAdmission(roomtoken.Admission{ID: "adm-hana-variants", SaleID: sale, CustomerID: "hana", ExpiresAt: time.Now().Add(time.Minute)})
+	requireReservation(t, e.origin.do(t, http.MethodPost, "/sales/"+sale+"/reservations", customer(t, "hana"), `{"variant":"S","quantity":1}`,
+		"Idempotency-Key", "edge-variants-1", "X-Admission-Token", admission), http.StatusCreated)
+	soldOut := strings.Replace(want, `"availability":"available"`, `"availability":"sold_out"`, 1)
+	require.Eventually(t, func() bool { return atOrigin() == soldOut }, 10*time.Second, 20*time.Millisecond, "S sold out at the origin")
+	require.Eventually(t, func() bool { return atEdge() == soldOut }, 10*time.Second, 20*time.Millisecond, "S sold out through the edge")
+	require.Equal(t, atOrigin(), atEdge())
 }

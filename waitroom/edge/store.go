@@ -37,6 +37,7 @@ func (e *Client) SaleFacts(_ context.Context, saleID string) ([]flashline.SaleFa
 				Held: s.Held, Broadcast: s.Message, AdmittedThrough: s.AdmittedThrough, Pace: s.Pace,
 				FinalSeed: s.FinalSeed, Beacon: s.Beacon, BeaconRound: s.BeaconRound,
 			},
+			Variants: variantFacts(s.Variants),
 		})
 	}
 	return out, nil

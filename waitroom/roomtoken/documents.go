@@ -12,6 +12,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -93,6 +94,19 @@ type EdgeSale struct {
 	// Beacon and BeaconRound: the crowd's beacon (the policy names it).
 	Beacon      bool   `json:"beacon,omitempty"`
 	BeaconRound uint64 `json:"beaconRound,omitempty"`
+	// Variants are the sale's variants in order as its waiters are told
+	// of them (none: a sale without variants): what an edge's status
+	// answers carry, as the origin's do. Never a count: the document is the
+	// edges', but the answers built from it are anyone's.
+	Variants []EdgeVariant `json:"variants,omitempty"`
+}
+
+// EdgeVariant is one variant of a sale as the watermarks say it: its SKU,
+// its title and what shoppers are told of its stock.
+type EdgeVariant struct {
+	SKU          string                 `json:"sku"`
+	Title        string                 `json:"title"`
+	Availability flashline.Availability `json:"availability"`
 }
 
 // Watermarks is the document an origin publishes: every waiting room it
@@ -223,7 +237,8 @@ func (k key) unseal(saleID string, sealed []byte) ([]byte, error) {
 // The body is sealed (AES-256-GCM, under the signing key's seal key): the
 // document is served to anyone at GET /edge/watermarks, and what it holds
 // (every waiting-room sale, scheduled ones not yet announced included, their
-// opening times, stock, pre-open counts and the operator's message) is for
+// opening times, stock, pre-open counts, the operator's message and each
+// variant's availability) is for
 // the edges, which hold the waiting-room keys, only.
 func (k *Keyring) SignWatermarks(sales []flashline.SaleFacts, now, dbNow time.Time) string {
 	signer := k.keys[0]
@@ -240,6 +255,7 @@ func (k *Keyring) SignWatermarks(sales []flashline.SaleFacts, now, dbNow time.Ti
 			PreopenCount: s.Room.PreopenCount, PreopenPositions: s.Room.PreopenPositions, PreopenTickets: s.Room.PreopenTickets,
 			SealedSeed: signer.seal(s.ID, s.Room.DrawSeed), FinalSeed: s.Room.FinalSeed,
 			Beacon: s.Room.Beacon, BeaconRound: s.Room.BeaconRound,
+			Variants: edgeVariants(s.Variants),
 		})
 	}
 	plain, err := json.Marshal(body)
@@ -247,6 +263,46 @@ func (k *Keyring) SignWatermarks(sales []flashline.SaleFacts, now, dbNow time.Ti
 		panic("waitroom: encode watermarks: " + err.Error())
 	}
 	return k.signDoc(watermarksAudience, now, WatermarksTTL, sealedWatermarks{Sealed: signer.seal(watermarksSealAD, plain)})
+}
+
+// edgeVariants are vs as the watermarks say them: at most
+// flashline.MaxVariants, each title cut to flashline.MaxTitleLength
+// characters (a sale's variants are within both already: the bounds keep a
+// document's size bounded whatever memory holds), and availability only.
+func edgeVariants(vs []flashline.VariantFacts) []EdgeVariant {
+	if len(vs) == 0 {
+		return nil
+	}
+	vs = vs[:min(len(vs), flashline.MaxVariants)]
+	out := make([]EdgeVariant, len(vs))
+	for i, v := range vs {
+		title := v.Title
+		if utf8.RuneCountInString(title) > flashline.MaxTitleLength {
+			title = string([]rune(title)[:flashline.MaxTitleLength])
+		}
+		out[i] = EdgeVariant{SKU: v.SKU, Title: title, Availability: v.Availability()}
+	}
+	return out
+}
+
+// checkVariants refuses a sale's variants out of the bounds edgeVariants
+// keeps: more than flashline.MaxVariants, a SKU not of a SKU's form, a
+// title longer than a sale's, an availability not one of the three.
+func checkVariants(s EdgeSale) error {
+	if len(s.Variants) > flashline.MaxVariants {
+		return fmt.Errorf("%w: sale %s has %d variants, at most %d", ErrMalformed, s.ID, len(s.Variants), flashline.MaxVariants)
+	}
+	for _, v := range s.Variants {
+		switch {
+		case !flashline.ValidVariantSKU(v.SKU):
+			return fmt.Errorf("%w: sale %s: a variant's sku is not a sku", ErrMalformed, s.ID)
+		case utf8.RuneCountInString(v.Title) > flashline.MaxTitleLength:
+			return fmt.Errorf("%w: sale %s: variant %s's title is longer than %d characters", ErrMalformed, s.ID, v.SKU, flashline.MaxTitleLength)
+		case v.Availability != flashline.Available && v.Availability != flashline.FewLeft && v.Availability != flashline.SoldOut:
+			return fmt.Errorf("%w: sale %s: variant %s's availability %q", ErrMalformed, s.ID, v.SKU, v.Availability)
+		}
+	}
+	return nil
 }
 
 // sealedWatermarks is a watermarks document's body as it is published:
@@ -269,6 +325,9 @@ func (k *Keyring) OpenWatermarks(token string) (Watermarks, map[string][]byte, e
 	}
 	seeds := make(map[string][]byte, len(body.Sales))
 	for _, s := range body.Sales {
+		if err := checkVariants(s); err != nil {
+			return Watermarks{}, nil, fmt.Errorf("open watermarks: %w", err)
+		}
 		if seeds[s.ID], err = signer.unseal(s.ID, s.SealedSeed); err != nil {
 			return Watermarks{}, nil, fmt.Errorf("open watermarks: %w", err)
 		}

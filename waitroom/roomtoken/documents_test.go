@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,51 @@ func TestWatermarksRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = signer.unseal("sale_2", body.Sales[0].SealedSeed)
 	require.ErrorIs(t, err, ErrBadSignature)
+}
+
+// TestWatermarksVariants: a sale's variants go through the document as its
+// waiters are told of them (sku, title, availability; no count), at most
+// flashline.MaxVariants, titles at most a sale's; a document beyond those
+// bounds, or with an availability not one of the three, is refused.
+func TestWatermarksVariants(t *testing.T) {
+	k := testRing(t, "k1:"+secret1)
+	now := time.Now()
+	sales := watermarkSales()
+	for i := range flashline.MaxVariants + 5 {
+		sales[0].Variants = append(sales[0].Variants, flashline.VariantFacts{SKU: fmt.Sprintf("V%03d", i), Title: strings.Repeat("é", 200),
+			InitialStock: 100, Available: int64(i % 12)})
+	}
+	doc, _, err := k.OpenWatermarks(k.SignWatermarks(sales, now, now))
+	require.NoError(t, err)
+	vs := doc.Sales[0].Variants
+	require.Len(t, vs, flashline.MaxVariants)
+	for i, v := range vs {
+		require.Equal(t, fmt.Sprintf("V%03d", i), v.SKU)
+		require.Equal(t, strings.Repeat("é", flashline.MaxTitleLength), v.Title)
+		require.Equal(t, sales[0].Variants[i].Availability(), v.Availability)
+	}
+	require.Equal(t, flashline.SoldOut, vs[0].Availability)
+	require.Equal(t, flashline.FewLeft, vs[1].Availability)
+	require.Equal(t, flashline.Available, vs[11].Availability)
+
+	// Out of bounds: refused, whoever signed it.
+	sign := func(v []EdgeVariant) string {
+		plain, err := json.Marshal(watermarksBody{DBNow: now.UnixMilli(),
+			Sales: []EdgeSale{{ID: "sale_1", SealedSeed: k.keys[0].seal("sale_1", []byte{1}), Variants: v}}})
+		require.NoError(t, err)
+		return k.signDoc(watermarksAudience, now, WatermarksTTL, sealedWatermarks{Sealed: k.keys[0].seal(watermarksSealAD, plain)})
+	}
+	_, _, err = k.OpenWatermarks(sign([]EdgeVariant{{SKU: "S", Title: "Small", Availability: flashline.FewLeft}}))
+	require.NoError(t, err)
+	for _, bad := range [][]EdgeVariant{
+		make([]EdgeVariant, flashline.MaxVariants+1),
+		{{SKU: "S", Title: strings.Repeat("x", flashline.MaxTitleLength+1), Availability: flashline.Available}},
+		{{SKU: "S", Title: "Small", Availability: "12 left"}},
+		{{SKU: "-S", Title: "Small", Availability: flashline.Available}},
+	} {
+		_, _, err = k.OpenWatermarks(sign(bad))
+		require.ErrorIs(t, err, ErrMalformed)
+	}
 }
 
 // TestEdgeRequests: an edge's request is good for requestTTL at most.

@@ -136,7 +136,9 @@ func TestWorkerStatusStream(t *testing.T) {
 	// one whose document goes stale. The Worker starts after the origin
 	// names them (a sale it does not know yet is passed on, and its stream
 	// would be the origin's).
-	toOpen := c.CreateSale(t, origin.URL, `{"sku":"sku_stream_open","initialStock":10,"admission":"waiting_room","fairness":"arrival_order"}`)
+	// toOpen has variants: the Worker's answers carry them as the origin's.
+	toOpen := c.CreateSale(t, origin.URL, `{"sku":"sku_stream_open","admission":"waiting_room","fairness":"arrival_order",
+		"variants":[{"sku":"S","title":"Small & <narrow>  ","stock":1},{"sku":"M","title":"Médium","stock":9}]}`)
 	toClose := c.CreateSale(t, origin.URL, `{"sku":"sku_stream_close","initialStock":10,"admission":"waiting_room","fairness":"arrival_order"}`)
 	toStale := c.CreateSale(t, origin.URL, `{"sku":"sku_stream_stale","initialStock":10,"admission":"waiting_room","fairness":"arrival_order"}`)
 	keys, err := roomtoken.ParseKeyring(testserver.WaitroomKeys)
@@ -184,7 +186,11 @@ func TestWorkerStatusStream(t *testing.T) {
 	require.False(t, first.Stale)
 	require.Equal(t, "0", originStreams(), "the Worker's stream, not the origin's passed on")
 	o := stream(origin.URL, toOpen, waiter, held)
-	require.Equal(t, o.status().Position, first.Position, "the place the origin's stream gives")
+	fromOrigin := o.status()
+	require.Equal(t, fromOrigin.Position, first.Position, "the place the origin's stream gives")
+	wantVariants := []variant{{"S", "Small & <narrow> \u2028", "available"}, {"M", "Médium", "available"}}
+	require.Equal(t, wantVariants, fromOrigin.Variants, "the origin's stream names the variants")
+	require.Equal(t, fromOrigin.Variants, first.Variants, "the variants the origin's stream gives")
 	require.Equal(t, "1", originStreams(), "the origin counts its own stream")
 	o.cancel()
 
@@ -201,11 +207,26 @@ func TestWorkerStatusStream(t *testing.T) {
 	admitted := s.until("admitted")
 	require.NotEmpty(t, admitted.AdmissionToken)
 	require.EqualValues(t, 120, admitted.ExpiresIn)
+	require.Equal(t, wantVariants, admitted.Variants, "the admission names the variants to choose from")
 	require.Equal(t, "end", s.next().Event, "the stream ends after the admission")
-	r, err = c.Do(ctx, http.MethodPost, worker+"/sales/"+toOpen+"/reservations", waiter, `{"quantity":1}`,
+	r, err = c.Do(ctx, http.MethodPost, worker+"/sales/"+toOpen+"/reservations", waiter, `{"variant":"S","quantity":1}`,
 		"Idempotency-Key", "stream-buy-1", "X-Admission-Token", admitted.AdmissionToken)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, r.Status, "the streamed admission buys: %s", r.Body)
+	// S's one unit held: the Worker's polls say S is sold out, as the
+	// origin's do, byte for byte, and M still available.
+	rawVariants := func(base string) string {
+		r, err := c.Do(ctx, http.MethodGet, base+"/sales/"+toOpen+"/status?token="+held, waiter, "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var v struct{ Variants json.RawMessage }
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		return string(v.Variants)
+	}
+	soldOutS := `[{"sku":"S","title":"Small \u0026 \u003cnarrow\u003e \u2028","availability":"sold_out"},` +
+		`{"sku":"M","title":"Médium","availability":"available"}]`
+	require.Eventually(t, func() bool { return rawVariants(origin.URL) == soldOutS }, settle, 100*time.Millisecond, "S sold out at the origin")
+	require.Eventually(t, func() bool { return rawVariants(worker) == soldOutS }, settle, 100*time.Millisecond, "S sold out through the Worker")
 
 	// Three streams of one customer for one sale: the oldest is told to
 	// come back in 5 s; the other two stay open.

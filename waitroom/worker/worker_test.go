@@ -146,7 +146,11 @@ type status struct {
 		Nonce string
 		Bits  int
 	}
+	Variants []variant
 }
+
+// variant is one of a status answer's variants.
+type variant struct{ SKU, Title, Availability string }
 
 func getStatus(t *testing.T, c *testserver.Client, base, sale, jwt, ticket string) status {
 	t.Helper()

@@ -149,8 +149,9 @@ export class Room {
     if (!t || t.saleID !== saleID || t.customerID !== customer) return admissionInvalid();
     if (committed(s, t)) return null;
     const msg = s.message ? `,"message":${jsonString(s.message, true)}` : "";
+    const vars = s.variantsJSON; // last in every answer, as api.Status writes it
     const soldOut = (full, poll) => ({ status: 200, state: "sold_out", final: full, pollAfter: full ? 0 : poll,
-      body: `{"state":"sold_out"${full ? "" : `,"pollAfterMs":${poll}`}${msg},"queueIsFull":${full}}` });
+      body: `{"state":"sold_out"${full ? "" : `,"pollAfterMs":${poll}`}${msg},"queueIsFull":${full}${vars}}` });
     const waiting = () => {
       const w = wait(s, t, now);
       const paused = s.state === "paused";
@@ -158,7 +159,7 @@ export class Room {
       if (paused || s.held) poll = Math.max(poll, jitter(SOLD_OUT_POLL_MS));
       if (!fresh) poll = Math.max(poll, 5000);
       const body = `{"state":"waiting","position":${w.position}${range(w.low, w.high)},"estimatedWaitSeconds":${w.seconds},"pollAfterMs":${poll}` +
-        `${paused ? ',"paused":true' : ""}${s.held ? ',"held":true' : ""}${fresh ? "" : ',"stale":true'}${msg}}`;
+        `${paused ? ',"paused":true' : ""}${s.held ? ',"held":true' : ""}${fresh ? "" : ',"stale":true'}${msg}${vars}}`;
       return { status: 200, state: "waiting", pollAfter: poll, body };
     };
     if (s.state === "closed") return soldOut(true);
@@ -175,11 +176,11 @@ export class Room {
     if (now - since > ADMISSION_TTL_S * 1000) return admissionInvalid();
     if (s.challengeBits > 0 && !(await verifyChallenge(this.keyring, t, solution, s.challengeBits))) {
       const c = { nonce: await challengeNonce(this.keyring.signer, t), bits: s.challengeBits };
-      return { status: 200, state: "challenge_required", final: true, body: `{"state":"challenge_required"${msg},"challenge":${challengeJSON(c)}}` };
+      return { status: 200, state: "challenge_required", final: true, body: `{"state":"challenge_required"${msg},"challenge":${challengeJSON(c)}${vars}}` };
     }
     const a = { id: await admissionID(t), saleID, customerID: customer, expiresAt: Math.floor(now / 1000) + ADMISSION_TTL_S };
     const adm = await signAdmission(this.keyring, a);
-    return { status: 200, state: "admitted", final: true, body: `{"state":"admitted"${msg},"admissionToken":${jsonString(adm, true)},"expiresIn":${ADMISSION_TTL_S}}` };
+    return { status: 200, state: "admitted", final: true, body: `{"state":"admitted"${msg},"admissionToken":${jsonString(adm, true)},"expiresIn":${ADMISSION_TTL_S}${vars}}` };
   }
 
   room(saleID) {

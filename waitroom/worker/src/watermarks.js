@@ -225,9 +225,34 @@ export async function openWatermarks(keyring, token) {
     s.seed = await unseal(v.key, s.id, fromB64(s.sealedSeed || ""));
     s.opensAtMs = s.opensAt ? Date.parse(s.opensAt) : null;
     s.message = s.message || "";
+    s.variantsJSON = variantsJSON(s);
     sales.set(s.id, s);
   }
   return { iat: env.iat, exp: env.exp, dbNow: body.dbNow, sales };
+}
+
+// The bounds roomtoken's checkVariants holds a document's variants to.
+const MAX_VARIANTS = 100;
+const MAX_TITLE_LENGTH = 120; // characters, as a sale's title
+const VARIANT_SKU = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const AVAILABILITIES = ["available", "few_left", "sold_out"];
+
+// variantsJSON is the "variants" member of every status answer of sale s,
+// as api.Status writes it (each variant's sku, title and availability;
+// "" for a sale without variants), checked against the document's bounds
+// and written once per document rather than per answer.
+function variantsJSON(s) {
+  const vs = s.variants || [];
+  if (!Array.isArray(vs) || vs.length > MAX_VARIANTS) throw new Error(`watermarks: sale ${s.id}: more than ${MAX_VARIANTS} variants`);
+  if (vs.length === 0) return "";
+  const out = vs.map((v) => {
+    if (typeof v.sku !== "string" || !VARIANT_SKU.test(v.sku) || typeof v.title !== "string" ||
+      [...v.title].length > MAX_TITLE_LENGTH || !AVAILABILITIES.includes(v.availability)) {
+      throw new Error(`watermarks: sale ${s.id}: a variant out of bounds`);
+    }
+    return `{"sku":${jsonString(v.sku, true)},"title":${jsonString(v.title, true)},"availability":${jsonString(v.availability, true)}}`;
+  });
+  return `,"variants":[${out.join(",")}]`;
 }
 
 async function unseal(key, ad, sealed) {
