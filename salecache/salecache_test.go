@@ -279,7 +279,8 @@ func TestPaymentEventClearsSoldOutAtOnce(t *testing.T) {
 }
 
 // TestWatchFiresOnWhatWaitersAreTold: a sale's watch is closed when what
-// every waiter is told changes (here: sold out, then paused), and not by a
+// every waiter is told changes (here: sold out, then paused, then a variant
+// sold out), and not by a
 // read that changes nothing they are told.
 func TestWatchFiresOnWhatWaitersAreTold(t *testing.T) {
 	t.Parallel()
@@ -309,6 +310,20 @@ func TestWatchFiresOnWhatWaitersAreTold(t *testing.T) {
 	_, err = store.SetSaleState(context.Background(), sale.ID, flashline.ActionPause)
 	require.NoError(t, err)
 	require.True(t, fired(w), "paused")
+
+	// A variant sold out, the sale not: what its waiters are told of the
+	// variant changed (its availability in the status answer), so they
+	// hear it at once. Before, they heard it at their poll's pace.
+	drop, err := store.CreateSale(context.Background(), flashline.NewSale{SKU: "sku_watch_v", PerCustomerLimit: 1,
+		Variants: []flashline.NewVariant{{SKU: "S", Stock: 1}, {SKU: "M", Stock: 5}}})
+	require.NoError(t, err)
+	require.NoError(t, c.Load(context.Background()))
+	w = c.Watch(drop.ID)
+	_, err = store.Reserve(context.Background(), flashline.ReserveRequest{
+		SaleID: drop.ID, CustomerID: "bea", IdempotencyKey: "k", Quantity: 1, Variant: "S", Fingerprint: []byte("f/S"),
+	})
+	require.NoError(t, err)
+	require.True(t, fired(w), "variant S sold out")
 }
 
 // heldSource is the database as a FactSource whose read of every sale ("")

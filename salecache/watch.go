@@ -1,6 +1,7 @@
 package salecache
 
 import (
+	"strings"
 	"time"
 
 	"github.com/flashline/flashline"
@@ -8,7 +9,8 @@ import (
 
 // seen is what changes the answer of every waiter of a sale at once: its
 // state, sold out (and whether for good), the queue held, the operator's
-// message. The watermark, which moves every pacer tick, is not: a waiter
+// message, each variant's availability (what the status answer tells of
+// it: a variant sold out is heard at once, as the sale's is). The watermark, which moves every pacer tick, is not: a waiter
 // learns of it at the pace its answers set (PollAfter).
 type seen struct {
 	state            flashline.SaleState
@@ -16,12 +18,21 @@ type seen struct {
 	held             bool
 	broadcast        string
 	opensAt          time.Time
+	variants         string // each variant's availability, in order
 }
 
 func waitersSee(s flashline.SaleFacts) seen {
 	v := seen{state: s.State, soldOut: s.SoldOut, pending: s.PendingHolds, held: s.Room.Held, broadcast: s.Room.Broadcast}
 	if s.OpensAt != nil {
 		v.opensAt = *s.OpensAt
+	}
+	if len(s.Variants) > 0 {
+		var b strings.Builder
+		for _, vr := range s.Variants {
+			b.WriteString(string(vr.Availability()))
+			b.WriteByte(',')
+		}
+		v.variants = b.String()
 	}
 	return v
 }

@@ -24,12 +24,12 @@ const PULL_STUCK_MS = 3 * ORIGIN_TIMEOUT_MS;
 
 // waitersSee is what every waiter of a sale is told at once (salecache's seen):
 // its state, sold out and for good, the queue held, the operator's message,
-// the opening; and here also what changes every waiter's place or question
+// the opening, each variant's availability; and here also what changes every waiter's place or question
 // (the crowd frozen, its final seed, the challenge). The watermark, which
 // moves every pull while the sale is open, is not: a waiter hears of it at
 // the pace its answers set.
 const waitersSee = (s) => JSON.stringify([s.state, !!s.soldOut, !!s.pendingHolds, !!s.held, s.message || "", s.opensAt || "",
-  s.preopenCount, !!s.finalSeed, s.challengeBits]);
+  s.preopenCount, !!s.finalSeed, s.challengeBits, s.variantsJSON]);
 
 export class Origins {
   constructor(keyring, origins, edgeID, now = () => Date.now()) {
