@@ -130,7 +130,9 @@ func (e *Client) Run(ctx context.Context) error {
 			e.opts.Logger.WarnContext(ctx, "waitroom: edge: no origin answers", "err", err)
 		}
 		wait := e.opts.Interval
-		if e.fastPull() || e.Unreported() > 0 {
+		// More holders wait than a report carries: the next batch goes
+		// at once.
+		if e.fastPull() || e.Unreported() > roomtoken.MaxReportedHolders {
 			wait = min(wait, nearOpenInterval)
 		}
 		select {
