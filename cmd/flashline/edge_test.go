@@ -326,7 +326,7 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 	limitsAfter, roomsAfter := writes("rate_limits"), writes("waiting_rooms")
 	require.Equal(t, limitsBefore, limitsAfter, "a rate-limit row was written")
 	require.Equal(t, roomsBefore, roomsAfter, "the room's row was written")
-	t.Logf("%d tickets through two edges in %s (%.0f/s): 0 rows inserted or updated",
+	t.Logf("%d tickets through two edges in %s (%.0f/s): 0 rows of the room or rate_limits inserted or updated",
 		customers, elapsed.Round(time.Millisecond), customers/elapsed.Seconds())
 
 	// Places agree on both edges and both origins: the draw's share of the
