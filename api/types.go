@@ -318,6 +318,10 @@ type Queue struct {
 // Watermarks is the answer to GET /edge/watermarks and POST /edge/sync.
 type Watermarks struct {
 	Document string `json:"document"`
+	// HoldersWritten (POST /edge/sync only) says that the pre-open holders
+	// the report carried are written to their rooms, or will never be (the
+	// room's crowd is committed): the edge forgets them.
+	HoldersWritten bool `json:"holdersWritten,omitempty"`
 }
 
 // ErrorBody is every error answer: {"error": {"code", "message"}}, the

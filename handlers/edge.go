@@ -28,8 +28,9 @@ import (
 // to an origin (originProxy). routes_edge.go lists both sides' routes.
 
 // maxEdgeBody bounds an edge's request to an origin: a report names every
-// sale it counted tickets in.
-const maxEdgeBody = 256 << 10
+// sale it counted tickets in, the counts of its lines, and a batch of its
+// pre-open holders (roomtoken.MaxReportedHolders).
+const maxEdgeBody = 1 << 20
 
 // edgeRequest is the body of POST /edge/sync (report) and /edge/lease
 // (request): an edge's signed request.
@@ -50,7 +51,8 @@ func handleWatermarks(room *waitroom.Room) gin.HandlerFunc {
 }
 
 // handleEdgeSync is POST /edge/sync, an edge's pull: its signed report of
-// the pre-open tickets it counted, answered with the document.
+// the pre-open tickets it counted (and a batch of their holders, written
+// before the answer), answered with the document.
 func handleEdgeSync(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req edgeRequest
@@ -58,12 +60,13 @@ func handleEdgeSync(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
 			writeError(c, logger, err)
 			return
 		}
-		if err := room.EdgeReport(req.Report); err != nil {
+		written, err := room.EdgeSync(c.Request.Context(), req.Report)
+		if err != nil {
 			writeError(c, logger, err)
 			return
 		}
 		c.Header("Cache-Control", "no-store")
-		writeJSON(c, http.StatusOK, api.Watermarks{Document: room.Watermarks()})
+		writeJSON(c, http.StatusOK, api.Watermarks{Document: room.Watermarks(), HoldersWritten: written})
 	}
 }
 

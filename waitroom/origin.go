@@ -118,23 +118,40 @@ func (r *Room) Watermarks() string {
 // cost is one signature and a seal per room, whatever the number of edges.
 const watermarksReuse = 100 * time.Millisecond
 
-// EdgeReport records an edge's signed report of its pre-open tickets (the
-// origin's side of POST /edge/sync): in memory, for the rooms whose
-// pre-open crowd is not frozen yet, written at the open (flushEdges).
-// Errors: ErrAdmissionInvalid for a report that does not verify.
+// EdgeReport records an edge's signed report (see EdgeSync), its holders
+// written with no deadline but the store's.
 func (r *Room) EdgeReport(token string) error {
+	_, err := r.EdgeSync(context.Background(), token)
+	return err
+}
+
+// EdgeSync records an edge's signed report of its pre-open tickets (the
+// origin's side of POST /edge/sync): in memory, for the rooms whose
+// pre-open crowd is not frozen yet, written at the open (flushEdges). The
+// pre-open holders it carries are written at once (AddHolders, one
+// statement per sale, harmless when another origin wrote them too);
+// written is true when every one of them is written or never will be (its
+// room's crowd is committed, or it is no randomized_at_open room this
+// instance knows of): the edge then forgets them. Errors:
+// ErrAdmissionInvalid for a report that does not verify.
+func (r *Room) EdgeSync(ctx context.Context, token string) (written bool, err error) {
 	rep, err := r.keys.OpenEdgeReport(token, r.cache.Now())
 	if err != nil {
-		return errors.Join(flashline.ErrAdmissionInvalid, fmt.Errorf("edge report: %w", err))
+		return false, errors.Join(flashline.ErrAdmissionInvalid, fmt.Errorf("edge report: %w", err))
 	}
 	if err := roomtoken.CheckEdgeID(rep.Edge); err != nil {
-		return errors.Join(flashline.ErrAdmissionInvalid, err)
+		return false, errors.Join(flashline.ErrAdmissionInvalid, err)
 	}
 	counting := map[string]bool{} // the rooms whose crowd is not frozen
+	drawing := map[string]bool{}  // those of them randomized_at_open
 	for _, s := range r.cache.Sales() {
 		if s.Admission == flashline.AdmissionWaitingRoom && s.Room.PreopenCount < 0 {
 			counting[s.ID] = true
+			drawing[s.ID] = s.Room.Fairness == flashline.FairnessRandomizedAtOpen
 		}
+	}
+	if err := checkHolders(rep.Holders); err != nil {
+		return false, errors.Join(flashline.ErrAdmissionInvalid, err)
 	}
 	r.edges.keep(func(saleID string) bool { return counting[saleID] })
 	for saleID, n := range rep.Preopen {
@@ -142,7 +159,54 @@ func (r *Room) EdgeReport(token string) error {
 			r.edges.set(saleID, rep.Edge, n)
 		}
 	}
-	return r.edgeQueue(rep)
+	if err := r.edgeQueue(rep); err != nil {
+		return false, err
+	}
+	return r.edgeHolders(ctx, rep.Edge, rep.Holders, drawing), nil
+}
+
+// checkHolders checks the holders of a report: at most roomtoken.MaxReportedHolders,
+// each a customer id of 1-flashline.MaxCustomerIDLen bytes.
+func checkHolders(holders map[string][]string) error {
+	n := 0
+	for _, cs := range holders {
+		n += len(cs)
+		for _, c := range cs {
+			if c == "" || len(c) > flashline.MaxCustomerIDLen {
+				return fmt.Errorf("edge report: a holder is a customer id of 1-%d bytes", flashline.MaxCustomerIDLen)
+			}
+		}
+	}
+	if n > roomtoken.MaxReportedHolders {
+		return fmt.Errorf("edge report: at most %d holders", roomtoken.MaxReportedHolders)
+	}
+	return nil
+}
+
+// edgeHolders writes an edge's pre-open holders of the rooms drawing
+// (randomized_at_open, crowd not frozen by the cache), and reports whether
+// all of them are written or never will be: those of a room not drawing,
+// or whose crowd the database says is committed (ErrCrowdCommitted: the
+// cache had not heard), are dropped, as the origin's own are.
+func (r *Room) edgeHolders(ctx context.Context, edge string, holders map[string][]string, drawing map[string]bool) bool {
+	written := true
+	for saleID, cs := range holders {
+		if !drawing[saleID] || len(cs) == 0 {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := r.store.AddHolders(wctx, saleID, cs)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, flashline.ErrCrowdCommitted), errors.Is(err, flashline.ErrNoWaitingRoom):
+			r.opts.Logger.WarnContext(ctx, "waitroom: an edge's pre-open holders left out of the committed crowd", "edge", edge, "sale_id", saleID, "holders", len(cs), "err", err)
+		default:
+			written = false
+			r.opts.Logger.WarnContext(ctx, "waitroom: record an edge's pre-open holders", "edge", edge, "sale_id", saleID, "holders", len(cs), "err", err)
+		}
+	}
+	return written
 }
 
 // maxRunLen bounds the name of an edge's run in its report.

@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,7 +187,9 @@ func (r *Room) countLocked(l *lease, customer uint64, holder string) bool {
 		return false
 	}
 	if holder != "" {
-		l.holders = append(l.holders, holder)
+		// A copy: the edge's front door passes a view of its scratch
+		// space (TicketFromMemory), which the next request reuses.
+		l.holders = append(l.holders, strings.Clone(holder))
 	}
 	if len(l.seen) < maxSeen {
 		l.seen[customer] = struct{}{}

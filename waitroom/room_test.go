@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -927,4 +928,67 @@ func timeoutCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// TestEdgeHoldersReachTheCommittedCrowd (issue 48): an edge's pre-open
+// holders ride on its report, and whichever origin hears it writes them
+// before it answers; the same batch heard by two origins, or twice, is one
+// row each; the crowd committed at the open holds them; a batch after the
+// freeze is answered written (the edge forgets it) and left out; a batch
+// out of bounds is refused whole.
+func TestEdgeHoldersReachTheCommittedCrowd(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	opens := time.Now().Add(2 * time.Second)
+	sale := e.sale(t, flashline.NewSale{Fairness: flashline.FairnessRandomizedAtOpen, OpensAt: &opens})
+	origins := []testRoom{e.room(t, waitroom.Options{}), e.room(t, waitroom.Options{})}
+	for _, o := range origins {
+		require.NoError(t, o.Load(ctx))
+	}
+	sync := func(o testRoom, edge string, holders ...string) (bool, error) {
+		token := keys.SignEdgeReport(roomtoken.EdgeReport{Edge: edge, Preopen: map[string]int64{sale.ID: int64(len(holders))},
+			Holders: map[string][]string{sale.ID: holders}}, time.Now())
+		return o.EdgeSync(ctx, token)
+	}
+	holders := func() (n int64) {
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM waitroom_holders WHERE sale_id = $1`, sale.ID).Scan(&n))
+		return n
+	}
+	for _, o := range origins {
+		for range 2 {
+			written, err := sync(o, "edge-1", "e1-a", "e1-b", "e1-c")
+			require.NoError(t, err)
+			require.True(t, written)
+		}
+	}
+	written, err := sync(origins[1], "edge-2", "e2-a", "e2-b")
+	require.NoError(t, err)
+	require.True(t, written)
+	require.Equal(t, int64(5), holders(), "each holder once, whichever origins heard it")
+
+	tooMany := make([]string, roomtoken.MaxReportedHolders+1)
+	for i := range tooMany {
+		tooMany[i] = fmt.Sprintf("many-%d", i)
+	}
+	for name, batch := range map[string][]string{"TooMany": tooMany, "Empty": {""}, "Long": {strings.Repeat("x", flashline.MaxCustomerIDLen+1)}} {
+		_, err := sync(origins[0], "edge-3", batch...)
+		require.ErrorIs(t, err, flashline.ErrAdmissionInvalid, name)
+	}
+	require.Equal(t, int64(5), holders(), "a batch refused writes nothing")
+
+	run(t, origins[0], true)
+	require.Eventually(t, func() bool {
+		_, preopen, _ := e.roomRow(t, sale.ID)
+		return preopen != nil
+	}, 10*time.Second, 50*time.Millisecond, "the crowd is frozen")
+	crowd, err := e.store.Crowd(ctx, sale.ID)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"e1-a", "e1-b", "e1-c", "e2-a", "e2-b"}, crowd.Holders)
+	require.Equal(t, int64(5), crowd.HolderCount)
+
+	// After the freeze, whether or not the origin's cache has heard of it.
+	written, err = sync(origins[1], "edge-2", "late")
+	require.NoError(t, err)
+	require.True(t, written, "a batch after the freeze is never written: the edge forgets it")
+	require.Equal(t, int64(5), holders(), "nothing is written after the freeze")
 }

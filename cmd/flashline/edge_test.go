@@ -257,8 +257,10 @@ func openStream(t *testing.T, url, jwt string) <-chan error {
 
 // TestEdgesTicketsAndAdmissions: 10,000 customers take a ticket before the
 // open of a randomized_at_open room, half through each of two edges in
-// front of two origins. The tickets cause no database write at all: the
-// edges report their totals to both origins on their pulls, held in memory.
+// front of two origins. The tickets write neither the room's row nor a rate
+// limit: the edges report their totals to both origins on their pulls, held
+// in memory (and their holders in batches, written to waitroom_holders, so
+// that the crowd committed at the open holds them: verify-draw finds them).
 // Places agree on both edges and both origins; the pacer's leader, whichever
 // origin it is, counts the edges' tickets when it freezes the crowd at the
 // open, exactly; an admission token an edge issued buys once at an origin
@@ -324,7 +326,7 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 	limitsAfter, roomsAfter := writes("rate_limits"), writes("waiting_rooms")
 	require.Equal(t, limitsBefore, limitsAfter, "a rate-limit row was written")
 	require.Equal(t, roomsBefore, roomsAfter, "the room's row was written")
-	t.Logf("%d tickets through two edges in %s (%.0f/s): 0 rows inserted or updated",
+	t.Logf("%d tickets through two edges in %s (%.0f/s): 0 rows of the room or rate_limits inserted or updated",
 		customers, elapsed.Round(time.Millisecond), customers/elapsed.Seconds())
 
 	// Places agree on both edges and both origins: the draw's share of the
@@ -385,6 +387,22 @@ func TestEdgesTicketsAndAdmissions(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT preopen_count, preopen_positions FROM waiting_rooms WHERE sale_id = $1`, sale).
 		Scan(&frozen, &preopenPositions))
 	require.Equal(t, int64(customers), frozen, "the pre-open crowd as frozen")
+	// The edges reported their holders to the origins (issue 48): the
+	// committed crowd holds every customer who took a ticket only through
+	// an edge, and each finds themself in the published transcript, with
+	// the rank the room admits them by.
+	doc, err := fetchTranscript(ctx, origins[1].URL+"/sales/"+sale+"/draw")
+	require.NoError(t, err)
+	require.Equal(t, "drawn", doc.Status)
+	require.EqualValues(t, customers, doc.RegistrantCount, "every edge's pre-open holder is committed")
+	for _, i := range []int{0, customers / 2, customers - 1, first} {
+		id := fmt.Sprintf("edges-%05d", i)
+		tk, err := keys.ParseTicket(tokens[i])
+		require.NoError(t, err)
+		out, _, err := runCLI(t, "", "sale", "verify-draw", sale, "--url", edges[i%2].URL, "--customer", id)
+		require.NoError(t, err, out)
+		require.Contains(t, out, fmt.Sprintf("your rank   %d of %d\n", waitroom.RankIn(tk, "randomized_at_open", customers, 0, finalSeed), customers), out)
+	}
 
 	// After the open: 1,000 arrivals through both edges at once, once both
 	// have heard of the open (the seed is revealed in the policy then).

@@ -5928,7 +5928,7 @@ type DrawTranscriptStatus string
 
 // EdgeRequest defines model for EdgeRequest.
 type EdgeRequest struct {
-	// Report POST /edge/sync: a JWS signed like the document, aud "flashline-edge-report", good 10 s, body {edge, preopen: {saleId: pre-open tickets given out so far, in total}}
+	// Report POST /edge/sync: a JWS signed like the document, aud "flashline-edge-report", good 10 s, body {edge, preopen: {saleId: pre-open tickets given out so far, in total}, run, queue, holders: {saleId: [customer ids given a pre-open ticket in a randomized_at_open room, not yet acknowledged; at most 1,024 in all, each 1-128 bytes]}}
 	Report *string `json:"report,omitempty"`
 
 	// Request POST /edge/lease: a JWS, aud "flashline-edge-lease", good 10 s, body {edge, sale, n (1-256 positions)}
@@ -6767,6 +6767,9 @@ type Void struct {
 type Watermarks struct {
 	// Document a JWS (compact, HS256, signed with the waiting-room keyring's signing key; header {alg, kid, typ}) whose payload is {aud: "flashline-watermarks", iat, exp (Unix ms; exp = iat + 3 s), body: {sealed}}: sealed is the body proper sealed (AES-256-GCM, under a key derived from the signing key, additional data "flashline watermarks"), {dbNow (Unix ms), sales: [{id, state, opensAt, fairness, challengeBits, minAccountAgeSeconds, soldOut, held, message, admittedThrough, pace, nextPosition, preopenCount, preopenPositions, preopenTickets, sealedSeed}]}, readable only with the waiting-room keys; sealedSeed is the draw's seed sealed (AES-256-GCM) under the same key
 	Document string `json:"document"`
+
+	// HoldersWritten POST /edge/sync only: true when every pre-open holder the report carried is written to its room's holders, or never will be (the room's crowd is committed, or it is no randomized_at_open room): the edge forgets them; absent otherwise, and the edge sends them again
+	HoldersWritten *bool `json:"holdersWritten,omitempty"`
 }
 
 // AdmissionToken defines model for AdmissionToken.
@@ -8507,7 +8510,7 @@ type ClientInterface interface {
 
 	// EdgeSyncWithBody An edge's pull: its report in, the watermarks out
 	//
-	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
+	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin), with a batch of the customers who hold them in randomized_at_open rooms (written to the room's holders before the answer, while its crowd is not committed, so the crowd committed at the open holds them; writing one twice is harmless), and gets the watermarks document. Served by role all and origin.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -8516,7 +8519,7 @@ type ClientInterface interface {
 
 	// EdgeSync An edge's pull: its report in, the watermarks out
 	//
-	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
+	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin), with a batch of the customers who hold them in randomized_at_open rooms (written to the room's holders before the answer, while its crowd is not committed, so the crowd committed at the open holds them; writing one twice is harmless), and gets the watermarks document. Served by role all and origin.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -9657,7 +9660,7 @@ func (c *Client) EdgeLease(ctx context.Context, body EdgeLeaseJSONRequestBody, r
 
 // EdgeSyncWithBody An edge's pull: its report in, the watermarks out
 //
-// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
+// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin), with a batch of the customers who hold them in randomized_at_open rooms (written to the room's holders before the answer, while its crowd is not committed, so the crowd committed at the open holds them; writing one twice is harmless), and gets the watermarks document. Served by role all and origin.
 //
 // Takes any type of body and a specified content type.
 //
@@ -9676,7 +9679,7 @@ func (c *Client) EdgeSyncWithBody(ctx context.Context, contentType string, body 
 
 // EdgeSync An edge's pull: its report in, the watermarks out
 //
-// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
+// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin), with a batch of the customers who hold them in randomized_at_open rooms (written to the room's holders before the answer, while its crowd is not committed, so the crowd committed at the open holds them; writing one twice is harmless), and gets the watermarks document. Served by role all and origin.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -13588,7 +13591,7 @@ type ClientWithResponsesInterface interface {
 
 	// EdgeSyncWithBodyWithResponse An edge's pull: its report in, the watermarks out
 	//
-	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
+	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin), with a batch of the customers who hold them in randomized_at_open rooms (written to the room's holders before the answer, while its crowd is not committed, so the crowd committed at the open holds them; writing one twice is harmless), and gets the watermarks document. Served by role all and origin.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13597,7 +13600,7 @@ type ClientWithResponsesInterface interface {
 
 	// EdgeSyncWithResponse An edge's pull: its report in, the watermarks out
 	//
-	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
+	// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin), with a batch of the customers who hold them in randomized_at_open rooms (written to the room's holders before the answer, while its crowd is not committed, so the crowd committed at the open holds them; writing one twice is harmless), and gets the watermarks document. Served by role all and origin.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -21738,7 +21741,7 @@ func (c *ClientWithResponses) EdgeLeaseWithResponse(ctx context.Context, body Ed
 
 // EdgeSyncWithBodyWithResponse An edge's pull: its report in, the watermarks out
 //
-// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
+// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin), with a batch of the customers who hold them in randomized_at_open rooms (written to the room's holders before the answer, while its crowd is not committed, so the crowd committed at the open holds them; writing one twice is harmless), and gets the watermarks document. Served by role all and origin.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -21753,7 +21756,7 @@ func (c *ClientWithResponses) EdgeSyncWithBodyWithResponse(ctx context.Context, 
 
 // EdgeSyncWithResponse An edge's pull: its report in, the watermarks out
 //
-// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin) and gets the watermarks document. Served by role all and origin.
+// An edge posts its signed report of the pre-open tickets it has given out, in total per sale (kept in this instance's memory, never written: the pacer's leader counts the edges' totals when it freezes the crowd at the open; an edge reports to every origin), with a batch of the customers who hold them in randomized_at_open rooms (written to the room's holders before the answer, while its crowd is not committed, so the crowd committed at the open holds them; writing one twice is harmless), and gets the watermarks document. Served by role all and origin.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -27,7 +27,10 @@ import (
 // edge). Every Interval it sends every origin its report (POST /edge/sync:
 // the pre-open tickets it has given out, in total per sale) and takes the
 // watermarks document of one of them (see Sync), giving the sale cache what
-// it says (a Client is a flashline.FactSource); it leases positions from an
+// it says (a Client is a flashline.FactSource); the report carries, in
+// batches, the customers it gave pre-open tickets in a randomized_at_open
+// room, until an origin says it wrote them (their room's committed crowd
+// holds them); it leases positions from an
 // origin for the tickets it places by arrival (a Client is a
 // flashline.RoomStore). A waitroom.Room built on it answers tickets and
 // status polls from memory, as an origin's does, and asks an origin nothing
@@ -48,6 +51,13 @@ type Client struct {
 	good     int       // the origin that answered last
 	totals   map[string]int64
 	queue    map[string][]byte // sale id → this edge's counts of its line (PublishQueue)
+	// holders are the customers given a pre-open ticket here in a
+	// randomized_at_open room that no origin has said it wrote (AddHolders),
+	// by sale: each report carries a batch of them (MaxReportedHolders),
+	// forgotten once an origin answers it wrote them, or once the room's
+	// crowd is frozen. At most maxHolders in all.
+	holders  map[string]map[string]struct{}
+	nHolders int
 	changed  func(saleID string)
 	run      string // this run of the edge, in its reports
 
@@ -102,7 +112,8 @@ func NewClient(keys *roomtoken.Keyring, opts Options) (*Client, error) {
 	}
 	var run [4]byte
 	rand.Read(run[:])
-	return &Client{keys: keys, opts: opts, totals: map[string]int64{}, queue: map[string][]byte{}, run: hex.EncodeToString(run[:])}, nil
+	return &Client{keys: keys, opts: opts, totals: map[string]int64{}, queue: map[string][]byte{},
+		holders: map[string]map[string]struct{}{}, run: hex.EncodeToString(run[:])}, nil
 }
 
 // ID is the edge's id.
@@ -119,7 +130,9 @@ func (e *Client) Run(ctx context.Context) error {
 			e.opts.Logger.WarnContext(ctx, "waitroom: edge: no origin answers", "err", err)
 		}
 		wait := e.opts.Interval
-		if e.fastPull() {
+		// More holders wait than a report carries: the next batch goes
+		// at once.
+		if e.fastPull() || e.Unreported() > roomtoken.MaxReportedHolders {
 			wait = min(wait, nearOpenInterval)
 		}
 		select {
@@ -185,7 +198,8 @@ func (e *Client) Sync(ctx context.Context) error {
 			}
 		}
 	}
-	token := e.keys.SignEdgeReport(e.report(), e.dbNow())
+	rep := e.report()
+	token := e.keys.SignEdgeReport(rep, e.dbNow())
 	e.mu.Lock()
 	preferred := e.good
 	e.mu.Unlock()
@@ -199,7 +213,10 @@ func (e *Client) Sync(ctx context.Context) error {
 	answers := make(chan answer, len(e.opts.Origins))
 	for n, origin := range e.opts.Origins {
 		go func() {
-			doc, err := e.pull(ctx, origin, token)
+			doc, written, err := e.pull(ctx, origin, token)
+			if err == nil && written {
+				e.written(rep.Holders)
+			}
 			answers <- answer{n, doc, err}
 		}()
 	}
@@ -245,9 +262,10 @@ func (e *Client) report() roomtoken.EdgeReport {
 		rooms[s.ID] = true
 		if s.PreopenCount >= 0 {
 			delete(e.totals, s.ID)
+			e.dropHolders(s.ID)
 		}
 	}
-	rep := roomtoken.EdgeReport{Edge: e.opts.ID, Preopen: maps.Clone(e.totals), Run: e.run}
+	rep := roomtoken.EdgeReport{Edge: e.opts.ID, Preopen: maps.Clone(e.totals), Run: e.run, Holders: e.batch()}
 	for id := range e.queue {
 		if !rooms[id] {
 			delete(e.queue, id)
@@ -300,15 +318,17 @@ func (e *Client) get(ctx context.Context, url string, out any) error {
 	return e.do(ctx, http.MethodGet, url, nil, out)
 }
 
-// pull posts the report to one origin and returns the document it answers.
-func (e *Client) pull(ctx context.Context, origin, report string) (string, error) {
+// pull posts the report to one origin and returns the document it
+// answers, and whether it wrote the report's holders.
+func (e *Client) pull(ctx context.Context, origin, report string) (doc string, written bool, err error) {
 	var out struct {
-		Document string `json:"document"`
+		Document       string `json:"document"`
+		HoldersWritten bool   `json:"holdersWritten"`
 	}
 	if err := e.post(ctx, origin+"/edge/sync", map[string]string{"report": report}, &out); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return out.Document, nil
+	return out.Document, out.HoldersWritten, nil
 }
 
 // post sends body as JSON to url and decodes a 200's answer into out.

@@ -102,10 +102,35 @@ func (e *Client) CountTickets(_ context.Context, saleID string, n int64) error {
 	return nil
 }
 
-// AddHolders is flashline.RoomStore's: an edge's pre-open holders are not
-// reported to its origins yet, so they are not in the committed crowd (their
-// tickets are counted, and ranked by the final seed as everyone's).
-func (e *Client) AddHolders(context.Context, string, []string) error { return nil }
+// AddHolders is flashline.RoomStore's: the holders join those the next
+// reports carry (in batches, until an origin says it wrote them, which it
+// does before the room's crowd is committed). A room whose crowd the
+// document says is frozen: flashline.ErrCrowdCommitted. More than the edge
+// keeps (maxHolders): ErrUnavailable, nothing kept.
+func (e *Client) AddHolders(_ context.Context, saleID string, customers []string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.doc.Sales {
+		if s.ID == saleID && s.PreopenCount >= 0 {
+			return fmt.Errorf("edge: holders of sale %s: %w", saleID, flashline.ErrCrowdCommitted)
+		}
+	}
+	if e.nHolders+len(customers) > maxHolders {
+		return fmt.Errorf("edge: %d pre-open holders wait for an origin: %w", e.nHolders, flashline.ErrUnavailable)
+	}
+	m := e.holders[saleID]
+	if m == nil {
+		m = map[string]struct{}{}
+		e.holders[saleID] = m
+	}
+	for _, c := range customers {
+		if _, ok := m[c]; !ok {
+			m[c] = struct{}{}
+			e.nHolders++
+		}
+	}
+	return nil
+}
 
 // RecordEdgeTickets is flashline.RoomStore's: an edge hears no other edge's reports.
 func (e *Client) RecordEdgeTickets(context.Context, string, map[string]int64) error { return errEdge }

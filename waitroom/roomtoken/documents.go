@@ -382,11 +382,24 @@ type EdgeReport struct {
 	// row of this run of this edge.
 	Run   string                     `json:"run,omitempty"`
 	Queue map[string]json.RawMessage `json:"queue,omitempty"`
+	// Holders are customers the edge gave a pre-open ticket in a
+	// randomized_at_open room, by sale, that no origin has said it wrote
+	// yet: a batch of them (the edge sends each again until an origin's
+	// answer says they were written, so an origin may hear one many
+	// times), for the origin to write to the room's holders before the
+	// crowd is committed.
+	// At most MaxReportedHolders in all.
+	Holders map[string][]string `json:"holders,omitempty"`
 	// SignedAt is when the edge signed the report, by the database's clock
 	// as it knew it (OpenEdgeReport sets it): the same on every origin that
 	// hears this report, and later for a later one.
 	SignedAt time.Time `json:"-"`
 }
+
+// MaxReportedHolders bounds the pre-open holders one edge report carries,
+// all sales together: with customer ids of 128 bytes at most, a report
+// stays well within what an origin reads.
+const MaxReportedHolders = 1024
 
 // EdgeLease asks an origin for the next N positions of Sale's room for Edge
 // (one UPDATE for the block, as an instance with the database leases its
