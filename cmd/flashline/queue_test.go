@@ -47,32 +47,17 @@ func TestQueueAnalyticsInTheReport(t *testing.T) {
 	// Everyone polls, on the instance it did not take its ticket on, until
 	// it is admitted (and reserves with its token on the first one) or told
 	// the sale sold out.
-	reserved, decided := 0, make([]bool, customers)
-	deadline := time.Now().Add(90 * time.Second)
-	for left := customers; left > 0; {
-		require.True(t, time.Now().Before(deadline), "the line never ended: %d undecided", left)
-		for i, w := range all {
-			if decided[i] {
-				continue
-			}
-			r, err := c.To(servers[(i+1)%2].URL).Status(t.Context(), w.jwt, saleID, w.ticket, "")
-			require.NoError(t, err)
-			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-			switch r.Value.State {
-			case "admitted":
-				res, err := c.To(servers[i%2].URL).Reserve(t.Context(), w.jwt, client.ReserveRequest{
-					SaleID: saleID, Quantity: 1, IdempotencyKey: fmt.Sprintf("queue-%d", i), AdmissionToken: r.Value.AdmissionToken})
-				require.NoError(t, err)
-				if res.Status == http.StatusCreated {
-					reserved++
-				}
-				decided[i], left = true, left-1
-			case "sold_out":
-				decided[i], left = true, left-1
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	reserved := drainLine(t, customers, func(i int) (string, string) {
+		r, err := c.To(servers[(i+1)%2].URL).Status(t.Context(), all[i].jwt, saleID, all[i].ticket, "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		return r.Value.State, r.Value.AdmissionToken
+	}, func(i int, admission string) bool {
+		res, err := c.To(servers[i%2].URL).Reserve(t.Context(), all[i].jwt, client.ReserveRequest{
+			SaleID: saleID, Quantity: 1, IdempotencyKey: fmt.Sprintf("queue-%d", i), AdmissionToken: admission})
+		require.NoError(t, err)
+		return res.Status == http.StatusCreated
+	})
 	require.Equal(t, stock, reserved)
 
 	// Each instance writes its counts within a second or so; the report
@@ -155,30 +140,15 @@ func TestQueueAnalyticsThroughEdges(t *testing.T) {
 	}
 	// Everyone polls its edge until admitted (and reserves, through the
 	// edge, at an origin) or told the sale sold out.
-	reserved, decided := 0, make([]bool, customers)
-	deadline := time.Now().Add(90 * time.Second)
-	for left := customers; left > 0; {
-		require.True(t, time.Now().Before(deadline), "the line never ended: %d undecided", left)
-		for i, w := range all {
-			if decided[i] {
-				continue
-			}
-			st := getStatus(t, c, edges[i%2].URL, saleID, w.jwt, w.ticket)
-			switch st.State {
-			case "admitted":
-				res, err := c.Do(ctx, http.MethodPost, edges[i%2].URL+"/sales/"+saleID+"/reservations", w.jwt, `{"quantity":1}`,
-					"Idempotency-Key", fmt.Sprintf("queue-edge-%d", i), "X-Admission-Token", st.AdmissionToken)
-				require.NoError(t, err)
-				if res.Status == http.StatusCreated {
-					reserved++
-				}
-				decided[i], left = true, left-1
-			case "sold_out":
-				decided[i], left = true, left-1
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	reserved := drainLine(t, customers, func(i int) (string, string) {
+		st := getStatus(t, c, edges[i%2].URL, saleID, all[i].jwt, all[i].ticket)
+		return st.State, st.AdmissionToken
+	}, func(i int, admission string) bool {
+		res, err := c.Do(ctx, http.MethodPost, edges[i%2].URL+"/sales/"+saleID+"/reservations", all[i].jwt, `{"quantity":1}`,
+			"Idempotency-Key", fmt.Sprintf("queue-edge-%d", i), "X-Admission-Token", admission)
+		require.NoError(t, err)
+		return res.Status == http.StatusCreated
+	})
 	require.Equal(t, stock, reserved)
 
 	// The edges' counts reach the report within a sync or two: every
@@ -227,4 +197,33 @@ func TestQueueAnalyticsThroughEdges(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.NotNil(t, r.Value.Queue)
 	require.EqualValues(t, customers, r.Value.Queue.Arrivals)
+}
+
+// drainLine has each of n waiters poll (its state and admission token)
+// until admitted, then reserve (whether a unit was reserved), or told the
+// sale sold out, a round of polls every 100 ms; it returns the units
+// reserved.
+func drainLine(t *testing.T, n int, poll func(i int) (state, admission string), reserve func(i int, admission string) bool) int {
+	t.Helper()
+	reserved, decided := 0, make([]bool, n)
+	deadline := time.Now().Add(90 * time.Second)
+	for left := n; left > 0; {
+		require.True(t, time.Now().Before(deadline), "the line never ended: %d undecided", left)
+		for i := range n {
+			if decided[i] {
+				continue
+			}
+			switch state, admission := poll(i); state {
+			case "admitted":
+				if reserve(i, admission) {
+					reserved++
+				}
+				decided[i], left = true, left-1
+			case "sold_out":
+				decided[i], left = true, left-1
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return reserved
 }
