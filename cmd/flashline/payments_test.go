@@ -523,6 +523,7 @@ func TestRepairCorruptedSale(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": dbURL, "USER": "ops-ana"}
 	var stdout, stderr bytes.Buffer
 	require.NoError(t, run(ctx, []string{"sale", "repair", "--apply", saleID}, func(k string) string { return env[k] }, &stdout, &stderr))
+	repaired := time.Now()
 	t.Logf("flashline sale repair --apply:\n%s", stdout.String())
 	require.Contains(t, stdout.String(), "Applied by ops-ana")
 	rows, err := pool.Query(ctx, `SELECT bucket, delta, operator, xact_id IS NULL FROM stock_ledger WHERE sale_id = $1 AND reason = 'repair' ORDER BY entry_id`, saleID)
@@ -539,12 +540,26 @@ func TestRepairCorruptedSale(t *testing.T) {
 		`SELECT application_name FROM stock_audit WHERE sale_id = $1 ORDER BY audit_id DESC LIMIT 1`, saleID), "the repair names itself")
 	require.Equal(t, 1, scalar[int](t, pool, `SELECT count(*) FROM operator_actions WHERE action = 'repair' AND operator = 'ops-ana'`))
 
-	// It stays paused, and the invariant holds now.
-	time.Sleep(1500 * time.Millisecond)
-	s, err := api.Sale(ctx, testserver.AdminToken, saleID)
-	require.NoError(t, err)
-	require.Equal(t, "paused", s.Value.State, "repair never resumes")
-	require.True(t, s.Value.Invariant.OK, "%+v", s.Value.Invariant)
+	// It stays paused, and the invariant job's first check after the repair
+	// finds it holds. (The test slept 1.5 s, one interval and a half, and
+	// read the last check: beside two CPU burners that was still the one
+	// from before the repair.)
+	require.Eventually(t, func() bool {
+		s, err := api.Sale(ctx, testserver.AdminToken, saleID)
+		require.NoError(t, err)
+		require.Equal(t, "paused", s.Value.State, "repair never resumes")
+		inv := s.Value.Invariant
+		if inv.CheckedAt == nil {
+			return false
+		}
+		at, err := time.Parse(time.RFC3339Nano, *inv.CheckedAt)
+		require.NoError(t, err)
+		if !at.After(repaired) {
+			return false
+		}
+		require.True(t, inv.OK, "the first check after the repair: %+v", inv)
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "no invariant check after the repair")
 	check, _, err := runCLI(t, dbURL, "check")
 	require.NoError(t, err, "%s", check)
 	out, _, err = runCLI(t, dbURL, "sale", "repair", saleID)
