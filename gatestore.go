@@ -30,12 +30,11 @@ type GateStore interface {
 	// replay (stored false: none), without reserving anything.
 	StoredAnswer(ctx context.Context, req ReserveRequest) (res ReserveResult, stored bool, err error)
 	// OwedToCustomer is how many units of the customer are owed back to the
-	// sale's gate and not applied yet: the gate's count of their units is
-	// above the database's by as many until the relay applies them.
-	OwedToCustomer(ctx context.Context, saleID, customerID string) (int64, error)
-	// CustomerHolds is whether the customer holds an active reservation of
-	// the sale: what the database refuses limit_reached for.
-	CustomerHolds(ctx context.Context, saleID, customerID string) (bool, error)
+	// sale's gate and not applied yet (the gate's count of their units is
+	// above the database's by as many until the relay applies them), and
+	// whether the customer holds an active reservation of the sale (what
+	// the database refuses limit_reached for), in one read.
+	OwedToCustomer(ctx context.Context, saleID, customerID string) (owed int64, holds bool, err error)
 	// GatedSales lists the gated sales to look after.
 	GatedSales(ctx context.Context) ([]GatedSale, error)
 	// Incident records an incident of the sale's gate and, with pause,

@@ -222,15 +222,16 @@ func precheck(s flashline.SaleFacts, req flashline.ReserveRequest, now time.Time
 // off the request's path, after the answer): the gate counts it from its
 // step on. So a refusal with nothing owed stands only when the database
 // agrees, the customer holding an active reservation (the purchase path's
-// own limit_reached); otherwise the units the gate counts are in flight and
+// own limit_reached, read with what is owed: one round trip, a hold made
+// between the read and the step only answered retry once more); otherwise the units the gate counts are in flight and
 // the buyer is asked to retry as well (found by the chaos harness,
 // redis-kill: a customer whose request was refused while the sale was
 // paused was told limit_reached by their next one, holding nothing).
 func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, limit int) (gateOutcome, error) {
-	owed, err := g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
+	owed, holds, err := g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
 	if err == nil && owed > 0 {
 		if _, err = g.Relay(ctx); err == nil {
-			owed, err = g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
+			owed, holds, err = g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
 		}
 	}
 	if err != nil {
@@ -243,11 +244,7 @@ func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, l
 	if owed > 0 {
 		return gateOutcome{}, fmt.Errorf("gate of sale %s: %d units of %s still owed back to the counter: %w", req.SaleID, owed, req.CustomerID, flashline.ErrOverloaded)
 	}
-	holds, herr := g.store.CustomerHolds(ctx, req.SaleID, req.CustomerID)
-	switch {
-	case herr != nil:
-		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.Unavailable(ctx, herr))
-	case !holds:
+	if !holds {
 		return gateOutcome{}, fmt.Errorf("gate of sale %s: units of %s in flight (handed out, neither held nor returned yet): %w", req.SaleID, req.CustomerID, flashline.ErrOverloaded)
 	}
 	return out, err

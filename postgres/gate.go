@@ -128,30 +128,18 @@ func (s *Store) StoredAnswer(ctx context.Context, req flashline.ReserveRequest) 
 }
 
 // OwedToCustomer is how many units of the customer are owed back to a gated
-// sale's counter and not applied yet.
-func (s *Store) OwedToCustomer(ctx context.Context, saleID, customerID string) (int64, error) {
+// sale's counter and not applied yet, and whether the customer holds an
+// active (pending or confirmed) reservation of the sale, in one statement.
+func (s *Store) OwedToCustomer(ctx context.Context, saleID, customerID string) (int64, bool, error) {
 	// A buyer's request waits for it: bounded as a reservation's attempt
 	// is (the request's context has no deadline).
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ReserveTimeout)
 	defer cancel()
-	n, err := dbsqlc.New(s.sale).GateOwedToCustomer(ctx, dbsqlc.GateOwedToCustomerParams{SaleID: saleID, CustomerID: customerID})
+	r, err := dbsqlc.New(s.sale).GateOwedToCustomer(ctx, dbsqlc.GateOwedToCustomerParams{SaleID: saleID, CustomerID: customerID})
 	if err != nil {
-		return 0, fmt.Errorf("units owed to the gate of sale %s for %s: %w", saleID, customerID, translate(err))
+		return 0, false, fmt.Errorf("units owed to the gate of sale %s for %s: %w", saleID, customerID, translate(err))
 	}
-	return n, nil
-}
-
-// CustomerHolds is whether the customer holds an active (pending or
-// confirmed) reservation of the sale.
-func (s *Store) CustomerHolds(ctx context.Context, saleID, customerID string) (bool, error) {
-	// A buyer's request waits for it, as for OwedToCustomer.
-	ctx, cancel := context.WithTimeout(ctx, s.opts.ReserveTimeout)
-	defer cancel()
-	holds, err := dbsqlc.New(s.sale).GateCustomerHolds(ctx, dbsqlc.GateCustomerHoldsParams{SaleID: saleID, CustomerID: customerID})
-	if err != nil {
-		return false, fmt.Errorf("holds of %s in sale %s: %w", customerID, saleID, translate(err))
-	}
-	return holds, nil
+	return r.Owed, r.Holds, nil
 }
 
 // GatedSales lists the gated sales the gate job looks after.

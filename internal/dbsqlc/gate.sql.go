@@ -10,27 +10,6 @@ import (
 	"time"
 )
 
-const gateCustomerHolds = `-- name: GateCustomerHolds :one
-SELECT EXISTS (SELECT 1 FROM reservations
-                WHERE sale_id = $1::text AND customer_id = $2::text
-                  AND state IN ('pending', 'confirmed'))::boolean
-`
-
-type GateCustomerHoldsParams struct {
-	SaleID     string
-	CustomerID string
-}
-
-// Whether the customer holds an active (pending or confirmed) reservation
-// of the sale: what the purchase path refuses limit_reached for (has_active
-// in reserve.sql).
-func (q *Queries) GateCustomerHolds(ctx context.Context, arg GateCustomerHoldsParams) (bool, error) {
-	row := q.db.QueryRow(ctx, gateCustomerHolds, arg.SaleID, arg.CustomerID)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const gateIncident = `-- name: GateIncident :one
 WITH p AS (
     UPDATE sales
@@ -242,8 +221,11 @@ func (q *Queries) GateOutboxTake(ctx context.Context, arg GateOutboxTakeParams) 
 }
 
 const gateOwedToCustomer = `-- name: GateOwedToCustomer :one
-SELECT coalesce(sum(quantity), 0)::bigint FROM gate_outbox
- WHERE sale_id = $1::text AND customer_id = $2::text AND applied_at IS NULL
+SELECT coalesce((SELECT sum(quantity) FROM gate_outbox
+                  WHERE sale_id = $1::text AND customer_id = $2::text AND applied_at IS NULL), 0)::bigint AS owed,
+       EXISTS (SELECT 1 FROM reservations
+                WHERE sale_id = $1::text AND customer_id = $2::text
+                  AND state IN ('pending', 'confirmed'))::boolean AS holds
 `
 
 type GateOwedToCustomerParams struct {
@@ -251,14 +233,22 @@ type GateOwedToCustomerParams struct {
 	CustomerID string
 }
 
+type GateOwedToCustomerRow struct {
+	Owed  int64
+	Holds bool
+}
+
 // Units of a customer owed back to a gated sale's counter and not applied
 // yet (restocks of their holds, returns of their attempts' units): the gate's
-// count of the customer's units is above the database's by as many.
-func (q *Queries) GateOwedToCustomer(ctx context.Context, arg GateOwedToCustomerParams) (int64, error) {
+// count of the customer's units is above the database's by as many; and
+// whether the customer holds an active (pending or confirmed) reservation of
+// the sale, what the purchase path refuses limit_reached for (has_active in
+// reserve.sql). One read for the gate's limit refusal.
+func (q *Queries) GateOwedToCustomer(ctx context.Context, arg GateOwedToCustomerParams) (GateOwedToCustomerRow, error) {
 	row := q.db.QueryRow(ctx, gateOwedToCustomer, arg.SaleID, arg.CustomerID)
-	var column_1 int64
-	err := row.Scan(&column_1)
-	return column_1, err
+	var i GateOwedToCustomerRow
+	err := row.Scan(&i.Owed, &i.Holds)
+	return i, err
 }
 
 const gateRebuildSettle = `-- name: GateRebuildSettle :one

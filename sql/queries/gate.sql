@@ -94,17 +94,15 @@ SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = @sale_id::te
 -- name: GateOwedToCustomer :one
 -- Units of a customer owed back to a gated sale's counter and not applied
 -- yet (restocks of their holds, returns of their attempts' units): the gate's
--- count of the customer's units is above the database's by as many.
-SELECT coalesce(sum(quantity), 0)::bigint FROM gate_outbox
- WHERE sale_id = @sale_id::text AND customer_id = @customer_id::text AND applied_at IS NULL;
-
--- name: GateCustomerHolds :one
--- Whether the customer holds an active (pending or confirmed) reservation
--- of the sale: what the purchase path refuses limit_reached for (has_active
--- in reserve.sql).
-SELECT EXISTS (SELECT 1 FROM reservations
+-- count of the customer's units is above the database's by as many; and
+-- whether the customer holds an active (pending or confirmed) reservation of
+-- the sale, what the purchase path refuses limit_reached for (has_active in
+-- reserve.sql). One read for the gate's limit refusal.
+SELECT coalesce((SELECT sum(quantity) FROM gate_outbox
+                  WHERE sale_id = @sale_id::text AND customer_id = @customer_id::text AND applied_at IS NULL), 0)::bigint AS owed,
+       EXISTS (SELECT 1 FROM reservations
                 WHERE sale_id = @sale_id::text AND customer_id = @customer_id::text
-                  AND state IN ('pending', 'confirmed'))::boolean;
+                  AND state IN ('pending', 'confirmed'))::boolean AS holds;
 
 -- name: GateStoredAnswer :one
 -- The stored answer to a customer's idempotency key (to replay), read on its
