@@ -118,13 +118,6 @@ func (r *Room) Watermarks() string {
 // cost is one signature and a seal per room, whatever the number of edges.
 const watermarksReuse = 100 * time.Millisecond
 
-// EdgeReport records an edge's signed report (see EdgeSync), its holders
-// written with no deadline but the store's.
-func (r *Room) EdgeReport(token string) error {
-	_, err := r.EdgeSync(context.Background(), token)
-	return err
-}
-
 // EdgeSync records an edge's signed report of its pre-open tickets (the
 // origin's side of POST /edge/sync): in memory, for the rooms whose
 // pre-open crowd is not frozen yet, written at the open (flushEdges). The
