@@ -410,9 +410,8 @@ class Shopper(FastHttpUser):
             self.report["streams"] = self.report.get("streams", 0) + 1
             solution = ticket["solution"]
             params = f"token={token}" + (f"&solution={solution}" if solution else "")
-            r = self.client.get(f"{self.base}/sales/{self.sale}/status/stream?{params}", name="GET /sales/{id}/status/stream",
-                                headers=dict(self.auth), stream=True)
-            if r.status_code != 200:
+            r = self.open_stream(f"{self.base}/sales/{self.sale}/status/stream?{params}")
+            if r is None or r.status_code != 200:
                 return None
             try:
                 admission, events = self.read_stream(r, ticket)
@@ -425,6 +424,24 @@ class Shopper(FastHttpUser):
             if silent >= 2:
                 return None
             self.sleep(0.1 + random.random() * 0.2)
+
+    def open_stream(self, url):
+        """Opens a status stream: the response, or None when no connection
+        was made. Locust's FastHttpSession cannot answer a stream whose
+        connection failed (2.12 reads the headers of the error it made
+        instead, an AttributeError in the shopper): that failure is counted
+        here as Locust counts a failed request, and the shopper polls, as the
+        page does when its EventSource cannot connect."""
+        name = "GET /sales/{id}/status/stream"
+        start = time.perf_counter()
+        try:
+            return self.client.get(url, name=name, headers=dict(self.auth), stream=True)
+        except AttributeError:
+            events.request.fire(request_type="GET", name=name, response_time=(time.perf_counter() - start) * 1000,
+                                response_length=0, response=None, context={},
+                                exception=ConnectionError("no answer: the stream's connection failed"))
+            self.report["stalled"] = self.report.get("stalled", 0) + 1
+            return None
 
     def read_stream(self, r, ticket):
         """Reads one stream to its end: (the admission token, events read),
