@@ -8,7 +8,7 @@
 
 import {
   ADMISSION_TTL_S, admissionID, challengeNonce, draw, drawRank, jsonString,
-  parseTicket, signAdmission, signTicket, verifyChallenge,
+  parseTicket, signAdmission, signTicket, validID, verifyChallenge,
 } from "./tokens.js";
 
 const ASSUMED_PACE = 10;
@@ -127,9 +127,11 @@ export class Room {
         return { status: 200, body: await this.ticketBody(s, t, previous, now) };
       }
     }
-    if (s.soldOut || !this.placedByDraw(s)) return null;
+    // A customer id longer than a ticket takes (128 bytes) is the
+    // origin's to refuse, as TicketFromMemory leaves it to Ticket.
+    if (s.soldOut || !validID(customer) || !this.placedByDraw(s)) return null;
     const d = await draw(s.seed, saleID, customer);
-    this.origins.count(saleID, d, ctx);
+    this.origins.count(saleID, d, customer, ctx);
     // Placed by its draw alone: position 1, arrived at the start of the hour
     // (drawnTicket), so asking again within the hour gives the same token.
     const t = { saleID, customerID: customer, arrivedAt: Math.floor(now / 3600000) * 3600, position: 1, preOpen: true, draw: d };
@@ -139,14 +141,21 @@ export class Room {
   // status is GET /sales/{id}/status: Room.Status from the document. An
   // answer of 200 also says its state, when to ask again (pollAfter, ms)
   // and whether it is final (admitted, the challenge, sold out for good):
-  // what the status stream needs (stream.js).
+  // what the status stream needs (stream.js). Each answer of 200 is counted
+  // in the line's counts (Room.answer's queue.answered).
   async status(saleID, customer, token, solution) {
     const known = this.origins.sale(saleID);
     if (!known) return null;
-    const { s, fresh } = known;
     const now = this.origins.dbNow();
     const t = await parseTicket(this.keyring, token, now / 1000);
     if (!t || t.saleID !== saleID || t.customerID !== customer) return admissionInvalid();
+    const a = await this.answer(known, t, solution, now);
+    if (a && a.status === 200) this.origins.lines.answered(saleID, customer, a.state, now - t.arrivedAt * 1000);
+    return a;
+  }
+
+  async answer({ s, fresh }, t, solution, now) {
+    const saleID = t.saleID, customer = t.customerID;
     if (committed(s, t)) return null;
     const msg = s.message ? `,"message":${jsonString(s.message, true)}` : "";
     const vars = s.variantsJSON; // last in every answer, as api.Status writes it
