@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -227,6 +228,36 @@ func TestWorkerHoldersAndLines(t *testing.T) {
 		require.Contains(t, string(out), fmt.Sprintf("your rank   %d of %d\n", want, customers), "customer %s", ids[i])
 	}
 
+	// The committed crowd's polls are the Worker's, ranked by the final
+	// seed as the origin ranks them: its answer is the origin's, and the
+	// origin answers none of the Worker's (its status counter stands
+	// still across one). Customers far back, whose rank by the final seed
+	// is far from their ticket's own draw's, so that the two cannot agree
+	// by chance.
+	workerPulled(t, c, origin.URL, worker)
+	statuses := func() float64 { return metricSum(t, c, origin.URL, "flashline_waitroom_status_total{") }
+	checked := 0
+	for i := 0; i < customers && checked < 5; i++ {
+		tk, err := keys.ParseTicket(tokens[i])
+		require.NoError(t, err)
+		final, own := waitroom.RankIn(tk, "randomized_at_open", customers, 0, finalSeed), waitroom.Rank(tk, "randomized_at_open", customers)
+		if final < 200 || final-own < 50 && own-final < 50 {
+			continue
+		}
+		checked++
+		var w, o status
+		assert.Eventually(t, func() bool {
+			before := statuses()
+			w = getStatus(t, c, worker, sale, jwts[i], tokens[i])
+			answered := statuses() == before
+			o = getStatus(t, c, origin.URL, sale, jwts[i], tokens[i])
+			return answered && w.State == "waiting" && w.Position == o.Position && w.PositionRange == o.PositionRange
+		}, settle, 100*time.Millisecond)
+		require.Equal(t, o, w, "customer %d's place by the final seed (rank %d, %d by the ticket's draw) on the Worker and the origin", i, final, own)
+	}
+	require.Equal(t, 5, checked)
+	require.Positive(t, statuses(), "the origin counts the polls it answers")
+
 	// An admission the Worker decides is counted in its row by its wait
 	// (an open arrival_order room: the ticket is the origin's to place, the
 	// polls the Worker's once its document names the room open).
@@ -253,4 +284,22 @@ func TestWorkerHoldersAndLines(t *testing.T) {
 	var report struct{ Queue api.QueueStats }
 	require.NoError(t, json.Unmarshal(rep.Body, &report))
 	require.EqualValues(t, customers, report.Queue.Arrivals, "the report's arrivals are the Worker's")
+}
+
+// metricSum is the sum of the values of base's metrics whose line starts
+// with prefix.
+func metricSum(t *testing.T, c *testserver.Client, base, prefix string) float64 {
+	t.Helper()
+	r, err := c.Do(context.Background(), http.MethodGet, base+"/metrics", testserver.AdminToken, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.Status)
+	sum := 0.0
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			require.NoError(t, err, line)
+			sum += v
+		}
+	}
+	return sum
 }

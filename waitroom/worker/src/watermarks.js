@@ -278,6 +278,7 @@ export async function openWatermarks(keyring, token) {
   const sales = new Map();
   for (const s of body.sales || []) {
     s.seed = await unseal(v.key, s.id, fromB64(s.sealedSeed || ""));
+    s.finalSeedBytes = s.finalSeed ? fromB64(s.finalSeed) : null; // the committed crowd's (base64, as Go's []byte)
     s.opensAtMs = s.opensAt ? Date.parse(s.opensAt) : null;
     s.message = s.message || "";
     s.variantsJSON = variantsJSON(s);
