@@ -85,10 +85,12 @@ export class Holders {
   }
 }
 
-// holdersJSON is a batch as the report's "holders" member writes it
-// (roomtoken.EdgeReport's, sales by id).
+// holdersJSON is a batch as the report's "holders" member (roomtoken.EdgeReport's,
+// sales by id). The customer ids are not HTML-escaped as Go's json.Marshal
+// would (the origin reads either): a batch of 1,024 ids of 128 '<' stays
+// well within the 1 MiB an origin reads, signed and in base64.
 export function holdersJSON(batch) {
-  const parts = [...batch.keys()].sort().map((id) => `${jsonString(id, true)}:[${batch.get(id).map((c) => jsonString(c, true)).join(",")}]`);
+  const parts = [...batch.keys()].sort().map((id) => `${jsonString(id, true)}:[${batch.get(id).map((c) => jsonString(c)).join(",")}]`);
   return `{${parts.join(",")}}`;
 }
 

@@ -160,6 +160,8 @@ export class Room {
     return a;
   }
 
+  // answer is Room.status's answer to ticket t (customer's own, of this
+  // sale) from what the document says of its sale (known: {s, fresh}).
   async answer({ s, fresh }, t, solution, now) {
     const saleID = t.saleID, customer = t.customerID;
     await ranked(s, t);

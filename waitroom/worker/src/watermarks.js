@@ -178,7 +178,8 @@ export class Origins {
     const batch = this.holders.batch();
     const queue = this.lines.queueJSON(rooms);
     const now = Math.floor(this.dbNow());
-    const body = `{"edge":${jsonString(this.edgeID)},"preopen":{${[...preopen.keys()].sort().map((id) => `${jsonString(id, true)}:${preopen.get(id)}`).join(",")}},"run":${jsonString(this.run)}` +
+    const totals = [...preopen.keys()].sort().map((id) => `${jsonString(id, true)}:${preopen.get(id)}`).join(",");
+    const body = `{"edge":${jsonString(this.edgeID)},"preopen":{${totals}},"run":${jsonString(this.run)}` +
       `${queue ? `,"queue":${queue}` : ""}${batch ? `,"holders":${holdersJSON(batch)}` : ""}}`;
     const token = await sign(this.keyring.signer, `{"aud":"flashline-edge-report","iat":${now},"exp":${now + REPORT_TTL_MS},"body":${body}}`);
     return { token, batch };
