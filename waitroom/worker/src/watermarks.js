@@ -135,23 +135,24 @@ export class Origins {
   // flush reports what count counted, 100 ms after it, and again while
   // tickets are counted meanwhile (100 ms on) or holders wait for an origin
   // to write them (100 ms on while more wait than one report carries, else
-  // a second): a Worker has no timer, and an isolate whose requests stop
-  // would otherwise keep them until its next request. It stops when no
-  // origin answers, and after FLUSH_MS (Cloudflare keeps a request's
-  // waitUntil for 30 s after its answer).
+  // a second, as after a pull no origin answered): a Worker has no timer,
+  // and an isolate whose requests stop would otherwise keep them until its
+  // next request. For FLUSH_MS at most (Cloudflare keeps a request's
+  // waitUntil for 30 s after its answer); the next ticket starts another.
   async flush() {
     const start = this.now();
     let wait = NEAR_OPEN_MS;
     while (this.now() - start < FLUSH_MS) {
       this.counted = false;
       await new Promise((r) => setTimeout(r, wait));
+      let failed = false;
       try {
         await this.sync();
       } catch {
-        return;
+        failed = true;
       }
       if (!this.counted && this.holders.n === 0) return;
-      wait = this.counted || this.holders.n > MAX_REPORTED_HOLDERS ? NEAR_OPEN_MS : INTERVAL_MS;
+      wait = !failed && (this.counted || this.holders.n > MAX_REPORTED_HOLDERS) ? NEAR_OPEN_MS : INTERVAL_MS;
     }
   }
 
