@@ -26,6 +26,7 @@ const STALE_AFTER_MS = 1000;
 const PULL_STUCK_MS = 3 * ORIGIN_TIMEOUT_MS;
 // FLUSH_MS bounds how long one request's flush goes on reporting.
 const FLUSH_MS = 20000;
+const FLUSH_STUCK_MS = FLUSH_MS + PULL_STUCK_MS;
 
 // waitersSee is what every waiter of a sale is told at once (salecache's seen):
 // its state, sold out and for good, the queue held, the operator's message,
@@ -57,6 +58,7 @@ export class Origins {
     this.lastPull = -Infinity;
     this.flushing = null;
     this.counted = false; // a ticket counted since flush last reported
+    this.flushStarted = 0;
     this.versions = new Map(); // sale id → how often what its waiters are told changed
     this.onChange = null; // called with a sale id when its version moves
   }
@@ -126,9 +128,13 @@ export class Origins {
     this.holders.add(saleID, customer);
     this.lines.arrived(saleID);
     this.counted = true;
-    if (!this.flushing && ctx) {
-      this.flushing = this.flush().finally(() => { this.flushing = null; });
-      ctx.waitUntil(this.flushing);
+    // A flush that has not settled by FLUSH_STUCK_MS was cut short with its
+    // request: another starts.
+    if ((!this.flushing || this.now() - this.flushStarted > FLUSH_STUCK_MS) && ctx) {
+      this.flushStarted = this.now();
+      const f = this.flush().finally(() => { if (this.flushing === f) this.flushing = null; });
+      this.flushing = f;
+      ctx.waitUntil(f);
     }
   }
 
