@@ -120,6 +120,7 @@ func TestWorkerHoldersAndLines(t *testing.T) {
 		jwts[i] = testserver.Token(t, ids[i])
 	}
 	errs := make([]error, customers)
+	began := time.Now()
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
@@ -140,6 +141,7 @@ func TestWorkerHoldersAndLines(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	took := time.Since(began)
 	for i, tok := range tokens {
 		require.NoError(t, errs[i], "customer %d's ticket", i)
 		tk, err := keys.ParseTicket(tok)
@@ -158,6 +160,8 @@ func TestWorkerHoldersAndLines(t *testing.T) {
 		return holders == customers
 	}, settle, 100*time.Millisecond)
 	require.EqualValues(t, customers, holders, "the Worker's holders written before the open")
+	t.Logf("%d pre-open tickets through the Worker in %s; their holders all written %s after the first",
+		customers, took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	require.Equal(t, int64(customers), originDoc().Sales[0].PreopenTickets, "the origin counts the Worker's tickets")
 	var written int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT preopen_tickets FROM waiting_rooms WHERE sale_id = $1`, sale).Scan(&written))
