@@ -21,6 +21,7 @@ const waitroom :Workerd.Worker = (
     (name = "watermarks.js", esModule = embed "src/watermarks.js"),
     (name = "room.js", esModule = embed "src/room.js"),
     (name = "stream.js", esModule = embed "src/stream.js"),
+    (name = "reports.js", esModule = embed "src/reports.js"),
   ],
   compatibilityDate = "2025-09-01",
   bindings = [

@@ -7,8 +7,8 @@
 // routes.
 
 import {
-  ADMISSION_TTL_S, admissionID, challengeNonce, draw, drawRank, jsonString,
-  parseTicket, signAdmission, signTicket, verifyChallenge,
+  ADMISSION_TTL_S, admissionID, challengeNonce, crowdDraw, draw, drawRank, jsonString,
+  parseTicket, signAdmission, signTicket, validID, verifyChallenge,
 } from "./tokens.js";
 
 const ASSUMED_PACE = 10;
@@ -28,16 +28,23 @@ function opened(s, now) {
 // drawn: t is placed by the draw in s's room.
 const drawn = (s, t) => t.preOpen && s.fairness === "randomized_at_open";
 
-// committed: s's pre-open crowd is committed (the document names its final
-// seed), which ranks a drawn ticket by the crowd's draw (waitroom.CrowdRank),
-// not yet computed here: such a ticket's place and admission are the
-// origin's to answer.
-const committed = (s, t) => drawn(s, t) && !!s.finalSeed;
+// committed: s's pre-open crowd is frozen and committed (the document names
+// its final seed), which ranks a drawn ticket by the crowd's draw
+// (flashline.CrowdRank under the final seed), not by its own.
+const committed = (s, t) => drawn(s, t) && s.preopenCount >= 0 && !!s.finalSeedBytes;
+
+// ranked is t, its crowd's draw set when s's crowd is committed (rank
+// ranks it by that), as waitroom's RankIn.
+async function ranked(s, t) {
+  if (committed(s, t)) t.crowdDraw = await crowdDraw(s.finalSeedBytes, t.saleID, t.customerID);
+  return t;
+}
 
 // crowd is the pre-open crowd: as frozen, or the tickets counted so far.
 const crowd = (s) => (s.preopenCount >= 0 ? s.preopenCount : Math.max(s.preopenTickets, 1));
 
 export function rank(s, t) {
+  if (drawn(s, t) && t.crowdDraw !== undefined) return drawRank(t.crowdDraw, s.preopenCount);
   if (drawn(s, t)) return drawRank(t.draw, crowd(s));
   if (s.preopenCount >= 0 && s.preopenPositions >= 0 && t.position > s.preopenPositions) {
     return s.preopenCount + t.position - s.preopenPositions;
@@ -123,13 +130,14 @@ export class Room {
     if (previous !== "") {
       const t = await parseTicket(this.keyring, previous, now / 1000);
       if (t && t.saleID === saleID && t.customerID === customer) {
-        if (committed(s, t)) return null;
-        return { status: 200, body: await this.ticketBody(s, t, previous, now) };
+        return { status: 200, body: await this.ticketBody(s, await ranked(s, t), previous, now) };
       }
     }
-    if (s.soldOut || !this.placedByDraw(s)) return null;
+    // A customer id longer than a ticket takes (128 bytes) is the
+    // origin's to refuse, as TicketFromMemory leaves it to Ticket.
+    if (s.soldOut || !validID(customer) || !this.placedByDraw(s)) return null;
     const d = await draw(s.seed, saleID, customer);
-    this.origins.count(saleID, d, ctx);
+    this.origins.count(saleID, d, customer, ctx);
     // Placed by its draw alone: position 1, arrived at the start of the hour
     // (drawnTicket), so asking again within the hour gives the same token.
     const t = { saleID, customerID: customer, arrivedAt: Math.floor(now / 3600000) * 3600, position: 1, preOpen: true, draw: d };
@@ -139,15 +147,24 @@ export class Room {
   // status is GET /sales/{id}/status: Room.Status from the document. An
   // answer of 200 also says its state, when to ask again (pollAfter, ms)
   // and whether it is final (admitted, the challenge, sold out for good):
-  // what the status stream needs (stream.js).
+  // what the status stream needs (stream.js). Each answer of 200 is counted
+  // in the line's counts (Room.answer's queue.answered).
   async status(saleID, customer, token, solution) {
     const known = this.origins.sale(saleID);
     if (!known) return null;
-    const { s, fresh } = known;
     const now = this.origins.dbNow();
     const t = await parseTicket(this.keyring, token, now / 1000);
     if (!t || t.saleID !== saleID || t.customerID !== customer) return admissionInvalid();
-    if (committed(s, t)) return null;
+    const a = await this.answer(known, t, solution, now);
+    if (a && a.status === 200) this.origins.lines.answered(saleID, customer, a.state, now - t.arrivedAt * 1000);
+    return a;
+  }
+
+  // answer is Room.status's answer to ticket t (customer's own, of this
+  // sale) from what the document says of its sale (known: {s, fresh}).
+  async answer({ s, fresh }, t, solution, now) {
+    const saleID = t.saleID, customer = t.customerID;
+    await ranked(s, t);
     const msg = s.message ? `,"message":${jsonString(s.message, true)}` : "";
     const vars = s.variantsJSON; // last in every answer, as api.Status writes it
     const soldOut = (full, poll) => ({ status: 200, state: "sold_out", final: full, pollAfter: full ? 0 : poll,

@@ -220,6 +220,27 @@ export function drawRank(d, preopenCount) {
   return 1 + Number((d * n) >> 64n);
 }
 
+// crowdDraw is what flashline.CrowdRank ranks a holder of a committed
+// pre-open crowd by: the first 8 bytes, big-endian, of SHA-256(the final
+// seed as 32 bytes ‖ RegistrantOf(sale, customer)), where RegistrantOf is
+// SHA-256("flashline/lottery/registrant/v1" 0 sale 0 customer). The rank is
+// drawRank of it in the crowd as frozen.
+const REGISTRANT_TAG = utf8("flashline/lottery/registrant/v1");
+export async function crowdDraw(finalSeed, saleID, customerID) {
+  const s = utf8(saleID), c = utf8(customerID);
+  const b = new Uint8Array(REGISTRANT_TAG.length + 1 + s.length + 1 + c.length);
+  b.set(REGISTRANT_TAG, 0);
+  b.set(s, REGISTRANT_TAG.length + 1);
+  b.set(c, REGISTRANT_TAG.length + 1 + s.length + 1);
+  const k = new Uint8Array(64);
+  k.set(finalSeed.subarray(0, 32), 0);
+  k.set(await sha256(b), 32);
+  const sum = await sha256(k);
+  let v = 0n;
+  for (let i = 0; i < 8; i++) v = (v << 8n) | BigInt(sum[i]);
+  return v;
+}
+
 // customerOf is the customer an HS256 token signed with the JWT secret
 // names, decided as the origin's fast path does (auth's FastCustomer): the
 // header {"alg":"HS256","typ":"JWT"}, a good signature, sub a string of

@@ -1,6 +1,8 @@
 // The Worker's link to its origins, per isolate, as package edge's Client
 // is the Go edge's: it posts its report (the pre-open tickets it signed, in
-// total per sale) to every origin (POST /edge/sync) and takes the signed
+// total per sale; a batch of their holders in randomized_at_open rooms until
+// an origin says it wrote them; its counts of the lines: reports.js) to
+// every origin (POST /edge/sync) and takes the signed
 // watermarks document one of them answers, verified with the waiting-room
 // keys before use. A Worker has no timer of its own: a request finds the
 // document due (1 s, 100 ms around an opening and while a sale is open) and
@@ -8,6 +10,7 @@
 // request that finds no document at all waits for the pull.
 
 import { fromB64, jsonString, sign, verify, utf8 } from "./tokens.js";
+import { Holders, Lines, MAX_REPORTED_HOLDERS, holdersJSON } from "./reports.js";
 
 const MAX_DOC_LEN = 4 << 20;
 const ORIGIN_TIMEOUT_MS = 2000;
@@ -21,6 +24,9 @@ const STALE_AFTER_MS = 1000;
 // status stream closed mid-pull) never settles; after this long the next
 // request starts another.
 const PULL_STUCK_MS = 3 * ORIGIN_TIMEOUT_MS;
+// FLUSH_MS bounds how long one request's flush goes on reporting.
+const FLUSH_MS = 20000;
+const FLUSH_STUCK_MS = FLUSH_MS + PULL_STUCK_MS;
 
 // waitersSee is what every waiter of a sale is told at once (salecache's seen):
 // its state, sold out and for good, the queue held, the operator's message,
@@ -42,10 +48,17 @@ export class Origins {
     this.good = 0; // the origin that answered last
     this.totals = new Map(); // sale id → pre-open tickets signed here
     this.seen = new Map(); // sale id → Set of draws counted
+    this.holders = new Holders(); // pre-open holders no origin has written
+    this.lines = new Lines(now); // the counts of the lines served here
+    // run names this isolate's counts of the lines (new at each start, as
+    // the Go edge's run): origins write them as the row edge/<id>/<run>.
+    this.run = [...crypto.getRandomValues(new Uint8Array(4))].map((b) => b.toString(16).padStart(2, "0")).join("");
     this.pulling = null;
     this.pullStarted = 0;
     this.lastPull = -Infinity;
     this.flushing = null;
+    this.counted = false; // a ticket counted since flush last reported
+    this.flushStarted = 0;
     this.versions = new Map(); // sale id → how often what its waiters are told changed
     this.onChange = null; // called with a sale id when its version moves
   }
@@ -77,11 +90,12 @@ export class Origins {
     return { s, fresh: this.now() - this.received < this.doc.exp - this.doc.iat + STALE_AFTER_MS };
   }
 
-  // due reports whether the next pull is due: every second, every 100 ms
-  // from 2 s before a room's opening to 1 s after it and while a sale is
-  // open (edge.Client's fastPull).
+  // interval is how long after a pull the next is due: every second, every
+  // 100 ms from 2 s before a room's opening to 1 s after it and while a sale
+  // is open (edge.Client's fastPull), and while more holders wait than a
+  // report carries (edge.Client's Run).
   interval() {
-    if (!this.doc) return NEAR_OPEN_MS;
+    if (!this.doc || this.holders.n > MAX_REPORTED_HOLDERS) return NEAR_OPEN_MS;
     const now = this.dbNow();
     for (const s of this.doc.sales.values()) {
       if (s.state === "open") return NEAR_OPEN_MS;
@@ -100,38 +114,82 @@ export class Origins {
     return this.pulling;
   }
 
-  // count counts one pre-open ticket of saleID for the customer whose draw
-  // is d, once per customer in this isolate, and makes sure a report
-  // carries it within 100 ms (the freeze at the open takes what the origins
-  // heard by then).
-  count(saleID, d, ctx) {
+  // count counts one pre-open ticket of saleID (a randomized_at_open room
+  // whose crowd is not frozen) for customer, whose draw is d, once per
+  // customer in this isolate: in the totals, as a holder of the crowd and
+  // an arrival in the line; and makes sure a report carries it within
+  // 100 ms (the freeze at the open takes what the origins heard by then).
+  count(saleID, d, customer, ctx) {
     let seen = this.seen.get(saleID);
     if (!seen) this.seen.set(saleID, (seen = new Set()));
     if (seen.has(d)) return;
     if (seen.size < 1 << 20) seen.add(d);
     this.totals.set(saleID, (this.totals.get(saleID) || 0) + 1);
-    if (!this.flushing && ctx) {
-      this.flushing = new Promise((r) => setTimeout(r, NEAR_OPEN_MS))
-        .then(() => this.sync())
-        .catch(() => {})
-        .finally(() => { this.flushing = null; });
-      ctx.waitUntil(this.flushing);
+    this.holders.add(saleID, customer);
+    this.lines.arrived(saleID);
+    this.counted = true;
+    // A flush that has not settled by FLUSH_STUCK_MS was cut short with its
+    // request: another starts.
+    if ((!this.flushing || this.now() - this.flushStarted > FLUSH_STUCK_MS) && ctx) {
+      this.flushStarted = this.now();
+      const f = this.flush().finally(() => { if (this.flushing === f) this.flushing = null; });
+      this.flushing = f;
+      ctx.waitUntil(f);
     }
   }
 
+  // flush reports what count counted, 100 ms after it, and again while
+  // tickets are counted meanwhile (100 ms on) or holders wait for an origin
+  // to write them (100 ms on while more wait than one report carries, else
+  // a second, as after a pull no origin answered): a Worker has no timer,
+  // and an isolate whose requests stop would otherwise keep them until its
+  // next request. For FLUSH_MS at most (Cloudflare keeps a request's
+  // waitUntil for 30 s after its answer); the next ticket starts another.
+  async flush() {
+    const start = this.now();
+    let wait = NEAR_OPEN_MS;
+    while (this.now() - start < FLUSH_MS) {
+      this.counted = false;
+      await new Promise((r) => setTimeout(r, wait));
+      let failed = false;
+      try {
+        await this.sync();
+      } catch {
+        failed = true;
+      }
+      if (!this.counted && this.holders.n === 0) return;
+      wait = !failed && (this.counted || this.holders.n > MAX_REPORTED_HOLDERS) ? NEAR_OPEN_MS : INTERVAL_MS;
+    }
+  }
+
+  // report is this isolate's signed report now, as edge.Client's: its
+  // pre-open tickets in total for the rooms whose crowd is not frozen (the
+  // others, and their holders not written, are forgotten: no origin takes
+  // them any more), a batch of its holders (batch, for the answers that
+  // say they were written), its counts of the lines of the rooms the
+  // document holds. The body as roomtoken.EdgeReport marshals.
   async report() {
-    const preopen = {};
+    const preopen = new Map();
+    const rooms = this.doc ? this.doc.sales : new Map();
+    for (const [id, s] of rooms) {
+      if (s.preopenCount >= 0) this.holders.drop(id);
+    }
     for (const [id, n] of this.totals) {
-      const s = this.doc && this.doc.sales.get(id);
+      const s = rooms.get(id);
       if (s && s.preopenCount >= 0) {
         this.totals.delete(id); // frozen: no origin counts it any more
         continue;
       }
-      preopen[id] = n;
+      preopen.set(id, n);
     }
+    const batch = this.holders.batch();
+    const queue = this.lines.queueJSON(rooms);
     const now = Math.floor(this.dbNow());
-    const body = `{"edge":${jsonString(this.edgeID)},"preopen":${JSON.stringify(preopen)}}`;
-    return sign(this.keyring.signer, `{"aud":"flashline-edge-report","iat":${now},"exp":${now + REPORT_TTL_MS},"body":${body}}`);
+    const totals = [...preopen.keys()].sort().map((id) => `${jsonString(id, true)}:${preopen.get(id)}`).join(",");
+    const body = `{"edge":${jsonString(this.edgeID)},"preopen":{${totals}},"run":${jsonString(this.run)}` +
+      `${queue ? `,"queue":${queue}` : ""}${batch ? `,"holders":${holdersJSON(batch)}` : ""}}`;
+    const token = await sign(this.keyring.signer, `{"aud":"flashline-edge-report","iat":${now},"exp":${now + REPORT_TTL_MS},"body":${body}}`);
+    return { token, batch };
   }
 
   // sync is edge.Client's Sync: the first pull reads the public document
@@ -148,10 +206,15 @@ export class Origins {
         } catch {}
       }
     }
-    const body = JSON.stringify({ report: await this.report() });
+    const { token, batch } = await this.report();
+    const body = JSON.stringify({ report: token });
     const preferred = this.good;
     const calls = this.origins.map((o, n) =>
-      this.call(o + "/edge/sync", { method: "POST", headers: { "Content-Type": "application/json" }, body }).then((out) => ({ n, doc: out.document })));
+      this.call(o + "/edge/sync", { method: "POST", headers: { "Content-Type": "application/json" }, body }).then((out) => {
+        // Written by this origin (or never to be): forgotten here.
+        if (batch && out.holdersWritten === true) this.holders.written(batch);
+        return { n, doc: out.document };
+      }));
     const first = await Promise.allSettled([calls[preferred]]);
     if (first[0].status === "fulfilled") {
       try {
@@ -223,6 +286,7 @@ export async function openWatermarks(keyring, token) {
   const sales = new Map();
   for (const s of body.sales || []) {
     s.seed = await unseal(v.key, s.id, fromB64(s.sealedSeed || ""));
+    s.finalSeedBytes = s.finalSeed ? fromB64(s.finalSeed) : null; // the committed crowd's (base64, as Go's []byte)
     s.opensAtMs = s.opensAt ? Date.parse(s.opensAt) : null;
     s.message = s.message || "";
     s.variantsJSON = variantsJSON(s);
