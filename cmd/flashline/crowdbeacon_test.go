@@ -46,9 +46,11 @@ func TestCrowdBeaconEndToEnd(t *testing.T) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
+	// --beacon-wait: the second sale waits it out; the first's round is
+	// released as soon as the test sees its crowd committed, seconds ahead.
 	servers := testserver.StartN(t, 2, dbURL, "--admin-pool-size", "4", "--river-pool-size", "2",
 		"--beacon-url", b.URL, "--beacon-public-key", beaconKey, "--beacon-genesis", fmt.Sprint(genesis.Unix()),
-		"--beacon-period", "1s", "--beacon-wait", "2s")
+		"--beacon-period", "1s", "--beacon-wait", "5s")
 	c := testserver.NewClient()
 	keys, err := roomtoken.ParseKeyring(testserver.WaitroomKeys)
 	require.NoError(t, err)
