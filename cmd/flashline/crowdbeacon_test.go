@@ -39,6 +39,7 @@ func TestCrowdBeaconEndToEnd(t *testing.T) {
 	t.Parallel()
 	const customers, stock = 24, 4 // the first sale's
 	ctx := context.Background()
+	start := time.Now()
 	genesis := time.Now().Add(-time.Hour).Truncate(time.Second)
 	b := testbeacon.Start(t, t.Name(), genesis, time.Second)
 	beaconKey := fmt.Sprintf("%x", b.Chain.PublicKey)
@@ -51,6 +52,7 @@ func TestCrowdBeaconEndToEnd(t *testing.T) {
 	servers := testserver.StartN(t, 2, dbURL, "--admin-pool-size", "4", "--river-pool-size", "2",
 		"--beacon-url", b.URL, "--beacon-public-key", beaconKey, "--beacon-genesis", fmt.Sprint(genesis.Unix()),
 		"--beacon-period", "1s", "--beacon-wait", "5s")
+	t.Logf("%s: two instances up", time.Since(start).Round(time.Millisecond))
 	c := testserver.NewClient()
 	keys, err := roomtoken.ParseKeyring(testserver.WaitroomKeys)
 	require.NoError(t, err)
@@ -125,6 +127,7 @@ func TestCrowdBeaconEndToEnd(t *testing.T) {
 	require.Equal(t, "committed", doc.Status)
 	require.NotNil(t, doc.Beacon)
 	round := doc.Beacon.Round
+	t.Logf("%s: crowd of %d committed, round %d withheld", time.Since(start).Round(time.Millisecond), customers, round)
 	st := getStatus(t, c, servers[1].URL, drawn, all[0].jwt, url.QueryEscape(all[0].token))
 	require.Equal(t, waitroom.StatusWaiting, st.State)
 
@@ -141,6 +144,7 @@ func TestCrowdBeaconEndToEnd(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT draw_seed FROM sales WHERE sale_id = $1`, drawn).Scan(&seed))
 	f := flashline.LotteryFinalSeed(drawn, r32, b.Signer.Round(round).Randomness, seed)
 	require.Equal(t, f[:], finalSeed, "F from the root and the published round")
+	t.Logf("%s: round published, F stored", time.Since(start).Round(time.Millisecond))
 
 	// The second sale opens now, its round later than the one published:
 	// the beacon never publishes it.
@@ -207,6 +211,7 @@ func TestCrowdBeaconEndToEnd(t *testing.T) {
 		}
 	}
 	require.Equal(t, stock, bought)
+	t.Logf("%s: %d bought, %d sold out", time.Since(start).Round(time.Millisecond), bought, soldOut)
 
 	// verify-draw from the transcript alone: no database, no token.
 	out, _, err := runCLI(t, "", "sale", "verify-draw", drawn, "--url", servers[1].URL)
@@ -231,6 +236,7 @@ func TestCrowdBeaconEndToEnd(t *testing.T) {
 		return sale.State == string(flashline.StatePaused)
 	}, 30*time.Second, 100*time.Millisecond, "the sale without its round is never paused")
 	require.True(t, strings.Contains(sale.PauseReason, "beacon's round") && strings.Contains(sale.PauseReason, "resume the sale once the beacon answers"), sale.PauseReason)
+	t.Logf("%s: the sale without its round paused: %s", time.Since(start).Round(time.Millisecond), sale.PauseReason)
 	_, finalSeed, _, admitted = room(withheld)
 	require.Nil(t, finalSeed, "ranked without its round")
 	require.Zero(t, admitted)
