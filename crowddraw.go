@@ -23,7 +23,9 @@ import (
 //	key         k = H(F ‖ r), the lottery's key
 //	rank        DrawRank(first 8 bytes of k as a big-endian uint64,
 //	            preopenCount): the place in the line the watermark passes,
-//	            among the preopenCount pre-open tickets counted at the open
+//	            among the preopenCount holders committed at the open (N is
+//	            the list's length, which anyone can count; in rooms frozen
+//	            before issue 48, the pre-open tickets counted)
 //
 // The root is committed at the freeze, a quarter second or so after the
 // open; the round is the first published CrowdBeaconDelay after the open,
@@ -64,8 +66,9 @@ type Crowd struct {
 	OpensAt  time.Time
 	// Seed is the room's draw seed (revealed from the open).
 	Seed []byte
-	// PreopenCount is the pre-open tickets counted at the open, the ranks'
-	// scale (-1: not frozen yet).
+	// PreopenCount is the crowd's N, the ranks' scale (-1: not frozen
+	// yet): the holders committed at the open (HolderCount; in a room
+	// frozen before that was so, the pre-open tickets counted).
 	PreopenCount int64
 	// Root, HolderCount, CommittedAt and FinalSeed are nil and zero until
 	// the freeze commits the crowd (a room frozen before commitments

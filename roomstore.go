@@ -18,13 +18,14 @@ type RoomStore interface {
 	CountTickets(ctx context.Context, saleID string, n int64) error
 	// AddHolders records customers as holders of pre-open tickets in
 	// saleID's room (written with CountTickets' flush, one statement per
-	// batch), the crowd the freeze commits (crowddraw.go). After the freeze:
-	// ErrCrowdCommitted, nothing written.
+	// batch), the crowd the freeze commits (crowddraw.go), whose number is
+	// the crowd's N. After the freeze: ErrCrowdCommitted, nothing written.
 	AddHolders(ctx context.Context, saleID string, customers []string) error
 	// RecordEdgeTickets records the edges' pre-open tickets in saleID as
 	// this instance last heard them (totals by edge id), unless the room
 	// has frozen its pre-open crowd; the larger total wins per edge. The
-	// freeze counts them with the instances' own.
+	// freeze counts them with the instances' own (the room's count of
+	// tickets; a randomized_at_open crowd's N is its holders).
 	RecordEdgeTickets(ctx context.Context, saleID string, totals map[string]int64) error
 	// SetQueueHeld holds or releases saleID's queue, and SetBroadcast sets
 	// the message its waiters see; both audited under operator. No room:

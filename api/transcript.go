@@ -40,7 +40,9 @@ type DrawTranscript struct {
 	Winners     []string               `json:"winners"`
 	Waitlisted  []string               `json:"waitlisted"`
 	// PreopenCount is, for a waiting room's crowd (Formula CrowdFormula),
-	// the pre-open tickets counted at the open: the scale of the ranks.
+	// its N, the scale of the ranks: the holders committed at the open
+	// (registrantCount; in a room frozen before that was so, the pre-open
+	// tickets counted).
 	PreopenCount *int64 `json:"preopenCount,omitempty"`
 	// Note says, for people, what the transcript proves and what rests on
 	// the store.
@@ -96,8 +98,13 @@ func NewCrowdTranscript(c flashline.Crowd, t flashline.DrawTranscript) DrawTrans
 			"and the beacon's round %d, published after the holders were committed: nobody, the store included, could know a rank before that round. "+
 			"The round is fixed when the sale is created, the first published %s after its opening time (at the freeze if the sale had none, opened early, or froze after it was out), and the policy names it. ", b.Round, flashline.CrowdBeaconDelay)
 	}
-	v.Note += "A holder's rank is DrawRank(first 8 bytes of SHA-256(finalSeed ‖ registrant), preopenCount); the transcript does not show that the root was published at the open: compare it with the one you saw then (verify-draw --root). " +
-		"Pre-open tickets given out by edges are counted in preopenCount but not listed among the holders."
+	v.Note += "A holder's rank is DrawRank(first 8 bytes of SHA-256(finalSeed ‖ registrant), preopenCount); the transcript does not show that the root was published at the open: compare it with the one you saw then (verify-draw --root). "
+	if t.Root != nil && c.PreopenCount != int64(t.RegistrantCount) {
+		// A room frozen before N was the holders committed (issue 48).
+		v.Note += "preopenCount counts the pre-open tickets, some of whose holders are not listed."
+	} else {
+		v.Note += "preopenCount is the holders committed (registrantCount): a pre-open ticket whose holder reached no origin before the open is not listed, and ranks among them by the same formula."
+	}
 	if t.Root != nil {
 		v.Status = "committed"
 	}

@@ -11,12 +11,14 @@ import (
 )
 
 // Counting the pre-open crowd (see also the 000008 migration): a
-// randomized_at_open room draws among the pre-open crowd, counted in
-// tickets. Each instance counts the pre-open tickets it gives out (once per
-// customer, as far as it can tell: asking again on the same instance is not
-// counted twice) and adds them to the room's count every countFlushDelay
+// randomized_at_open room estimates its pre-open crowd in tickets before
+// the open, and draws among the holders the freeze commits (their number
+// is N: postgres's WaitroomCommitCrowd, issue 48). Each instance counts
+// the pre-open tickets it gives out (once per customer, as far as it can
+// tell: asking again on the same instance is not counted twice) and adds
+// them to the room's count every countFlushDelay
 // (RunCounts), or with its next lease; an edge reports its totals to every
-// origin instead (package edge). The freeze at the open takes the count.
+// origin instead (package edge). The freeze at the open fixes the count.
 const (
 	// countFlushDelay is how long pre-open tickets wait to be counted in the
 	// database: one UPDATE per instance and sale per delay, at most.

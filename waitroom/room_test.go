@@ -670,9 +670,10 @@ func TestPositionsAreGatheredAndConsecutive(t *testing.T) {
 
 // TestEdgeTicketsReachTheFreezeThroughAnyOrigin: two edges report their
 // pre-open tickets to one origin only (a load balancer in front of the
-// origins sends each report to one), and another leads the pacer. Nothing
-// is written before the open; the origin that heard the reports writes the
-// freshest totals at the open, and the leader's freeze counts them.
+// origins sends each report to one), and another leads the pacer. No count
+// is written before the open (the holders are, as heard); the origin that
+// heard the reports writes the freshest totals at the open, and the
+// leader's freeze commits every holder, N their number (issue 48).
 func TestEdgeTicketsReachTheFreezeThroughAnyOrigin(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -681,14 +682,21 @@ func TestEdgeTicketsReachTheFreezeThroughAnyOrigin(t *testing.T) {
 	heard, leader := e.room(t, waitroom.Options{}), e.room(t, waitroom.Options{})
 	require.NoError(t, heard.Load(ctx))
 	run(t, heard, false)
-	report := func(edge string, n int64) {
-		token := keys.SignEdgeReport(roomtoken.EdgeReport{Edge: edge, Preopen: map[string]int64{sale.ID: n}}, time.Now())
+	// Each report carries the edge's total and a batch of its holders,
+	// those from..n-1 (the crowd committed at the open is its holders).
+	report := func(edge string, from, n int64) {
+		var holders []string
+		for i := from; i < n; i++ {
+			holders = append(holders, fmt.Sprintf("%s-%d", edge, i))
+		}
+		token := keys.SignEdgeReport(roomtoken.EdgeReport{Edge: edge, Preopen: map[string]int64{sale.ID: n},
+			Holders: map[string][]string{sale.ID: holders}}, time.Now())
 		require.NoError(t, heard.EdgeReport(token))
 	}
-	report("edge-1", 600)
-	report("edge-2", 300)
-	report("edge-1", 700) // a later total
-	report("edge-2", 250) // an older one, arriving late
+	report("edge-1", 0, 600)
+	report("edge-2", 0, 300)
+	report("edge-1", 600, 700) // a later total
+	report("edge-2", 0, 250)   // an older one, arriving late
 	// The origin that heard them counts them in the places it gives.
 	res := ticket(t, heard, sale.ID, "c1", "")
 	require.LessOrEqual(t, res.PositionHigh, int64(1000))

@@ -5888,7 +5888,7 @@ type DrawTranscript struct {
 	// Note for people: what the transcript proves and what rests on the store
 	Note string `json:"note"`
 
-	// PreopenCount a waiting room's crowd only: the pre-open tickets counted at the open (-1 before), the scale of its ranks
+	// PreopenCount a waiting room's crowd only: its N, the scale of its ranks (-1 before the open): the holders committed at the open, registrantCount (in a room frozen before that was so, the pre-open tickets counted)
 	PreopenCount    *int `json:"preopenCount,omitempty"`
 	RegistrantCount int  `json:"registrantCount"`
 

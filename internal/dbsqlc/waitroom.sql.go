@@ -125,8 +125,9 @@ type WaitroomAdvanceRow struct {
 // The freeze: preopen_positions is the positions handed out so far;
 // preopen_count the pre-open tickets counted under randomized_at_open (the
 // instances' own and the edges', as the origins wrote them at the open: see
-// WaitroomEdgeTickets), the positions under arrival_order (whose ranks are
-// positions). The watermark stays at 0 while a randomized_at_open crowd
+// WaitroomEdgeTickets; the commit, in the same transaction, replaces it with
+// the holders it commits: WaitroomCommitCrowd), the positions under
+// arrival_order (whose ranks are positions). The watermark stays at 0 while a randomized_at_open crowd
 // waits for its beacon round (a beacon configured, final_seed not yet): no
 // rank is admitted before the crowd's ranks are known.
 func (q *Queries) WaitroomAdvance(ctx context.Context, arg WaitroomAdvanceParams) (WaitroomAdvanceRow, error) {
@@ -139,6 +140,7 @@ func (q *Queries) WaitroomAdvance(ctx context.Context, arg WaitroomAdvanceParams
 const waitroomCommitCrowd = `-- name: WaitroomCommitCrowd :exec
 UPDATE waiting_rooms
    SET holders_root = $1::bytea, holders_count = $2::bigint,
+       preopen_count = $2::bigint,
        holders_committed_at = now(), final_seed = $3,
        beacon_round = $4
  WHERE sale_id = $5::text AND holders_root IS NULL
@@ -157,6 +159,15 @@ type WaitroomCommitCrowdParams struct {
 // by (NULL while the crowd waits for its beacon round: WaitroomDrawCrowd
 // sets it), and the round it waits for (postgres.crowdRound; NULL without
 // a beacon). Once only.
+//
+// The crowd's N (preopen_count, the ranks' scale) is the holders it
+// commits, not the tickets counted (which the freeze's statement set a
+// moment before, in the same transaction): the counts and the holders
+// reach the room by separate paths (an edge's report carries its whole
+// count but a batch of its holders; a lease carries its instance's count,
+// its holders follow at the next flush), so a holder could be counted in N
+// and miss the list. N is then the list's length, which anyone can count
+// in the transcript (docs/waiting-room.md, issue 48).
 func (q *Queries) WaitroomCommitCrowd(ctx context.Context, arg WaitroomCommitCrowdParams) error {
 	_, err := q.db.Exec(ctx, waitroomCommitCrowd,
 		arg.Root,
@@ -555,7 +566,9 @@ type WaitroomLeaseRow struct {
 // set and passed by 250 ms, time for every instance to count the tickets it
 // gave out just before) freezes the pre-open crowd (see WaitroomAdvance), so
 // every later lease starts after it; preopen_count IS NULL in the answer
-// means this lease is pre-open: its tickets are placed by the draw.
+// means this lease is pre-open: its tickets are placed by the draw. (A
+// randomized_at_open room's count is then replaced, in the same
+// transaction, by the holders the freeze commits: WaitroomCommitCrowd.)
 func (q *Queries) WaitroomLease(ctx context.Context, arg WaitroomLeaseParams) (WaitroomLeaseRow, error) {
 	row := q.db.QueryRow(ctx, waitroomLease, arg.Block, arg.PreopenTickets, arg.SaleID)
 	var i WaitroomLeaseRow

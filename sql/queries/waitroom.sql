@@ -20,7 +20,9 @@ VALUES (@sale_id, sqlc.narg(beacon_public_key), sqlc.narg(beacon_genesis), sqlc.
 -- set and passed by 250 ms, time for every instance to count the tickets it
 -- gave out just before) freezes the pre-open crowd (see WaitroomAdvance), so
 -- every later lease starts after it; preopen_count IS NULL in the answer
--- means this lease is pre-open: its tickets are placed by the draw.
+-- means this lease is pre-open: its tickets are placed by the draw. (A
+-- randomized_at_open room's count is then replaced, in the same
+-- transaction, by the holders the freeze commits: WaitroomCommitCrowd.)
 UPDATE waiting_rooms w
    SET next_position = w.next_position + @block::bigint,
        preopen_tickets = w.preopen_tickets + CASE WHEN w.preopen_count IS NULL THEN @preopen_tickets::bigint ELSE 0 END,
@@ -110,8 +112,18 @@ SELECT customer_id FROM waitroom_holders WHERE sale_id = @sale_id::text ORDER BY
 -- by (NULL while the crowd waits for its beacon round: WaitroomDrawCrowd
 -- sets it), and the round it waits for (postgres.crowdRound; NULL without
 -- a beacon). Once only.
+--
+-- The crowd's N (preopen_count, the ranks' scale) is the holders it
+-- commits, not the tickets counted (which the freeze's statement set a
+-- moment before, in the same transaction): the counts and the holders
+-- reach the room by separate paths (an edge's report carries its whole
+-- count but a batch of its holders; a lease carries its instance's count,
+-- its holders follow at the next flush), so a holder could be counted in N
+-- and miss the list. N is then the list's length, which anyone can count
+-- in the transcript (docs/waiting-room.md, issue 48).
 UPDATE waiting_rooms
    SET holders_root = @root::bytea, holders_count = @holders_count::bigint,
+       preopen_count = @holders_count::bigint,
        holders_committed_at = now(), final_seed = sqlc.narg(final_seed),
        beacon_round = sqlc.narg(round)
  WHERE sale_id = @sale_id::text AND holders_root IS NULL;
@@ -192,8 +204,9 @@ SELECT s.sale_id, s.state,
 -- The freeze: preopen_positions is the positions handed out so far;
 -- preopen_count the pre-open tickets counted under randomized_at_open (the
 -- instances' own and the edges', as the origins wrote them at the open: see
--- WaitroomEdgeTickets), the positions under arrival_order (whose ranks are
--- positions). The watermark stays at 0 while a randomized_at_open crowd
+-- WaitroomEdgeTickets; the commit, in the same transaction, replaces it with
+-- the holders it commits: WaitroomCommitCrowd), the positions under
+-- arrival_order (whose ranks are positions). The watermark stays at 0 while a randomized_at_open crowd
 -- waits for its beacon round (a beacon configured, final_seed not yet): no
 -- rank is admitted before the crowd's ranks are known.
 UPDATE waiting_rooms w
