@@ -300,7 +300,12 @@ func Run(t *testing.T, start Start, lacks Lacks) {
 		skewed := start(t, originURLs, skew)
 		s := s.in(t)
 		eventually(t, func() bool { return s.ready(skewed) }, "the skewed edge has a document")
-		jwt := testserver.Token(t, "conf-skewed")
+		// A token dated by the edge's clock: the step is about what the edge
+		// judges by the database's clock (its requests, openings, admission
+		// tokens), not about a customer's token issued in its future, which
+		// a Worker whose own clock is behind leaves to the origins, and the
+		// Go edge's test hook does not skew.
+		jwt := tokenAt(t, "conf-skewed", time.Now().Add(skew))
 		held := s.ticket(skewed, challenged, jwt)
 		tk, err := keys.ParseTicket(held)
 		require.NoError(t, err)

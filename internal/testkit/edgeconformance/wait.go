@@ -12,10 +12,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline/internal/testkit/testserver"
 	"github.com/flashline/flashline/waitroom/roomtoken"
 )
+
+// tokenAt is a customer token as testserver.Token mints one (HS256, the
+// test's JWT secret, good for an hour), issued at now rather than the
+// machine's time.
+func tokenAt(t testing.TB, customerID string, now time.Time) string {
+	t.Helper()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": customerID, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+	}).SignedString([]byte(testserver.JWTSecret))
+	require.NoError(t, err)
+	return tok
+}
 
 // eventually checks cond every 100 ms, in the test's goroutine, until it
 // holds, and fails the test when it has not within settle, with the message
