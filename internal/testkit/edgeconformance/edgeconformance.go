@@ -377,7 +377,7 @@ func Run(t *testing.T, start Start, lacks Lacks) {
 		require.Contains(t, string(r.Body), "overloaded")
 		require.Equal(t, "2", r.Header.Get("Retry-After"))
 		require.False(t, s.ready(edge), "/readyz with no origin answering")
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 			st = s.status(edge, open, waiter, waiterTicket)
 			require.Equal(t, "waiting", st.State, "fail closed")
 			require.True(t, st.Stale)
