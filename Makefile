@@ -109,9 +109,10 @@ worker-dev: workerd
 ## is checked against what the shoppers saw and the figures printed. Against
 ## TARGET=url[,url...] (ADMIN_TARGET for the admin API, and the instances'
 ## secrets in the environment), else an instance and an edge it starts and
-## stops. Locust's CSV and HTML report in OUT (/tmp/flashline-rehearsal).
+## stops: EDGE=worker makes that edge the Worker on workerd (waitroom/worker,
+## installed by make workerd). Locust's CSV and HTML report in OUT (/tmp/flashline-rehearsal).
 rehearse: locust
-	@USERS=$(USERS) UNITS=$(UNITS) WORKERS=$(WORKERS) TARGET=$(TARGET) ADMIN_TARGET=$(ADMIN_TARGET) OUT=$(OUT) scripts/rehearse.sh
+	@USERS=$(USERS) UNITS=$(UNITS) WORKERS=$(WORKERS) TARGET=$(TARGET) ADMIN_TARGET=$(ADMIN_TARGET) OUT=$(OUT) EDGE=$(EDGE) scripts/rehearse.sh
 
 ## fuzz: every fuzz target for FUZZTIME (default 3s) each
 fuzz:

@@ -4,7 +4,7 @@
 # on this machine, and at the end the sale checked against what the
 # shoppers saw (docs/rehearsal.md).
 #
-#   scripts/rehearse.sh          USERS=3000 UNITS=300 WORKERS=2 OUT=/tmp/flashline-rehearsal
+#   scripts/rehearse.sh          USERS=3000 UNITS=300 WORKERS=2 OUT=/tmp/flashline-rehearsal EDGE=go|worker
 #
 # TARGET=url[,url...] rehearses against running instances (edges, or
 # instances with the database): ADMIN_TARGET (default: the first target)
@@ -12,11 +12,22 @@
 # FLASHLINE_JWT_SECRET and FLASHLINE_PAYMENT_WEBHOOK_SECRET must be theirs.
 # Without TARGET it starts an instance (flashline serve, on $DATABASE_URL,
 # else the development database) and an edge in front of it (serve --role
-# edge), each on a free loopback port, and stops them at the end.
+# edge), each on a free loopback port, and stops them at the end; with
+# EDGE=worker the edge is the Cloudflare Worker (waitroom/worker) on workerd
+# (make workerd installs it) rather than serve --role edge.
 # REHEARSE_ARGS passes more to scripts/rehearse/rehearse.py (--spread,
 # --after-share, --abandon-share, --challenge-bits, ...: see its --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+edge_kind=${EDGE:-go}
+case "$edge_kind" in
+  go | worker) ;;
+  *) echo "rehearse: EDGE=$edge_kind: go (serve --role edge, the default) or worker (the Worker on workerd)" >&2; exit 2 ;;
+esac
+if [ -n "${TARGET:-}" ] && [ -n "${EDGE:-}" ]; then
+  echo "rehearse: EDGE names the edge the script starts; with TARGET it starts none (leave EDGE out)" >&2
+  exit 2
+fi
 users=${USERS:-3000} units=${UNITS:-300} workers=${WORKERS:-2} out=${OUT:-/tmp/flashline-rehearsal}
 # Debian's locust runs under /usr/bin/python3, whatever python3 is first on PATH.
 py=/usr/bin/python3
@@ -35,9 +46,21 @@ if [ -z "${TARGET:-}" ]; then
   origin=127.0.0.1:$(port) edge=127.0.0.1:$(port)
   bin/flashline serve --addr "$origin" 2>"$out/origin.log" & pids+=($!)
   up "$origin"
-  env -u DATABASE_URL bin/flashline serve --role edge --origin "http://$origin" --addr "$edge" 2>"$out/edge.log" & pids+=($!)
-  up "$edge"
-  echo "rehearse: an instance on http://$origin, an edge on http://$edge (logs in $out)"
+  if [ "$edge_kind" = worker ]; then
+    make -s workerd
+    # The Worker as make worker-dev runs it, with the instance's secrets
+    # (wrangler.toml's on Cloudflare); its own id per isolate.
+    (cd waitroom/worker && exec env -u DATABASE_URL ORIGINS="http://$origin" EDGE_ID= \
+      node_modules/.bin/workerd serve config.capnp --socket-addr "http=$edge" >"$out/edge.log" 2>&1) & pids+=($!)
+    up "$edge"
+    # Its first answer waits for the origin's document; ready once it has one.
+    for _ in $(seq 200); do curl -fs "http://$edge/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+    echo "rehearse: an instance on http://$origin, the Worker on workerd on http://$edge (logs in $out)"
+  else
+    env -u DATABASE_URL bin/flashline serve --role edge --origin "http://$origin" --addr "$edge" 2>"$out/edge.log" & pids+=($!)
+    up "$edge"
+    echo "rehearse: an instance on http://$origin, an edge on http://$edge (logs in $out)"
+  fi
   TARGET=http://$edge ADMIN_TARGET=http://$origin
 fi
 # shellcheck disable=SC2086

@@ -128,13 +128,32 @@ async function cached(st, request, url, ctx) {
 }
 
 // passOn sends request to an origin unchanged, the one that answered last
-// first; a GET or HEAD that cannot reach it goes to the next. No origin
-// answering: 503 overloaded with Retry-After: 2, readable from any origin.
+// first; a GET or HEAD that cannot reach it goes to the next, and so does a
+// request with an Idempotency-Key (a reservation: the next origin answers
+// the same key as the first would, once), its body read once, at most
+// MAX_BODY bytes, as the Go edge reads it. The Go edge sends any request
+// on that could not connect; workerd's fetch says no more than "Network
+// connection lost." whether it connected or not, so a request without a
+// key goes to one origin only. No origin answering: 503 overloaded with
+// Retry-After: 2, readable from any origin.
+const MAX_BODY = 1 << 20; // handlers' maxEdgeBody
 async function passOn(st, request, url) {
-  const retryable = request.method === "GET" || request.method === "HEAD";
-  const tries = retryable ? st.origins.length : 1;
+  const safe = request.method === "GET" || request.method === "HEAD";
+  const keyed = !safe && request.headers.has("Idempotency-Key");
+  let body = safe ? undefined : request.body;
+  if (keyed && request.body) {
+    const declared = Number(request.headers.get("Content-Length") || 0);
+    body = declared > MAX_BODY ? null : await request.arrayBuffer().catch(() => null);
+    if (body === null || body.byteLength > MAX_BODY) {
+      return json(400, errorBody("invalid_request", "the request body could not be read, or is too large"));
+    }
+  }
+  const tries = safe || keyed ? st.origins.length : 1;
+  // Counted from the origin that answered last when the request came (a
+  // failure moves st.good on, and the next try must not count from it).
+  const first = st.good;
   for (let i = 0; i < tries; i++) {
-    const n = (st.good + i) % st.origins.length;
+    const n = (first + i) % st.origins.length;
     const target = st.origins[n] + url.pathname + url.search;
     const headers = new Headers(request.headers);
     const client = request.headers.get("CF-Connecting-IP");
@@ -145,7 +164,7 @@ async function passOn(st, request, url) {
     headers.set("X-Forwarded-Host", url.host);
     headers.set("X-Forwarded-Proto", url.protocol.replace(":", ""));
     try {
-      const resp = await fetch(target, { method: request.method, headers, body: retryable ? undefined : request.body, redirect: "manual" });
+      const resp = await fetch(target, { method: request.method, headers, body, redirect: "manual" });
       st.good = n;
       return resp;
     } catch {
