@@ -18,5 +18,5 @@ func TestEdgeConformance(t *testing.T) {
 			env = append(env, "FLASHLINE_TEST_CLOCK_SKEW="+skew.String())
 		}
 		return testserver.StartEdgeEnv(t, origins, env).URL
-	}, nil)
+	})
 }

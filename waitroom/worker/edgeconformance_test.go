@@ -22,8 +22,6 @@ func TestWorkerEdgeConformance(t *testing.T) {
 			return startWorker(t, origins...)
 		}
 		return startSkewedWorker(t, skew, origins...)
-	}, edgeconformance.Lacks{
-		edgeconformance.Holders: "the Worker does not report its pre-open holders yet (docs/edge.md)",
 	})
 }
 

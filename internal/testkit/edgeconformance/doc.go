@@ -8,6 +8,5 @@
 // pre-open tickets and places, what is passed on, the status stream, the
 // draw, admission and a purchase with it, an edge whose clock is off, an
 // origin down (the other answers) and a stale document (both down: fail
-// closed, then admitted again). What an edge is known not to do yet is
-// named by the caller (Lacks), logged, and left unchecked.
+// closed, then admitted again).
 package edgeconformance

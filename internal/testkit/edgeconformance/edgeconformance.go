@@ -23,15 +23,6 @@ import (
 // off skips the test it is given when skew is not 0.
 type Start func(t *testing.T, origins []string, skew time.Duration) string
 
-// Lacks names what an edge is known not to do yet (a key below), and why:
-// the suite logs it and leaves that check out for that edge.
-type Lacks map[string]string
-
-// Holders: the edge reports its pre-open holders to the origins, so that
-// the crowd committed at the open names its customers (docs/edge.md, "The
-// pre-open holders").
-const Holders = "holders"
-
 // settle bounds each wait for a document to reach an edge, or an answer to
 // follow from one; a wait ends as soon as its condition holds. It is long
 // because the suite runs beside the others on a saturated machine.
@@ -55,7 +46,7 @@ const skew = -90 * time.Second
 //     admission when the room opens, and its end;
 //   - Draw: the open freezes the crowd with the edge's tickets; the first in
 //     the draw (by the final seed) is admitted through the edge and buys
-//     once; the committed crowd holds the edge's customers (Holders);
+//     once; the committed crowd holds the edge's customers;
 //   - Admission: an open room's challenge, a wrong solution, the admission
 //     token (120 s, the ticket's admission id), one purchase with it;
 //   - ClockSkew: an edge whose clock is 90 s behind admits, and the origin
@@ -65,7 +56,7 @@ const skew = -90 * time.Second
 //     (fail closed), new tickets refused but those placed by the draw
 //     alone, passed-on requests 503; an origin back on its address, admitted
 //     again.
-func Run(t *testing.T, start Start, lacks Lacks) {
+func Run(t *testing.T, start Start) {
 	if testing.Short() {
 		t.Skip("starts flashline serve processes and an edge: not in -short")
 	}
@@ -269,11 +260,7 @@ func Run(t *testing.T, start Start, lacks Lacks) {
 		require.Equal(t, http.StatusOK, d.Status, "%s", d.Body)
 		require.NoError(t, json.Unmarshal(d.Body, &transcript))
 		require.Equal(t, "drawn", transcript.Status)
-		if why, ok := lacks[Holders]; ok {
-			t.Logf("not checked: the committed crowd holds the edge's %d customers (it holds %d): %s", customers, transcript.RegistrantCount, why)
-		} else {
-			require.EqualValues(t, customers, transcript.RegistrantCount, "the committed crowd holds every customer of the edge")
-		}
+		require.EqualValues(t, customers, transcript.RegistrantCount, "the committed crowd holds every customer of the edge")
 	})
 
 	t.Run("Admission", func(t *testing.T) {
