@@ -124,7 +124,7 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 	d.value, d.opened = value, s.State != flashline.StateScheduled
 	g.drifts[s.ID] = d
 	g.mu.Unlock()
-	checks, stale, err := g.streak(ctx, s.ID, value, v.st.epoch != v.ledger.Epoch)
+	checks, stale, err := g.streak(ctx, s.ID, v.streakValue(), v.st.epoch != v.ledger.Epoch)
 	if err != nil {
 		return v.ledger.OwedAge, err
 	}
@@ -137,9 +137,9 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 	if report {
 		detail := v.detail()
 		if value < 0 {
-			g.incident(ctx, s.ID, "gate_counter_high", "the gate's counter is above what the database accounts for ("+detail+"): rebuild it, then resume", true)
+			g.incident(ctx, s.ID, "gate_counter_high", v.counterName(true)+" above what the database accounts for ("+detail+"): rebuild it, then resume", true)
 		} else {
-			g.incident(ctx, s.ID, "gate_drift", "the gate's counter is below what the database accounts for, units go unsold ("+detail+"): rebuild it in a pause", false)
+			g.incident(ctx, s.ID, "gate_drift", v.counterName(false)+" below what the database accounts for, units go unsold ("+detail+"): rebuild it in a pause", false)
 		}
 	}
 	return v.ledger.OwedAge, nil
@@ -169,8 +169,9 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {n, s}
 `)
 
-// streak records a consistent check's drift and epoch (streakScript).
-func (g *Gate) streak(ctx context.Context, saleID string, value int64, stale bool) (checks, staleChecks int, err error) {
+// streak records a consistent check's drift (view.streakValue) and epoch
+// (streakScript).
+func (g *Gate) streak(ctx context.Context, saleID string, value any, stale bool) (checks, staleChecks int, err error) {
 	flag := 0
 	if stale {
 		flag = 1
@@ -230,14 +231,102 @@ func (v view) inflight() (units int64, seqs []int64) {
 	return units, seqs
 }
 
+// terms are one counter's terms of its drift: the sale's one counter (sku
+// ""), or, in a sale with variants, one variant's (its stock rows, its
+// counter, the movements owed back to it, its units in flight).
+type terms struct {
+	sku                                string
+	available, counter, owed, inflight int64
+}
+
+func (t terms) drift() int64 { return t.available - t.counter - t.owed - t.inflight }
+
+// terms are the view's terms per counter: one for a sale without variants,
+// one per variant, in order, for a sale with variants.
+func (v view) terms() []terms {
+	owed, moves := v.owed()
+	inflight, seqs := v.inflight()
+	if len(v.ledger.Variants) == 0 {
+		return []terms{{available: v.ledger.Available, counter: v.st.counter, owed: owed, inflight: inflight}}
+	}
+	out := make([]terms, len(v.ledger.Variants))
+	at := make(map[string]int, len(out))
+	for i, x := range v.ledger.Variants {
+		out[i] = terms{sku: x.SKU, available: x.Units, counter: v.st.counters[x.SKU]}
+		at[x.SKU] = i
+	}
+	for _, m := range moves {
+		if i, ok := at[m.Variant]; ok {
+			out[i].owed += int64(m.Quantity)
+		}
+	}
+	for _, seq := range seqs {
+		u := v.st.unsettled[seq]
+		if i, ok := at[u.variant]; ok {
+			out[i].inflight += int64(u.quantity)
+		}
+	}
+	return out
+}
+
 // drift is what the view's counter disagrees with the database by:
 //
 //	drift = available in the stock rows − counter − units owed back and not
 //	        applied − units handed out and not yet held or returned
+//
+// In a sale with variants each variant's counter has its own, and the
+// sale's is the one furthest off: the lowest when one is negative (a
+// counter above the database), else the highest (0: every one agrees).
 func (v view) drift() int64 {
-	owed, _ := v.owed()
-	inflight, _ := v.inflight()
-	return v.ledger.Available - v.st.counter - owed - inflight
+	var worst int64
+	for _, t := range v.terms() {
+		d := t.drift()
+		switch {
+		case d < 0 && (worst >= 0 || d < worst):
+			worst = d
+		case d > 0 && worst >= 0 && d > worst:
+			worst = d
+		}
+	}
+	return worst
+}
+
+// streakValue is what the gate job's checks in a row compare: the drift of
+// a sale without variants (as before variants), or each variant's drift
+// that is not 0, "sku:drift" joined with ",", for a sale with variants ("0":
+// none), so that a streak is of the same drift of the same variants.
+func (v view) streakValue() any {
+	if len(v.ledger.Variants) == 0 {
+		return v.drift()
+	}
+	var parts []string
+	for _, t := range v.terms() {
+		if d := t.drift(); d != 0 {
+			parts = append(parts, fmt.Sprintf("%s:%d", t.sku, d))
+		}
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ",")
+}
+
+// counterName names the counter that drifted in an incident: the gate's
+// one, or the variants' whose drift is negative (above) or positive.
+func (v view) counterName(above bool) string {
+	if len(v.ledger.Variants) == 0 {
+		return "the gate's counter is"
+	}
+	var skus []string
+	for _, t := range v.terms() {
+		if d := t.drift(); (above && d < 0) || (!above && d > 0) {
+			skus = append(skus, t.sku)
+		}
+	}
+	if len(skus) == 1 {
+		return "the gate's counter of variant " + skus[0] + " is"
+	}
+	return "the gate's counters of variants " + strings.Join(skus, ", ") + " are"
 }
 
 // detailEntries bounds the movements and units an incident lists.
@@ -249,8 +338,19 @@ func (v view) detail() string {
 	owed, moves := v.owed()
 	inflight, seqs := v.inflight()
 	var b strings.Builder
-	fmt.Fprintf(&b, "drift %d: available %d − counter %d − owed back %d − in flight %d; epoch %d (counter's %d)",
-		v.drift(), v.ledger.Available, v.st.counter, owed, inflight, v.ledger.Epoch, v.st.epoch)
+	if len(v.ledger.Variants) == 0 {
+		fmt.Fprintf(&b, "drift %d: available %d − counter %d − owed back %d − in flight %d; epoch %d (counter's %d)",
+			v.drift(), v.ledger.Available, v.st.counter, owed, inflight, v.ledger.Epoch, v.st.epoch)
+	} else {
+		// Each variant that drifted, by its own counter's terms.
+		for _, t := range v.terms() {
+			if t.drift() != 0 {
+				fmt.Fprintf(&b, "variant %s: drift %d: available %d − counter %d − owed back %d − in flight %d; ",
+					t.sku, t.drift(), t.available, t.counter, t.owed, t.inflight)
+			}
+		}
+		fmt.Fprintf(&b, "epoch %d (counters' %d)", v.ledger.Epoch, v.st.epoch)
+	}
 	b.WriteString("; owed back:")
 	for i, m := range moves {
 		if i == detailEntries {
@@ -258,6 +358,9 @@ func (v view) detail() string {
 			break
 		}
 		fmt.Fprintf(&b, " %s ×%d", m.ID, m.Quantity)
+		if m.Variant != "" {
+			fmt.Fprintf(&b, " (%s)", m.Variant)
+		}
 	}
 	if len(moves) == 0 {
 		b.WriteString(" none")
@@ -273,6 +376,9 @@ func (v view) detail() string {
 		}
 		u := v.st.unsettled[seq]
 		fmt.Fprintf(&b, " unit %d of %s ×%d (%s ago)", seq, u.customer, u.quantity, time.Since(u.at).Round(time.Second))
+		if u.variant != "" {
+			fmt.Fprintf(&b, " (%s)", u.variant)
+		}
 	}
 	if len(seqs) == 0 {
 		b.WriteString(" none")
@@ -300,7 +406,7 @@ func (g *Gate) measure(ctx context.Context, saleID string) (view, bool, error) {
 		if err != nil {
 			return view{}, false, err
 		}
-		st, err := g.state(ctx, saleID, before.OwedMovements)
+		st, err := g.state(ctx, saleID, before.OwedMovements, before.VariantSKUs())
 		if err != nil {
 			return view{}, false, redisUnreadable{err}
 		}
@@ -341,7 +447,7 @@ func (g *Gate) reconcile(ctx context.Context, saleID string, st state, settled m
 		case time.Since(u.at) > g.opts.ReturnGrace:
 			req := flashline.ReserveRequest{SaleID: saleID, CustomerID: u.customer, IdempotencyKey: u.key}
 			g.forget(ctx, req, seq)
-			returned, err := g.store.ReturnUnit(ctx, flashline.GateUnit{SaleID: saleID, CustomerID: u.customer, Seq: seq, Quantity: u.quantity})
+			returned, err := g.store.ReturnUnit(ctx, flashline.GateUnit{SaleID: saleID, CustomerID: u.customer, Seq: seq, Quantity: u.quantity, Variant: u.variant})
 			if err == nil && !returned {
 				// A reservation took it after all, since Settlements read.
 				held = append(held, strconv.FormatInt(seq, 10))
@@ -398,6 +504,11 @@ func (g *Gate) check(ctx context.Context, saleID string) (flashline.GateStatus, 
 	}
 	status.Counter = v.st.counter
 	status.Drift = v.drift()
+	if len(v.ledger.Variants) > 0 {
+		for _, t := range v.terms() {
+			status.Variants = append(status.Variants, flashline.GateVariantStatus{SKU: t.sku, Counter: t.counter, Drift: t.drift()})
+		}
+	}
 	if !consistent {
 		return status, fmt.Errorf("gate of sale %s: units moved during each of %d reads of its counter and the database: ask again: %w", saleID, measureTries, flashline.ErrUnavailable)
 	}
