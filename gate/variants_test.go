@@ -365,3 +365,61 @@ func TestGateVariantRebuild(t *testing.T) {
 	require.Equal(t, map[string]int64{"S": 0, "M": 0}, available)
 	require.Equal(t, map[string]int64{"S": 4, "M": 3}, pending)
 }
+
+// TestGateVariantUnitsGoBackToTheirCounter: a unit the database refused and
+// a unit whose request died go back to the counter of the variant they came
+// from; a retry of an attempt naming another variant while its unit is in
+// flight is the key reused.
+func TestGateVariantUnitsGoBackToTheirCounter(t *testing.T) {
+	// Every unit in flight is abandoned at once: the gate job returns it at
+	// its first check.
+	f := newFixture(t, false, gate.Options{ReturnGrace: time.Nanosecond})
+	ctx := context.Background()
+	sale := f.variantSale(t, 2, flashline.NewVariant{SKU: "S", Stock: 3}, flashline.NewVariant{SKU: "M", Stock: 3})
+
+	// A request takes a unit of M and dies before the database sees it.
+	_, fresh, err := f.g.Step(ctx, variantReq(sale.ID, "M", "cust_dead", "k", 1), 2)
+	require.NoError(t, err)
+	require.True(t, fresh)
+	require.Equal(t, map[string]int64{"S": 3, "M": 2}, f.variantCounters(t, sale))
+	st := f.g.Status(ctx, sale.ID)
+	require.True(t, st.OK, "a unit in flight is no drift: %+v", st)
+	// Its retry naming S instead is another request under the same key.
+	_, err = f.store.Reserve(ctx, variantReq(sale.ID, "S", "cust_dead", "k", 1))
+	require.ErrorIs(t, err, flashline.ErrIdempotencyKeyReused)
+
+	// The database refuses a unit of M the gate let through (the customer
+	// holds a reservation of S: one per customer): it goes back to M's.
+	_, err = f.store.Reserve(ctx, variantReq(sale.ID, "S", "cust_a", "k", 1))
+	require.NoError(t, err)
+	_, err = f.store.Reserve(ctx, variantReq(sale.ID, "M", "cust_a", "k2", 1))
+	require.ErrorIs(t, err, flashline.ErrLimitReached)
+	f.g.WaitGiveBacks()
+
+	require.Eventually(t, func() bool {
+		// The gate job's run: relay, then look after the sale.
+		_, err := f.g.Relay(ctx)
+		if err == nil {
+			err = f.g.Maintain(ctx)
+		}
+		if err != nil {
+			t.Logf("gate job: %v", err)
+			return false
+		}
+		return f.g.Status(ctx, sale.ID).OK && f.variantCounters(t, sale)["M"] == 3
+	}, 10*time.Second, 20*time.Millisecond)
+	st = f.settleVariants(t, sale)
+	require.Equal(t, map[string]int64{"S": 2, "M": 3}, f.variantCounters(t, sale))
+	require.EqualValues(t, 5, st.Counter)
+	var variants []string
+	rows, err := f.pool.Query(ctx, "SELECT coalesce(variant, '') FROM gate_outbox WHERE sale_id = $1 ORDER BY movement_id", sale.ID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var v string
+		require.NoError(t, rows.Scan(&v))
+		variants = append(variants, v)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"M", "M"}, variants, "both returns name M")
+	require.Empty(t, incidents(t, f.pool, sale.ID))
+}
