@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/gate"
+	"github.com/flashline/flashline/internal/testkit/testdb"
 )
 
 // A gated sale with variants has a counter per variant (issue 49): these
@@ -422,4 +425,40 @@ func TestGateVariantUnitsGoBackToTheirCounter(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"M", "M"}, variants, "both returns name M")
 	require.Empty(t, incidents(t, f.pool, sale.ID))
+}
+
+// TestGateVariantsMigrationDown: migration 000028's down runs (and its up
+// again) while no gated sale has variants, and refuses while one does: the
+// version before could not gate it. Each run in a transaction rolled back.
+func TestGateVariantsMigrationDown(t *testing.T) {
+	f := newFixture(t, false, gate.Options{})
+	ctx := context.Background()
+	root, err := testdb.RepoRoot()
+	require.NoError(t, err)
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root, "migrations", name))
+		require.NoError(t, err)
+		return string(b)
+	}
+	down, up := read("000028_gate_variants.down.sql"), read("000028_gate_variants.up.sql")
+	run := func(sqls ...string) error {
+		tx, err := f.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+		for _, s := range sqls {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// A gated sale without variants, and a sale with variants without the
+	// gate, are the version before's to keep.
+	f.sale(t, 3, 1)
+	_, err = f.pg.CreateSale(ctx, flashline.NewSale{SKU: "sku_plain_variants", PerCustomerLimit: 1, ReservationTTLSeconds: 600,
+		Variants: []flashline.NewVariant{{SKU: "S", Stock: 1}}})
+	require.NoError(t, err)
+	require.NoError(t, run(down, up))
+	f.variantSale(t, 1, flashline.NewVariant{SKU: "S", Stock: 1})
+	require.ErrorContains(t, run(down), "gated sales with variants exist")
 }
