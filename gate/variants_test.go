@@ -195,6 +195,27 @@ func TestGateVariantsSellExactly(t *testing.T) {
 	// Cancels of two variants while new buyers try every variant: each unit
 	// restocked goes back to its own variant's counter, and is sold again
 	// from there.
+	// The gate job runs all along: it must find no drift in any variant
+	// while units move.
+	stop := make(chan struct{})
+	var job sync.WaitGroup
+	job.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := f.g.Relay(ctx); err != nil {
+				t.Errorf("relay: %v", err)
+			}
+			if err := f.g.Maintain(ctx); err != nil {
+				t.Errorf("maintain: %v", err)
+			}
+		}
+	})
 	cancelled := map[string]int64{}
 	for _, w := range wins {
 		if w.variant != "L" && cancelled[w.variant] < 3 {
@@ -211,6 +232,8 @@ func TestGateVariantsSellExactly(t *testing.T) {
 	}
 	wg.Wait()
 	f.g.WaitGiveBacks()
+	close(stop)
+	job.Wait()
 	st = f.settleVariants(t, sale)
 	available, pending = f.variantCounts(t, sale.ID)
 	for _, v := range skus {
