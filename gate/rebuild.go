@@ -12,9 +12,10 @@ import (
 // Rebuild makes a paused gated sale's counter again from the database (after
 // Redis lost it, or a drift), and returns it. The counter is initial −
 // pending − confirmed (in a sale with variants, each variant's counter is
-// its own initial − pending − confirmed, and the sum is returned); the buyers and attempts are the active reservations
-// that came through the gate; units handed out before the rebuild can no
-// longer be reserved or given back (a new epoch). The sale stays paused: an
+// its own initial − pending − confirmed, and the sum is returned); the
+// buyers and attempts are the active reservations that came through the
+// gate; units handed out before the rebuild can no longer be reserved or
+// given back (a new epoch). The sale stays paused: an
 // admin resumes it once the view shows the gate OK.
 //
 // While it runs the counter is marked paused in Redis, so that neither the
