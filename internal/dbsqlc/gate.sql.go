@@ -53,20 +53,21 @@ func (q *Queries) GateIncident(ctx context.Context, arg GateIncidentParams) (boo
 }
 
 const gateLedger = `-- name: GateLedger :one
+WITH owed AS MATERIALIZED (
+    SELECT o.movement_id, o.quantity, coalesce(o.variant, '') AS variant, o.created_at
+      FROM gate_outbox o
+     WHERE o.sale_id = $1::text AND o.applied_at IS NULL
+)
 SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = $1::text), 0)::bigint AS epoch,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = $1::text), 0)::bigint AS available,
        coalesce((SELECT string_agg(st.bucket || ':' || st.xmin::text, ',' ORDER BY st.bucket)
                    FROM stock st WHERE st.sale_id = $1::text), '')::text AS stock_version,
        (SELECT count(*) FROM gate_outbox o
          WHERE o.sale_id = $1::text AND o.gate_seq IS NOT NULL)::bigint AS returns,
-       coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
-                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), 0)::float8 AS owed_age_seconds,
-       coalesce((SELECT array_agg(o.movement_id ORDER BY o.movement_id) FROM gate_outbox o
-                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), '{}')::text[] AS owed_ids,
-       coalesce((SELECT array_agg(o.quantity ORDER BY o.movement_id) FROM gate_outbox o
-                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), '{}')::int[] AS owed_quantities,
-       coalesce((SELECT array_agg(coalesce(o.variant, '') ORDER BY o.movement_id) FROM gate_outbox o
-                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), '{}')::text[] AS owed_variants,
+       coalesce((SELECT extract(epoch FROM now() - min(w.created_at)) FROM owed w), 0)::float8 AS owed_age_seconds,
+       coalesce((SELECT array_agg(w.movement_id ORDER BY w.movement_id) FROM owed w), '{}')::text[] AS owed_ids,
+       coalesce((SELECT array_agg(w.quantity ORDER BY w.movement_id) FROM owed w), '{}')::int[] AS owed_quantities,
+       coalesce((SELECT array_agg(w.variant ORDER BY w.movement_id) FROM owed w), '{}')::text[] AS owed_variants,
        coalesce((SELECT array_agg(v.sku ORDER BY v.position) FROM sale_variants v
                   WHERE v.sale_id = $1::text), '{}')::text[] AS variant_skus,
        coalesce((SELECT array_agg((SELECT coalesce(sum(st.quantity), 0) FROM stock st
@@ -109,6 +110,8 @@ type GateLedgerRow struct {
 // order) and variant_available are each variant's units in its stock rows,
 // and owed_variants the variant of each movement owed (empty: none; all of
 // them in a sale without variants, whose variant arrays are empty).
+// The movements owed are read once (owed, materialized) for their age, ids,
+// quantities and variants.
 func (q *Queries) GateLedger(ctx context.Context, arg GateLedgerParams) (GateLedgerRow, error) {
 	row := q.db.QueryRow(ctx, gateLedger, arg.SaleID)
 	var i GateLedgerRow
