@@ -302,12 +302,15 @@ type state struct {
 	counter int64 // the sale's one counter, or the sum of its variants'
 	// counters are, in a sale with variants, each variant's counter (by
 	// SKU).
-	counters  map[string]int64
-	missing   bool // a counter is missing
-	paused    bool
-	epoch     int64 // the epoch the counters were written for
-	unsettled map[int64]unsettled
-	applied   map[string]bool // of the movements asked about, those applied
+	counters map[string]int64
+	missing  bool // a counter is missing
+	// missingVariants are, in a sale with variants, those whose counter
+	// is missing.
+	missingVariants []string
+	paused          bool
+	epoch           int64 // the epoch the counters were written for
+	unsettled       map[int64]unsettled
+	applied         map[string]bool // of the movements asked about, those applied
 }
 
 type unsettled struct {
@@ -337,6 +340,9 @@ func (g *Gate) state(ctx context.Context, saleID string, owed []flashline.GateMo
 		s, ok := c.(string)
 		if !ok {
 			st.missing = true
+			if len(variants) > 0 {
+				st.missingVariants = append(st.missingVariants, variants[i])
+			}
 			continue
 		}
 		n, _ := strconv.ParseInt(s, 10, 64)

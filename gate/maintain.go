@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,7 +105,11 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 	case v.st.missing:
 		// A sale created a moment ago may not have its counter yet.
 		if selling && time.Since(s.CreatedAt) > 10*time.Second {
-			g.incident(ctx, s.ID, "gate_missing", "the gate's counter is missing from Redis (restarted empty?): rebuild it from the database, then resume", true)
+			what := "the gate's counter is"
+			if len(v.st.missingVariants) > 0 {
+				what = "the gate's counter of variant " + strings.Join(v.st.missingVariants, ", ") + " is"
+			}
+			g.incident(ctx, s.ID, "gate_missing", what+" missing from Redis (restarted empty?): rebuild it from the database, then resume", true)
 		}
 		return 0, nil
 	}
