@@ -56,6 +56,9 @@ type GateUnit struct {
 	SaleID, CustomerID string
 	Seq                int64
 	Quantity           int
+	// Variant is the SKU of the variant whose counter it came from, in a
+	// sale with variants ("": the sale's one counter).
+	Variant string
 }
 
 // GateSettlement is where a unit the gate handed out ended.
@@ -67,6 +70,9 @@ type GateMovement struct {
 	Quantity               int
 	// Seq is the unit a return gives back (0 for a restock).
 	Seq int64
+	// Variant is the SKU of the variant whose counter it goes back to, in
+	// a sale with variants ("": the sale's one counter).
+	Variant string
 }
 
 // GateLedger is what the database says a gated sale's counter should account
@@ -86,6 +92,26 @@ type GateLedger struct {
 	// relay's marking or a rebuild commits: two reads of the ledger with
 	// the same Version saw the same sale.
 	Version string
+	// Variants are, in a sale with variants, each variant's units in its
+	// stock rows, in order (none: a sale without variants, one counter).
+	// Its gate has a counter per variant, each accounted for on its own.
+	Variants []GateVariantUnits
+}
+
+// VariantSKUs are the SKUs of the ledger's variants, in order (none: a sale
+// without variants).
+func (l GateLedger) VariantSKUs() []string {
+	var out []string
+	for _, v := range l.Variants {
+		out = append(out, v.SKU)
+	}
+	return out
+}
+
+// GateVariantUnits is a count of units of one variant of a gated sale.
+type GateVariantUnits struct {
+	SKU   string
+	Units int64
 }
 
 // GatedSale is one gated sale the gate job looks after.
@@ -103,6 +129,9 @@ type GateRebuild struct {
 	// Settled is how many movements owed to the old counter the rebuild
 	// marked applied (the new counter counts them).
 	Settled int
+	// Variants are, in a sale with variants, each variant's counter (its
+	// initial − pending − confirmed), in order; Counter is then their sum.
+	Variants []GateVariantUnits
 }
 
 // GateHold is an active reservation that came through the gate.

@@ -82,6 +82,18 @@ type GateStatus struct {
 	// the units owed back and not yet applied: 0 when they agree.
 	Drift int64
 	OK    bool
+	// Variants are, in a sale with variants, each variant's own counter
+	// and drift, in order (the gate keeps a counter per variant): Counter
+	// is then their sum, and Drift the drift of the variant furthest off
+	// (a counter above the database first).
+	Variants []GateVariantStatus
+}
+
+// GateVariantStatus is how one variant's counter of a gated sale stands.
+type GateVariantStatus struct {
+	SKU     string
+	Counter int64
+	Drift   int64
 }
 
 // Limits on what a sale may be created with.

@@ -80,8 +80,6 @@ func (n *NewSale) validateVariants() error {
 	switch {
 	case len(n.Variants) > MaxVariants:
 		return Invalid("variants must be 1-100")
-	case n.Gate == GateRedis:
-		return Invalid("variants with the Redis gate are not supported yet")
 	case n.Admission == AdmissionLottery:
 		return Invalid("variants with a lottery are not supported yet")
 	}

@@ -24,7 +24,6 @@ func TestNewSaleVariants(t *testing.T) {
 	}{
 		"None":             {flashline.NewSale{Variants: []flashline.NewVariant{}}, "variants must be 1-100"},
 		"TooMany":          {flashline.NewSale{Variants: many}, "variants must be 1-100"},
-		"Gate":             {flashline.NewSale{Variants: []flashline.NewVariant{v("S", 1)}, Gate: flashline.GateRedis}, "Redis gate"},
 		"Lottery":          {flashline.NewSale{Variants: []flashline.NewVariant{v("S", 1)}, Admission: flashline.AdmissionLottery}, "lottery"},
 		"BadSKU":           {flashline.NewSale{Variants: []flashline.NewVariant{v("S", 1), v("a b", 1)}}, "variants[1].sku must be"},
 		"EmptySKU":         {flashline.NewSale{Variants: []flashline.NewVariant{v("", 1)}}, "variants[0].sku must be"},
@@ -52,4 +51,10 @@ func TestNewSaleVariants(t *testing.T) {
 	require.Equal(t, 300, good.InitialStock)
 	require.Equal(t, 2, good.Buckets)
 	require.Equal(t, "S", good.Variants[0].Title, "a variant without a title is shown by its SKU")
+
+	// The Redis gate keeps a counter per variant (gate/): a gated sale may
+	// have variants.
+	gated := flashline.NewSale{SKU: "drop_2", Gate: flashline.GateRedis, Variants: []flashline.NewVariant{v("S", 3), v("M", 4)}}
+	require.NoError(t, gated.Validate())
+	require.Equal(t, 7, gated.InitialStock)
 }

@@ -44,18 +44,6 @@ type Price struct {
 	Currency string `json:"currency"`
 }
 
-// Gate is what counts the sale's units in front of the database, and
-// for a Redis gate how its counter stands: counter as Redis holds it (-1:
-// missing or unreachable), drift = available in the database − counter −
-// units owed back − units in flight, ok when they agree and the counter is
-// not being rebuilt.
-type Gate struct {
-	Kind    string `json:"kind"` // none or redis
-	Counter *int64 `json:"counter,omitempty"`
-	Drift   *int64 `json:"drift,omitempty"`
-	OK      *bool  `json:"ok,omitempty"`
-}
-
 // Invariant is the sale's invariant verdict.
 type Invariant struct {
 	OK        bool    `json:"ok"`

@@ -25,7 +25,13 @@
 // gate job pauses the sale with an incident, and it opens again only after a
 // rebuild from the database (Rebuild) and an admin's resume.
 //
+// A sale with variants has a counter per variant (the unit comes from, and
+// goes back to, its variant's; drift, reconciling and the rebuild are per
+// variant), and its buyers, attempts and unit numbers are the sale's; a sale
+// without variants has one counter, its keys as before variants.
+//
 // Files: gate.go (the Gate and its Redis scripts), reserve.go (the Store it
 // wraps), relay.go, maintain.go (reconciling units, drift, incidents),
+// view.go (one check's reading of a sale and its drift, per counter),
 // rebuild.go. What it needs of the database is flashline.GateStore.
 package gate

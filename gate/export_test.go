@@ -12,9 +12,12 @@ import (
 func StockKey(saleID string) string { return keysOf(saleID).stock }
 func SeqKey(saleID string) string   { return keysOf(saleID).seq }
 
+// VariantStockKey is the counter of a variant of a sale with variants.
+func VariantStockKey(saleID, sku string) string { return keysOf(saleID).counter(sku) }
+
 // Step runs the gate step alone: a request that took a unit and died.
 func (g *Gate) Step(ctx context.Context, req flashline.ReserveRequest, limit int) (seq int64, fresh bool, err error) {
-	out, err := g.step(ctx, req, limit)
+	out, err := g.step(ctx, req, limit, req.Variant)
 	return out.seq, out.fresh, err
 }
 

@@ -146,22 +146,55 @@ func keysOf(saleID string) keys {
 	}
 }
 
+// counter is the key of a counter: the sale's one (variant ""), or, in a
+// sale with variants, the variant's own (stock:<sku>; a SKU holds no braces,
+// so the key stays in the sale's hash slot).
+func (k keys) counter(variant string) string {
+	if variant == "" {
+		return k.stock
+	}
+	return k.stock + ":" + variant
+}
+
+// counters are the keys of a sale's counters: its variants' in order, or
+// its one counter (no variants).
+func (k keys) counters(variants []string) []string {
+	if len(variants) == 0 {
+		return []string{k.stock}
+	}
+	out := make([]string, len(variants))
+	for i, v := range variants {
+		out[i] = k.counter(v)
+	}
+	return out
+}
+
 // seqBase is the first unit number of an epoch (see migration 000006).
 func seqBase(epoch int64) int64 { return epoch << 40 }
 
 // The gate step, atomic: paused, missing, the attempt's unit already handed
 // out (a retry: its own, unless the unit, still in flight, was handed out
-// for another quantity), the per-customer limit, sold out; else a unit (its
-// number) is handed out: decrement, buyer, attempt, unsettled.
+// for another quantity or variant), the per-customer limit, sold out; else a
+// unit (its number) is handed out: decrement, buyer, attempt, unsettled.
+// KEYS[1] is the counter the unit is taken from: the sale's one, or the
+// variant's (ARGV[6], empty in a sale without variants, whose unsettled values
+// then end with the time, as before variants; a variant's end with its SKU).
+// The buyers (the per-customer limit) and the attempts stay the sale's.
 var reserveScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[7]) == 1 then return {-4, 0} end
 local left = redis.call('GET', KEYS[1])
 if not left then return {-3, 0} end
+local variant = ARGV[6] or ''
 local seq = redis.call('HGET', KEYS[3], ARGV[2])
 if seq then
   local u = redis.call('HGET', KEYS[5], seq)
-  local q = u and string.match(u, '\n(%d+)\n%d+$')
-  if q and tonumber(q) ~= tonumber(ARGV[3]) then return {-5, tonumber(seq)} end
+  local q, v
+  if u and variant ~= '' then
+    q, v = string.match(u, '\n(%d+)\n%d+\n([^\n]*)$')
+  elseif u then
+    q, v = string.match(u, '\n(%d+)\n%d+$'), ''
+  end
+  if q and (tonumber(q) ~= tonumber(ARGV[3]) or v ~= variant) then return {-5, tonumber(seq)} end
   return {2, tonumber(seq)}
 end
 local qty = tonumber(ARGV[3])
@@ -172,7 +205,9 @@ seq = redis.call('INCR', KEYS[2])
 redis.call('DECRBY', KEYS[1], qty)
 redis.call('HINCRBY', KEYS[4], ARGV[1], qty)
 redis.call('HSET', KEYS[3], ARGV[2], seq)
-redis.call('HSET', KEYS[5], seq, ARGV[2] .. '\n' .. ARGV[3] .. '\n' .. ARGV[5])
+local value = ARGV[2] .. '\n' .. ARGV[3] .. '\n' .. ARGV[5]
+if variant ~= '' then value = value .. '\n' .. variant end
+redis.call('HSET', KEYS[5], seq, value)
 return {1, seq}
 `)
 
@@ -196,44 +231,50 @@ if ARGV[4] ~= '0' then redis.call('HDEL', KEYS[3], ARGV[4]) end
 return 1
 `)
 
-// A consistent view of the counter: its value (false: missing), whether it
-// is being rebuilt, the units handed out and not settled, its epoch (false:
-// 0, a counter set when its sale was created), and which of the movements
-// ARGV it applied already (1 or 0 each: a relay applies a movement here
-// before its transaction marks it applied in the database).
+// A consistent view of the counters: whether they are being rebuilt, the
+// units handed out and not settled, the epoch (false: 0, counters set when
+// their sale was created), which of the movements ARGV the counters applied
+// already (1 or 0 each: a relay applies a movement here before its
+// transaction marks it applied in the database), and each counter's value
+// (false: missing), KEYS[5] on: the sale's one, or its variants'.
 var stateScript = redis.NewScript(`
 local applied = {}
-for i = 1, #ARGV do applied[i] = redis.call('SISMEMBER', KEYS[5], ARGV[i]) end
-return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2]), redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4]), applied}
+for i = 1, #ARGV do applied[i] = redis.call('SISMEMBER', KEYS[4], ARGV[i]) end
+local counters = {}
+for i = 5, #KEYS do counters[i - 4] = redis.call('GET', KEYS[i]) end
+return {redis.call('EXISTS', KEYS[1]), redis.call('HGETALL', KEYS[2]), redis.call('GET', KEYS[3]), applied, counters}
 `)
 
-// Writes a rebuilt counter for epoch ARGV[1], unless a later rebuild wrote
-// it already (then {0, that epoch}): two rebuilds of a sale that overlap
+// Writes rebuilt counters for epoch ARGV[1], unless a later rebuild wrote
+// them already (then {0, that epoch}): two rebuilds of a sale that overlap
 // may reach Redis in either order, and only the later epoch, the
-// database's, may stand. ARGV: epoch, counter, first unit number, the
+// database's, may stand. KEYS: seq, attempts, buyers, unsettled, applied,
+// paused, epoch, checks, then the counters (the sale's one, or its
+// variants'). ARGV: epoch, first unit number, then a value per counter, the
 // number of buyers n, then n customer/units pairs, then customer \n key /
 // unit pairs (the attempts). All keys at once: the gate step and the relay
-// see the old counter or the new one; the gate job's checks in a row start
+// see the old counters or the new ones; the gate job's checks in a row start
 // afresh.
 var rebuildScript = redis.NewScript(`
 local epoch = tonumber(ARGV[1])
-local cur = tonumber(redis.call('GET', KEYS[8]) or '0')
+local cur = tonumber(redis.call('GET', KEYS[7]) or '0')
 if cur > epoch then return {0, cur} end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[9])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[8])
+for c = 9, #KEYS do redis.call('SET', KEYS[c], ARGV[c - 6]) end
 redis.call('SET', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[2], ARGV[3])
-redis.call('SET', KEYS[8], ARGV[1])
-local n = tonumber(ARGV[4])
-local i = 5
+redis.call('SET', KEYS[7], ARGV[1])
+local i = #KEYS - 8 + 3
+local n = tonumber(ARGV[i])
+i = i + 1
 for _ = 1, n do
-  redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
-  i = i + 2
-end
-while i < #ARGV do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
-redis.call('DEL', KEYS[7])
+while i < #ARGV do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+redis.call('DEL', KEYS[6])
 return {1, epoch}
 `)
 
@@ -256,50 +297,72 @@ func (g *Gate) call(ctx context.Context, bound time.Duration, s *redis.Script, k
 // background is the bound of the calls made off a buyer's path.
 func (g *Gate) background() time.Duration { return max(time.Second, 4*g.opts.Timeout) }
 
-// state is one gated sale's counter as Redis holds it.
+// state is one gated sale's counters as Redis holds them.
 type state struct {
-	counter   int64
-	missing   bool
-	paused    bool
-	epoch     int64 // the epoch the counter was written for
-	unsettled map[int64]unsettled
-	applied   map[string]bool // of the movements asked about, those applied
+	counter int64 // the sale's one counter, or the sum of its variants'
+	// counters are, in a sale with variants, each variant's counter (by
+	// SKU).
+	counters map[string]int64
+	missing  bool // a counter is missing
+	// missingVariants are, in a sale with variants, those whose counter
+	// is missing.
+	missingVariants []string
+	paused          bool
+	epoch           int64 // the epoch the counters were written for
+	unsettled       map[int64]unsettled
+	applied         map[string]bool // of the movements asked about, those applied
 }
 
 type unsettled struct {
 	customer, key string
 	quantity      int
 	at            time.Time
+	variant       string // the variant whose counter it came from ("": none)
 }
 
-// state reads the sale's counter, and which of the movements owed (by the
-// database's last read) the counter has applied already.
-func (g *Gate) state(ctx context.Context, saleID string, owed []flashline.GateMovement) (state, error) {
+// state reads the sale's counters (its variants', in a sale with variants),
+// and which of the movements owed (by the database's last read) the
+// counters have applied already.
+func (g *Gate) state(ctx context.Context, saleID string, owed []flashline.GateMovement, variants []string) (state, error) {
 	k := keysOf(saleID)
 	ids := make([]any, len(owed))
 	for i, m := range owed {
 		ids[i] = m.ID
 	}
-	res, err := g.call(ctx, g.background(), stateScript, []string{k.stock, k.paused, k.unsettled, k.epoch, k.applied}, ids...)
+	res, err := g.call(ctx, g.background(), stateScript,
+		append([]string{k.paused, k.unsettled, k.epoch, k.applied}, k.counters(variants)...), ids...)
 	if err != nil {
 		return state{}, err
 	}
 	parts := res.([]any)
-	st := state{paused: parts[1].(int64) == 1, unsettled: map[int64]unsettled{}, applied: map[string]bool{}}
-	if s, ok := parts[0].(string); ok {
-		st.counter, _ = strconv.ParseInt(s, 10, 64)
-	} else {
-		st.missing = true
+	st := state{paused: parts[0].(int64) == 1, unsettled: map[int64]unsettled{}, applied: map[string]bool{}}
+	for i, c := range parts[4].([]any) {
+		s, ok := c.(string)
+		if !ok {
+			st.missing = true
+			if len(variants) > 0 {
+				st.missingVariants = append(st.missingVariants, variants[i])
+			}
+			continue
+		}
+		n, _ := strconv.ParseInt(s, 10, 64)
+		st.counter += n
+		if len(variants) > 0 {
+			if st.counters == nil {
+				st.counters = map[string]int64{}
+			}
+			st.counters[variants[i]] = n
+		}
 	}
-	if s, ok := parts[3].(string); ok {
+	if s, ok := parts[2].(string); ok {
 		st.epoch, _ = strconv.ParseInt(s, 10, 64)
 	}
-	kv := parts[2].([]any)
+	kv := parts[1].([]any)
 	for i := 0; i+1 < len(kv); i += 2 {
 		seq, _ := strconv.ParseInt(kv[i].(string), 10, 64)
 		st.unsettled[seq] = parseUnsettled(kv[i+1].(string))
 	}
-	for i, a := range parts[4].([]any) {
+	for i, a := range parts[3].([]any) {
 		if a.(int64) == 1 {
 			st.applied[owed[i].ID] = true
 		}
@@ -307,16 +370,20 @@ func (g *Gate) state(ctx context.Context, saleID string, owed []flashline.GateMo
 	return st, nil
 }
 
-// parseUnsettled reads "customer \n key \n quantity \n unix ms" (ids and keys
-// hold no control characters).
+// parseUnsettled reads "customer \n key \n quantity \n unix ms", followed in
+// a sale with variants by "\n variant" (ids, keys and SKUs hold no control
+// characters).
 func parseUnsettled(v string) unsettled {
 	var u unsettled
-	fields := strings.SplitN(v, "\n", 4)
-	if len(fields) == 4 {
+	fields := strings.SplitN(v, "\n", 5)
+	if len(fields) >= 4 {
 		u.customer, u.key = fields[0], fields[1]
 		u.quantity, _ = strconv.Atoi(fields[2])
 		ms, _ := strconv.ParseInt(fields[3], 10, 64)
 		u.at = time.UnixMilli(ms)
+	}
+	if len(fields) == 5 {
+		u.variant = fields[4]
 	}
 	return u
 }

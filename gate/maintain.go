@@ -105,7 +105,11 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 	case v.st.missing:
 		// A sale created a moment ago may not have its counter yet.
 		if selling && time.Since(s.CreatedAt) > 10*time.Second {
-			g.incident(ctx, s.ID, "gate_missing", "the gate's counter is missing from Redis (restarted empty?): rebuild it from the database, then resume", true)
+			what := "the gate's counter is"
+			if len(v.st.missingVariants) > 0 {
+				what = "the gate's counter of variant " + strings.Join(v.st.missingVariants, ", ") + " is"
+			}
+			g.incident(ctx, s.ID, "gate_missing", what+" missing from Redis (restarted empty?): rebuild it from the database, then resume", true)
 		}
 		return 0, nil
 	}
@@ -124,7 +128,7 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 	d.value, d.opened = value, s.State != flashline.StateScheduled
 	g.drifts[s.ID] = d
 	g.mu.Unlock()
-	checks, stale, err := g.streak(ctx, s.ID, value, v.st.epoch != v.ledger.Epoch)
+	checks, stale, err := g.streak(ctx, s.ID, v.streakValue(), v.st.epoch != v.ledger.Epoch)
 	if err != nil {
 		return v.ledger.OwedAge, err
 	}
@@ -137,9 +141,9 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 	if report {
 		detail := v.detail()
 		if value < 0 {
-			g.incident(ctx, s.ID, "gate_counter_high", "the gate's counter is above what the database accounts for ("+detail+"): rebuild it, then resume", true)
+			g.incident(ctx, s.ID, "gate_counter_high", v.counterName(true)+" above what the database accounts for ("+detail+"): rebuild it, then resume", true)
 		} else {
-			g.incident(ctx, s.ID, "gate_drift", "the gate's counter is below what the database accounts for, units go unsold ("+detail+"): rebuild it in a pause", false)
+			g.incident(ctx, s.ID, "gate_drift", v.counterName(false)+" below what the database accounts for, units go unsold ("+detail+"): rebuild it in a pause", false)
 		}
 	}
 	return v.ledger.OwedAge, nil
@@ -169,8 +173,9 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {n, s}
 `)
 
-// streak records a consistent check's drift and epoch (streakScript).
-func (g *Gate) streak(ctx context.Context, saleID string, value int64, stale bool) (checks, staleChecks int, err error) {
+// streak records a consistent check's drift (view.streakValue) and epoch
+// (streakScript).
+func (g *Gate) streak(ctx context.Context, saleID string, value any, stale bool) (checks, staleChecks int, err error) {
 	flag := 0
 	if stale {
 		flag = 1
@@ -181,103 +186,6 @@ func (g *Gate) streak(ctx context.Context, saleID string, value int64, stale boo
 	}
 	r := res.([]any)
 	return int(r[0].(int64)), int(r[1].(int64)), nil
-}
-
-// measureTries is how many times a check reads a sale for a consistent view
-// before it leaves the judging to the next check.
-const measureTries = 3
-
-// view is one check's reading of a gated sale: its counter in Redis, and
-// the database's ledger and settlements of the units the counter has in
-// flight. Consistent (measure) when nothing committed in the database while
-// it was read: then every unit the counter lacks is in exactly one of a
-// reservation (not available), a movement owed and not applied to the
-// counter, or a unit in flight, and the drift is real. Read Redis first and
-// the database later, a movement applied before the Redis read and marked
-// applied after the database's (a relay's transaction stays open across its
-// Redis round trips), or a unit handed out after the one read and reserved
-// or returned before the other, was counted twice: a drift measured, not
-// there.
-type view struct {
-	st      state
-	ledger  flashline.GateLedger
-	settled map[int64]flashline.GateSettlement
-}
-
-// owed is what the database owes the counter and the counter has not
-// applied: a movement a relay applied and has not marked yet is in the
-// counter already.
-func (v view) owed() (units int64, moves []flashline.GateMovement) {
-	for _, m := range v.ledger.OwedMovements {
-		if !v.st.applied[m.ID] {
-			units += int64(m.Quantity)
-			moves = append(moves, m)
-		}
-	}
-	return units, moves
-}
-
-// inflight is what the counter handed out that no reservation holds and no
-// return gives back yet, by unit number.
-func (v view) inflight() (units int64, seqs []int64) {
-	for seq, u := range v.st.unsettled {
-		if s := v.settled[seq]; !s.Reserved && !s.Returned {
-			units += int64(u.quantity)
-			seqs = append(seqs, seq)
-		}
-	}
-	slices.Sort(seqs)
-	return units, seqs
-}
-
-// drift is what the view's counter disagrees with the database by:
-//
-//	drift = available in the stock rows − counter − units owed back and not
-//	        applied − units handed out and not yet held or returned
-func (v view) drift() int64 {
-	owed, _ := v.owed()
-	inflight, _ := v.inflight()
-	return v.ledger.Available - v.st.counter - owed - inflight
-}
-
-// detailEntries bounds the movements and units an incident lists.
-const detailEntries = 20
-
-// detail says what a drift was made of, each movement and unit counted, so
-// that an incident explains itself.
-func (v view) detail() string {
-	owed, moves := v.owed()
-	inflight, seqs := v.inflight()
-	var b strings.Builder
-	fmt.Fprintf(&b, "drift %d: available %d − counter %d − owed back %d − in flight %d; epoch %d (counter's %d)",
-		v.drift(), v.ledger.Available, v.st.counter, owed, inflight, v.ledger.Epoch, v.st.epoch)
-	b.WriteString("; owed back:")
-	for i, m := range moves {
-		if i == detailEntries {
-			fmt.Fprintf(&b, " and %d more", len(moves)-i)
-			break
-		}
-		fmt.Fprintf(&b, " %s ×%d", m.ID, m.Quantity)
-	}
-	if len(moves) == 0 {
-		b.WriteString(" none")
-	}
-	if n := len(v.ledger.OwedMovements) - len(moves); n > 0 {
-		fmt.Fprintf(&b, " (and %d applied by a relay, not marked yet)", n)
-	}
-	b.WriteString("; in flight:")
-	for i, seq := range seqs {
-		if i == detailEntries {
-			fmt.Fprintf(&b, " and %d more", len(seqs)-i)
-			break
-		}
-		u := v.st.unsettled[seq]
-		fmt.Fprintf(&b, " unit %d of %s ×%d (%s ago)", seq, u.customer, u.quantity, time.Since(u.at).Round(time.Second))
-	}
-	if len(seqs) == 0 {
-		b.WriteString(" none")
-	}
-	return b.String()
 }
 
 // redisUnreadable is a check that could not read Redis (the other errors
@@ -300,7 +208,7 @@ func (g *Gate) measure(ctx context.Context, saleID string) (view, bool, error) {
 		if err != nil {
 			return view{}, false, err
 		}
-		st, err := g.state(ctx, saleID, before.OwedMovements)
+		st, err := g.state(ctx, saleID, before.OwedMovements, before.VariantSKUs())
 		if err != nil {
 			return view{}, false, redisUnreadable{err}
 		}
@@ -341,7 +249,7 @@ func (g *Gate) reconcile(ctx context.Context, saleID string, st state, settled m
 		case time.Since(u.at) > g.opts.ReturnGrace:
 			req := flashline.ReserveRequest{SaleID: saleID, CustomerID: u.customer, IdempotencyKey: u.key}
 			g.forget(ctx, req, seq)
-			returned, err := g.store.ReturnUnit(ctx, flashline.GateUnit{SaleID: saleID, CustomerID: u.customer, Seq: seq, Quantity: u.quantity})
+			returned, err := g.store.ReturnUnit(ctx, flashline.GateUnit{SaleID: saleID, CustomerID: u.customer, Seq: seq, Quantity: u.quantity, Variant: u.variant})
 			if err == nil && !returned {
 				// A reservation took it after all, since Settlements read.
 				held = append(held, strconv.FormatInt(seq, 10))
@@ -398,6 +306,11 @@ func (g *Gate) check(ctx context.Context, saleID string) (flashline.GateStatus, 
 	}
 	status.Counter = v.st.counter
 	status.Drift = v.drift()
+	if len(v.ledger.Variants) > 0 {
+		for _, t := range v.terms() {
+			status.Variants = append(status.Variants, flashline.GateVariantStatus{SKU: t.sku, Counter: t.counter, Drift: t.drift()})
+		}
+	}
 	if !consistent {
 		return status, fmt.Errorf("gate of sale %s: units moved during each of %d reads of its counter and the database: ask again: %w", saleID, measureTries, flashline.ErrUnavailable)
 	}

@@ -11,9 +11,11 @@ import (
 
 // Rebuild makes a paused gated sale's counter again from the database (after
 // Redis lost it, or a drift), and returns it. The counter is initial −
-// pending − confirmed; the buyers and attempts are the active reservations
-// that came through the gate; units handed out before the rebuild can no
-// longer be reserved or given back (a new epoch). The sale stays paused: an
+// pending − confirmed (in a sale with variants, each variant's counter is
+// its own initial − pending − confirmed, and the sum is returned); the
+// buyers and attempts are the active reservations that came through the
+// gate; units handed out before the rebuild can no longer be reserved or
+// given back (a new epoch). The sale stays paused: an
 // admin resumes it once the view shows the gate OK.
 //
 // While it runs the counter is marked paused in Redis, so that neither the
@@ -68,7 +70,18 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 		}
 		buyers[h.CustomerID] += h.Quantity
 	}
-	args := []any{rb.Epoch, rb.Counter, seqBase(rb.Epoch), len(order)}
+	// The counters: the sale's one, or each variant's own.
+	counters := []any{rb.Counter}
+	var skus []string
+	if len(rb.Variants) > 0 {
+		counters = counters[:0]
+		for _, v := range rb.Variants {
+			skus = append(skus, v.SKU)
+			counters = append(counters, v.Units)
+		}
+	}
+	args := append([]any{rb.Epoch, seqBase(rb.Epoch)}, counters...)
+	args = append(args, len(order))
 	for _, c := range order {
 		args = append(args, c, buyers[c])
 	}
@@ -76,7 +89,7 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string) (int64, error) {
 		args = append(args, attemptField(h.CustomerID, h.IdempotencyKey), strconv.FormatInt(h.Seq, 10))
 	}
 	res, err := g.call(ctx, g.background(), rebuildScript,
-		[]string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused, k.epoch, k.checks}, args...)
+		append([]string{k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused, k.epoch, k.checks}, k.counters(skus)...), args...)
 	if err != nil {
 		return 0, fmt.Errorf("rebuild the gate of sale %s: %w", saleID, errors.Join(flashline.ErrUnavailable, err))
 	}

@@ -46,7 +46,9 @@ func (r *relayRun) apply(ctx context.Context, moves []flashline.GateMovement) ([
 			continue
 		}
 		k := keysOf(m.SaleID)
-		res, err := r.g.call(ctx, r.g.background(), applyScript, []string{k.stock, k.buyers, k.unsettled, k.applied, k.paused},
+		// To the counter the unit came from: its variant's, in a sale with
+		// variants.
+		res, err := r.g.call(ctx, r.g.background(), applyScript, []string{k.counter(m.Variant), k.buyers, k.unsettled, k.applied, k.paused},
 			m.ID, m.CustomerID, m.Quantity, strconv.FormatInt(m.Seq, 10))
 		if err != nil {
 			return applied, err

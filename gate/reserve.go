@@ -40,13 +40,15 @@ type gateOutcome struct {
 	fresh bool // a unit handed out now (else the attempt's earlier one)
 }
 
-// step runs the gate step for a request.
-func (g *Gate) step(ctx context.Context, req flashline.ReserveRequest, limit int) (gateOutcome, error) {
+// step runs the gate step for a request, taking its unit from the counter
+// of variant (its variant in a sale with variants; "": the sale's one
+// counter).
+func (g *Gate) step(ctx context.Context, req flashline.ReserveRequest, limit int, variant string) (gateOutcome, error) {
 	k := keysOf(req.SaleID)
 	start := time.Now()
 	res, err := g.call(ctx, g.opts.Timeout, reserveScript,
-		[]string{k.stock, k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused},
-		req.CustomerID, attemptField(req.CustomerID, req.IdempotencyKey), req.Quantity, limit, time.Now().UnixMilli())
+		[]string{k.counter(variant), k.seq, k.attempts, k.buyers, k.unsettled, k.applied, k.paused},
+		req.CustomerID, attemptField(req.CustomerID, req.IdempotencyKey), req.Quantity, limit, time.Now().UnixMilli(), variant)
 	g.m.script.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if flashline.ClientGone(ctx, err) {
@@ -79,6 +81,11 @@ func (g *Gate) step(ctx context.Context, req flashline.ReserveRequest, limit int
 		return gateOutcome{}, fmt.Errorf("gate of sale %s: the key's unit %d was taken for another quantity: %w", req.SaleID, seq, flashline.ErrIdempotencyKeyReused)
 	case -1:
 		g.m.decisions.WithLabelValues("sold_out").Inc()
+		if variant != "" {
+			// The variant's counter is empty: answered as the purchase path
+			// answers a variant with nothing left (others may have some).
+			return gateOutcome{}, fmt.Errorf("gate of sale %s, variant %s: %w", req.SaleID, variant, flashline.ErrVariantSoldOut)
+		}
 		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.ErrSoldOut)
 	case -2:
 		g.m.decisions.WithLabelValues("limit").Inc()
@@ -114,10 +121,18 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 	if res, done, err := w.refuse(ctx, s, req); done {
 		return res, err
 	}
+	// A sale with variants has a counter per variant: the unit comes from
+	// the one of the variant asked for (refuse made sure the sale has it).
+	// A sale without variants takes from its one counter, whatever the
+	// request names (the database refuses a variant there, as it did).
+	variant := ""
+	if len(s.Variants) > 0 {
+		variant = req.Variant
+	}
 	for try := 0; ; try++ {
-		out, err := w.g.step(ctx, req, s.PerCustomerLimit)
+		out, err := w.g.step(ctx, req, s.PerCustomerLimit, variant)
 		if errors.Is(err, flashline.ErrLimitReached) {
-			out, err = w.g.confirmLimit(ctx, req, s.PerCustomerLimit)
+			out, err = w.g.confirmLimit(ctx, req, s.PerCustomerLimit, variant)
 		}
 		if errors.Is(err, flashline.ErrUnavailable) {
 			// The gate cannot decide (Redis down, the counter missing or
@@ -134,7 +149,7 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 		}
 		req.GateSeq = out.seq
 		res, err := w.Store.Reserve(ctx, req)
-		unit := flashline.GateUnit{SaleID: req.SaleID, CustomerID: req.CustomerID, Seq: out.seq, Quantity: req.Quantity}
+		unit := flashline.GateUnit{SaleID: req.SaleID, CustomerID: req.CustomerID, Seq: out.seq, Quantity: req.Quantity, Variant: variant}
 		if errors.Is(err, flashline.ErrGateUnitReturned) && try == 0 {
 			// The attempt's unit went back (the gate job judged it
 			// abandoned): forget it and take a new one, once.
@@ -160,7 +175,9 @@ func (w gated) Reserve(ctx context.Context, req flashline.ReserveRequest) (flash
 }
 
 // refuse answers, before the gate step, what the database would refuse the
-// request for whatever the counter held: a quantity above the limit, a
+// request for whatever the counter held: a sale with variants asked for
+// none or for one it does not have (no counter to take from), a quantity
+// above the limit, a
 // waiting-room or lottery sale's missing or unverified admission, an
 // account too new. The clock is the sale cache's, set by the database's. A
 // refusal stands only when the key has no stored answer: a retry of a
@@ -187,9 +204,15 @@ func (w gated) refuse(ctx context.Context, s flashline.SaleFacts, req flashline.
 }
 
 // precheck is refuse's checks, in the order the database runs them
-// (postgres/batch.go decide).
+// (postgres/batch.go decide), with its words. A variant named in a sale
+// without variants is left to the database, as before variants.
 func precheck(s flashline.SaleFacts, req flashline.ReserveRequest, now time.Time) error {
+	_, known := s.Variant(req.Variant)
 	switch {
+	case len(s.Variants) > 0 && req.Variant == "":
+		return flashline.Invalid("this sale has variants: name one (\"variant\": its SKU)")
+	case len(s.Variants) > 0 && !known:
+		return flashline.Invalid("this sale has no variant " + req.Variant)
 	case req.Quantity > s.PerCustomerLimit:
 		return flashline.ErrQuantityAboveLimit
 	case s.Admission.NeedsAdmission() && req.AdmissionToken == "":
@@ -227,7 +250,7 @@ func precheck(s flashline.SaleFacts, req flashline.ReserveRequest, now time.Time
 // the buyer is asked to retry as well (found by the chaos harness,
 // redis-kill: a customer whose request was refused while the sale was
 // paused was told limit_reached by their next one, holding nothing).
-func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, limit int) (gateOutcome, error) {
+func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, limit int, variant string) (gateOutcome, error) {
 	owed, holds, err := g.store.OwedToCustomer(ctx, req.SaleID, req.CustomerID)
 	if err == nil && owed > 0 {
 		if _, err = g.Relay(ctx); err == nil {
@@ -237,7 +260,7 @@ func (g *Gate) confirmLimit(ctx context.Context, req flashline.ReserveRequest, l
 	if err != nil {
 		return gateOutcome{}, fmt.Errorf("gate of sale %s: %w", req.SaleID, flashline.Unavailable(ctx, err))
 	}
-	out, err := g.step(ctx, req, limit)
+	out, err := g.step(ctx, req, limit, variant)
 	if !errors.Is(err, flashline.ErrLimitReached) {
 		return out, err
 	}
@@ -317,7 +340,12 @@ func (g *Gate) initCounter(ctx context.Context, sale flashline.Sale) error {
 	ctx, cancel := context.WithTimeout(ctx, g.background())
 	defer cancel()
 	pipe := g.rdb.TxPipeline()
-	pipe.SetNX(ctx, k.stock, sale.InitialStock, 0)
+	if len(sale.Variants) == 0 {
+		pipe.SetNX(ctx, k.stock, sale.InitialStock, 0)
+	}
+	for _, v := range sale.Variants {
+		pipe.SetNX(ctx, k.counter(v.SKU), v.InitialStock, 0) // a counter per variant
+	}
 	pipe.SetNX(ctx, k.seq, seqBase(0), 0)
 	_, err := pipe.Exec(ctx)
 	return err

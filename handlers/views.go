@@ -79,6 +79,9 @@ func NewGateView(s flashline.Sale) api.Gate {
 	}
 	if st := s.GateStatus; st != nil {
 		v.Counter, v.Drift, v.OK = &st.Counter, &st.Drift, &st.OK
+		for _, x := range st.Variants {
+			v.Variants = append(v.Variants, api.GateVariant{SKU: x.SKU, Counter: x.Counter, Drift: x.Drift})
+		}
 	}
 	return v
 }

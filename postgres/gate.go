@@ -28,7 +28,7 @@ func (s *Store) ReturnUnit(ctx context.Context, u flashline.GateUnit) (bool, err
 		}
 		var err error
 		returned, err = q.GateReturn(ctx, dbsqlc.GateReturnParams{
-			SaleID: u.SaleID, GateSeq: u.Seq, CustomerID: u.CustomerID, Quantity: int32(u.Quantity),
+			SaleID: u.SaleID, GateSeq: u.Seq, CustomerID: u.CustomerID, Quantity: int32(u.Quantity), Variant: u.Variant,
 		})
 		return err
 	})
@@ -67,7 +67,7 @@ func (s *Store) RelayOwed(ctx context.Context, n int, skip []string, apply func(
 		taken = len(rows)
 		moves := make([]flashline.GateMovement, len(rows))
 		for i, r := range rows {
-			moves[i] = flashline.GateMovement{ID: r.MovementID, SaleID: r.SaleID, CustomerID: r.CustomerID, Quantity: int(r.Quantity)}
+			moves[i] = flashline.GateMovement{ID: r.MovementID, SaleID: r.SaleID, CustomerID: r.CustomerID, Quantity: int(r.Quantity), Variant: r.Variant}
 			if r.GateSeq != nil {
 				moves[i].Seq = *r.GateSeq
 			}
@@ -98,8 +98,11 @@ func (s *Store) GateLedger(ctx context.Context, saleID string) (flashline.GateLe
 	}
 	l := flashline.GateLedger{Available: r.Available, OwedAge: time.Duration(r.OwedAgeSeconds * float64(time.Second)), Epoch: r.Epoch}
 	for i, id := range r.OwedIds {
-		l.OwedMovements = append(l.OwedMovements, flashline.GateMovement{ID: id, SaleID: saleID, Quantity: int(r.OwedQuantities[i])})
+		l.OwedMovements = append(l.OwedMovements, flashline.GateMovement{ID: id, SaleID: saleID, Quantity: int(r.OwedQuantities[i]), Variant: r.OwedVariants[i]})
 		l.Owed += int64(r.OwedQuantities[i])
+	}
+	for i, sku := range r.VariantSkus {
+		l.Variants = append(l.Variants, flashline.GateVariantUnits{SKU: sku, Units: r.VariantAvailable[i]})
 	}
 	// The owed movements are in the version: a relay's marking changes
 	// which are owed, not always how many units.
@@ -229,6 +232,9 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string) (flashline.Gate
 		rb.Counter, rb.Settled = r.Counter, int(r.Settled)
 		for i := range r.HoldSeqs {
 			rb.Holds = append(rb.Holds, flashline.GateHold{CustomerID: r.HoldCustomers[i], IdempotencyKey: r.HoldKeys[i], Quantity: int(r.HoldQuantities[i]), Seq: r.HoldSeqs[i]})
+		}
+		for i, sku := range r.VariantSkus {
+			rb.Variants = append(rb.Variants, flashline.GateVariantUnits{SKU: sku, Units: r.VariantCounters[i]})
 		}
 		return nil
 	})

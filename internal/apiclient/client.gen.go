@@ -6554,13 +6554,23 @@ type Sale struct {
 
 	// Gate what counts the sale's units in front of the database
 	Gate struct {
-		// Counter as Redis holds it; -1: missing or unreachable
+		// Counter as Redis holds it; -1: missing or unreachable; in a sale with variants, the sum of the variants' counters
 		Counter *int64 `json:"counter,omitempty"`
 
-		// Drift available in the database − counter − units owed back − units in flight; 0 when they agree
+		// Drift available in the database − counter − units owed back − units in flight; 0 when they agree; in a sale with variants, the drift of the variant furthest off (a negative one first)
 		Drift *int64       `json:"drift,omitempty"`
 		Kind  SaleGateKind `json:"kind"`
 		Ok    *bool        `json:"ok,omitempty"`
+
+		// Variants a gated sale with variants: each variant's own counter and drift, in the sale's order (the gate keeps a counter per variant); absent for a sale without variants
+		Variants *[]struct {
+			// Counter as Redis holds it
+			Counter int64 `json:"counter"`
+
+			// Drift the variant's available units in the database − its counter − its units owed back − its units in flight; 0 when they agree
+			Drift int64  `json:"drift"`
+			Sku   string `json:"sku"`
+		} `json:"variants,omitempty"`
 	} `json:"gate"`
 
 	// ImageUrl the product's picture (https), null: none

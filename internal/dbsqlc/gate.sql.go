@@ -53,18 +53,26 @@ func (q *Queries) GateIncident(ctx context.Context, arg GateIncidentParams) (boo
 }
 
 const gateLedger = `-- name: GateLedger :one
+WITH owed AS MATERIALIZED (
+    SELECT o.movement_id, o.quantity, coalesce(o.variant, '') AS variant, o.created_at
+      FROM gate_outbox o
+     WHERE o.sale_id = $1::text AND o.applied_at IS NULL
+)
 SELECT coalesce((SELECT s.gate_epoch FROM sales s WHERE s.sale_id = $1::text), 0)::bigint AS epoch,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = $1::text), 0)::bigint AS available,
        coalesce((SELECT string_agg(st.bucket || ':' || st.xmin::text, ',' ORDER BY st.bucket)
                    FROM stock st WHERE st.sale_id = $1::text), '')::text AS stock_version,
        (SELECT count(*) FROM gate_outbox o
          WHERE o.sale_id = $1::text AND o.gate_seq IS NOT NULL)::bigint AS returns,
-       coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM gate_outbox o
-                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), 0)::float8 AS owed_age_seconds,
-       coalesce((SELECT array_agg(o.movement_id ORDER BY o.movement_id) FROM gate_outbox o
-                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), '{}')::text[] AS owed_ids,
-       coalesce((SELECT array_agg(o.quantity ORDER BY o.movement_id) FROM gate_outbox o
-                  WHERE o.sale_id = $1::text AND o.applied_at IS NULL), '{}')::int[] AS owed_quantities
+       coalesce((SELECT extract(epoch FROM now() - min(w.created_at)) FROM owed w), 0)::float8 AS owed_age_seconds,
+       coalesce((SELECT array_agg(w.movement_id ORDER BY w.movement_id) FROM owed w), '{}')::text[] AS owed_ids,
+       coalesce((SELECT array_agg(w.quantity ORDER BY w.movement_id) FROM owed w), '{}')::int[] AS owed_quantities,
+       coalesce((SELECT array_agg(w.variant ORDER BY w.movement_id) FROM owed w), '{}')::text[] AS owed_variants,
+       coalesce((SELECT array_agg(v.sku ORDER BY v.position) FROM sale_variants v
+                  WHERE v.sale_id = $1::text), '{}')::text[] AS variant_skus,
+       coalesce((SELECT array_agg((SELECT coalesce(sum(st.quantity), 0) FROM stock st
+                                    WHERE st.sale_id = v.sale_id AND st.variant = v.sku) ORDER BY v.position)
+                   FROM sale_variants v WHERE v.sale_id = $1::text), '{}')::bigint[] AS variant_available
 `
 
 type GateLedgerParams struct {
@@ -72,13 +80,16 @@ type GateLedgerParams struct {
 }
 
 type GateLedgerRow struct {
-	Epoch          int64
-	Available      int64
-	StockVersion   string
-	Returns        int64
-	OwedAgeSeconds float64
-	OwedIds        []string
-	OwedQuantities []int32
+	Epoch            int64
+	Available        int64
+	StockVersion     string
+	Returns          int64
+	OwedAgeSeconds   float64
+	OwedIds          []string
+	OwedQuantities   []int32
+	OwedVariants     []string
+	VariantSkus      []string
+	VariantAvailable []int64
 }
 
 // What the database says a gated sale's counter should account for: units
@@ -95,6 +106,12 @@ type GateLedgerRow struct {
 // was, not the rows' versions); returns counts the units ever given back
 // (the partial index gate_outbox_return_seq), which a return written and
 // relayed between two reads changes while the owed movements do not.
+// A sale with variants has a counter per variant: variant_skus (in position
+// order) and variant_available are each variant's units in its stock rows,
+// and owed_variants the variant of each movement owed (empty: none; all of
+// them in a sale without variants, whose variant arrays are empty).
+// The movements owed are read once (owed, materialized) for their age, ids,
+// quantities and variants.
 func (q *Queries) GateLedger(ctx context.Context, arg GateLedgerParams) (GateLedgerRow, error) {
 	row := q.db.QueryRow(ctx, gateLedger, arg.SaleID)
 	var i GateLedgerRow
@@ -106,6 +123,9 @@ func (q *Queries) GateLedger(ctx context.Context, arg GateLedgerParams) (GateLed
 		&i.OwedAgeSeconds,
 		&i.OwedIds,
 		&i.OwedQuantities,
+		&i.OwedVariants,
+		&i.VariantSkus,
+		&i.VariantAvailable,
 	)
 	return i, err
 }
@@ -167,7 +187,8 @@ func (q *Queries) GateOutboxMarkApplied(ctx context.Context, arg GateOutboxMarkA
 }
 
 const gateOutboxTake = `-- name: GateOutboxTake :many
-SELECT o.movement_id, o.sale_id, o.customer_id, o.quantity, o.reason, o.gate_seq
+SELECT o.movement_id, o.sale_id, o.customer_id, o.quantity, o.reason, o.gate_seq,
+       coalesce(o.variant, '')::text AS variant
   FROM gate_outbox o
  WHERE o.applied_at IS NULL AND NOT (o.sale_id = ANY($1::text[]))
  ORDER BY o.created_at
@@ -187,11 +208,14 @@ type GateOutboxTakeRow struct {
 	Quantity   int32
 	Reason     string
 	GateSeq    *int64
+	Variant    string
 }
 
 // The relay's next movements, oldest first, locked so that concurrent relays
 // take different rows (SKIP LOCKED); marked applied in the same transaction
-// once Redis has them (which would also dedupe a second application). Sales
+// once Redis has them (which would also dedupe a second application). A
+// movement's variant names the counter it goes back to (empty: the sale's
+// one counter, a sale without variants). Sales
 // in @skip_sales (whose counter cannot take them now) are left for later.
 func (q *Queries) GateOutboxTake(ctx context.Context, arg GateOutboxTakeParams) ([]GateOutboxTakeRow, error) {
 	rows, err := q.db.Query(ctx, gateOutboxTake, arg.SkipSales, arg.BatchSize)
@@ -209,6 +233,7 @@ func (q *Queries) GateOutboxTake(ctx context.Context, arg GateOutboxTakeParams) 
 			&i.Quantity,
 			&i.Reason,
 			&i.GateSeq,
+			&i.Variant,
 		); err != nil {
 			return nil, err
 		}
@@ -267,7 +292,14 @@ SELECT (SELECT i.initial_stock::bigint - i.pending - i.confirmed
        coalesce((SELECT array_agg(h.customer_id ORDER BY h.gate_seq) FROM holds h), '{}')::text[] AS hold_customers,
        coalesce((SELECT array_agg(h.idempotency_key ORDER BY h.gate_seq) FROM holds h), '{}')::text[] AS hold_keys,
        coalesce((SELECT array_agg(h.quantity ORDER BY h.gate_seq) FROM holds h), '{}')::int[] AS hold_quantities,
-       coalesce((SELECT array_agg(h.gate_seq ORDER BY h.gate_seq) FROM holds h), '{}')::bigint[] AS hold_seqs
+       coalesce((SELECT array_agg(h.gate_seq ORDER BY h.gate_seq) FROM holds h), '{}')::bigint[] AS hold_seqs,
+       coalesce((SELECT array_agg(v.sku ORDER BY v.position) FROM sale_variants v
+                  WHERE v.sale_id = $1::text), '{}')::text[] AS variant_skus,
+       coalesce((SELECT array_agg(v.initial_stock::bigint
+                                  - (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
+                                      WHERE r.sale_id = v.sale_id AND r.state IN ('pending', 'confirmed')
+                                        AND r.bucket / 64 = v.position) ORDER BY v.position)
+                   FROM sale_variants v WHERE v.sale_id = $1::text), '{}')::bigint[] AS variant_counters
 `
 
 type GateRebuildSettleParams struct {
@@ -275,12 +307,14 @@ type GateRebuildSettleParams struct {
 }
 
 type GateRebuildSettleRow struct {
-	Counter        int64
-	Settled        int32
-	HoldCustomers  []string
-	HoldKeys       []string
-	HoldQuantities []int32
-	HoldSeqs       []int64
+	Counter         int64
+	Settled         int32
+	HoldCustomers   []string
+	HoldKeys        []string
+	HoldQuantities  []int32
+	HoldSeqs        []int64
+	VariantSkus     []string
+	VariantCounters []int64
 }
 
 // The rest of a rebuild, after GateNextEpoch, in one statement and so one
@@ -289,7 +323,10 @@ type GateRebuildSettleRow struct {
 // new counter (initial − pending − confirmed, the sale_invariant view), and
 // the active gated reservations it is made of (who holds how many units,
 // under which idempotency key and unit number: the buyer set and the
-// attempts). A restock (cancel, expiry, void) committed while this runs is
+// attempts); in a sale with variants, each variant's counter too (its
+// initial stock − its pending − its confirmed, the sale_variant_invariant
+// view's terms; variant_skus in position order). A restock (cancel, expiry,
+// void) committed while this runs is
 // in all three or in none: in none, it stays owed and the relay applies it
 // to the new counter. As separate statements at READ COMMITTED, one that
 // committed between the settling and the counting was counted by the new
@@ -307,6 +344,8 @@ func (q *Queries) GateRebuildSettle(ctx context.Context, arg GateRebuildSettlePa
 		&i.HoldKeys,
 		&i.HoldQuantities,
 		&i.HoldSeqs,
+		&i.VariantSkus,
+		&i.VariantCounters,
 	)
 	return i, err
 }
@@ -345,9 +384,9 @@ func (q *Queries) GateRebuildUnlock(ctx context.Context, arg GateRebuildUnlockPa
 
 const gateReturn = `-- name: GateReturn :one
 WITH ins AS (
-    INSERT INTO gate_outbox (movement_id, sale_id, customer_id, quantity, reason, gate_seq)
+    INSERT INTO gate_outbox (movement_id, sale_id, customer_id, quantity, reason, gate_seq, variant)
     SELECT 'return:' || $1::text || ':' || $2::bigint, $1::text,
-           $3::text, $4::int, 'return', $2::bigint
+           $3::text, $4::int, 'return', $2::bigint, NULLIF($5::text, '')
      WHERE (SELECT true FROM reservations r
              WHERE r.sale_id = $1::text AND r.gate_seq = $2::bigint
              LIMIT 1) IS NULL
@@ -363,13 +402,16 @@ type GateReturnParams struct {
 	GateSeq    int64
 	CustomerID string
 	Quantity   int32
+	Variant    string
 }
 
 // Gives unit <gate_seq> back to the gate, unless a reservation holds it; run
 // after GateLockCustomer in the same transaction, so its snapshot sees every
 // reservation that could hold it. At most one return per seq (primary key,
 // and gate_outbox_return_seq). returned is false when a reservation holds
-// the seq or it was returned already.
+// the seq or it was returned already. @variant is the variant whose counter
+// the unit came from, in a sale with variants (empty: none, the sale's one
+// counter; migration 000028).
 // A unit handed out before the counter's last rebuild is not returned: the
 // rebuilt counter already counts it. The epoch is read FOR SHARE, so a
 // return and a rebuild (GateNextEpoch's UPDATE of the same row) take turns:
@@ -385,6 +427,7 @@ func (q *Queries) GateReturn(ctx context.Context, arg GateReturnParams) (bool, e
 		arg.GateSeq,
 		arg.CustomerID,
 		arg.Quantity,
+		arg.Variant,
 	)
 	var returned bool
 	err := row.Scan(&returned)

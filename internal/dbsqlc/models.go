@@ -37,6 +37,7 @@ type GateOutbox struct {
 	GateSeq    *int64
 	CreatedAt  time.Time
 	AppliedAt  *time.Time
+	Variant    *string
 }
 
 type IdempotencyAnswer struct {
