@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -293,13 +294,22 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	if cfg.Fault.Sale != nil {
 		cfg.Fault.Sale(&sale)
 	}
+	skus := splitVariants(&sale, cfg.Fault.Variants)
 	createAt := 0
 	if cfg.Fault.CreateOn != nil {
 		createAt = cfg.Fault.CreateOn(n)
 	}
-	created, err := client.New(r.URL(createAt), hc).CreateSale(ctx, testserver.AdminToken, sale)
+	created, err := createSale(ctx, client.New(r.URL(createAt), hc), sale)
 	if err != nil || created.Status != http.StatusCreated {
 		t.Fatalf("chaos: create sale on instance %d: %v %d %s\n--- its log ---\n%s", createAt, err, created.Status, created.Body, r.Server(createAt).Logs())
+	}
+	for i, v := range created.Value.Variants {
+		if i >= len(sale.Variants) || v.SKU != sale.Variants[i].SKU || v.InitialStock != sale.Variants[i].Stock {
+			t.Fatalf("chaos: the sale was created with variants %+v, not %+v", created.Value.Variants, sale.Variants)
+		}
+	}
+	if len(created.Value.Variants) != len(sale.Variants) {
+		t.Fatalf("chaos: the sale was created with variants %+v, not %+v", created.Value.Variants, sale.Variants)
 	}
 	r.SaleID = created.Value.SaleID
 	opensAt := time.Time{}
@@ -321,7 +331,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		SaleID: created.Value.SaleID, Customers: customers, Tokens: tokens, Targets: r, History: r.History,
 		HTTP: hc, Seed: cfg.Seed, LoadUntil: loadStart.Add(cfg.Load),
 		Deadline:       loadStart.Add(cfg.Load + cfg.TTL + 60*time.Second),
-		AttemptTimeout: 6 * time.Second, MaxCheckouts: 4,
+		AttemptTimeout: 6 * time.Second, MaxCheckouts: 4, Variants: skus,
 	}
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	var faults sync.WaitGroup
@@ -395,6 +405,9 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	if v.Porcupine != "Ok" {
 		res.Notes = append(res.Notes, "porcupine: "+v.Porcupine)
 	}
+	if len(facts.Variants) > 0 {
+		res.Notes = append(res.Notes, "variants: "+variantsSold(facts))
+	}
 	if v.ReadsLeftOut > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("%d reads of the sale made during an operation longer than %s checked against the database's timeline only, not by porcupine", v.ReadsLeftOut, LongOperation))
 	}
@@ -448,4 +461,68 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	}
 	res.Took = time.Since(started)
 	return res
+}
+
+// splitVariants gives sale variants in the proportions parts (none: it is
+// left without), its InitialStock split among them (each at least a unit,
+// the last the rest), and returns their SKUs.
+func splitVariants(sale *client.NewSale, parts []int) []string {
+	if len(parts) == 0 {
+		return nil
+	}
+	sum := 0
+	for _, p := range parts {
+		sum += p
+	}
+	skus := make([]string, len(parts))
+	left := sale.InitialStock
+	for i, p := range parts {
+		skus[i] = fmt.Sprintf("V%d", i+1)
+		units := max(1, sale.InitialStock*p/sum)
+		if i == len(parts)-1 {
+			units = left
+		}
+		left -= units
+		sale.Variants = append(sale.Variants, client.NewVariant{SKU: skus[i], Stock: units})
+	}
+	return skus
+}
+
+// createSale creates sale; one with variants is sent without initialStock
+// (each variant has its own).
+func createSale(ctx context.Context, c *client.Client, sale client.NewSale) (client.Result[client.Sale], error) {
+	if len(sale.Variants) == 0 {
+		return c.CreateSale(ctx, testserver.AdminToken, sale)
+	}
+	b, err := json.Marshal(sale)
+	if err != nil {
+		return client.Result[client.Sale]{}, err
+	}
+	var body map[string]any
+	if err := json.Unmarshal(b, &body); err != nil {
+		return client.Result[client.Sale]{}, err
+	}
+	delete(body, "initialStock")
+	if b, err = json.Marshal(body); err != nil {
+		return client.Result[client.Sale]{}, err
+	}
+	return c.CreateSaleJSON(ctx, testserver.AdminToken, string(b))
+}
+
+// variantsSold is each variant's units after the run, by state, for the
+// report.
+func variantsSold(f Facts) string {
+	units := map[string]map[string]int{}
+	for _, row := range f.Rows {
+		if units[row.Variant] == nil {
+			units[row.Variant] = map[string]int{}
+		}
+		units[row.Variant][row.State] += row.Qty
+	}
+	parts := make([]string, len(f.Variants))
+	for i, v := range f.Variants {
+		u := units[v.SKU]
+		parts[i] = fmt.Sprintf("%s %d confirmed, %d pending, %d left of %d (invariant ok %v)", v.SKU, u[OutConfirmed], u[OutPending], v.Stock, v.Initial, v.OK)
+	}
+	return strings.Join(parts, "; ")
 }
