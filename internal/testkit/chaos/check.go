@@ -326,40 +326,7 @@ func check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 	if f.LedgerSum != f.Stock {
 		bad("the ledger sums to %d, the stock is %d", f.LedgerSum, f.Stock)
 	}
-	// Each variant's units, as the sale's: none sold beyond its stock.
-	if len(f.Variants) > 0 {
-		vunits := map[string]map[string]int{}
-		for _, row := range f.Rows {
-			if vunits[row.Variant] == nil {
-				vunits[row.Variant] = map[string]int{}
-			}
-			vunits[row.Variant][row.State] += row.Qty
-		}
-		sum := 0
-		for _, fv := range f.Variants {
-			u := vunits[fv.SKU]
-			delete(vunits, fv.SKU)
-			sum += fv.Initial
-			if got := fv.Stock + u[OutPending] + u[OutConfirmed]; got != fv.Initial {
-				bad("variant %s: stock %d + pending %d + confirmed %d = %d, initial %d", fv.SKU, fv.Stock, u[OutPending], u[OutConfirmed], got, fv.Initial)
-			}
-			if u[OutPending]+u[OutConfirmed] > fv.Initial || fv.Stock < 0 {
-				bad("variant %s oversold: %d units held or sold of %d, stock %d", fv.SKU, u[OutPending]+u[OutConfirmed], fv.Initial, fv.Stock)
-			}
-			if fv.LedgerSum != fv.Stock {
-				bad("variant %s: its ledger sums to %d, its stock is %d", fv.SKU, fv.LedgerSum, fv.Stock)
-			}
-			if !fv.OK {
-				lost("variant %s: the database's invariant of the variant (sale_variant_invariant) does not hold", fv.SKU)
-			}
-		}
-		for sku, u := range vunits {
-			bad("reservations of no variant of the sale (%q): %v", sku, u)
-		}
-		if sum != f.Initial {
-			bad("the variants' initial units add up to %d, the sale's are %d", sum, f.Initial)
-		}
-	}
+	checkVariants(f, bad, lost)
 	if f.Stock < 0 {
 		bad("stock %d below zero", f.Stock)
 	}

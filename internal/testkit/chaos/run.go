@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -461,68 +460,4 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	}
 	res.Took = time.Since(started)
 	return res
-}
-
-// splitVariants gives sale variants in the proportions parts (none: it is
-// left without), its InitialStock split among them (each at least a unit,
-// the last the rest), and returns their SKUs.
-func splitVariants(sale *client.NewSale, parts []int) []string {
-	if len(parts) == 0 {
-		return nil
-	}
-	sum := 0
-	for _, p := range parts {
-		sum += p
-	}
-	skus := make([]string, len(parts))
-	left := sale.InitialStock
-	for i, p := range parts {
-		skus[i] = fmt.Sprintf("V%d", i+1)
-		units := max(1, sale.InitialStock*p/sum)
-		if i == len(parts)-1 {
-			units = left
-		}
-		left -= units
-		sale.Variants = append(sale.Variants, client.NewVariant{SKU: skus[i], Stock: units})
-	}
-	return skus
-}
-
-// createSale creates sale; one with variants is sent without initialStock
-// (each variant has its own).
-func createSale(ctx context.Context, c *client.Client, sale client.NewSale) (client.Result[client.Sale], error) {
-	if len(sale.Variants) == 0 {
-		return c.CreateSale(ctx, testserver.AdminToken, sale)
-	}
-	b, err := json.Marshal(sale)
-	if err != nil {
-		return client.Result[client.Sale]{}, err
-	}
-	var body map[string]any
-	if err := json.Unmarshal(b, &body); err != nil {
-		return client.Result[client.Sale]{}, err
-	}
-	delete(body, "initialStock")
-	if b, err = json.Marshal(body); err != nil {
-		return client.Result[client.Sale]{}, err
-	}
-	return c.CreateSaleJSON(ctx, testserver.AdminToken, string(b))
-}
-
-// variantsSold is each variant's units after the run, by state, for the
-// report.
-func variantsSold(f Facts) string {
-	units := map[string]map[string]int{}
-	for _, row := range f.Rows {
-		if units[row.Variant] == nil {
-			units[row.Variant] = map[string]int{}
-		}
-		units[row.Variant][row.State] += row.Qty
-	}
-	parts := make([]string, len(f.Variants))
-	for i, v := range f.Variants {
-		u := units[v.SKU]
-		parts[i] = fmt.Sprintf("%s %d confirmed, %d pending, %d left of %d (invariant ok %v)", v.SKU, u[OutConfirmed], u[OutPending], v.Stock, v.Initial, v.OK)
-	}
-	return strings.Join(parts, "; ")
 }
