@@ -109,9 +109,11 @@ worker-dev: workerd
 ## is checked against what the shoppers saw and the figures printed. Against
 ## TARGET=url[,url...] (ADMIN_TARGET for the admin API, and the instances'
 ## secrets in the environment), else an instance and an edge it starts and
-## stops. Locust's CSV and HTML report in OUT (/tmp/flashline-rehearsal).
+## stops. VARIANTS=n rehearses a sale of n variants (the units split evenly;
+## each shopper reserves one at random and switches when it is gone).
+## Locust's CSV and HTML report in OUT (/tmp/flashline-rehearsal).
 rehearse: locust
-	@USERS=$(USERS) UNITS=$(UNITS) WORKERS=$(WORKERS) TARGET=$(TARGET) ADMIN_TARGET=$(ADMIN_TARGET) OUT=$(OUT) scripts/rehearse.sh
+	@USERS=$(USERS) UNITS=$(UNITS) VARIANTS=$(VARIANTS) WORKERS=$(WORKERS) TARGET=$(TARGET) ADMIN_TARGET=$(ADMIN_TARGET) OUT=$(OUT) scripts/rehearse.sh
 
 ## fuzz: every fuzz target for FUZZTIME (default 3s) each
 fuzz:
