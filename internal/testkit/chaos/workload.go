@@ -142,6 +142,7 @@ func (w *Workload) buyer(ctx context.Context, i int) {
 			}
 			b.watchExpiry(ctx, res, expiresAt)
 		}
+		variant = b.pick() // the next checkout's
 	}
 }
 
