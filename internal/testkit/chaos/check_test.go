@@ -279,8 +279,7 @@ func TestVariantsEachHeldToItsOwnUnits(t *testing.T) {
 			Orders: map[string][]Order{},
 		}
 	}
-	read := &Op{Client: 2, Kind: ReadSale, Call: t0.Add(50 * time.Millisecond), Return: t0.Add(60 * time.Millisecond), Outcome: OutRead,
-		Counts:   Counts{Available: 1, Pending: 1},
+	read := &Op{Client: 2, Kind: ReadVariants, Call: t0.Add(50 * time.Millisecond), Return: t0.Add(60 * time.Millisecond), Outcome: OutRead,
 		Variants: []VariantCounts{{SKU: "A", Pending: 1}, {SKU: "B", Available: 1}}}
 	customers := []string{"c1", "c2"}
 

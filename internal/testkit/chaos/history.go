@@ -19,7 +19,11 @@ const (
 	Cancel          Kind = "cancel"
 	ReadReservation Kind = "read_reservation"
 	ReadSale        Kind = "read_sale"
-	Expire          Kind = "expire"
+	// ReadVariants is the variants' counts of the same read of a sale with
+	// variants: the service reads them in a statement of their own after
+	// the sale's, so each is checked at a moment of its own in the read.
+	ReadVariants Kind = "read_variants"
+	Expire       Kind = "expire"
 )
 
 // Outcomes of logical operations: the definite answers a client stops at.
@@ -100,7 +104,7 @@ type Op struct {
 	Replay  bool
 	OrderID string // confirm
 	Counts  Counts // read_sale
-	// Variants (read_sale of a sale with variants): each variant's units.
+	// Variants (read_variants): each variant's units.
 	Variants []VariantCounts
 	Attempts []Attempt
 }

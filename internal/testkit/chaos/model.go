@@ -31,7 +31,8 @@ import (
 //   - cancel: a pending hold becomes cancelled and its units come back, once;
 //     reservation_confirmed / reservation_expired otherwise;
 //   - a read of the hold shows its state; a read of the sale shows exactly
-//     the model's units by state, and each variant's;
+//     the model's units by state, and a read of its variants (the same
+//     request's, a statement of its own) each variant's;
 //   - the sweeper's expiry (from the database) takes a pending hold to
 //     expired and returns its units: a hold that no client was ever given is
 //     illegal here, which is how an answer lost with an instance shows up.
@@ -178,8 +179,11 @@ func VariantsModel(skus []string, initial []int, opensAt time.Time, customers []
 	step := func(state, input, _ interface{}) (bool, interface{}) {
 		s := state.(*saleState)
 		op := input.(*Op)
-		if op.Kind == ReadSale {
-			return op.Counts == s.counts() && (skus == nil || slices.Equal(op.Variants, s.variantCounts(skus))), s
+		switch op.Kind {
+		case ReadSale:
+			return op.Counts == s.counts(), s
+		case ReadVariants:
+			return skus != nil && slices.Equal(op.Variants, s.variantCounts(skus)), s
 		}
 		ci, ok := index[op.Customer]
 		if !ok {
@@ -345,10 +349,9 @@ func describe(op *Op) string {
 		}
 		return s + fmt.Sprintf(" [%d attempts]", len(op.Attempts))
 	case ReadSale:
-		if op.Variants != nil {
-			return fmt.Sprintf("read sale → %+v, variants %+v", op.Counts, op.Variants)
-		}
 		return fmt.Sprintf("read sale → %+v", op.Counts)
+	case ReadVariants:
+		return fmt.Sprintf("read sale's variants → %+v", op.Variants)
 	case Expire:
 		return fmt.Sprintf("sweeper expires %s (%s, %d units, expiresAt %s)", op.ResID, op.Customer, op.Qty, op.ExpiresAt.Format("15:04:05"))
 	}

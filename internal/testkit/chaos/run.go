@@ -413,7 +413,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	res.Answers = AnswerCounts(ops)
 	res.Outcomes = map[string]int{}
 	for _, op := range ops {
-		if op.Kind == ReadSale {
+		if op.Kind == ReadSale || op.Kind == ReadVariants {
 			continue
 		}
 		res.Ops++

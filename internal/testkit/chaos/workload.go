@@ -385,16 +385,19 @@ func (w *Workload) reader(ctx context.Context, clientID int) {
 		ret := time.Now()
 		if err == nil && r.Status == http.StatusOK {
 			v := r.Value
-			var variants []VariantCounts
-			for _, x := range v.Variants {
-				variants = append(variants, VariantCounts{SKU: x.SKU, Available: x.Available, Pending: x.Pending, Confirmed: x.Confirmed})
-			}
 			w.History.Begin(&Op{
 				Client: clientID, Kind: ReadSale, Call: call, Return: ret, Outcome: OutRead,
 				Counts:   Counts{Available: v.Available, Pending: v.Pending, Confirmed: v.Confirmed, Expired: v.Expired, Cancelled: v.Cancelled},
-				Variants: variants,
 				Attempts: []Attempt{{Instance: slot, Start: call, End: ret, Status: r.Status}},
 			})
+			if len(v.Variants) > 0 {
+				// Read after the sale's counts, in a statement of its own.
+				variants := make([]VariantCounts, len(v.Variants))
+				for i, x := range v.Variants {
+					variants[i] = VariantCounts{SKU: x.SKU, Available: x.Available, Pending: x.Pending, Confirmed: x.Confirmed}
+				}
+				w.History.Begin(&Op{Client: clientID, Kind: ReadVariants, Call: call, Return: ret, Outcome: OutRead, Variants: variants})
+			}
 		}
 		sleep(ctx, 150*time.Millisecond)
 	}
