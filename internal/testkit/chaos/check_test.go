@@ -272,7 +272,7 @@ func TestVariantsEachHeldToItsOwnUnits(t *testing.T) {
 				{ID: "r2", Customer: "c2", Key: "k-" + second, Variant: second, State: OutPending, Qty: 1, CreatedAt: t0.Add(105 * time.Millisecond), ExpiresAt: expires, Committed: at(108 * time.Millisecond)},
 			},
 			Ledger: map[string][]LedgerRow{
-				"":   {{Variant: "A", Reason: "initial", Delta: 1, Committed: at(-time.Second)}, {Variant: "B", Reason: "initial", Delta: 1, Committed: at(-time.Second)}},
+				"":   {{Variant: "A", Reason: "initial", Delta: 1, Committed: at(-time.Minute)}, {Variant: "B", Reason: "initial", Delta: 1, Committed: at(-time.Minute)}},
 				"r1": {{Variant: "A", Reason: "reserve", Delta: -1, Committed: at(8 * time.Millisecond)}},
 				"r2": {{Variant: second, Reason: "reserve", Delta: -1, Committed: at(108 * time.Millisecond)}},
 			},
