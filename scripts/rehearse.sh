@@ -6,6 +6,10 @@
 #
 #   scripts/rehearse.sh          USERS=3000 UNITS=300 WORKERS=2 OUT=/tmp/flashline-rehearsal EDGE=go|worker
 #
+# VARIANTS=n rehearses a sale of n variants (1-100), the units split evenly:
+# each shopper reserves one at random and switches when it is gone, and the
+# checks hold each variant to its units.
+#
 # TARGET=url[,url...] rehearses against running instances (edges, or
 # instances with the database): ADMIN_TARGET (default: the first target)
 # takes the admin's requests and the payment events; FLASHLINE_ADMIN_TOKEN,
@@ -28,7 +32,7 @@ if [ -n "${TARGET:-}" ] && [ -n "${EDGE:-}" ]; then
   echo "rehearse: EDGE names the edge the script starts; with TARGET it starts none (leave EDGE out)" >&2
   exit 2
 fi
-users=${USERS:-3000} units=${UNITS:-300} workers=${WORKERS:-2} out=${OUT:-/tmp/flashline-rehearsal}
+users=${USERS:-3000} units=${UNITS:-300} variants=${VARIANTS:-0} workers=${WORKERS:-2} out=${OUT:-/tmp/flashline-rehearsal}
 # Debian's locust runs under /usr/bin/python3, whatever python3 is first on PATH.
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
@@ -65,4 +69,4 @@ if [ -z "${TARGET:-}" ]; then
 fi
 # shellcheck disable=SC2086
 "$py" scripts/rehearse/rehearse.py --target "$TARGET" --admin-target "${ADMIN_TARGET:-${TARGET%%,*}}" \
-  --users "$users" --units "$units" --workers "$workers" --out "$out" ${REHEARSE_ARGS:-}
+  --users "$users" --units "$units" --variants "$variants" --workers "$workers" --out "$out" ${REHEARSE_ARGS:-}

@@ -18,7 +18,11 @@ contract:
 3. reserves with its admission token and one Idempotency-Key for the
    attempt, retried with the same key after 429, 503, 409
    request_in_progress and network errors (exponential backoff with full
-   jitter, base 250 ms, cap 8 s, never sooner than Retry-After);
+   jitter, base 250 ms, cap 8 s, never sooner than Retry-After). In a sale
+   with variants (--variants) it reserves one chosen at random among those
+   the room's last answer did not list sold out, and on 409
+   variant_sold_out switches to another (a key of its own), until it holds
+   one or every variant is gone;
 4. with a hold, pays: the payment side's signed event (POST /payments/events,
    Flashline-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>">), then
    reads its reservation every 2 s or so until it is confirmed.
@@ -34,7 +38,9 @@ Settings (custom arguments: the master forwards them to its workers):
 --sale-id, --opens-at (Unix seconds), --spread, --after-share,
 --after-spread, --abandon-share, --payments-url (where the payment side
 sends its events; default the shoppers' host), --targets (several base URLs
-the shoppers spread over; default --host), --deadline, --observations.
+the shoppers spread over; default --host), --deadline, --observations,
+--variants (the sale's variants' SKUs, comma-separated; none: a sale
+without variants).
 Secrets from the environment of every process, master and workers:
 FLASHLINE_JWT_SECRET (customer tokens are minted here: HS256, sub and exp)
 and FLASHLINE_PAYMENT_WEBHOOK_SECRET.
@@ -155,6 +161,7 @@ def _(parser):
     g.add_argument("--deadline", type=float, default=60, help="seconds after the open when shoppers still waiting give up and the run stops")
     g.add_argument("--observations", default="shoppers.jsonl", help="the master's JSON-lines file of what every shopper saw")
     g.add_argument("--no-stream", dest="stream", action="store_false", help="wait in line by polling status, not on the status stream")
+    g.add_argument("--variants", default="", help="the sale's variants' SKUs, comma-separated (none: a sale without variants)")
 
 
 def settings(env):
@@ -309,6 +316,8 @@ class Shopper(FastHttpUser):
         self.base = random.choice(targets)
         self.pay_base = (o.payments_url or self.base).rstrip("/")
         self.sale = o.sale_id
+        self.variants = [v for v in (o.variants or "").split(",") if v]
+        self.gone = set()  # variants the room listed, or a reservation answered, sold out
         self.customer = f"rh-{uuid.uuid4().hex[:20]}"
         self.jwt_secret = os.environ["FLASHLINE_JWT_SECRET"]
         self.pay_secret = os.environ.get("FLASHLINE_PAYMENT_WEBHOOK_SECRET", "")
@@ -473,11 +482,12 @@ class Shopper(FastHttpUser):
             events += 1
             self.report["polls"] += 1
             state = body.get("state")
+            self.saw_variants(body)
             if state == "admitted":
                 self.report["admitted"] = time.time()
                 return body["admissionToken"], events
             if state == "sold_out":
-                self.heard_sold_out()
+                self.heard_sold_out(body)
                 if body.get("queueIsFull", True):
                     raise Done("sold out")
             elif state == "challenge_required":
@@ -508,6 +518,7 @@ class Shopper(FastHttpUser):
                 continue
             backoff.reset()
             state = body.get("state")
+            self.saw_variants(body)
             if state == "waiting":
                 wait = body.get("pollAfterMs", 1000) / 1000
             elif state == "challenge_required":
@@ -517,7 +528,7 @@ class Shopper(FastHttpUser):
                 self.report["admitted"] = time.time()
                 return body["admissionToken"]
             elif state == "sold_out":
-                self.heard_sold_out()
+                self.heard_sold_out(body)
                 if body.get("queueIsFull", True):
                     raise Done("sold out")
                 wait = body.get("pollAfterMs", 5000) / 1000  # for now: holds may come back
@@ -527,18 +538,45 @@ class Shopper(FastHttpUser):
     # -- 3. the reservation --
 
     def reserve(self, admission) -> str:
+        """Reserves a unit (of a variant, in a sale with variants: one at
+        random among those not known gone, another on variant_sold_out)."""
+        if not self.variants:
+            return self.reserve_variant(admission, None)
+        while True:
+            left = [v for v in self.variants if v not in self.gone]
+            if not left:
+                self.heard_sold_out()  # every variant answered variant_sold_out or was listed gone
+                raise Done("sold out at the reservation")
+            variant = random.choice(left)
+            rid = self.reserve_variant(admission, variant)
+            if rid:
+                return rid
+            self.gone.add(variant)
+            self.report["variantSoldOut"] = self.report.get("variantSoldOut", 0) + 1
+
+    def reserve_variant(self, admission, variant):
+        """Reserves a unit (of variant, unless None) with a key of its own:
+        its id, or None when the variant was answered variant_sold_out."""
         key = str(uuid.uuid4())  # one key for this attempt, on every retry
         headers = {"Idempotency-Key": key, "X-Admission-Token": admission, "Content-Type": "application/json"}
+        body = json.dumps({"quantity": 1} if variant is None else {"quantity": 1, "variant": variant}, separators=(",", ":"))
         backoff = Backoff(base=0.25, cap=8, low=0)
         for _ in range(12):
             r = self.call("POST", f"{self.base}/sales/{self.sale}/reservations", "POST /sales/{id}/reservations",
-                          expected={(409, "sold_out")}, data='{"quantity":1}', headers=headers)
+                          expected={(409, "sold_out"), (409, "variant_sold_out")}, data=body, headers=headers)
             code = error_code(r)
             if r.status_code == 201:
-                rid = r.json()["reservationId"]
+                receipt = r.json()
+                rid = receipt["reservationId"]
                 self.report["reservations"].append(rid)
                 self.report.setdefault("reserved", time.time())
+                if variant is not None:
+                    # what was asked for, and what the receipt names
+                    self.report["variant"] = variant
+                    self.report["receiptVariant"] = receipt.get("variant")
                 return rid
+            if r.status_code == 409 and code == "variant_sold_out" and variant is not None:
+                return None
             if r.status_code == 409 and code == "sold_out":
                 self.heard_sold_out()  # the answer most of a crowd gets
                 raise Done("sold out at the reservation")
@@ -610,8 +648,22 @@ class Shopper(FastHttpUser):
 
     # -- helpers --
 
-    def heard_sold_out(self):
+    def heard_sold_out(self, status=None):
+        """The shopper heard the sale is sold out; in a status answer of a
+        sale with variants, one listing a variant not sold out is counted
+        (soldOutEarly: the room must say sold_out only once every variant
+        is gone)."""
         self.report.setdefault("soldOut", time.time())
+        listed = (status or {}).get("variants") or []
+        if any(v.get("availability") != "sold_out" for v in listed):
+            self.report["soldOutEarly"] = self.report.get("soldOutEarly", 0) + 1
+
+    def saw_variants(self, status):
+        """Remembers the variants a status answer lists sold out (units do
+        not come back in a rehearsal: every hold is paid)."""
+        for v in status.get("variants") or []:
+            if v.get("availability") == "sold_out":
+                self.gone.add(v.get("sku"))
 
     def retryable(self, r) -> bool:
         """No answer, 429 or 5xx: keep what one holds and ask again later."""

@@ -21,6 +21,18 @@ sale (GET /admin/sales/{id}) and every reservation a shopper was given (GET
   - every paid hold an order (confirmed = the shoppers who saw theirs
     confirmed);
 
+and, for a sale with variants (--variants N: N variants of the units
+split evenly, each shopper reserving one at random and switching to another
+when theirs is answered variant_sold_out):
+
+  - each variant sold exactly (nothing of it available, its pending +
+    confirmed its units, as many reservations of it as its units; the
+    variants add up to the units);
+  - every receipt of the variant asked for (the 201 and the reservation
+    read back name it);
+  - sold_out told only once every variant was gone (no status answer said
+    sold_out while listing a variant not sold out);
+
 and prints, with those, "sold out" heard after the last unit was sold
 (p50/p99), admissions per second, time in queue (p50/p90), the outcomes, and
 what the Locust processes were run with. It writes Locust's CSV
@@ -131,6 +143,8 @@ def main():
     p.add_argument("--after-spread", type=float, default=3, help="seconds after the open over which the late crowd arrives")
     p.add_argument("--abandon-share", type=float, default=0.1, help="share of the crowd that leaves while waiting")
     p.add_argument("--challenge-bits", type=int, default=8, help="the sale's challenge (0: none)")
+    p.add_argument("--variants", type=int, default=0,
+                   help="a sale of this many variants (1-100), the units split evenly (0: a sale without variants)")
     p.add_argument("--spawn-rate", type=float, default=0, help="shoppers spawned per second in all (default: all within 4 s)")
     p.add_argument("--startup", type=float, default=10, help="seconds for the Locust processes to start and connect")
     p.add_argument("--deadline", type=float, default=60, help="seconds after the open when shoppers still waiting give up")
@@ -153,17 +167,24 @@ def main():
     # The sale: it opens once the workers have started, spawned everyone,
     # and the early crowd has arrived over --spread.
     opens_at = int(time.time() + a.startup + ramp + a.spread) + 1
-    status, sale = call("POST", admin + "/admin/sales", admin_token, {
+    new_sale = {
         "sku": "sku_rehearsal", "title": "Rehearsal", "initialStock": a.units, "perCustomerLimit": 1,
         "admission": "waiting_room", "fairness": "randomized_at_open", "challengeBits": a.challenge_bits,
         "opensAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(opens_at)),
-    })
+    }
+    variants = split_variants(a.units, a.variants)
+    if variants:
+        # a sale with variants has each variant's stock, not initialStock
+        del new_sale["initialStock"]
+        new_sale["variants"] = variants
+    status, sale = call("POST", admin + "/admin/sales", admin_token, new_sale)
     if status != 201:
         print(f"rehearse: creating the sale: {status} {sale}", file=sys.stderr)
         return 2
     sale_id = sale["saleId"]
     print(f"rehearse: sale {sale_id}: {a.units} units, opens at {sale['opensAt']} "
-          f"({opens_at - time.time():.0f} s from now); {a.users} shoppers on {a.workers + a.remote_workers} worker(s)")
+          f"({opens_at - time.time():.0f} s from now); {a.users} shoppers on {a.workers + a.remote_workers} worker(s)"
+          + ("; variants " + ", ".join(f"{v['sku']} {v['stock']}" for v in variants) if variants else ""))
 
     port = a.master_port or free_port()
     expect = a.workers + a.remote_workers
@@ -181,7 +202,8 @@ def main():
               "--after-share", f"{a.after_share:g}", "--after-spread", f"{a.after_spread:g}",
               "--abandon-share", f"{a.abandon_share:g}", "--deadline", f"{a.deadline:g}",
               "--observations", observations, "--csv", os.path.join(a.out, "locust"),
-              "--html", os.path.join(a.out, "report.html"), "--only-summary"] + (["--no-stream"] if a.no_stream else [])
+              "--html", os.path.join(a.out, "report.html"), "--only-summary"] + (["--no-stream"] if a.no_stream else []) \
+        + (["--variants", ",".join(v["sku"] for v in variants)] if variants else [])
     master_host = "127.0.0.1" if a.master_bind in ("127.0.0.1", "0.0.0.0", "*") else a.master_bind
     worker = [locust, "-f", locustfile, "--worker", "--master-host", master_host, "--master-port", str(port)]
     print("rehearse: master: " + " ".join(master))
@@ -227,6 +249,45 @@ def main():
     return check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, code)
 
 
+def split_variants(units, n):
+    """n variants V1..Vn of units split evenly (the first ones a unit more
+    when it does not divide); [] for n 0."""
+    if n <= 0:
+        return []
+    if n > 100 or n > units:
+        sys.exit("rehearse: --variants must be 1-100 and at most --units")
+    return [{"sku": f"V{i + 1}", "stock": units // n + (1 if i < units % n else 0)} for i in range(n)]
+
+
+def variant_checks(sale, reports, read_back):
+    """The checks of a sale with variants: each variant sold exactly, every
+    receipt of the variant asked for, sold_out told only once every variant
+    was gone. read_back is each reservation's variant as read back."""
+    listed = sale.get("variants") or []
+    held = {}
+    for r in reports:
+        if r.get("reservations"):
+            held[r.get("variant")] = held.get(r.get("variant"), 0) + len(set(r["reservations"]))
+    exact = all(v["available"] == 0 and v["pending"] + v["confirmed"] == v["initialStock"] == held.get(v["sku"], 0) for v in listed) \
+        and sum(v["initialStock"] for v in listed) == sale["initialStock"] and set(held) <= {v["sku"] for v in listed}
+    detail = "; ".join(f"{v['sku']}: available {v['available']}, pending {v['pending']}, confirmed {v['confirmed']}, "
+                       f"{held.get(v['sku'], 0)} reservations seen, of {v['initialStock']}" for v in listed)
+    if set(held) - {v["sku"] for v in listed}:
+        detail += f"; reservations of no variant of the sale: {sorted(map(str, set(held) - {v['sku'] for v in listed}))}"
+    wrong = [r["customer"] for r in reports if r.get("reservations") and r.get("receiptVariant") != r.get("variant")]
+    wrong += [rid for rid, (asked, got) in read_back.items() if asked != got]
+    early = sum(r.get("soldOutEarly", 0) for r in reports)
+    switched = sum(r.get("variantSoldOut", 0) for r in reports)
+    return [
+        ("each variant sold exactly", bool(listed) and exact, detail or "the sale lists no variants"),
+        ("every receipt of its variant", not wrong,
+         f"{len(wrong)} receipts or reservations read back naming another variant" if wrong else
+         f"all; {switched} variant_sold_out answers switched from"),
+        ("sold_out only after the last variant", early == 0,
+         f"{early} status answers said sold_out listing a variant not sold out" if early else "none earlier"),
+    ]
+
+
 def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, locust_code):
     reports = []
     if os.path.exists(observations):  # not when the master never started its run
@@ -257,12 +318,16 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
 
     missing = []
     states = {}
+    asked = {i: r.get("variant") for r in reports for i in r["reservations"]}
+    read_back = {}  # a sale with variants: reservation -> (asked for, read back)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         for rid, st, body in pool.map(read, [(i, c[0]) for i, c in owners.items()]):
             if st != 200 or body.get("saleId") != sale_id or body.get("state") not in ("pending", "confirmed"):
                 missing.append(f"{rid}: {st} {body}")
             else:
                 states[body["state"]] = states.get(body["state"], 0) + 1
+                if a.variants:
+                    read_back[rid] = (asked.get(rid), body.get("variant"))
 
     bought = sum(1 for r in reports if "confirmed" in r)
     sold = sale["pending"] + sale["confirmed"]
@@ -279,6 +344,8 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
          f"confirmed {sale['confirmed']}, shoppers who saw their order {bought}"),
         ("no exception in a shopper", locust_code == 0, f"Locust master exit status {locust_code}"),
     ]
+    if a.variants:
+        checks += variant_checks(sale, reports, read_back)
 
     # Figures.
     reserved = [r["reserved"] for r in reports if "reserved" in r]
@@ -304,7 +371,7 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
     late = sum(1 for r in reports if r.get("spawnedLate"))
     stale = sum(r.get("stale", 0) for r in reports)
     summary = {
-        "saleId": sale_id, "users": a.users, "units": a.units, "workers": a.workers + a.remote_workers,
+        "saleId": sale_id, "users": a.users, "units": a.units, "variants": a.variants, "workers": a.workers + a.remote_workers,
         "checks": [{"name": n, "ok": ok, "detail": d} for n, ok, d in checks],
         "ok": all(ok for _, ok, _ in checks),
         "sale": sale,
@@ -323,7 +390,8 @@ def check(a, sale_id, opens_at, admin, admin_token, jwt_secret, observations, lo
         json.dump(summary, f, indent=2)
 
     print()
-    print(f"rehearsal: {a.users} shoppers, {a.units} units, {a.workers + a.remote_workers} workers, sale {sale_id}")
+    print(f"rehearsal: {a.users} shoppers, {a.units} units" + (f" in {a.variants} variants" if a.variants else "")
+          + f", {a.workers + a.remote_workers} workers, sale {sale_id}")
     for n, ok, d in checks:
         print(f"  {'ok  ' if ok else 'FAIL'} {n}: {d}")
     print(f"  last unit sold       {secs(summary['lastSoldAfterOpen'])} after the open")

@@ -30,6 +30,8 @@ func TestMain(m *testing.M) { testserver.Main(m) }
 // standby of their own (internal/testkit/chaos/replica.go) that the instances reach
 // through a multi-host URL; the asynchronous ones report what they lost
 // rather than failing on it, and run in the long form only (or when named).
+// kill-batch-variants runs on a sale of three variants
+// (internal/testkit/chaos/variants.go), each held to its own units.
 // Any violation fails the test, and the history is written to chaos-out/
 // (porcupine's visualisation and the operations as text).
 //

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -42,7 +43,7 @@ const LongOperation = time.Second
 // took longer than LongOperation.
 func overlapsLong(read *Op, ops []*Op) bool {
 	for _, op := range ops {
-		if op.Kind != ReadSale && op.Return.Sub(op.Call) > LongOperation && op.Call.Before(read.Return) && op.Return.After(read.Call) {
+		if op.Kind != ReadSale && op.Kind != ReadVariants && op.Return.Sub(op.Call) > LongOperation && op.Call.Before(read.Return) && op.Return.After(read.Call) {
 			return true
 		}
 	}
@@ -128,13 +129,20 @@ func check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 	// Reads of the sale during a long operation are left to the timeline
 	// check below (LongOperation).
 	all = slices.DeleteFunc(all, func(op *Op) bool {
-		if op.Kind == ReadSale && overlapsLong(op, ops) {
+		if (op.Kind == ReadSale || op.Kind == ReadVariants) && overlapsLong(op, ops) {
 			v.ReadsLeftOut++
 			return true
 		}
 		return false
 	})
 	model := Model(initial, opensAt, customers)
+	if len(f.Variants) > 0 {
+		skus, units := make([]string, len(f.Variants)), make([]int, len(f.Variants))
+		for i, fv := range f.Variants {
+			skus[i], units[i] = fv.SKU, fv.Initial
+		}
+		model = VariantsModel(skus, units, opensAt, customers)
+	}
 	history := Operations(all)
 	res, info := porcupine.CheckOperationsVerbose(model, history, CheckTimeout)
 	v.Porcupine = string(res)
@@ -152,6 +160,15 @@ func check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 	if f.Gate.On {
 		held = gateHeldBack(f, ops)
 	}
+	// Each variant's own timeline, for its variant_sold_out answers.
+	variantTL := map[string]*Timeline{}
+	for _, fv := range f.Variants {
+		vtl, problems := NewTimeline(f.ofVariant(fv.SKU), ops)
+		for _, p := range problems {
+			bad("timeline of variant %s: %s", fv.SKU, p)
+		}
+		variantTL[fv.SKU] = vtl
+	}
 	for _, op := range ops {
 		switch {
 		case op.Kind == Reserve && op.Outcome == OutSoldOut:
@@ -163,6 +180,14 @@ func check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 					less = ", less those the gate's counter may have been without,"
 				}
 				lost("sold_out while %d units were available%s throughout (and for %s before): %s", op.Qty, less, SoldOutStaleness, describe(op))
+			}
+		case op.Kind == Reserve && op.Outcome == OutVariantSoldOut:
+			from := op.Call.Add(-SoldOutStaleness)
+			vtl, ok := variantTL[op.Variant]
+			if !ok {
+				bad("variant_sold_out for a variant the sale does not have: %s", describe(op))
+			} else if !vtl.AnyIn(from, op.Return, func(c Counts) bool { return c.Available < op.Qty }) {
+				lost("variant_sold_out while %d units of %s were available throughout (and for %s before): %s", op.Qty, op.Variant, SoldOutStaleness, describe(op))
 			}
 		case op.Kind == ReadSale:
 			if !tl.Seen(op.Call, op.Return, op.Counts) {
@@ -212,6 +237,12 @@ func check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 				bad("201 %s does not match its row (%s, %d units, key %s)", describe(op), row.Customer, row.Qty, row.Key)
 			case !row.ExpiresAt.Equal(op.ExpiresAt):
 				bad("201 %s says expiresAt %s, the row %s", op.ResID, op.ExpiresAt, row.ExpiresAt)
+			case row.Variant != op.Variant:
+				bad("201 %s: the variant asked for is %q, the row's (its bucket's) %q", describe(op), op.Variant, row.Variant)
+			}
+			var receipt struct{ Variant string }
+			if err := json.Unmarshal(op.Body, &receipt); len(op.Body) > 0 && (err != nil || receipt.Variant != op.Variant) {
+				bad("201 %s: its receipt names the variant %q, not the one asked for (%v)", describe(op), receipt.Variant, err)
 			}
 		}
 		// Holds never expire early, nor confirm late, as the clients saw it.
@@ -295,6 +326,7 @@ func check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 	if f.LedgerSum != f.Stock {
 		bad("the ledger sums to %d, the stock is %d", f.LedgerSum, f.Stock)
 	}
+	checkVariants(f, bad, lost)
 	if f.Stock < 0 {
 		bad("stock %d below zero", f.Stock)
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -240,5 +241,79 @@ func TestReadMissesASweepUntilItIsDone(t *testing.T) {
 	v = Check(context.Background(), 2, time.Time{}, []string{"c"}, []*Op{reserve, read(swept + 700*time.Millisecond)}, f)
 	if len(v.Violations) == 0 {
 		t.Fatal("a read after the sweep was done that missed it passed")
+	}
+}
+
+// TestVariantsEachHeldToItsOwnUnits: in a sale of two variants of one unit
+// each, a hold of each is legal; a second hold of the same variant is not
+// (porcupine, and the variant's accounting), though the sale had a unit
+// left; and variant_sold_out is legal only when its variant was short.
+func TestVariantsEachHeldToItsOwnUnits(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
+	expires := t0.Add(time.Minute)
+	reserve := func(client int, customer, variant, id string, d time.Duration) *Op {
+		return &Op{Client: client, Kind: Reserve, Customer: customer, Key: "k-" + variant, Variant: variant, Qty: 1, ResID: id, ExpiresAt: expires,
+			Call: t0.Add(d), Return: t0.Add(d + 10*time.Millisecond), Outcome: OutCreated, Body: []byte(`{"reservationId":"` + id + `","variant":"` + variant + `"}`),
+			Attempts: []Attempt{{Status: 201, Start: t0.Add(d), End: t0.Add(d + 10*time.Millisecond)}}}
+	}
+	facts := func(second string) Facts {
+		stock := map[string]int{"A": 1, "B": 1}
+		stock["A"]--
+		stock[second]--
+		return Facts{
+			Initial: 2, Stock: 0, LedgerSum: 0, SaleState: "open", InvariantOK: true,
+			Variants: []VariantFacts{
+				{SKU: "A", Initial: 1, Stock: stock["A"], LedgerSum: stock["A"], OK: stock["A"] >= 0},
+				{SKU: "B", Initial: 1, Stock: stock["B"], LedgerSum: stock["B"], OK: true},
+			},
+			Rows: []Row{
+				{ID: "r1", Customer: "c1", Key: "k-A", Variant: "A", State: OutPending, Qty: 1, CreatedAt: t0.Add(5 * time.Millisecond), ExpiresAt: expires, Committed: at(8 * time.Millisecond)},
+				{ID: "r2", Customer: "c2", Key: "k-" + second, Variant: second, State: OutPending, Qty: 1, CreatedAt: t0.Add(105 * time.Millisecond), ExpiresAt: expires, Committed: at(108 * time.Millisecond)},
+			},
+			Ledger: map[string][]LedgerRow{
+				"":   {{Variant: "A", Reason: "initial", Delta: 1, Committed: at(-time.Minute)}, {Variant: "B", Reason: "initial", Delta: 1, Committed: at(-time.Minute)}},
+				"r1": {{Variant: "A", Reason: "reserve", Delta: -1, Committed: at(8 * time.Millisecond)}},
+				"r2": {{Variant: second, Reason: "reserve", Delta: -1, Committed: at(108 * time.Millisecond)}},
+			},
+			Orders: map[string][]Order{},
+		}
+	}
+	read := &Op{Client: 2, Kind: ReadVariants, Call: t0.Add(50 * time.Millisecond), Return: t0.Add(60 * time.Millisecond), Outcome: OutRead,
+		Variants: []VariantCounts{{SKU: "A", Pending: 1}, {SKU: "B", Available: 1}}}
+	customers := []string{"c1", "c2"}
+
+	v := Check(context.Background(), 2, time.Time{}, customers, []*Op{reserve(0, "c1", "A", "r1", 0), read, reserve(1, "c2", "B", "r2", 100*time.Millisecond)}, facts("B"))
+	if v.Porcupine != "Ok" || len(v.Violations) > 0 {
+		t.Fatalf("a hold of each variant: porcupine %s, violations %v", v.Porcupine, v.Violations)
+	}
+
+	v = Check(context.Background(), 2, time.Time{}, customers, []*Op{reserve(0, "c1", "A", "r1", 0), read, reserve(1, "c2", "A", "r2", 100*time.Millisecond)}, facts("A"))
+	if v.Porcupine != "Illegal" || len(v.Violations) < 2 {
+		t.Fatalf("two holds of a variant of one unit: porcupine %s, violations %v", v.Porcupine, v.Violations)
+	}
+
+	// A read whose variants' counts are not the model's.
+	wrong := *read
+	wrong.Variants = []VariantCounts{{SKU: "A", Available: 1}, {SKU: "B", Pending: 1}}
+	v = Check(context.Background(), 2, time.Time{}, customers, []*Op{reserve(0, "c1", "A", "r1", 0), &wrong, reserve(1, "c2", "B", "r2", 100*time.Millisecond)}, facts("B"))
+	if v.Porcupine != "Illegal" {
+		t.Fatalf("a read of the wrong variant's units: porcupine %s", v.Porcupine)
+	}
+
+	// variant_sold_out for B while B had its unit: a violation; for A
+	// once A's unit was held: legal.
+	refused := func(variant string) *Op {
+		return &Op{Client: 1, Kind: Reserve, Customer: "c2", Key: "k-x-" + variant, Variant: variant, Qty: 1,
+			Call: t0.Add(50 * time.Millisecond), Return: t0.Add(60 * time.Millisecond), Outcome: OutVariantSoldOut,
+			Attempts: []Attempt{{Status: 409, Code: "variant_sold_out", Start: t0.Add(50 * time.Millisecond), End: t0.Add(60 * time.Millisecond)}}}
+	}
+	v = Check(context.Background(), 2, time.Time{}, customers, []*Op{reserve(0, "c1", "A", "r1", 0), refused("A"), reserve(1, "c2", "B", "r2", 100*time.Millisecond)}, facts("B"))
+	if v.Porcupine != "Ok" || len(v.Violations) > 0 {
+		t.Fatalf("variant_sold_out of a variant held: porcupine %s, violations %v", v.Porcupine, v.Violations)
+	}
+	v = Check(context.Background(), 2, time.Time{}, customers, []*Op{reserve(0, "c1", "A", "r1", 0), refused("B"), reserve(1, "c2", "B", "r2", 100*time.Millisecond)}, facts("B"))
+	if len(v.Violations) != 1 || !strings.Contains(v.Violations[0], "variant_sold_out while") {
+		t.Fatalf("variant_sold_out of a variant with its unit: violations %v", v.Violations)
 	}
 }

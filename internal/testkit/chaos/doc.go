@@ -9,8 +9,9 @@
 // exhausted, latency, stalls, bandwidth limits and resets on the wire, clocks
 // that disagree between instances; with the Redis gate on, the same kinds of
 // trouble between the instances and Redis; and the primary of a primary and
-// streaming standby crashed and the standby promoted); then every operation
-// the clients saw is checked.
+// streaming standby crashed and the standby promoted; and an instance
+// killed mid-batch on a sale with variants); then every operation the
+// clients saw is checked.
 //
 // The pieces, one file each:
 //
@@ -41,6 +42,14 @@
 //     answer it byte for byte. With asynchronous replication, what was
 //     lost is reported (Loss, CheckLossy) instead of failing the run; more
 //     units sold than the new primary's stock still fails it.
+//   - variants.go: the run on a sale with variants (Fault.Variants): the
+//     sale created with them, its stock split among them; the buyers
+//     reserve a variant chosen at random and switch on variant_sold_out
+//     (workload.go); the model holds each variant's units (VariantsModel:
+//     a hold takes its variant's, a read shows each variant's), every
+//     variant_sold_out is checked against its variant's own timeline, and
+//     each variant's accounting against the database (stock + pending +
+//     confirmed = its units, its ledger, the sale_variant_invariant view).
 //   - run.go: one run of one fault: a fresh database, the instances, the sale,
 //     the load, the fault, the quiet period, the checks, the figures.
 //   - workload.go: buyers whose every logical operation (reserve, confirm,

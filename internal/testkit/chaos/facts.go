@@ -11,7 +11,10 @@ import (
 
 // Row is one reservation as the database holds it after the run.
 type Row struct {
-	ID, Customer, Key, State            string
+	ID, Customer, Key, State string
+	// Variant is its variant's SKU (its bucket's: bucket / 64 is the
+	// variant's position); "" in a sale without variants.
+	Variant                             string
 	Qty                                 int
 	CreatedAt, ExpiresAt                time.Time
 	ConfirmedAt, CancelledAt, ExpiredAt *time.Time
@@ -32,6 +35,9 @@ type Facts struct {
 	Incidents   int
 	SaleState   string
 	InvariantOK bool
+	// Variants are each variant's account, in order (none in a sale
+	// without variants).
+	Variants []VariantFacts
 	// Gate is the gate's side of a gated run.
 	Gate GateFacts
 	// SweepsDone are when the sweeper's jobs were marked done (River's
@@ -56,10 +62,47 @@ func (f Facts) expiryVisible(committed time.Time) time.Time {
 	return v
 }
 
+// VariantFacts is one variant's account after the run: its initial units,
+// its stock rows' sum, its buckets' ledger's sum, and the database's own
+// verdict on its invariant (the sale_variant_invariant view).
+type VariantFacts struct {
+	SKU       string
+	Initial   int
+	Stock     int
+	LedgerSum int
+	OK        bool
+}
+
+// ofVariant is f with only the rows, ledger rows and orders of variant
+// sku: the variant's own account, whose timeline is the variant's.
+func (f Facts) ofVariant(sku string) Facts {
+	v := f
+	v.Rows, v.Ledger, v.Orders = nil, map[string][]LedgerRow{}, map[string][]Order{}
+	for _, row := range f.Rows {
+		if row.Variant == sku {
+			v.Rows = append(v.Rows, row)
+			if o, ok := f.Orders[row.ID]; ok {
+				v.Orders[row.ID] = o
+			}
+		}
+	}
+	for id, ls := range f.Ledger {
+		for _, l := range ls {
+			if l.Variant == sku {
+				v.Ledger[id] = append(v.Ledger[id], l)
+			}
+		}
+	}
+	return v
+}
+
 // LedgerRow is one stock_ledger row of a reservation ("" for the initial
 // stock), or a batch's row as it counts for one of its reservations, with
 // when it committed.
 type LedgerRow struct {
+	// Variant is the SKU of the variant whose bucket the row is of ("":
+	// a sale without variants).
+	Variant   string
 	Reason    string
 	Delta     int
 	Committed *time.Time
@@ -117,15 +160,17 @@ SELECT s.initial_stock, s.state,
 		return f, fmt.Errorf("read sale: %w", err)
 	}
 	rows, err := r.DB.Query(ctx, `
-SELECT reservation_id, customer_id, idempotency_key, state, quantity, created_at, expires_at,
-       confirmed_at, cancelled_at, expired_at, restocked_at, pg_xact_commit_timestamp(xmin)
-  FROM reservations WHERE sale_id = $1 ORDER BY created_at`, saleID)
+SELECT r.reservation_id, r.customer_id, r.idempotency_key, r.state, r.quantity, coalesce(v.sku, ''), r.created_at, r.expires_at,
+       r.confirmed_at, r.cancelled_at, r.expired_at, r.restocked_at, pg_xact_commit_timestamp(r.xmin)
+  FROM reservations r
+  LEFT JOIN sale_variants v ON v.sale_id = r.sale_id AND v.position = r.bucket / 64
+ WHERE r.sale_id = $1 ORDER BY r.created_at`, saleID)
 	if err != nil {
 		return f, fmt.Errorf("read reservations: %w", err)
 	}
 	for rows.Next() {
 		var row Row
-		if err := rows.Scan(&row.ID, &row.Customer, &row.Key, &row.State, &row.Qty, &row.CreatedAt, &row.ExpiresAt,
+		if err := rows.Scan(&row.ID, &row.Customer, &row.Key, &row.State, &row.Qty, &row.Variant, &row.CreatedAt, &row.ExpiresAt,
 			&row.ConfirmedAt, &row.CancelledAt, &row.ExpiredAt, &row.RestockedAt, &row.Committed); err != nil {
 			return f, err
 		}
@@ -138,17 +183,21 @@ SELECT reservation_id, customer_id, idempotency_key, state, quantity, created_at
 	// reservation it names, with that reservation's units when the row's
 	// delta is minus the sum of theirs, and with the row's whole delta
 	// otherwise, which the check reports.
+	// Each row's variant is its bucket's (bucket / 64, migration 000026).
 	lrows, err := r.DB.Query(ctx, `
-		SELECT coalesce(reservation_id, ''), reason, delta, pg_xact_commit_timestamp(xmin)
-		  FROM stock_ledger WHERE sale_id = $1 AND reservation_ids IS NULL
+		SELECT coalesce(l.reservation_id, ''), coalesce(v.sku, ''), l.reason, l.delta, pg_xact_commit_timestamp(l.xmin)
+		  FROM stock_ledger l
+		  LEFT JOIN sale_variants v ON v.sale_id = l.sale_id AND v.position = l.bucket / 64
+		 WHERE l.sale_id = $1 AND l.reservation_ids IS NULL
 		UNION ALL
-		SELECT u.id, l.reason, CASE WHEN l.delta = -b.units THEN -coalesce(r.quantity, 0) ELSE l.delta END,
+		SELECT u.id, coalesce(v.sku, ''), l.reason, CASE WHEN l.delta = -b.units THEN -coalesce(r.quantity, 0) ELSE l.delta END,
 		       pg_xact_commit_timestamp(l.xmin)
 		  FROM stock_ledger l
 		 CROSS JOIN LATERAL (SELECT coalesce(sum(r.quantity), 0)::int AS units FROM reservations r
 		                      WHERE r.reservation_id = ANY (l.reservation_ids)) b
 		 CROSS JOIN LATERAL unnest(l.reservation_ids) AS u(id)
 		  LEFT JOIN reservations r ON r.reservation_id = u.id
+		  LEFT JOIN sale_variants v ON v.sale_id = l.sale_id AND v.position = l.bucket / 64
 		 WHERE l.sale_id = $1 AND l.reservation_ids IS NOT NULL`, saleID)
 	if err != nil {
 		return f, fmt.Errorf("read ledger: %w", err)
@@ -156,12 +205,27 @@ SELECT reservation_id, customer_id, idempotency_key, state, quantity, created_at
 	for lrows.Next() {
 		var id string
 		var l LedgerRow
-		if err := lrows.Scan(&id, &l.Reason, &l.Delta, &l.Committed); err != nil {
+		if err := lrows.Scan(&id, &l.Variant, &l.Reason, &l.Delta, &l.Committed); err != nil {
 			return f, err
 		}
 		f.Ledger[id] = append(f.Ledger[id], l)
 	}
 	if err := lrows.Err(); err != nil {
+		return f, err
+	}
+	vrows, err := r.DB.Query(ctx, `SELECT sku, initial_stock, available::int, ledger_total::int, ok
+		FROM sale_variant_invariant WHERE sale_id = $1 ORDER BY position`, saleID)
+	if err != nil {
+		return f, fmt.Errorf("read variants: %w", err)
+	}
+	for vrows.Next() {
+		var v VariantFacts
+		if err := vrows.Scan(&v.SKU, &v.Initial, &v.Stock, &v.LedgerSum, &v.OK); err != nil {
+			return f, err
+		}
+		f.Variants = append(f.Variants, v)
+	}
+	if err := vrows.Err(); err != nil {
 		return f, err
 	}
 	srows, err := r.DB.Query(ctx, `SELECT finalized_at FROM river_job WHERE kind = 'flashline_sweep' AND state = 'completed' AND finalized_at IS NOT NULL ORDER BY finalized_at`)

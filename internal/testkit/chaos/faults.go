@@ -28,6 +28,13 @@ type Fault struct {
 	Sale func(*client.NewSale)
 	// CreateOn is the slot whose instance creates the sale.
 	CreateOn func(instances int) int
+	// Variants runs the fault on a sale with variants, one per entry, its
+	// stock (after Sale) split among them in these proportions ({1, 3, 8}:
+	// a twelfth, a quarter and two thirds); the buyers reserve a variant
+	// chosen at random and switch when theirs is sold out, and the checks
+	// hold each variant to its own units (the model's, the timeline's of
+	// its variant_sold_out answers, its accounting in the database).
+	Variants []int
 
 	// Gate runs the fault on a gated sale (gate.go): the Redis gate on,
 	// every instance reaching Redis through a proxy of its own.
@@ -121,6 +128,11 @@ func Faults(skew time.Duration) []Fault {
 		{Name: "redis-kill", What: "gated sale: SIGKILL redis-server, 5 s down, started again empty; the gate job pauses the sale (gate_unreachable, or gate_missing), the operator rebuilds the counter from the database and resumes",
 			Gate: true, Inject: redisKill(5 * time.Second),
 			GateIncidents: []string{"gate_unreachable", "gate_missing"}, PauseWithin: 15 * time.Second, MinLoad: 12 * time.Second},
+		// On a sale with variants (issue 49). Last, so that the short
+		// form's round-robin leaves every other fault on its shard.
+		{Name: "kill-batch-variants", What: "as kill-batch, on a sale of three variants (three times the stock split 1:3:8, so that the smallest sells out early and the largest keeps buying going): buyers choose a variant at random and switch when theirs is sold out; each variant's units checked on their own",
+			Inject: killMid(Reserve), Variants: []int{1, 3, 8},
+			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
 	}
 }
 

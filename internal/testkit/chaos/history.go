@@ -19,27 +19,40 @@ const (
 	Cancel          Kind = "cancel"
 	ReadReservation Kind = "read_reservation"
 	ReadSale        Kind = "read_sale"
-	Expire          Kind = "expire"
+	// ReadVariants is the variants' counts of the same read of a sale with
+	// variants: the service reads them in a statement of their own after
+	// the sale's, so each is checked at a moment of its own in the read.
+	ReadVariants Kind = "read_variants"
+	Expire       Kind = "expire"
 )
 
 // Outcomes of logical operations: the definite answers a client stops at.
 const (
-	OutCreated      = "created"       // reserve: 201 (new or replayed)
-	OutSoldOut      = "sold_out"      // reserve: 409 sold_out
-	OutLimitReached = "limit_reached" // reserve: 409 limit_reached
-	OutNotOpen      = "sale_not_open" // reserve: 409 sale_not_open
-	OutConfirmed    = "confirmed"     // confirm 200; cancel 409 reservation_confirmed; read: state
-	OutExpired      = "expired"       // confirm/cancel 409 reservation_expired; read: state
-	OutCancelled    = "cancelled"     // cancel 200; confirm 409 reservation_cancelled; read: state
-	OutPending      = "pending"       // read: state
-	OutNotFound     = "not_found"     // 404: never right for a hold a client was given
-	OutRead         = "read"          // read_sale: counts
-	OutUnknown      = "unknown"       // no definite answer within the deadline
+	OutCreated = "created"  // reserve: 201 (new or replayed)
+	OutSoldOut = "sold_out" // reserve: 409 sold_out
+	// reserve of a variant: 409 variant_sold_out (that variant short)
+	OutVariantSoldOut = "variant_sold_out"
+	OutLimitReached   = "limit_reached" // reserve: 409 limit_reached
+	OutNotOpen        = "sale_not_open" // reserve: 409 sale_not_open
+	OutConfirmed      = "confirmed"     // confirm 200; cancel 409 reservation_confirmed; read: state
+	OutExpired        = "expired"       // confirm/cancel 409 reservation_expired; read: state
+	OutCancelled      = "cancelled"     // cancel 200; confirm 409 reservation_cancelled; read: state
+	OutPending        = "pending"       // read: state
+	OutNotFound       = "not_found"     // 404: never right for a hold a client was given
+	OutRead           = "read"          // read_sale: counts
+	OutUnknown        = "unknown"       // no definite answer within the deadline
 )
 
 // Counts is a sale's units by state, as GET /admin/sales/{id} shows them.
 type Counts struct {
 	Available, Pending, Confirmed, Expired, Cancelled int
+}
+
+// VariantCounts is one variant's units as GET /admin/sales/{id} shows
+// them (its variants, in order).
+type VariantCounts struct {
+	SKU                           string
+	Available, Pending, Confirmed int
 }
 
 // Attempt is one HTTP request of a logical operation.
@@ -74,8 +87,11 @@ type Op struct {
 	Kind     Kind
 	Customer string
 	Key      string // reserve
-	Qty      int    // reserve; expire: the hold's units
-	ResID    string // confirm, cancel, read_reservation, expire: the hold; reserve: the answer's
+	// Variant is the SKU of the variant reserved (a sale with variants:
+	// reserve, and expire the hold's); "" in a sale without.
+	Variant string
+	Qty     int    // reserve; expire: the hold's units
+	ResID   string // confirm, cancel, read_reservation, expire: the hold; reserve: the answer's
 	// ExpiresAt is the hold's expiry as its 201 said (confirm, cancel,
 	// read_reservation), or as the database holds it (expire).
 	ExpiresAt time.Time
@@ -85,9 +101,11 @@ type Op struct {
 	Body      []byte // reserve: the 201's body
 	// Replay (reserve): the harness's replay, after the load, of a 201 a
 	// buyer was given (the same key; Body was that 201's).
-	Replay   bool
-	OrderID  string // confirm
-	Counts   Counts // read_sale
+	Replay  bool
+	OrderID string // confirm
+	Counts  Counts // read_sale
+	// Variants (read_variants): each variant's units.
+	Variants []VariantCounts
 	Attempts []Attempt
 }
 

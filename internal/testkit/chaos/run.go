@@ -293,13 +293,22 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	if cfg.Fault.Sale != nil {
 		cfg.Fault.Sale(&sale)
 	}
+	skus := splitVariants(&sale, cfg.Fault.Variants)
 	createAt := 0
 	if cfg.Fault.CreateOn != nil {
 		createAt = cfg.Fault.CreateOn(n)
 	}
-	created, err := client.New(r.URL(createAt), hc).CreateSale(ctx, testserver.AdminToken, sale)
+	created, err := createSale(ctx, client.New(r.URL(createAt), hc), sale)
 	if err != nil || created.Status != http.StatusCreated {
 		t.Fatalf("chaos: create sale on instance %d: %v %d %s\n--- its log ---\n%s", createAt, err, created.Status, created.Body, r.Server(createAt).Logs())
+	}
+	for i, v := range created.Value.Variants {
+		if i >= len(sale.Variants) || v.SKU != sale.Variants[i].SKU || v.InitialStock != sale.Variants[i].Stock {
+			t.Fatalf("chaos: the sale was created with variants %+v, not %+v", created.Value.Variants, sale.Variants)
+		}
+	}
+	if len(created.Value.Variants) != len(sale.Variants) {
+		t.Fatalf("chaos: the sale was created with variants %+v, not %+v", created.Value.Variants, sale.Variants)
 	}
 	r.SaleID = created.Value.SaleID
 	opensAt := time.Time{}
@@ -321,7 +330,7 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 		SaleID: created.Value.SaleID, Customers: customers, Tokens: tokens, Targets: r, History: r.History,
 		HTTP: hc, Seed: cfg.Seed, LoadUntil: loadStart.Add(cfg.Load),
 		Deadline:       loadStart.Add(cfg.Load + cfg.TTL + 60*time.Second),
-		AttemptTimeout: 6 * time.Second, MaxCheckouts: 4,
+		AttemptTimeout: 6 * time.Second, MaxCheckouts: 4, Variants: skus,
 	}
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	var faults sync.WaitGroup
@@ -395,13 +404,16 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	if v.Porcupine != "Ok" {
 		res.Notes = append(res.Notes, "porcupine: "+v.Porcupine)
 	}
+	if len(facts.Variants) > 0 {
+		res.Notes = append(res.Notes, "variants: "+variantsSold(facts))
+	}
 	if v.ReadsLeftOut > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("%d reads of the sale made during an operation longer than %s checked against the database's timeline only, not by porcupine", v.ReadsLeftOut, LongOperation))
 	}
 	res.Answers = AnswerCounts(ops)
 	res.Outcomes = map[string]int{}
 	for _, op := range ops {
-		if op.Kind == ReadSale {
+		if op.Kind == ReadSale || op.Kind == ReadVariants {
 			continue
 		}
 		res.Ops++

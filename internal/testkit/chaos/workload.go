@@ -41,6 +41,10 @@ type Workload struct {
 	AttemptTimeout time.Duration
 	// MaxCheckouts is the most checkouts one buyer makes.
 	MaxCheckouts int
+	// Variants are the SKUs of the sale's variants (none: a sale without
+	// variants): a buyer reserves one of them, chosen at random, and
+	// switches to another when it is answered variant_sold_out.
+	Variants []string
 }
 
 // Run runs every buyer and the reader until the buyers are done.
@@ -61,21 +65,38 @@ func (w *Workload) Run(ctx context.Context) {
 // (a fifth of first attempts abandoned after a few milliseconds and retried
 // with the same key), then confirm, cancel (sometimes twice) or abandon the
 // hold, and for an abandoned hold a confirm close to its expiry (either
-// side) and reads until the expiry is seen.
+// side) and reads until the expiry is seen. In a sale with variants each
+// checkout is of a variant chosen at random, and one answered
+// variant_sold_out goes on with another (a key of its own) among those not
+// seen sold out; when every one was, the buyer waits as on sold_out and
+// tries them all again (cancels and expiries bring units back).
 func (w *Workload) buyer(ctx context.Context, i int) {
 	rng := rand.New(rand.NewPCG(w.Seed, uint64(i)+1))
-	b := &buyer{w: w, i: i, rng: rng, slot: rng.IntN(w.Targets.Slots())}
+	b := &buyer{w: w, i: i, rng: rng, slot: rng.IntN(w.Targets.Slots()), gone: map[string]bool{}}
+	variant := b.pick()
 	// Buyers arrive spread over the first two thirds of the load.
 	spread := time.Until(w.LoadUntil) * 2 / 3
 	sleep(ctx, spread*time.Duration(i)/time.Duration(len(w.Customers))+time.Duration(rng.IntN(300))*time.Millisecond)
 	for checkout := 0; checkout < w.MaxCheckouts && time.Now().Before(w.LoadUntil) && ctx.Err() == nil; checkout++ {
 		key := fmt.Sprintf("%s-k%d", w.Customers[i], checkout)
+		if variant != "" {
+			key += "-" + variant
+		}
 		qty := 1
 		if rng.IntN(10) < 3 {
 			qty = 2
 		}
-		op := b.reserve(ctx, key, qty)
+		op := b.reserve(ctx, key, variant, qty)
 		switch op.Outcome {
+		case OutVariantSoldOut:
+			b.gone[variant] = true
+			if len(b.gone) == len(w.Variants) {
+				sleep(ctx, time.Duration(150+rng.IntN(500))*time.Millisecond)
+				clear(b.gone)
+			}
+			variant = b.pick()
+			checkout-- // the same checkout, of another variant
+			continue
 		case OutSoldOut, OutNotOpen:
 			// Not stored: the same key is evaluated afresh later.
 			sleep(ctx, time.Duration(150+rng.IntN(500))*time.Millisecond)
@@ -100,7 +121,7 @@ func (w *Workload) buyer(ctx context.Context, i int) {
 			}
 			if c.Outcome == OutConfirmed {
 				// One more checkout: limit_reached while the order stands.
-				b.reserve(ctx, fmt.Sprintf("%s-k%d", w.Customers[i], checkout+1), 1)
+				b.reserve(ctx, fmt.Sprintf("%s-k%d", w.Customers[i], checkout+1), b.pick(), 1)
 				return
 			}
 		case r < 65:
@@ -116,11 +137,12 @@ func (w *Workload) buyer(ctx context.Context, i int) {
 			sleep(ctx, time.Until(at))
 			c := b.act(ctx, Confirm, res, expiresAt)
 			if c.Outcome == OutConfirmed {
-				b.reserve(ctx, fmt.Sprintf("%s-k%d", w.Customers[i], checkout+1), 1)
+				b.reserve(ctx, fmt.Sprintf("%s-k%d", w.Customers[i], checkout+1), b.pick(), 1)
 				return
 			}
 			b.watchExpiry(ctx, res, expiresAt)
 		}
+		variant = b.pick() // the next checkout's
 	}
 }
 
@@ -133,6 +155,26 @@ type buyer struct {
 	// client abandons after a few milliseconds (not counted in flight: a
 	// fault waits for real ones).
 	short bool
+	// gone are the variants this buyer was answered variant_sold_out for.
+	gone map[string]bool
+}
+
+// pick is a variant at random among those not seen sold out (among all
+// when every one was); "" in a sale without variants.
+func (b *buyer) pick() string {
+	var left []string
+	for _, v := range b.w.Variants {
+		if !b.gone[v] {
+			left = append(left, v)
+		}
+	}
+	if len(left) == 0 {
+		left = b.w.Variants
+	}
+	if len(left) == 0 {
+		return ""
+	}
+	return left[b.rng.IntN(len(left))]
 }
 
 // next is the instance of the next attempt: the same as before until an
@@ -165,20 +207,21 @@ func (w *Workload) ReplayCreated(ctx context.Context) {
 			rng := rand.New(rand.NewPCG(w.Seed, uint64(i)+1<<32))
 			b := &buyer{w: w, i: i, rng: rng, slot: rng.IntN(w.Targets.Slots())}
 			for _, first := range firsts {
-				b.reserveAs(ctx, first.Key, first.Qty, first)
+				b.reserveAs(ctx, first.Key, first.Variant, first.Qty, first)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-func (b *buyer) reserve(ctx context.Context, key string, qty int) *Op {
-	return b.reserveAs(ctx, key, qty, nil)
+// reserve reserves qty units of variant ("": a sale without variants).
+func (b *buyer) reserve(ctx context.Context, key, variant string, qty int) *Op {
+	return b.reserveAs(ctx, key, variant, qty, nil)
 }
 
 // reserveAs is reserve, or with first a replay of that 201.
-func (b *buyer) reserveAs(ctx context.Context, key string, qty int, first *Op) *Op {
-	op := &Op{Client: b.i, Kind: Reserve, Customer: b.w.Customers[b.i], Key: key, Qty: qty, Call: time.Now()}
+func (b *buyer) reserveAs(ctx context.Context, key, variant string, qty int, first *Op) *Op {
+	op := &Op{Client: b.i, Kind: Reserve, Customer: b.w.Customers[b.i], Key: key, Variant: variant, Qty: qty, Call: time.Now()}
 	if first != nil {
 		op.Replay, op.Body = true, first.Body
 	}
@@ -192,7 +235,7 @@ func (b *buyer) reserveAs(ctx context.Context, key string, qty int, first *Op) *
 			ctx, cancel = context.WithTimeout(ctx, time.Duration(1+b.rng.IntN(4))*time.Millisecond)
 			defer cancel()
 		}
-		r, err := c.Reserve(ctx, b.w.Tokens[b.i], client.ReserveRequest{SaleID: b.w.SaleID, IdempotencyKey: key, Quantity: qty})
+		r, err := c.Reserve(ctx, b.w.Tokens[b.i], client.ReserveRequest{SaleID: b.w.SaleID, IdempotencyKey: key, Quantity: qty, Variant: variant})
 		if err != nil && r.Status == 0 {
 			return r.Response, nil
 		}
@@ -205,7 +248,8 @@ func (b *buyer) reserveAs(ctx context.Context, key string, qty int, first *Op) *
 				op.Body = r.Body
 				op.ResID, op.ExpiresAt = r.Value.ReservationID, client.Time(r.Value.ExpiresAt)
 				return OutCreated, true
-			case r.Status == http.StatusConflict && (r.Code() == "sold_out" || r.Code() == "limit_reached" || r.Code() == "sale_not_open"):
+			case r.Status == http.StatusConflict && (r.Code() == "sold_out" || r.Code() == "limit_reached" || r.Code() == "sale_not_open" ||
+				variant != "" && r.Code() == "variant_sold_out"):
 				return r.Code(), true
 			}
 			return "", false
@@ -346,6 +390,14 @@ func (w *Workload) reader(ctx context.Context, clientID int) {
 				Counts:   Counts{Available: v.Available, Pending: v.Pending, Confirmed: v.Confirmed, Expired: v.Expired, Cancelled: v.Cancelled},
 				Attempts: []Attempt{{Instance: slot, Start: call, End: ret, Status: r.Status}},
 			})
+			if len(v.Variants) > 0 {
+				// Read after the sale's counts, in a statement of its own.
+				variants := make([]VariantCounts, len(v.Variants))
+				for i, x := range v.Variants {
+					variants[i] = VariantCounts{SKU: x.SKU, Available: x.Available, Pending: x.Pending, Confirmed: x.Confirmed}
+				}
+				w.History.Begin(&Op{Client: clientID, Kind: ReadVariants, Call: call, Return: ret, Outcome: OutRead, Variants: variants})
+			}
 		}
 		sleep(ctx, 150*time.Millisecond)
 	}

@@ -77,14 +77,18 @@ type summary struct {
 
 // TestRehearsal runs the rehearsal as `make rehearse` does, at a small
 // size: 3,000 shoppers for 300 units through an edge in front of one
-// instance, on a Locust master and two workers, with both workers paused
+// instance, the units in three variants of 100 (--variants 3: each shopper
+// reserves one at random and switches when it is gone), on a Locust master
+// and two workers, with both workers paused
 // for six seconds once the spawn begins (as a saturated machine holds them:
 // Locust's master gives up on a worker four seconds without its
 // heartbeat, locustfile.py a minute), and requires every check
 // of the runner to pass (every shopper reported; sold exactly the units; no
 // customer with two holds; every 201 a reservation that exists, the
-// owner's; every paid hold an order). It asserts counts and consistency,
-// never how fast: the figures it prints are for people.
+// owner's; every paid hold an order; each variant sold exactly; every
+// receipt of the variant asked for; sold_out told only once every variant
+// was gone). It asserts counts and consistency, never how fast: the figures
+// it prints are for people.
 func TestRehearsal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("rehearse: starts serve processes and a Locust master and workers")
@@ -95,13 +99,13 @@ func TestRehearsal(t *testing.T) {
 	origin := testserver.Start(t, testdb.New(t))
 	edge := testserver.StartEdge(t, []string{origin.URL})
 
-	const users, units = 3000, 300
+	const users, units, variants = 3000, 300, 3
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, filepath.Join(root, "scripts", "rehearse", "rehearse.py"),
 		"--target", edge.URL, "--admin-target", origin.URL,
-		"--users", strconv.Itoa(users), "--units", strconv.Itoa(units), "--workers", "2",
+		"--users", strconv.Itoa(users), "--units", strconv.Itoa(units), "--variants", strconv.Itoa(variants), "--workers", "2",
 		"--out", out, "--locust", bin,
 		// A short lead: the workers start in a few seconds here, and one
 		// that starts late only makes some arrivals later than planned.
@@ -137,6 +141,12 @@ func TestRehearsal(t *testing.T) {
 	for _, c := range s.Checks {
 		require.True(t, c.OK, "%s: %s", c.Name, c.Detail)
 	}
+	var names []string
+	for _, c := range s.Checks {
+		names = append(names, c.Name)
+	}
+	require.Subset(t, names, []string{"each variant sold exactly", "every receipt of its variant", "sold_out only after the last variant"},
+		"the runner checked the variants")
 	require.GreaterOrEqual(t, s.Admitted.N, units, "everyone who bought was admitted")
 	require.Equal(t, units, s.Outcomes["bought"], "every unit bought by a shopper who saw its order")
 	require.Positive(t, s.SoldOutHeard.N, "the crowd far beyond the units heard it was sold out")
@@ -154,6 +164,13 @@ func TestRehearsal(t *testing.T) {
 		Invariant struct {
 			OK bool `json:"ok"`
 		} `json:"invariant"`
+		Variants []struct {
+			SKU          string `json:"sku"`
+			InitialStock int    `json:"initialStock"`
+			Available    int    `json:"available"`
+			Pending      int    `json:"pending"`
+			Confirmed    int    `json:"confirmed"`
+		} `json:"variants"`
 	}
 	var ids struct {
 		SaleID string `json:"saleId"`
@@ -171,6 +188,14 @@ func TestRehearsal(t *testing.T) {
 	require.Equal(t, 0, sale.Pending)
 	require.Equal(t, units, sale.Confirmed)
 	require.True(t, sale.Invariant.OK)
+	// Each variant: every one of its units an order.
+	require.Len(t, sale.Variants, variants)
+	for _, v := range sale.Variants {
+		require.Equal(t, units/variants, v.InitialStock, v.SKU)
+		require.Equal(t, 0, v.Available, v.SKU)
+		require.Equal(t, 0, v.Pending, v.SKU)
+		require.Equal(t, units/variants, v.Confirmed, v.SKU)
+	}
 }
 
 // pauseWorkers waits for the Locust master (its log at masterLog) to begin
