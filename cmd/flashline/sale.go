@@ -40,7 +40,8 @@ const saleUsage = `usage:
       records against the draw recomputed from (seed, sale, customer).
   flashline sale repair SALE_ID [--apply] [--operator NAME]
       a paused sale whose stock does not add up: show what the stock rows say,
-      what the reservations and the ledger imply, and the correction; --apply
+      what the reservations and the ledger imply, and the correction (per
+      bucket of each variant, in a sale with variants); --apply
       writes it (ledger 'repair' rows naming the operator, one transaction).
       The sale stays paused: resume it once 'flashline check' says ok (a gated
       sale: after 'flashline gate rebuild').
