@@ -4,6 +4,9 @@ package flashline
 // the bucket holds.
 type RepairBucket struct {
 	Bucket int
+	// Variant is the SKU of the variant whose stock row it is ("" in a
+	// sale without variants, and in totals).
+	Variant string
 	// Stock is what the stock row says.
 	Stock int
 	// Opening is the bucket's share of the initial stock, and Held the units
@@ -25,7 +28,11 @@ func (b RepairBucket) Correction() int { return b.Implied - b.Stock }
 // RepairPlan is what `flashline sale repair` shows, and with --apply does:
 // per bucket, record the unrecorded change in the ledger and set the stock
 // to what the reservations imply, recording that too. Afterwards stock =
-// ledger = initial - pending - confirmed, per bucket and so per sale.
+// ledger = initial - pending - confirmed, per bucket and so per variant
+// and per sale. In a sale with variants each bucket is a variant's: its
+// opening is its share of its variant's initial stock, and its reservations
+// and ledger rows are its own, so each variant is checked and repaired
+// against its own.
 type RepairPlan struct {
 	SaleID  string
 	State   SaleState
@@ -57,4 +64,25 @@ func (p RepairPlan) Needed() bool {
 		}
 	}
 	return false
+}
+
+// VariantTotals sums the buckets of each variant, in the plan's order (each
+// total's Bucket -1, its Variant the SKU); none for a sale without variants.
+func (p RepairPlan) VariantTotals() []RepairBucket {
+	var out []RepairBucket
+	for _, b := range p.Buckets {
+		if b.Variant == "" {
+			continue
+		}
+		if len(out) == 0 || out[len(out)-1].Variant != b.Variant {
+			out = append(out, RepairBucket{Bucket: -1, Variant: b.Variant})
+		}
+		t := &out[len(out)-1]
+		t.Stock += b.Stock
+		t.Opening += b.Opening
+		t.Held += b.Held
+		t.Implied += b.Implied
+		t.Ledger += b.Ledger
+	}
+	return out
 }

@@ -66,4 +66,7 @@ type PacerRoom struct {
 	AdmittedThrough  int64
 	Pace             float64
 	AdmittedReserved int64 // reservations made with an admission token
+	// Variants: the sale has variants (its shoppers choose one once
+	// admitted).
+	Variants bool
 }

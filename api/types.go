@@ -469,14 +469,18 @@ type Repair struct {
 	Operator string         `json:"operator,omitempty"`
 	Buckets  []RepairBucket `json:"buckets"`
 	Total    RepairBucket   `json:"total"`
+	// Variants: each variant's total, in a sale with variants.
+	Variants []RepairBucket `json:"variants,omitempty"`
 }
 
-// RepairBucket is one bucket's line of a repair (bucket -1: the total).
+// RepairBucket is one bucket's line of a repair (bucket -1: a total);
+// Variant names its variant in a sale with variants.
 type RepairBucket struct {
-	Bucket     int `json:"bucket"`
-	Stock      int `json:"stock"`
-	Implied    int `json:"implied"`
-	Ledger     int `json:"ledger"`
-	Unrecorded int `json:"unrecorded"`
-	Correction int `json:"correction"`
+	Bucket     int    `json:"bucket"`
+	Variant    string `json:"variant,omitempty"`
+	Stock      int    `json:"stock"`
+	Implied    int    `json:"implied"`
+	Ledger     int    `json:"ledger"`
+	Unrecorded int    `json:"unrecorded"`
+	Correction int    `json:"correction"`
 }

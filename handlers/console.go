@@ -259,7 +259,7 @@ func handleRepair(store ConsoleStore, logger *slog.Logger) gin.HandlerFunc {
 // NewRepairView renders a repair plan.
 func NewRepairView(p flashline.RepairPlan) api.Repair {
 	line := func(b flashline.RepairBucket) api.RepairBucket {
-		return api.RepairBucket{Bucket: b.Bucket, Stock: b.Stock, Implied: b.Implied, Ledger: b.Ledger, Unrecorded: b.Unrecorded(), Correction: b.Correction()}
+		return api.RepairBucket{Bucket: b.Bucket, Variant: b.Variant, Stock: b.Stock, Implied: b.Implied, Ledger: b.Ledger, Unrecorded: b.Unrecorded(), Correction: b.Correction()}
 	}
 	v := api.Repair{SaleID: p.SaleID, State: string(p.State), Needed: p.Needed(), Applied: p.Applied, Total: line(p.Total())}
 	if p.Applied {
@@ -268,6 +268,9 @@ func NewRepairView(p flashline.RepairPlan) api.Repair {
 	v.Buckets = make([]api.RepairBucket, len(p.Buckets))
 	for i, b := range p.Buckets {
 		v.Buckets[i] = line(b)
+	}
+	for _, t := range p.VariantTotals() {
+		v.Variants = append(v.Variants, line(t))
 	}
 	return v
 }

@@ -42,7 +42,7 @@ func (s *Store) reserveBatch(batch []*call) (again []*call) {
 	defer cancel()
 
 	var b batchRun
-	key := queueKey(batch[0].req)
+	key := batch[0].req.SaleID
 	err := s.withSaleConn(ctx, func(conn *pgxpool.Conn) error {
 		// BEGIN travels with the read (pipeline.go).
 		return pipelinedTx(ctx, conn.Conn(), func(tx *beginFirst) error {

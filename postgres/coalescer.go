@@ -132,7 +132,7 @@ type coalescer struct {
 // rounds of batches than the bound allows, and more waiting would add
 // latency without selling one unit more (the batches are full already).
 func (co *coalescer) submit(c *call) (flashline.ReserveResult, error) {
-	key := queueKey(c.req)
+	key := c.req.SaleID
 	co.mu.Lock()
 	q := co.sales[key]
 	if q == nil {
@@ -157,17 +157,14 @@ func (co *coalescer) submit(c *call) (flashline.ReserveResult, error) {
 	return c.res, c.err
 }
 
-// queueKey is the queue a request joins: its sale's, or for a sale with
-// variants its variant's, so that a batch takes the stock of one variant
-// (ReserveBatchBegin reads that variant's buckets) and each variant's
-// reservations are coalesced on their own. Only the sale's own queue is
-// peeked by full: a variant's fills and refuses when its requests join it.
-func queueKey(req flashline.ReserveRequest) string {
-	if req.Variant == "" {
-		return req.SaleID
-	}
-	return req.SaleID + "\x00" + req.Variant
-}
+// A sale has one queue, whatever its variants: a batch takes the stock of
+// one variant (ReserveBatchBegin reads that variant's buckets), the variant
+// of the oldest request waiting (take), so each variant's reservations are
+// coalesced on their own, while the sale's batches in flight
+// (BatchesInFlight), its queue's bound (full) and the instance's share of
+// the purchase path it may hold (cmd/flashline's saleShare) are the sale's
+// across its variants, as for a sale without variants: a sale of 100
+// variants does not run 100 times the batches of one SKU.
 
 // full reports whether a new request of saleID would be refused: its queue
 // holds as many rounds of batches as its bound allows.
@@ -183,8 +180,8 @@ func (co *coalescer) fullLocked(q *saleQueue) bool {
 		len(q.waiting) >= q.bound.rounds*co.store.opts.MaxBatch*co.store.opts.BatchesInFlight
 }
 
-// take returns the next batch of a queue (saleID is its queueKey), or nil when the sale already has
-// as many batches running as allowed or nothing waits. co.mu is held.
+// take returns the next batch of saleID's queue, or nil when the sale already has
+// as many batches running as allowed, across its variants, or nothing waits. co.mu is held.
 func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 	if q.running >= co.store.opts.BatchesInFlight || len(q.waiting) == 0 {
 		if q.running == 0 && len(q.waiting) == 0 {
@@ -205,10 +202,13 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 	instruments := make(map[string]bool)
 	rest := q.waiting[:0]
 	now := time.Now()
+	// One variant per batch: the oldest waiting request's ("" for a sale
+	// without variants, whose requests all have it).
+	variant := q.waiting[0].req.Variant
 	for _, c := range q.waiting {
 		instrument := c.req.PaymentInstrument
 		switch {
-		case len(batch) == max || customers[c.req.CustomerID] || (instrument != "" && instruments[instrument]):
+		case c.req.Variant != variant || len(batch) == max || customers[c.req.CustomerID] || (instrument != "" && instruments[instrument]):
 			rest = append(rest, c) // next batch
 		case c.deadline.Sub(now) < 2*q.batchTime:
 			// Too little time left for a batch as long as they take now:
@@ -230,8 +230,13 @@ func (co *coalescer) take(saleID string, q *saleQueue) []*call {
 	}
 	clear(q.waiting[len(rest):])
 	q.waiting = rest
-	if len(batch) == 0 { // every one of them had waited too long
-		if q.running == 0 && len(q.waiting) == 0 {
+	if len(batch) == 0 { // every one of the variant's had waited too long
+		if len(q.waiting) > 0 {
+			// Other variants' requests wait: the next oldest's variant (each
+			// pass has answered at least the oldest, so this ends).
+			return co.take(saleID, q)
+		}
+		if q.running == 0 {
 			delete(co.sales, saleID)
 		}
 		return nil

@@ -8,6 +8,15 @@ import (
 	"github.com/flashline/flashline/internal/dbsqlc"
 )
 
+// bucketName names a bucket in errors and ledger notes: with its variant in
+// a sale with variants.
+func bucketName(b flashline.RepairBucket) string {
+	if b.Variant == "" {
+		return fmt.Sprintf("bucket %d", b.Bucket)
+	}
+	return fmt.Sprintf("bucket %d (variant %s)", b.Bucket, b.Variant)
+}
+
 // oversold is the first bucket whose reservations hold more than it had:
 // no stock quantity can make that add up (stock cannot go below zero).
 func oversold(p flashline.RepairPlan) (flashline.RepairBucket, bool) {
@@ -22,7 +31,8 @@ func oversold(p flashline.RepairPlan) (flashline.RepairBucket, bool) {
 // Repair reads the repair plan of a paused sale and, with apply, writes it
 // in one transaction (sql/queries/operations.sql: the sale's row and every
 // stock row of the sale are locked first, so the plan cannot change before
-// it is written): for each bucket, a 'repair' ledger row recording the
+// it is written): for each bucket (of each variant, in a sale with
+// variants: a bucket's opening is then its variant's share), a 'repair' ledger row recording the
 // change no ledger row recorded, the stock set to what the reservations
 // imply with a 'repair' ledger row for that, and one operator_actions row,
 // all naming operator. It never resumes the sale: the invariant job sees it
@@ -33,18 +43,11 @@ func (s *Store) Repair(ctx context.Context, saleID, operator string, apply bool)
 	}
 	plan := flashline.RepairPlan{SaleID: saleID, Operator: operator}
 	err := withTx(ctx, s.admin, func(q *dbsqlc.Queries) error {
-		sale, err := q.SaleLockForRepair(ctx, dbsqlc.SaleLockForRepairParams{SaleID: saleID})
+		state, err := q.SaleLockForRepair(ctx, dbsqlc.SaleLockForRepairParams{SaleID: saleID})
 		if err != nil {
 			return err
 		}
-		state := sale.State
 		plan.State = flashline.SaleState(state)
-		if sale.VariantCount > 0 {
-			// The plan reads each bucket's opening stock as the sale's
-			// initial stock shared among its buckets, which a sale with
-			// variants does not have: refused rather than written wrong.
-			return fmt.Errorf("it has %d variants; a repair of a sale with variants is not supported yet: %w", sale.VariantCount, flashline.ErrInvalidTransition)
-		}
 		if plan.State != flashline.StatePaused {
 			return fmt.Errorf("it is %s; pause it first ('flashline sale pause %s'): %w", state, saleID, flashline.ErrSaleNotPaused)
 		}
@@ -57,13 +60,13 @@ func (s *Store) Repair(ctx context.Context, saleID, operator string, apply bool)
 		}
 		for _, r := range rows {
 			plan.Buckets = append(plan.Buckets, flashline.RepairBucket{
-				Bucket: int(r.Bucket), Stock: int(r.Stock), Opening: int(r.Opening), Held: int(r.Held),
+				Bucket: int(r.Bucket), Variant: r.Variant, Stock: int(r.Stock), Opening: int(r.Opening), Held: int(r.Held),
 				Implied: int(r.Opening - r.Held), Ledger: int(r.Ledger),
 			})
 		}
 		if b, bad := oversold(plan); bad {
-			return fmt.Errorf("bucket %d: its reservations hold %d units of the %d it had (oversold by %d): no stock quantity adds up; void or cancel the excess orders first: %w",
-				b.Bucket, b.Held, b.Opening, -b.Implied, flashline.ErrInvariantBroken)
+			return fmt.Errorf("%s: its reservations hold %d units of the %d it had (oversold by %d): no stock quantity adds up; void or cancel the excess orders first: %w",
+				bucketName(b), b.Held, b.Opening, -b.Implied, flashline.ErrInvariantBroken)
 		}
 		if !apply || !plan.Needed() {
 			return nil
@@ -97,7 +100,7 @@ func writeRepair(ctx context.Context, q *dbsqlc.Queries, plan *flashline.RepairP
 			return err
 		}
 		if n != 1 {
-			return fmt.Errorf("bucket %d changed under the repair's lock", b.Bucket) // cannot happen: the row is locked
+			return fmt.Errorf("%s changed under the repair's lock", bucketName(b)) // cannot happen: the row is locked
 		}
 		if err := q.StockLedgerInsertRepair(ctx, dbsqlc.StockLedgerInsertRepairParams{
 			SaleID: plan.SaleID, Bucket: int32(b.Bucket), Delta: int32(c), Operator: plan.Operator,
@@ -109,9 +112,15 @@ func writeRepair(ctx context.Context, q *dbsqlc.Queries, plan *flashline.RepairP
 		moved += abs(c)
 	}
 	t := plan.Total()
+	detail := fmt.Sprintf("stock %d -> %d (reservations imply %d, ledger said %d)", t.Stock, t.Implied, t.Implied, t.Ledger)
+	for _, v := range plan.VariantTotals() {
+		if v.Correction() != 0 || v.Unrecorded() != 0 {
+			detail += fmt.Sprintf("; variant %s: stock %d -> %d, ledger said %d", v.Variant, v.Stock, v.Implied, v.Ledger)
+		}
+	}
 	if err := q.OperatorActionInsert(ctx, dbsqlc.OperatorActionInsertParams{
 		Action: "repair", SaleID: plan.SaleID, Operator: plan.Operator, Affected: int32(moved),
-		Detail: fmt.Sprintf("stock %d -> %d (reservations imply %d, ledger said %d)", t.Stock, t.Implied, t.Implied, t.Ledger),
+		Detail: detail,
 	}); err != nil {
 		return err
 	}

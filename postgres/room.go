@@ -163,6 +163,7 @@ func (p pacerDB) PaceInputs(ctx context.Context) ([]flashline.PacerRoom, error) 
 			AdmittedThrough:  r.AdmittedThrough,
 			Pace:             r.PacePerSecond,
 			AdmittedReserved: r.AdmittedReserved,
+			Variants:         r.VariantCount > 0,
 		}
 	}
 	return out, nil

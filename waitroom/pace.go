@@ -229,7 +229,8 @@ func newPacerState() *pacerState {
 
 // outstanding estimates the admissions given out and not used yet: those
 // not matched by a reservation made with an admission token (admitted −
-// reserved), but only among the ones given out within window (UseWindow);
+// reserved), but only among the ones given out within window (UseWindow;
+// VariantUseWindow for a sale with variants);
 // older ones were most likely abandoned. Ranks nobody holds (gaps in the
 // draw, positions whose lease's answer was lost) count as outstanding until
 // they age out.
@@ -273,7 +274,6 @@ func (r *Room) tick(ctx context.Context, db flashline.PacerStore, p *pacerState)
 	if p.started.IsZero() {
 		p.started = now
 	}
-	window := r.opts.UseWindow
 	headroom, latency := int64(0), time.Duration(0)
 	if r.capacity != nil {
 		headroom, latency = r.capacity.Limit()-r.capacity.InFlight(), r.capacity.Latency()
@@ -287,6 +287,10 @@ func (r *Room) tick(ctx context.Context, db flashline.PacerStore, p *pacerState)
 		}
 		if row.State == flashline.StatePaused || row.Held {
 			continue // nobody is let in while a sale is paused or its queue held
+		}
+		window := r.opts.UseWindow
+		if row.Variants {
+			window = r.opts.VariantUseWindow // its shoppers choose first
 		}
 		step := Step(PaceInput{
 			Headroom:    headroom,

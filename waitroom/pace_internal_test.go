@@ -1,6 +1,7 @@
 package waitroom
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -64,4 +65,80 @@ func TestPollAfter(t *testing.T) {
 		d = pollAfter(flashline.SaleFacts{SoldOut: true, Room: flashline.RoomFacts{AdmittedThrough: 50}}, 10, 300, now)
 		require.True(t, d >= 10500*time.Millisecond, "sold out: nothing to reach, %v", d)
 	}
+}
+
+// pacerRooms is a PacerStore over rooms held in memory.
+type pacerRooms struct{ rooms []flashline.PacerRoom }
+
+func (p *pacerRooms) PaceInputs(context.Context) ([]flashline.PacerRoom, error) {
+	return append([]flashline.PacerRoom(nil), p.rooms...), nil
+}
+
+func (p *pacerRooms) Advance(_ context.Context, saleID string, target int64, _ float64) (int64, bool, error) {
+	for i := range p.rooms {
+		if r := &p.rooms[i]; r.SaleID == saleID && target > r.AdmittedThrough {
+			r.AdmittedThrough = target
+			return target, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+func (p *pacerRooms) Ping(context.Context) error { return nil }
+
+type headroom struct{}
+
+func (headroom) Limit() int64           { return 1000 }
+func (headroom) InFlight() int64        { return 0 }
+func (headroom) Latency() time.Duration { return 0 }
+
+// TestVariantSaleAdmissionsHaveLongerToBeUsed: admissions of a sale with
+// variants count as outstanding for VariantUseWindow (60 s by default)
+// rather than UseWindow (20 s): its shoppers choose a variant before they
+// reserve, and counting them abandoned at 20 s would admit more shoppers
+// than the units left serve. Those of a sale without variants age out at
+// 20 s as before; a reservation uses an admission at once in both; the
+// variant sale's unused admissions age out too, later.
+func TestVariantSaleAdmissionsHaveLongerToBeUsed(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	now := start
+	r := &Room{capacity: headroom{}, opts: Options{Now: func() time.Time { return now }}}
+	r.opts.setDefaults()
+	require.Equal(t, 20*time.Second, r.opts.UseWindow)
+	require.Equal(t, 60*time.Second, r.opts.VariantUseWindow)
+	room := func(id string, variants bool) flashline.PacerRoom {
+		return flashline.PacerRoom{SaleID: id, State: flashline.StateOpen, Available: 10, NextPosition: 10_000, Variants: variants}
+	}
+	db := &pacerRooms{rooms: []flashline.PacerRoom{room("plain", false), room("variants", true)}}
+	p := newPacerState()
+	at := func(d time.Duration) (plain, variants int64) {
+		now = start.Add(d)
+		require.NoError(t, r.tick(context.Background(), db, p))
+		return db.rooms[0].AdmittedThrough, db.rooms[1].AdmittedThrough
+	}
+	bound := int64(OutstandingFactor*10 + OutstandingFloor) // 28 outstanding at most
+
+	plain, variants := at(0)
+	require.Equal(t, [2]int64{bound, bound}, [2]int64{plain, variants}, "the first tick admits up to the bound")
+	plain, variants = at(10 * time.Second)
+	require.Equal(t, [2]int64{bound, bound}, [2]int64{plain, variants}, "none used, none aged out: nobody more")
+	plain, variants = at(30 * time.Second)
+	require.Equal(t, 2*bound, plain, "unused for 20 s: abandoned, topped up")
+	require.Equal(t, bound, variants, "a sale with variants: still choosing at 30 s")
+
+	db.rooms[1].AdmittedReserved = 10 // ten of them chose and reserved
+	_, variants = at(35 * time.Second)
+	require.Equal(t, bound+10, variants, "a reservation uses its admission at once")
+	_, variants = at(61 * time.Second)
+	// The first ones unused for 60 s are abandoned too; the ten admitted at
+	// 35 s are still choosing.
+	require.Equal(t, bound+10+(bound-10), variants, "unused for 60 s: abandoned too")
+
+	o := Options{UseWindow: 30 * time.Second, VariantUseWindow: 10 * time.Second}
+	o.setDefaults()
+	require.Equal(t, 30*time.Second, o.VariantUseWindow, "never shorter than UseWindow")
+	o = Options{AdmissionTTL: 30 * time.Second}
+	o.setDefaults()
+	require.Equal(t, 45*time.Second, o.VariantUseWindow, "never longer than an admission lives (+ a poll)")
 }

@@ -66,6 +66,14 @@ type Options struct {
 	// used late is one reservation more than the bound asked; the stock's
 	// CHECK still decides). Default 20s, at most AdmissionTTL + 15s.
 	UseWindow time.Duration
+	// VariantUseWindow is UseWindow for a sale with variants: its admitted
+	// shopper first chooses a variant (from the availability the admission
+	// answer carries) and then reserves, which takes longer than reserving
+	// at once; counted abandoned after UseWindow, admissions still choosing
+	// would be topped up by more than the units left can serve (more
+	// sold_out after admission; never an oversell). Default 60s, at least
+	// UseWindow, at most AdmissionTTL + 15s.
+	VariantUseWindow time.Duration
 	// Tick is the pacer's period. Default 200ms.
 	Tick time.Duration
 	// GatherWindow is how long the first ticket of a sale that needs a
@@ -103,6 +111,8 @@ func (o *Options) setDefaults() {
 	def(&o.AdmissionTTL, 120*time.Second)
 	def(&o.UseWindow, 20*time.Second)
 	o.UseWindow = min(o.UseWindow, o.AdmissionTTL+15*time.Second) // + the longest poll interval
+	def(&o.VariantUseWindow, 60*time.Second)
+	o.VariantUseWindow = min(max(o.VariantUseWindow, o.UseWindow), o.AdmissionTTL+15*time.Second)
 	def(&o.Tick, 200*time.Millisecond)
 	def(&o.GatherWindow, 20*time.Millisecond)
 	def(&o.LeaderRetry, time.Second)

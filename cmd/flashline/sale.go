@@ -40,7 +40,8 @@ const saleUsage = `usage:
       records against the draw recomputed from (seed, sale, customer).
   flashline sale repair SALE_ID [--apply] [--operator NAME]
       a paused sale whose stock does not add up: show what the stock rows say,
-      what the reservations and the ledger imply, and the correction; --apply
+      what the reservations and the ledger imply, and the correction (per
+      bucket of each variant, in a sale with variants); --apply
       writes it (ledger 'repair' rows naming the operator, one transaction).
       The sale stays paused: resume it once 'flashline check' says ok (a gated
       sale: after 'flashline gate rebuild').
@@ -234,18 +235,35 @@ func runSale(ctx context.Context, args []string, getenv func(string) string, std
 	return enc.Encode(handlers.NewSaleView(sale))
 }
 
-// printRepair shows a repair plan per bucket, and what was done.
+// printRepair shows a repair plan per bucket, and what was done. A sale
+// with variants has a VARIANT column first and each variant's total after
+// its buckets; a sale without variants is shown as it always was.
 func printRepair(w io.Writer, p flashline.RepairPlan, apply bool) {
 	fmt.Fprintf(w, "Sale %s (%s): what each source says each bucket holds\n\n", p.SaleID, p.State)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "BUCKET\tSTOCK ROW\tRESERVATIONS IMPLY\t(OPENING\t- HELD)\tLEDGER\tUNRECORDED\tCORRECTION\t")
-	line := func(label string, b flashline.RepairBucket) {
+	variants := p.VariantTotals()
+	first := ""
+	if len(variants) > 0 {
+		first = "VARIANT\t"
+	}
+	fmt.Fprintln(tw, first+"BUCKET\tSTOCK ROW\tRESERVATIONS IMPLY\t(OPENING\t- HELD)\tLEDGER\tUNRECORDED\tCORRECTION\t")
+	line := func(variant, label string, b flashline.RepairBucket) {
+		if len(variants) > 0 {
+			fmt.Fprintf(tw, "%s\t", variant)
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%+d\t%+d\t\n", label, b.Stock, b.Implied, b.Opening, b.Held, b.Ledger, b.Unrecorded(), b.Correction())
 	}
-	for _, b := range p.Buckets {
-		line(fmt.Sprint(b.Bucket), b)
+	for i, b := range p.Buckets {
+		line(b.Variant, fmt.Sprint(b.Bucket), b)
+		if b.Variant != "" && (i+1 == len(p.Buckets) || p.Buckets[i+1].Variant != b.Variant) {
+			for _, v := range variants {
+				if v.Variant == b.Variant {
+					line(v.Variant, "total", v)
+				}
+			}
+		}
 	}
-	line("total", p.Total())
+	line("", "total", p.Total())
 	_ = tw.Flush()
 	fmt.Fprintln(w, `
 UNRECORDED = stock row - ledger: changes no ledger row records (a second write path;

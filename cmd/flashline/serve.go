@@ -259,7 +259,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // saleShare is what one sale may hold of the purchase path at once: the
-// batches it may run and a burst's rounds of batches waiting.
+// batches it may run and a burst's rounds of batches waiting (across its
+// variants: the coalescer has one queue a sale).
 func saleShare(cfg serveConfig) int {
 	return (postgres.DefaultQueueRounds + 1) * cfg.maxBatch * cfg.batchesInFlight
 }

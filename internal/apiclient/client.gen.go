@@ -6452,17 +6452,23 @@ type Repair struct {
 	Operator *string         `json:"operator,omitempty"`
 	SaleId   string          `json:"saleId"`
 	State    string          `json:"state"`
-	Total    RepairBucket    `json:"total"`
+
+	// Total One bucket's line of a repair (bucket -1: a total). In a sale with variants, variant names the variant whose stock row the bucket is (a variant's total: its SKU); absent in a sale without variants and in the sale's total.
+	Total RepairBucket `json:"total"`
+
+	// Variants A sale with variants: each variant's total, in the variants' order (absent for a sale without variants).
+	Variants *[]RepairBucket `json:"variants,omitempty"`
 }
 
-// RepairBucket defines model for RepairBucket.
+// RepairBucket One bucket's line of a repair (bucket -1: a total). In a sale with variants, variant names the variant whose stock row the bucket is (a variant's total: its SKU); absent in a sale without variants and in the sale's total.
 type RepairBucket struct {
-	Bucket     int `json:"bucket"`
-	Correction int `json:"correction"`
-	Implied    int `json:"implied"`
-	Ledger     int `json:"ledger"`
-	Stock      int `json:"stock"`
-	Unrecorded int `json:"unrecorded"`
+	Bucket     int     `json:"bucket"`
+	Correction int     `json:"correction"`
+	Implied    int     `json:"implied"`
+	Ledger     int     `json:"ledger"`
+	Stock      int     `json:"stock"`
+	Unrecorded int     `json:"unrecorded"`
+	Variant    *string `json:"variant,omitempty"`
 }
 
 // RepairRequest defines model for RepairRequest.

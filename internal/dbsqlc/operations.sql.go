@@ -116,9 +116,14 @@ func (q *Queries) OperatorActionInsert(ctx context.Context, arg OperatorActionIn
 
 const repairPlan = `-- name: RepairPlan :many
 SELECT st.bucket,
+       coalesce(v.sku, '')::text AS variant,
        st.quantity AS stock,
-       (s.initial_stock / s.buckets
-           + CASE WHEN st.bucket < s.initial_stock % s.buckets THEN 1 ELSE 0 END)::int AS opening,
+       (CASE WHEN v.sku IS NULL
+             THEN s.initial_stock / s.buckets
+                  + CASE WHEN st.bucket < s.initial_stock % s.buckets THEN 1 ELSE 0 END
+             ELSE v.initial_stock / v.buckets
+                  + CASE WHEN st.bucket - v.position * 64 < v.initial_stock % v.buckets THEN 1 ELSE 0 END
+        END)::int AS opening,
        (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
          WHERE r.sale_id = st.sale_id AND r.bucket = st.bucket
            AND r.state IN ('pending', 'confirmed'))::int AS held,
@@ -126,6 +131,7 @@ SELECT st.bucket,
          WHERE l.sale_id = st.sale_id AND l.bucket = st.bucket)::int AS ledger
   FROM stock st
   JOIN sales s ON s.sale_id = st.sale_id
+  LEFT JOIN sale_variants v ON v.sale_id = st.sale_id AND v.sku = st.variant
  WHERE st.sale_id = $1
  ORDER BY st.bucket
 `
@@ -136,16 +142,22 @@ type RepairPlanParams struct {
 
 type RepairPlanRow struct {
 	Bucket  int32
+	Variant string
 	Stock   int32
 	Opening int32
 	Held    int32
 	Ledger  int32
 }
 
-// Per bucket: what the stock row says; what the reservations imply (the
-// bucket's opening quantity, split from initial_stock as CreateSale split
-// it, minus the units its pending and confirmed reservations hold); and what
-// the ledger sums to. One index probe per bucket on each table.
+// Per bucket: its variant (” for a sale without variants); what the stock
+// row says; what the reservations imply (the bucket's opening quantity,
+// split as CreateSale split it: from the sale's initial_stock over its
+// buckets, or for a sale with variants from its variant's initial_stock
+// over the variant's buckets, numbered from position * 64 (migration
+// 000026), minus the units its pending and confirmed reservations hold);
+// and what the ledger sums to. A variant's bucket is thus checked against
+// its own reservations and ledger rows (both by bucket). One index probe
+// per bucket on each table.
 func (q *Queries) RepairPlan(ctx context.Context, arg RepairPlanParams) ([]RepairPlanRow, error) {
 	rows, err := q.db.Query(ctx, repairPlan, arg.SaleID)
 	if err != nil {
@@ -157,6 +169,7 @@ func (q *Queries) RepairPlan(ctx context.Context, arg RepairPlanParams) ([]Repai
 		var i RepairPlanRow
 		if err := rows.Scan(
 			&i.Bucket,
+			&i.Variant,
 			&i.Stock,
 			&i.Opening,
 			&i.Held,
@@ -386,16 +399,11 @@ func (q *Queries) SaleExtendHolds(ctx context.Context, arg SaleExtendHoldsParams
 
 const saleLockForRepair = `-- name: SaleLockForRepair :one
 
-SELECT state, variant_count FROM sales WHERE sale_id = $1 FOR UPDATE
+SELECT state FROM sales WHERE sale_id = $1 FOR UPDATE
 `
 
 type SaleLockForRepairParams struct {
 	SaleID string
-}
-
-type SaleLockForRepairRow struct {
-	State        string
-	VariantCount int32
 }
 
 // Repair (`flashline sale repair`), one transaction:
@@ -408,13 +416,11 @@ type SaleLockForRepairRow struct {
 // before the plan is read, hold every restock, void and reservation of the
 // sale back until the repair commits, so the plan read afterwards cannot
 // change under it.
-// variant_count: a sale with variants is refused (its buckets' opening
-// stock is each variant's, which the plan does not read yet).
-func (q *Queries) SaleLockForRepair(ctx context.Context, arg SaleLockForRepairParams) (SaleLockForRepairRow, error) {
+func (q *Queries) SaleLockForRepair(ctx context.Context, arg SaleLockForRepairParams) (string, error) {
 	row := q.db.QueryRow(ctx, saleLockForRepair, arg.SaleID)
-	var i SaleLockForRepairRow
-	err := row.Scan(&i.State, &i.VariantCount)
-	return i, err
+	var state string
+	err := row.Scan(&state)
+	return state, err
 }
 
 const serverConnections = `-- name: ServerConnections :one

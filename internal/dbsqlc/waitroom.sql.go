@@ -601,7 +601,7 @@ func (q *Queries) WaitroomLockRoom(ctx context.Context, arg WaitroomLockRoomPara
 }
 
 const waitroomPaceInputs = `-- name: WaitroomPaceInputs :many
-SELECT s.sale_id, s.state,
+SELECT s.sale_id, s.state, s.variant_count,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
        w.next_position, w.preopen_count, w.preopen_positions, w.admitted_through, w.pace_per_second, w.held,
        (SELECT count(*) FROM reservations r
@@ -615,6 +615,7 @@ SELECT s.sale_id, s.state,
 type WaitroomPaceInputsRow struct {
 	SaleID           string
 	State            string
+	VariantCount     int32
 	Available        int64
 	NextPosition     int64
 	PreopenCount     *int64
@@ -629,7 +630,9 @@ type WaitroomPaceInputsRow struct {
 // (opens_at passed by the quarter second the pre-open count is given, by the
 // database's clock; see WaitroomLease) and is not closed: its state,
 // units left, the room's counters, and how many reservations were made with
-// an admission token (reservations_admitted makes that count an index scan).
+// an admission token (reservations_admitted makes that count an index scan);
+// variant_count: a sale with variants gives its admissions longer to be used
+// (the shopper chooses first: waitroom's Options.VariantUseWindow).
 func (q *Queries) WaitroomPaceInputs(ctx context.Context) ([]WaitroomPaceInputsRow, error) {
 	rows, err := q.db.Query(ctx, waitroomPaceInputs)
 	if err != nil {
@@ -642,6 +645,7 @@ func (q *Queries) WaitroomPaceInputs(ctx context.Context) ([]WaitroomPaceInputsR
 		if err := rows.Scan(
 			&i.SaleID,
 			&i.State,
+			&i.VariantCount,
 			&i.Available,
 			&i.NextPosition,
 			&i.PreopenCount,

@@ -97,22 +97,30 @@ SELECT state, (expires_at <= now())::boolean AS past_expiry, extended_seconds
 -- change under it.
 
 -- name: SaleLockForRepair :one
--- variant_count: a sale with variants is refused (its buckets' opening
--- stock is each variant's, which the plan does not read yet).
-SELECT state, variant_count FROM sales WHERE sale_id = @sale_id FOR UPDATE;
+SELECT state FROM sales WHERE sale_id = @sale_id FOR UPDATE;
 
 -- name: StockLockForRepair :many
 SELECT bucket FROM stock WHERE sale_id = @sale_id ORDER BY bucket FOR UPDATE;
 
 -- name: RepairPlan :many
--- Per bucket: what the stock row says; what the reservations imply (the
--- bucket's opening quantity, split from initial_stock as CreateSale split
--- it, minus the units its pending and confirmed reservations hold); and what
--- the ledger sums to. One index probe per bucket on each table.
+-- Per bucket: its variant ('' for a sale without variants); what the stock
+-- row says; what the reservations imply (the bucket's opening quantity,
+-- split as CreateSale split it: from the sale's initial_stock over its
+-- buckets, or for a sale with variants from its variant's initial_stock
+-- over the variant's buckets, numbered from position * 64 (migration
+-- 000026), minus the units its pending and confirmed reservations hold);
+-- and what the ledger sums to. A variant's bucket is thus checked against
+-- its own reservations and ledger rows (both by bucket). One index probe
+-- per bucket on each table.
 SELECT st.bucket,
+       coalesce(v.sku, '')::text AS variant,
        st.quantity AS stock,
-       (s.initial_stock / s.buckets
-           + CASE WHEN st.bucket < s.initial_stock % s.buckets THEN 1 ELSE 0 END)::int AS opening,
+       (CASE WHEN v.sku IS NULL
+             THEN s.initial_stock / s.buckets
+                  + CASE WHEN st.bucket < s.initial_stock % s.buckets THEN 1 ELSE 0 END
+             ELSE v.initial_stock / v.buckets
+                  + CASE WHEN st.bucket - v.position * 64 < v.initial_stock % v.buckets THEN 1 ELSE 0 END
+        END)::int AS opening,
        (SELECT coalesce(sum(r.quantity), 0) FROM reservations r
          WHERE r.sale_id = st.sale_id AND r.bucket = st.bucket
            AND r.state IN ('pending', 'confirmed'))::int AS held,
@@ -120,6 +128,7 @@ SELECT st.bucket,
          WHERE l.sale_id = st.sale_id AND l.bucket = st.bucket)::int AS ledger
   FROM stock st
   JOIN sales s ON s.sale_id = st.sale_id
+  LEFT JOIN sale_variants v ON v.sale_id = st.sale_id AND v.sku = st.variant
  WHERE st.sale_id = @sale_id
  ORDER BY st.bucket;
 

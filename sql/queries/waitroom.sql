@@ -185,8 +185,10 @@ SELECT pg_advisory_unlock(x'666c77616974726d'::bigint);
 -- (opens_at passed by the quarter second the pre-open count is given, by the
 -- database's clock; see WaitroomLease) and is not closed: its state,
 -- units left, the room's counters, and how many reservations were made with
--- an admission token (reservations_admitted makes that count an index scan).
-SELECT s.sale_id, s.state,
+-- an admission token (reservations_admitted makes that count an index scan);
+-- variant_count: a sale with variants gives its admissions longer to be used
+-- (the shopper chooses first: waitroom's Options.VariantUseWindow).
+SELECT s.sale_id, s.state, s.variant_count,
        coalesce((SELECT sum(st.quantity) FROM stock st WHERE st.sale_id = s.sale_id), 0)::bigint AS available,
        w.next_position, w.preopen_count, w.preopen_positions, w.admitted_through, w.pace_per_second, w.held,
        (SELECT count(*) FROM reservations r
