@@ -91,12 +91,17 @@ func SortRegistrants(rs []Registrant) {
 func RegistrantsRoot(rs []Registrant) [32]byte {
 	sorted := slices.Clone(rs)
 	SortRegistrants(sorted)
-	if len(sorted) == 0 {
-		return sha256.Sum256(nil)
-	}
 	level := make([][32]byte, len(sorted))
 	for i, r := range sorted {
 		level[i] = RegistrantLeaf(r)
+	}
+	return merkleRoot(level)
+}
+
+// merkleRoot is the root over leaves, in their order (none: H("")).
+func merkleRoot(level [][32]byte) [32]byte {
+	if len(level) == 0 {
+		return sha256.Sum256(nil)
 	}
 	for len(level) > 1 {
 		next := level[:0:0]
@@ -169,10 +174,14 @@ func VerifyRegistrantProof(root [32]byte, r Registrant, proof []ProofStep) bool 
 // LotteryFinalSeed is F: the store's seed, the registrants' root and the
 // beacon round's randomness (nil: no beacon, 32 zero bytes) together.
 func LotteryFinalSeed(saleID string, root [32]byte, beaconRandomness, seed []byte) [32]byte {
+	return lotteryFinalSeed(lotteryDrawTag, saleID, root, beaconRandomness, seed)
+}
+
+func lotteryFinalSeed(tag, saleID string, root [32]byte, beaconRandomness, seed []byte) [32]byte {
 	var beacon [32]byte
 	copy(beacon[:], beaconRandomness)
 	h := sha256.New()
-	io.WriteString(h, lotteryDrawTag)
+	io.WriteString(h, tag)
 	h.Write([]byte{0})
 	io.WriteString(h, saleID)
 	h.Write([]byte{0})
@@ -252,6 +261,14 @@ type DrawTranscript struct {
 	// rank CrowdRank among PreopenCount; no winners, no waitlist.
 	Crowd        bool
 	PreopenCount int64
+	// Version is the formula: 3 for a lottery with variants
+	// (lotteryvariants.go), else v2. Variants are then the sale's, in its
+	// order; Choices and Awards go with Ranked: the variant each named
+	// ("": any) and, once drawn, the one each won ("": none).
+	Version  int
+	Variants []LotteryVariant
+	Choices  []string
+	Awards   []string
 }
 
 // DrawPins are what a verifier saw published earlier and holds the
@@ -301,10 +318,19 @@ func VerifyDrawTranscript(t DrawTranscript, pins DrawPins) []DrawStep {
 	}(), fmt.Sprintf("SHA-256(seed) = %x", t.Commitment))
 
 	// registrants
+	v3 := t.Version == DrawVersionVariants
 	sorted := slices.Clone(t.Ranked)
 	SortRegistrants(sorted)
 	root := RegistrantsRoot(sorted)
+	if v3 && len(t.Choices) == len(t.Ranked) {
+		root = RegistrantsChoicesRoot(t.Ranked, t.Choices)
+	}
 	step("registrants", func() error {
+		if v3 {
+			if err := checkVariantsTranscript(t); err != nil {
+				return err
+			}
+		}
 		for i := 1; i < len(sorted); i++ {
 			if sorted[i] == sorted[i-1] {
 				return fmt.Errorf("registrant %s is listed twice", sorted[i])
@@ -366,6 +392,9 @@ func VerifyDrawTranscript(t DrawTranscript, pins DrawPins) []DrawStep {
 
 	// ranks
 	f := LotteryFinalSeed(t.SaleID, root, randomness, t.Seed)
+	if v3 {
+		f = LotteryFinalSeedV3(t.SaleID, root, randomness, t.Seed)
+	}
 	ranking := LotteryRanking(f, t.Ranked)
 	step("ranks", func() error {
 		if len(t.Ranks) != len(t.Ranked) {
@@ -387,6 +416,11 @@ func VerifyDrawTranscript(t DrawTranscript, pins DrawPins) []DrawStep {
 	if t.Crowd {
 		steps = append(steps, DrawStep{Name: "outcome", OK: true,
 			Detail: fmt.Sprintf("a waiting room: each holder is admitted when the watermark reaches their rank (of %d pre-open tickets)", t.PreopenCount)})
+		return steps
+	}
+	if v3 {
+		detail, err := variantOutcome(t, ranking)
+		step("outcome", err, detail)
 		return steps
 	}
 	step("outcome", func() error {
@@ -431,6 +465,9 @@ func NewDrawTranscript(l Lottery, entries []LotteryEntry) DrawTranscript {
 		if drawn {
 			t.Ranks[i] = e.Rank
 		}
+	}
+	if l.DrawVersion == DrawVersionVariants {
+		return variantTranscript(t, l, entries)
 	}
 	if !drawn {
 		SortRegistrants(t.Ranked)

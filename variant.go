@@ -82,8 +82,6 @@ func (n *NewSale) validateVariants() error {
 		return Invalid("variants must be 1-100")
 	case n.Gate == GateRedis:
 		return Invalid("variants with the Redis gate are not supported yet")
-	case n.Admission == AdmissionLottery:
-		return Invalid("variants with a lottery are not supported yet")
 	}
 	// A sale validated before (its caller's, then the store's) has its
 	// InitialStock and Buckets from its variants already.
@@ -100,6 +98,10 @@ func (n *NewSale) validateVariants() error {
 			return Invalid(at + ".sku " + v.SKU + " appears twice")
 		case v.Stock < 1 || v.Stock > MaxVariantStock:
 			return Invalid(at + ".stock must be between 1 and 100000000")
+		}
+		if n.Admission == AdmissionLottery && v.SKU == AnyVariant {
+			// A registration names "any" to take any variant.
+			return Invalid(at + `.sku "any" is what a lottery's registration names to take any variant: a lottery's variant needs another SKU`)
 		}
 		seen[v.SKU] = true
 		if v.Buckets == 0 {

@@ -268,6 +268,11 @@ type Registration struct {
 	// inclusion proof).
 	Registrant     string `json:"registrant,omitempty"`
 	RegistrantLeaf string `json:"registrantLeaf,omitempty"`
+	// Variant is, in a lottery with variants, the variant's SKU the
+	// registration names, or "any"; WonVariant the variant won, the one
+	// the admission token reserves (absent: none, or no variants).
+	Variant    string `json:"variant,omitempty"`
+	WonVariant string `json:"wonVariant,omitempty"`
 }
 
 // LotteryPolicy is a lottery sale's published rules and its draw: the
@@ -297,6 +302,17 @@ type LotteryPolicy struct {
 	Beacon *TranscriptBeacon `json:"beacon"`
 	// Transcript is where the draw's transcript is (GET, no authentication).
 	Transcript string `json:"transcript"`
+	// Variants are a lottery with variants' (absent without), in the
+	// sale's order: what a registration may name, besides "any".
+	Variants []LotteryPolicyVariant `json:"variants,omitempty"`
+}
+
+// LotteryPolicyVariant is one variant of a lottery: its SKU, its title
+// and its units in the draw.
+type LotteryPolicyVariant struct {
+	SKU   string `json:"sku"`
+	Title string `json:"title"`
+	Units int    `json:"units"`
 }
 
 // IgnoredEvent is a payment provider's webhook answer for an event
