@@ -1,7 +1,11 @@
 package flashline_test
 
 import (
+	"cmp"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -37,4 +41,67 @@ func TestLotteryAwards(t *testing.T) {
 	got, err := flashline.VariantChoice("", nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
+}
+
+// TestAuditLotteryRecords: the database form of verify-draw, on records as
+// the draw and the waitlist write them (a lottery without variants and one
+// with): faithful records agree; an award moved, a rank changed or a unit
+// passed down with no window expired are named.
+func TestAuditLotteryRecords(t *testing.T) {
+	const sale = "sale_01M997HPX6FG05114Y4357H8XX"
+	drawn := time.Now()
+	for _, variants := range [][]flashline.LotteryVariant{nil, {{SKU: "S", Units: 1}, {SKU: "L", Units: 2}}} {
+		l := flashline.Lottery{SaleID: sale, InitialStock: 3, DrawSeed: []byte("seed"), DrawnAt: &drawn, DrawVersion: 2,
+			Rules: flashline.LotteryRules{Waitlist: true}, RegistrantsRoot: []byte{1}, Variants: variants}
+		if variants != nil {
+			l.DrawVersion = flashline.DrawVersionVariants
+		}
+		choices := []string{"L", "", "S", "S", "", "L"}
+		var entries []flashline.LotteryEntry
+		for i := range 6 {
+			e := flashline.LotteryEntry{CustomerID: fmt.Sprint("cust_", i), Rank: i + 1, State: flashline.RegistrationWaitlisted}
+			if variants != nil {
+				e.Choice = choices[i]
+			}
+			entries = append(entries, e)
+		}
+		tr := flashline.NewDrawTranscript(l, entries)
+		for i, r := range tr.Ranked {
+			for j := range entries {
+				if flashline.RegistrantOf(sale, entries[j].CustomerID) == r && slices.Contains(tr.Winners, r) {
+					entries[j].State = flashline.RegistrationWon
+					if variants != nil {
+						entries[j].WonVariant = tr.Awards[i]
+					}
+				}
+			}
+		}
+		require.Empty(t, flashline.AuditLotteryRecords(tr, sale, entries), "variants %v", variants)
+
+		moved := slices.Clone(entries)
+		moved[0].Rank = 6
+		require.NotEmpty(t, flashline.AuditLotteryRecords(tr, sale, moved))
+		// A unit passed down with no window expired.
+		promoted := slices.Clone(entries)
+		for j := range promoted {
+			if promoted[j].State == flashline.RegistrationWaitlisted {
+				promoted[j].State = flashline.RegistrationWon
+				if variants != nil {
+					promoted[j].WonVariant = cmp.Or(promoted[j].Choice, "S")
+				}
+				break
+			}
+		}
+		require.NotEmpty(t, flashline.AuditLotteryRecords(tr, sale, promoted))
+		if variants != nil {
+			swapped := slices.Clone(entries)
+			for j := range swapped {
+				if swapped[j].WonVariant == "S" {
+					swapped[j].WonVariant = "L"
+					break
+				}
+			}
+			require.NotEmpty(t, flashline.AuditLotteryRecords(tr, sale, swapped))
+		}
+	}
 }
