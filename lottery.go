@@ -172,6 +172,9 @@ type DrawResult struct {
 	Drew       bool // false: drawn already (by another instance), or not due
 	Registered int
 	Won        int
+	// WonVariants counts the units won of each variant, in a lottery with
+	// variants (nil without).
+	WonVariants map[string]int
 }
 
 // LotteryStore is what the lottery needs of the database.

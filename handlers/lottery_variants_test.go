@@ -112,6 +112,7 @@ func TestLotteryVariants(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Drew)
 	require.Equal(t, 6, res.Won)
+	require.Equal(t, map[string]int{"S": 2, "M": 1, "L": 3}, res.WonVariants)
 
 	r := s.do(t, http.MethodGet, "/sales/"+saleID+"/draw", "", "")
 	require.Equal(t, http.StatusOK, r.Status)

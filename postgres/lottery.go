@@ -378,9 +378,15 @@ func (s *Store) DrawLottery(ctx context.Context, saleID string, beacon *flashlin
 			return fmt.Errorf("drew %d of %d registrations", applied.Drawn, len(ids))
 		}
 		res.Drew, res.Registered = true, len(ids)
-		for _, w := range won {
+		if variants {
+			res.WonVariants = make(map[string]int, len(units))
+		}
+		for i, w := range won {
 			if w {
 				res.Won++
+			}
+			if w && variants {
+				res.WonVariants[awards[i]]++
 			}
 		}
 		return nil
