@@ -454,6 +454,9 @@ func NewDrawTranscript(l Lottery, entries []LotteryEntry) DrawTranscript {
 		Waitlist: l.Rules.Waitlist, Commitment: commitment[:], Root: l.RegistrantsRoot,
 		RegistrantCount: l.RegistrantsCount, Beacon: l.Beacon,
 	}
+	if l.DrawVersion == DrawVersionVariants {
+		t.Version, t.Variants = DrawVersionVariants, l.Variants
+	}
 	if l.RegistrantsRoot == nil {
 		return t
 	}

@@ -225,7 +225,6 @@ func choiceName(c string) string {
 // choices, and once drawn the seed and the awards recomputed from the ranks
 // (as v2's winners are), which the draw made with the same function.
 func variantTranscript(t DrawTranscript, l Lottery, entries []LotteryEntry) DrawTranscript {
-	t.Version, t.Variants = DrawVersionVariants, l.Variants
 	t.Choices = make([]string, len(entries))
 	for i, e := range entries {
 		t.Choices[i] = e.Choice

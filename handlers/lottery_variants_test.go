@@ -82,6 +82,11 @@ func TestLotteryVariants(t *testing.T) {
 	require.Equal(t, []api.LotteryPolicyVariant{{SKU: "S", Title: "Small", Units: 2}, {SKU: "M", Title: "M", Units: 1}, {SKU: "L", Title: "L", Units: 3}}, policy.Variants)
 	require.Equal(t, 6, policy.Units)
 	require.Contains(t, policy.DrawAlgorithm, "flashline/lottery/draw/v3")
+	var before api.DrawTranscript
+	require.NoError(t, json.Unmarshal(s.do(t, http.MethodGet, "/sales/"+saleID+"/draw", "", "").Body, &before))
+	require.Equal(t, "registering", before.Status)
+	require.Equal(t, api.DrawFormulaV3, before.Formula, "the formula from the start")
+	require.Len(t, before.Variants, 3)
 
 	// 16 registrants for 6 units: four name each variant, four any.
 	auths, named := map[string]string{}, map[string]string{}
