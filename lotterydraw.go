@@ -30,6 +30,10 @@ import (
 //	order       by k ascending (bytewise), ties by r; rank 1 first; the first
 //	            `units` ranks win, the rest are waitlisted (or lose)
 //
+// A lottery with variants draws with formula v3 (lotteryvariants.go): the
+// leaves commit each registrant's choice, F is tagged v3, and the units of
+// each variant are awarded in rank order.
+//
 // The root is fixed and published when registration closes, before the
 // beacon round (the first one published after the close) exists: whoever
 // knew the store's seed still could not compute F, and the store cannot
