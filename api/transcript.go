@@ -15,7 +15,8 @@ import (
 // lowercase hex.
 type DrawTranscript struct {
 	SaleID string `json:"saleId"`
-	// Formula names the draw's formula: "flashline/lottery/draw/v2".
+	// Formula names the draw's formula: "flashline/lottery/draw/v2", or
+	// "flashline/lottery/draw/v3" for a lottery with variants (DrawFormulaV3).
 	Formula string `json:"formula"`
 	// Status: "registering" (nothing committed yet), "committed" (the
 	// registrants' root fixed; waiting for the draw), "drawn".
