@@ -105,3 +105,49 @@ func TestAuditLotteryRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestVariantTranscriptWithBeacon: a lottery with variants drawn with a
+// beacon round verifies step by step, one's own inclusion too; the
+// registrants' root is formula v3's, which commits the choices.
+func TestVariantTranscriptWithBeacon(t *testing.T) {
+	const sale = "sale_01M997HPX6FG05114Y4357H8XX"
+	signer, err := flashline.NewBeaconSigner([]byte("lottery variants' test beacon key material"))
+	require.NoError(t, err)
+	closes := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	chain := flashline.BeaconChain{PublicKey: signer.PublicKey(), Genesis: closes.Add(-time.Hour), Period: 3 * time.Second}
+	round := signer.Round(chain.RoundAfter(closes))
+	seed := []byte("0123456789abcdef")
+	variants := []flashline.LotteryVariant{{SKU: "S", Units: 1}, {SKU: "L", Units: 2}}
+	named := map[string]string{}
+	var rs []flashline.Registrant
+	var choices []string
+	by := map[flashline.Registrant]string{}
+	for i := range 9 {
+		c := fmt.Sprint("cust_", i)
+		named[c] = []string{"S", "L", ""}[i%3]
+		r := flashline.RegistrantOf(sale, c)
+		rs, choices, by[r] = append(rs, r), append(choices, named[c]), c
+	}
+	root := flashline.RegistrantsChoicesRoot(rs, choices)
+	require.NotEqual(t, flashline.RegistrantsRoot(rs), root)
+	order := flashline.LotteryRanking(flashline.LotteryFinalSeedV3(sale, root, round.Randomness, seed), rs)
+	var entries []flashline.LotteryEntry
+	for i, r := range order {
+		entries = append(entries, flashline.LotteryEntry{CustomerID: by[r], Rank: i + 1, Choice: named[by[r]]})
+	}
+	drawn := closes.Add(time.Minute)
+	l := flashline.Lottery{SaleID: sale, InitialStock: 3, DrawSeed: seed, DrawnAt: &drawn, DrawVersion: flashline.DrawVersionVariants,
+		Rules: flashline.LotteryRules{RegistrationClosesAt: closes, DrawAt: closes}, Variants: variants,
+		RegistrantsRoot: root[:], RegistrantsCount: len(rs), Beacon: &flashline.BeaconRecord{Chain: chain, BeaconRound: round}}
+	tr := flashline.NewDrawTranscript(l, entries)
+	me := flashline.RegistrantOf(sale, "cust_4")
+	steps := flashline.VerifyDrawTranscript(tr, flashline.DrawPins{Root: root[:], BeaconPublicKey: signer.PublicKey(), Registrant: &me})
+	var names []string
+	for _, s := range steps {
+		require.True(t, s.OK, "%s: %s", s.Name, s.Detail)
+		names = append(names, s.Name)
+	}
+	require.Equal(t, []string{"commitment", "registrants", "inclusion", "beacon", "ranks", "outcome"}, names)
+	require.Len(t, tr.Winners, 3)
+	require.Contains(t, steps[len(steps)-1].Detail, "S 1 of 1, L 2 of 2")
+}
