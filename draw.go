@@ -225,6 +225,9 @@ type LotteryEntry struct {
 	CustomerID string
 	State      RegistrationState
 	Rank       int // 0: not drawn
+	// Choice is the variant the registration named ("": any, or a lottery
+	// without variants) and WonVariant the one it holds ("": none).
+	Choice, WonVariant string
 }
 
 // LotteryCheck is one registration as the lottery's audit sees it.

@@ -89,6 +89,9 @@ var (
 	// the sale may (ErrSoldOut is every variant sold out). errors.Is it
 	// ErrSoldOut too, so that what handles a sold-out answer handles it.
 	ErrVariantSoldOut = fmt.Errorf("variant sold out: %w", ErrSoldOut)
+	// ErrVariantNotWon: a lottery winner's reservation names another
+	// variant than the one they won (their admission reserves only that).
+	ErrVariantNotWon = errors.New("the lottery's admission is for another variant")
 )
 
 // InvalidError is a request that is malformed or breaks a rule of the contract.

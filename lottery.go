@@ -104,13 +104,17 @@ type Lottery struct {
 	// Counts are set on a sale read (Store.Sale), not by LotteryStore.Lottery.
 	Counts LotteryCounts
 	// DrawVersion: 1, drawn with the seed alone before the draw's
-	// transcript existed; 2, the formula of lotterydraw.go.
+	// transcript existed; 2, the formula of lotterydraw.go; 3, a lottery
+	// with variants (lotteryvariants.go).
 	DrawVersion int
 	// RegistrantsRoot is the registrants' Merkle root, committed when
 	// registration closed (nil before), of RegistrantsCount registrants.
 	RegistrantsRoot        []byte
 	RegistrantsCount       int
 	RegistrantsCommittedAt *time.Time
+	// Variants are a lottery with variants' (DrawVersion 3), in the
+	// sale's order; nil without.
+	Variants []LotteryVariant
 	// Beacon is the beacon and round the draw waits for (nil: the
 	// deployment had no beacon when the sale was created); its value is set
 	// once drawn.
@@ -141,6 +145,12 @@ type Registration struct {
 	DrawRank             int // 0 before the draw
 	PurchaseWindowEndsAt *time.Time
 	CreatedAt            time.Time
+	// Variant is the variant the registration named, in a lottery with
+	// variants ("": any, or no variants); WonVariant the one it won and may
+	// buy ("": none).
+	Variant, WonVariant string
+	// HasVariants: the lottery has variants.
+	HasVariants bool
 }
 
 // NewRegistration is a customer's request to register.
@@ -151,6 +161,9 @@ type NewRegistration struct {
 	// payment_instrument claim, normalised by NormalizeInstrument); ""
 	// when it names none. Never the shopper's say.
 	PaymentInstrument string
+	// Variant is the variant's SKU the customer names, in a lottery with
+	// variants ("": any; VariantChoice reads it).
+	Variant string
 }
 
 // DrawResult is what one draw did.
@@ -159,6 +172,9 @@ type DrawResult struct {
 	Drew       bool // false: drawn already (by another instance), or not due
 	Registered int
 	Won        int
+	// WonVariants counts the units won of each variant, in a lottery with
+	// variants (nil without).
+	WonVariants map[string]int
 }
 
 // LotteryStore is what the lottery needs of the database.

@@ -30,6 +30,10 @@ import (
 //	order       by k ascending (bytewise), ties by r; rank 1 first; the first
 //	            `units` ranks win, the rest are waitlisted (or lose)
 //
+// A lottery with variants draws with formula v3 (lotteryvariants.go): the
+// leaves commit each registrant's choice, F is tagged v3, and the units of
+// each variant are awarded in rank order.
+//
 // The root is fixed and published when registration closes, before the
 // beacon round (the first one published after the close) exists: whoever
 // knew the store's seed still could not compute F, and the store cannot
@@ -91,12 +95,17 @@ func SortRegistrants(rs []Registrant) {
 func RegistrantsRoot(rs []Registrant) [32]byte {
 	sorted := slices.Clone(rs)
 	SortRegistrants(sorted)
-	if len(sorted) == 0 {
-		return sha256.Sum256(nil)
-	}
 	level := make([][32]byte, len(sorted))
 	for i, r := range sorted {
 		level[i] = RegistrantLeaf(r)
+	}
+	return merkleRoot(level)
+}
+
+// merkleRoot is the root over leaves, in their order (none: H("")).
+func merkleRoot(level [][32]byte) [32]byte {
+	if len(level) == 0 {
+		return sha256.Sum256(nil)
 	}
 	for len(level) > 1 {
 		next := level[:0:0]
@@ -169,10 +178,14 @@ func VerifyRegistrantProof(root [32]byte, r Registrant, proof []ProofStep) bool 
 // LotteryFinalSeed is F: the store's seed, the registrants' root and the
 // beacon round's randomness (nil: no beacon, 32 zero bytes) together.
 func LotteryFinalSeed(saleID string, root [32]byte, beaconRandomness, seed []byte) [32]byte {
+	return lotteryFinalSeed(lotteryDrawTag, saleID, root, beaconRandomness, seed)
+}
+
+func lotteryFinalSeed(tag, saleID string, root [32]byte, beaconRandomness, seed []byte) [32]byte {
 	var beacon [32]byte
 	copy(beacon[:], beaconRandomness)
 	h := sha256.New()
-	io.WriteString(h, lotteryDrawTag)
+	io.WriteString(h, tag)
 	h.Write([]byte{0})
 	io.WriteString(h, saleID)
 	h.Write([]byte{0})
@@ -252,6 +265,14 @@ type DrawTranscript struct {
 	// rank CrowdRank among PreopenCount; no winners, no waitlist.
 	Crowd        bool
 	PreopenCount int64
+	// Version is the formula: 3 for a lottery with variants
+	// (lotteryvariants.go), else v2. Variants are then the sale's, in its
+	// order; Choices and Awards go with Ranked: the variant each named
+	// ("": any) and, once drawn, the one each won ("": none).
+	Version  int
+	Variants []LotteryVariant
+	Choices  []string
+	Awards   []string
 }
 
 // DrawPins are what a verifier saw published earlier and holds the
@@ -301,10 +322,19 @@ func VerifyDrawTranscript(t DrawTranscript, pins DrawPins) []DrawStep {
 	}(), fmt.Sprintf("SHA-256(seed) = %x", t.Commitment))
 
 	// registrants
+	v3 := t.Version == DrawVersionVariants
 	sorted := slices.Clone(t.Ranked)
 	SortRegistrants(sorted)
 	root := RegistrantsRoot(sorted)
+	if v3 && len(t.Choices) == len(t.Ranked) {
+		root = RegistrantsChoicesRoot(t.Ranked, t.Choices)
+	}
 	step("registrants", func() error {
+		if v3 {
+			if err := checkVariantsTranscript(t); err != nil {
+				return err
+			}
+		}
 		for i := 1; i < len(sorted); i++ {
 			if sorted[i] == sorted[i-1] {
 				return fmt.Errorf("registrant %s is listed twice", sorted[i])
@@ -366,6 +396,9 @@ func VerifyDrawTranscript(t DrawTranscript, pins DrawPins) []DrawStep {
 
 	// ranks
 	f := LotteryFinalSeed(t.SaleID, root, randomness, t.Seed)
+	if v3 {
+		f = LotteryFinalSeedV3(t.SaleID, root, randomness, t.Seed)
+	}
 	ranking := LotteryRanking(f, t.Ranked)
 	step("ranks", func() error {
 		if len(t.Ranks) != len(t.Ranked) {
@@ -387,6 +420,11 @@ func VerifyDrawTranscript(t DrawTranscript, pins DrawPins) []DrawStep {
 	if t.Crowd {
 		steps = append(steps, DrawStep{Name: "outcome", OK: true,
 			Detail: fmt.Sprintf("a waiting room: each holder is admitted when the watermark reaches their rank (of %d pre-open tickets)", t.PreopenCount)})
+		return steps
+	}
+	if v3 {
+		detail, err := variantOutcome(t, ranking)
+		step("outcome", err, detail)
 		return steps
 	}
 	step("outcome", func() error {
@@ -420,6 +458,9 @@ func NewDrawTranscript(l Lottery, entries []LotteryEntry) DrawTranscript {
 		Waitlist: l.Rules.Waitlist, Commitment: commitment[:], Root: l.RegistrantsRoot,
 		RegistrantCount: l.RegistrantsCount, Beacon: l.Beacon,
 	}
+	if l.DrawVersion == DrawVersionVariants {
+		t.Version, t.Variants = DrawVersionVariants, l.Variants
+	}
 	if l.RegistrantsRoot == nil {
 		return t
 	}
@@ -431,6 +472,9 @@ func NewDrawTranscript(l Lottery, entries []LotteryEntry) DrawTranscript {
 		if drawn {
 			t.Ranks[i] = e.Rank
 		}
+	}
+	if l.DrawVersion == DrawVersionVariants {
+		return variantTranscript(t, l, entries)
 	}
 	if !drawn {
 		SortRegistrants(t.Ranked)

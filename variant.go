@@ -75,13 +75,10 @@ func AvailabilityOf(available, initial int64) Availability {
 
 // validateVariants checks a new sale's variants and fills in their
 // defaults; the sale's InitialStock becomes their sum and its Buckets the
-// most any of them has. It refuses what variants do not support yet.
+// most any of them has.
 func (n *NewSale) validateVariants() error {
-	switch {
-	case len(n.Variants) > MaxVariants:
+	if len(n.Variants) > MaxVariants {
 		return Invalid("variants must be 1-100")
-	case n.Admission == AdmissionLottery:
-		return Invalid("variants with a lottery are not supported yet")
 	}
 	// A sale validated before (its caller's, then the store's) has its
 	// InitialStock and Buckets from its variants already.
@@ -98,6 +95,10 @@ func (n *NewSale) validateVariants() error {
 			return Invalid(at + ".sku " + v.SKU + " appears twice")
 		case v.Stock < 1 || v.Stock > MaxVariantStock:
 			return Invalid(at + ".stock must be between 1 and 100000000")
+		}
+		if n.Admission == AdmissionLottery && v.SKU == AnyVariant {
+			// A registration names "any" to take any variant.
+			return Invalid(at + `.sku "any" is what a lottery's registration names to take any variant: a lottery's variant needs another SKU`)
 		}
 		seen[v.SKU] = true
 		if v.Buckets == 0 {

@@ -24,7 +24,7 @@ func TestNewSaleVariants(t *testing.T) {
 	}{
 		"None":             {flashline.NewSale{Variants: []flashline.NewVariant{}}, "variants must be 1-100"},
 		"TooMany":          {flashline.NewSale{Variants: many}, "variants must be 1-100"},
-		"Lottery":          {flashline.NewSale{Variants: []flashline.NewVariant{v("S", 1)}, Admission: flashline.AdmissionLottery}, "lottery"},
+		"LotteryAny":       {flashline.NewSale{Variants: []flashline.NewVariant{v("S", 1), v("any", 1)}, Admission: flashline.AdmissionLottery}, `variants[1].sku "any"`},
 		"BadSKU":           {flashline.NewSale{Variants: []flashline.NewVariant{v("S", 1), v("a b", 1)}}, "variants[1].sku must be"},
 		"EmptySKU":         {flashline.NewSale{Variants: []flashline.NewVariant{v("", 1)}}, "variants[0].sku must be"},
 		"Twice":            {flashline.NewSale{Variants: []flashline.NewVariant{v("S", 1), v("S", 2)}}, "variants[1].sku S appears twice"},

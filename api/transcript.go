@@ -15,7 +15,8 @@ import (
 // lowercase hex.
 type DrawTranscript struct {
 	SaleID string `json:"saleId"`
-	// Formula names the draw's formula: "flashline/lottery/draw/v2".
+	// Formula names the draw's formula: "flashline/lottery/draw/v2", or
+	// "flashline/lottery/draw/v3" for a lottery with variants (DrawFormulaV3).
 	Formula string `json:"formula"`
 	// Status: "registering" (nothing committed yet), "committed" (the
 	// registrants' root fixed; waiting for the draw), "drawn".
@@ -39,6 +40,9 @@ type DrawTranscript struct {
 	Registrants []TranscriptRegistrant `json:"registrants"`
 	Winners     []string               `json:"winners"`
 	Waitlisted  []string               `json:"waitlisted"`
+	// Variants are, for a lottery with variants (Formula DrawFormulaV3),
+	// each variant's SKU and units in the sale's order.
+	Variants []TranscriptVariant `json:"variants,omitempty"`
 	// PreopenCount is, for a waiting room's crowd (Formula CrowdFormula),
 	// its N, the scale of the ranks: the holders committed at the open
 	// (registrantCount; in a room frozen before that was so, the pre-open
@@ -67,10 +71,26 @@ type TranscriptBeacon struct {
 type TranscriptRegistrant struct {
 	Registrant string `json:"registrant"`
 	Rank       int    `json:"rank"`
+	// Variant is, in a lottery with variants, the SKU the registrant named
+	// or "any" (its leaf commits to it), and Award the variant it won once
+	// drawn (absent: none).
+	Variant string `json:"variant,omitempty"`
+	Award   string `json:"award,omitempty"`
+}
+
+// TranscriptVariant is one variant of a lottery with variants.
+type TranscriptVariant struct {
+	SKU   string `json:"sku"`
+	Units int    `json:"units"`
 }
 
 // DrawFormula names the lottery's draw formula.
 const DrawFormula = "flashline/lottery/draw/v2"
+
+// DrawFormulaV3 names the draw formula of a lottery with variants: v2's
+// ranks, each registrant's choice committed in its leaf, and the award of
+// the variants in rank order (lotteryvariants.go).
+const DrawFormulaV3 = "flashline/lottery/draw/v3"
 
 // CrowdFormula names the formula of a waiting room's committed pre-open
 // crowd (crowddraw.go): the transcript is then the room's, its registrants
@@ -179,6 +199,18 @@ func NewDrawTranscript(l flashline.Lottery, t flashline.DrawTranscript) DrawTran
 	for i, r := range t.Ranked {
 		v.Registrants = append(v.Registrants, TranscriptRegistrant{Registrant: r.String(), Rank: t.Ranks[i]})
 	}
+	if t.Version == flashline.DrawVersionVariants {
+		v.Formula = DrawFormulaV3
+		for _, x := range t.Variants {
+			v.Variants = append(v.Variants, TranscriptVariant{SKU: x.SKU, Units: x.Units})
+		}
+		for i := range v.Registrants {
+			v.Registrants[i].Variant = variantName(t.Choices[i])
+			if i < len(t.Awards) {
+				v.Registrants[i].Award = t.Awards[i]
+			}
+		}
+	}
 	for _, r := range t.Winners {
 		v.Winners = append(v.Winners, r.String())
 	}
@@ -213,6 +245,10 @@ func (v DrawTranscript) Domain() (flashline.DrawTranscript, error) {
 		errs = append(errs, fmt.Errorf("registrationClosesAt: %w", err))
 	}
 	crowd := v.Formula == CrowdFormula
+	v3 := v.Formula == DrawFormulaV3
+	if !v3 && v.Variants != nil {
+		errs = append(errs, fmt.Errorf("variants: listed under formula %s, which has none", v.Formula))
+	}
 	var preopen int64
 	switch {
 	case crowd && v.PreopenCount == nil:
@@ -237,6 +273,25 @@ func (v DrawTranscript) Domain() (flashline.DrawTranscript, error) {
 	for i, r := range v.Registrants {
 		t.Ranked = append(t.Ranked, reg(fmt.Sprintf("registrants[%d]", i), r.Registrant))
 		t.Ranks = append(t.Ranks, r.Rank)
+		switch {
+		case v3 && r.Variant == "":
+			errs = append(errs, fmt.Errorf("registrants[%d].variant: missing under formula %s", i, v.Formula))
+		case v3:
+			choice := r.Variant
+			if choice == flashline.AnyVariant {
+				choice = ""
+			}
+			t.Choices = append(t.Choices, choice)
+			t.Awards = append(t.Awards, r.Award)
+		case r.Variant != "" || r.Award != "":
+			errs = append(errs, fmt.Errorf("registrants[%d]: a variant under formula %s, which has none", i, v.Formula))
+		}
+	}
+	if v3 {
+		t.Version = flashline.DrawVersionVariants
+		for _, x := range v.Variants {
+			t.Variants = append(t.Variants, flashline.LotteryVariant{SKU: x.SKU, Units: x.Units})
+		}
 	}
 	for i, r := range v.Winners {
 		t.Winners = append(t.Winners, reg(fmt.Sprintf("winners[%d]", i), r))
@@ -245,4 +300,12 @@ func (v DrawTranscript) Domain() (flashline.DrawTranscript, error) {
 		t.Waitlisted = append(t.Waitlisted, reg(fmt.Sprintf("waitlisted[%d]", i), r))
 	}
 	return t, errors.Join(errs...)
+}
+
+// variantName is a choice as the API names it: "any" for "".
+func variantName(choice string) string {
+	if choice == "" {
+		return flashline.AnyVariant
+	}
+	return choice
 }

@@ -44,6 +44,7 @@ var errorTable = []struct {
 	{flashline.ErrInvalidTransition, apiError{status: 409, code: "invalid_transition", message: "the sale cannot make that change from its current state"}},
 	{flashline.ErrInvariantBroken, apiError{status: 409, code: "invariant_broken", message: "the sale's stock does not add up; it stays paused"}},
 	{flashline.ErrAdmissionRequired, apiError{status: 403, code: "admission_required", message: "this sale admits through its waiting room; an X-Admission-Token is required"}},
+	{flashline.ErrVariantNotWon, apiError{status: 403, code: "variant_not_won", message: "your lottery win is for another variant: reserve the variant you won (wonVariant of GET /sales/{saleId}/registration)"}},
 	{flashline.ErrAdmissionInvalid, apiError{status: 403, code: "admission_invalid", message: "the admission token is not valid for this request"}},
 	{flashline.ErrInstrumentLimitReached, apiError{status: 409, code: "limit_reached", message: "this payment instrument holds the most units the sale allows one instrument"}},
 	{flashline.ErrAccountTooNew, apiError{status: 403, code: "account_too_new", message: "your account is too new to take part in this sale"}},

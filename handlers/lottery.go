@@ -84,6 +84,9 @@ type registerRequest struct {
 	// Solution solves the registration's proof of work, when the sale asks
 	// one (challengeBits).
 	Solution string `json:"solution"`
+	// Variant is, in a lottery with variants, the variant's SKU the
+	// customer wants, or "any" (also when left out).
+	Variant string `json:"variant"`
 }
 
 // handleRegister is POST /sales/{saleId}/registrations. The sale's rules
@@ -114,6 +117,11 @@ func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, 
 			writeError(c, logger, err)
 			return
 		}
+		choice, err := flashline.VariantChoice(body.Variant, l.Variants)
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
 		switch {
 		case !flashline.AccountOldEnough(actor.AccountCreated, l.MinAccountAgeSeconds, l.Now):
 			writeError(c, logger, flashline.ErrAccountTooNew)
@@ -125,6 +133,7 @@ func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, 
 		}
 		reg, err := lottery.Register(ctx, flashline.NewRegistration{
 			SaleID: saleID, CustomerID: actor.CustomerID, PaymentInstrument: actor.PaymentInstrument,
+			Variant: choice,
 		})
 		if err != nil {
 			writeError(c, logger, err)
@@ -142,9 +151,18 @@ func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, 
 func newRegistrationView(r flashline.Registration, keyring *roomtoken.Keyring, now time.Time) api.Registration {
 	reg := flashline.RegistrantOf(r.SaleID, r.CustomerID)
 	leaf := flashline.RegistrantLeaf(reg)
+	if r.HasVariants {
+		leaf = flashline.RegistrantChoiceLeaf(reg, r.Variant)
+	}
 	v := api.Registration{RegistrationID: r.ID, State: string(r.State), DrawRank: r.DrawRank,
 		PurchaseWindowEndsAt: timeString(r.PurchaseWindowEndsAt),
 		Registrant:           reg.String(), RegistrantLeaf: hex.EncodeToString(leaf[:])}
+	if r.HasVariants {
+		v.Variant, v.WonVariant = r.Variant, r.WonVariant
+		if v.Variant == "" {
+			v.Variant = flashline.AnyVariant
+		}
+	}
 	if r.State == flashline.RegistrationWon && r.PurchaseWindowEndsAt != nil &&
 		now.Before(*r.PurchaseWindowEndsAt) && keyring != nil {
 		v.AdmissionToken = keyring.SignAdmission(roomtoken.Admission{
@@ -193,6 +211,14 @@ const DrawAlgorithm = "H = SHA-256, || concatenation. Each registrant r = H(\"fl
 	"F = H(\"flashline/lottery/draw/v2\" || 0x00 || saleId || 0x00 || root || beacon || seed), beacon the beacon round's 32-byte randomness (32 zero bytes without a beacon); " +
 	"registrants are ordered by H(F || r), then r; the first `units` win. drawCommitment is hex H(seed); the seed is published at the draw. " +
 	"GET /sales/{saleId}/draw is the whole transcript."
+
+// DrawAlgorithmVariants is DrawAlgorithm for a lottery with variants
+// (formula v3).
+const DrawAlgorithmVariants = "H = SHA-256, || concatenation. Each registrant r = H(\"flashline/lottery/registrant/v1\" || 0x00 || saleId || 0x00 || customerId), with its choice c, the SKU of the variant it named (nothing for any); " +
+	"the registrants' root: leaves H(0x00 || r || c) in ascending order of r, nodes H(0x01 || left || right), level by level, an odd last node carried up (no registrant: H(\"\")), fixed when registration closes; " +
+	"F = H(\"flashline/lottery/draw/v3\" || 0x00 || saleId || 0x00 || root || beacon || seed), beacon the beacon round's 32-byte randomness (32 zero bytes without a beacon); " +
+	"registrants are ordered by H(F || r), then r; in that order each wins a unit of the variant it named while one is left, and one that named any a unit of the first variant, in the sale's order, with one left. " +
+	"drawCommitment is hex H(seed); the seed is published at the draw. GET /sales/{saleId}/draw is the whole transcript."
 
 // handleSalePolicy is GET /sales/{saleId}/policy: a waiting room's policy
 // (answered from memory by the room), else a lottery's (read from the
@@ -251,14 +277,27 @@ func NewLotteryPolicyView(l flashline.Lottery) api.LotteryPolicy {
 		seed := hex.EncodeToString(l.DrawSeed)
 		v.DrawSeed = &seed
 	}
+	for _, x := range l.Variants {
+		v.Variants = append(v.Variants, api.LotteryPolicyVariant{SKU: x.SKU, Title: x.Title, Units: x.Units})
+	}
+	if l.Variants != nil {
+		v.DrawAlgorithm = DrawAlgorithmVariants
+	}
 	tr := api.NewDrawTranscript(l, flashline.NewDrawTranscript(l, nil))
 	v.RegistrantsRoot, v.Beacon, v.Transcript = tr.RegistrantsRoot, tr.Beacon, "/sales/"+l.SaleID+"/draw"
 	v.Description = fmt.Sprintf("Register between %s and %s; one registration per account, and per payment instrument when the store names it (never typed here). "+
 		"At %s a draw picks %d winners among everyone registered: registering early does not help. "+
 		"Each winner has %s to buy one unit.",
 		v.RegistrationOpensAt, v.RegistrationClosesAt, v.DrawAt, l.InitialStock, waitroom.HumanDuration(r.PurchaseWindowSeconds))
+	if l.Variants != nil {
+		v.Description += " Register for the variant you want, or for any: in draw order, each winner gets a unit of the variant they named while one is left, and a winner who named any gets the first variant with a unit left; a winner buys only the variant won."
+	}
 	if r.Waitlist {
-		v.Description += " Everyone else is on a waitlist in draw order: when a winner's window ends without a purchase, the unit goes to the next on the list."
+		if l.Variants != nil {
+			v.Description += " Everyone else is on a waitlist in draw order: when a winner's window ends without a purchase, the unit goes to the next on the list who named its variant, or any."
+		} else {
+			v.Description += " Everyone else is on a waitlist in draw order: when a winner's window ends without a purchase, the unit goes to the next on the list."
+		}
 	}
 	if l.ChallengeBits > 0 {
 		v.Description += " To register, your browser solves a small puzzle; this slows down automated registrations."

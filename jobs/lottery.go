@@ -196,7 +196,11 @@ func (w *LotteryWorker) draw(ctx context.Context, d flashline.DueDraw) error {
 	if err != nil {
 		return err
 	}
-	if r.Drew {
+	switch {
+	case r.Drew && r.WonVariants != nil:
+		// A lottery with variants: the units won of each.
+		w.logger.InfoContext(ctx, "jobs: lottery drawn", "sale_id", r.SaleID, "registered", r.Registered, "won", r.Won, "won_variants", r.WonVariants)
+	case r.Drew:
 		w.logger.InfoContext(ctx, "jobs: lottery drawn", "sale_id", r.SaleID, "registered", r.Registered, "won", r.Won)
 	}
 	return nil

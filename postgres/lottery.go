@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/flashline/flashline"
@@ -55,6 +54,11 @@ func (s *Store) lottery(ctx context.Context, q *dbsqlc.Queries, saleID string) (
 	if r.RegistrantsCount != nil {
 		l.RegistrantsCount = int(*r.RegistrantsCount)
 	}
+	if l.DrawVersion == flashline.DrawVersionVariants {
+		if l.Variants, err = lotteryVariants(ctx, q, saleID); err != nil {
+			return flashline.Lottery{}, fmt.Errorf("lottery %s: %w", saleID, translate(err))
+		}
+	}
 	if r.BeaconRound != nil && r.BeaconGenesis != nil && r.BeaconPeriodSeconds != nil {
 		l.Beacon = &flashline.BeaconRecord{
 			Chain: flashline.BeaconChain{PublicKey: r.BeaconPublicKey, Genesis: *r.BeaconGenesis,
@@ -63,6 +67,19 @@ func (s *Store) lottery(ctx context.Context, q *dbsqlc.Queries, saleID string) (
 		}
 	}
 	return l, nil
+}
+
+// lotteryVariants are a lottery's variants in the sale's order.
+func lotteryVariants(ctx context.Context, q *dbsqlc.Queries, saleID string) ([]flashline.LotteryVariant, error) {
+	rows, err := q.LotteryVariants(ctx, dbsqlc.LotteryVariantsParams{SaleID: saleID})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]flashline.LotteryVariant, len(rows))
+	for i, v := range rows {
+		out[i] = flashline.LotteryVariant{SKU: v.Sku, Title: v.Title, Units: int(v.InitialStock)}
+	}
+	return out, nil
 }
 
 // lotteryCounts counts a lottery's registrations by state.
@@ -77,10 +94,16 @@ func lotteryCounts(ctx context.Context, q *dbsqlc.Queries, saleID string) (flash
 	}, nil
 }
 
-func registrationFrom(id, saleID, customerID, state string, rank *int32, windowEnds *time.Time, created time.Time) flashline.Registration {
+func registrationFrom(id, saleID, customerID, state string, rank *int32, windowEnds *time.Time, created time.Time, variant, won *string, hasVariants bool) flashline.Registration {
 	r := flashline.Registration{
 		ID: id, SaleID: saleID, CustomerID: customerID, State: flashline.RegistrationState(state),
-		PurchaseWindowEndsAt: windowEnds, CreatedAt: created,
+		PurchaseWindowEndsAt: windowEnds, CreatedAt: created, HasVariants: hasVariants,
+	}
+	if variant != nil {
+		r.Variant = *variant
+	}
+	if won != nil {
+		r.WonVariant = *won
 	}
 	if rank != nil {
 		r.DrawRank = int(*rank)
@@ -118,6 +141,7 @@ func (s *Store) Register(ctx context.Context, n flashline.NewRegistration) (flas
 			SaleID:            n.SaleID,
 			CustomerID:        n.CustomerID,
 			PaymentInstrument: optional(n.PaymentInstrument),
+			Variant:           optional(n.Variant),
 		})
 		if notFound(err) {
 			// A conflict: the customer's own registration, committed by a
@@ -131,14 +155,14 @@ func (s *Store) Register(ctx context.Context, n flashline.NewRegistration) (flas
 				return err
 			}
 			reg = registrationFrom(existing.RegistrationID, existing.SaleID, existing.CustomerID, existing.State,
-				existing.DrawRank, existing.PurchaseWindowEndsAt, existing.CreatedAt)
+				existing.DrawRank, existing.PurchaseWindowEndsAt, existing.CreatedAt, existing.Variant, existing.WonVariant, existing.HasVariants)
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 		reg = registrationFrom(row.RegistrationID, row.SaleID, row.CustomerID, row.State,
-			row.DrawRank, row.PurchaseWindowEndsAt, row.CreatedAt)
+			row.DrawRank, row.PurchaseWindowEndsAt, row.CreatedAt, row.Variant, row.WonVariant, row.HasVariants)
 		return nil
 	})
 	if errors.Is(err, flashline.ErrNoLottery) {
@@ -158,7 +182,7 @@ func (s *Store) Registration(ctx context.Context, saleID, customerID string) (fl
 	if err != nil {
 		return flashline.Registration{}, fmt.Errorf("registration in %s: %w", saleID, translate(err))
 	}
-	return registrationFrom(r.RegistrationID, r.SaleID, r.CustomerID, r.State, r.DrawRank, r.PurchaseWindowEndsAt, r.CreatedAt), nil
+	return registrationFrom(r.RegistrationID, r.SaleID, r.CustomerID, r.State, r.DrawRank, r.PurchaseWindowEndsAt, r.CreatedAt, r.Variant, r.WonVariant, r.HasVariants), nil
 }
 
 // DueDraws lists the lotteries whose draw is due and not made, but those
@@ -200,11 +224,16 @@ func (s *Store) CommitClosed(ctx context.Context) ([]flashline.CommitResult, err
 				res.SaleID = ""
 				return err
 			}
-			rs, err := registrantsOf(ctx, q, id)
+			rs, choices, err := registrantsOf(ctx, q, id)
 			if err != nil {
 				return err
 			}
 			res.Count, res.Root = len(rs), flashline.RegistrantsRoot(rs)
+			if version, err := q.LotteryDrawVersion(ctx, dbsqlc.LotteryDrawVersionParams{SaleID: id}); err != nil {
+				return err
+			} else if version == flashline.DrawVersionVariants {
+				res.Root = flashline.RegistrantsChoicesRoot(rs, choices)
+			}
 			n := int32(len(rs))
 			return q.LotteryCommitRegistrants(ctx, dbsqlc.LotteryCommitRegistrantsParams{Root: res.Root[:], Count: &n, SaleID: id})
 		})
@@ -218,17 +247,18 @@ func (s *Store) CommitClosed(ctx context.Context) ([]flashline.CommitResult, err
 	return out, nil
 }
 
-// registrantsOf is every registrant of a lottery, hashed.
-func registrantsOf(ctx context.Context, q *dbsqlc.Queries, saleID string) ([]flashline.Registrant, error) {
+// registrantsOf is every registrant of a lottery, hashed, with the variant
+// each named ("": any, or no variants).
+func registrantsOf(ctx context.Context, q *dbsqlc.Queries, saleID string) ([]flashline.Registrant, []string, error) {
 	customers, err := q.RegistrantsOfLottery(ctx, dbsqlc.RegistrantsOfLotteryParams{SaleID: saleID})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rs := make([]flashline.Registrant, len(customers))
+	rs, choices := make([]flashline.Registrant, len(customers)), make([]string, len(customers))
 	for i, c := range customers {
-		rs[i] = flashline.RegistrantOf(saleID, c)
+		rs[i], choices[i] = flashline.RegistrantOf(saleID, c.CustomerID), c.Variant
 	}
-	return rs, nil
+	return rs, choices, nil
 }
 
 // PauseForBeacon pauses a lottery sale whose draw waited too long for its
@@ -289,13 +319,22 @@ func (s *Store) DrawLottery(ctx context.Context, saleID string, beacon *flashlin
 		if err != nil {
 			return err
 		}
-		byRegistrant := make(map[flashline.Registrant]string, len(regs))
-		rs := make([]flashline.Registrant, len(regs))
+		byRegistrant := make(map[flashline.Registrant]int, len(regs))
+		rs, choices := make([]flashline.Registrant, len(regs)), make([]string, len(regs))
 		for i, r := range regs {
-			rs[i] = flashline.RegistrantOf(saleID, r.CustomerID)
-			byRegistrant[rs[i]] = r.RegistrationID
+			rs[i], choices[i] = flashline.RegistrantOf(saleID, r.CustomerID), r.Variant
+			byRegistrant[rs[i]] = i
 		}
+		variants := claim.DrawVersion == flashline.DrawVersionVariants
 		root := flashline.RegistrantsRoot(rs)
+		finalSeed := flashline.LotteryFinalSeed
+		var units []flashline.LotteryVariant
+		if variants {
+			root, finalSeed = flashline.RegistrantsChoicesRoot(rs, choices), flashline.LotteryFinalSeedV3
+			if units, err = lotteryVariants(ctx, q, saleID); err != nil {
+				return err
+			}
+		}
 		switch {
 		case claim.RegistrantsRoot == nil && claim.BeaconRound != nil:
 			// The root must be published before the round exists.
@@ -311,13 +350,25 @@ func (s *Store) DrawLottery(ctx context.Context, saleID string, beacon *flashlin
 			// the draw back.
 			return fmt.Errorf("the registrants drawn have the root %x, not the one committed at the close, %x", root, claim.RegistrantsRoot)
 		}
-		order := flashline.LotteryRanking(flashline.LotteryFinalSeed(saleID, root, randomness, claim.DrawSeed), rs)
-		ids, ranks := make([]string, len(order)), make([]int32, len(order))
+		order := flashline.LotteryRanking(finalSeed(saleID, root, randomness, claim.DrawSeed), rs)
+		n := len(order)
+		ids, ranks, won, awards := make([]string, n), make([]int32, n), make([]bool, n), make([]string, n)
+		ranked := make([]string, n) // each rank's choice
 		for i, r := range order {
-			ids[i], ranks[i] = byRegistrant[r], int32(i+1)
+			ids[i], ranks[i], ranked[i] = regs[byRegistrant[r]].RegistrationID, int32(i+1), choices[byRegistrant[r]]
+			won[i] = i < int(claim.InitialStock)
+		}
+		if variants {
+			// Each rank in order wins a unit of what it named while units
+			// of it last (lotteryvariants.go); the transcript recomputes
+			// the same awards.
+			awards = flashline.LotteryAwards(ranked, units)
+			for i := range won {
+				won[i] = awards[i] != ""
+			}
 		}
 		applied, err := q.RegistrationsApplyDraw(ctx, dbsqlc.RegistrationsApplyDrawParams{
-			RegistrationIds: ids, Ranks: ranks, Stock: claim.InitialStock, Waitlist: claim.Waitlist,
+			RegistrationIds: ids, Ranks: ranks, Won: won, WonVariants: awards, Waitlist: claim.Waitlist,
 			WindowSeconds: claim.PurchaseWindowSeconds, SaleID: saleID,
 		})
 		if err != nil {
@@ -326,89 +377,24 @@ func (s *Store) DrawLottery(ctx context.Context, saleID string, beacon *flashlin
 		if int(applied.Drawn) != len(ids) {
 			return fmt.Errorf("drew %d of %d registrations", applied.Drawn, len(ids))
 		}
-		res.Drew, res.Registered, res.Won = true, len(ids), min(len(ids), int(claim.InitialStock))
+		res.Drew, res.Registered = true, len(ids)
+		if variants {
+			res.WonVariants = make(map[string]int, len(units))
+		}
+		for i, w := range won {
+			if w {
+				res.Won++
+			}
+			if w && variants {
+				res.WonVariants[awards[i]]++
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return flashline.DrawResult{SaleID: saleID}, fmt.Errorf("draw lottery %s: %w", saleID, translate(err))
 	}
 	return res, nil
-}
-
-// ExpireWindows ends the purchase windows that ended more than grace ago
-// without a purchase (no pending or confirmed reservation made with the
-// winner's admission), and, in a lottery with a waitlist, passes each unit
-// to the next waitlisted registration in draw order. Per lottery, one
-// transaction under the lottery's row lock: each window expires once (its
-// UPDATE is conditional on state 'won'), and each expiry promotes at most
-// one registration, until the waitlist ends.
-func (s *Store) ExpireWindows(ctx context.Context, grace time.Duration) ([]flashline.WindowResult, error) {
-	graceSeconds := int32(math.Ceil(grace.Seconds()))
-	ids, err := dbsqlc.New(s.jobs).LotteryWindowsDue(ctx, dbsqlc.LotteryWindowsDueParams{GraceSeconds: graceSeconds})
-	if err != nil {
-		return nil, fmt.Errorf("lottery windows due: %w", translate(err))
-	}
-	var results []flashline.WindowResult
-	for _, id := range ids {
-		r := flashline.WindowResult{SaleID: id}
-		err := withTx(ctx, s.jobs, func(q *dbsqlc.Queries) error {
-			lot, err := q.LotteryLock(ctx, dbsqlc.LotteryLockParams{SaleID: id})
-			if err != nil {
-				return err
-			}
-			exp, err := q.RegistrationsExpireWindows(ctx, dbsqlc.RegistrationsExpireWindowsParams{SaleID: id, GraceSeconds: graceSeconds})
-			if err != nil {
-				return err
-			}
-			r.Expired = int(exp.Expired)
-			if !lot.Waitlist || exp.Expired == 0 {
-				return nil
-			}
-			pro, err := q.RegistrationsPromote(ctx, dbsqlc.RegistrationsPromoteParams{
-				SaleID: id, N: exp.Expired, WindowSeconds: lot.PurchaseWindowSeconds,
-			})
-			r.Promoted = int(pro.Promoted)
-			return err
-		})
-		if err != nil {
-			return results, fmt.Errorf("expire lottery windows %s: %w", id, translate(err))
-		}
-		results = append(results, r)
-	}
-	return results, nil
-}
-
-// ClaimNotifications leases up to n notifications due for delivery to the
-// caller for lease (another instance does not send them meanwhile).
-func (s *Store) ClaimNotifications(ctx context.Context, n int, lease time.Duration) ([]flashline.Notification, error) {
-	rows, err := dbsqlc.New(s.jobs).NotificationsClaim(ctx, dbsqlc.NotificationsClaimParams{
-		LeaseSeconds: int32(math.Ceil(lease.Seconds())), N: int32(n),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim notifications: %w", translate(err))
-	}
-	out := make([]flashline.Notification, len(rows))
-	for i, r := range rows {
-		out[i] = flashline.Notification{EventID: r.EventID, Payload: r.Payload, Attempts: int(r.Attempts)}
-	}
-	return out, nil
-}
-
-// NotificationDelivered records a delivery: the event is not sent again.
-func (s *Store) NotificationDelivered(ctx context.Context, eventID string) error {
-	err := dbsqlc.New(s.jobs).NotificationDelivered(ctx, dbsqlc.NotificationDeliveredParams{EventID: eventID})
-	return translate(err)
-}
-
-// NotificationFailed records a failed delivery and when to try again.
-func (s *Store) NotificationFailed(ctx context.Context, eventID string, backoff time.Duration, cause string) error {
-	if len(cause) > 500 {
-		cause = cause[:500]
-	}
-	err := dbsqlc.New(s.jobs).NotificationFailed(ctx, dbsqlc.NotificationFailedParams{
-		EventID: eventID, BackoffSeconds: backoff.Seconds(), LastError: &cause,
-	})
-	return translate(err)
 }
 
 // DrawnRegistration is one registration's outcome, for verifying a draw.
@@ -443,7 +429,8 @@ func (s *Store) LotteryEntries(ctx context.Context, saleID string) ([]flashline.
 	}
 	out := make([]flashline.LotteryEntry, len(rows))
 	for i, r := range rows {
-		out[i] = flashline.LotteryEntry{CustomerID: r.CustomerID, State: flashline.RegistrationState(r.State)}
+		out[i] = flashline.LotteryEntry{CustomerID: r.CustomerID, State: flashline.RegistrationState(r.State),
+			Choice: r.Variant, WonVariant: r.WonVariant}
 		if r.DrawRank != nil {
 			out[i].Rank = int(*r.DrawRank)
 		}
@@ -453,8 +440,13 @@ func (s *Store) LotteryEntries(ctx context.Context, saleID string) ([]flashline.
 
 // createLottery writes a new lottery sale's rules, in CreateSale's
 // transaction.
-func createLottery(ctx context.Context, q *dbsqlc.Queries, saleID string, r flashline.LotteryRules, beacon *flashline.BeaconChain) error {
+func createLottery(ctx context.Context, q *dbsqlc.Queries, saleID string, r flashline.LotteryRules, beacon *flashline.BeaconChain, variants bool) error {
+	version := int16(2)
+	if variants {
+		version = flashline.DrawVersionVariants
+	}
 	p := dbsqlc.LotteryCreateParams{
+		DrawVersion:           version,
 		SaleID:                saleID,
 		RegistrationOpensAt:   r.RegistrationOpensAt,
 		RegistrationClosesAt:  r.RegistrationClosesAt,

@@ -220,7 +220,7 @@ func (s *Store) CreateSale(ctx context.Context, n flashline.NewSale) (flashline.
 			}
 		}
 		if n.Lottery != nil {
-			if err := createLottery(ctx, q, id, *n.Lottery, s.opts.Beacon); err != nil {
+			if err := createLottery(ctx, q, id, *n.Lottery, s.opts.Beacon, len(n.Variants) > 0); err != nil {
 				return err
 			}
 		}

@@ -28,6 +28,13 @@ const verifyDrawUsage = `usage: flashline sale verify-draw SALE_ID [--url URL] [
   what you saw published earlier (the root at the close, the commitment at
   creation, the beacon's own key); --customer checks that your registration
   is in the committed set and shows your rank.
+  With --database-url, a drawn lottery's records are then checked against
+  the transcript: every registration at its rank, each winner of the draw
+  holding what it was awarded (with variants, the variant), the others
+  waitlisted or lost, or promoted down the waitlist (a unit of the variant
+  they named, or any, never more than windows expired).
+  A lottery with variants (formula v3) is checked the same way, each
+  registrant's choice in the root and each award recomputed in rank order.
   A randomized_at_open waiting room publishes its pre-open crowd, committed at
   the open, in the same transcript: it is checked the same way (--customer
   checks that you are among the holders and shows your rank), and then, with
@@ -79,7 +86,12 @@ func runVerifyDraw(ctx context.Context, args []string, getenv func(string) strin
 	doc, err := fetchTranscript(ctx, strings.TrimRight(base, "/")+"/sales/"+saleID+"/draw")
 	switch {
 	case err == nil && doc.Formula != api.CrowdFormula:
-		return verifyLotteryDraw(doc, pins, stdout)
+		// A lottery: its transcript checked alone, then, with a database,
+		// what the database records of each registration against it.
+		if err := verifyLotteryDraw(doc, pins, stdout); err != nil || dbURL == "" || doc.Status != "drawn" {
+			return err
+		}
+		return auditLotteryRecords(ctx, doc, dbURL, getenv, stdout, stderr)
 	case err == nil:
 		// A randomized_at_open room: its committed crowd checked from the
 		// transcript alone, then, with a database, its admissions.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/api"
+	"github.com/flashline/flashline/postgres"
 )
 
 // lotteryPins are what the verifier holds a lottery's transcript to, from
@@ -138,5 +139,36 @@ func verifyLotteryDraw(doc api.DrawTranscript, pins lotteryPins, stdout io.Write
 		return nil
 	}
 	fmt.Fprintln(stdout, "\nThe draw checks out.")
+	return nil
+}
+
+// auditLotteryRecords is verify-draw's database form for a lottery: what
+// the database records of each registration (rank, choice, state, the
+// variant held) checked against the transcript doc, already verified
+// (flashline.AuditLotteryRecords).
+func auditLotteryRecords(ctx context.Context, doc api.DrawTranscript, dbURL string, getenv func(string) string, stdout, stderr io.Writer) error {
+	t, err := doc.Domain()
+	if err != nil {
+		return err
+	}
+	pool, err := openAdmin(ctx, dbURL, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	entries, err := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{}).LotteryEntries(ctx, doc.SaleID)
+	if err != nil {
+		return fmt.Errorf("sale verify-draw: %w", err)
+	}
+	problems := flashline.AuditLotteryRecords(t, doc.SaleID, entries)
+	fmt.Fprintf(stdout, "\ndatabase    %d registration(s) checked against the transcript\n", len(entries))
+	for _, p := range problems {
+		fmt.Fprintf(stdout, "MISMATCH    %s\n", p)
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(stdout, "\n%d record(s) disagree with the draw.\n", len(problems))
+		return errDrawMismatch
+	}
+	fmt.Fprintln(stdout, "The records agree with the draw.")
 	return nil
 }

@@ -47,6 +47,7 @@ func (e BulkVoidedResultsErrorCode) Valid() bool {
 // Defines values for DrawTranscriptFormula.
 const (
 	Flashlinelotterydrawv2   DrawTranscriptFormula = "flashline/lottery/draw/v2"
+	Flashlinelotterydrawv3   DrawTranscriptFormula = "flashline/lottery/draw/v3"
 	Flashlinewaitroomcrowdv1 DrawTranscriptFormula = "flashline/waitroom/crowd/v1"
 )
 
@@ -54,6 +55,8 @@ const (
 func (e DrawTranscriptFormula) Valid() bool {
 	switch e {
 	case Flashlinelotterydrawv2:
+		return true
+	case Flashlinelotterydrawv3:
 		return true
 	case Flashlinewaitroomcrowdv1:
 		return true
@@ -5069,6 +5072,7 @@ const (
 	Reserve403JSONResponseBodyErrorCodeAdmissionInvalid  Reserve403JSONResponseBodyErrorCode = "admission_invalid"
 	Reserve403JSONResponseBodyErrorCodeAdmissionRequired Reserve403JSONResponseBodyErrorCode = "admission_required"
 	Reserve403JSONResponseBodyErrorCodeForbidden         Reserve403JSONResponseBodyErrorCode = "forbidden"
+	Reserve403JSONResponseBodyErrorCodeVariantNotWon     Reserve403JSONResponseBodyErrorCode = "variant_not_won"
 )
 
 // Valid indicates whether the value is a known member of the Reserve403JSONResponseBodyErrorCode enum.
@@ -5081,6 +5085,8 @@ func (e Reserve403JSONResponseBodyErrorCode) Valid() bool {
 	case Reserve403JSONResponseBodyErrorCodeAdmissionRequired:
 		return true
 	case Reserve403JSONResponseBodyErrorCodeForbidden:
+		return true
+	case Reserve403JSONResponseBodyErrorCodeVariantNotWon:
 		return true
 	default:
 		return false
@@ -5880,10 +5886,12 @@ type DrawTranscript struct {
 	Beacon *TranscriptBeacon `json:"beacon"`
 
 	// Commitment hex SHA-256 of the store's seed, published at the sale's creation
-	Commitment string                `json:"commitment"`
-	DrawAt     time.Time             `json:"drawAt"`
-	DrawnAt    *time.Time            `json:"drawnAt"`
-	Formula    DrawTranscriptFormula `json:"formula"`
+	Commitment string     `json:"commitment"`
+	DrawAt     time.Time  `json:"drawAt"`
+	DrawnAt    *time.Time `json:"drawnAt"`
+
+	// Formula flashline/lottery/draw/v2: a lottery; flashline/lottery/draw/v3: a lottery with variants (each registrant's leaf commits the variant it named, F is tagged v3, and the units of each variant are awarded in rank order: docs/lottery.md); flashline/waitroom/crowd/v1: a waiting room's crowd
+	Formula DrawTranscriptFormula `json:"formula"`
 
 	// Note for people: what the transcript proves and what rests on the store
 	Note string `json:"note"`
@@ -5894,9 +5902,15 @@ type DrawTranscript struct {
 
 	// Registrants every registrant committed at the close, in rank order once drawn (ascending before)
 	Registrants []struct {
+		// Award formula v3 only, once drawn: the variant the registrant won (absent: none)
+		Award *string `json:"award,omitempty"`
+
 		// Rank 0 before the draw
 		Rank       int    `json:"rank"`
 		Registrant string `json:"registrant"`
+
+		// Variant formula v3 only: the SKU the registrant named, or `any`
+		Variant *string `json:"variant,omitempty"`
 	} `json:"registrants"`
 	RegistrantsCommittedAt *time.Time `json:"registrantsCommittedAt"`
 
@@ -5909,18 +5923,24 @@ type DrawTranscript struct {
 	Seed *string `json:"seed"`
 
 	// Status registering: nothing committed yet; committed: the registrants' root (a crowd's holders' root) is fixed, the draw waits (a crowd: for its beacon round, nobody admitted meanwhile); drawn
-	Status   DrawTranscriptStatus `json:"status"`
-	Units    int                  `json:"units"`
-	Waitlist bool                 `json:"waitlist"`
+	Status DrawTranscriptStatus `json:"status"`
+	Units  int                  `json:"units"`
 
-	// Waitlisted with a waitlist, the ranks after the winners, in order
+	// Variants formula v3 only: each variant's SKU and units, in the sale's order (the order `any` takes them in); their units add up to units
+	Variants *[]struct {
+		Sku   string `json:"sku"`
+		Units int    `json:"units"`
+	} `json:"variants,omitempty"`
+	Waitlist bool `json:"waitlist"`
+
+	// Waitlisted with a waitlist, the ranks after the winners, in order; formula v3: the registrants awarded nothing, in rank order
 	Waitlisted []string `json:"waitlisted"`
 
-	// Winners ranks 1 to units, in order
+	// Winners ranks 1 to units, in order; formula v3: the registrants awarded a variant, in rank order
 	Winners []string `json:"winners"`
 }
 
-// DrawTranscriptFormula defines model for DrawTranscript.Formula.
+// DrawTranscriptFormula flashline/lottery/draw/v2: a lottery; flashline/lottery/draw/v3: a lottery with variants (each registrant's leaf commits the variant it named, F is tagged v3, and the units of each variant are awarded in rank order: docs/lottery.md); flashline/waitroom/crowd/v1: a waiting room's crowd
 type DrawTranscriptFormula string
 
 // DrawTranscriptStatus registering: nothing committed yet; committed: the registrants' root (a crowd's holders' root) is fixed, the draw waits (a crowd: for its beacon round, nobody admitted meanwhile); drawn
@@ -6288,6 +6308,13 @@ type Policy struct {
 	// Units lottery: the units drawn for
 	Units *int `json:"units,omitempty"`
 
+	// Variants a lottery with variants (absent without): each variant, in the sale's order, and its units in the draw; a registration names one's sku, or any
+	Variants *[]struct {
+		Sku   string `json:"sku"`
+		Title string `json:"title"`
+		Units int    `json:"units"`
+	} `json:"variants,omitempty"`
+
 	// Waitlist lottery
 	Waitlist *bool `json:"waitlist,omitempty"`
 }
@@ -6415,6 +6442,9 @@ type RegisterRequest struct {
 
 	// Solution the proof of work, when the sale asks challengeBits (GET .../registration gives the challenge)
 	Solution *string `json:"solution,omitempty"`
+
+	// Variant a lottery with variants: the SKU of the variant wanted, or `any` (also when left out): in draw order each winner gets a unit of the variant named while one is left, and one who named any a unit of the first variant, in the sale's order, with one left. A lottery without variants: leave it out (400 invalid_request). An unknown SKU: 400 invalid_request
+	Variant *string `json:"variant,omitempty"`
 }
 
 // Registration defines model for Registration.
@@ -6432,13 +6462,19 @@ type Registration struct {
 	// Registrant lottery: the registrant's hashed id, H("flashline/lottery/registrant/v1" || 0x00 || saleId || 0x00 || customerId), hex; find it in GET /sales/{saleId}/draw
 	Registrant *string `json:"registrant,omitempty"`
 
-	// RegistrantLeaf lottery: the registrant's leaf in the registrants' Merkle tree, H(0x00 || registrant), hex
+	// RegistrantLeaf lottery: the registrant's leaf in the registrants' Merkle tree, H(0x00 || registrant), hex; in a lottery with variants H(0x00 || registrant || SKU named, nothing for any)
 	RegistrantLeaf *string `json:"registrantLeaf,omitempty"`
 	RegistrationId *string `json:"registrationId,omitempty"`
 
 	// RegistrationOpen unregistered: whether one can register now
 	RegistrationOpen *bool             `json:"registrationOpen,omitempty"`
 	State            RegistrationState `json:"state"`
+
+	// Variant a lottery with variants: the SKU the registration names, or `any`; absent without variants
+	Variant *string `json:"variant,omitempty"`
+
+	// WonVariant a lottery with variants: the variant won (once won, also when promoted from the waitlist); the admission token reserves this variant only (another: 403 variant_not_won)
+	WonVariant *string `json:"wonVariant,omitempty"`
 }
 
 // RegistrationState defines model for Registration.State.

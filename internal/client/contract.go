@@ -108,6 +108,8 @@ type Policy struct {
 	RegistrantsRoot *string               `json:"registrantsRoot"`
 	Beacon          *api.TranscriptBeacon `json:"beacon"`
 	Transcript      string                `json:"transcript"`
+	// A lottery with variants': each variant and its units (nil: none).
+	Variants []api.LotteryPolicyVariant `json:"variants"`
 	// A waiting room's: what the page shows of the sale.
 	Title    string     `json:"title"`
 	ImageURL *string    `json:"imageUrl"`

@@ -60,7 +60,7 @@ func (q *Queries) LotteryClaimDraw(ctx context.Context, arg LotteryClaimDrawPara
 
 const lotteryClosesDue = `-- name: LotteryClosesDue :many
 SELECT sale_id FROM lotteries
- WHERE registrants_root IS NULL AND registration_closes_at <= now() AND draw_version = 2
+ WHERE registrants_root IS NULL AND registration_closes_at <= now() AND draw_version IN (2, 3)
  ORDER BY registration_closes_at
 `
 
@@ -142,11 +142,11 @@ func (q *Queries) LotteryCounts(ctx context.Context, arg LotteryCountsParams) (L
 const lotteryCreate = `-- name: LotteryCreate :exec
 
 INSERT INTO lotteries (sale_id, registration_opens_at, registration_closes_at, draw_at,
-                       purchase_window_seconds, waitlist,
+                       purchase_window_seconds, waitlist, draw_version,
                        beacon_public_key, beacon_genesis, beacon_period_seconds, beacon_round)
 VALUES ($1, $2, $3, $4,
-        $5, $6,
-        $7, $8, $9, $10)
+        $5, $6, $7,
+        $8, $9, $10, $11)
 `
 
 type LotteryCreateParams struct {
@@ -156,6 +156,7 @@ type LotteryCreateParams struct {
 	DrawAt                time.Time
 	PurchaseWindowSeconds int32
 	Waitlist              bool
+	DrawVersion           int16
 	BeaconPublicKey       []byte
 	BeaconGenesis         *time.Time
 	BeaconPeriodSeconds   *int32
@@ -169,7 +170,8 @@ type LotteryCreateParams struct {
 // outbox rows that tell each customer.
 // The lottery of a new lottery sale, in CreateSale's transaction.
 // The beacon's columns are NULL in a deployment without a beacon; with one,
-// beacon_round is the first round published after the close.
+// beacon_round is the first round published after the close. draw_version is
+// 2, or 3 for a lottery with variants (migration 000029).
 func (q *Queries) LotteryCreate(ctx context.Context, arg LotteryCreateParams) error {
 	_, err := q.db.Exec(ctx, lotteryCreate,
 		arg.SaleID,
@@ -178,12 +180,28 @@ func (q *Queries) LotteryCreate(ctx context.Context, arg LotteryCreateParams) er
 		arg.DrawAt,
 		arg.PurchaseWindowSeconds,
 		arg.Waitlist,
+		arg.DrawVersion,
 		arg.BeaconPublicKey,
 		arg.BeaconGenesis,
 		arg.BeaconPeriodSeconds,
 		arg.BeaconRound,
 	)
 	return err
+}
+
+const lotteryDrawVersion = `-- name: LotteryDrawVersion :one
+SELECT draw_version FROM lotteries WHERE sale_id = $1
+`
+
+type LotteryDrawVersionParams struct {
+	SaleID string
+}
+
+func (q *Queries) LotteryDrawVersion(ctx context.Context, arg LotteryDrawVersionParams) (int16, error) {
+	row := q.db.QueryRow(ctx, lotteryDrawVersion, arg.SaleID)
+	var draw_version int16
+	err := row.Scan(&draw_version)
+	return draw_version, err
 }
 
 const lotteryDueDraws = `-- name: LotteryDueDraws :many
@@ -315,7 +333,7 @@ func (q *Queries) LotteryGet(ctx context.Context, arg LotteryGetParams) (Lottery
 }
 
 const lotteryLock = `-- name: LotteryLock :one
-SELECT purchase_window_seconds, waitlist FROM lotteries WHERE sale_id = $1 FOR UPDATE
+SELECT purchase_window_seconds, waitlist, draw_version FROM lotteries WHERE sale_id = $1 FOR UPDATE
 `
 
 type LotteryLockParams struct {
@@ -325,6 +343,7 @@ type LotteryLockParams struct {
 type LotteryLockRow struct {
 	PurchaseWindowSeconds int32
 	Waitlist              bool
+	DrawVersion           int16
 }
 
 // Serialises the window expiries and promotions of one lottery: each runs in
@@ -333,7 +352,7 @@ type LotteryLockRow struct {
 func (q *Queries) LotteryLock(ctx context.Context, arg LotteryLockParams) (LotteryLockRow, error) {
 	row := q.db.QueryRow(ctx, lotteryLock, arg.SaleID)
 	var i LotteryLockRow
-	err := row.Scan(&i.PurchaseWindowSeconds, &i.Waitlist)
+	err := row.Scan(&i.PurchaseWindowSeconds, &i.Waitlist, &i.DrawVersion)
 	return i, err
 }
 
@@ -421,6 +440,42 @@ func (q *Queries) LotteryRecordBeacon(ctx context.Context, arg LotteryRecordBeac
 		arg.Round,
 	)
 	return err
+}
+
+const lotteryVariants = `-- name: LotteryVariants :many
+SELECT sku, title, initial_stock FROM sale_variants WHERE sale_id = $1 ORDER BY position
+`
+
+type LotteryVariantsParams struct {
+	SaleID string
+}
+
+type LotteryVariantsRow struct {
+	Sku          string
+	Title        string
+	InitialStock int32
+}
+
+// A lottery's variants in the sale's order, with their units (none: the
+// lottery has no variants).
+func (q *Queries) LotteryVariants(ctx context.Context, arg LotteryVariantsParams) ([]LotteryVariantsRow, error) {
+	rows, err := q.db.Query(ctx, lotteryVariants, arg.SaleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LotteryVariantsRow
+	for rows.Next() {
+		var i LotteryVariantsRow
+		if err := rows.Scan(&i.Sku, &i.Title, &i.InitialStock); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const lotteryWindowsDue = `-- name: LotteryWindowsDue :many
@@ -537,26 +592,31 @@ func (q *Queries) NotificationsClaim(ctx context.Context, arg NotificationsClaim
 }
 
 const registrantsOfLottery = `-- name: RegistrantsOfLottery :many
-SELECT customer_id FROM lottery_registrations WHERE sale_id = $1
+SELECT customer_id, coalesce(variant, '')::text AS variant FROM lottery_registrations WHERE sale_id = $1
 `
 
 type RegistrantsOfLotteryParams struct {
 	SaleID string
 }
 
-func (q *Queries) RegistrantsOfLottery(ctx context.Context, arg RegistrantsOfLotteryParams) ([]string, error) {
+type RegistrantsOfLotteryRow struct {
+	CustomerID string
+	Variant    string
+}
+
+func (q *Queries) RegistrantsOfLottery(ctx context.Context, arg RegistrantsOfLotteryParams) ([]RegistrantsOfLotteryRow, error) {
 	rows, err := q.db.Query(ctx, registrantsOfLottery, arg.SaleID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []string
+	var items []RegistrantsOfLotteryRow
 	for rows.Next() {
-		var customer_id string
-		if err := rows.Scan(&customer_id); err != nil {
+		var i RegistrantsOfLotteryRow
+		if err := rows.Scan(&i.CustomerID, &i.Variant); err != nil {
 			return nil, err
 		}
-		items = append(items, customer_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -565,9 +625,11 @@ func (q *Queries) RegistrantsOfLottery(ctx context.Context, arg RegistrantsOfLot
 }
 
 const registrationGet = `-- name: RegistrationGet :one
-SELECT registration_id, sale_id, customer_id, state, draw_rank, purchase_window_ends_at, created_at
-  FROM lottery_registrations
- WHERE sale_id = $1 AND customer_id = $2
+SELECT r.registration_id, r.sale_id, r.customer_id, r.state, r.draw_rank, r.purchase_window_ends_at, r.created_at,
+       r.variant, r.won_variant,
+       coalesce((SELECT l.draw_version = 3 FROM lotteries l WHERE l.sale_id = r.sale_id), false)::boolean AS has_variants
+  FROM lottery_registrations r
+ WHERE r.sale_id = $1 AND r.customer_id = $2
 `
 
 type RegistrationGetParams struct {
@@ -583,8 +645,12 @@ type RegistrationGetRow struct {
 	DrawRank             *int32
 	PurchaseWindowEndsAt *time.Time
 	CreatedAt            time.Time
+	Variant              *string
+	WonVariant           *string
+	HasVariants          bool
 }
 
+// has_variants: the lottery has variants (its registrations name one, or any).
 func (q *Queries) RegistrationGet(ctx context.Context, arg RegistrationGetParams) (RegistrationGetRow, error) {
 	row := q.db.QueryRow(ctx, registrationGet, arg.SaleID, arg.CustomerID)
 	var i RegistrationGetRow
@@ -596,15 +662,20 @@ func (q *Queries) RegistrationGet(ctx context.Context, arg RegistrationGetParams
 		&i.DrawRank,
 		&i.PurchaseWindowEndsAt,
 		&i.CreatedAt,
+		&i.Variant,
+		&i.WonVariant,
+		&i.HasVariants,
 	)
 	return i, err
 }
 
 const registrationInsert = `-- name: RegistrationInsert :one
-INSERT INTO lottery_registrations (registration_id, sale_id, customer_id, payment_instrument)
-VALUES ($1, $2, $3, $4)
+INSERT INTO lottery_registrations (registration_id, sale_id, customer_id, payment_instrument, variant)
+VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT DO NOTHING
-RETURNING registration_id, sale_id, customer_id, state, draw_rank, purchase_window_ends_at, created_at
+RETURNING registration_id, sale_id, customer_id, state, draw_rank, purchase_window_ends_at, created_at,
+          variant, won_variant,
+          coalesce((SELECT l.draw_version = 3 FROM lotteries l WHERE l.sale_id = lottery_registrations.sale_id), false)::boolean AS has_variants
 `
 
 type RegistrationInsertParams struct {
@@ -612,6 +683,7 @@ type RegistrationInsertParams struct {
 	SaleID            string
 	CustomerID        string
 	PaymentInstrument *string
+	Variant           *string
 }
 
 type RegistrationInsertRow struct {
@@ -622,17 +694,22 @@ type RegistrationInsertRow struct {
 	DrawRank             *int32
 	PurchaseWindowEndsAt *time.Time
 	CreatedAt            time.Time
+	Variant              *string
+	WonVariant           *string
+	HasVariants          bool
 }
 
 // ON CONFLICT DO NOTHING: a second registration of the customer, or of the
 // payment instrument, in the sale inserts nothing and returns no row (a
-// concurrent one first waits for the other transaction's outcome).
+// concurrent one first waits for the other transaction's outcome). variant:
+// the variant named in a lottery with variants, NULL for any (or none).
 func (q *Queries) RegistrationInsert(ctx context.Context, arg RegistrationInsertParams) (RegistrationInsertRow, error) {
 	row := q.db.QueryRow(ctx, registrationInsert,
 		arg.RegistrationID,
 		arg.SaleID,
 		arg.CustomerID,
 		arg.PaymentInstrument,
+		arg.Variant,
 	)
 	var i RegistrationInsertRow
 	err := row.Scan(
@@ -643,6 +720,9 @@ func (q *Queries) RegistrationInsert(ctx context.Context, arg RegistrationInsert
 		&i.DrawRank,
 		&i.PurchaseWindowEndsAt,
 		&i.CreatedAt,
+		&i.Variant,
+		&i.WonVariant,
+		&i.HasVariants,
 	)
 	return i, err
 }
@@ -650,20 +730,24 @@ func (q *Queries) RegistrationInsert(ctx context.Context, arg RegistrationInsert
 const registrationsApplyDraw = `-- name: RegistrationsApplyDraw :one
 WITH drawn AS (
     SELECT unnest($1::text[]) AS registration_id,
-           unnest($2::int[])             AS draw_rank
+           unnest($2::int[])             AS draw_rank,
+           unnest($3::boolean[])           AS won,
+           unnest($4::text[])     AS won_variant
 ), upd AS (
     UPDATE lottery_registrations r
        SET draw_rank = d.draw_rank,
-           state = CASE WHEN d.draw_rank <= $3::int THEN 'won'
-                        WHEN $4::boolean THEN 'waitlisted'
+           state = CASE WHEN d.won THEN 'won'
+                        WHEN $5::boolean THEN 'waitlisted'
                         ELSE 'lost' END,
-           purchase_window_ends_at = CASE WHEN d.draw_rank <= $3::int
-                                          THEN now() + make_interval(secs => $5::int) END,
+           purchase_window_ends_at = CASE WHEN d.won
+                                          THEN now() + make_interval(secs => $6::int) END,
+           won_variant = nullif(d.won_variant, ''),
            updated_at = now()
       FROM drawn d
-     WHERE r.registration_id = d.registration_id AND r.sale_id = $6::text
+     WHERE r.registration_id = d.registration_id AND r.sale_id = $7::text
        AND r.state = 'registered'
-    RETURNING r.registration_id, r.sale_id, r.customer_id, r.state, r.draw_rank, r.purchase_window_ends_at
+    RETURNING r.registration_id, r.sale_id, r.customer_id, r.state, r.draw_rank, r.purchase_window_ends_at,
+              r.won_variant
 ), ntf AS (
     INSERT INTO lottery_notifications (event_id, sale_id, registration_id, customer_id, kind, payload)
     SELECT 'ntf_' || u.registration_id || '_' || u.state, u.sale_id, u.registration_id, u.customer_id, u.state,
@@ -673,7 +757,9 @@ WITH drawn AS (
                               'data', jsonb_build_object('saleId', u.sale_id, 'registrationId', u.registration_id,
                                                          'customerId', u.customer_id, 'state', u.state,
                                                          'drawRank', u.draw_rank,
-                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at))
+                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at)
+                                      || CASE WHEN u.won_variant IS NULL THEN '{}'::jsonb
+                                              ELSE jsonb_build_object('variant', u.won_variant) END)
       FROM upd u
     RETURNING 1
 )
@@ -683,7 +769,8 @@ SELECT count(*)::int AS drawn, (SELECT count(*) FROM ntf)::int AS notified FROM 
 type RegistrationsApplyDrawParams struct {
 	RegistrationIds []string
 	Ranks           []int32
-	Stock           int32
+	Won             []bool
+	WonVariants     []string
 	Waitlist        bool
 	WindowSeconds   int32
 	SaleID          string
@@ -694,14 +781,18 @@ type RegistrationsApplyDrawRow struct {
 	Notified int32
 }
 
-// Writes the draw: each registration's rank, won for the first @stock ranks
-// (with a purchase window from now), waitlisted or lost for the rest, and
-// one outbox row per registration, in one statement.
+// Writes the draw: each registration's rank, won where @won says (the
+// first initial-stock ranks; in a lottery with variants, those awarded the
+// variant in @won_variants, ” for none) with a purchase window from now,
+// waitlisted or lost for the rest, and one outbox row per registration
+// (its data naming the variant won, in a lottery with variants), in one
+// statement.
 func (q *Queries) RegistrationsApplyDraw(ctx context.Context, arg RegistrationsApplyDrawParams) (RegistrationsApplyDrawRow, error) {
 	row := q.db.QueryRow(ctx, registrationsApplyDraw,
 		arg.RegistrationIds,
 		arg.Ranks,
-		arg.Stock,
+		arg.Won,
+		arg.WonVariants,
 		arg.Waitlist,
 		arg.WindowSeconds,
 		arg.SaleID,
@@ -712,7 +803,8 @@ func (q *Queries) RegistrationsApplyDraw(ctx context.Context, arg RegistrationsA
 }
 
 const registrationsDrawn = `-- name: RegistrationsDrawn :many
-SELECT registration_id, customer_id, state, draw_rank
+SELECT registration_id, customer_id, state, draw_rank,
+       coalesce(variant, '')::text AS variant, coalesce(won_variant, '')::text AS won_variant
   FROM lottery_registrations
  WHERE sale_id = $1
  ORDER BY draw_rank NULLS LAST, customer_id
@@ -727,6 +819,8 @@ type RegistrationsDrawnRow struct {
 	CustomerID     string
 	State          string
 	DrawRank       *int32
+	Variant        string
+	WonVariant     string
 }
 
 // Every registration of a lottery with its outcome, in draw order (for
@@ -745,6 +839,8 @@ func (q *Queries) RegistrationsDrawn(ctx context.Context, arg RegistrationsDrawn
 			&i.CustomerID,
 			&i.State,
 			&i.DrawRank,
+			&i.Variant,
+			&i.WonVariant,
 		); err != nil {
 			return nil, err
 		}
@@ -765,7 +861,8 @@ WITH upd AS (
        AND (SELECT true FROM reservations v
              WHERE v.admission_token_id = r.registration_id AND v.state IN ('pending', 'confirmed')
              LIMIT 1) IS NULL
-    RETURNING r.registration_id, r.sale_id, r.customer_id, r.draw_rank, r.purchase_window_ends_at
+    RETURNING r.registration_id, r.sale_id, r.customer_id, r.draw_rank, r.purchase_window_ends_at,
+              r.won_variant
 ), ntf AS (
     INSERT INTO lottery_notifications (event_id, sale_id, registration_id, customer_id, kind, payload)
     SELECT 'ntf_' || u.registration_id || '_window_expired', u.sale_id, u.registration_id, u.customer_id, 'window_expired',
@@ -775,11 +872,15 @@ WITH upd AS (
                               'data', jsonb_build_object('saleId', u.sale_id, 'registrationId', u.registration_id,
                                                          'customerId', u.customer_id, 'state', 'expired',
                                                          'drawRank', u.draw_rank,
-                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at))
+                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at)
+                                      || CASE WHEN u.won_variant IS NULL THEN '{}'::jsonb
+                                              ELSE jsonb_build_object('variant', u.won_variant) END)
       FROM upd u
     RETURNING 1
 )
-SELECT count(*)::int AS expired, (SELECT count(*) FROM ntf)::int AS notified FROM upd
+SELECT count(*)::int AS expired, (SELECT count(*) FROM ntf)::int AS notified,
+       coalesce(array_agg(u.won_variant) FILTER (WHERE u.won_variant IS NOT NULL), '{}')::text[] AS variants
+  FROM upd u
 `
 
 type RegistrationsExpireWindowsParams struct {
@@ -790,6 +891,7 @@ type RegistrationsExpireWindowsParams struct {
 type RegistrationsExpireWindowsRow struct {
 	Expired  int32
 	Notified int32
+	Variants []string
 }
 
 // Winners whose window ended (more than @grace_seconds ago: a reservation
@@ -800,12 +902,12 @@ type RegistrationsExpireWindowsRow struct {
 func (q *Queries) RegistrationsExpireWindows(ctx context.Context, arg RegistrationsExpireWindowsParams) (RegistrationsExpireWindowsRow, error) {
 	row := q.db.QueryRow(ctx, registrationsExpireWindows, arg.SaleID, arg.GraceSeconds)
 	var i RegistrationsExpireWindowsRow
-	err := row.Scan(&i.Expired, &i.Notified)
+	err := row.Scan(&i.Expired, &i.Notified, &i.Variants)
 	return i, err
 }
 
 const registrationsForDraw = `-- name: RegistrationsForDraw :many
-SELECT registration_id, customer_id
+SELECT registration_id, customer_id, coalesce(variant, '')::text AS variant
   FROM lottery_registrations
  WHERE sale_id = $1 AND state = 'registered'
 `
@@ -817,6 +919,7 @@ type RegistrationsForDrawParams struct {
 type RegistrationsForDrawRow struct {
 	RegistrationID string
 	CustomerID     string
+	Variant        string
 }
 
 func (q *Queries) RegistrationsForDraw(ctx context.Context, arg RegistrationsForDrawParams) ([]RegistrationsForDrawRow, error) {
@@ -828,7 +931,7 @@ func (q *Queries) RegistrationsForDraw(ctx context.Context, arg RegistrationsFor
 	var items []RegistrationsForDrawRow
 	for rows.Next() {
 		var i RegistrationsForDrawRow
-		if err := rows.Scan(&i.RegistrationID, &i.CustomerID); err != nil {
+		if err := rows.Scan(&i.RegistrationID, &i.CustomerID, &i.Variant); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -844,15 +947,17 @@ WITH next AS (
     SELECT r.registration_id
       FROM lottery_registrations r
      WHERE r.sale_id = $1::text AND r.state = 'waitlisted'
+       AND ($2::text IS NULL OR r.variant IS NULL OR r.variant = $2::text)
      ORDER BY r.draw_rank
-     LIMIT $2::int
+     LIMIT $3::int
 ), upd AS (
     UPDATE lottery_registrations r
-       SET state = 'won', updated_at = now(),
-           purchase_window_ends_at = now() + make_interval(secs => $3::int)
+       SET state = 'won', updated_at = now(), won_variant = $2::text,
+           purchase_window_ends_at = now() + make_interval(secs => $4::int)
       FROM next
      WHERE r.registration_id = next.registration_id AND r.state = 'waitlisted'
-    RETURNING r.registration_id, r.sale_id, r.customer_id, r.draw_rank, r.purchase_window_ends_at
+    RETURNING r.registration_id, r.sale_id, r.customer_id, r.draw_rank, r.purchase_window_ends_at,
+              r.won_variant
 ), ntf AS (
     INSERT INTO lottery_notifications (event_id, sale_id, registration_id, customer_id, kind, payload)
     SELECT 'ntf_' || u.registration_id || '_promoted', u.sale_id, u.registration_id, u.customer_id, 'promoted',
@@ -862,7 +967,9 @@ WITH next AS (
                               'data', jsonb_build_object('saleId', u.sale_id, 'registrationId', u.registration_id,
                                                          'customerId', u.customer_id, 'state', 'won',
                                                          'drawRank', u.draw_rank,
-                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at))
+                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at)
+                                      || CASE WHEN u.won_variant IS NULL THEN '{}'::jsonb
+                                              ELSE jsonb_build_object('variant', u.won_variant) END)
       FROM upd u
     RETURNING 1
 )
@@ -871,6 +978,7 @@ SELECT count(*)::int AS promoted, (SELECT count(*) FROM ntf)::int AS notified FR
 
 type RegistrationsPromoteParams struct {
 	SaleID        string
+	Variant       *string
 	N             int32
 	WindowSeconds int32
 }
@@ -881,9 +989,16 @@ type RegistrationsPromoteRow struct {
 }
 
 // The next @n waitlisted registrations in draw order win, with a purchase
-// window from now, each with its outbox row. Run under LotteryLock.
+// window from now, each with its outbox row. Run under LotteryLock. In a
+// lottery with variants, @variant is the variant of the units passed down:
+// the next who named it or any win it (NULL: no variants).
 func (q *Queries) RegistrationsPromote(ctx context.Context, arg RegistrationsPromoteParams) (RegistrationsPromoteRow, error) {
-	row := q.db.QueryRow(ctx, registrationsPromote, arg.SaleID, arg.N, arg.WindowSeconds)
+	row := q.db.QueryRow(ctx, registrationsPromote,
+		arg.SaleID,
+		arg.Variant,
+		arg.N,
+		arg.WindowSeconds,
+	)
 	var i RegistrationsPromoteRow
 	err := row.Scan(&i.Promoted, &i.Notified)
 	return i, err

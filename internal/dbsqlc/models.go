@@ -140,6 +140,8 @@ type LotteryRegistration struct {
 	PurchaseWindowEndsAt *time.Time
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
+	Variant              *string
+	WonVariant           *string
 }
 
 type OperatorAction struct {

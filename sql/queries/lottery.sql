@@ -7,13 +7,19 @@
 -- name: LotteryCreate :exec
 -- The lottery of a new lottery sale, in CreateSale's transaction.
 -- The beacon's columns are NULL in a deployment without a beacon; with one,
--- beacon_round is the first round published after the close.
+-- beacon_round is the first round published after the close. draw_version is
+-- 2, or 3 for a lottery with variants (migration 000029).
 INSERT INTO lotteries (sale_id, registration_opens_at, registration_closes_at, draw_at,
-                       purchase_window_seconds, waitlist,
+                       purchase_window_seconds, waitlist, draw_version,
                        beacon_public_key, beacon_genesis, beacon_period_seconds, beacon_round)
 VALUES (@sale_id, @registration_opens_at, @registration_closes_at, @draw_at,
-        @purchase_window_seconds, @waitlist,
+        @purchase_window_seconds, @waitlist, @draw_version,
         sqlc.narg(beacon_public_key), sqlc.narg(beacon_genesis), sqlc.narg(beacon_period_seconds), sqlc.narg(beacon_round));
+
+-- name: LotteryVariants :many
+-- A lottery's variants in the sale's order, with their units (none: the
+-- lottery has no variants).
+SELECT sku, title, initial_stock FROM sale_variants WHERE sale_id = @sale_id ORDER BY position;
 
 -- name: LotteryGet :one
 -- A lottery sale's rules and what its sale asks of registrants.
@@ -56,16 +62,22 @@ SELECT (now() >= l.registration_opens_at AND now() < l.registration_closes_at
 -- name: RegistrationInsert :one
 -- ON CONFLICT DO NOTHING: a second registration of the customer, or of the
 -- payment instrument, in the sale inserts nothing and returns no row (a
--- concurrent one first waits for the other transaction's outcome).
-INSERT INTO lottery_registrations (registration_id, sale_id, customer_id, payment_instrument)
-VALUES (@registration_id, @sale_id, @customer_id, @payment_instrument)
+-- concurrent one first waits for the other transaction's outcome). variant:
+-- the variant named in a lottery with variants, NULL for any (or none).
+INSERT INTO lottery_registrations (registration_id, sale_id, customer_id, payment_instrument, variant)
+VALUES (@registration_id, @sale_id, @customer_id, @payment_instrument, sqlc.narg(variant))
 ON CONFLICT DO NOTHING
-RETURNING registration_id, sale_id, customer_id, state, draw_rank, purchase_window_ends_at, created_at;
+RETURNING registration_id, sale_id, customer_id, state, draw_rank, purchase_window_ends_at, created_at,
+          variant, won_variant,
+          coalesce((SELECT l.draw_version = 3 FROM lotteries l WHERE l.sale_id = lottery_registrations.sale_id), false)::boolean AS has_variants;
 
 -- name: RegistrationGet :one
-SELECT registration_id, sale_id, customer_id, state, draw_rank, purchase_window_ends_at, created_at
-  FROM lottery_registrations
- WHERE sale_id = @sale_id AND customer_id = @customer_id;
+-- has_variants: the lottery has variants (its registrations name one, or any).
+SELECT r.registration_id, r.sale_id, r.customer_id, r.state, r.draw_rank, r.purchase_window_ends_at, r.created_at,
+       r.variant, r.won_variant,
+       coalesce((SELECT l.draw_version = 3 FROM lotteries l WHERE l.sale_id = r.sale_id), false)::boolean AS has_variants
+  FROM lottery_registrations r
+ WHERE r.sale_id = @sale_id AND r.customer_id = @customer_id;
 
 -- name: LotteryDueDraws :many
 -- Lotteries whose draw is due and not yet made, but those whose sale is
@@ -82,7 +94,7 @@ SELECT l.sale_id, l.draw_at, l.beacon_public_key, l.beacon_genesis, l.beacon_per
 -- Lotteries whose registration has closed and whose registrants are not
 -- committed yet.
 SELECT sale_id FROM lotteries
- WHERE registrants_root IS NULL AND registration_closes_at <= now() AND draw_version = 2
+ WHERE registrants_root IS NULL AND registration_closes_at <= now() AND draw_version IN (2, 3)
  ORDER BY registration_closes_at;
 
 -- name: LotteryLockForClose :one
@@ -93,8 +105,11 @@ SELECT (registrants_root IS NOT NULL)::boolean AS committed
  WHERE sale_id = @sale_id AND registration_closes_at <= now()
    FOR UPDATE;
 
+-- name: LotteryDrawVersion :one
+SELECT draw_version FROM lotteries WHERE sale_id = @sale_id;
+
 -- name: RegistrantsOfLottery :many
-SELECT customer_id FROM lottery_registrations WHERE sale_id = @sale_id;
+SELECT customer_id, coalesce(variant, '')::text AS variant FROM lottery_registrations WHERE sale_id = @sale_id;
 
 -- name: LotteryCommitRegistrants :exec
 UPDATE lotteries
@@ -127,30 +142,37 @@ UPDATE lotteries SET beacon_randomness = @randomness, beacon_signature = @signat
  WHERE sale_id = @sale_id AND beacon_round = @round;
 
 -- name: RegistrationsForDraw :many
-SELECT registration_id, customer_id
+SELECT registration_id, customer_id, coalesce(variant, '')::text AS variant
   FROM lottery_registrations
  WHERE sale_id = @sale_id AND state = 'registered';
 
 -- name: RegistrationsApplyDraw :one
--- Writes the draw: each registration's rank, won for the first @stock ranks
--- (with a purchase window from now), waitlisted or lost for the rest, and
--- one outbox row per registration, in one statement.
+-- Writes the draw: each registration's rank, won where @won says (the
+-- first initial-stock ranks; in a lottery with variants, those awarded the
+-- variant in @won_variants, '' for none) with a purchase window from now,
+-- waitlisted or lost for the rest, and one outbox row per registration
+-- (its data naming the variant won, in a lottery with variants), in one
+-- statement.
 WITH drawn AS (
     SELECT unnest(@registration_ids::text[]) AS registration_id,
-           unnest(@ranks::int[])             AS draw_rank
+           unnest(@ranks::int[])             AS draw_rank,
+           unnest(@won::boolean[])           AS won,
+           unnest(@won_variants::text[])     AS won_variant
 ), upd AS (
     UPDATE lottery_registrations r
        SET draw_rank = d.draw_rank,
-           state = CASE WHEN d.draw_rank <= @stock::int THEN 'won'
+           state = CASE WHEN d.won THEN 'won'
                         WHEN @waitlist::boolean THEN 'waitlisted'
                         ELSE 'lost' END,
-           purchase_window_ends_at = CASE WHEN d.draw_rank <= @stock::int
+           purchase_window_ends_at = CASE WHEN d.won
                                           THEN now() + make_interval(secs => @window_seconds::int) END,
+           won_variant = nullif(d.won_variant, ''),
            updated_at = now()
       FROM drawn d
      WHERE r.registration_id = d.registration_id AND r.sale_id = @sale_id::text
        AND r.state = 'registered'
-    RETURNING r.registration_id, r.sale_id, r.customer_id, r.state, r.draw_rank, r.purchase_window_ends_at
+    RETURNING r.registration_id, r.sale_id, r.customer_id, r.state, r.draw_rank, r.purchase_window_ends_at,
+              r.won_variant
 ), ntf AS (
     INSERT INTO lottery_notifications (event_id, sale_id, registration_id, customer_id, kind, payload)
     SELECT 'ntf_' || u.registration_id || '_' || u.state, u.sale_id, u.registration_id, u.customer_id, u.state,
@@ -160,7 +182,9 @@ WITH drawn AS (
                               'data', jsonb_build_object('saleId', u.sale_id, 'registrationId', u.registration_id,
                                                          'customerId', u.customer_id, 'state', u.state,
                                                          'drawRank', u.draw_rank,
-                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at))
+                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at)
+                                      || CASE WHEN u.won_variant IS NULL THEN '{}'::jsonb
+                                              ELSE jsonb_build_object('variant', u.won_variant) END)
       FROM upd u
     RETURNING 1
 )
@@ -177,7 +201,7 @@ SELECT DISTINCT r.sale_id
 -- Serialises the window expiries and promotions of one lottery: each runs in
 -- a transaction that holds its row FOR UPDATE, so two instances never
 -- promote the same waitlisted registration, nor skip one.
-SELECT purchase_window_seconds, waitlist FROM lotteries WHERE sale_id = @sale_id FOR UPDATE;
+SELECT purchase_window_seconds, waitlist, draw_version FROM lotteries WHERE sale_id = @sale_id FOR UPDATE;
 
 -- name: RegistrationsExpireWindows :one
 -- Winners whose window ended (more than @grace_seconds ago: a reservation
@@ -193,7 +217,8 @@ WITH upd AS (
        AND (SELECT true FROM reservations v
              WHERE v.admission_token_id = r.registration_id AND v.state IN ('pending', 'confirmed')
              LIMIT 1) IS NULL
-    RETURNING r.registration_id, r.sale_id, r.customer_id, r.draw_rank, r.purchase_window_ends_at
+    RETURNING r.registration_id, r.sale_id, r.customer_id, r.draw_rank, r.purchase_window_ends_at,
+              r.won_variant
 ), ntf AS (
     INSERT INTO lottery_notifications (event_id, sale_id, registration_id, customer_id, kind, payload)
     SELECT 'ntf_' || u.registration_id || '_window_expired', u.sale_id, u.registration_id, u.customer_id, 'window_expired',
@@ -203,28 +228,36 @@ WITH upd AS (
                               'data', jsonb_build_object('saleId', u.sale_id, 'registrationId', u.registration_id,
                                                          'customerId', u.customer_id, 'state', 'expired',
                                                          'drawRank', u.draw_rank,
-                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at))
+                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at)
+                                      || CASE WHEN u.won_variant IS NULL THEN '{}'::jsonb
+                                              ELSE jsonb_build_object('variant', u.won_variant) END)
       FROM upd u
     RETURNING 1
 )
-SELECT count(*)::int AS expired, (SELECT count(*) FROM ntf)::int AS notified FROM upd;
+SELECT count(*)::int AS expired, (SELECT count(*) FROM ntf)::int AS notified,
+       coalesce(array_agg(u.won_variant) FILTER (WHERE u.won_variant IS NOT NULL), '{}')::text[] AS variants
+  FROM upd u;
 
 -- name: RegistrationsPromote :one
 -- The next @n waitlisted registrations in draw order win, with a purchase
--- window from now, each with its outbox row. Run under LotteryLock.
+-- window from now, each with its outbox row. Run under LotteryLock. In a
+-- lottery with variants, @variant is the variant of the units passed down:
+-- the next who named it or any win it (NULL: no variants).
 WITH next AS (
     SELECT r.registration_id
       FROM lottery_registrations r
      WHERE r.sale_id = @sale_id::text AND r.state = 'waitlisted'
+       AND (sqlc.narg(variant)::text IS NULL OR r.variant IS NULL OR r.variant = sqlc.narg(variant)::text)
      ORDER BY r.draw_rank
      LIMIT @n::int
 ), upd AS (
     UPDATE lottery_registrations r
-       SET state = 'won', updated_at = now(),
+       SET state = 'won', updated_at = now(), won_variant = sqlc.narg(variant)::text,
            purchase_window_ends_at = now() + make_interval(secs => @window_seconds::int)
       FROM next
      WHERE r.registration_id = next.registration_id AND r.state = 'waitlisted'
-    RETURNING r.registration_id, r.sale_id, r.customer_id, r.draw_rank, r.purchase_window_ends_at
+    RETURNING r.registration_id, r.sale_id, r.customer_id, r.draw_rank, r.purchase_window_ends_at,
+              r.won_variant
 ), ntf AS (
     INSERT INTO lottery_notifications (event_id, sale_id, registration_id, customer_id, kind, payload)
     SELECT 'ntf_' || u.registration_id || '_promoted', u.sale_id, u.registration_id, u.customer_id, 'promoted',
@@ -234,7 +267,9 @@ WITH next AS (
                               'data', jsonb_build_object('saleId', u.sale_id, 'registrationId', u.registration_id,
                                                          'customerId', u.customer_id, 'state', 'won',
                                                          'drawRank', u.draw_rank,
-                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at))
+                                                         'purchaseWindowEndsAt', u.purchase_window_ends_at)
+                                      || CASE WHEN u.won_variant IS NULL THEN '{}'::jsonb
+                                              ELSE jsonb_build_object('variant', u.won_variant) END)
       FROM upd u
     RETURNING 1
 )
@@ -270,7 +305,8 @@ UPDATE lottery_notifications
 -- name: RegistrationsDrawn :many
 -- Every registration of a lottery with its outcome, in draw order (for
 -- verify-draw).
-SELECT registration_id, customer_id, state, draw_rank
+SELECT registration_id, customer_id, state, draw_rank,
+       coalesce(variant, '')::text AS variant, coalesce(won_variant, '')::text AS won_variant
   FROM lottery_registrations
  WHERE sale_id = @sale_id
  ORDER BY draw_rank NULLS LAST, customer_id;

@@ -3,6 +3,11 @@
 // gives (reserve(), purchase.js, takes over as after a waiting room). The
 // page asks the policy once: a sale whose policy is not "lottery" goes to
 // the waiting room's line (fallback).
+//
+// A lottery with variants (the policy's variants): the form asks which one
+// the shopper wants, or any, and the registration names it; a winner is
+// admitted for the variant won (wonVariant), which reserve() then reserves
+// without asking: the admission buys no other.
 
 import { store } from "./storage.js";
 import { sale, state, schedule, backoffMs } from "./state.js";
@@ -18,6 +23,7 @@ let transcript = "";  // the draw's transcript (URL), from the policy
 let challenge = null; // {nonce, bits} asked to register, when the sale asks one
 let solution = "";    // its solution, once the worker found it
 let registering = false;
+let variants = [];     // a lottery with variants': [{sku, title}], from the policy
 
 // lotteryOrLine starts the lottery's flow for a lottery sale, and calls
 // fallback (the waiting room's line) for any other.
@@ -32,6 +38,7 @@ export function lotteryOrLine(fallback) {
     drawAt = Date.parse(r.body.drawAt) || 0;
     if (typeof r.body.transcript === "string" && r.body.transcript.charAt(0) === "/") transcript = sale.api + r.body.transcript;
     showPolicy(r.body.description);
+    showVariants(r.body.variants);
     app.dataset.admission = "lottery";
     $("lottery-draw-at").textContent = drawTime();
     pollRegistration();
@@ -74,7 +81,13 @@ function pollRegistration() {
         return schedule(pollRegistration, Math.max(2000, Math.min(30000, drawAt - Date.now() + 1500)));
       case "won":
         if (b.admissionToken && b.purchaseWindowEndsAt) {
-          store.setJSON(state.keys.admission, { token: b.admissionToken, expiresAt: Date.parse(b.purchaseWindowEndsAt) });
+          const adm = { token: b.admissionToken, expiresAt: Date.parse(b.purchaseWindowEndsAt) };
+          if (typeof b.wonVariant === "string" && b.wonVariant !== "") {
+            // The admission buys the variant won, and only it.
+            adm.variant = b.wonVariant;
+            adm.variants = [{ sku: b.wonVariant, title: variantTitle(b.wonVariant), availability: "available" }];
+          }
+          store.setJSON(state.keys.admission, adm);
           return reserve();
         }
         return show(t("lottery.won"), t("lottery.windowEnded"), false);
@@ -88,6 +101,34 @@ function pollRegistration() {
     }
     showError(t("lottery.unexpected", { state: b.state }));
   });
+}
+
+// showVariants keeps a lottery's variants and puts them on the form's
+// choice, after "any"; a lottery without variants keeps the choice hidden.
+function showVariants(list) {
+  variants = [];
+  if (!Array.isArray(list)) return;
+  const select = $("lottery-variant");
+  const doc = select.ownerDocument;
+  while (select.options.length > 1) select.remove(1);
+  for (let i = 0; i < list.length; i++) {
+    const v = list[i];
+    if (!v || typeof v.sku !== "string" || v.sku === "") continue;
+    const title = typeof v.title === "string" && v.title !== "" ? v.title : v.sku;
+    variants.push({ sku: v.sku, title: title });
+    const option = doc.createElement("option");
+    option.value = v.sku;
+    option.textContent = title;
+    option.dir = "auto";
+    select.appendChild(option);
+  }
+  $("lottery-variant-wrap").hidden = variants.length === 0;
+}
+
+// variantTitle is the title of variant sku, else the SKU.
+function variantTitle(sku) {
+  for (let i = 0; i < variants.length; i++) if (variants[i].sku === sku) return variants[i].title;
+  return sku;
 }
 
 // showDrawRank shows the shopper's own rank once drawn (rank > 0), and the
@@ -127,6 +168,7 @@ function register() {
   $("lottery-register").disabled = true;
   const body = {};
   if (solution) body.solution = solution;
+  if (variants.length) body.variant = $("lottery-variant").value || "any";
   api("POST", sale.base + "/registrations", { "Content-Type": "application/json" }, JSON.stringify(body)).then(function (r) {
     registering = false;
     $("lottery-register").disabled = false;
