@@ -16,9 +16,10 @@
 #     about a lane's worth each): its end-to-end tests run one after another
 #     within a package, and are most of the suite's time;
 #   - the benchmarks, then the fuzz targets, at the lowest CPU priority
-#     (nice 19): they take the CPU the tests leave idle. The benchmarks run
-#     in a go test of their own because go test runs packages one at a time
-#     whenever -bench is set.
+#     (nice 19) while tests run: they take the CPU the tests leave idle;
+#     what is left of them once the tests end runs at the normal priority.
+#     The benchmarks run in a go test of their own because go test runs
+#     packages one at a time whenever -bench is set.
 # go test -json of every test lane goes through gotestsum (a line per package,
 # the output of each failing test) into OUT (.test-out), from which the
 # slowest tests are read.
@@ -82,12 +83,21 @@ pids+=($!)
   fi
   scripts/fuzz.sh
 ) &
-pids+=($!)
+tail=$!
 
 rc=0
 for p in "${pids[@]}"; do
   wait "$p" || rc=1
 done
+# The tests are done: the tail takes no CPU from them any more, and at nice
+# 19 beside a busy machine's other work (two CPU burners) it starved, each
+# fuzz target's build waiting for whatever CPU the others left. What is left
+# of it runs at the normal priority (as root; elsewhere it stays at 19).
+descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
+for _ in 1 2; do
+  renice -n 0 -p "$tail" $(descendants "$tail") >/dev/null 2>&1 || true
+done
+wait "$tail" || rc=1
 
 echo
 echo "The ten slowest tests of this run (go test -json, $out):"
