@@ -12,9 +12,15 @@
 -- create a gated sale with variants (the version before refuses to create
 -- one; its gate job would find the sale's one counter missing and pause it,
 -- and its returns would not name the variant).
+--
+-- The foreign key is added NOT VALID: every existing row's variant is NULL,
+-- so there is nothing to check, and a validating scan of gate_outbox would
+-- hold the table's lock (taken by ADD COLUMN, kept to the migration's
+-- commit) for as long as it reads every row, with every cancel, expiry and
+-- relay of every sale queued behind it. New rows are checked as always.
 ALTER TABLE gate_outbox ADD COLUMN variant text;
 ALTER TABLE gate_outbox ADD CONSTRAINT gate_outbox_variant_fkey
-    FOREIGN KEY (sale_id, variant) REFERENCES sale_variants (sale_id, sku);
+    FOREIGN KEY (sale_id, variant) REFERENCES sale_variants (sale_id, sku) NOT VALID;
 
 -- A restock owes its units to the counter of the reservation's variant: the
 -- one whose stock rows its bucket is among (position = bucket / 64, as in

@@ -11,12 +11,18 @@
 -- keep working on every lottery they know. They do not know variants: until
 -- every instance runs this version, do not create a lottery with variants
 -- (the version before would draw it by rank alone, without the awards).
+--
+-- The constraints are added NOT VALID: every existing row has both columns
+-- NULL, so there is nothing to check, and a validating scan would hold the
+-- table's lock (ADD COLUMN's, kept to the migration's commit) while it reads
+-- every registration, with a live lottery's registrations queued behind it.
+-- New and updated rows are checked as always.
 ALTER TABLE lottery_registrations
     ADD COLUMN variant     text,
     ADD COLUMN won_variant text,
     ADD CONSTRAINT lottery_registrations_variant_fkey
-        FOREIGN KEY (sale_id, variant) REFERENCES sale_variants (sale_id, sku),
+        FOREIGN KEY (sale_id, variant) REFERENCES sale_variants (sale_id, sku) NOT VALID,
     ADD CONSTRAINT lottery_registrations_won_variant_fkey
-        FOREIGN KEY (sale_id, won_variant) REFERENCES sale_variants (sale_id, sku),
+        FOREIGN KEY (sale_id, won_variant) REFERENCES sale_variants (sale_id, sku) NOT VALID,
     ADD CONSTRAINT lottery_registrations_won_variant_named
-        CHECK (won_variant IS NULL OR variant IS NULL OR won_variant = variant);
+        CHECK (won_variant IS NULL OR variant IS NULL OR won_variant = variant) NOT VALID;

@@ -6167,7 +6167,7 @@ type NewSale struct {
 	// Title what the waiting-room page calls the product: 1-120 characters of text (no control or format characters, not only spaces); null or absent: the SKU
 	Title *string `json:"title,omitempty"`
 
-	// Variants the sale's variants (sizes, tiers, editions) sold through one admission: one line, one admission, one reservation per customer for the whole sale, each variant's stock its own. With variants, initialStock and buckets are left out. Not supported yet with "gate": "redis" or "admission": "lottery" (400). null or absent: a sale without variants
+	// Variants the sale's variants (sizes, tiers, editions) sold through one admission: one line, one admission, one reservation per customer for the whole sale, each variant's stock its own. With variants, initialStock and buckets are left out. With "gate": "redis", the gate keeps a counter per variant; with "admission": "lottery", a registration names a variant or any. null or absent: a sale without variants
 	Variants *[]NewVariant `json:"variants,omitempty"`
 
 	// Waitlist lottery sales: a winner who does not buy in time passes the unit to the next drawn
