@@ -10,10 +10,14 @@ import { jsonString } from "./tokens.js";
 // MAX_REPORTED_HOLDERS is roomtoken.MaxReportedHolders: at most so many
 // holders in one report, all sales together (an origin refuses more).
 export const MAX_REPORTED_HOLDERS = 1024;
-// MAX_HOLDERS is the Go edge's maxHolders: the holders an isolate keeps
-// waiting for an origin, all sales together; beyond them new ones are left
-// out of the committed crowd (and logged).
-export const MAX_HOLDERS = 1 << 18;
+// MAX_HOLDERS: the holders an isolate keeps waiting for an origin, all
+// sales together; beyond them new ones are left out of the committed crowd
+// (and logged). An eighth of the Go edge's maxHolders: an isolate has about
+// 128 MB for everything, and a holder with its sale and customer ids (up to
+// 128 bytes each) takes a few hundred bytes. Its reports carry 1,024 every
+// 100 ms while they wait, so 32,768 is three seconds of an isolate's own
+// arrivals at 10,000 a second.
+export const MAX_HOLDERS = 1 << 15;
 // MAX_REPORTED_LINES is the Go edge's maxReportedLines: the lines whose
 // counts one report carries (the first by sale id).
 export const MAX_REPORTED_LINES = 32;
@@ -98,7 +102,10 @@ export function holdersJSON(batch) {
 const QUEUE_BUCKETS = [1, 2, 5, 10, 20, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600, 7200];
 const QUEUE_MINUTES = 120;
 const LEFT_AFTER_MS = 60000; // waitroom.LeftAfter
-const MAX_WAITERS = 1 << 20; // waitroom's maxWaiters
+// MAX_WAITERS: the waiters an isolate follows for the line's counts; a
+// sixteenth of waitroom's maxWaiters, for an isolate's memory as MAX_HOLDERS.
+// Waiters past it are answered as always, and not followed.
+const MAX_WAITERS = 1 << 16;
 const SWEEP_EVERY_MS = 1000; // as RunQueuePublisher sweeps
 
 // queueBucket is flashline.QueueBucket: the bucket of QUEUE_BUCKETS that

@@ -137,14 +137,40 @@ async function cached(st, request, url, ctx) {
 // key goes to one origin only. No origin answering: 503 overloaded with
 // Retry-After: 2, readable from any origin.
 const MAX_BODY = 1 << 20; // handlers' maxEdgeBody
+
+// readAtMost reads a body to its end, or stops at more than max bytes
+// (null): a chunked body declares no length, and reading it whole first
+// would let one request take the isolate's memory.
+async function readAtMost(stream, max) {
+  const reader = stream.getReader();
+  const chunks = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.byteLength;
+    if (n > max) {
+      reader.cancel().catch(() => {});
+      return null;
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out.buffer;
+}
 async function passOn(st, request, url) {
   const safe = request.method === "GET" || request.method === "HEAD";
   const keyed = !safe && request.headers.has("Idempotency-Key");
   let body = safe ? undefined : request.body;
   if (keyed && request.body) {
     const declared = Number(request.headers.get("Content-Length") || 0);
-    body = declared > MAX_BODY ? null : await request.arrayBuffer().catch(() => null);
-    if (body === null || body.byteLength > MAX_BODY) {
+    body = declared > MAX_BODY ? null : await readAtMost(request.body, MAX_BODY).catch(() => null);
+    if (body === null) {
       return json(400, errorBody("invalid_request", "the request body could not be read, or is too large"));
     }
   }
