@@ -70,18 +70,24 @@ for i in "${!shards[@]}"; do
 done
 lane packages -race -count=1 -p 4 -timeout 30m -skip "$skip" "${heavy[@]}" ./... &
 pids+=($!)
+# The tail runs at nice 19 while the tests run (the marker file says so):
+# it takes the CPU they leave idle. Once they end, what is left of it runs
+# at the normal priority: at nice 19 beside a busy machine's other work (two
+# CPU burners, fresh-clone run 28) each fuzz target's build starved for
+# minutes after the tests had ended.
+testing=$out/testing
+touch "$testing"
 (
-  renice -n 19 -p "$BASHPID" >/dev/null
   # Not through gotestsum, which takes a benchmark's result for a test
   # that never ended: the output is shown when a benchmark fails.
-  if go test -race -count=1 -run '^$' -bench . -benchtime 1x $(scripts/packages-with.sh Benchmark) >"$out/benchmarks.log" 2>&1; then
+  if nice -n 19 go test -race -count=1 -run '^$' -bench . -benchtime 1x $(scripts/packages-with.sh Benchmark) >"$out/benchmarks.log" 2>&1; then
     echo "benchmarks: every one ran once ($out/benchmarks.log)"
   else
     cat "$out/benchmarks.log"
     echo "benchmarks: FAILED"
     exit 1
   fi
-  scripts/fuzz.sh
+  FUZZ_NICE_WHILE=$testing scripts/fuzz.sh
 ) &
 tail=$!
 
@@ -89,14 +95,7 @@ rc=0
 for p in "${pids[@]}"; do
   wait "$p" || rc=1
 done
-# The tests are done: the tail takes no CPU from them any more, and at nice
-# 19 beside a busy machine's other work (two CPU burners) it starved, each
-# fuzz target's build waiting for whatever CPU the others left. What is left
-# of it runs at the normal priority (as root; elsewhere it stays at 19).
-descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
-for _ in 1 2; do
-  renice -n 0 -p "$tail" $(descendants "$tail") >/dev/null 2>&1 || true
-done
+rm -f "$testing"
 wait "$tail" || rc=1
 
 echo
