@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,6 +165,97 @@ func TestNorthlineRace(t *testing.T) {
 	got := requireInvariant(t, s, sale.ID)
 	require.Equal(t, 0, got.Available)
 	require.Equal(t, 200, got.Pending)
+}
+
+// TestNorthlineRaceOfVariants is the race on a sale with variants: 300
+// buyers at once for three variants of 10, 30 and 80 units, each trying a
+// variant at random and, answered variant_sold_out, another among those it
+// was not yet told were gone. Every variant sells exactly its units, the
+// sale its 120, each buyer ends with one reservation (of the variant it was
+// answered 201 for) or told every variant is sold out, and no customer holds
+// two.
+func TestNorthlineRaceOfVariants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	s := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{ReserveTimeout: 2 * time.Minute})
+	variants := []flashline.NewVariant{{SKU: "S", Stock: 10}, {SKU: "M", Stock: 30, Buckets: 2}, {SKU: "L", Stock: 80, Buckets: 4}}
+	sale, err := s.CreateSale(ctx, flashline.NewSale{SKU: "sku_991", PerCustomerLimit: 1, ReservationTTLSeconds: 600, Variants: variants})
+	require.NoError(t, err)
+	const buyers = 300
+	bought := make([]string, buyers) // the variant each buyer holds, or "sold_out"
+	var switched atomic.Int64
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range buyers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 49))
+			left := []string{"S", "M", "L"}
+			<-start
+			for len(left) > 0 {
+				p := rng.IntN(len(left))
+				v := left[p]
+				req := reserveReq(sale.ID, fmt.Sprintf("c%03d", i), "k-"+v, 1)
+				req.Variant = v
+				req.Fingerprint = append(req.Fingerprint, "/"+v...)
+				res, err := s.Reserve(ctx, req)
+				switch {
+				case err == nil:
+					if res.Reservation.Variant != v {
+						t.Errorf("buyer %d asked for %s, was given %q", i, v, res.Reservation.Variant)
+					}
+					bought[i] = v
+					return
+				case errors.Is(err, flashline.ErrVariantSoldOut):
+					switched.Add(1)
+					left = append(left[:p], left[p+1:]...)
+				default:
+					t.Errorf("buyer %d, variant %s: %v", i, v, err)
+					return
+				}
+			}
+			bought[i] = "sold_out"
+		})
+	}
+	close(start)
+	wg.Wait()
+	count := map[string]int{}
+	for _, b := range bought {
+		count[b]++
+	}
+	t.Logf("race of variants: %v, %d variant_sold_out answers", count, switched.Load())
+	require.Equal(t, map[string]int{"S": 10, "M": 30, "L": 80, "sold_out": buyers - 120}, count)
+	got := requireInvariant(t, s, sale.ID)
+	require.Equal(t, 0, got.Available)
+	require.Equal(t, 120, got.Pending)
+	require.Len(t, got.Variants, len(variants))
+	for i, v := range got.Variants {
+		require.Equal(t, variants[i].SKU, v.SKU)
+		require.True(t, v.OK, "variant %s: %+v", v.SKU, v)
+		require.Equal(t, 0, v.Available, "variant %s", v.SKU)
+		require.Equal(t, variants[i].Stock, v.Pending, "variant %s", v.SKU)
+	}
+	// One reservation per customer, in the variant its 201 named (its
+	// bucket's: bucket / 64 is the variant's position).
+	rows, err := pool.Query(ctx, `SELECT r.customer_id, count(*), min(v.sku) FROM reservations r
+		JOIN sale_variants v ON v.sale_id = r.sale_id AND v.position = r.bucket / 64
+		WHERE r.sale_id = $1 GROUP BY 1`, sale.ID)
+	require.NoError(t, err)
+	held := map[string]string{}
+	for rows.Next() {
+		var customer, sku string
+		var n int
+		require.NoError(t, rows.Scan(&customer, &n, &sku))
+		require.Equal(t, 1, n, "customer %s holds %d reservations", customer, n)
+		held[customer] = sku
+	}
+	require.NoError(t, rows.Err())
+	for i, b := range bought {
+		if b != "sold_out" {
+			require.Equal(t, b, held[fmt.Sprintf("c%03d", i)], "buyer %d", i)
+		}
+	}
+	require.Len(t, held, 120)
 }
 
 // requireReplays: req's key replays receipt byte for byte, on the purchase

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashline/flashline/internal/client"
 	"github.com/flashline/flashline/internal/testkit/testdb"
 	"github.com/flashline/flashline/internal/testkit/testredis"
 	"github.com/flashline/flashline/internal/testkit/testserver"
@@ -34,7 +35,10 @@ import (
 // gives up. Then the same buyers retry with the lock gone, abandoning some
 // attempts again at random, and finish with attempts they wait for. No
 // fail-closed outcome on any instance, no "failing closed" line in any log,
-// on a gated sale and on an ungated one, with and without Redis.
+// on a gated sale and on an ungated one, with and without Redis, and on a
+// sale with variants of each kind (issue 49: the gate's counter per variant,
+// the purchase path's variant rows), each buyer's attempts naming one
+// variant.
 func TestCancellationsAreNotOutages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts flashline serve processes and redis-server: not in -short")
@@ -52,14 +56,33 @@ func TestCancellationsAreNotOutages(t *testing.T) {
 
 	gated := c.CreateSale(t, withRedis.URL, `{"sku":"sku_cancel_gated","initialStock":1000,"perCustomerLimit":1,"gate":"redis"}`)
 	plain := c.CreateSale(t, withRedis.URL, `{"sku":"sku_cancel_plain","initialStock":1000,"perCustomerLimit":1}`)
+	const variants = `"variants":[{"sku":"S","stock":300},{"sku":"M","stock":400,"buckets":2},{"sku":"L","stock":300}]`
+	gatedVariants := c.CreateSale(t, withRedis.URL, `{"sku":"sku_cancel_gated_v","perCustomerLimit":1,"gate":"redis",`+variants+`}`)
+	plainVariants := c.CreateSale(t, withRedis.URL, `{"sku":"sku_cancel_plain_v","perCustomerLimit":1,`+variants+`}`)
 	// A gated sale is only bought where Redis is: without it, failing
 	// closed is the right answer.
-	targets := []struct{ name, base, sale string }{
-		{"gated", withRedis.URL, gated},
-		{"plain-with-redis", withRedis.URL, plain},
-		{"plain-without-redis", without.URL, plain},
+	targets := []struct {
+		name, base, sale string
+		variants         bool
+	}{
+		{"gated", withRedis.URL, gated, false},
+		{"plain-with-redis", withRedis.URL, plain, false},
+		{"plain-without-redis", without.URL, plain, false},
+		{"gated-variants", withRedis.URL, gatedVariants, true},
+		{"plain-variants-without-redis", without.URL, plainVariants, true},
 	}
 	const buyers = 12 // per target
+	// reserve is buyer b's checkout of target ti: of the variant b names in
+	// a sale with variants.
+	reserve := func(ctx context.Context, ti, b int, tok string) (testserver.Response, error) {
+		tg := targets[ti]
+		if !tg.variants {
+			return c.Reserve(ctx, tg.base, tg.sale, tok, "checkout-1", 1)
+		}
+		r, err := c.To(tg.base).Reserve(ctx, tok, client.ReserveRequest{SaleID: tg.sale, IdempotencyKey: "checkout-1", Quantity: 1,
+			Variant: []string{"S", "M", "L"}[b%3]})
+		return r.Response, err
+	}
 
 	// storm sends each buyer's attempts, each abandoned by its client after
 	// a random few milliseconds (at most most), with the buyer's one key.
@@ -72,7 +95,7 @@ func TestCancellationsAreNotOutages(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(ti), uint64(b)))
 					for range attempts {
 						ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond+time.Duration(rng.Int64N(int64(most))))
-						_, _ = c.Reserve(ctx, tg.base, tg.sale, tok, "checkout-1", 1)
+						_, _ = reserve(ctx, ti, b, tok)
 						cancel()
 					}
 				})
@@ -104,7 +127,7 @@ func TestCancellationsAreNotOutages(t *testing.T) {
 				var r testserver.Response
 				for round := 0; ; round++ {
 					r = retryShed(t, func(int) (testserver.Response, error) {
-						return c.Reserve(context.Background(), tg.base, tg.sale, tok, "checkout-1", 1)
+						return reserve(context.Background(), ti, b, tok)
 					})
 					// An abandoned attempt with the key may still be
 					// committing: the retry is told so, and asks again.

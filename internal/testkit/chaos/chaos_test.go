@@ -31,7 +31,9 @@ func TestMain(m *testing.M) { testserver.Main(m) }
 // through a multi-host URL; the asynchronous ones report what they lost
 // rather than failing on it, and run in the long form only (or when named).
 // kill-batch-variants runs on a sale of three variants
-// (internal/testkit/chaos/variants.go), each held to its own units.
+// (internal/testkit/chaos/variants.go), each held to its own units;
+// gate-kill-batch-variants and redis-kill-variants run a gated one (a
+// counter per variant), in the long form only or when named.
 // Any violation fails the test, and the history is written to chaos-out/
 // (porcupine's visualisation and the operations as text).
 //

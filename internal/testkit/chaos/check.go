@@ -160,14 +160,20 @@ func check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 	if f.Gate.On {
 		held = gateHeldBack(f, ops)
 	}
-	// Each variant's own timeline, for its variant_sold_out answers.
+	// Each variant's own timeline, for its variant_sold_out answers, and
+	// in a gated sale what its own counter may have been without.
 	variantTL := map[string]*Timeline{}
+	variantHeld := map[string][]heldBack{}
 	for _, fv := range f.Variants {
-		vtl, problems := NewTimeline(f.ofVariant(fv.SKU), ops)
+		of := f.ofVariant(fv.SKU)
+		vtl, problems := NewTimeline(of, ops)
 		for _, p := range problems {
 			bad("timeline of variant %s: %s", fv.SKU, p)
 		}
 		variantTL[fv.SKU] = vtl
+		if f.Gate.On {
+			variantHeld[fv.SKU] = gateHeldBack(of, ops)
+		}
 	}
 	for _, op := range ops {
 		switch {
@@ -186,8 +192,13 @@ func check(ctx context.Context, initial int, opensAt time.Time, customers []stri
 			vtl, ok := variantTL[op.Variant]
 			if !ok {
 				bad("variant_sold_out for a variant the sale does not have: %s", describe(op))
-			} else if !vtl.AnyIn(from, op.Return, func(c Counts) bool { return c.Available < op.Qty }) {
-				lost("variant_sold_out while %d units of %s were available throughout (and for %s before): %s", op.Qty, op.Variant, SoldOutStaleness, describe(op))
+			} else if !vtl.AnyIn(from, op.Return, func(c Counts) bool { return c.Available < op.Qty }) &&
+				!(f.Gate.On && vtl.gateShortIn(from, op.Return, variantHeld[op.Variant], op.Qty)) {
+				less := ""
+				if f.Gate.On {
+					less = ", less those its counter may have been without,"
+				}
+				lost("variant_sold_out while %d units of %s were available%s throughout (and for %s before): %s", op.Qty, op.Variant, less, SoldOutStaleness, describe(op))
 			}
 		case op.Kind == ReadSale:
 			if !tl.Seen(op.Call, op.Return, op.Counts) {

@@ -247,7 +247,9 @@ func TestReadMissesASweepUntilItIsDone(t *testing.T) {
 // TestVariantsEachHeldToItsOwnUnits: in a sale of two variants of one unit
 // each, a hold of each is legal; a second hold of the same variant is not
 // (porcupine, and the variant's accounting), though the sale had a unit
-// left; and variant_sold_out is legal only when its variant was short.
+// left; and variant_sold_out is legal only when its variant was short (in a
+// gated sale, or its counter: less the units owed back to it, not to
+// another variant's).
 func TestVariantsEachHeldToItsOwnUnits(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
@@ -315,5 +317,25 @@ func TestVariantsEachHeldToItsOwnUnits(t *testing.T) {
 	v = Check(context.Background(), 2, time.Time{}, customers, []*Op{reserve(0, "c1", "A", "r1", 0), refused("B"), reserve(1, "c2", "B", "r2", 100*time.Millisecond)}, facts("B"))
 	if len(v.Violations) != 1 || !strings.Contains(v.Violations[0], "variant_sold_out while") {
 		t.Fatalf("variant_sold_out of a variant with its unit: violations %v", v.Violations)
+	}
+
+	// Gated (a counter per variant): B's unit handed out to a request that
+	// died, owed back to B's counter by a return written ReturnGrace later,
+	// makes B's variant_sold_out legal; a unit owed back to A's counter
+	// does not.
+	gated := func(variant string) Facts {
+		f := facts("B")
+		f.Gate = GateFacts{On: true, Agreed: true, Movements: []GateMovement{
+			{Reason: "return", Variant: variant, Qty: 1, Created: t0.Add(ReturnGrace), Applied: at(ReturnGrace + time.Second)},
+		}}
+		return f
+	}
+	v = Check(context.Background(), 2, time.Time{}, customers, []*Op{reserve(0, "c1", "A", "r1", 0), refused("B"), reserve(1, "c2", "B", "r2", 100*time.Millisecond)}, gated("B"))
+	if v.Porcupine != "Ok" || len(v.Violations) > 0 {
+		t.Fatalf("gated: variant_sold_out of a variant whose unit its counter was without: porcupine %s, violations %v", v.Porcupine, v.Violations)
+	}
+	v = Check(context.Background(), 2, time.Time{}, customers, []*Op{reserve(0, "c1", "A", "r1", 0), refused("B"), reserve(1, "c2", "B", "r2", 100*time.Millisecond)}, gated("A"))
+	if len(v.Violations) != 1 || !strings.Contains(v.Violations[0], "less those its counter may have been without") {
+		t.Fatalf("gated: variant_sold_out of a variant with its unit, another variant's owed back: violations %v", v.Violations)
 	}
 }

@@ -50,6 +50,11 @@
 //     variant_sold_out is checked against its variant's own timeline, and
 //     each variant's accounting against the database (stock + pending +
 //     confirmed = its units, its ledger, the sale_variant_invariant view).
+//     Gated (gate-kill-batch-variants, redis-kill-variants: the long form
+//     only, or named), a variant_sold_out may also meet a moment when its
+//     units less those its own counter may have been without were short
+//     (the units owed back to it: gate_outbox.variant), and after the load
+//     each variant's counter must agree with its stock rows, drift 0.
 //   - run.go: one run of one fault: a fresh database, the instances, the sale,
 //     the load, the fault, the quiet period, the checks, the figures.
 //   - workload.go: buyers whose every logical operation (reserve, confirm,

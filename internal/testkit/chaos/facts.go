@@ -73,8 +73,9 @@ type VariantFacts struct {
 	OK        bool
 }
 
-// ofVariant is f with only the rows, ledger rows and orders of variant
-// sku: the variant's own account, whose timeline is the variant's.
+// ofVariant is f with only the rows, ledger rows, orders and units owed
+// back to the gate of variant sku: the variant's own account, whose
+// timeline is the variant's (and, gated, its counter's held-back units).
 func (f Facts) ofVariant(sku string) Facts {
 	v := f
 	v.Rows, v.Ledger, v.Orders = nil, map[string][]LedgerRow{}, map[string][]Order{}
@@ -91,6 +92,12 @@ func (f Facts) ofVariant(sku string) Facts {
 			if l.Variant == sku {
 				v.Ledger[id] = append(v.Ledger[id], l)
 			}
+		}
+	}
+	v.Gate.Movements = nil
+	for _, m := range f.Gate.Movements {
+		if m.Variant == sku {
+			v.Gate.Movements = append(v.Gate.Movements, m)
 		}
 	}
 	return v

@@ -133,6 +133,15 @@ func Faults(skew time.Duration) []Fault {
 		{Name: "kill-batch-variants", What: "as kill-batch, on a sale of three variants (three times the stock split 1:3:8, so that the smallest sells out early and the largest keeps buying going): buyers choose a variant at random and switch when theirs is sold out; each variant's units checked on their own",
 			Inject: killMid(Reserve), Variants: []int{1, 3, 8},
 			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+		// The gate on a sale with variants: a counter per variant. In the
+		// long form only (or named), so that make test's time is unchanged.
+		{Name: "gate-kill-batch-variants", What: "as gate-kill-batch, on a sale of three variants split 1:3:8 (a counter per variant): the units the killed instance had taken from each variant's counter come back to that counter through the gate job after the return grace; each variant's variant_sold_out checked against its own units less those its counter may have been without, and each counter against its variant's stock rows after the load",
+			Gate: true, Inject: killMid(Reserve), PauseWithin: 3 * time.Second, Variants: []int{1, 3, 8}, LongOnly: true,
+			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
+		{Name: "redis-kill-variants", What: "as redis-kill, on a sale of three variants split 1:3:8: every variant's counter is lost with Redis, and the operator's rebuild writes each from the database",
+			Gate: true, Inject: redisKill(5 * time.Second), Variants: []int{1, 3, 8}, LongOnly: true,
+			GateIncidents: []string{"gate_unreachable", "gate_missing"}, PauseWithin: 15 * time.Second, MinLoad: 12 * time.Second,
+			Sale: func(s *client.NewSale) { s.InitialStock *= 3 }},
 	}
 }
 

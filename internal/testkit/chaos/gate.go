@@ -53,13 +53,20 @@ type GateFacts struct {
 	// did within GateSettleWithin.
 	Settled time.Duration
 	Agreed  bool
+	// Variants are, in a sale with variants, each variant's counter at the
+	// end against its own stock rows (the gate keeps a counter per
+	// variant): Agreed also needs each to agree on its own.
+	Variants []GateVariantFacts
 }
 
 // GateMovement is one gate_outbox row: units owed back to the counter from
 // Created (the transaction that wrote it) until the relay's transaction
 // that marked it applied committed (nil: never).
 type GateMovement struct {
-	Reason  string
+	Reason string
+	// Variant is the SKU of the variant whose counter the units go to
+	// (gate_outbox.variant; "": a sale without variants).
+	Variant string
 	Qty     int
 	Created time.Time
 	Applied *time.Time
@@ -189,7 +196,8 @@ func (r *Run) rebuildResume(ctx context.Context) {
 // settleGate waits, once the load is over and no hold is pending, until
 // the gate's counter agrees with the database: the admin view says OK with
 // drift 0 and the counter equals the units in the stock rows (nothing owed
-// back, nothing in flight).
+// back, nothing in flight); in a sale with variants, each variant's counter
+// too, with drift 0 and its own stock rows' units.
 func (r *Run) settleGate(ctx context.Context, since time.Time) GateFacts {
 	var g GateFacts
 	deadline := time.Now().Add(GateSettleWithin)
@@ -199,16 +207,20 @@ func (r *Run) settleGate(ctx context.Context, since time.Time) GateFacts {
 		if err == nil {
 			err = r.DB.QueryRow(ctx, `SELECT coalesce(sum(quantity), 0) FROM stock WHERE sale_id = $1`, r.SaleID).Scan(&stock)
 		}
+		var variants []GateVariantFacts
+		if err == nil {
+			variants, err = r.variantCounters(ctx, s)
+		}
 		if err == nil && s.Gate.Counter != nil && s.Gate.Drift != nil && s.Gate.OK != nil {
-			g.Counter, g.Drift, g.OK = *s.Gate.Counter, *s.Gate.Drift, *s.Gate.OK
-			if g.OK && g.Drift == 0 && g.Counter == stock {
+			g.Counter, g.Drift, g.OK, g.Variants = *s.Gate.Counter, *s.Gate.Drift, *s.Gate.OK, variants
+			if g.OK && g.Drift == 0 && g.Counter == stock && variantsAgree(variants) {
 				g.Agreed, g.Settled = true, time.Since(since)
 				return g
 			}
 		}
 		if time.Now().After(deadline) {
-			r.Note("the gate's counter did not agree with the database within %s: counter %d, drift %d, ok %v, stock %d (%v)",
-				GateSettleWithin, g.Counter, g.Drift, g.OK, stock, err)
+			r.Note("the gate's counter did not agree with the database within %s: counter %d, drift %d, ok %v, stock %d%s (%v)",
+				GateSettleWithin, g.Counter, g.Drift, g.OK, stock, formatVariantCounters(g.Variants), err)
 			return g
 		}
 		sleep(ctx, 200*time.Millisecond)
@@ -239,7 +251,7 @@ func readGateFacts(ctx context.Context, r *Run, g *GateFacts) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	mrows, err := r.DB.Query(ctx, `SELECT reason, quantity, created_at,
+	mrows, err := r.DB.Query(ctx, `SELECT reason, coalesce(variant, ''), quantity, created_at,
 		CASE WHEN applied_at IS NULL THEN NULL ELSE pg_xact_commit_timestamp(xmin) END
 		FROM gate_outbox WHERE sale_id = $1`, r.SaleID)
 	if err != nil {
@@ -248,7 +260,7 @@ func readGateFacts(ctx context.Context, r *Run, g *GateFacts) error {
 	defer mrows.Close()
 	for mrows.Next() {
 		var m GateMovement
-		if err := mrows.Scan(&m.Reason, &m.Qty, &m.Created, &m.Applied); err != nil {
+		if err := mrows.Scan(&m.Reason, &m.Variant, &m.Qty, &m.Created, &m.Applied); err != nil {
 			return err
 		}
 		g.Movements = append(g.Movements, m)
@@ -398,8 +410,8 @@ func checkGate(f Fault, facts Facts) []string {
 	var bad []string
 	g := facts.Gate
 	if !g.Agreed {
-		bad = append(bad, fmt.Sprintf("the gate's counter did not agree with the database within %s of the load's end: counter %d, drift %d, ok %v, stock %d",
-			GateSettleWithin, g.Counter, g.Drift, g.OK, facts.Stock))
+		bad = append(bad, fmt.Sprintf("the gate's counter did not agree with the database within %s of the load's end: counter %d, drift %d, ok %v, stock %d%s",
+			GateSettleWithin, g.Counter, g.Drift, g.OK, facts.Stock, formatVariantCounters(g.Variants)))
 	}
 	for _, inc := range g.Incidents {
 		if !slices.Contains(f.GateIncidents, inc.Kind) {

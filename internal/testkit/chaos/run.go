@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -406,6 +407,17 @@ func Execute(t testing.TB, cluster *Cluster, cfg Config) Result {
 	}
 	if len(facts.Variants) > 0 {
 		res.Notes = append(res.Notes, "variants: "+variantsSold(facts))
+	}
+	if facts.Gate.On {
+		incidents := map[string]int{}
+		for _, inc := range facts.Gate.Incidents {
+			incidents[inc.Kind]++
+		}
+		res.Notes = append(res.Notes, "gate incidents: "+cmp.Or(FormatCounts(incidents), "none"))
+	}
+	if len(facts.Gate.Variants) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the gate's counters after the load (agreed %v)%s; units owed back: %s",
+			facts.Gate.Agreed, formatVariantCounters(facts.Gate.Variants), owedBack(facts.Gate.Movements)))
 	}
 	if v.ReadsLeftOut > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("%d reads of the sale made during an operation longer than %s checked against the database's timeline only, not by porcupine", v.ReadsLeftOut, LongOperation))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/flashline/flashline/internal/client"
 	"github.com/flashline/flashline/internal/testkit/testserver"
 )
@@ -121,4 +123,83 @@ func checkVariants(f Facts, bad, lost func(format string, args ...any)) {
 	if sum != f.Initial {
 		bad("the variants' initial units add up to %d, the sale's are %d", sum, f.Initial)
 	}
+}
+
+// GateVariantFacts is one variant's counter of a gated sale with variants
+// at the end: the admin view's counter and drift, and the units of the
+// variant's stock rows.
+type GateVariantFacts struct {
+	SKU                   string
+	Counter, Drift, Stock int64
+}
+
+// variantCounters is, in a gated sale with variants, each variant's counter
+// and drift as the admin view s lists them, with its stock rows' units
+// (bucket / 64 is the variant's position); none in a sale without.
+func (r *Run) variantCounters(ctx context.Context, s client.Sale) ([]GateVariantFacts, error) {
+	if len(r.cfg.Fault.Variants) == 0 {
+		return nil, nil
+	}
+	rows, err := r.DB.Query(ctx, `SELECT v.sku, coalesce(sum(s.quantity), 0)::bigint FROM sale_variants v
+		LEFT JOIN stock s ON s.sale_id = v.sale_id AND s.bucket / 64 = v.position
+		WHERE v.sale_id = $1 GROUP BY v.sku, v.position ORDER BY v.position`, r.SaleID)
+	if err != nil {
+		return nil, fmt.Errorf("read the variants' stock: %w", err)
+	}
+	stock, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		SKU   string
+		Units int64
+	}])
+	if err != nil {
+		return nil, fmt.Errorf("read the variants' stock: %w", err)
+	}
+	if len(s.Gate.Variants) != len(stock) {
+		return nil, fmt.Errorf("the gate lists %d variants' counters, the sale has %d variants", len(s.Gate.Variants), len(stock))
+	}
+	out := make([]GateVariantFacts, len(stock))
+	for i, v := range s.Gate.Variants {
+		if v.SKU != stock[i].SKU {
+			return nil, fmt.Errorf("the gate's counter %d is of variant %s, the sale's variant %d is %s", i, v.SKU, i, stock[i].SKU)
+		}
+		out[i] = GateVariantFacts{SKU: v.SKU, Counter: v.Counter, Drift: v.Drift, Stock: stock[i].Units}
+	}
+	return out, nil
+}
+
+// formatVariantCounters is each variant's counter, drift and stock rows'
+// units, for a note or a violation ("" for none).
+func formatVariantCounters(vs []GateVariantFacts) string {
+	var b strings.Builder
+	for _, v := range vs {
+		fmt.Fprintf(&b, "; variant %s: counter %d, drift %d, stock %d", v.SKU, v.Counter, v.Drift, v.Stock)
+	}
+	return b.String()
+}
+
+// variantsAgree reports whether every variant's counter agrees with its
+// stock rows: drift 0, the counter their units.
+func variantsAgree(vs []GateVariantFacts) bool {
+	for _, v := range vs {
+		if v.Drift != 0 || v.Counter != v.Stock {
+			return false
+		}
+	}
+	return true
+}
+
+// owedBack counts the units owed back to the gate's counters (gate_outbox)
+// by reason and variant, and those never applied, for the report.
+func owedBack(ms []GateMovement) string {
+	counts := map[string]int{}
+	for _, m := range ms {
+		k := m.Reason + " to " + m.Variant
+		if m.Applied == nil {
+			k += " (not applied)"
+		}
+		counts[k] += m.Qty
+	}
+	if len(counts) == 0 {
+		return "none"
+	}
+	return FormatCounts(counts)
 }
