@@ -44,7 +44,8 @@ type Pools struct {
 
 // RoleWait is how long confirm, cancel, payment events, the admin's calls,
 // the waiting room and the jobs wait for a connection (a busy pool, or a
-// server without a free slot) before they are answered overloaded.
+// server without a free slot) before they are answered overloaded, unless
+// Options.RoleWait says otherwise.
 const RoleWait = 5 * time.Second
 
 // SinglePool is Pools with one pool in every role.
@@ -58,6 +59,10 @@ type Options struct {
 	// the end even if the client hangs up, so that its retry finds the
 	// stored answer rather than a half-done attempt. Default 5s.
 	ReserveTimeout time.Duration
+	// RoleWait is how long every role but the purchase path waits for a
+	// connection (db.Acquire). Default RoleWait (5s); tests that are about
+	// the contract, not about overload, wait longer on a loaded machine.
+	RoleWait time.Duration
 	// MaxBatch is the most reservations of one sale coalesced into one
 	// transaction (1: one transaction per reservation), and BatchesInFlight
 	// how many such transactions one sale may have running on this instance.
@@ -125,6 +130,9 @@ func NewStore(p Pools, opts Options) *Store {
 	if opts.ReserveTimeout <= 0 {
 		opts.ReserveTimeout = 5 * time.Second
 	}
+	if opts.RoleWait <= 0 {
+		opts.RoleWait = RoleWait
+	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 64
 	}
@@ -134,7 +142,7 @@ func NewStore(p Pools, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	waiting := func(p *pgxpool.Pool) *db { return &db{Pool: p, wait: RoleWait} }
+	waiting := func(p *pgxpool.Pool) *db { return &db{Pool: p, wait: opts.RoleWait} }
 	s := &Store{sale: &db{Pool: p.Sale}, admin: waiting(p.Admin), room: waiting(p.Room), jobs: waiting(jobs), session: waiting(session), opts: opts}
 	s.batches = coalescer{store: s, sales: make(map[string]*saleQueue)}
 	return s
