@@ -101,6 +101,7 @@ if [ "$n_origins" = 1 ]; then
   # shellcheck disable=SC2086
   "$py" scripts/rehearse/rehearse.py --target "$TARGET" --admin-target "${ADMIN_TARGET:-${TARGET%%,*}}" \
     --users "$users" --units "$units" --variants "$variants" --workers "$workers" --out "$out" ${REHEARSE_ARGS:-}
+  exit 0 # (a failure has ended the script with its status, as set -e does)
 fi
 rc=0
 # shellcheck disable=SC2086
