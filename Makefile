@@ -110,11 +110,12 @@ worker-dev: workerd
 ## TARGET=url[,url...] (ADMIN_TARGET for the admin API, and the instances'
 ## secrets in the environment), else an instance and an edge it starts and
 ## stops: EDGE=worker makes that edge the Worker on workerd (waitroom/worker,
-## installed by make workerd). VARIANTS=n rehearses a sale of n variants (the
+## installed by make workerd); ORIGINS=n (1) starts n instances on the one
+## database with that edge in front of them all. VARIANTS=n rehearses a sale of n variants (the
 ## units split evenly; each shopper reserves one at random and switches when
 ## it is gone). Locust's CSV and HTML report in OUT (/tmp/flashline-rehearsal).
 rehearse: locust
-	@USERS=$(USERS) UNITS=$(UNITS) VARIANTS=$(VARIANTS) WORKERS=$(WORKERS) TARGET=$(TARGET) ADMIN_TARGET=$(ADMIN_TARGET) OUT=$(OUT) EDGE=$(EDGE) scripts/rehearse.sh
+	@USERS=$(USERS) UNITS=$(UNITS) VARIANTS=$(VARIANTS) WORKERS=$(WORKERS) ORIGINS=$(ORIGINS) TARGET=$(TARGET) ADMIN_TARGET=$(ADMIN_TARGET) OUT=$(OUT) EDGE=$(EDGE) scripts/rehearse.sh
 
 ## fuzz: every fuzz target for FUZZTIME (default 3s) each
 fuzz:
