@@ -15,7 +15,8 @@ import (
 // version before migration 000028 writes a return during a rolling
 // upgrade) goes to no counter the sale has: the relay sets it aside and
 // reports it once (an incident naming it), it stays owed, and the sale's
-// later movements still reach their counters.
+// later movements still reach their counters (a restock without a variant
+// too: its variant is its reservation's).
 func TestGateRelaySetsAsideAMovementWithoutVariant(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, false, gate.Options{})
@@ -34,11 +35,21 @@ func TestGateRelaySetsAsideAMovementWithoutVariant(t *testing.T) {
 	_, err = f.pg.Cancel(ctx, res.Reservation.ID, flashline.Actor{CustomerID: "cust_a"})
 	require.NoError(t, err)
 
+	// A restock of S written without a variant: resolved from its
+	// reservation's bucket where the relay reads it.
+	resS, err := f.store.Reserve(ctx, variantReq(sale.ID, "S", "cust_b", "k", 1))
+	require.NoError(t, err)
+	_, err = f.pg.Cancel(ctx, resS.Reservation.ID, flashline.Actor{CustomerID: "cust_b"})
+	require.NoError(t, err)
+	tag, err := f.pool.Exec(ctx, `UPDATE gate_outbox SET variant = NULL WHERE movement_id = $1`, "restock:"+resS.Reservation.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+
 	for range 2 {
 		_, err = f.g.Relay(ctx)
 		require.NoError(t, err)
 	}
-	require.Equal(t, map[string]int64{"S": 3, "M": 3}, f.variantCounters(t, sale), "the restock reached M's counter")
+	require.Equal(t, map[string]int64{"S": 3, "M": 3}, f.variantCounters(t, sale), "the restocks reached M's and S's counters")
 	var owed []string
 	rows, err := f.pool.Query(ctx, "SELECT movement_id FROM gate_outbox WHERE sale_id = $1 AND applied_at IS NULL", sale.ID)
 	require.NoError(t, err)
