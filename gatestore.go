@@ -20,9 +20,10 @@ type GateStore interface {
 	// which were returned.
 	Settlements(ctx context.Context, saleID string, seqs []int64) (map[int64]GateSettlement, error)
 	// RelayOwed takes up to n movements owed to gates, oldest first, but for
-	// the sales in skip, and marks applied, in the same transaction, those
-	// apply says it applied. It reports how many it took.
-	RelayOwed(ctx context.Context, n int, skip []string, apply func(context.Context, []GateMovement) (applied []string, err error)) (int, error)
+	// the sales in skip and the movements in setAside, and marks applied, in
+	// the same transaction, those apply says it applied. It reports how many
+	// it took.
+	RelayOwed(ctx context.Context, n int, skip, setAside []string, apply func(context.Context, []GateMovement) (applied []string, err error)) (int, error)
 	// GateLedger is what the database says a gated sale's counter should
 	// account for.
 	GateLedger(ctx context.Context, saleID string) (GateLedger, error)
@@ -73,6 +74,10 @@ type GateMovement struct {
 	// Variant is the SKU of the variant whose counter it goes back to, in
 	// a sale with variants ("": the sale's one counter).
 	Variant string
+	// HasVariants says the movement's sale has variants: one of them that
+	// names no variant (written by an instance of the version before
+	// migration 000028, its variant not resolved) has no counter to go to.
+	HasVariants bool
 }
 
 // GateLedger is what the database says a gated sale's counter should account

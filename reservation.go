@@ -117,6 +117,11 @@ type ReserveRequest struct {
 	// expiry, sale and customer have been checked; "" when the token is
 	// absent or not valid for this request.
 	AdmissionID string
+	// AdmissionVariant is the variant AdmissionToken's "variant" claim
+	// names, once checked as AdmissionID is: a lottery winner's, in a
+	// lottery with variants, who may reserve that variant only
+	// (ErrVariantNotWon otherwise); "" for any other admission.
+	AdmissionVariant string
 	// PaymentInstrument is the customer token's payment_instrument claim,
 	// normalised (NormalizeInstrument); "" when absent (never the body's:
 	// the shopper's word). Sales with a per-instrument limit count units

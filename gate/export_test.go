@@ -26,9 +26,19 @@ func (g *Gate) WaitGiveBacks() { g.givingBack.Wait() }
 
 // Apply applies movements as a relay does.
 func (g *Gate) Apply(ctx context.Context, moves []flashline.GateMovement) ([]string, error) {
-	r := relayRun{g: g, skip: map[string]bool{}}
+	r := relayRun{g: g, skip: map[string]bool{}, aside: map[string]bool{}}
 	return r.apply(ctx, moves)
 }
 
 func EpochKey(saleID string) string   { return keysOf(saleID).epoch }
 func AppliedKey(saleID string) string { return keysOf(saleID).applied }
+
+// ViewDetail is what a drift incident of the sale would say now ("" when
+// the sale could not be read).
+func ViewDetail(ctx context.Context, g *Gate, saleID string) string {
+	v, _, err := g.measure(ctx, saleID)
+	if err != nil {
+		return ""
+	}
+	return v.detail()
+}

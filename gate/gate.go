@@ -63,6 +63,8 @@ type Gate struct {
 	mu     sync.Mutex
 	drifts map[string]drift // per sale, across checks (gate job)
 
+	asideReported sync.Map // movement id → true: set aside by the relay and reported (setAside)
+
 	m metrics
 }
 

@@ -222,7 +222,7 @@ func TestGateRelayAppliesEachMovementOnce(t *testing.T) {
 	}
 	// A relay that applies to Redis and dies before its commit: the
 	// movements stay owed, and were applied once.
-	taken, err := f.pg.RelayOwed(ctx, 10, nil, func(ctx context.Context, moves []flashline.GateMovement) ([]string, error) {
+	taken, err := f.pg.RelayOwed(ctx, 10, nil, nil, func(ctx context.Context, moves []flashline.GateMovement) ([]string, error) {
 		_, err := f.g.Apply(ctx, moves)
 		require.NoError(t, err)
 		return nil, errors.New("killed before commit")

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/flashline/flashline"
@@ -16,13 +17,17 @@ const relayBatch = 200
 // rebuild settles them). The gate job runs it every second, and Kick runs it
 // at once after this instance wrote one. It reports how many it applied.
 func (g *Gate) Relay(ctx context.Context) (int, error) {
-	r := relayRun{g: g, skip: map[string]bool{}}
+	r := relayRun{g: g, skip: map[string]bool{}, aside: map[string]bool{}}
 	for {
 		skip := make([]string, 0, len(r.skip))
 		for id := range r.skip {
 			skip = append(skip, id)
 		}
-		taken, err := g.store.RelayOwed(ctx, relayBatch, skip, r.apply)
+		aside := make([]string, 0, len(r.aside))
+		for id := range r.aside {
+			aside = append(aside, id)
+		}
+		taken, err := g.store.RelayOwed(ctx, relayBatch, skip, aside, r.apply)
 		if err != nil || taken < relayBatch {
 			return r.applied, err
 		}
@@ -30,10 +35,12 @@ func (g *Gate) Relay(ctx context.Context) (int, error) {
 }
 
 // relayRun is one Relay: the sales whose counter could not take a movement
-// are skipped for the rest of it.
+// are skipped for the rest of it, and the movements set aside (aside) are
+// not taken again.
 type relayRun struct {
 	g       *Gate
 	skip    map[string]bool
+	aside   map[string]bool
 	applied int
 }
 
@@ -43,6 +50,15 @@ func (r *relayRun) apply(ctx context.Context, moves []flashline.GateMovement) ([
 	var applied []string
 	for _, m := range moves {
 		if r.skip[m.SaleID] {
+			continue
+		}
+		if m.HasVariants && m.Variant == "" {
+			// Owed to no counter the sale has (written without a variant by
+			// the version before migration 000028, and not resolved when
+			// read): set aside, stays owed and is reported, and the sale's
+			// other movements go on.
+			r.aside[m.ID] = true
+			r.g.setAside(ctx, m)
 			continue
 		}
 		k := keysOf(m.SaleID)
@@ -65,6 +81,19 @@ func (r *relayRun) apply(ctx context.Context, moves []flashline.GateMovement) ([
 		}
 	}
 	return applied, nil
+}
+
+// setAside reports a movement the relay cannot apply, once per instance
+// (the relay takes it again every run until an operator settles it: a
+// rebuild of the sale's counters does). It pauses nothing: the sale's
+// other movements are relayed, and the drift names it (view.detail).
+func (g *Gate) setAside(ctx context.Context, m flashline.GateMovement) {
+	if _, seen := g.asideReported.LoadOrStore(m.ID, true); seen {
+		return
+	}
+	g.incident(ctx, m.SaleID, "gate_movement_set_aside", fmt.Sprintf(
+		"movement %s ×%d is owed to no counter: the sale has variants and it names none (written by an instance of the version before migration 000028); the relay sets it aside, and a rebuild of the sale's counters settles it",
+		m.ID, m.Quantity), false)
 }
 
 // Kick asks Run to relay now.

@@ -219,6 +219,8 @@ func precheck(s flashline.SaleFacts, req flashline.ReserveRequest, now time.Time
 		return flashline.ErrAdmissionRequired
 	case s.Admission.NeedsAdmission() && req.AdmissionID == "":
 		return flashline.ErrAdmissionInvalid
+	case req.AdmissionVariant != "" && req.Variant != req.AdmissionVariant:
+		return flashline.ErrVariantNotWon
 	case !flashline.AccountOldEnough(req.AccountCreated, s.Room.MinAccountAgeSeconds, now):
 		return flashline.ErrAccountTooNew
 	}

@@ -81,6 +81,9 @@ func (v view) terms() []terms {
 		at[x.SKU] = i
 	}
 	for _, m := range moves {
+		// A movement without a variant (the version before migration
+		// 000028's, which the relay sets aside) is in no variant's terms:
+		// the counter it came from shows it as drift, and detail names it.
 		if i, ok := at[m.Variant]; ok {
 			out[i].owed += int64(m.Quantity)
 		}
@@ -183,8 +186,14 @@ func (v view) detail() string {
 			break
 		}
 		fmt.Fprintf(&b, " %s ×%d", m.ID, m.Quantity)
-		if m.Variant != "" {
+		switch {
+		case m.Variant != "":
 			fmt.Fprintf(&b, " (%s)", m.Variant)
+		case len(v.ledger.Variants) > 0:
+			// Owed to no counter of the sale's (the relay sets it aside):
+			// in no variant's terms, so the drift of the one it came from
+			// shows it, and this names it.
+			b.WriteString(" (no variant: set aside by the relay)")
 		}
 	}
 	if len(moves) == 0 {

@@ -147,7 +147,8 @@ func handleRegister(lottery flashline.LotteryStore, keyring *roomtoken.Keyring, 
 // newRegistrationView renders a registration; a winner whose window is
 // still open gets the admission token, bound to customer and sale, good
 // until the window ends and for one reservation (its id is the
-// registration's, stored with the reservation under a unique index).
+// registration's, stored with the reservation under a unique index), and,
+// in a lottery with variants, for the variant won only.
 func newRegistrationView(r flashline.Registration, keyring *roomtoken.Keyring, now time.Time) api.Registration {
 	reg := flashline.RegistrantOf(r.SaleID, r.CustomerID)
 	leaf := flashline.RegistrantLeaf(reg)
@@ -165,8 +166,12 @@ func newRegistrationView(r flashline.Registration, keyring *roomtoken.Keyring, n
 	}
 	if r.State == flashline.RegistrationWon && r.PurchaseWindowEndsAt != nil &&
 		now.Before(*r.PurchaseWindowEndsAt) && keyring != nil {
+		// The won variant (the draw's award, or the one a waitlist promotion
+		// passed down) is a signed claim: the reservation route holds the
+		// winner to it from the token alone.
 		v.AdmissionToken = keyring.SignAdmission(roomtoken.Admission{
 			ID: r.ID, SaleID: r.SaleID, CustomerID: r.CustomerID, ExpiresAt: *r.PurchaseWindowEndsAt,
+			Variant: r.WonVariant,
 		})
 	}
 	return v

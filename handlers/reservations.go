@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -110,11 +109,14 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 			}
 		}
 
-		ctx := c.Request.Context()
-		if err := checkWonVariant(ctx, store, saleID, actor.CustomerID, admissionID, body.Variant); err != nil {
-			writeError(c, logger, err)
+		// A lottery winner's admission names the variant won (a signed
+		// claim): another is refused here, from the token alone.
+		if body.Variant != "" && admission.Variant != "" && body.Variant != admission.Variant {
+			writeError(c, logger, flashline.ErrVariantNotWon)
 			return
 		}
+
+		ctx := c.Request.Context()
 		slot, err := limiter.Acquire(ctx, loadshed.PriorityReserve)
 		if err != nil {
 			// Shed, or the client left while it waited (client_closed).
@@ -129,6 +131,7 @@ func handleReserve(store flashline.Store, keyring *roomtoken.Keyring, limiter *l
 			Variant:           body.Variant,
 			AdmissionToken:    token,
 			AdmissionID:       admissionID,
+			AdmissionVariant:  admission.Variant,
 			PaymentInstrument: instrument,
 			AccountCreated:    actor.AccountCreated,
 			Fingerprint:       fingerprint(saleID, quantity, instrument, body.Variant),
@@ -234,26 +237,4 @@ func handleCancel(store flashline.Store, logger *slog.Logger) gin.HandlerFunc {
 		}
 		writeJSON(c, http.StatusOK, NewReservationView(r))
 	}
-}
-
-// checkWonVariant refuses (ErrVariantNotWon) the reservation of a lottery
-// winner, whose admission id is their registration's, that names another
-// variant than the one they won: in a lottery with variants a winner
-// reserves only what the draw awarded them. Only a reservation that names a
-// variant with a registration's admission reads the registration (one
-// indexed row); any other is left to the purchase path, unchanged.
-func checkWonVariant(ctx context.Context, store flashline.LotteryStore, saleID, customerID, admissionID, variant string) error {
-	if variant == "" || !strings.HasPrefix(admissionID, flashline.RegistrationIDPrefix+"_") {
-		return nil
-	}
-	reg, err := store.Registration(ctx, saleID, customerID)
-	switch {
-	case errors.Is(err, flashline.ErrNotFound):
-		return nil // not a lottery's admission: the purchase path decides
-	case err != nil:
-		return err
-	case reg.ID == admissionID && reg.WonVariant != "" && reg.WonVariant != variant:
-		return flashline.ErrVariantNotWon
-	}
-	return nil
 }

@@ -256,6 +256,8 @@ func decide(req flashline.ReserveRequest, row dbsqlc.ReserveBatchBeginRow) error
 		return flashline.ErrAdmissionRequired
 	case flashline.Admission(row.Admission).NeedsAdmission() && (req.AdmissionID == "" || row.AdmissionUsed):
 		return flashline.ErrAdmissionInvalid
+	case req.AdmissionVariant != "" && req.Variant != req.AdmissionVariant:
+		return flashline.ErrVariantNotWon
 	case !flashline.AccountOldEnough(req.AccountCreated, int(row.MinAccountAgeSeconds), row.Now):
 		return flashline.ErrAccountTooNew
 	case row.HasActive:

@@ -57,17 +57,19 @@ func (s *Store) Settlements(ctx context.Context, saleID string, seqs []int64) (m
 // applied, in one transaction. A relay that dies after applying and before
 // committing leaves them owed: applying them again is a no-op in Redis,
 // which records every movement id it applied.
-func (s *Store) RelayOwed(ctx context.Context, n int, skip []string, apply func(context.Context, []flashline.GateMovement) ([]string, error)) (int, error) {
+func (s *Store) RelayOwed(ctx context.Context, n int, skip, setAside []string, apply func(context.Context, []flashline.GateMovement) ([]string, error)) (int, error) {
 	var taken int
 	err := withTx(ctx, s.sale, func(q *dbsqlc.Queries) error {
-		rows, err := q.GateOutboxTake(ctx, dbsqlc.GateOutboxTakeParams{BatchSize: int32(n), SkipSales: append([]string{}, skip...)})
+		rows, err := q.GateOutboxTake(ctx, dbsqlc.GateOutboxTakeParams{BatchSize: int32(n), SkipSales: append([]string{}, skip...),
+			SkipMovements: append([]string{}, setAside...)})
 		if err != nil || len(rows) == 0 {
 			return err
 		}
 		taken = len(rows)
 		moves := make([]flashline.GateMovement, len(rows))
 		for i, r := range rows {
-			moves[i] = flashline.GateMovement{ID: r.MovementID, SaleID: r.SaleID, CustomerID: r.CustomerID, Quantity: int(r.Quantity), Variant: r.Variant}
+			moves[i] = flashline.GateMovement{ID: r.MovementID, SaleID: r.SaleID, CustomerID: r.CustomerID, Quantity: int(r.Quantity), Variant: r.Variant,
+				HasVariants: r.HasVariants}
 			if r.GateSeq != nil {
 				moves[i].Seq = *r.GateSeq
 			}

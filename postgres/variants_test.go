@@ -68,3 +68,32 @@ func TestReceiptNamesTheVariant(t *testing.T) {
 	require.Empty(t, held.Variant)
 	require.NotContains(t, string(flashline.NewReceipt(held).Bytes()), "variant")
 }
+
+// TestReserveHoldsTheAdmissionToItsVariant: a reservation whose admission
+// names a won variant (AdmissionVariant) is refused another variant by the
+// purchase path itself (ErrVariantNotWon), whoever calls Reserve, and
+// nothing is held; the variant won is sold.
+func TestReserveHoldsTheAdmissionToItsVariant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t)
+	sale, err := s.CreateSale(ctx, flashline.NewSale{SKU: "drop_50", PerCustomerLimit: 1, ReservationTTLSeconds: 600,
+		Confirmation: flashline.ConfirmByCustomer,
+		Variants:     []flashline.NewVariant{{SKU: "S", Stock: 2}, {SKU: "M", Stock: 2}}})
+	require.NoError(t, err)
+
+	req := reserveReq(sale.ID, "alice", "k1", 1)
+	req.Variant, req.AdmissionVariant = "S", "M"
+	req.Fingerprint = append(req.Fingerprint, "/S"...)
+	_, err = s.Reserve(ctx, req)
+	require.ErrorIs(t, err, flashline.ErrVariantNotWon)
+	_, err = s.CustomerReservation(ctx, sale.ID, flashline.Actor{CustomerID: "alice"})
+	require.ErrorIs(t, err, flashline.ErrNotFound)
+
+	req = reserveReq(sale.ID, "alice", "k2", 1)
+	req.Variant, req.AdmissionVariant = "M", "M"
+	req.Fingerprint = append(req.Fingerprint, "/M"...)
+	res, err := s.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, "M", res.Reservation.Variant)
+}

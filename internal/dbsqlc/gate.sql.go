@@ -188,27 +188,36 @@ func (q *Queries) GateOutboxMarkApplied(ctx context.Context, arg GateOutboxMarkA
 
 const gateOutboxTake = `-- name: GateOutboxTake :many
 SELECT o.movement_id, o.sale_id, o.customer_id, o.quantity, o.reason, o.gate_seq,
-       coalesce(o.variant, '')::text AS variant
+       coalesce(o.variant,
+                (SELECT v.sku FROM reservations r
+                   JOIN sale_variants v ON v.sale_id = r.sale_id AND v.position = r.bucket / 64
+                  WHERE o.reason = 'restock' AND r.sale_id = o.sale_id
+                    AND r.reservation_id = substr(o.movement_id, length('restock:') + 1)),
+                '')::text AS variant,
+       EXISTS (SELECT 1 FROM sale_variants v WHERE v.sale_id = o.sale_id)::boolean AS has_variants
   FROM gate_outbox o
  WHERE o.applied_at IS NULL AND NOT (o.sale_id = ANY($1::text[]))
+   AND NOT (o.movement_id = ANY($2::text[]))
  ORDER BY o.created_at
- LIMIT $2::int
+ LIMIT $3::int
    FOR UPDATE SKIP LOCKED
 `
 
 type GateOutboxTakeParams struct {
-	SkipSales []string
-	BatchSize int32
+	SkipSales     []string
+	SkipMovements []string
+	BatchSize     int32
 }
 
 type GateOutboxTakeRow struct {
-	MovementID string
-	SaleID     string
-	CustomerID string
-	Quantity   int32
-	Reason     string
-	GateSeq    *int64
-	Variant    string
+	MovementID  string
+	SaleID      string
+	CustomerID  string
+	Quantity    int32
+	Reason      string
+	GateSeq     *int64
+	Variant     string
+	HasVariants bool
 }
 
 // The relay's next movements, oldest first, locked so that concurrent relays
@@ -216,9 +225,17 @@ type GateOutboxTakeRow struct {
 // once Redis has them (which would also dedupe a second application). A
 // movement's variant names the counter it goes back to (empty: the sale's
 // one counter, a sale without variants). Sales
-// in @skip_sales (whose counter cannot take them now) are left for later.
+// in @skip_sales (whose counter cannot take them now) are left for later,
+// and so are the movements in @skip_movements (set aside by this relay).
+// A movement written without a variant by an instance of the version before
+// migration 000028 (during a rolling upgrade) in a sale with variants has
+// its variant resolved here when it can be: a restock's is its
+// reservation's (bucket / 64 is the variant's position, as the restock
+// trigger has it); has_variants says the sale has variants, so that the
+// relay sets aside one still without a variant instead of applying it to a
+// counter the sale does not have.
 func (q *Queries) GateOutboxTake(ctx context.Context, arg GateOutboxTakeParams) ([]GateOutboxTakeRow, error) {
-	rows, err := q.db.Query(ctx, gateOutboxTake, arg.SkipSales, arg.BatchSize)
+	rows, err := q.db.Query(ctx, gateOutboxTake, arg.SkipSales, arg.SkipMovements, arg.BatchSize)
 	if err != nil {
 		return nil, err
 	}
@@ -234,6 +251,7 @@ func (q *Queries) GateOutboxTake(ctx context.Context, arg GateOutboxTakeParams) 
 			&i.Reason,
 			&i.GateSeq,
 			&i.Variant,
+			&i.HasVariants,
 		); err != nil {
 			return nil, err
 		}

@@ -55,11 +55,26 @@ SELECT s.seq::bigint AS seq,
 -- once Redis has them (which would also dedupe a second application). A
 -- movement's variant names the counter it goes back to (empty: the sale's
 -- one counter, a sale without variants). Sales
--- in @skip_sales (whose counter cannot take them now) are left for later.
+-- in @skip_sales (whose counter cannot take them now) are left for later,
+-- and so are the movements in @skip_movements (set aside by this relay).
+-- A movement written without a variant by an instance of the version before
+-- migration 000028 (during a rolling upgrade) in a sale with variants has
+-- its variant resolved here when it can be: a restock's is its
+-- reservation's (bucket / 64 is the variant's position, as the restock
+-- trigger has it); has_variants says the sale has variants, so that the
+-- relay sets aside one still without a variant instead of applying it to a
+-- counter the sale does not have.
 SELECT o.movement_id, o.sale_id, o.customer_id, o.quantity, o.reason, o.gate_seq,
-       coalesce(o.variant, '')::text AS variant
+       coalesce(o.variant,
+                (SELECT v.sku FROM reservations r
+                   JOIN sale_variants v ON v.sale_id = r.sale_id AND v.position = r.bucket / 64
+                  WHERE o.reason = 'restock' AND r.sale_id = o.sale_id
+                    AND r.reservation_id = substr(o.movement_id, length('restock:') + 1)),
+                '')::text AS variant,
+       EXISTS (SELECT 1 FROM sale_variants v WHERE v.sale_id = o.sale_id)::boolean AS has_variants
   FROM gate_outbox o
  WHERE o.applied_at IS NULL AND NOT (o.sale_id = ANY(@skip_sales::text[]))
+   AND NOT (o.movement_id = ANY(@skip_movements::text[]))
  ORDER BY o.created_at
  LIMIT @batch_size::int
    FOR UPDATE SKIP LOCKED;

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/flashline/flashline"
 )
 
 // Admission errors, from Admission.Check.
@@ -21,16 +23,22 @@ type Admission struct {
 	SaleID     string
 	CustomerID string
 	ExpiresAt  time.Time // kept to the second
+	// Variant is, for a lottery winner's admission in a lottery with
+	// variants, the SKU of the variant the draw awarded (or a waitlist
+	// promotion passed down): the only variant the admission may reserve.
+	// "" for any other admission; its token has no "variant" claim.
+	Variant string
 }
 
 // admissionClaims are an admission token's JWT claims, in the order they are
 // written. Every claim is written: the parser requires them all.
 type admissionClaims struct {
-	Audience  string `json:"aud"`  // "flashline-admission"
-	Subject   string `json:"sub"`  // the customer id
-	ID        string `json:"jti"`  // the admission id
-	ExpiresAt int64  `json:"exp"`  // unix seconds
-	Sale      string `json:"sale"` // the sale id
+	Audience  string `json:"aud"`               // "flashline-admission"
+	Subject   string `json:"sub"`               // the customer id
+	ID        string `json:"jti"`               // the admission id
+	ExpiresAt int64  `json:"exp"`               // unix seconds
+	Sale      string `json:"sale"`              // the sale id
+	Variant   string `json:"variant,omitempty"` // the won variant's SKU, written only when there is one
 }
 
 // SignAdmission returns a as an admission token. ExpiresAt is kept to the
@@ -43,6 +51,7 @@ func (k *Keyring) SignAdmission(a Admission) string {
 		ID:        a.ID,
 		ExpiresAt: a.ExpiresAt.Unix(),
 		Sale:      a.SaleID,
+		Variant:   a.Variant,
 	})
 }
 
@@ -62,8 +71,20 @@ func (k *Keyring) parseAdmission(token string) (Admission, error) {
 	if err != nil {
 		return Admission{}, err
 	}
-	if err := c.exactly("aud", "sub", "jti", "exp", "sale"); err != nil {
+	names := []string{"aud", "sub", "jti", "exp", "sale"}
+	if c.Variant != nil {
+		names = append(names, "variant")
+	}
+	if err := c.exactly(names...); err != nil {
 		return Admission{}, err
+	}
+	variant := ""
+	if c.Variant != nil {
+		// Never written empty: SignAdmission leaves the claim out instead.
+		if !flashline.ValidVariantSKU(*c.Variant) {
+			return Admission{}, fmt.Errorf("%w: variant must be a variant's SKU", ErrMalformed)
+		}
+		variant = *c.Variant
 	}
 	// The admission id is limited to the base64url alphabet, which JSON never
 	// escapes: with two ids that may double in size when escaped, the longest
@@ -85,6 +106,7 @@ func (k *Keyring) parseAdmission(token string) (Admission, error) {
 		SaleID:     *c.Sale,
 		CustomerID: *c.Subject,
 		ExpiresAt:  time.Unix(*c.ExpiresAt, 0).UTC(),
+		Variant:    variant,
 	}, nil
 }
 

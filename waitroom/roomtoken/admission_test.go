@@ -1,6 +1,7 @@
 package roomtoken
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,8 @@ func TestAdmissionRoundTrip(t *testing.T) {
 		{"NotASCII", Admission{ID: "a", SaleID: "vente-été", CustomerID: "客户 🛒 <&>", ExpiresAt: t0}, Admission{}},
 		{"LongestWorstIDs", Admission{ID: strings.Repeat("_", MaxIDLen), SaleID: worst, CustomerID: worst, ExpiresAt: time.Date(2200, 12, 31, 23, 59, 59, 0, time.UTC)}, Admission{}},
 		{"LongestWorstRunes", Admission{ID: strings.Repeat("-", MaxIDLen), SaleID: worstRunes, CustomerID: worstRunes, ExpiresAt: t0}, Admission{}},
+		{"WonVariant", Admission{ID: "reg_1", SaleID: "s", CustomerID: "c", ExpiresAt: t0, Variant: "tee-red.M_2"}, Admission{}},
+		{"LongestWithVariant", Admission{ID: strings.Repeat("_", MaxIDLen), SaleID: worst, CustomerID: worst, ExpiresAt: time.Date(2200, 12, 31, 23, 59, 59, 0, time.UTC), Variant: strings.Repeat("v", 64)}, Admission{}},
 		{
 			"KeptToTheSecond",
 			Admission{ID: "a", SaleID: "s", CustomerID: "c", ExpiresAt: t0.Add(time.Second - 1)},
@@ -100,4 +103,31 @@ func BenchmarkParseAdmission(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestAdmissionVariantClaim: the won variant is a signed claim, written only
+// when there is one, and a claim that is no variant's SKU is refused.
+func TestAdmissionVariantClaim(t *testing.T) {
+	t.Parallel()
+	k := testRing(t, "k1:"+secret1)
+	plain := Admission{ID: "reg_1", SaleID: "s", CustomerID: "c", ExpiresAt: t0}
+	require.NotContains(t, claimsOf(t, k.SignAdmission(plain)), `"variant"`)
+	won := plain
+	won.Variant = "RED"
+	require.Contains(t, claimsOf(t, k.SignAdmission(won)), `"variant":"RED"`)
+	for _, bad := range []string{`""`, `"a b"`, `"` + strings.Repeat("v", 65) + `"`, `1`} {
+		tok := k.keys[0].sign([]byte(`{"aud":"flashline-admission","sub":"c","jti":"reg_1","exp":` +
+			strconv.FormatInt(t0.Unix(), 10) + `,"sale":"s","variant":` + bad + `}`))
+		_, err := k.ParseAdmission(tok)
+		requireSentinel(t, err, ErrMalformed)
+	}
+}
+
+func claimsOf(t *testing.T, tok string) string {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	require.Len(t, parts, 3)
+	b, err := b64.DecodeString(parts[1])
+	require.NoError(t, err)
+	return string(b)
 }

@@ -56,8 +56,9 @@ const (
 	// MaxTokenLen is the longest token Parse looks at; it is checked before
 	// any decoding. Every ticket and admission that passes Parse's checks signs
 	// to a token within it (see MaxIDLen): the longest, an admission with a
-	// 16-character kid, an admission id of 128 characters and a sale and
-	// customer id of 128 bytes that JSON escapes to twice that, is 1067 bytes.
+	// 16-character kid, an admission id of 128 characters, a sale and
+	// customer id of 128 bytes that JSON escapes to twice that and a won
+	// variant's SKU of 64 characters, is 1170 bytes.
 	MaxTokenLen = 1280
 	// MaxIDLen is the longest sale, customer or admission id a token may
 	// carry, in bytes. It is counted in bytes, not characters, so that the
@@ -261,10 +262,11 @@ type wireClaims struct {
 	Position  *int64  // pos
 	PreOpen   *bool   // preopen
 	Draw      *uint64 // draw
+	Variant   *string // variant: a lottery admission's won variant
 }
 
 // claimNames are the claims either kind may carry.
-var claimNames = [...]string{"aud", "sub", "jti", "iat", "exp", "sale", "pos", "preopen", "draw"}
+var claimNames = [...]string{"aud", "sub", "jti", "iat", "exp", "sale", "pos", "preopen", "draw", "variant"}
 
 // field returns where claim i of claimNames is decoded to, and whether it is
 // present.
@@ -288,6 +290,8 @@ func (c *wireClaims) field(i int) (dst any, present bool) {
 		return &c.PreOpen, c.PreOpen != nil
 	case "draw":
 		return &c.Draw, c.Draw != nil
+	case "variant":
+		return &c.Variant, c.Variant != nil
 	}
 	panic("waitroom: unknown claim " + claimNames[i])
 }
