@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -101,12 +102,14 @@ func TestWatermarkMonotonicWithTwoPacers(t *testing.T) {
 }
 
 // TestFreezeCountsEdgeTicketsWrittenMeanwhile: an origin's write of its
-// edges' pre-open tickets still under way (uncommitted) when the first lease
-// after the open freezes the crowd is counted by the freeze, which waits
-// for it; one that comes after the freeze writes nothing. Found by the
-// rehearsal on Locust: the freeze and the write at the open overlapped, each
-// missed the other, and a crowd of 2,379 tickets through an edge was frozen
-// at 0 (every ticket ranked first, and 2,853 admitted for 300 units).
+// edges' pre-open tickets and holders still under way (uncommitted) when the
+// first lease after the open freezes the crowd is counted by the freeze,
+// which waits for it; one that comes after the freeze writes nothing. Found
+// by the rehearsal on Locust: the freeze and the write at the open
+// overlapped, each missed the other, and a crowd of 2,379 tickets through an
+// edge was frozen at 0 (every ticket ranked first, and 2,853 admitted for
+// 300 units). The crowd's N is now the holders the freeze commits (issue
+// 48), so the write under way carries holders, and N is theirs.
 func TestFreezeCountsEdgeTicketsWrittenMeanwhile(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.NewPool(t)
@@ -122,6 +125,13 @@ func TestFreezeCountsEdgeTicketsWrittenMeanwhile(t *testing.T) {
 	t.Cleanup(func() { _ = tx.Rollback(ctx) })
 	require.NoError(t, dbsqlc.New(tx).WaitroomEdgeTickets(ctx, dbsqlc.WaitroomEdgeTicketsParams{
 		SaleID: sale.ID, Edges: []string{"edge-1"}, Tickets: []int64{2379}}))
+	holders := make([]string, 2379)
+	for i := range holders {
+		holders[i] = fmt.Sprintf("cus_edge_%d", i)
+	}
+	open, err := dbsqlc.New(tx).WaitroomAddHolders(ctx, dbsqlc.WaitroomAddHoldersParams{SaleID: sale.ID, Customers: holders})
+	require.NoError(t, err)
+	require.True(t, open)
 	// The open came a second ago (by the database's clock).
 	_, err = pool.Exec(ctx, `UPDATE sales SET opens_at = now() - interval '1 second' WHERE sale_id = $1`, sale.ID)
 	require.NoError(t, err)
@@ -148,4 +158,10 @@ func TestFreezeCountsEdgeTicketsWrittenMeanwhile(t *testing.T) {
 	var edges int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(tickets) FROM waitroom_edge_tickets WHERE sale_id = $1`, sale.ID).Scan(&edges))
 	require.EqualValues(t, 2379, edges)
+	open, err = dbsqlc.New(pool).WaitroomAddHolders(ctx, dbsqlc.WaitroomAddHoldersParams{SaleID: sale.ID, Customers: []string{"cus_late"}})
+	require.NoError(t, err)
+	require.False(t, open, "the crowd is frozen")
+	var listed int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM waitroom_holders WHERE sale_id = $1`, sale.ID).Scan(&listed))
+	require.EqualValues(t, 2379, listed)
 }
