@@ -55,6 +55,12 @@ func TestNormalizeInstrument(t *testing.T) {
 	got, err = flashline.NormalizeInstrument("Straße")
 	require.NoError(t, err)
 	require.Equal(t, "strasse", got, "full case folding")
+	// Cherokee folds to its capitals, whichever case comes, and stays so.
+	for _, s := range []string{"\u13cf\u13f0", "\uab9f\u13f8", "\u13cf\u13f8"} {
+		got, err = flashline.NormalizeInstrument(s)
+		require.NoError(t, err)
+		require.Equal(t, "\u13cf\u13f0", got, "%+q", s)
+	}
 
 	for _, s := range []string{"card\u200b-1", "card-1\u200d", "\u2060card-1", "card\x00-1", "card\t1", "\u202ecard", "   ",
 		strings.Repeat("x", flashline.MaxInstrumentLen+1)} {
