@@ -44,16 +44,20 @@ type RepairPlan struct {
 
 // Total sums the buckets.
 func (p RepairPlan) Total() RepairBucket {
-	var t RepairBucket
-	t.Bucket = -1
+	t := RepairBucket{Bucket: -1}
 	for _, b := range p.Buckets {
-		t.Stock += b.Stock
-		t.Opening += b.Opening
-		t.Held += b.Held
-		t.Implied += b.Implied
-		t.Ledger += b.Ledger
+		t.add(b)
 	}
 	return t
+}
+
+// add sums b's counts into t.
+func (t *RepairBucket) add(b RepairBucket) {
+	t.Stock += b.Stock
+	t.Opening += b.Opening
+	t.Held += b.Held
+	t.Implied += b.Implied
+	t.Ledger += b.Ledger
 }
 
 // Needed reports whether any bucket's sources disagree.
@@ -77,12 +81,7 @@ func (p RepairPlan) VariantTotals() []RepairBucket {
 		if len(out) == 0 || out[len(out)-1].Variant != b.Variant {
 			out = append(out, RepairBucket{Bucket: -1, Variant: b.Variant})
 		}
-		t := &out[len(out)-1]
-		t.Stock += b.Stock
-		t.Opening += b.Opening
-		t.Held += b.Held
-		t.Implied += b.Implied
-		t.Ledger += b.Ledger
+		out[len(out)-1].add(b)
 	}
 	return out
 }
