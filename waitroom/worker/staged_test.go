@@ -57,8 +57,8 @@ func stageWorker(t *testing.T, main string, extra map[string]string) string {
 	return dir
 }
 
-// serveStaged runs the Worker stageWorker wrote in dir on workerd, as
-// startWorker runs the Worker, and returns its base URL once it answers
+// serveStaged runs the Worker in dir (the package's own, ".", or one
+// stageWorker wrote) on workerd, and returns its base URL once it answers
 // /healthz; it is stopped when the test ends.
 func serveStaged(t *testing.T, dir string, origins ...string) string {
 	t.Helper()

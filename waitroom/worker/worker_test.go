@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,36 +50,7 @@ func workerdBinary(t *testing.T) string {
 // ends.
 func startWorker(t *testing.T, origins ...string) string {
 	t.Helper()
-	bin := workerdBinary(t)
-	addr := testserver.FreeAddr(t)
-	cmd := exec.Command(bin, "serve", "config.capnp", "--socket-addr", "http="+addr)
-	cmd.Env = append(os.Environ(), "ORIGINS="+strings.Join(origins, ","), "FLASHLINE_WAITROOM_KEYS="+testserver.WaitroomKeys,
-		"FLASHLINE_JWT_SECRET="+testserver.JWTSecret, "EDGE_ID=")
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	// Its own process group: npm's launcher may be a script that starts
-	// the binary, and both are stopped.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		if t.Failed() {
-			t.Logf("workerd's output:\n%s", logs.String())
-		}
-	})
-	base := "http://" + addr
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 50*time.Millisecond, "workerd answers")
-	return base
+	return serveStaged(t, ".", origins...)
 }
 
 // settle bounds each wait for the origin's document to reach the Worker (or
