@@ -3,6 +3,13 @@
 # binaries on this machine) when DATABASE_URL is unset.
 
 GO      ?= go
+# -trimpath leaves the checkout's folder out of what is compiled. Without it
+# the folder is part of every build-cache key of this module's packages, so a
+# fresh clone in a new folder (CI's checkout, say) compiled the
+# whole module again, with and without the race detector, although Go's
+# build cache held every package already. Panics and race reports then name
+# files by module path (github.com/flashline/flashline/...), not by folder.
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 BIN     := bin/flashline
 # Development secrets for `make run`; set real ones in production.
 FLASHLINE_ADMIN_TOKEN ?= dev-admin-token
