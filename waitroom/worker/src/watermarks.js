@@ -270,8 +270,8 @@ export class Origins {
 // customerOrigin is the origin (of n) a customer's requests go to first,
 // as waitroom/edge's CustomerOrigin: FNV-1a (32 bits) of key, the request's
 // Authorization header (ASCII), mixed by MurmurHash3's finalizer, scaled to
-// n by its high bits. A customer
-// sticks to one origin through any isolate and any Go edge.
+// n by its high bits. A customer sticks to one origin through any isolate
+// and any Go edge.
 export function customerOrigin(key, n) {
   let h = 0x811c9dc5;
   for (let i = 0; i < key.length; i++) {

@@ -131,13 +131,13 @@ async function cached(st, request, url, ctx) {
 // (customerOrigin of its Authorization header, as the Go edge's; a request
 // without one, the next origin in turn), the origins marked down last (one
 // a request could not reach, until a request or a pull reaches it again:
-// the link's down); a GET or HEAD that cannot reach it goes to the next, and so does a
-// request with an Idempotency-Key (a reservation: the next origin answers
-// the same key as the first would, once), its body read once, at most
-// MAX_BODY bytes, as the Go edge reads it. The Go edge sends any request
-// on that could not connect; workerd's fetch says no more than "Network
-// connection lost." whether it connected or not, so a request without a
-// key goes to one origin only. No origin answering: 503 overloaded with
+// the link's down); a GET or HEAD that cannot reach it goes to the next,
+// and so does a request with an Idempotency-Key (a reservation: the next
+// origin answers the same key as the first would, once), its body read
+// once, at most MAX_BODY bytes, as the Go edge reads it. The Go edge sends
+// any request on that could not connect; workerd's fetch says no more than
+// "Network connection lost." whether it connected or not, so a request
+// without a key goes to one origin only. No origin answering: 503 overloaded with
 // Retry-After: 2, readable from any origin.
 const MAX_BODY = 1 << 20; // handlers' maxEdgeBody
 
