@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/flashline/flashline/api"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/edge"
 )
 
 // The edge (flashline serve --role edge): the waiting room without a
@@ -89,28 +91,44 @@ func handleEdgeLease(room *waitroom.Room, logger *slog.Logger) gin.HandlerFunc {
 	}
 }
 
-// originProxy passes requests on to the origins: the one that answered last
-// first, the next when it cannot be reached (only before anything was sent
-// to it for a request with a body).
+// originProxy passes requests on to the origins: its customer's first
+// (edge.CustomerOrigin of its Authorization header; a request without one,
+// the next origin in turn), the origins marked down last (edge.Client's
+// OriginDown), the next when one cannot be reached (only before anything
+// was sent to it for a request with a body).
 type originProxy struct {
-	origins []*url.URL
-	good    atomic.Int64
+	origins []origin
+	health  originHealth
+	turn    atomic.Uint32 // the requests without a customer, in turn
 	proxy   *httputil.ReverseProxy
 	logger  *slog.Logger
+}
+
+// origin is an origin's URL and its index among the edge's origins.
+type origin struct {
+	url *url.URL
+	n   int
+}
+
+// originHealth is what the proxy reads and marks of its origins, by their
+// index in the edge's list (edge.Client's).
+type originHealth interface {
+	OriginDown(n int) bool
+	MarkOrigin(n int, up bool)
 }
 
 // errNoOrigin is the proxy's error when no origin could be reached.
 var errNoOrigin = errors.New("no origin answers")
 
-func newOriginProxy(origins []string, timeout time.Duration, logger *slog.Logger) *originProxy {
+func newOriginProxy(origins []string, health originHealth, timeout time.Duration, logger *slog.Logger) *originProxy {
 	if timeout <= 0 {
 		timeout = 15 * time.Second
 	}
-	p := &originProxy{logger: logger}
-	for _, o := range origins {
+	p := &originProxy{health: health, logger: logger}
+	for n, o := range origins {
 		u, err := url.Parse(strings.TrimRight(o, "/"))
 		if err == nil {
-			p.origins = append(p.origins, u)
+			p.origins = append(p.origins, origin{url: u, n: n})
 		}
 	}
 	transport := &http.Transport{
@@ -137,6 +155,33 @@ func newOriginProxy(origins []string, timeout time.Duration, logger *slog.Logger
 	return p
 }
 
+// order is the order r tries the origins in (indexes of p.origins, in
+// buf): from its customer's on, those marked down after the others.
+func (p *originProxy) order(r *http.Request, buf []int) []int {
+	k := len(p.origins)
+	if k == 0 {
+		return buf[:0]
+	}
+	var first int
+	if key := r.Header.Get("Authorization"); key != "" {
+		first = edge.CustomerOrigin(key, k)
+	} else {
+		first = int(p.turn.Add(1) % uint32(k))
+	}
+	out := buf[:0]
+	for i := range k {
+		if o := (first + i) % k; !p.health.OriginDown(p.origins[o].n) {
+			out = append(out, o)
+		}
+	}
+	for i := range k {
+		if o := (first + i) % k; !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 type originKey struct{}
 type failedKey struct{}
 
@@ -157,12 +202,11 @@ func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Del("Access-Control-Allow-Origin")
 	h.Del("Access-Control-Expose-Headers")
-	first := int(p.good.Load())
+	var buf [8]int
 	var lastErr error
-	for i := range p.origins {
-		n := (first + i) % len(p.origins)
+	for _, o := range p.order(r, buf[:]) {
 		var failed error
-		ctx := context.WithValue(r.Context(), originKey{}, p.origins[n])
+		ctx := context.WithValue(r.Context(), originKey{}, p.origins[o].url)
 		ctx = context.WithValue(ctx, failedKey{}, &failed)
 		out := r.WithContext(ctx)
 		if body != nil {
@@ -170,11 +214,17 @@ func (p *originProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		p.proxy.ServeHTTP(w, out)
 		if failed == nil {
-			p.good.Store(int64(n))
+			if p.health.OriginDown(p.origins[o].n) {
+				p.health.MarkOrigin(p.origins[o].n, true)
+			}
 			return
 		}
 		lastErr = failed
-		p.good.CompareAndSwap(int64(n), int64((n+1)%len(p.origins)))
+		if r.Context().Err() == nil {
+			// Not its client gone: the origin could not be reached,
+			// or did not answer in time.
+			p.health.MarkOrigin(p.origins[o].n, false)
+		}
 		// Only a request that never reached the origin (it could not be
 		// connected to) is sent to the next one, or one that changes
 		// nothing: a reservation that reached an origin and got no answer

@@ -61,7 +61,7 @@ type EdgeDeps struct {
 // routes are not served (404): an operator talks to an origin.
 func EdgeRoutes(d EdgeDeps) http.Handler {
 	r := newEngine(d.Logger)
-	proxy := newOriginProxy(d.Origins, d.ProxyTimeout, d.Logger)
+	proxy := newOriginProxy(d.Origins, d.Edge, d.ProxyTimeout, d.Logger)
 	r.NoRoute(func(c *gin.Context) {
 		p := c.Request.URL.Path
 		if p == "/admin" || strings.HasPrefix(p, "/admin/") || p == "/metrics" || strings.HasPrefix(p, "/edge/") {

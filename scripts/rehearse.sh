@@ -108,13 +108,16 @@ rc=0
 "$py" scripts/rehearse/rehearse.py --target "$TARGET" --admin-target "${ADMIN_TARGET:-${TARGET%%,*}}" \
   --users "$users" --units "$units" --variants "$variants" --workers "$workers" --out "$out" ${REHEARSE_ARGS:-} || rc=$?
 # What each instance answered (its flashline_http_requests_total, every
-# route but the edges' /edge/* and the probes), so that the spread over the
-# origins is on the page.
+# route but the edges' /edge/* and the probes; the reservations, every
+# outcome, apart: the payment events go to the first), so that the spread
+# over the origins is on the page.
 i=0
 for o in ${origins//,/ }; do
   i=$((i + 1))
   n=$(curl -fs -H "Authorization: Bearer $FLASHLINE_ADMIN_TOKEN" "http://$o/metrics" |
-    awk '/^flashline_http_requests_total\{/ && !/route="\/(edge\/|healthz|readyz|metrics)/ {s += $NF} END {printf "%d", s}') || n="?"
-  echo "  origin $i             http://$o answered $n requests (flashline_http_requests_total, /edge/* and probes aside)"
+    awk '/^flashline_http_requests_total\{/ && !/route="\/(edge\/|healthz|readyz|metrics)/ {s += $NF}
+      /^flashline_http_requests_total\{/ && /route="\/sales\/:saleId\/reservations"/ {r += $NF}
+      END {printf "%d requests, %d reservations", s, r}') || n="? requests"
+  echo "  origin $i             http://$o answered $n (flashline_http_requests_total, /edge/* and probes aside)"
 done | tee "$out/origins.txt"
 exit "$rc"

@@ -61,13 +61,15 @@ type Client struct {
 	changed  func(saleID string)
 	run      string // this run of the edge, in its reports
 
-	syncs atomic.Int64 // successful pulls, for tests and metrics
+	syncs atomic.Int64  // successful pulls, for tests and metrics
+	down  []atomic.Bool // by origin: marked down (origins.go)
 }
 
 // Options configure a Client. Zero values take the defaults shown.
 type Options struct {
-	// Origins are the base URLs of the instances with the database, tried
-	// in turn: the one that answered last first.
+	// Origins are the base URLs of the instances with the database. Pulls
+	// go to every one; leases to the one that answered the last pull first,
+	// then the others in turn; requests passed on as origins.go says.
 	Origins []string
 	// ID names this edge in its reports (1-64 of [A-Za-z0-9_-]). Default:
 	// "edge-" and 8 random hex digits.
@@ -113,7 +115,7 @@ func NewClient(keys *roomtoken.Keyring, opts Options) (*Client, error) {
 	var run [4]byte
 	rand.Read(run[:])
 	return &Client{keys: keys, opts: opts, totals: map[string]int64{}, queue: map[string][]byte{},
-		holders: map[string]map[string]struct{}{}, run: hex.EncodeToString(run[:])}, nil
+		holders: map[string]map[string]struct{}{}, run: hex.EncodeToString(run[:]), down: make([]atomic.Bool, len(opts.Origins))}, nil
 }
 
 // ID is the edge's id.
@@ -214,8 +216,12 @@ func (e *Client) Sync(ctx context.Context) error {
 	for n, origin := range e.opts.Origins {
 		go func() {
 			doc, written, err := e.pull(ctx, origin, token)
-			if err == nil && written {
-				e.written(rep.Holders)
+			if err == nil {
+				// Answering, so up again for the requests passed on.
+				e.down[n].Store(false)
+				if written {
+					e.written(rep.Holders)
+				}
 			}
 			answers <- answer{n, doc, err}
 		}()

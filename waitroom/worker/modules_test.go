@@ -20,6 +20,7 @@ import (
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/internal/testkit/testserver"
 	"github.com/flashline/flashline/waitroom"
+	"github.com/flashline/flashline/waitroom/edge"
 	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
@@ -313,6 +314,31 @@ func TestWorkerModules(t *testing.T) {
 		}
 		for i, r := range m.call("rank", cases...) {
 			require.JSONEq(t, strconv.FormatInt(want[i], 10), string(r), "case %d: %+v", i, cases[i])
+		}
+	})
+
+	t.Run("customerOrigin", func(t *testing.T) {
+		// Authorization headers (ASCII) of real tokens and of random
+		// printable bytes, spread over 1-5 origins as the Go edge does.
+		var cases [][]any
+		var want []int
+		rng := rand.New(rand.NewPCG(51, 2))
+		for i := range 200 {
+			key := "Bearer " + testserver.Token(t, "spread-"+strconv.Itoa(i))
+			if i%2 == 1 {
+				b := make([]byte, rng.IntN(400))
+				for j := range b {
+					b[j] = byte(0x20 + rng.IntN(0x5f))
+				}
+				key = string(b)
+			}
+			for n := 1; n <= 5; n++ {
+				cases = append(cases, []any{key, n})
+				want = append(want, edge.CustomerOrigin(key, n))
+			}
+		}
+		for i, r := range m.call("customerOrigin", cases...) {
+			require.JSONEq(t, strconv.Itoa(want[i]), string(r), "case %d: %q over %v", i, cases[i][0], cases[i][1])
 		}
 	})
 }

@@ -42,6 +42,8 @@ const skew = -90 * time.Second
 //     agree with the draw's and the origin's; someone else's ticket refused;
 //   - PassedOn: the page, the policy, a direct sale's ticket and a
 //     reservation passed on to an origin; the admin's routes not served;
+//   - Spread: customers' reservations passed on reach both origins, each
+//     reservation one (the origins' metrics);
 //   - Stream: a waiter's status stream, its place the poll's, then its
 //     admission when the room opens, and its end;
 //   - Draw: the open freezes the crowd with the edge's tickets; the first in
@@ -51,7 +53,9 @@ const skew = -90 * time.Second
 //     token (120 s, the ticket's admission id), one purchase with it;
 //   - ClockSkew: an edge whose clock is 90 s behind admits, and the origin
 //     takes its admission;
-//   - OriginDown: one origin stopped, the other answers, never stale;
+//   - OriginDown: one origin stopped, the other answers, never stale; a
+//     purchase sent first to the stopped one (its customer's) is sent on
+//     to the other;
 //   - StaleDocument: both stopped, status polls stale and nobody admitted
 //     (fail closed), new tickets refused but those placed by the draw
 //     alone, passed-on requests 503; an origin back on its address, admitted
@@ -91,6 +95,7 @@ func Run(t *testing.T, start Start) {
 	open := c.CreateSale(t, origins[0].URL, `{"sku":"sku_conf_open","initialStock":10,"admission":"waiting_room",
 		"fairness":"arrival_order","confirmation":"customer"}`)
 	direct := c.CreateSale(t, origins[0].URL, `{"sku":"sku_conf_direct","initialStock":10}`)
+	spread := c.CreateSale(t, origins[0].URL, `{"sku":"sku_conf_spread","initialStock":64}`)
 	for _, sale := range []string{challenged, open} {
 		r, err := c.To(origins[0].URL).OpenSale(ctx, testserver.AdminToken, sale)
 		require.NoError(t, err)
@@ -195,6 +200,33 @@ func Run(t *testing.T, start Start) {
 			resp.Body.Close()
 			require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
 		}
+	})
+
+	t.Run("Spread", func(t *testing.T) {
+		s := s.in(t)
+		// A customer's requests go to one origin, the customers to both:
+		// customers reserve, eight at a time, until both origins have
+		// answered some (a batch all at one origin is 1 in 128; eight such
+		// batches, 1 in 2^63), and no reservation reached two.
+		before := []int{s.reservations(originURLs[0]), s.reservations(originURLs[1])}
+		var got []int
+		for n := 8; n <= 64; n += 8 {
+			for i := n - 8; i < n; i++ {
+				id := fmt.Sprintf("conf-spread-%02d", i)
+				r, err := c.Reserve(ctx, edge, spread, testserver.Token(t, id), id, 1)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+			}
+			eventually(t, func() bool {
+				got = []int{s.reservations(originURLs[0]) - before[0], s.reservations(originURLs[1]) - before[1]}
+				return got[0]+got[1] >= n
+			}, "the origins count %d reservations: %v", n, seen(&got))
+			require.Equal(t, n, got[0]+got[1], "each reservation reached one origin: %v", got)
+			if got[0] > 0 && got[1] > 0 {
+				break
+			}
+		}
+		require.True(t, got[0] > 0 && got[1] > 0, "reservations through the edge reach both origins: %v", got)
 	})
 
 	t.Run("Stream", func(t *testing.T) {
@@ -313,8 +345,11 @@ func Run(t *testing.T, start Start) {
 	})
 
 	// The last two steps stop the origins: the customers they poll for
-	// take their tickets and are admitted while both answer.
-	buyer, waiter := testserver.Token(t, "conf-failover"), testserver.Token(t, "conf-waiter")
+	// take their tickets and are admitted while both answer. The buyer's
+	// origin is the one stopped first: its purchase is sent there first,
+	// reaches nobody, and is sent on to the other (the Worker sends on a
+	// request that did not reach an origin only with an Idempotency-Key).
+	buyer, waiter := customerAt(t, "conf-failover", 0, len(originURLs)), testserver.Token(t, "conf-waiter")
 	buyerTicket, waiterTicket := s.ticket(edge, open, buyer), s.ticket(edge, open, waiter)
 	t.Run("OriginDown", func(t *testing.T) {
 		s := s.in(t)

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline/internal/testkit/testserver"
+	"github.com/flashline/flashline/waitroom/edge"
 	"github.com/flashline/flashline/waitroom/roomtoken"
 )
 
@@ -117,4 +119,34 @@ func (s *suite) buysOnce(base, sale, jwt, admission, key string) {
 	require.NoError(s.t, err)
 	require.Equal(s.t, http.StatusForbidden, r.Status, "the same admission again: %s", r.Body)
 	require.True(s.t, strings.Contains(string(r.Body), "admission_invalid"), "%s", r.Body)
+}
+
+// reservations is how many reservations origin has answered, whatever the
+// outcome (its flashline_http_requests_total of the route).
+func (s *suite) reservations(origin string) int {
+	s.t.Helper()
+	r, err := s.c.Do(context.Background(), http.MethodGet, origin+"/metrics", testserver.AdminToken, "")
+	require.NoError(s.t, err)
+	require.Equal(s.t, http.StatusOK, r.Status)
+	n := 0
+	for line := range strings.SplitSeq(string(r.Body), "\n") {
+		if strings.HasPrefix(line, "flashline_http_requests_total{") && strings.Contains(line, `route="/sales/:saleId/reservations"`) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			require.NoError(s.t, err, line)
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// customerAt is the token of the first customer named prefix and a number
+// whose requests an edge in front of n origins passes on to origin first
+// (edge.CustomerOrigin of the Authorization header, on both edges).
+func customerAt(t testing.TB, prefix string, origin, n int) string {
+	for i := 0; ; i++ {
+		tok := testserver.Token(t, fmt.Sprintf("%s-%d", prefix, i))
+		if edge.CustomerOrigin("Bearer "+tok, n) == origin {
+			return tok
+		}
+	}
 }

@@ -46,6 +46,7 @@ export class Origins {
     this.doc = null; // {iat, exp, dbNow, sales: Map id → sale with .seed}
     this.received = 0; // this isolate's clock, ms
     this.good = 0; // the origin that answered last
+    this.down = origins.map(() => false); // by origin: marked down (worker.js's passOn)
     this.totals = new Map(); // sale id → pre-open tickets signed here
     this.seen = new Map(); // sale id → Set of draws counted
     this.holders = new Holders(); // pre-open holders no origin has written
@@ -211,6 +212,7 @@ export class Origins {
     const preferred = this.good;
     const calls = this.origins.map((o, n) =>
       this.call(o + "/edge/sync", { method: "POST", headers: { "Content-Type": "application/json" }, body }).then((out) => {
+        this.down[n] = false; // answering: up again for the requests passed on
         // Written by this origin (or never to be): forgotten here.
         if (batch && out.holdersWritten === true) this.holders.written(batch);
         return { n, doc: out.document };
@@ -263,6 +265,25 @@ export class Origins {
       if (this.onChange) this.onChange(id);
     }
   }
+}
+
+// customerOrigin is the origin (of n) a customer's requests go to first,
+// as waitroom/edge's CustomerOrigin: FNV-1a (32 bits) of key, the request's
+// Authorization header (ASCII), mixed by MurmurHash3's finalizer, scaled to
+// n by its high bits. A customer sticks to one origin through any isolate
+// and any Go edge.
+export function customerOrigin(key, n) {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return Math.floor(((h >>> 0) * n) / 4294967296);
 }
 
 // openWatermarks is roomtoken's OpenWatermarks: the JWS verified with the

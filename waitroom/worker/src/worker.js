@@ -17,7 +17,7 @@
 // EDGE_ID (optional; default "worker-" and random hex, one per isolate).
 
 import { customerOf, jwtKeyOf, parseKeyring } from "./tokens.js";
-import { Origins } from "./watermarks.js";
+import { Origins, customerOrigin } from "./watermarks.js";
 import { Room, errorBody } from "./room.js";
 import { Streams } from "./stream.js";
 
@@ -34,7 +34,7 @@ async function init(env) {
   if (origins.length === 0) throw new Error("ORIGINS is not set");
   const id = env.EDGE_ID || "worker-" + [...crypto.getRandomValues(new Uint8Array(4))].map((b) => b.toString(16).padStart(2, "0")).join("");
   const link = new Origins(keyring, origins, id);
-  return { origins, link, room: new Room(keyring, link), streams: new Streams(link), jwtKey: await jwtKeyOf(env.FLASHLINE_JWT_SECRET), good: 0 };
+  return { origins, link, room: new Room(keyring, link), streams: new Streams(link), jwtKey: await jwtKeyOf(env.FLASHLINE_JWT_SECRET), turn: 0 };
 }
 
 export default {
@@ -127,14 +127,17 @@ async function cached(st, request, url, ctx) {
   return resp;
 }
 
-// passOn sends request to an origin unchanged, the one that answered last
-// first; a GET or HEAD that cannot reach it goes to the next, and so does a
-// request with an Idempotency-Key (a reservation: the next origin answers
-// the same key as the first would, once), its body read once, at most
-// MAX_BODY bytes, as the Go edge reads it. The Go edge sends any request
-// on that could not connect; workerd's fetch says no more than "Network
-// connection lost." whether it connected or not, so a request without a
-// key goes to one origin only. No origin answering: 503 overloaded with
+// passOn sends request to an origin unchanged: its customer's first
+// (customerOrigin of its Authorization header, as the Go edge's; a request
+// without one, the next origin in turn), the origins marked down last (one
+// a request could not reach, until a request or a pull reaches it again:
+// the link's down); a GET or HEAD that cannot reach it goes to the next,
+// and so does a request with an Idempotency-Key (a reservation: the next
+// origin answers the same key as the first would, once), its body read
+// once, at most MAX_BODY bytes, as the Go edge reads it. The Go edge sends
+// any request on that could not connect; workerd's fetch says no more than
+// "Network connection lost." whether it connected or not, so a request
+// without a key goes to one origin only. No origin answering: 503 overloaded with
 // Retry-After: 2, readable from any origin.
 const MAX_BODY = 1 << 20; // handlers' maxEdgeBody
 
@@ -174,12 +177,10 @@ async function passOn(st, request, url) {
       return json(400, errorBody("invalid_request", "the request body could not be read, or is too large"));
     }
   }
-  const tries = safe || keyed ? st.origins.length : 1;
-  // Counted from the origin that answered last when the request came (a
-  // failure moves st.good on, and the next try must not count from it).
-  const first = st.good;
+  const order = originOrder(st, request);
+  const tries = safe || keyed ? order.length : 1;
   for (let i = 0; i < tries; i++) {
-    const n = (first + i) % st.origins.length;
+    const n = order[i];
     const target = st.origins[n] + url.pathname + url.search;
     const headers = new Headers(request.headers);
     const client = request.headers.get("CF-Connecting-IP");
@@ -191,14 +192,30 @@ async function passOn(st, request, url) {
     headers.set("X-Forwarded-Proto", url.protocol.replace(":", ""));
     try {
       const resp = await fetch(target, { method: request.method, headers, body, redirect: "manual" });
-      st.good = n;
+      st.link.down[n] = false;
       return resp;
     } catch {
-      st.good = (n + 1) % st.origins.length;
+      st.link.down[n] = true;
     }
   }
   return json(503, errorBody("overloaded", "no origin answers right now; retry shortly"),
     { "Retry-After": "2", "Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": CORS_EXPOSE });
+}
+
+// originOrder is the order request tries the origins in: from its
+// customer's on, those marked down after the others.
+function originOrder(st, request) {
+  const k = st.origins.length;
+  const key = request.headers.get("Authorization");
+  const first = key ? customerOrigin(key, k) : (st.turn = (st.turn + 1) % k);
+  const order = [];
+  for (const down of [false, true]) {
+    for (let i = 0; i < k; i++) {
+      const n = (first + i) % k;
+      if (st.link.down[n] === down) order.push(n);
+    }
+  }
+  return order;
 }
 
 function json(status, body, headers = {}) {

@@ -10,6 +10,7 @@ import {
   parseKeyring, parseTicket, signTicket, verifyChallenge,
 } from "./tokens.js";
 import { rank } from "./room.js";
+import { customerOrigin } from "./watermarks.js";
 
 // A ticket as JSON carries its draw as a decimal string.
 const ticket = (t) => ({ ...t, draw: BigInt(t.draw) });
@@ -26,6 +27,7 @@ const functions = {
   verifyChallenge: (k, t, solution, bits) => verifyChallenge(k.keyring, ticket(t), solution, bits),
   customerOf: (k, authorization, nowS) => customerOf(k.jwtKey, authorization, nowS),
   rank: (k, sale, t) => rank(sale, ticket(t)),
+  customerOrigin: (k, key, n) => customerOrigin(key, n),
 };
 
 const encode = (v) => JSON.stringify(v === undefined ? null : v, (_, x) => (typeof x === "bigint" ? x.toString() : x));

@@ -1,0 +1,27 @@
+package edge_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashline/flashline/waitroom/edge"
+)
+
+// CustomerOrigin spreads customers evenly over the origins, even customers
+// whose keys differ in a digit or two.
+func TestCustomerOriginSpreads(t *testing.T) {
+	t.Parallel()
+	const customers = 8000
+	for n := 1; n <= 4; n++ {
+		at := make([]int, n)
+		for i := range customers {
+			at[edge.CustomerOrigin("Bearer customer-"+strconv.Itoa(i), n)]++
+		}
+		for o, got := range at {
+			share := float64(got) * float64(n) / customers
+			require.InDelta(t, 1, share, 0.03, "origin %d of %d: %d of %d customers", o, n, got, customers)
+		}
+	}
+}
