@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/flashline/flashline/api"
@@ -116,5 +117,19 @@ func TestTicketJSONAsReflection(t *testing.T) {
 	}
 	if got := tk.AppendJSON(nil); string(got) != string(want) {
 		t.Fatalf("every field set:\n got %s\nwant %s", got, want)
+	}
+}
+
+// BenchmarkTicketJSON is the edge's new ticket's JSON (a token of about 400
+// bytes, the longest string the doors write).
+func BenchmarkTicketJSON(b *testing.B) {
+	token := "eyJhbGciOiJIUzI1NiIsImtpZCI6ImMxIiwidHlwIjoiSldUIn0." + strings.Repeat("eyJhdWQiOiJmbGFzaGxpbmUtdGlja2V0Iiwi", 8) + ".CrihFk25jHa1w91DOojc59XeLqGXDtZ7387t4cqGFeI"
+	one := int64(1)
+	tk := api.Ticket{Token: token, Position: 1, PositionRange: &api.PositionRange{P25: 1, P75: one}, EstimatedWaitSeconds: 3600,
+		PollAfterMs: 901, Policy: "randomized_at_open"}
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = tk.AppendJSON(buf[:0])
 	}
 }

@@ -84,7 +84,7 @@ func (e *edgeDoor) status(w http.ResponseWriter, r *http.Request, saleID, token,
 		return false
 	}
 	// The scratch's buffer is free again once the token is decided.
-	body := NewStatusView(res).AppendJSON(s.Buf()[:0])
+	body := appendStatus(s.Buf()[:0], &res)
 	w.Header()["Cache-Control"] = headerNoStore
 	write(w, http.StatusOK, contentLength(len(body)), body)
 	return true
@@ -107,7 +107,7 @@ func (e *edgeDoor) ticket(w http.ResponseWriter, r *http.Request, saleID, previo
 	if !ok {
 		return false
 	}
-	body := NewTicketView(res).AppendJSON(s.Buf()[:0])
+	body := appendTicket(s.Buf()[:0], &res)
 	w.Header()["Cache-Control"] = headerNoStore
 	write(w, http.StatusOK, contentLength(len(body)), body)
 	return true
@@ -142,7 +142,13 @@ func ticketOf(r *http.Request) (saleID, previous string, ok bool) {
 // customerOf is the customer r's bearer token proves, when FastCustomer
 // decides it (s is its scratch space).
 func (e *edgeDoor) customerOf(r *http.Request, s *auth.Scratch) (string, bool) {
-	token, ok := auth.BearerToken(r.Header.Get("Authorization"))
+	// The header as net/http keys it (canonical): Get would canonicalise
+	// the name again on every request.
+	var authorization string
+	if v := r.Header["Authorization"]; len(v) > 0 {
+		authorization = v[0]
+	}
+	token, ok := auth.BearerToken(authorization)
 	if !ok {
 		return "", false
 	}

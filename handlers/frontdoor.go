@@ -202,7 +202,7 @@ func (f *frontDoor) status(w http.ResponseWriter, r *http.Request, saleID, token
 		return false
 	}
 	// The scratch's buffer is free again once the token is decided.
-	body := NewStatusView(res).AppendJSON(s.Buf()[:0])
+	body := appendStatus(s.Buf()[:0], &res)
 	w.Header()["Cache-Control"] = headerNoStore
 	write(w, http.StatusOK, contentLength(len(body)), body)
 	f.polled.Inc()

@@ -106,56 +106,91 @@ func timeString(t *time.Time) *string {
 	return &s
 }
 
-func newChallengeView(c *waitroom.Challenge) *api.Challenge {
+// viewRoom holds what a ticket's or a status's view points to (its numbers,
+// its range, its challenge). NewTicketView and NewStatusView keep it on the
+// heap, with the view; the doors' appendTicket and appendStatus keep it on
+// their stack, since the view is written at once and let go: a status poll
+// answered from memory made three allocations for its view, a new ticket
+// one.
+type viewRoom struct {
+	position, wait, poll, expiresIn int64
+	full                            bool
+	rng                             api.PositionRange
+	challenge                       api.Challenge
+}
+
+func (n *viewRoom) challengeView(c *waitroom.Challenge) *api.Challenge {
 	if c == nil {
 		return nil
 	}
-	return &api.Challenge{Nonce: c.Nonce, Bits: c.Bits}
+	n.challenge = api.Challenge{Nonce: c.Nonce, Bits: c.Bits}
+	return &n.challenge
 }
 
-func newPositionRange(low, high int64) *api.PositionRange {
+func (n *viewRoom) positionRange(low, high int64) *api.PositionRange {
 	if low == 0 && high == 0 {
 		return nil
 	}
-	return &api.PositionRange{P25: low, P75: high}
+	n.rng = api.PositionRange{P25: low, P75: high}
+	return &n.rng
 }
 
 // NewTicketView renders a ticket.
 func NewTicketView(t waitroom.TicketResult) api.Ticket {
+	return new(viewRoom).ticket(&t)
+}
+
+// appendTicket appends t's view (NewTicketView's) as JSON to b.
+func appendTicket(b []byte, t *waitroom.TicketResult) []byte {
+	var n viewRoom
+	return n.ticket(t).AppendJSON(b)
+}
+
+func (n *viewRoom) ticket(t *waitroom.TicketResult) api.Ticket {
 	return api.Ticket{
 		Token:                t.Token,
 		Position:             t.Position,
-		PositionRange:        newPositionRange(t.PositionLow, t.PositionHigh),
+		PositionRange:        n.positionRange(t.PositionLow, t.PositionHigh),
 		EstimatedWaitSeconds: t.EstimatedWaitSeconds,
 		PollAfterMs:          t.PollAfter.Milliseconds(),
 		Policy:               string(t.Policy),
-		Challenge:            newChallengeView(t.Challenge),
+		Challenge:            n.challengeView(t.Challenge),
 	}
 }
 
 // NewStatusView renders a status.
 func NewStatusView(s waitroom.StatusResult) api.Status {
+	return new(viewRoom).status(&s)
+}
+
+// appendStatus appends s's view (NewStatusView's) as JSON to b.
+func appendStatus(b []byte, s *waitroom.StatusResult) []byte {
+	var n viewRoom
+	return n.status(s).AppendJSON(b)
+}
+
+func (n *viewRoom) status(s *waitroom.StatusResult) api.Status {
 	v := api.Status{State: s.State, Message: s.Message}
 	for _, x := range s.Variants {
 		v.Variants = append(v.Variants, api.VariantAvailability{SKU: x.SKU, Title: x.Title, Availability: string(x.Availability)})
 	}
 	switch s.State {
 	case waitroom.StatusWaiting:
-		poll := s.PollAfter.Milliseconds()
-		v.Position, v.EstimatedWaitSeconds, v.PollAfterMs = &s.Position, &s.EstimatedWaitSeconds, &poll
+		n.position, n.wait, n.poll = s.Position, s.EstimatedWaitSeconds, s.PollAfter.Milliseconds()
+		v.Position, v.EstimatedWaitSeconds, v.PollAfterMs = &n.position, &n.wait, &n.poll
 		v.Paused, v.Held, v.Stale = s.Paused, s.Held, s.Stale
-		v.PositionRange = newPositionRange(s.PositionLow, s.PositionHigh)
+		v.PositionRange = n.positionRange(s.PositionLow, s.PositionHigh)
 	case waitroom.StatusChallengeRequired:
-		v.Challenge = newChallengeView(s.Challenge)
+		v.Challenge = n.challengeView(s.Challenge)
 	case waitroom.StatusAdmitted:
-		secs := int64(s.ExpiresIn / time.Second)
-		v.AdmissionToken, v.ExpiresIn = s.AdmissionToken, &secs
+		n.expiresIn = int64(s.ExpiresIn / time.Second)
+		v.AdmissionToken, v.ExpiresIn = s.AdmissionToken, &n.expiresIn
 	case waitroom.StatusSoldOut:
-		full := s.QueueIsFull
-		v.QueueIsFull = &full
-		if !full {
-			poll := s.PollAfter.Milliseconds()
-			v.PollAfterMs = &poll
+		n.full = s.QueueIsFull
+		v.QueueIsFull = &n.full
+		if !n.full {
+			n.poll = s.PollAfter.Milliseconds()
+			v.PollAfterMs = &n.poll
 		}
 	}
 	return v

@@ -74,7 +74,7 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	if req.PreviousToken != "" {
 		t, err := r.keys.ParseTicket(req.PreviousToken)
 		if err == nil && t.SaleID == req.SaleID && t.CustomerID == req.CustomerID {
-			r.metrics.tickets.WithLabelValues("presented").Inc()
+			r.metrics.presented.Inc()
 			return r.ticketResult(s, t, req.PreviousToken, true, now), nil
 		}
 		// Anything else (forged, expired key, someone else's) is ignored:
@@ -102,7 +102,7 @@ func (r *Room) Ticket(ctx context.Context, req TicketRequest) (TicketResult, err
 	if preOpen {
 		t.Draw = draw
 	}
-	r.metrics.tickets.WithLabelValues("new").Inc()
+	r.metrics.newTickets.Inc()
 	r.queue.arrived(req.SaleID, now)
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now), nil
 }
@@ -127,7 +127,7 @@ func (r *Room) TicketFromMemory(saleID, customerID, previousToken string) (Ticke
 	if previousToken != "" {
 		t, err := r.keys.ParseTicket(previousToken)
 		if err == nil && t.SaleID == saleID && t.CustomerID == customerID {
-			r.metrics.tickets.WithLabelValues("presented").Inc()
+			r.metrics.presented.Inc()
 			return r.ticketResult(s, t, previousToken, true, now), true
 		}
 	}
@@ -160,7 +160,7 @@ func (r *Room) drawnResult(s flashline.SaleFacts, customerID string, draw uint64
 		r.queue.arrived(s.ID, now)
 	}
 	t := drawnTicket(s.ID, customerID, draw, now)
-	r.metrics.tickets.WithLabelValues("new").Inc()
+	r.metrics.newTickets.Inc()
 	return r.ticketResult(s, t, r.keys.SignTicket(t), false, now)
 }
 

@@ -178,6 +178,10 @@ type roomMetrics struct {
 	// byState are statuses' counters of the four states, looked up once:
 	// a status answer is what a waiting crowd asks for most.
 	byState map[string]prometheus.Counter
+	// newTickets and presented are tickets' counters of its two kinds,
+	// looked up once: a new pre-open ticket is what a crowd asks an edge
+	// for most before the open.
+	newTickets, presented prometheus.Counter
 	// leases and leased count the leases of positions this instance took
 	// (its own tickets' and its edges') and the positions they took.
 	leases, leased prometheus.Counter
@@ -212,6 +216,8 @@ func NewRoom(cache Memory, store flashline.RoomStore, keys *roomtoken.Keyring, c
 	for _, state := range []string{StatusWaiting, StatusChallengeRequired, StatusAdmitted, StatusSoldOut} {
 		r.metrics.byState[state] = r.metrics.statuses.WithLabelValues(state)
 	}
+	r.metrics.newTickets = r.metrics.tickets.WithLabelValues("new")
+	r.metrics.presented = r.metrics.tickets.WithLabelValues("presented")
 	r.metrics.leases = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "flashline_waitroom_leases_total",
 		Help: "Leases of positions this instance took for the tickets placed by arrival, its own and its edges' (one UPDATE each; on an edge, one request to an origin).",

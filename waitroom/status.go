@@ -116,9 +116,11 @@ func (r *Room) ticketOf(saleID, customerID, token string) (roomtoken.Ticket, err
 	return t, nil
 }
 
-// answer is the status of ticket t in sale s, counted.
+// answer is the status of ticket t in sale s, counted (one reading of the
+// clock for both).
 func (r *Room) answer(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, solution string) (StatusResult, error) {
-	res, err := r.status(s, fresh, t, solution)
+	now := r.opts.Now()
+	res, err := r.status(s, fresh, t, solution, now)
 	res.Message = s.Room.Broadcast
 	if len(s.Variants) > 0 {
 		res.Variants = make([]VariantStatus, len(s.Variants))
@@ -127,7 +129,7 @@ func (r *Room) answer(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, sol
 		}
 	}
 	if err == nil {
-		r.queue.answered(s.ID, t, res.State, r.opts.Now())
+		r.queue.answered(s.ID, t, res.State, now)
 		if c, ok := r.metrics.byState[res.State]; ok {
 			c.Inc()
 		} else {
@@ -137,8 +139,7 @@ func (r *Room) answer(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, sol
 	return res, err
 }
 
-func (r *Room) status(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, solution string) (StatusResult, error) {
-	now := r.opts.Now()
+func (r *Room) status(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, solution string, now time.Time) (StatusResult, error) {
 	if s.State == flashline.StateClosed {
 		// Nothing more is sold in a closed sale: the line is over.
 		return StatusResult{State: StatusSoldOut, QueueIsFull: true}, nil

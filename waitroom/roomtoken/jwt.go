@@ -2,12 +2,10 @@ package roomtoken
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"strings"
 	"time"
@@ -142,14 +140,13 @@ func (key key) sign(payload []byte) string {
 	b = append(b, key.header...)
 	b = append(b, '.')
 	b = b64.AppendEncode(b, payload)
-	mac := key.macs.Get().(hash.Hash)
-	mac.Reset()
-	mac.Write(b)
-	var sum [sha256.Size]byte
-	sig := mac.Sum(sum[:0])
-	key.macs.Put(mac)
+	m := key.macs.Get().(*keyMAC)
+	m.mac.Reset()
+	m.mac.Write(b)
+	sig := m.mac.Sum(m.sum[:0])
 	b = append(b, '.')
 	b = b64.AppendEncode(b, sig)
+	key.macs.Put(m)
 	// b is not written again: the token is a view of it, not a copy.
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }

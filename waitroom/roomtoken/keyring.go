@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"strings"
 	"sync"
@@ -47,15 +48,22 @@ type key struct {
 	// header is the base64url JOSE header of the tokens this key signs:
 	// {"alg":"HS256","kid":id,"typ":"JWT"}.
 	header string
-	// macs are HMAC-SHA256s keyed with secret (hash.Hash), reset before
+	// macs are HMAC-SHA256s keyed with secret (*keyMAC), reset before
 	// each signature: a new one hashes the key's pads first, which on an
 	// edge signing a crowd's tickets was a third of a signature's work.
 	macs *sync.Pool
 }
 
+// keyMAC is a key's HMAC-SHA256 and room for its sum, which on the
+// signer's stack went to the heap (hash.Hash's Sum is an interface call).
+type keyMAC struct {
+	mac hash.Hash
+	sum [sha256.Size]byte
+}
+
 func newKey(id string, secret []byte) key {
 	return key{id: id, secret: secret, header: b64.EncodeToString(marshal(jwtHeader{Alg: algHS256, Kid: id, Typ: "JWT"})),
-		macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}}
+		macs: &sync.Pool{New: func() any { return &keyMAC{mac: hmac.New(sha256.New, secret)} }}}
 }
 
 // ParseKeyring parses "kid:secret[,kid:secret...]". A kid is 1-16 characters
