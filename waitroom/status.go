@@ -127,7 +127,7 @@ func (r *Room) answer(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, sol
 		}
 	}
 	if err == nil {
-		r.queue.answered(s.ID, t, res.State, r.opts.Now())
+		r.queue.answered(s.ID, t, queueState(res), asksFrom(s, t), r.opts.Now())
 		if c, ok := r.metrics.byState[res.State]; ok {
 			c.Inc()
 		} else {
