@@ -189,10 +189,10 @@ func (q *queueStats) reserved(a roomtoken.Admission, ttl time.Duration, now time
 	s := q.sale(a.SaleID)
 	s.counts.ToReserve[flashline.QueueBucket(now.Sub(a.ExpiresAt.Add(-ttl)))]++
 	s.version++
-	// Forgotten when admitted here; one admitted elsewhere, and still
-	// followed here, goes quiet here and is counted left, against the
-	// return counted when this instance (or the one that admitted it)
-	// first heard it.
+	// Forgotten when admitted here. One admitted elsewhere and still
+	// followed here is not: the instance that admitted it ended its time
+	// with it, and this one's ends silent (left), as for any instance it
+	// moved on from, against a return counted where it was heard later.
 	key := waiterKey{a.SaleID, a.CustomerID}
 	if q.waiters[key].admitted {
 		delete(q.waiters, key)
@@ -347,7 +347,7 @@ var (
 	queueArrivalsDesc = prometheus.NewDesc("flashline_waitroom_queue_arrivals_total",
 		"Places in line this instance handed out.", []string{"sale_id"}, nil)
 	queueLeftDesc = prometheus.NewDesc("flashline_waitroom_queue_left_total",
-		"Waiters this instance answered that asked nothing more of it for a minute, neither admitted nor told the sale sold out.", []string{"sale_id"}, nil)
+		"Waiters this instance answered that asked nothing more of it for a minute, neither admitted nor told the sale sold out for good (each instance alone: see returns).", []string{"sale_id"}, nil)
 	queueReturnsDesc = prometheus.NewDesc("flashline_waitroom_queue_returns_total",
 		"Waiters this instance first heard more than 30 s after their page began asking (heard before elsewhere, or before they went quiet): sum(left) - sum(returns) over instances is the line's left.", []string{"sale_id"}, nil)
 	queueActiveDesc = prometheus.NewDesc("flashline_waitroom_queue_active",
