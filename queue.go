@@ -45,10 +45,16 @@ type QueueCounts struct {
 	// ToReserve counts the reservations this instance made with an
 	// admission token, by time from admission to reservation.
 	ToReserve []int64 `json:"toReserve"`
-	// Left is the waiters this instance answered "waiting" that then asked
-	// nothing more of it for a while (waitroom.LeftAfter) without being
-	// admitted or told the sale sold out.
+	// Left is the waiters this instance answered "waiting" (or "sold out
+	// for now") that then asked nothing more of it for a while
+	// (waitroom.LeftAfter) without being admitted or told the sale sold out
+	// for good: each instance judges it alone, so a waiter who moved to
+	// another instance counts here too.
 	Left int64 `json:"left"`
+	// Returns is the waiters this instance first heard long after their
+	// page began asking (waitroom.ReturnAfter): heard before, elsewhere or
+	// before they went quiet. Counts written before it have none (0).
+	Returns int64 `json:"returns,omitempty"`
 	// Active is the waiters this instance answered "waiting" in the last
 	// LeftAfter, when it wrote these counts (a gauge, not a total).
 	Active int64 `json:"active"`
@@ -59,6 +65,13 @@ type QueueCounts struct {
 
 // Admitted is the tickets admitted (the Wait histogram's count).
 func (c QueueCounts) Admitted() int64 { return sum(c.Wait) }
+
+// LeftLine is the waiters who left the line, of counts added over every
+// instance (MergeQueue): Left less Returns, as every instance a waiter
+// talked to ends its time with it once, silent (left) or not, and each but
+// the first heard it as a return; never below zero. Of one instance's
+// counts it is a figure of nothing (its Left and Returns are its own).
+func (c QueueCounts) LeftLine() int64 { return max(0, c.Left-c.Returns) }
 
 // Reserved is the reservations made with an admission token.
 func (c QueueCounts) Reserved() int64 { return sum(c.ToReserve) }
@@ -102,7 +115,7 @@ func DecodeQueueCounts(b []byte) (QueueCounts, error) {
 	}
 	ok := func(n int64) bool { return n >= 0 && n <= 1e12 }
 	if len(c.Wait) != len(QueueBuckets)+1 || len(c.ToReserve) != len(QueueBuckets)+1 ||
-		!ok(c.Arrivals) || !ok(c.Left) || !ok(c.Active) || len(c.Minutes) > QueueMinutes {
+		!ok(c.Arrivals) || !ok(c.Left) || !ok(c.Returns) || !ok(c.Active) || len(c.Minutes) > QueueMinutes {
 		return QueueCounts{}, fmt.Errorf("queue counts: not an instance's counts")
 	}
 	for _, list := range [][]int64{c.Wait, c.ToReserve} {
@@ -129,6 +142,7 @@ func NewQueueCounts() QueueCounts {
 func (c *QueueCounts) Add(o QueueCounts, fresh bool) {
 	c.Arrivals += o.Arrivals
 	c.Left += o.Left
+	c.Returns += o.Returns
 	if fresh {
 		c.Active += o.Active
 	}

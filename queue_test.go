@@ -26,6 +26,7 @@ func TestQueueCountsMergeAcrossInstances(t *testing.T) {
 	a.Arrivals, b.Arrivals = 70, 80
 	a.Minutes[100], b.Minutes[100], b.Minutes[101] = 70, 30, 50
 	a.Left, b.Left = 3, 4
+	b.Returns = 2 // b heard two waiters a had answered (issue 50)
 	a.Active, b.Active = 5, 6
 	enc := func(c flashline.QueueCounts) []byte {
 		out, err := json.Marshal(c)
@@ -43,6 +44,8 @@ func TestQueueCountsMergeAcrossInstances(t *testing.T) {
 	require.EqualValues(t, 100, merged.Admitted())
 	require.EqualValues(t, 70, merged.Reserved())
 	require.EqualValues(t, 7, merged.Left)
+	require.EqualValues(t, 2, merged.Returns)
+	require.EqualValues(t, 5, merged.LeftLine(), "left the line: the rows' left less their returns")
 	require.EqualValues(t, 5, merged.Active)
 	require.Equal(t, map[int64]int64{100: 100, 101: 50}, merged.Minutes)
 
@@ -66,10 +69,11 @@ func TestQueueCountsMergeAcrossInstances(t *testing.T) {
 func TestQueueCountsRefused(t *testing.T) {
 	t.Parallel()
 	for name, body := range map[string]string{
-		"NotJSON":      `{`,
-		"ShortBuckets": `{"wait":[1,2],"toReserve":[1,2]}`,
-		"Negative":     `{"arrivals":-1,"wait":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"toReserve":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}`,
-		"NegativeBin":  `{"wait":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,-5],"toReserve":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}`,
+		"NotJSON":         `{`,
+		"ShortBuckets":    `{"wait":[1,2],"toReserve":[1,2]}`,
+		"Negative":        `{"arrivals":-1,"wait":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"toReserve":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}`,
+		"NegativeBin":     `{"wait":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,-5],"toReserve":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}`,
+		"NegativeReturns": `{"returns":-1,"wait":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"toReserve":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}`,
 	} {
 		_, err := flashline.DecodeQueueCounts([]byte(body))
 		require.Error(t, err, name)
@@ -77,4 +81,12 @@ func TestQueueCountsRefused(t *testing.T) {
 	c, err := flashline.DecodeQueueCounts([]byte(`{"wait":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1],"toReserve":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}`))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, c.Admitted())
+	require.Zero(t, c.Returns, "a row written before returns were counted")
+	// More returns than left (waiters moved and not yet counted left where
+	// they were): never below zero.
+	c.Left, c.Returns = 2, 5
+	require.Zero(t, c.LeftLine())
+	b, err := json.Marshal(flashline.NewQueueCounts())
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "returns", "none: not written, as the Worker writes it")
 }

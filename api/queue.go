@@ -20,7 +20,9 @@ type QueueStats struct {
 	Reserved            int64 `json:"reservedAfterAdmission"`
 	AdmittedNotReserved int64 `json:"admittedNotReserved"`
 	// Left is the waiters who stopped asking (a minute without a poll or a
-	// stream's answer) before they were admitted or told the sale sold out.
+	// stream's answer) before they were admitted or told the sale sold out
+	// for good, once each however many instances they talked to (the
+	// instances' counts less their returns: flashline.QueueCounts.LeftLine).
 	Left int64 `json:"left"`
 	// Queued is the ranks handed out past the watermark; Active the waiters
 	// still asking (answered "waiting" in the last minute).

@@ -25,7 +25,7 @@ func newQueueView(room *flashline.RoomCrowd, reports []flashline.QueueReport, at
 	}
 	v := &api.QueueStats{
 		Instances: instances, Arrivals: c.Arrivals, Admitted: c.Admitted(), Reserved: c.Reserved(),
-		Left: c.Left, Queued: room.Waiting(), Active: c.Active,
+		Left: c.LeftLine(), Queued: room.Waiting(), Active: c.Active,
 		WaitP50: flashline.QueueQuantile(c.Wait, 0.5), WaitP90: flashline.QueueQuantile(c.Wait, 0.9),
 		WaitP99:      flashline.QueueQuantile(c.Wait, 0.99),
 		ToReserveP50: flashline.QueueQuantile(c.ToReserve, 0.5), ToReserveP90: flashline.QueueQuantile(c.ToReserve, 0.9),

@@ -1,7 +1,6 @@
 package waitroom
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -27,12 +26,39 @@ import (
 // A waiter is one customer in one sale. An instance remembers, per waiter
 // it answered, when it last answered and whether it admitted it (at most
 // maxWaiters at once; past that, new waiters are not followed: neither
-// counted as left nor kept from counting an admission twice). A waiter
-// whose page moves to another instance for good (a load balancer that does
-// not keep a stream's client on one instance) is counted as left by the
-// first: the page's status stream keeps it on one instance for up to five
-// minutes, and polls spread over instances keep every instance hearing
-// from it within LeftAfter.
+// counted as left nor kept from counting an admission twice). Each instance
+// judges "left" by itself: a waiter whose page moves to another instance
+// (its status stream reconnects every five minutes, and a load balancer may
+// pick another; polls may spread over instances) goes quiet on the first,
+// which counts it as left. So an instance also counts the waiters it
+// returned to: the first time it hears a waiter (since it last forgot it)
+// whose page began asking more than ReturnAfter before, it must have been
+// heard before, elsewhere or before it went quiet. Every instance a waiter
+// talked to ends its time with it once, admitted, told the sale sold out
+// for good or reserved (not left) or silent (left); so a waiter heard by k
+// instances, or k times, counts k ends and k−1 returns, and the line's left
+// is the instances' Left less their Returns (flashline's QueueCounts.LeftLine):
+// one for a waiter who left, none for one admitted or told sold out.
+
+// ReturnAfter is how long after its ticket a page may first ask for its
+// status: the ticket's answer tells it when, within pollAfter's 15 s
+// jittered ±30% (19.5 s), and the ticket's arrival is kept to the second.
+// A waiter first heard later than that was heard before (a return).
+const ReturnAfter = 30 * time.Second
+
+// asksFrom is when ticket t's page began asking for its status in sale s,
+// for ReturnAfter: its arrival, but for a ticket placed by the draw before
+// the open (which arrives at the start of the hour: drawnTicket) the
+// opening time, and zero when the sale has none (no return is counted).
+func asksFrom(s flashline.SaleFacts, t roomtoken.Ticket) time.Time {
+	if !t.PreOpen || t.Draw == 0 {
+		return t.ArrivedAt
+	}
+	if s.OpensAt == nil {
+		return time.Time{}
+	}
+	return latest(t.ArrivedAt, *s.OpensAt)
+}
 
 // LeftAfter is how long a waiter may ask nothing of an instance before the
 // instance counts it as left: three times the longest interval between
@@ -47,6 +73,21 @@ type waiterKey struct{ sale, customer string }
 type lineWaiter struct {
 	seen     time.Time
 	admitted bool
+	// soldOut: its last answer was "sold out for now" (it still asks, and
+	// is still in line, but is not counted active).
+	soldOut bool
+}
+
+// statusSoldOutForNow is answered's state for a "sold out" answer that is
+// not final (QueueIsFull false): the waiter asks again.
+const statusSoldOutForNow = "sold_out_for_now"
+
+// queueState is the state answered counts res as.
+func queueState(res StatusResult) string {
+	if res.State == StatusSoldOut && !res.QueueIsFull {
+		return statusSoldOutForNow
+	}
+	return res.State
 }
 
 // queueStats is this instance's counts of each sale's line.
@@ -100,15 +141,24 @@ func (q *queueStats) arrived(saleID string, now time.Time) {
 	s.version++
 }
 
-// answered notes the status answer state given to ticket t at now: a
-// waiter seen, admitted (its wait counted, once) or told the sale sold
-// out (no longer followed).
-func (q *queueStats) answered(saleID string, t roomtoken.Ticket, state string, now time.Time) {
+// answered notes the status answer state (queueState) given at now to
+// ticket t, whose page began asking at from (asksFrom): a waiter seen,
+// admitted (its wait counted, once) or told the sale sold out for good (no
+// longer followed); and, the first time this instance hears it, a return
+// when from is more than ReturnAfter before now.
+func (q *queueStats) answered(saleID string, t roomtoken.Ticket, state string, from, now time.Time) {
 	key := waiterKey{saleID, t.CustomerID}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s := q.sale(saleID)
 	w, known := q.waiters[key]
+	followed := known || len(q.waiters) < maxWaiters
+	if !known && !from.IsZero() && now.Sub(from) > ReturnAfter && (followed || state == StatusSoldOut || state == StatusAdmitted) {
+		// A waiting one not followed would end here uncounted: no return
+		// either. One admitted or sold out ends at once.
+		s.counts.Returns++
+		s.version++
+	}
 	switch state {
 	case StatusSoldOut:
 		delete(q.waiters, key)
@@ -123,10 +173,11 @@ func (q *queueStats) answered(saleID string, t roomtoken.Ticket, state string, n
 		s.version++
 		w.admitted = true
 	}
-	if !known && len(q.waiters) >= maxWaiters {
+	if !followed {
 		return
 	}
 	w.seen = now
+	w.soldOut = state == statusSoldOutForNow
 	q.waiters[key] = w
 }
 
@@ -138,7 +189,14 @@ func (q *queueStats) reserved(a roomtoken.Admission, ttl time.Duration, now time
 	s := q.sale(a.SaleID)
 	s.counts.ToReserve[flashline.QueueBucket(now.Sub(a.ExpiresAt.Add(-ttl)))]++
 	s.version++
-	delete(q.waiters, waiterKey{a.SaleID, a.CustomerID})
+	// Forgotten when admitted here. One admitted elsewhere and still
+	// followed here is not: the instance that admitted it ended its time
+	// with it, and this one's ends silent (left), as for any instance it
+	// moved on from, against a return counted where it was heard later.
+	key := waiterKey{a.SaleID, a.CustomerID}
+	if q.waiters[key].admitted {
+		delete(q.waiters, key)
+	}
 }
 
 // sweep counts the waiters not heard from for LeftAfter as left (an
@@ -151,7 +209,7 @@ func (q *queueStats) sweep(now time.Time) {
 	for key, w := range q.waiters {
 		switch {
 		case now.Sub(w.seen) <= LeftAfter:
-			if !w.admitted {
+			if !w.admitted && !w.soldOut {
 				active[key.sale]++
 			}
 		case w.admitted:
@@ -276,105 +334,6 @@ func (r *Room) RunQueuePublisher(ctx context.Context, store QueuePublisher, inst
 	}
 }
 
-// edgeLines is what an origin heard of the edges' counts of the lines:
-// each run of each edge's latest counts of each sale's line, as its last
-// report said (cumulative since that run started, so a report lost or heard
-// twice changes nothing). Every origin hears every report; each writes the
-// counts that changed once a second at most, as of the report's signing, so
-// the first origin's write of a report stands and the others' change no row
-// (postgres: ConsoleQueuePublishEdges). At most maxEdges rows per sale; a
-// row not heard from for edgeLineForget after it was written is forgotten
-// (its row in the table stays, as an instance's does).
-type edgeLines struct {
-	mu   sync.Mutex
-	rows map[string]map[string]*edgeLine // sale id → row (edge/id/run) → counts
-}
-
-type edgeLine struct {
-	counts  []byte
-	at      time.Time // when the edge signed the report they came in
-	heard   time.Time // when this instance heard them, by its clock
-	written bool
-}
-
-// edgeLineForget is how long an origin keeps a run's counts it has written
-// and heard nothing new of.
-const edgeLineForget = 10 * time.Minute
-
-// set records row's counts of saleID's line from a report signed at, heard
-// at now: kept unless a later report's are held. The same counts as held
-// are written again (as of at) only when they have active waiters and
-// were written activeRefresh before, as an instance's own are.
-func (l *edgeLines) set(saleID, row string, counts []byte, active bool, at, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.rows == nil {
-		l.rows = map[string]map[string]*edgeLine{}
-	}
-	m := l.rows[saleID]
-	if m == nil {
-		m = map[string]*edgeLine{}
-		l.rows[saleID] = m
-	}
-	old := m[row]
-	switch {
-	case old == nil && len(m) >= maxEdges:
-		return
-	case old == nil:
-		m[row] = &edgeLine{counts: counts, at: at, heard: now}
-	case at.After(old.at):
-		old.heard = now
-		if !bytes.Equal(old.counts, counts) || (active && at.Sub(old.at) >= activeRefresh) {
-			old.counts, old.at, old.written = counts, at, false
-		}
-	}
-}
-
-// keep forgets the sales for which keep is false, and the rows written and
-// not heard from for edgeLineForget.
-func (l *edgeLines) keep(keep func(saleID string) bool, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for id, m := range l.rows {
-		if !keep(id) {
-			delete(l.rows, id)
-			continue
-		}
-		for row, c := range m {
-			if c.written && now.Sub(c.heard) > edgeLineForget {
-				delete(m, row)
-			}
-		}
-	}
-}
-
-// unwritten is the rows whose counts changed since they were written.
-func (l *edgeLines) unwritten() []flashline.QueueRow {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []flashline.QueueRow
-	for id, m := range l.rows {
-		for row, c := range m {
-			if !c.written {
-				out = append(out, flashline.QueueRow{SaleID: id, Instance: row, Counts: c.counts, At: c.at})
-			}
-		}
-	}
-	return out
-}
-
-// wrote records that rows were written (those since replaced by a later
-// report's counts stay unwritten).
-func (l *edgeLines) wrote(rows []flashline.QueueRow) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, w := range rows {
-		if c := l.rows[w.SaleID][w.Instance]; c != nil && c.at.Equal(w.At) {
-			c.written = true
-		}
-	}
-}
-
 // queueCollector publishes this instance's counts as metrics, for the
 // sales that have opened (a sale's id is not announced before: see
 // watermarks).
@@ -388,13 +347,15 @@ var (
 	queueArrivalsDesc = prometheus.NewDesc("flashline_waitroom_queue_arrivals_total",
 		"Places in line this instance handed out.", []string{"sale_id"}, nil)
 	queueLeftDesc = prometheus.NewDesc("flashline_waitroom_queue_left_total",
-		"Waiters this instance answered that asked nothing more of it for a minute, neither admitted nor told the sale sold out.", []string{"sale_id"}, nil)
+		"Waiters this instance answered that asked nothing more of it for a minute, neither admitted nor told the sale sold out for good (each instance alone: see returns).", []string{"sale_id"}, nil)
+	queueReturnsDesc = prometheus.NewDesc("flashline_waitroom_queue_returns_total",
+		"Waiters this instance first heard more than 30 s after their page began asking (heard before elsewhere, or before they went quiet): sum(left) - sum(returns) over instances is the line's left.", []string{"sale_id"}, nil)
 	queueActiveDesc = prometheus.NewDesc("flashline_waitroom_queue_active",
 		"Waiters this instance answered 'waiting' in the last minute.", []string{"sale_id"}, nil)
 )
 
 func (c queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{queueWaitDesc, queueToReserveDesc, queueArrivalsDesc, queueLeftDesc, queueActiveDesc} {
+	for _, d := range []*prometheus.Desc{queueWaitDesc, queueToReserveDesc, queueArrivalsDesc, queueLeftDesc, queueReturnsDesc, queueActiveDesc} {
 		ch <- d
 	}
 }
@@ -410,6 +371,7 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- histogram(queueToReserveDesc, q.ToReserve, s.ID)
 		ch <- prometheus.MustNewConstMetric(queueArrivalsDesc, prometheus.CounterValue, float64(q.Arrivals), s.ID)
 		ch <- prometheus.MustNewConstMetric(queueLeftDesc, prometheus.CounterValue, float64(q.Left), s.ID)
+		ch <- prometheus.MustNewConstMetric(queueReturnsDesc, prometheus.CounterValue, float64(q.Returns), s.ID)
 		ch <- prometheus.MustNewConstMetric(queueActiveDesc, prometheus.GaugeValue, float64(q.Active), s.ID)
 	}
 }

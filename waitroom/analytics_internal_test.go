@@ -28,16 +28,16 @@ func TestQueueStatsCounts(t *testing.T) {
 	for i := range 100 {
 		wg.Go(func() {
 			q.arrived("s", t0)
-			q.answered("s", ticket(string(rune('a'+i%26))+string(rune('a'+i/26))), StatusWaiting, t0)
+			q.answered("s", ticket(string(rune('a'+i%26))+string(rune('a'+i/26))), StatusWaiting, t0, t0)
 		})
 	}
 	wg.Wait()
 	// "aa" is admitted after 7 s, and asks twice more; "ba" is told the
 	// sale sold out; the others fall silent.
 	for range 3 {
-		q.answered("s", ticket("aa"), StatusAdmitted, t0.Add(7*time.Second))
+		q.answered("s", ticket("aa"), StatusAdmitted, t0, t0.Add(7*time.Second))
 	}
-	q.answered("s", ticket("ba"), StatusSoldOut, t0.Add(7*time.Second))
+	q.answered("s", ticket("ba"), StatusSoldOut, t0, t0.Add(7*time.Second))
 	q.sweep(t0.Add(30 * time.Second))
 	c := q.sales["s"].counts
 	require.EqualValues(t, 100, c.Arrivals)
@@ -139,11 +139,11 @@ func TestQueueStatsActiveRefresh(t *testing.T) {
 	t.Parallel()
 	var q queueStats
 	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	q.answered("s", roomtoken.Ticket{SaleID: "s", CustomerID: "c", ArrivedAt: t0}, StatusWaiting, t0)
+	q.answered("s", roomtoken.Ticket{SaleID: "s", CustomerID: "c", ArrivedAt: t0}, StatusWaiting, t0, t0)
 	q.sweep(t0)
 	_, versions := q.unwritten()
 	q.wrote(versions)
-	q.answered("s", roomtoken.Ticket{SaleID: "s", CustomerID: "c", ArrivedAt: t0}, StatusWaiting, t0.Add(time.Second))
+	q.answered("s", roomtoken.Ticket{SaleID: "s", CustomerID: "c", ArrivedAt: t0}, StatusWaiting, t0, t0.Add(time.Second))
 	q.sweep(t0.Add(time.Second))
 	counts, _ := q.unwritten()
 	require.Empty(t, counts, "nothing changed, written a second ago")

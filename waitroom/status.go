@@ -129,7 +129,7 @@ func (r *Room) answer(s flashline.SaleFacts, fresh bool, t roomtoken.Ticket, sol
 		}
 	}
 	if err == nil {
-		r.queue.answered(s.ID, t, res.State, now)
+		r.queue.answered(s.ID, t, queueState(res), asksFrom(s, t), now)
 		if c, ok := r.metrics.byState[res.State]; ok {
 			c.Inc()
 		} else {

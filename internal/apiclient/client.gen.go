@@ -6383,7 +6383,7 @@ type QueueStats struct {
 	// Instances how many instances' counts were added (each instance counts its own waiters in memory and writes its counts once a second while they change)
 	Instances int `json:"instances"`
 
-	// Left waiters who stopped asking (a minute without a poll or a stream's answer) before they were admitted or told the sale sold out
+	// Left waiters who stopped asking (a minute without a poll or a stream's answer) before they were admitted or told the sale sold out for good, once each however many instances they talked to (right once every instance has heard the last of them; runs low while waiters move)
 	Left int `json:"left"`
 
 	// PeakArrivalsPerMinute the most places handed out in one minute

@@ -186,6 +186,7 @@ func TestWorkerHoldersAndLines(t *testing.T) {
 	}, settle, 100*time.Millisecond)
 	require.EqualValues(t, customers, counts.Arrivals, "the Worker's arrivals in its row %q", row)
 	require.GreaterOrEqual(t, counts.Active, int64(polled), "the waiters the Worker answered lately")
+	require.Zero(t, counts.Returns, "a pre-open ticket's page began asking at the open, not at its ticket's arrival (the start of the hour): no return")
 	require.Regexp(t, `^edge/worker-[0-9a-f]{8}/[0-9a-f]{8}$`, row)
 	var minutes int64
 	for _, n := range counts.Minutes {

@@ -92,7 +92,8 @@ var awkward = []string{"worker-001", "wörker-ü", "<b>&amp;</b>", "line\u2028pa
 // follow gives, case by case: JSON strings as encoding/json writes them,
 // base64url, the draw and its rank, tickets signed and read, the admission
 // id, the challenge's nonce and its check, the customer a token names (as
-// auth's fast path decides it) and a ticket's rank in a room.
+// auth's fast path decides it), a ticket's rank in a room, when its page
+// began asking and an isolate's counts of a line's returns.
 func TestWorkerModules(t *testing.T) {
 	m := startModules(t)
 	keys, err := roomtoken.ParseKeyring(testserver.WaitroomKeys)
@@ -340,5 +341,57 @@ func TestWorkerModules(t *testing.T) {
 		for i, r := range m.call("customerOrigin", cases...) {
 			require.JSONEq(t, strconv.Itoa(want[i]), string(r), "case %d: %q over %v", i, cases[i][0], cases[i][1])
 		}
+	})
+
+	t.Run("lines", func(t *testing.T) {
+		hour := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+		opens := hour.Add(10 * time.Minute)
+		type jsSale struct {
+			OpensAtMs *int64 `json:"opensAtMs"`
+		}
+		opensMs := opens.UnixMilli()
+		drawn := roomtoken.Ticket{SaleID: "s", CustomerID: "d", ArrivedAt: hour, Position: 1, PreOpen: true, Draw: 42}
+		placed := roomtoken.Ticket{SaleID: "s", CustomerID: "p", ArrivedAt: hour.Add(time.Minute), Position: 3, PreOpen: true}
+		// waitroom's asksFrom: the opening time for a ticket placed by the
+		// draw (none known without one), the arrival for any other.
+		want := []string{strconv.FormatInt(opensMs, 10), "null", strconv.FormatInt(placed.ArrivedAt.UnixMilli(), 10)}
+		for i, r := range m.call("asksFrom", []any{jsSale{&opensMs}, toJS(drawn)}, []any{jsSale{}, toJS(drawn)}, []any{jsSale{&opensMs}, toJS(placed)}) {
+			require.JSONEq(t, want[i], string(r), "case %d", i)
+		}
+
+		// As TestQueueReturns and TestQueueLeftFleetWide: a return the first
+		// time a waiter is heard more than ReturnAfter after its page began
+		// asking, whatever it is told (a page asking from an unknown time:
+		// never); sold out for now keeps a waiter followed, not active.
+		after := waitroom.ReturnAfter.Milliseconds()
+		steps := []any{
+			[]any{1000, "first", "waiting", 1000, 1000},
+			[]any{after, "first", "waiting", after, after},
+			[]any{after + 1000, "late", "waiting", after + 1000, after + 1000},
+			[]any{after + 2000, "late", "waiting", after + 2000, after + 2000},
+			[]any{60000, "admitted", "admitted", 60000, 60000},
+			[]any{60000, "sold", "sold_out", 60000, 60000},
+			[]any{60000, "unknown", "waiting", 60000, nil},
+			[]any{61000, "for-now", "waiting", 1000, 1000},
+			[]any{62000, "for-now", "sold_out_for_now", 2000, 2000},
+			[]any{63000},
+		}
+		r := m.call("lines", []any{steps})
+		var q map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal([]byte(str(t, r[0])), &q))
+		c, err := flashline.DecodeQueueCounts(q["s"])
+		require.NoError(t, err, "%s", q["s"])
+		require.EqualValues(t, 3, c.Returns, "late, admitted, sold: %s", q["s"])
+		require.EqualValues(t, 3, c.Active, "first, late and unknown (for-now sold out for now): %s", q["s"])
+		require.Zero(t, c.Left)
+		// A minute on: all gone quiet but the admitted one; one back.
+		steps = append(steps, []any{125000}, []any{130000, "first", "waiting", 130000, 130000}, []any{131000})
+		r = m.call("lines", []any{steps})
+		require.NoError(t, json.Unmarshal([]byte(str(t, r[0])), &q))
+		c, err = flashline.DecodeQueueCounts(q["s"])
+		require.NoError(t, err, "%s", q["s"])
+		require.EqualValues(t, 4, c.Returns, "and first, back: %s", q["s"])
+		require.EqualValues(t, 4, c.Left, "first, late, unknown, for-now: %s", q["s"])
+		require.EqualValues(t, 1, c.Active)
 	})
 }

@@ -2,7 +2,7 @@
 // edge's (waitroom/edge): its pre-open holders of randomized_at_open rooms,
 // in batches, until an origin says it wrote them (edge's holders.go), and
 // its counts of each line it serves (waitroom's analytics.go, the Go edge's
-// queue counts: arrivals, waits to admission, waiters gone quiet), cumulative
+// queue counts: arrivals, waits to admission, waiters gone quiet, returns), cumulative
 // since the isolate started, under a run id of its own.
 
 import { jsonString } from "./tokens.js";
@@ -102,6 +102,7 @@ export function holdersJSON(batch) {
 const QUEUE_BUCKETS = [1, 2, 5, 10, 20, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600, 7200];
 const QUEUE_MINUTES = 120;
 const LEFT_AFTER_MS = 60000; // waitroom.LeftAfter
+const RETURN_AFTER_MS = 30000; // waitroom.ReturnAfter
 // MAX_WAITERS: the waiters an isolate follows for the line's counts; a
 // sixteenth of waitroom's maxWaiters, for an isolate's memory as MAX_HOLDERS.
 // Waiters past it are answered as always, and not followed.
@@ -117,7 +118,7 @@ function queueBucket(ms) {
 }
 
 const newCounts = () => ({ arrivals: 0, wait: new Array(QUEUE_BUCKETS.length + 1).fill(0),
-  toReserve: new Array(QUEUE_BUCKETS.length + 1).fill(0), left: 0, active: 0, minutes: new Map() });
+  toReserve: new Array(QUEUE_BUCKETS.length + 1).fill(0), left: 0, returns: 0, active: 0, minutes: new Map() });
 
 // Lines are this isolate's counts of each sale's line (flashline.QueueCounts),
 // kept as waitroom's queueStats keeps an instance's: a waiter is one
@@ -147,14 +148,22 @@ export class Lines {
   }
 
   // answered notes the status answer state given to customer's ticket,
-  // which waited waitedMs since it arrived: a waiter seen, admitted (its
-  // wait counted, once) or told the sale sold out (no longer followed).
-  answered(saleID, customer, state, waitedMs) {
+  // which waited waitedMs since it arrived and whose page began asking
+  // askingMs before (waitroom's asksFrom; null: not known): a waiter seen,
+  // admitted (its wait counted, once), sold out for now ("sold_out_for_now":
+  // still followed, not active) or told the sale sold out for good (no
+  // longer followed); and, the first time this isolate hears it, a return
+  // when askingMs is over RETURN_AFTER_MS (waitroom's queueStats.answered).
+  answered(saleID, customer, state, waitedMs, askingMs) {
     const key = saleID + "\u0000" + customer;
     const c = this.sale(saleID);
     const now = this.now();
     let w = this.waiters.get(key);
     const known = !!w;
+    const followed = known || this.waiters.size < MAX_WAITERS;
+    if (!known && askingMs !== null && askingMs > RETURN_AFTER_MS && (followed || state === "sold_out" || state === "admitted")) {
+      c.returns++;
+    }
     if (state === "sold_out") {
       this.waiters.delete(key);
       return;
@@ -165,12 +174,13 @@ export class Lines {
         return;
       }
       c.wait[queueBucket(waitedMs)]++;
-      if (!w) w = { seen: now, admitted: true };
+      if (!w) w = { seen: now, admitted: true, soldOut: false };
       w.admitted = true;
     }
-    if (!known && this.waiters.size >= MAX_WAITERS) return;
-    if (!w) w = { seen: now, admitted: false };
+    if (!followed) return;
+    if (!w) w = { seen: now, admitted: false, soldOut: false };
     w.seen = now;
+    w.soldOut = state === "sold_out_for_now";
     this.waiters.set(key, w);
   }
 
@@ -185,7 +195,7 @@ export class Lines {
     for (const [key, w] of this.waiters) {
       const saleID = key.slice(0, key.indexOf("\u0000"));
       if (now - w.seen <= LEFT_AFTER_MS) {
-        if (!w.admitted) active.set(saleID, (active.get(saleID) || 0) + 1);
+        if (!w.admitted && !w.soldOut) active.set(saleID, (active.get(saleID) || 0) + 1);
       } else {
         if (!w.admitted) this.sale(saleID).left++;
         this.waiters.delete(key);
@@ -212,13 +222,13 @@ export class Lines {
   }
 }
 
-// countsJSON is c as flashline.QueueCounts marshals (the minutes, by their
-// keys' text, omitted when none).
+// countsJSON is c as flashline.QueueCounts marshals (returns omitted when
+// none, and the minutes, by their keys' text, omitted when none).
 function countsJSON(c) {
   let minutes = "";
   if (c.minutes.size > 0) {
     const keys = [...c.minutes.keys()].map(String).sort();
     minutes = `,"minutes":{${keys.map((k) => `"${k}":${c.minutes.get(Number(k))}`).join(",")}}`;
   }
-  return `{"arrivals":${c.arrivals},"wait":[${c.wait.join(",")}],"toReserve":[${c.toReserve.join(",")}],"left":${c.left},"active":${c.active}${minutes}}`;
+  return `{"arrivals":${c.arrivals},"wait":[${c.wait.join(",")}],"toReserve":[${c.toReserve.join(",")}],"left":${c.left}${c.returns > 0 ? `,"returns":${c.returns}` : ""},"active":${c.active}${minutes}}`;
 }

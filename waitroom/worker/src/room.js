@@ -41,6 +41,15 @@ async function ranked(s, t) {
 }
 
 // crowd is the pre-open crowd: as frozen, or the tickets counted so far.
+// asksFrom is waitroom's asksFrom: when ticket t's page began asking for its
+// status (ms), for the line's returns: its arrival, but for a ticket placed
+// by the draw before the open (arrived at the start of the hour) the
+// opening time, and null when the sale has none.
+export function asksFrom(s, t) {
+  if (!t.preOpen || BigInt(t.draw) === 0n) return t.arrivedAt * 1000;
+  return s.opensAtMs === null ? null : Math.max(t.arrivedAt * 1000, s.opensAtMs);
+}
+
 const crowd = (s) => (s.preopenCount >= 0 ? s.preopenCount : Math.max(s.preopenTickets, 1));
 
 export function rank(s, t) {
@@ -156,7 +165,11 @@ export class Room {
     const t = await parseTicket(this.keyring, token, now / 1000);
     if (!t || t.saleID !== saleID || t.customerID !== customer) return admissionInvalid();
     const a = await this.answer(known, t, solution, now);
-    if (a && a.status === 200) this.origins.lines.answered(saleID, customer, a.state, now - t.arrivedAt * 1000);
+    if (a && a.status === 200) {
+      const from = asksFrom(known.s, t);
+      this.origins.lines.answered(saleID, customer, a.state === "sold_out" && !a.final ? "sold_out_for_now" : a.state,
+        now - t.arrivedAt * 1000, from === null ? null : now - from);
+    }
     return a;
   }
 

@@ -9,8 +9,9 @@ import {
   admissionID, b64url, challengeNonce, customerOf, draw, drawRank, fromB64, jsonString, jwtKeyOf,
   parseKeyring, parseTicket, signTicket, verifyChallenge,
 } from "./tokens.js";
-import { rank } from "./room.js";
+import { asksFrom, rank } from "./room.js";
 import { customerOrigin } from "./watermarks.js";
+import { Lines } from "./reports.js";
 
 // A ticket as JSON carries its draw as a decimal string.
 const ticket = (t) => ({ ...t, draw: BigInt(t.draw) });
@@ -28,6 +29,20 @@ const functions = {
   customerOf: (k, authorization, nowS) => customerOf(k.jwtKey, authorization, nowS),
   rank: (k, sale, t) => rank(sale, ticket(t)),
   customerOrigin: (k, key, n) => customerOrigin(key, n),
+  asksFrom: (k, sale, t) => asksFrom(sale, ticket(t)),
+  // lines plays steps ([ms, customer, state, waitedMs, askingMs], or
+  // [ms] alone: a sweep) on one isolate's Lines of sale "s", and gives its
+  // report's "queue" member.
+  lines: (k, steps) => {
+    let now = 0;
+    const lines = new Lines(() => now);
+    for (const [ms, customer, state, waitedMs, askingMs] of steps) {
+      now = ms;
+      if (customer === undefined) lines.sweep();
+      else lines.answered("s", customer, state, waitedMs, askingMs);
+    }
+    return lines.queueJSON(new Map([["s", {}]]));
+  },
 };
 
 const encode = (v) => JSON.stringify(v === undefined ? null : v, (_, x) => (typeof x === "bigint" ? x.toString() : x));
