@@ -108,10 +108,12 @@ func NewCrowdTranscript(c Crowd) DrawTranscript {
 	}
 	var f [32]byte
 	copy(f[:], c.FinalSeed)
-	t.Ranked = LotteryRanking(f, rs)
-	t.Ranks = make([]int, len(t.Ranked))
-	for i, r := range t.Ranked {
-		t.Ranks[i] = int(CrowdRank(f, r, c.PreopenCount))
+	// The keys the ranking sorted by are the ranks' (CrowdRank): hashed
+	// once, not again for the ranks.
+	ranked, keys := lotteryRanking(f, rs)
+	t.Ranked, t.Ranks = ranked, make([]int, len(ranked))
+	for i, k := range keys {
+		t.Ranks[i] = int(DrawRank(k, c.PreopenCount))
 	}
 	return t
 }

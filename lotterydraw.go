@@ -2,7 +2,6 @@ package flashline
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -63,31 +62,27 @@ const (
 
 // RegistrantOf is a customer's hashed id in a sale's lottery.
 func RegistrantOf(saleID, customerID string) Registrant {
-	h := sha256.New()
-	io.WriteString(h, registrantTag)
-	h.Write([]byte{0})
-	io.WriteString(h, saleID)
-	h.Write([]byte{0})
-	io.WriteString(h, customerID)
-	var r Registrant
-	h.Sum(r[:0])
-	return r
+	// One buffer on the stack, hashed at once (as Draw): a hash.Hash and
+	// the ids copied into it were eight allocations a holder, a million of
+	// them at a crowd's freeze (issue 48).
+	var buf [256]byte
+	b := append(append(append(append(append(buf[:0], registrantTag...), 0), saleID...), 0), customerID...)
+	return sha256.Sum256(b)
 }
 
 // RegistrantLeaf is r's leaf in the registrants' Merkle tree.
 func RegistrantLeaf(r Registrant) [32]byte {
-	return sha256.Sum256(append([]byte{0}, r[:]...))
+	var b [1 + len(r)]byte
+	copy(b[1:], r[:])
+	return sha256.Sum256(b[:])
 }
 
 func merkleNode(l, r [32]byte) [32]byte {
-	b := make([]byte, 0, 65)
-	b = append(append(append(b, 1), l[:]...), r[:]...)
-	return sha256.Sum256(b)
-}
-
-// SortRegistrants sorts rs ascending in place.
-func SortRegistrants(rs []Registrant) {
-	slices.SortFunc(rs, func(a, b Registrant) int { return bytes.Compare(a[:], b[:]) })
+	var b [65]byte
+	b[0] = 1
+	copy(b[1:33], l[:])
+	copy(b[33:], r[:])
+	return sha256.Sum256(b[:])
 }
 
 // RegistrantsRoot is the Merkle root of rs (any order: they are sorted on a
@@ -195,26 +190,6 @@ func lotteryFinalSeed(tag, saleID string, root [32]byte, beaconRandomness, seed 
 	var f [32]byte
 	h.Sum(f[:0])
 	return f
-}
-
-// LotteryRanking orders rs by the draw under final seed f: rank 1 first.
-func LotteryRanking(f [32]byte, rs []Registrant) []Registrant {
-	type keyed struct {
-		r Registrant
-		k [32]byte
-	}
-	ks := make([]keyed, len(rs))
-	for i, r := range rs {
-		ks[i] = keyed{r, sha256.Sum256(append(f[:len(f):len(f)], r[:]...))}
-	}
-	slices.SortFunc(ks, func(a, b keyed) int {
-		return cmp.Or(bytes.Compare(a.k[:], b.k[:]), bytes.Compare(a.r[:], b.r[:]))
-	})
-	out := make([]Registrant, len(ks))
-	for i := range ks {
-		out[i] = ks[i].r
-	}
-	return out
 }
 
 // LotteryOrderV2 returns customerIDs in the draw's order (rank 1 first).

@@ -135,8 +135,9 @@ func NewCrowdTranscript(c flashline.Crowd, t flashline.DrawTranscript) DrawTrans
 	if t.Seed != nil {
 		v.Status = "drawn"
 	}
+	v.Registrants = make([]TranscriptRegistrant, len(t.Ranked))
 	for i, r := range t.Ranked {
-		v.Registrants = append(v.Registrants, TranscriptRegistrant{Registrant: r.String(), Rank: t.Ranks[i]})
+		v.Registrants[i] = TranscriptRegistrant{Registrant: r.String(), Rank: t.Ranks[i]}
 	}
 	return v
 }
