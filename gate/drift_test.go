@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -238,4 +239,28 @@ func TestGateDriftChecksAcrossInstances(t *testing.T) {
 		require.NoError(t, g.Maintain(ctx))
 	}
 	require.Equal(t, []string{"gate_counter_high"}, incidents(t, f.pool, sale.ID))
+}
+
+// driftSeries is flashline_gate_drift of a sale on reg, by its variant
+// label.
+func driftSeries(t *testing.T, reg *prometheus.Registry, saleID string) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range families {
+		if mf.GetName() != "flashline_gate_drift" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["sale_id"] == saleID {
+				out[labels["variant"]] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
 }

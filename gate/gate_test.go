@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -283,7 +284,8 @@ func TestGateReturnsAbandonedUnits(t *testing.T) {
 }
 
 func TestGateDriftIsReported(t *testing.T) {
-	f := newFixture(t, false, gate.Options{DriftChecks: 2})
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, false, gate.Options{DriftChecks: 2, Registry: reg})
 	ctx := context.Background()
 	sale := f.sale(t, 10, 1)
 	// A second writer takes units by hand: undersell, reported, not paused.
@@ -292,6 +294,8 @@ func TestGateDriftIsReported(t *testing.T) {
 		require.NoError(t, f.g.Maintain(ctx))
 	}
 	require.Equal(t, []string{"gate_drift"}, incidents(t, f.pool, sale.ID))
+	// The sale's one counter: its series names no variant.
+	require.Equal(t, map[string]float64{"": 2}, driftSeries(t, reg, sale.ID))
 	s, err := f.store.Sale(ctx, sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, flashline.StateOpen, s.State)

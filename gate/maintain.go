@@ -21,11 +21,20 @@ import (
 // the instances whose jobs check the sale; the failures to read Redis are
 // this instance's own.
 type drift struct {
-	value  int64
+	// values are each counter's drift: the sale's one (variant ""), or one
+	// per variant, in the sale's order.
+	values []counterDrift
 	opened bool // the sale has opened: it may be named in metrics
 	// unreachable counts this instance's consecutive checks that could not
 	// read Redis.
 	unreachable int
+}
+
+// counterDrift is one counter's drift: variant is its SKU ("" for a sale
+// without variants).
+type counterDrift struct {
+	variant string
+	value   int64
 }
 
 // Maintain looks after every gated sale once (the gate job runs it every
@@ -123,9 +132,14 @@ func (g *Gate) maintain(ctx context.Context, s flashline.GatedSale) (time.Durati
 		return v.ledger.OwedAge, nil
 	}
 	value := v.drift()
+	terms := v.terms()
+	values := make([]counterDrift, len(terms))
+	for i, t := range terms {
+		values[i] = counterDrift{variant: t.sku, value: t.drift()}
+	}
 	g.mu.Lock()
 	d = g.drifts[s.ID]
-	d.value, d.opened = value, s.State != flashline.StateScheduled
+	d.values, d.opened = values, s.State != flashline.StateScheduled
 	g.drifts[s.ID] = d
 	g.mu.Unlock()
 	checks, stale, err := g.streak(ctx, s.ID, v.streakValue(), v.st.epoch != v.ledger.Epoch)
@@ -321,11 +335,12 @@ func (g *Gate) check(ctx context.Context, saleID string) (flashline.GateStatus, 
 }
 
 // driftCollector publishes the drift the gate job last found, for the sales
-// that have opened.
+// that have opened: one series per counter, a sale with variants one per
+// variant (at most flashline.MaxVariants a sale).
 type driftCollector struct{ g *Gate }
 
 var driftDesc = prometheus.NewDesc("flashline_gate_drift",
-	"Drift of a gated sale's counter at the gate job's last check: available − counter − owed − in flight (0: they agree).", []string{"sale_id"}, nil)
+	"Drift of a gated sale's counter at the gate job's last check: available − counter − owed − in flight (0: they agree). A sale with variants has one per variant (variant: its SKU); variant is empty for a sale without.", []string{"sale_id", "variant"}, nil)
 
 func (c driftCollector) Describe(ch chan<- *prometheus.Desc) { ch <- driftDesc }
 
@@ -333,8 +348,11 @@ func (c driftCollector) Collect(ch chan<- prometheus.Metric) {
 	c.g.mu.Lock()
 	defer c.g.mu.Unlock()
 	for id, d := range c.g.drifts {
-		if d.opened {
-			ch <- prometheus.MustNewConstMetric(driftDesc, prometheus.GaugeValue, float64(d.value), id)
+		if !d.opened {
+			continue
+		}
+		for _, x := range d.values {
+			ch <- prometheus.MustNewConstMetric(driftDesc, prometheus.GaugeValue, float64(x.value), id, x.variant)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashline/flashline"
@@ -254,7 +255,8 @@ func TestGateVariantsSellExactly(t *testing.T) {
 // variant; one below is reported and named; resume is refused until a
 // rebuild.
 func TestGateVariantDriftNamesTheVariant(t *testing.T) {
-	f := newFixture(t, false, gate.Options{DriftChecks: 2})
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, false, gate.Options{DriftChecks: 2, Registry: reg})
 	ctx := context.Background()
 	sale := f.variantSale(t, 1, flashline.NewVariant{SKU: "S", Stock: 5}, flashline.NewVariant{SKU: "M", Stock: 5})
 	_, err := f.store.Reserve(ctx, variantReq(sale.ID, "S", "cust_0", "k", 1))
@@ -278,6 +280,7 @@ func TestGateVariantDriftNamesTheVariant(t *testing.T) {
 	require.False(t, s.GateStatus.OK)
 	require.EqualValues(t, 2, s.GateStatus.Drift)
 	require.Equal(t, []flashline.GateVariantStatus{{SKU: "S", Counter: 2, Drift: 2}, {SKU: "M", Counter: 5, Drift: 0}}, s.GateStatus.Variants)
+	require.Equal(t, map[string]float64{"S": 2, "M": 0}, driftSeries(t, reg, sale.ID), "flashline_gate_drift by variant")
 
 	// One that adds units to M: its counter could let more buyers try than
 	// M has units: paused, M named. Another variant's undersell does not
@@ -296,6 +299,7 @@ func TestGateVariantDriftNamesTheVariant(t *testing.T) {
 	require.Contains(t, s.PauseReason, "variant M")
 	require.EqualValues(t, -2, s.GateStatus.Drift)
 	require.EqualValues(t, 9, s.GateStatus.Counter, "the counters' sum agrees with the database's 9 units: only per variant does it drift")
+	require.Equal(t, map[string]float64{"S": 2, "M": -2}, driftSeries(t, reg, sale.ID), "flashline_gate_drift by variant")
 	_, err = f.store.SetSaleState(ctx, sale.ID, flashline.ActionResume)
 	require.ErrorIs(t, err, flashline.ErrInvariantBroken)
 

@@ -209,3 +209,27 @@ func TestLiveSnapshotIsShared(t *testing.T) {
 		require.Less(t, committed, int64(pages), "fewer transactions than pages, let alone polls")
 	}
 }
+
+// TestConsoleGateVariantRows: the sale page of a gated sale with variants
+// has a row per variant for its gate figures, in the sale's order, that the
+// page's script fills from the live snapshot (here no gate answers: "–");
+// a gated sale without variants has none.
+func TestConsoleGateVariantRows(t *testing.T) {
+	t.Parallel()
+	s, _, cookie := consoleServer(t)
+	html := []string{"Accept", "text/html,application/xhtml+xml", "Cookie", cookie}
+	sale := s.createSale(t, `{"sku":"console-v","gate":"redis","confirmation":"customer","variants":[{"sku":"S","stock":5},{"sku":"M","stock":7}]}`)
+	r := s.serve(t, http.MethodGet, "/admin/sales/"+sale.SaleID, "", "", html...)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	body := string(r.Body)
+	require.Contains(t, body, `<table id="g-variants" class="list">`)
+	s0 := strings.Index(body, `<tr data-sku="S"><th>S</th><td class="g-v-counter">–</td><td class="g-v-drift">–</td></tr>`)
+	m := strings.Index(body, `<tr data-sku="M"><th>M</th><td class="g-v-counter">–</td><td class="g-v-drift">–</td></tr>`)
+	require.True(t, s0 >= 0 && m > s0, "a row per variant, in order:\n%s", body)
+
+	plain := s.createSale(t, `{"sku":"console-g","initialStock":5,"gate":"redis","confirmation":"customer"}`)
+	r = s.serve(t, http.MethodGet, "/admin/sales/"+plain.SaleID, "", "", html...)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), `id="gate-box"`)
+	require.NotContains(t, string(r.Body), `g-variants`)
+}

@@ -89,6 +89,12 @@ func TestGateVariants(t *testing.T) {
 
 	v := waitGate(t, c, instance(1), sale, func(v saleGate) bool { return *v.Gate.OK && *v.Gate.Counter == 100-(buyers-15) })
 	require.Equal(t, []api.GateVariant{{SKU: "S", Counter: 0, Drift: 0}, {SKU: "M", Counter: 100 - (buyers - 15), Drift: 0}}, v.Gate.Variants)
+	// The console's sale page shows each variant's counter and drift.
+	page, err := c.Do(context.Background(), http.MethodGet, instance(1)+"/admin/sales/"+sale, testserver.AdminToken, "", "Accept", "text/html")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, page.Status, "%s", page.Body)
+	require.Contains(t, string(page.Body), `<tr data-sku="S"><th>S</th><td class="g-v-counter">0</td><td class="g-v-drift">0</td></tr>`)
+	require.Contains(t, string(page.Body), fmt.Sprintf(`<tr data-sku="M"><th>M</th><td class="g-v-counter">%d</td><td class="g-v-drift">0</td></tr>`, 100-(buyers-15)))
 	rows, err := pool.Query(context.Background(), `SELECT sku, pending FROM sale_variant_invariant WHERE sale_id = $1`, sale)
 	require.NoError(t, err)
 	pending := map[string]int{}

@@ -34,7 +34,7 @@ func TestNorthline(t *testing.T) {
 	}
 	t.Parallel()
 	cluster := testdb.StartCluster(t, 100)
-	n := northline{c: testserver.NewClient(), checkouts: 9000}
+	n := northline{c: testserver.NewClient(), checkouts: 9000, variantCheckouts: 1200}
 	n.pool = cluster.Pool(t)
 	n.servers = testserver.StartN(t, 6, cluster.URL)
 	peak := watchBackends(t, n.pool)
@@ -73,6 +73,9 @@ type northline struct {
 	pool      *pgxpool.Pool // direct, for the checks
 	c         *testserver.Client
 	checkouts int // of the retry storm
+	// variantCheckouts: the retry storm on a sale with variants, driven by
+	// the load generator (0: not run).
+	variantCheckouts int
 }
 
 func (n northline) run(t *testing.T) {
@@ -219,6 +222,10 @@ func (n northline) run(t *testing.T) {
 		}
 		requireStock(t, pool, sale, 0, checkouts)
 	})
+
+	if n.variantCheckouts > 0 {
+		t.Run("RetryStormOfVariants", func(t *testing.T) { n.retryStormOfVariants(t) })
+	}
 
 	t.Run("SameKeyBurst", func(t *testing.T) {
 		// 30 identical requests at once, spread over the six instances: one

@@ -38,7 +38,7 @@ the flag wins. DATABASE_URL is a libpq URL; when it is unset, flashline uses
 the development database in ./.devdb (started by 'make run' or 'flashline devdb up').
 
 The load generator is a command of its own, flashline-loadtest ('make build'
-puts it in bin/): flashline-loadtest --scenario northline|hot|overload|crowd|no|edge
+puts it in bin/): flashline-loadtest --scenario northline|storm|hot|overload|crowd|no|edge
 --target URL[,URL...] runs a scenario and verifies nothing was oversold.
 `
 

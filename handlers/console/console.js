@@ -170,6 +170,15 @@ function render(v) {
     text("g-counter", s.gate.counter ?? "–");
     text("g-drift", s.gate.drift ?? "–");
     text("g-ok", s.gate.ok ? "ok" : "NOT OK");
+    // A sale with variants: each variant's own counter and drift, in the
+    // rows the page has for its variants.
+    for (const gv of s.gate.variants || []) {
+      const row = document.querySelector(`#g-variants tr[data-sku="${CSS.escape(gv.sku)}"]`);
+      if (!row) continue;
+      row.querySelector(".g-v-counter").textContent = gv.counter;
+      row.querySelector(".g-v-drift").textContent = gv.drift;
+      row.className = gv.drift === 0 ? "" : "warn";
+    }
   }
   text("invariant", s.invariant.ok ? "ok" : "BROKEN: " + (s.invariant.detail || ""));
   $("invariant").className = s.invariant.ok ? "" : "error";

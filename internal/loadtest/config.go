@@ -26,10 +26,13 @@ type Config struct {
 	// goodput counts the 201s answered within it (default 1 s).
 	SLO       time.Duration
 	Duration  time.Duration // hot, overload
-	Checkouts int           // northline: checkouts in the retry storm
-	Stock     int           // hot, overload: units on sale
-	Buckets   int
-	Gate      string // the sale's gate: none (default) or redis
+	Checkouts int           // northline, storm: checkouts in the retry storm
+	// Variants: the retry storm's sale has this many variants (0: none),
+	// its checkouts spread over them (northline, storm).
+	Variants int
+	Stock    int // hot, overload: units on sale
+	Buckets  int
+	Gate     string // the sale's gate: none (default) or redis
 	// crowd: when the sale opens, its fairness policy and challenge.
 	OpenIn        time.Duration
 	Fairness      string
@@ -97,6 +100,11 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Err == nil {
 		c.Err = io.Discard
+	}
+	// More variants than the service takes: its answer to the sale's
+	// creation says so.
+	if c.Variants < 0 || c.Variants > c.Checkouts {
+		return errors.New("loadtest: variants must be 0 or more and at most the checkouts")
 	}
 	if c.Clients < 1 || c.Rate < 1 || c.Duration <= 0 || c.Checkouts < 1 || c.Stock < 1 {
 		return errors.New("loadtest: clients, rate, duration, checkouts and stock must be positive")

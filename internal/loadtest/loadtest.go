@@ -54,6 +54,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res, err = r.overload(ctx)
 	case "northline":
 		res, err = r.northline(ctx)
+	case "storm":
+		res, err = r.retryStorm(ctx)
 	case "crowd":
 		res, err = r.crowd(ctx)
 	case "no":
@@ -61,7 +63,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	case "edge":
 		res, err = r.edge(ctx)
 	default:
-		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, hot, overload, crowd, no, edge)", cfg.Scenario)
+		return nil, fmt.Errorf("loadtest: unknown scenario %q (northline, storm, hot, overload, crowd, no, edge)", cfg.Scenario)
 	}
 	if err != nil {
 		return res, err
@@ -150,6 +152,9 @@ func (r *runner) reserve(ctx context.Context, i int, token string, req client.Re
 	if req.PaymentInstrument != "" {
 		body.PaymentInstrument = &req.PaymentInstrument
 	}
+	if req.Variant != "" {
+		body.Variant = &req.Variant
+	}
 	start := time.Now()
 	res, err := r.generated(i).ReserveWithResponse(ctx, req.SaleID, params, body, bearer(token))
 	if res == nil {
@@ -171,16 +176,31 @@ func (r *runner) token(customer string) string {
 }
 
 // createSale creates the scenario's sale through the admin API: sale, with
-// one unit per customer, an hour's hold and the configured buckets and gate.
+// one unit per customer, an hour's hold and the configured buckets (a sale
+// with variants: each variant's) and gate.
 // Its customers confirm (nobody does: the load test measures reservations),
 // so a target without a payment webhook secret takes it too.
 func (r *runner) createSale(ctx context.Context, sale client.NewSale) (string, error) {
 	sale.PerCustomerLimit, sale.ReservationTTLSeconds, sale.Buckets = 1, 3600, r.cfg.Buckets
+	if len(sale.Variants) > 0 {
+		sale.Buckets = 0 // each variant has its own (stormVariants)
+	}
 	sale.Gate = r.cfg.Gate
 	sale.Confirmation = "customer"
 	body, err := json.Marshal(sale)
 	if err != nil {
 		return "", err
+	}
+	if len(sale.Variants) > 0 {
+		// Sent without initialStock: each variant has its own.
+		var fields map[string]any
+		if err := json.Unmarshal(body, &fields); err != nil {
+			return "", err
+		}
+		delete(fields, "initialStock")
+		if body, err = json.Marshal(fields); err != nil {
+			return "", err
+		}
 	}
 	res, err := r.admin.CreateSaleWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body), bearer(r.cfg.AdminToken))
 	if err != nil {

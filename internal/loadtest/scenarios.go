@@ -2,11 +2,13 @@ package loadtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -252,9 +254,16 @@ func (r *runner) northline(ctx context.Context) (*Result, error) {
 	return res, err
 }
 
+// retryStorm: Checkouts checkouts, 15% of first attempts abandoned after a
+// few milliseconds and retried with the same key, 10% of successes retried
+// again; one reservation per checkout, every replay the first answer's bytes.
+// With Variants, the sale is that many variants (stormVariants) and checkout
+// i names variant i mod Variants: each sells exactly its units.
 func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
 	n := r.cfg.Checkouts
-	sale, err := r.createSale(ctx, client.NewSale{SKU: "sku_storm", InitialStock: n})
+	newSale := client.NewSale{SKU: "sku_storm", InitialStock: n}
+	skus := stormVariants(&newSale, n, r.cfg.Variants, r.cfg.Buckets)
+	sale, err := r.createSale(ctx, newSale)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +285,11 @@ func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
 					if attempt == 0 && rng.Float64() < 0.15 {
 						actx, cancel = context.WithTimeout(ctx, time.Duration(1+rng.IntN(4))*time.Millisecond)
 					}
-					a := r.reserve(actx, i+attempt, tok, client.ReserveRequest{SaleID: sale, IdempotencyKey: key, Quantity: 1})
+					req := client.ReserveRequest{SaleID: sale, IdempotencyKey: key, Quantity: 1}
+					if len(skus) > 0 {
+						req.Variant = skus[i%len(skus)]
+					}
+					a := r.reserve(actx, i+attempt, tok, req)
 					cancel()
 					if a.err != nil && actx.Err() != nil {
 						t.add(answer{err: a.err, code: "abandoned", done: a.done})
@@ -320,5 +333,59 @@ func (r *runner) retryStorm(ctx context.Context) (*Result, error) {
 	if res.Reserved != n {
 		return res, fmt.Errorf("loadtest: %d checkouts produced %d reservations", n, res.Reserved)
 	}
+	if len(skus) > 0 {
+		line, err := r.variantsSoldOut(ctx, sale)
+		res.Notes = append(res.Notes, "variants (held/initial)\t"+line)
+		return res, err
+	}
 	return res, nil
+}
+
+// stormVariants makes sale one of variants variants (none: 0) of n units in
+// all, as even as can be (v1 has the first of what is left over), each of
+// buckets rows, and returns their SKUs in order: checkout i's is i mod
+// variants.
+func stormVariants(sale *client.NewSale, n, variants, buckets int) []string {
+	if variants == 0 {
+		return nil
+	}
+	skus := make([]string, variants)
+	for j := range skus {
+		skus[j] = fmt.Sprintf("v%d", j+1)
+		stock := n / variants
+		if j < n%variants {
+			stock++
+		}
+		sale.Variants = append(sale.Variants, client.NewVariant{SKU: skus[j], Stock: stock, Buckets: buckets})
+	}
+	sale.InitialStock = 0
+	return skus
+}
+
+// variantsSoldOut checks, through the admin API, that every variant of the
+// storm's sale sold exactly its units: none left, its initial stock held;
+// line is each one's held/initial, for the summary.
+func (r *runner) variantsSoldOut(ctx context.Context, saleID string) (line string, err error) {
+	got, err := r.admin.GetSaleWithResponse(ctx, saleID, bearer(r.cfg.AdminToken))
+	switch {
+	case err != nil:
+		return "unknown", fmt.Errorf("loadtest: variants: %w", err)
+	case got.JSON200 == nil:
+		return "unknown", fmt.Errorf("loadtest: variants: %d %s", got.StatusCode(), got.Body)
+	case got.JSON200.Variants == nil || len(*got.JSON200.Variants) != r.cfg.Variants:
+		return "unknown", fmt.Errorf("loadtest: variants: the sale lists %s, want %d variants", got.Body, r.cfg.Variants)
+	}
+	var held, problems []string
+	for _, v := range *got.JSON200.Variants {
+		n := v.Pending + v.Confirmed
+		held = append(held, fmt.Sprintf("%s %d/%d", v.Sku, n, v.InitialStock))
+		if v.Available != 0 || n != v.InitialStock {
+			problems = append(problems, fmt.Sprintf("variant %s: %d held, %d available of %d", v.Sku, n, v.Available, v.InitialStock))
+		}
+	}
+	line = strings.Join(held, ", ")
+	if len(problems) > 0 {
+		return line, errors.New("loadtest: not every variant sold exactly its units: " + strings.Join(problems, "; "))
+	}
+	return line, nil
 }
