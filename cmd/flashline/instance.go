@@ -21,12 +21,14 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
 
+	"github.com/flashline/flashline"
 	"github.com/flashline/flashline/auth"
 	"github.com/flashline/flashline/handlers"
 	"github.com/flashline/flashline/jobs"
 	"github.com/flashline/flashline/loadshed"
 	"github.com/flashline/flashline/migrations"
 	"github.com/flashline/flashline/postgres"
+	"github.com/flashline/flashline/salecache"
 	"github.com/flashline/flashline/stack"
 	"github.com/flashline/flashline/waitroom"
 	"github.com/flashline/flashline/waitroom/roomtoken"
@@ -241,13 +243,34 @@ func (in *instance) openRoom(ctx context.Context) error {
 	in.keyring = in.keyring.WithClock(cache.Now)
 	in.room = waitroom.NewRoom(cache, in.db, in.keyring, in.limiter, waitroom.Options{Logger: in.logger, Registry: in.registry,
 		Now: cache.Now, Batch: in.cfg.maxBatch * in.cfg.batchesInFlight})
-	if err := cache.Load(ctx); err != nil {
+	if err := in.warm(ctx, cache); err != nil {
 		return err
 	}
 	in.running.startLoops(map[string]func(context.Context) error{
 		"sale cache": cache.Run, "pacer": in.room.RunPacer, "room counts": in.room.RunCounts, "gate": in.stack.Gate.Run,
 	})
 	return nil
+}
+
+// warm is the sale cache's first read, before serving. A database too busy
+// to answer it within the read's bound (a loaded machine's start:
+// fresh-clone run 34's "salecache: load: sale facts: overloaded") is asked
+// again, each failure logged, until serve is stopped: an instance that
+// exited over it would only be restarted into the same wait.
+func (in *instance) warm(ctx context.Context, cache *salecache.Cache) error {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := cache.Load(ctx)
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, flashline.ErrOverloaded) ||
+			errors.Is(err, flashline.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)) {
+			return err
+		}
+		in.logger.WarnContext(ctx, "flashline: the sale cache's first read failed; asking again", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 // listen opens the listeners first, so that a bad address fails at once.
