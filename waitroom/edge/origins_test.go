@@ -25,3 +25,19 @@ func TestCustomerOriginSpreads(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomerOriginIgnoresRespelling: one token, spelled as the origins
+// accept it (the scheme's case, spaces, the signature's last character),
+// goes to one origin: a shopper cannot choose theirs.
+func TestCustomerOriginIgnoresRespelling(t *testing.T) {
+	t.Parallel()
+	for i := range 200 {
+		tok := "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjLSIsImkiOiI" + strconv.Itoa(i) + "In0.c2lnbmF0dXJl"
+		for n := 2; n <= 5; n++ {
+			want := edge.CustomerOrigin("Bearer "+tok, n)
+			for _, h := range []string{"bearer " + tok, "BEARER    " + tok + "  ", "Bearer " + tok[:len(tok)-1] + "Z", "Bearer \t" + tok} {
+				require.Equal(t, want, edge.CustomerOrigin(h, n), "%q over %d", h, n)
+			}
+		}
+	}
+}

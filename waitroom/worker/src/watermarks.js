@@ -268,11 +268,12 @@ export class Origins {
 }
 
 // customerOrigin is the origin (of n) a customer's requests go to first,
-// as waitroom/edge's CustomerOrigin: FNV-1a (32 bits) of key, the request's
-// Authorization header (ASCII), mixed by MurmurHash3's finalizer, scaled to
-// n by its high bits. A customer sticks to one origin through any isolate
-// and any Go edge.
-export function customerOrigin(key, n) {
+// as waitroom/edge's CustomerOrigin: FNV-1a (32 bits) of the request's
+// Authorization header's signed part (originKey), mixed by MurmurHash3's
+// finalizer, scaled to n by its high bits. A customer sticks to one origin
+// through any isolate and any Go edge.
+export function customerOrigin(authorization, n) {
+  const key = originKey(authorization);
   let h = 0x811c9dc5;
   for (let i = 0; i < key.length; i++) {
     h ^= key.charCodeAt(i);
@@ -284,6 +285,15 @@ export function customerOrigin(key, n) {
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
   return Math.floor(((h >>> 0) * n) / 4294967296);
+}
+
+// originKey is waitroom/edge's originKey: the token's payload, between its
+// first and last dots (its signature covers it as it is, where the scheme's
+// case, spaces and the signature's spare bits may be respelled), or the
+// whole header without two dots.
+function originKey(authorization) {
+  const i = authorization.indexOf("."), j = authorization.lastIndexOf(".");
+  return i < 0 || i === j ? authorization : authorization.slice(i + 1, j);
 }
 
 // openWatermarks is roomtoken's OpenWatermarks: the JWS verified with the
