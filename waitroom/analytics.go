@@ -76,6 +76,10 @@ type lineWaiter struct {
 	// soldOut: its last answer was "sold out for now" (it still asks, and
 	// is still in line, but is not counted active).
 	soldOut bool
+	// ended: told the sale sold out for good. Its time in line ended here:
+	// it is followed until the sweep forgets it (never counted left), so
+	// that its page's next asks are no returns.
+	ended bool
 }
 
 // statusSoldOutForNow is answered's state for a "sold out" answer that is
@@ -143,8 +147,8 @@ func (q *queueStats) arrived(saleID string, now time.Time) {
 
 // answered notes the status answer state (queueState) given at now to
 // ticket t, whose page began asking at from (asksFrom): a waiter seen,
-// admitted (its wait counted, once) or told the sale sold out for good (no
-// longer followed); and, the first time this instance hears it, a return
+// admitted (its wait counted, once) or told the sale sold out for good (its
+// time in line ended); and, the first time this instance hears it, a return
 // when from is more than ReturnAfter before now.
 func (q *queueStats) answered(saleID string, t roomtoken.Ticket, state string, from, now time.Time) {
 	key := waiterKey{saleID, t.CustomerID}
@@ -152,16 +156,23 @@ func (q *queueStats) answered(saleID string, t roomtoken.Ticket, state string, f
 	defer q.mu.Unlock()
 	s := q.sale(saleID)
 	w, known := q.waiters[key]
+	if known && w.ended {
+		w.seen = now
+		q.waiters[key] = w
+		return
+	}
 	followed := known || len(q.waiters) < maxWaiters
-	if !known && !from.IsZero() && now.Sub(from) > ReturnAfter && (followed || state == StatusSoldOut || state == StatusAdmitted) {
-		// A waiting one not followed would end here uncounted: no return
-		// either. One admitted or sold out ends at once.
+	if !known && followed && !from.IsZero() && now.Sub(from) > ReturnAfter {
+		// Only a waiter followed from here on counts one: one not followed
+		// (past maxWaiters) would count another at each of its asks.
 		s.counts.Returns++
 		s.version++
 	}
 	switch state {
 	case StatusSoldOut:
-		delete(q.waiters, key)
+		if followed {
+			q.waiters[key] = lineWaiter{seen: now, ended: true}
+		}
 		return
 	case StatusAdmitted:
 		if known && w.admitted {
@@ -189,18 +200,16 @@ func (q *queueStats) reserved(a roomtoken.Admission, ttl time.Duration, now time
 	s := q.sale(a.SaleID)
 	s.counts.ToReserve[flashline.QueueBucket(now.Sub(a.ExpiresAt.Add(-ttl)))]++
 	s.version++
-	// Forgotten when admitted here. One admitted elsewhere and still
-	// followed here is not: the instance that admitted it ended its time
-	// with it, and this one's ends silent (left), as for any instance it
-	// moved on from, against a return counted where it was heard later.
-	key := waiterKey{a.SaleID, a.CustomerID}
-	if q.waiters[key].admitted {
-		delete(q.waiters, key)
-	}
+	// One admitted here stays followed, as admitted, until the sweep
+	// forgets it: its page's asks after the reservation are no returns.
+	// One admitted elsewhere and still followed here ends silent (left), as
+	// for any instance it moved on from, against a return counted where it
+	// was heard later.
 }
 
 // sweep counts the waiters not heard from for LeftAfter as left (an
-// admitted one is only forgotten: it did not leave the line), and sets
+// admitted one, or one told sold out for good, is only forgotten: it did
+// not leave the line), and sets
 // each sale's waiters seen lately.
 func (q *queueStats) sweep(now time.Time) {
 	q.mu.Lock()
@@ -209,10 +218,10 @@ func (q *queueStats) sweep(now time.Time) {
 	for key, w := range q.waiters {
 		switch {
 		case now.Sub(w.seen) <= LeftAfter:
-			if !w.admitted && !w.soldOut {
+			if !w.admitted && !w.soldOut && !w.ended {
 				active[key.sale]++
 			}
-		case w.admitted:
+		case w.admitted || w.ended:
 			delete(q.waiters, key)
 		default:
 			s := q.sale(key.sale)

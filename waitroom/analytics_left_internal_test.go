@@ -168,6 +168,17 @@ func TestQueueReturns(t *testing.T) {
 	require.EqualValues(t, 3, returns())
 	q.answered("s", tk("unknown"), StatusWaiting, time.Time{}, t0.Add(time.Hour))
 	require.EqualValues(t, 3, returns(), "no start known: never a return")
+	// A page that asks again once told sold out for good (a reload, or a
+	// hostile client asking on purpose), or once its admission made a
+	// reservation here, is no return: its time in line ended here.
+	for i := range 5 {
+		q.answered("s", tk("sold-out"), StatusSoldOut, t0, t0.Add(time.Minute+time.Duration(i)*time.Second))
+	}
+	q.reserved(roomtoken.Admission{SaleID: "s", CustomerID: "admitted", ExpiresAt: t0.Add(3 * time.Minute)}, 2*time.Minute, t0.Add(time.Minute))
+	q.answered("s", tk("admitted"), StatusAdmitted, t0, t0.Add(70*time.Second))
+	require.EqualValues(t, 3, returns(), "asked again after sold out, or after a reservation")
+	q.sweep(t0.Add(time.Minute + LeftAfter + 10*time.Second))
+	require.EqualValues(t, 2, q.sales["s"].counts.Left, "first and late went quiet; sold out and admitted are forgotten, not left")
 
 	hour := t0.Truncate(time.Hour)
 	opens := t0.Add(10 * time.Minute)

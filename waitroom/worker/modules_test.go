@@ -371,6 +371,8 @@ func TestWorkerModules(t *testing.T) {
 			[]any{after + 2000, "late", "waiting", after + 2000, after + 2000},
 			[]any{60000, "admitted", "admitted", 60000, 60000},
 			[]any{60000, "sold", "sold_out", 60000, 60000},
+			[]any{60500, "sold", "sold_out", 60500, 60500}, // asked again: its time in line ended, no return
+			[]any{61500, "sold", "sold_out", 61500, 61500},
 			[]any{60000, "unknown", "waiting", 60000, nil},
 			[]any{61000, "for-now", "waiting", 1000, 1000},
 			[]any{62000, "for-now", "sold_out_for_now", 2000, 2000},
@@ -381,7 +383,7 @@ func TestWorkerModules(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(str(t, r[0])), &q))
 		c, err := flashline.DecodeQueueCounts(q["s"])
 		require.NoError(t, err, "%s", q["s"])
-		require.EqualValues(t, 3, c.Returns, "late, admitted, sold: %s", q["s"])
+		require.EqualValues(t, 3, c.Returns, "late, admitted, sold (once, though asked thrice): %s", q["s"])
 		require.EqualValues(t, 3, c.Active, "first, late and unknown (for-now sold out for now): %s", q["s"])
 		require.Zero(t, c.Left)
 		// A minute on: all gone quiet but the admitted one; one back.

@@ -128,7 +128,7 @@ export class Lines {
   constructor(now = () => Date.now()) {
     this.now = now;
     this.sales = new Map(); // sale id → counts
-    this.waiters = new Map(); // sale id NUL customer → {seen, admitted}
+    this.waiters = new Map(); // sale id NUL customer → {seen, admitted, soldOut, ended}
     this.swept = -Infinity;
   }
 
@@ -151,8 +151,9 @@ export class Lines {
   // which waited waitedMs since it arrived and whose page began asking
   // askingMs before (waitroom's asksFrom; null: not known): a waiter seen,
   // admitted (its wait counted, once), sold out for now ("sold_out_for_now":
-  // still followed, not active) or told the sale sold out for good (no
-  // longer followed); and, the first time this isolate hears it, a return
+  // still followed, not active) or told the sale sold out for good (its
+  // time in line ended: followed until the sweep forgets it, never left);
+  // and, the first time this isolate hears a waiter it follows, a return
   // when askingMs is over RETURN_AFTER_MS (waitroom's queueStats.answered).
   answered(saleID, customer, state, waitedMs, askingMs) {
     const key = saleID + "\u0000" + customer;
@@ -160,12 +161,14 @@ export class Lines {
     const now = this.now();
     let w = this.waiters.get(key);
     const known = !!w;
-    const followed = known || this.waiters.size < MAX_WAITERS;
-    if (!known && askingMs !== null && askingMs > RETURN_AFTER_MS && (followed || state === "sold_out" || state === "admitted")) {
-      c.returns++;
+    if (known && w.ended) {
+      w.seen = now;
+      return;
     }
+    const followed = known || this.waiters.size < MAX_WAITERS;
+    if (!known && followed && askingMs !== null && askingMs > RETURN_AFTER_MS) c.returns++;
     if (state === "sold_out") {
-      this.waiters.delete(key);
+      if (followed) this.waiters.set(key, { seen: now, admitted: false, soldOut: false, ended: true });
       return;
     }
     if (state === "admitted") {
@@ -174,11 +177,11 @@ export class Lines {
         return;
       }
       c.wait[queueBucket(waitedMs)]++;
-      if (!w) w = { seen: now, admitted: true, soldOut: false };
+      if (!w) w = { seen: now, admitted: true, soldOut: false, ended: false };
       w.admitted = true;
     }
     if (!followed) return;
-    if (!w) w = { seen: now, admitted: false, soldOut: false };
+    if (!w) w = { seen: now, admitted: false, soldOut: false, ended: false };
     w.seen = now;
     w.soldOut = state === "sold_out_for_now";
     this.waiters.set(key, w);
@@ -195,9 +198,9 @@ export class Lines {
     for (const [key, w] of this.waiters) {
       const saleID = key.slice(0, key.indexOf("\u0000"));
       if (now - w.seen <= LEFT_AFTER_MS) {
-        if (!w.admitted && !w.soldOut) active.set(saleID, (active.get(saleID) || 0) + 1);
+        if (!w.admitted && !w.soldOut && !w.ended) active.set(saleID, (active.get(saleID) || 0) + 1);
       } else {
-        if (!w.admitted) this.sale(saleID).left++;
+        if (!w.admitted && !w.ended) this.sale(saleID).left++;
         this.waiters.delete(key);
       }
     }
