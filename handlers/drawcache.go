@@ -55,11 +55,12 @@ const DrawBuildTimeout = 2 * time.Minute
 // drawDoc is one built answer: a transcript's bytes (final or not), or the
 // error to answer.
 type drawDoc struct {
-	final bool
-	body  []byte
-	gz    []byte // body gzipped (final only)
-	etag  string // strong, of body; gzip's is etag with "-gzip" inside the quotes
-	err   error
+	final   bool
+	noStore bool
+	body    []byte
+	gz      []byte // body gzipped (final only)
+	etag    string // strong, of body; gzip's is etag with "-gzip" inside the quotes
+	err     error
 	// started is when its build began: an answer not final is no answer
 	// to a request made after that.
 	started time.Time
