@@ -77,8 +77,7 @@ type Crowd struct {
 	HolderCount int64
 	CommittedAt *time.Time
 	FinalSeed   []byte
-	// Holders is every committed holder's customer id, once the crowd is
-	// ranked (FinalSeed had; none before: Store.Crowd leaves them unread).
+	// Holders is every committed holder's customer id.
 	Holders []string
 	// Beacon is the beacon the crowd waits for (nil: none; Round 0: not
 	// fixed yet), with the round's value once had.

@@ -319,3 +319,63 @@ func NewLotteryPolicyView(l flashline.Lottery) api.LotteryPolicy {
 	v.Description += " The whole draw is published at " + v.Transcript + " for anyone to check."
 	return v
 }
+
+// handleDrawTranscript is GET /sales/{saleId}/draw: the lottery's draw
+// transcript (api.DrawTranscript), no authentication. Once drawn it does
+// not change, and may be cached.
+func handleDrawTranscript(lottery flashline.LotteryStore, logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx, saleID := c.Request.Context(), c.Param("saleId")
+		l, err := lottery.Lottery(ctx, saleID)
+		if errors.Is(err, flashline.ErrNoLottery) {
+			writeCrowdTranscript(c, lottery, saleID, logger)
+			return
+		}
+		if err != nil {
+			writeError(c, logger, err)
+			return
+		}
+		if l.DrawVersion < 2 {
+			writeError(c, logger, flashline.Invalid("this lottery was drawn before draw transcripts existed: its policy's seed and commitment are what it published"))
+			return
+		}
+		var entries []flashline.LotteryEntry
+		if l.RegistrantsRoot != nil {
+			if entries, err = lottery.LotteryEntries(ctx, saleID); err != nil {
+				writeError(c, logger, err)
+				return
+			}
+		}
+		if l.DrawnAt != nil {
+			c.Header("Cache-Control", "public, max-age=3600")
+		} else {
+			c.Header("Cache-Control", "no-store")
+		}
+		writeJSON(c, http.StatusOK, api.NewDrawTranscript(l, flashline.NewDrawTranscript(l, entries)))
+	}
+}
+
+// writeCrowdTranscript answers GET /sales/{saleId}/draw for a
+// randomized_at_open waiting room: its pre-open crowd as committed at the
+// open, in the lottery's transcript's shape (api.NewCrowdTranscript). Any
+// other sale: no_lottery, as before.
+func writeCrowdTranscript(c *gin.Context, lottery flashline.LotteryStore, saleID string, logger *slog.Logger) {
+	crowd, err := lottery.Crowd(c.Request.Context(), saleID)
+	switch {
+	case errors.Is(err, flashline.ErrNoWaitingRoom):
+		writeError(c, logger, flashline.ErrNoLottery)
+		return
+	case err != nil:
+		writeError(c, logger, err)
+		return
+	case crowd.Fairness != flashline.FairnessRandomizedAtOpen:
+		writeError(c, logger, flashline.ErrNoLottery)
+		return
+	}
+	if crowd.FinalSeed != nil {
+		c.Header("Cache-Control", "public, max-age=3600")
+	} else {
+		c.Header("Cache-Control", "no-store")
+	}
+	writeJSON(c, http.StatusOK, api.NewCrowdTranscript(crowd, flashline.NewCrowdTranscript(crowd)))
+}

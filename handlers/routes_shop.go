@@ -49,9 +49,7 @@ func shopRoutes(r *gin.Engine, d Deps, customer, ownerOrAdmin gin.HandlerFunc, c
 		slot := loadshed.Gin(d.Limiter, loadshed.PriorityPoll, onShed)
 		public.handle(http.MethodPost, "/sales/:saleId/registrations", customer, oneCustomer, slot, handleRegister(d.Store, d.Keyring, d.now(), d.Logger))
 		public.handle(http.MethodGet, "/sales/:saleId/registration", customer, oneCustomer, slot, handleRegistration(d.Store, d.Keyring, d.now(), d.Logger))
-		// Public and, once final, built once and kept (drawcache.go).
-		draws := newDrawTranscripts(d.Store, d.Registry, DrawCacheBytes, d.Logger)
-		public.handle(http.MethodGet, "/sales/:saleId/draw", slot, draws.handle)
+		public.handle(http.MethodGet, "/sales/:saleId/draw", slot, handleDrawTranscript(d.Store, d.Logger))
 		if d.Room == nil {
 			public.handle(http.MethodGet, "/sales/:saleId/policy", slot, handleSalePolicy(nil, d.Store, d.Logger))
 		}

@@ -160,8 +160,7 @@ func (s *Store) AddHolders(ctx context.Context, saleID string, customers []strin
 }
 
 // Crowd reads saleID's committed pre-open crowd (flashline.Crowd), its
-// holders with it once ranked (committed, and its final seed had). No
-// room: flashline.ErrNoWaitingRoom.
+// holders with it once committed. No room: flashline.ErrNoWaitingRoom.
 func (s *Store) Crowd(ctx context.Context, saleID string) (flashline.Crowd, error) {
 	// The room's pool: a public read (GET /sales/{id}/draw), which must
 	// never delay the admin's work or a confirm.
@@ -194,10 +193,7 @@ func (s *Store) Crowd(ctx context.Context, saleID string) (flashline.Crowd, erro
 	if row.HoldersCount != nil {
 		c.HolderCount = *row.HoldersCount
 	}
-	if c.Root != nil && c.FinalSeed != nil {
-		// Only the ranking lists them: a crowd committed and waiting for
-		// its beacon round has a transcript of none (NewCrowdTranscript),
-		// and GET /sales/{id}/draw must not read them all to say so.
+	if c.Root != nil {
 		if c.Holders, err = q.WaitroomHolders(ctx, dbsqlc.WaitroomHoldersParams{SaleID: saleID}); err != nil {
 			return flashline.Crowd{}, fmt.Errorf("holders of sale %s: %w", saleID, translate(err))
 		}

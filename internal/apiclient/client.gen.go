@@ -7680,12 +7680,6 @@ type Confirm500JSONResponseBodyErrorCode string
 // Confirm503JSONResponseBodyErrorCode defines parameters for Confirm.
 type Confirm503JSONResponseBodyErrorCode string
 
-// DrawTranscriptParams defines parameters for DrawTranscript.
-type DrawTranscriptParams struct {
-	// IfNoneMatch an ETag of a final transcript this client holds: 304 if it is current
-	IfNoneMatch *string `json:"If-None-Match,omitempty"`
-}
-
 // DrawTranscript400JSONResponseBodyErrorCode defines parameters for DrawTranscript.
 type DrawTranscript400JSONResponseBodyErrorCode string
 
@@ -8732,10 +8726,8 @@ type ClientInterface interface {
 
 	// DrawTranscript A lottery's draw transcript, or a waiting room's committed pre-open crowd, to check it without trusting the store
 	//
-	// Public. A final transcript (a lottery drawn, a crowd ranked: neither changes after that) is built once per instance and served from memory, with a strong ETag (a hash of its bytes; `If-None-Match` answers 304), `Cache-Control: public, max-age=3600` and, to a client that takes it, gzip. One that is not final is rebuilt for each request (one build at a time per sale, which concurrent requests share) and answered `no-store`.
-	//
 	// Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
-	DrawTranscript(ctx context.Context, saleId SaleId, params *DrawTranscriptParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DrawTranscript(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DrawTranscriptPreflight The preflight of a cross-origin request (CORS)
 	//
@@ -10104,11 +10096,9 @@ func (c *Client) Confirm(ctx context.Context, reservationId ReservationId, reqEd
 
 // DrawTranscript A lottery's draw transcript, or a waiting room's committed pre-open crowd, to check it without trusting the store
 //
-// Public. A final transcript (a lottery drawn, a crowd ranked: neither changes after that) is built once per instance and served from memory, with a strong ETag (a hash of its bytes; `If-None-Match` answers 304), `Cache-Control: public, max-age=3600` and, to a client that takes it, gzip. One that is not final is rebuilt for each request (one build at a time per sale, which concurrent requests share) and answered `no-store`.
-//
 // Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
-func (c *Client) DrawTranscript(ctx context.Context, saleId SaleId, params *DrawTranscriptParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDrawTranscriptRequest(c.Server, saleId, params)
+func (c *Client) DrawTranscript(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDrawTranscriptRequest(c.Server, saleId)
 	if err != nil {
 		return nil, err
 	}
@@ -12300,7 +12290,7 @@ func NewConfirmRequest(server string, reservationId ReservationId) (*http.Reques
 }
 
 // NewDrawTranscriptRequest constructs an http.Request for the DrawTranscript method
-func NewDrawTranscriptRequest(server string, saleId SaleId, params *DrawTranscriptParams) (*http.Request, error) {
+func NewDrawTranscriptRequest(server string, saleId SaleId) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -12328,21 +12318,6 @@ func NewDrawTranscriptRequest(server string, saleId SaleId, params *DrawTranscri
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
-	}
-
-	if params != nil {
-
-		if params.IfNoneMatch != nil {
-			var headerParam0 string
-
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-None-Match", *params.IfNoneMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
-			if err != nil {
-				return nil, err
-			}
-
-			req.Header.Set("If-None-Match", headerParam0)
-		}
-
 	}
 
 	return req, nil
@@ -13860,12 +13835,10 @@ type ClientWithResponsesInterface interface {
 
 	// DrawTranscriptWithResponse A lottery's draw transcript, or a waiting room's committed pre-open crowd, to check it without trusting the store
 	//
-	// Public. A final transcript (a lottery drawn, a crowd ranked: neither changes after that) is built once per instance and served from memory, with a strong ETag (a hash of its bytes; `If-None-Match` answers 304), `Cache-Control: public, max-age=3600` and, to a client that takes it, gzip. One that is not final is rebuilt for each request (one build at a time per sale, which concurrent requests share) and answered `no-store`.
-	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
-	DrawTranscriptWithResponse(ctx context.Context, saleId SaleId, params *DrawTranscriptParams, reqEditors ...RequestEditorFn) (*DrawTranscriptResponse, error)
+	DrawTranscriptWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*DrawTranscriptResponse, error)
 
 	// DrawTranscriptPreflightWithResponse The preflight of a cross-origin request (CORS)
 	//
@@ -19010,19 +18983,6 @@ func (r ConfirmResponse) ContentType() string {
 	return ""
 }
 
-// DrawTranscriptResponse200Headers the declared response headers of an HTTP 200 response for DrawTranscript
-type DrawTranscriptResponse200Headers struct {
-	CacheControl    string
-	ContentEncoding *string
-	ETag            *string
-}
-
-// DrawTranscriptResponse304Headers the declared response headers of an HTTP 304 response for DrawTranscript
-type DrawTranscriptResponse304Headers struct {
-	CacheControl string
-	ETag         string
-}
-
 // DrawTranscriptResponse429Headers the declared response headers of an HTTP 429 response for DrawTranscript
 type DrawTranscriptResponse429Headers struct {
 	Connection *string
@@ -19065,10 +19025,6 @@ type DrawTranscriptResponse struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *DrawTranscriptResponse200Headers
-	// Headers304 the parsed response headers for an HTTP 304 response
-	Headers304 *DrawTranscriptResponse304Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DrawTranscriptResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -22161,13 +22117,11 @@ func (c *ClientWithResponses) ConfirmWithResponse(ctx context.Context, reservati
 
 // DrawTranscriptWithResponse A lottery's draw transcript, or a waiting room's committed pre-open crowd, to check it without trusting the store
 //
-// Public. A final transcript (a lottery drawn, a crowd ranked: neither changes after that) is built once per instance and served from memory, with a strong ETag (a hash of its bytes; `If-None-Match` answers 304), `Cache-Control: public, max-age=3600` and, to a client that takes it, gzip. One that is not final is rebuilt for each request (one build at a time per sale, which concurrent requests share) and answered `no-store`.
-//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /sales/{saleId}/draw (the `DrawTranscript` operationId).
-func (c *ClientWithResponses) DrawTranscriptWithResponse(ctx context.Context, saleId SaleId, params *DrawTranscriptParams, reqEditors ...RequestEditorFn) (*DrawTranscriptResponse, error) {
-	rsp, err := c.DrawTranscript(ctx, saleId, params, reqEditors...)
+func (c *ClientWithResponses) DrawTranscriptWithResponse(ctx context.Context, saleId SaleId, reqEditors ...RequestEditorFn) (*DrawTranscriptResponse, error) {
+	rsp, err := c.DrawTranscript(ctx, saleId, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27158,9 +27112,6 @@ func ParseDrawTranscriptResponse(rsp *http.Response) (*DrawTranscriptResponse, e
 		}
 		response.JSON200 = &dest
 
-	case rsp.StatusCode == 304:
-		break // No content-type
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest InvalidRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27220,47 +27171,6 @@ func ParseDrawTranscriptResponse(rsp *http.Response) (*DrawTranscriptResponse, e
 	}
 
 	switch {
-	case rsp.StatusCode == 200:
-		var headers DrawTranscriptResponse200Headers
-		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.CacheControl = value
-		}
-		if values := rsp.Header.Values("Content-Encoding"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.ContentEncoding = &value
-		}
-		if values := rsp.Header.Values("ETag"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.ETag = &value
-		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 304:
-		var headers DrawTranscriptResponse304Headers
-		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.CacheControl = value
-		}
-		if values := rsp.Header.Values("ETag"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.ETag = value
-		}
-		response.Headers304 = &headers
 	case rsp.StatusCode == 429:
 		var headers DrawTranscriptResponse429Headers
 		if values := rsp.Header.Values("Connection"); len(values) > 0 {

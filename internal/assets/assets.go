@@ -73,7 +73,7 @@ func New(files map[string]File, o Options) *Set {
 		f := files[name]
 		h.Write([]byte(name))
 		h.Write(f.Body)
-		s.files[name] = file{File: f, gzipped: sync.OnceValue(func() []byte { return GzipBytes(f.Body) })}
+		s.files[name] = file{File: f, gzipped: sync.OnceValue(func() []byte { return gzipBytes(f.Body) })}
 	}
 	s.version = hex.EncodeToString(h.Sum(nil))[:12]
 	return s
@@ -134,7 +134,7 @@ func (s *Set) Serve(c *gin.Context) {
 	body := f.Body
 	if s.o.Gzip {
 		h.Set("Vary", "Accept-Encoding")
-		if AcceptsGzip(c.Request.Header.Get("Accept-Encoding")) {
+		if acceptsGzip(c.Request.Header.Get("Accept-Encoding")) {
 			h.Set("Content-Encoding", "gzip")
 			body = f.gzipped()
 		}
@@ -142,8 +142,7 @@ func (s *Set) Serve(c *gin.Context) {
 	c.Data(http.StatusOK, f.ContentType, body)
 }
 
-// GzipBytes is b gzipped (default level).
-func GzipBytes(b []byte) []byte {
+func gzipBytes(b []byte) []byte {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	_, _ = zw.Write(b) // writing to a bytes.Buffer does not fail
@@ -151,9 +150,9 @@ func GzipBytes(b []byte) []byte {
 	return buf.Bytes()
 }
 
-// AcceptsGzip reports whether an Accept-Encoding header takes gzip (and does
+// acceptsGzip reports whether an Accept-Encoding header takes gzip (and does
 // not refuse it with q=0).
-func AcceptsGzip(header string) bool {
+func acceptsGzip(header string) bool {
 	for part := range strings.SplitSeq(header, ",") {
 		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
 		if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
