@@ -30,7 +30,11 @@ func TestVerifyDrawLotteryVariants(t *testing.T) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{})
+	// A connection is waited for up to a minute, not the 5 s a buyer's role
+	// waits: beside the suite's other parallel tests the pool's default
+	// wait ran out before the sale's creation (fresh-clone run 38: "create
+	// sale: overloaded"), as the handlers tests' store's once did.
+	store := postgres.NewStore(postgres.SinglePool(pool), postgres.Options{RoleWait: time.Minute})
 	now := time.Now()
 	sale, err := store.CreateSale(ctx, flashline.NewSale{SKU: "sku_lv", Admission: flashline.AdmissionLottery,
 		Confirmation: flashline.ConfirmByCustomer, PerCustomerLimit: 1,
