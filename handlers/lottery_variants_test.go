@@ -266,18 +266,7 @@ func TestLotteryVariantsWaitlist(t *testing.T) {
 	}
 	read()
 	// The M winner's window ends unbought.
-	var mWinner string
-	for id, reg := range regs {
-		if reg.State == "won" && reg.WonVariant == "M" {
-			mWinner = id
-		}
-	}
-	require.NotEmpty(t, mWinner)
-	_, err = s.pool.Exec(t.Context(), `UPDATE lottery_registrations SET purchase_window_ends_at = now() - interval '1 second'
-		WHERE sale_id = $1 AND customer_id = $2`, saleID, mWinner)
-	require.NoError(t, err)
-	_, err = store.ExpireWindows(t.Context(), 0)
-	require.NoError(t, err)
+	mWinner := endWinnersWindow(t, s, store, saleID, regs, "M")
 	before := regs
 	regs = map[string]api.Registration{}
 	read()
@@ -316,4 +305,24 @@ func indexOf(xs []string, x string) int {
 		}
 	}
 	return -1
+}
+
+// endWinnersWindow ends, unbought, the purchase window of the winner of
+// variant in regs, and runs the job that expires windows (promoting the
+// waitlist); it returns that winner.
+func endWinnersWindow(t *testing.T, s *server, store *postgres.Store, saleID string, regs map[string]api.Registration, variant string) string {
+	t.Helper()
+	var winner string
+	for id, reg := range regs {
+		if reg.State == "won" && reg.WonVariant == variant {
+			winner = id
+		}
+	}
+	require.NotEmpty(t, winner)
+	_, err := s.pool.Exec(t.Context(), `UPDATE lottery_registrations SET purchase_window_ends_at = now() - interval '1 second'
+		WHERE sale_id = $1 AND customer_id = $2`, saleID, winner)
+	require.NoError(t, err)
+	_, err = store.ExpireWindows(t.Context(), 0)
+	require.NoError(t, err)
+	return winner
 }

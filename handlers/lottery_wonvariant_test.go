@@ -61,18 +61,7 @@ func TestLotteryAdmissionNamesWonVariant(t *testing.T) {
 
 	// The M winner's window ends unbought: the promoted one's admission
 	// names the variant passed down.
-	var mWinner string
-	for id, reg := range regs {
-		if reg.State == "won" && reg.WonVariant == "M" {
-			mWinner = id
-		}
-	}
-	require.NotEmpty(t, mWinner)
-	_, err = s.pool.Exec(t.Context(), `UPDATE lottery_registrations SET purchase_window_ends_at = now() - interval '1 second'
-		WHERE sale_id = $1 AND customer_id = $2`, saleID, mWinner)
-	require.NoError(t, err)
-	_, err = store.ExpireWindows(t.Context(), 0)
-	require.NoError(t, err)
+	endWinnersWindow(t, s, store, saleID, regs, "M")
 	after := read()
 	requireClaims(after)
 	promoted := ""
